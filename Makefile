@@ -1,0 +1,43 @@
+# Build, test and quickstart. `make` builds the CPU trainer; `make test` runs every test
+# CI runs; `make quickstart` installs, prepares the corpus, builds and trains `tiny`.
+CC ?= gcc
+CFLAGS ?= -O3 -march=native
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation
+LDLIBS = -lm
+PY = /usr/bin/python3
+
+# OpenMP when the compiler has it
+OMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
+CFLAGS += $(OMP)
+
+HEADERS = $(wildcard llmc/*.h)
+
+.PHONY: all test quickstart data fixtures clean bench
+
+all: train_gpt
+
+train_gpt: train_gpt.c $(HEADERS)
+	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
+
+test_gpt: test_gpt.c train_gpt.c $(HEADERS)
+	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
+
+data:
+	$(PY) dev/data/prepare_kjv.py --out dev/data/kjv
+
+# the PyTorch reference writes fixtures every time (CI never trusts stale ones)
+fixtures:
+	$(PY) dev/train_gpt.py --out fixtures > fixtures.log 2>&1 || (cat fixtures.log; exit 1)
+	@tail -n 10 fixtures.log
+
+test: train_gpt test_gpt fixtures data
+	./test_gpt fixtures
+
+quickstart:
+	bash dev/install.sh
+	$(MAKE) data train_gpt
+	bash scripts/run_cpu.sh
+
+clean:
+	rm -f train_gpt test_gpt fixtures.log
+	rm -rf fixtures

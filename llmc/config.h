@@ -1,0 +1,297 @@
+/*
+ * config.h: the run configuration shared by both trainers and the tests: model presets,
+ * the recipe (defaults = the Megatron-Turing NLG 530B values), the 3D layout, I/O
+ * flags; the command-line parser (unknown flags and bad values are errors), the
+ * constraint checks of SPEC section 3, and the start-up table rank 0 prints.
+ * Parsing and validation never exit: they return a message so that, under MPI, every
+ * rank can fail the same way while only rank 0 prints.
+ */
+#ifndef LLMC_CONFIG_H
+#define LLMC_CONFIG_H
+
+#include <ctype.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CFG_ERR_LEN 512
+#define CFG_PATH_LEN 512
+
+typedef struct { const char* name; int L, H, heads, seq; } ModelPreset;
+
+static const ModelPreset MODEL_PRESETS[] = {
+    {"tiny", 4, 128, 4, 256},     // CPU demo and CI
+    {"125m", 12, 768, 12, 2048},
+    {"350m", 24, 1024, 16, 2048},
+    {"1.3b", 24, 2048, 16, 2048},  // one-GPU correctness and speed
+    {"6.7b", 32, 4096, 32, 2048},
+    {"530b", 105, 20480, 128, 2048}, // the paper
+};
+#define NUM_MODEL_PRESETS ((int)(sizeof(MODEL_PRESETS) / sizeof(MODEL_PRESETS[0])))
+
+typedef struct {
+    // model: L layers, H hidden (= C in shape comments), heads, seq (= T), V real vocab,
+    // Vp vocab padded to a multiple of vpad (layout independent, so never changes numbers)
+    char model[32];
+    int L, H, heads, seq, V, Vp, vpad;
+    int scaled_init; // output projections of each block use s/sqrt(2L)
+    // layout
+    int tp, pp, dp; // dp = 0: derived from the world size
+    int mb;         // micro-batch, sequences
+    int zero, recompute;
+    char comm[8];   // CUDA trainer: nccl or mpi
+    // recipe, counted in tokens (int64) and sequences
+    int64_t gb;                                   // final global batch, sequences
+    int64_t ramp_start, ramp_inc, ramp_tokens;    // ramp_inc == 0: no ramp
+    double lr; int lr_auto;
+    int64_t warmup_tokens, decay_tokens;
+    double minlr_frac, beta1, beta2, eps, wd, clip;
+    int64_t total_tokens;
+    int64_t max_steps;                            // -1: until total_tokens
+    // data
+    char train_glob[CFG_PATH_LEN], val_glob[CFG_PATH_LEN];
+    int shuffle;
+    int64_t val_every, val_samples;
+    // output, checkpoints, sampling
+    char out_dir[CFG_PATH_LEN];
+    char log_path[CFG_PATH_LEN];
+    int64_t ckpt_every;
+    int resume;
+    char init_from[CFG_PATH_LEN];                 // start from this checkpoint dir's weights
+    char tokenizer[CFG_PATH_LEN];
+    int64_t sample_every; int sample_len;
+    uint64_t seed;
+    double peak_tflops;                           // for MFU; 0 = from the device table
+    int threads;                                  // OpenMP threads, 0 = default
+    // modes
+    int plan, check, help;
+} Config;
+
+static void config_defaults(Config* c) {
+    memset(c, 0, sizeof(*c));
+    strcpy(c->model, "tiny");
+    c->L = 4; c->H = 128; c->heads = 4; c->seq = 256;
+    c->V = 50257; c->vpad = 1024; c->scaled_init = 1;
+    c->tp = 1; c->pp = 1; c->dp = 0; c->mb = 1; c->zero = 0; c->recompute = 0;
+    strcpy(c->comm, "nccl");
+    // the MT-NLG 530B recipe (SPEC section 2)
+    c->gb = 1920; c->ramp_start = 32; c->ramp_inc = 32; c->ramp_tokens = 12000000000LL;
+    c->lr = 5.0e-5; c->lr_auto = 0;
+    c->warmup_tokens = 1000000000LL; c->decay_tokens = 340000000000LL;
+    c->minlr_frac = 0.1; c->beta1 = 0.9; c->beta2 = 0.95; c->eps = 1e-8;
+    c->wd = 0.1; c->clip = 1.0;
+    c->total_tokens = 270000000000LL; c->max_steps = -1;
+    strcpy(c->train_glob, "dev/data/kjv/kjv_train_*.bin");
+    strcpy(c->val_glob, "dev/data/kjv/kjv_val_*.bin");
+    c->shuffle = 1; c->val_every = 0; c->val_samples = 64;
+    c->ckpt_every = 0;
+    c->sample_every = 0; c->sample_len = 64;
+    c->seed = 1337;
+}
+
+static int round_up(int x, int m) { return ((x + m - 1) / m) * m; }
+
+// ---------------------------------------------------------------------------------------
+// parsing
+
+static int parse_i64(const char* s, int64_t* out) {
+    // accepts integers and scientific notation for round numbers (12e9, 1.5e6)
+    if (s == NULL || *s == '\0') return 0;
+    char* end;
+    double d = strtod(s, &end);
+    if (*end != '\0' || !isfinite(d) || d != floor(d) || fabs(d) > 9.0e18) return 0;
+    *out = (int64_t)d;
+    return 1;
+}
+static int parse_int(const char* s, int* out) {
+    int64_t v;
+    if (!parse_i64(s, &v) || v > 2147483647LL || v < -2147483647LL) return 0;
+    *out = (int)v;
+    return 1;
+}
+static int parse_f64(const char* s, double* out) {
+    if (s == NULL || *s == '\0') return 0;
+    char* end;
+    double d = strtod(s, &end);
+    if (*end != '\0' || !isfinite(d)) return 0;
+    *out = d;
+    return 1;
+}
+
+static int apply_preset(Config* c, const char* name) {
+    for (int i = 0; i < NUM_MODEL_PRESETS; i++) {
+        if (strcmp(MODEL_PRESETS[i].name, name) == 0) {
+            snprintf(c->model, sizeof(c->model), "%s", name);
+            c->L = MODEL_PRESETS[i].L; c->H = MODEL_PRESETS[i].H;
+            c->heads = MODEL_PRESETS[i].heads; c->seq = MODEL_PRESETS[i].seq;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// Called for flags this file does not know (the planner's cluster flags). Returns 1 if
+// consumed (using *i to step over values), 0 if unknown, -1 on a bad value (err filled).
+typedef int (*ExtraFlagFn)(void* user, int argc, char** argv, int* i, char* err);
+
+// returns 0 ok, 1 error (message in err)
+static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, void* user, char* err) {
+    err[0] = '\0';
+    // the preset is applied first so that explicit shape flags override it wherever they are
+    for (int i = 1; i < argc - 1; i++) {
+        if (strcmp(argv[i], "-model") == 0) {
+            if (!apply_preset(c, argv[i + 1])) {
+                snprintf(err, CFG_ERR_LEN, "unknown model '%s' (choose tiny, 125m, 350m, 1.3b, 6.7b, 530b or give -L -H -heads -seq)", argv[i + 1]);
+                return 1;
+            }
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char* f = argv[i];
+        const char* v = (i + 1 < argc) ? argv[i + 1] : NULL;
+        #define NEED(n) do { if (i + (n) >= argc) { snprintf(err, CFG_ERR_LEN, "flag %s needs %d value(s)", f, (n)); return 1; } } while (0)
+        #define BAD() do { snprintf(err, CFG_ERR_LEN, "bad value '%s' for %s", v, f); return 1; } while (0)
+        #define INT_FLAG(name, field) if (strcmp(f, name) == 0) { NEED(1); if (!parse_int(v, &(field))) BAD(); i++; continue; }
+        #define I64_FLAG(name, field) if (strcmp(f, name) == 0) { NEED(1); if (!parse_i64(v, &(field))) BAD(); i++; continue; }
+        #define F64_FLAG(name, field) if (strcmp(f, name) == 0) { NEED(1); if (!parse_f64(v, &(field))) BAD(); i++; continue; }
+        #define STR_FLAG(name, field) if (strcmp(f, name) == 0) { NEED(1); snprintf(field, sizeof(field), "%s", v); i++; continue; }
+        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) { c->help = 1; continue; }
+        if (strcmp(f, "-plan") == 0) { c->plan = 1; continue; }
+        if (strcmp(f, "-check") == 0) { c->check = 1; continue; }
+        if (strcmp(f, "-resume") == 0) { c->resume = 1; continue; }
+        if (strcmp(f, "-model") == 0) { NEED(1); i++; continue; } // applied above
+        INT_FLAG("-L", c->L) INT_FLAG("-H", c->H) INT_FLAG("-heads", c->heads)
+        INT_FLAG("-seq", c->seq) INT_FLAG("-V", c->V) INT_FLAG("-vpad", c->vpad)
+        INT_FLAG("-scaled-init", c->scaled_init)
+        INT_FLAG("-tp", c->tp) INT_FLAG("-pp", c->pp) INT_FLAG("-dp", c->dp)
+        INT_FLAG("-mb", c->mb) INT_FLAG("-zero", c->zero) INT_FLAG("-recompute", c->recompute)
+        STR_FLAG("-comm", c->comm)
+        I64_FLAG("-gb", c->gb)
+        if (strcmp(f, "-ramp") == 0) {
+            if (v != NULL && strcmp(v, "off") == 0) { c->ramp_start = c->ramp_inc = c->ramp_tokens = 0; i++; continue; }
+            NEED(3);
+            if (!parse_i64(argv[i + 1], &c->ramp_start) || !parse_i64(argv[i + 2], &c->ramp_inc) ||
+                !parse_i64(argv[i + 3], &c->ramp_tokens)) {
+                snprintf(err, CFG_ERR_LEN, "bad value for -ramp: want START INCREMENT TOKENS (for example -ramp 32 32 12e9) or -ramp off");
+                return 1;
+            }
+            i += 3; continue;
+        }
+        if (strcmp(f, "-lr") == 0) {
+            NEED(1);
+            if (strcmp(v, "auto") == 0) { c->lr_auto = 1; } else { c->lr_auto = 0; if (!parse_f64(v, &c->lr)) BAD(); }
+            i++; continue;
+        }
+        I64_FLAG("-warmup", c->warmup_tokens) I64_FLAG("-decay", c->decay_tokens)
+        F64_FLAG("-minlr-frac", c->minlr_frac) F64_FLAG("-beta1", c->beta1) F64_FLAG("-beta2", c->beta2)
+        F64_FLAG("-eps", c->eps) F64_FLAG("-wd", c->wd) F64_FLAG("-clip", c->clip)
+        I64_FLAG("-tokens", c->total_tokens) I64_FLAG("-steps", c->max_steps)
+        STR_FLAG("-i", c->train_glob) STR_FLAG("-j", c->val_glob)
+        INT_FLAG("-shuffle", c->shuffle)
+        I64_FLAG("-val-every", c->val_every) I64_FLAG("-val-samples", c->val_samples)
+        STR_FLAG("-o", c->out_dir) STR_FLAG("-log", c->log_path)
+        I64_FLAG("-ckpt-every", c->ckpt_every) STR_FLAG("-init-from", c->init_from)
+        STR_FLAG("-tokenizer", c->tokenizer)
+        I64_FLAG("-sample-every", c->sample_every) INT_FLAG("-sample-len", c->sample_len)
+        F64_FLAG("-peak", c->peak_tflops) INT_FLAG("-threads", c->threads)
+        if (strcmp(f, "-seed") == 0) { int64_t s; NEED(1); if (!parse_i64(v, &s) || s < 0) BAD(); c->seed = (uint64_t)s; i++; continue; }
+        #undef NEED
+        #undef BAD
+        #undef INT_FLAG
+        #undef I64_FLAG
+        #undef F64_FLAG
+        #undef STR_FLAG
+        if (extra != NULL) {
+            int r = extra(user, argc, argv, &i, err);
+            if (r == 1) continue;
+            if (r < 0) return 1;
+        }
+        snprintf(err, CFG_ERR_LEN, "unknown flag '%s' (run with -h for the list)", f);
+        return 1;
+    }
+    if (c->vpad > 0) c->Vp = round_up(c->V, c->vpad);
+    return 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// validation: model shape and recipe, independent of the world size
+
+static int config_validate(Config* c, char* err) {
+    #define FAIL(...) do { snprintf(err, CFG_ERR_LEN, __VA_ARGS__); return 1; } while (0)
+    if (c->L <= 0 || c->H <= 0 || c->heads <= 0 || c->seq <= 0 || c->V <= 0 || c->vpad <= 0)
+        FAIL("model sizes must be positive (L=%d H=%d heads=%d seq=%d V=%d vpad=%d)", c->L, c->H, c->heads, c->seq, c->V, c->vpad);
+    if (c->H % c->heads != 0) FAIL("heads (%d) must divide the hidden size H (%d)", c->heads, c->H);
+    if (c->V > 65536) FAIL("V=%d: token shards store uint16 ids, so the vocabulary must be <= 65536", c->V);
+    if (c->tp <= 0 || c->pp <= 0 || c->dp < 0 || c->mb <= 0)
+        FAIL("layout sizes must be positive (tp=%d pp=%d dp=%d mb=%d)", c->tp, c->pp, c->dp, c->mb);
+    if (c->zero != 0 && c->zero != 1) FAIL("-zero takes 0 or 1");
+    if (c->recompute != 0 && c->recompute != 1) FAIL("-recompute takes 0 or 1");
+    if (c->scaled_init != 0 && c->scaled_init != 1) FAIL("-scaled-init takes 0 or 1");
+    if (c->shuffle != 0 && c->shuffle != 1) FAIL("-shuffle takes 0 or 1");
+    if (strcmp(c->comm, "nccl") != 0 && strcmp(c->comm, "mpi") != 0) FAIL("-comm takes nccl or mpi, not '%s'", c->comm);
+    if (c->gb <= 0) FAIL("-gb must be positive");
+    if (c->ramp_inc != 0) {
+        if (c->ramp_start <= 0 || c->ramp_tokens <= 0 || c->ramp_inc < 0)
+            FAIL("-ramp START INCREMENT TOKENS must be positive");
+        if (c->ramp_start > c->gb) FAIL("ramp start batch %lld exceeds the final global batch %lld", (long long)c->ramp_start, (long long)c->gb);
+        if ((c->gb - c->ramp_start) % c->ramp_inc != 0)
+            FAIL("ramp increment %lld does not divide (global batch %lld - start %lld) exactly", (long long)c->ramp_inc, (long long)c->gb, (long long)c->ramp_start);
+        if (c->gb == c->ramp_start) FAIL("ramp start equals the final global batch: use -ramp off");
+    }
+    if (!c->lr_auto && c->lr < 0) FAIL("-lr must be >= 0");
+    if (c->warmup_tokens < 0 || c->decay_tokens < 0) FAIL("-warmup and -decay must be >= 0");
+    if (c->decay_tokens < c->warmup_tokens) FAIL("-decay (%lld) must be >= -warmup (%lld)", (long long)c->decay_tokens, (long long)c->warmup_tokens);
+    if (c->minlr_frac < 0 || c->minlr_frac > 1) FAIL("-minlr-frac must be in [0, 1]");
+    if (c->beta1 < 0 || c->beta1 >= 1 || c->beta2 < 0 || c->beta2 >= 1) FAIL("-beta1 and -beta2 must be in [0, 1)");
+    if (c->eps <= 0) FAIL("-eps must be positive");
+    if (c->wd < 0) FAIL("-wd must be >= 0");
+    if (c->clip < 0) FAIL("-clip must be >= 0 (0 turns clipping off)");
+    if (c->total_tokens <= 0) FAIL("-tokens must be positive");
+    if (c->val_every < 0 || c->val_samples < 0 || c->ckpt_every < 0 || c->sample_every < 0 || c->sample_len < 0)
+        FAIL("-val-every, -val-samples, -ckpt-every, -sample-every and -sample-len must be >= 0");
+    if (c->sample_every > 0 && c->sample_len >= c->seq) FAIL("-sample-len (%d) must be below the sequence length (%d)", c->sample_len, c->seq);
+    #undef FAIL
+    c->Vp = round_up(c->V, c->vpad);
+    return 0;
+}
+
+// Layout constraints of SPEC section 3, checked up front for the whole ramp.
+static int config_validate_layout(const Config* c, int world, char* err) {
+    #define FAIL(...) do { snprintf(err, CFG_ERR_LEN, __VA_ARGS__); return 1; } while (0)
+    int dp = c->dp;
+    if (world % (c->tp * c->pp) != 0)
+        FAIL("world size %d is not a multiple of tp*pp = %d*%d", world, c->tp, c->pp);
+    if (dp == 0) dp = world / (c->tp * c->pp);
+    if (c->tp * c->pp * dp != world)
+        FAIL("world size %d != tp*pp*dp = %d*%d*%d: launch tp*pp*dp ranks", world, c->tp, c->pp, dp);
+    if (c->heads % c->tp != 0) FAIL("tp=%d must divide the number of heads (%d)", c->tp, c->heads);
+    if ((4 * c->H) % c->tp != 0) FAIL("tp=%d must divide 4H (%d)", c->tp, 4 * c->H);
+    if (c->Vp % c->tp != 0) FAIL("tp=%d must divide the padded vocabulary (%d): change -vpad", c->tp, c->Vp);
+    if (c->L % c->pp != 0) FAIL("pp=%d must divide the number of layers (%d)", c->pp, c->L);
+    int64_t unit = (int64_t)c->mb * dp;
+    if (c->gb % unit != 0)
+        FAIL("global batch %lld is not divisible by micro-batch*dp = %d*%d", (long long)c->gb, c->mb, dp);
+    if (c->ramp_inc != 0 && (c->ramp_start % unit != 0 || c->ramp_inc % unit != 0))
+        FAIL("the ramp (start %lld, increment %lld) produces global batches not divisible by micro-batch*dp = %d*%d",
+             (long long)c->ramp_start, (long long)c->ramp_inc, c->mb, dp);
+    #undef FAIL
+    return 0;
+}
+
+static void config_print_help(FILE* out) {
+    fprintf(out,
+        "usage: train_gpt [flags]      (mpirun -np N train_gpt ... for 3D layouts)\n"
+        "model:   -model tiny|125m|350m|1.3b|6.7b|530b | -L -H -heads -seq -V   -vpad N (vocab padding multiple, 1024)\n"
+        "         -scaled-init 0/1 (output projections use s/sqrt(2L), default 1)\n"
+        "layout:  -tp N -pp N -dp N (0: from world size)  -mb N (micro-batch)  -zero 0/1  -recompute 0/1  -comm nccl/mpi\n"
+        "recipe:  -gb N (final global batch)  -ramp S I TOKENS | -ramp off   -lr X|auto  -warmup TOKENS  -decay TOKENS\n"
+        "         -minlr-frac X  -beta1 X  -beta2 X  -eps X  -wd X  -clip X  -tokens N  -steps N (stop early)\n"
+        "data:    -i GLOB (train shards)  -j GLOB (val shards)  -shuffle 0/1  -val-every STEPS  -val-samples N\n"
+        "output:  -o DIR  -log FILE (JSONL; default DIR/log.jsonl)  -ckpt-every STEPS  -resume  -init-from CKPT_DIR\n"
+        "         -tokenizer FILE  -sample-every STEPS  -sample-len N  -seed N  -peak TFLOPS  -threads N\n"
+        "modes:   -check (validate flags and layout, then exit)  -plan -cluster NAME -nodes N (layout planner)  -h\n");
+}
+
+#endif // LLMC_CONFIG_H

@@ -1,0 +1,165 @@
+/*
+ * dataloader.h: token shards in llm.c's format and the layout-independent data
+ * addressing of SPEC section 4.
+ *
+ * Shard: 256 int32 header (magic 20240520, version 1, token count), then uint16 tokens.
+ * The shards matched by a glob (sorted by name) form one token stream. Sample i is the
+ * T+1 tokens starting at token i*T (inputs = first T, targets = last T), so there are
+ * floor((ntokens-1)/T) samples. Sample number s of the run (counting every sample ever
+ * consumed) maps to sample index perm_e(s mod N) of epoch e = s / N, where perm_e is a
+ * seeded bijection (a Feistel network with cycle walking: no table, O(1) per sample) or
+ * the identity without shuffling. Step k's global batch is run samples [c_k, c_k + B_k);
+ * DP rank d takes the contiguous block [c_k + d*B_k/DP, c_k + (d+1)*B_k/DP) and splits it
+ * into micro-batches of mb consecutive samples. A rank reads only its own samples.
+ */
+#ifndef LLMC_DATALOADER_H
+#define LLMC_DATALOADER_H
+
+#include <glob.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rand.h"
+#include "utils.h"
+
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+#define SHARD_HEADER_BYTES 1024
+
+typedef struct {
+    int nshards;
+    char** paths;
+    int64_t* start;      // first stream token of each shard
+    int64_t* count;      // tokens in each shard
+    int64_t ntokens, nsamples;
+    int T, V;
+    int shuffle;
+    uint64_t seed;
+    FILE* f; int f_shard; // one open shard at a time
+    uint16_t* buf;        // (T+1)
+} DataSet;
+
+// Reads a shard header and checks it against the file size. Returns the token count.
+static int64_t shard_check(const char* path) {
+    FILE* f = fopen(path, "rb");
+    if (f == NULL) die("cannot open data shard %s", path);
+    int32_t h[256];
+    if (fread(h, sizeof(int32_t), 256, f) != 256) die("data shard %s is truncated (no complete 1024-byte header)", path);
+    if (h[0] != SHARD_MAGIC) die("data shard %s has wrong magic %d (want %d): not an llm.c token shard", path, h[0], SHARD_MAGIC);
+    if (h[1] != SHARD_VERSION) die("data shard %s has version %d (want %d)", path, h[1], SHARD_VERSION);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    int64_t n = (uint32_t)h[2];
+    if (size != SHARD_HEADER_BYTES + 2 * n)
+        die("data shard %s is truncated or corrupt: header says %lld tokens, file holds %ld bytes", path, (long long)n, size);
+    return n;
+}
+
+static void dataset_open(DataSet* ds, const char* pattern, int T, int V, int shuffle, uint64_t seed) {
+    memset(ds, 0, sizeof(*ds));
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0)
+        die("no data shards match '%s': run `make data` (or pass -i/-j)", pattern);
+    ds->nshards = (int)g.gl_pathc;
+    ds->paths = (char**)malloc_check(sizeof(char*) * ds->nshards);
+    ds->start = (int64_t*)malloc_check(sizeof(int64_t) * ds->nshards);
+    ds->count = (int64_t*)malloc_check(sizeof(int64_t) * ds->nshards);
+    int64_t total = 0;
+    for (int i = 0; i < ds->nshards; i++) {
+        ds->paths[i] = strdup(g.gl_pathv[i]);
+        ds->count[i] = shard_check(ds->paths[i]);
+        ds->start[i] = total;
+        total += ds->count[i];
+    }
+    globfree(&g);
+    ds->ntokens = total; ds->T = T; ds->V = V; ds->shuffle = shuffle; ds->seed = seed;
+    ds->nsamples = total > 0 ? (total - 1) / T : 0;
+    if (ds->nsamples <= 0) die("data '%s' has %lld tokens: fewer than one sample of %d+1 tokens", pattern, (long long)total, T);
+    ds->f = NULL; ds->f_shard = -1;
+    ds->buf = (uint16_t*)malloc_check(sizeof(uint16_t) * (T + 1));
+}
+
+static void dataset_close(DataSet* ds) {
+    if (ds->f) fclose(ds->f);
+    for (int i = 0; i < ds->nshards; i++) free(ds->paths[i]);
+    free(ds->paths); free(ds->start); free(ds->count); free(ds->buf);
+    memset(ds, 0, sizeof(*ds));
+}
+
+// Seeded bijection of [0, n): balanced Feistel network over 2*half bits, cycle walking.
+static int64_t feistel_permute(int64_t x, int64_t n, uint64_t key) {
+    if (n <= 1) return 0;
+    int bits = 0;
+    while (((int64_t)1 << bits) < n) bits++;
+    int half = (bits + 1) / 2;
+    uint64_t mask = ((uint64_t)1 << half) - 1;
+    uint64_t v = (uint64_t)x;
+    do {
+        uint64_t left = v >> half, right = v & mask;
+        for (int r = 0; r < 4; r++) {
+            uint64_t f = splitmix64(key ^ (right * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)r << 56)) & mask;
+            uint64_t nl = right, nr = left ^ f;
+            left = nl; right = nr;
+        }
+        v = (left << half) | right;
+    } while (v >= (uint64_t)n);
+    return (int64_t)v;
+}
+
+// run sample number s -> sample index in the stream
+static int64_t dataset_sample_index(const DataSet* ds, int64_t s) {
+    int64_t epoch = s / ds->nsamples, j = s % ds->nsamples;
+    if (!ds->shuffle) return j;
+    return feistel_permute(j, ds->nsamples, splitmix64(ds->seed ^ 0xDA7A5EEDULL) + (uint64_t)epoch);
+}
+
+// reads stream tokens [pos, pos+n) into ds->buf, crossing shard boundaries
+static void dataset_read_tokens(DataSet* ds, int64_t pos, int n) {
+    int got = 0;
+    while (got < n) {
+        int64_t p = pos + got;
+        int sh = 0;
+        while (sh + 1 < ds->nshards && ds->start[sh + 1] <= p) sh++;
+        if (ds->f_shard != sh) {
+            if (ds->f) fclose(ds->f);
+            ds->f = fopen_check(ds->paths[sh], "rb");
+            ds->f_shard = sh;
+        }
+        int64_t in_shard = p - ds->start[sh];
+        int take = (int)((ds->count[sh] - in_shard) < (n - got) ? (ds->count[sh] - in_shard) : (n - got));
+        if (fseek(ds->f, SHARD_HEADER_BYTES + 2 * in_shard, SEEK_SET) != 0) die("cannot seek in %s", ds->paths[sh]);
+        fread_check(ds->buf + got, sizeof(uint16_t), take, ds->f, ds->paths[sh]);
+        got += take;
+    }
+}
+
+// inputs/targets (T each) of run sample number s
+static void dataset_get(DataSet* ds, int64_t s, int* inputs, int* targets) {
+    int64_t idx = dataset_sample_index(ds, s);
+    int64_t pos = idx * ds->T;
+    dataset_read_tokens(ds, pos, ds->T + 1);
+    for (int i = 0; i <= ds->T; i++) {
+        if (ds->buf[i] >= ds->V) {
+            int64_t p = pos + i; int sh = 0;
+            while (sh + 1 < ds->nshards && ds->start[sh + 1] <= p) sh++;
+            die("token id %d at position %lld of shard %s is >= the vocabulary size %d: pass the right -V",
+                ds->buf[i], (long long)(p - ds->start[sh]), ds->paths[sh], ds->V);
+        }
+    }
+    for (int i = 0; i < ds->T; i++) { inputs[i] = ds->buf[i]; targets[i] = ds->buf[i + 1]; }
+}
+
+// First run sample of micro-batch i of DP rank d in a global batch of B samples starting
+// at run sample c (B divisible by DP*mb, checked at start-up for the whole ramp).
+static inline int64_t microbatch_first_sample(int64_t c, int64_t B, int DP, int d, int mb, int i) {
+    return c + (int64_t)d * (B / DP) + (int64_t)i * mb;
+}
+
+// loads a micro-batch: (mb, T) inputs and targets
+static void dataset_load_microbatch(DataSet* ds, int64_t first, int mb, int* inputs, int* targets) {
+    for (int b = 0; b < mb; b++) dataset_get(ds, first + b, inputs + (size_t)b * ds->T, targets + (size_t)b * ds->T);
+}
+
+#endif // LLMC_DATALOADER_H

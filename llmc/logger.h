@@ -1,0 +1,74 @@
+/*
+ * logger.h: the per-step log. Rank 0 prints one human line per step (fields separated by
+ * " | ", each "name value") and every logging rank appends the same fields as one JSON
+ * object per line to a JSONL file (type "train", "val" or "event"), which dev/plot.py
+ * and the planner's calibration read.
+ */
+#ifndef LLMC_LOGGER_H
+#define LLMC_LOGGER_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "utils.h"
+
+typedef struct {
+    int64_t step;        // 1-based index of the step just taken
+    double loss, lr, gnorm;
+    int64_t gb;          // global batch, sequences
+    int64_t tokens;      // tokens consumed after the step
+    double ms;           // wall time of the step
+    double tok_s;        // tokens per second, whole job
+    double tflops;       // model TFLOP/s per device, paper formula (f=4 with recompute, else 3)
+    double mfu;          // model FLOPs (f=3) over the device peak; < 0 when unknown (CPU)
+    double t_compute_ms, t_comm_ms, t_idle_ms; // this rank's split of the step
+    int micro;           // micro-batches per DP rank this step
+} StepLog;
+
+typedef struct {
+    FILE* f;             // JSONL, or NULL
+    int rank, tp, pp, dp;
+    int print;           // print human lines (rank 0)
+} Logger;
+
+static void logger_open(Logger* lg, const char* path, int append, int rank, int tp, int pp, int dp, int print) {
+    lg->f = NULL; lg->rank = rank; lg->tp = tp; lg->pp = pp; lg->dp = dp; lg->print = print;
+    if (path != NULL && path[0] != '\0') {
+        lg->f = fopen(path, append ? "a" : "w");
+        if (lg->f == NULL) die("cannot open log file %s: check -log / -o", path);
+    }
+}
+
+static void logger_step(Logger* lg, const StepLog* s) {
+    if (lg->print) {
+        printf("step %6lld | loss %.6f | lr %.4e | gb %lld | tokens %lld | gnorm %.4f | ms %.1f | tok/s %.0f",
+               (long long)s->step, s->loss, s->lr, (long long)s->gb, (long long)s->tokens, s->gnorm, s->ms, s->tok_s);
+        if (s->mfu >= 0) printf(" | TFLOP/s %.1f | MFU %.1f%%", s->tflops, 100.0 * s->mfu);
+        else printf(" | GFLOP/s %.2f", s->tflops * 1e3);
+        printf("\n");
+        fflush(stdout);
+    }
+    if (lg->f) {
+        fprintf(lg->f, "{\"type\":\"train\",\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"gb\":%lld,\"tokens\":%lld,"
+                "\"gnorm\":%.9g,\"ms\":%.4f,\"tok_s\":%.3f,\"tflops\":%.6g,",
+                (long long)s->step, s->loss, s->lr, (long long)s->gb, (long long)s->tokens, s->gnorm, s->ms, s->tok_s, s->tflops);
+        if (s->mfu >= 0) fprintf(lg->f, "\"mfu\":%.6g,", s->mfu);
+        else fprintf(lg->f, "\"gflops\":%.6g,", s->tflops * 1e3);
+        fprintf(lg->f, "\"micro\":%d,\"t_compute_ms\":%.4f,\"t_comm_ms\":%.4f,\"t_idle_ms\":%.4f,"
+                "\"rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d}\n",
+                s->micro, s->t_compute_ms, s->t_comm_ms, s->t_idle_ms, lg->rank, lg->tp, lg->pp, lg->dp);
+        fflush(lg->f);
+    }
+}
+
+static void logger_val(Logger* lg, int64_t step, int64_t tokens, double val_loss) {
+    if (lg->print) { printf("val  %6lld | val_loss %.6f | tokens %lld\n", (long long)step, val_loss, (long long)tokens); fflush(stdout); }
+    if (lg->f) {
+        fprintf(lg->f, "{\"type\":\"val\",\"step\":%lld,\"tokens\":%lld,\"val_loss\":%.9g,\"rank\":%d}\n",
+                (long long)step, (long long)tokens, val_loss, lg->rank);
+        fflush(lg->f);
+    }
+}
+
+static void logger_close(Logger* lg) { if (lg->f) fclose(lg->f); lg->f = NULL; }
+
+#endif // LLMC_LOGGER_H

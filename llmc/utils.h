@@ -1,0 +1,70 @@
+/*
+ * utils.h: checked wrappers around the C library (files, memory) and the one-line
+ * fatal error used everywhere. An error names the problem and what to do next, then
+ * exits non-zero; under mpirun a non-zero exit of any rank ends the whole job, so no
+ * rank is left waiting in a collective.
+ */
+#ifndef LLMC_UTILS_H
+#define LLMC_UTILS_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+// one line on stderr, prefixed with "error:", then exit(1)
+static void die(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(stderr);
+    exit(1);
+}
+
+static FILE* fopen_check(const char* path, const char* mode) {
+    FILE* f = fopen(path, mode);
+    if (f == NULL) {
+        die("cannot open %s (mode %s): check the path and permissions", path, mode);
+    }
+    return f;
+}
+
+static void fread_check(void* ptr, size_t size, size_t n, FILE* f, const char* what) {
+    size_t got = fread(ptr, size, n, f);
+    if (got != n) {
+        die("%s is truncated or unreadable (wanted %zu items, got %zu)", what, n, got);
+    }
+}
+
+static void* malloc_check(size_t n) {
+    void* p = malloc(n > 0 ? n : 1);
+    if (p == NULL) { die("out of memory allocating %zu bytes: use a smaller model or micro-batch", n); }
+    return p;
+}
+
+static void* calloc_check(size_t count, size_t size) {
+    void* p = calloc(count > 0 ? count : 1, size > 0 ? size : 1);
+    if (p == NULL) { die("out of memory allocating %zu x %zu bytes", count, size); }
+    return p;
+}
+
+static double wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+// FNV-1a 64-bit, streaming: the checkpoint payload checksum
+#define FNV1A64_INIT 14695981039346656037ULL
+static uint64_t fnv1a64(uint64_t h, const void* data, size_t n) {
+    const unsigned char* p = (const unsigned char*)data;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+#endif // LLMC_UTILS_H

@@ -1,0 +1,951 @@
+/*
+ * train_gpt.c: the CPU reference trainer. fp32, OpenMP, one file you can read top to
+ * bottom: communication helpers, the kernels, the model (forward, backward, AdamW), the
+ * training step, validation, sampling, checkpoints, main.
+ *
+ * Megatron GPT (SPEC section 1): pre-LayerNorm blocks, learned positions, tied LM head,
+ * biases everywhere, GeLU (tanh), vocabulary padded (padding never enters the softmax).
+ * Every kernel is written for the tensor-parallel slice it owns (C heads/TP, 4C/TP,
+ * Vp/TP) and every reduction a kernel does runs in a fixed order inside one thread, so
+ * results are bit-identical from run to run and independent of the thread count.
+ *
+ * Shapes: B = micro-batch, T = sequence, C = hidden, NH = local heads, hs = head size,
+ * Cl = local attention width (NH*hs), F = local MLP width (4C/TP), Vl = local vocab rows.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+#include "llmc/utils.h"
+#include "llmc/config.h"
+#include "llmc/schedule.h"
+#include "llmc/rand.h"
+#include "llmc/params.h"
+#include "llmc/dataloader.h"
+#include "llmc/checkpoint.h"
+#include "llmc/logger.h"
+#include "llmc/tokenizer.h"
+
+// ----------------------------------------------------------------------------------------
+// communication: the groups of the 3D layout. Single process: every group has size 1 and
+// every collective is a no-op.
+
+typedef struct {
+    int rank, world;
+    int tp, TP, pp, PP, dp, DP;   // coordinates, rank = tp + TP*dp + TP*DP*pp
+#ifdef USE_MPI
+    MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm;
+#endif
+    double comm_ms, idle_ms;      // time inside collectives / waiting on pipeline peers, this step
+} Comm;
+
+static void comm_init_single(Comm* c) {
+    memset(c, 0, sizeof(*c));
+    c->world = 1; c->TP = c->PP = c->DP = 1;
+}
+
+static void tp_allreduce_sum(Comm* c, float* buf, size_t n) {
+    if (c->TP == 1) return;
+#ifdef USE_MPI
+    double t0 = wall_ms();
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->tp_comm);
+    c->comm_ms += wall_ms() - t0;
+#else
+    (void)buf; (void)n;
+#endif
+}
+
+static void tp_allreduce_max(Comm* c, float* buf, size_t n) {
+    if (c->TP == 1) return;
+#ifdef USE_MPI
+    double t0 = wall_ms();
+    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, c->tp_comm);
+    c->comm_ms += wall_ms() - t0;
+#else
+    (void)buf; (void)n;
+#endif
+}
+
+// ----------------------------------------------------------------------------------------
+// kernels
+
+// out (N, M) (+)= A (N, K) @ Bm (K, M). Each output row is owned by one thread and summed
+// over k in order; the inner loop over m is contiguous, so it vectorises without
+// reassociating any sum.
+static void gemm_nn(float* out, const float* A, const float* Bm, int N, int K, int M, int accumulate) {
+    const int RB = 8, MB = 256;
+    #pragma omp parallel for schedule(static)
+    for (int n0 = 0; n0 < N; n0 += RB) {
+        int nr = (N - n0) < RB ? (N - n0) : RB;
+        for (int m0 = 0; m0 < M; m0 += MB) {
+            int mw = (M - m0) < MB ? (M - m0) : MB;
+            float acc[8][256];
+            for (int r = 0; r < nr; r++) {
+                if (accumulate) memcpy(acc[r], out + (size_t)(n0 + r) * M + m0, sizeof(float) * mw);
+                else memset(acc[r], 0, sizeof(float) * mw);
+            }
+            for (int k = 0; k < K; k++) {
+                const float* brow = Bm + (size_t)k * M + m0;
+                for (int r = 0; r < nr; r++) {
+                    float a = A[(size_t)(n0 + r) * K + k];
+                    float* ar = acc[r];
+                    #pragma omp simd
+                    for (int m = 0; m < mw; m++) ar[m] += a * brow[m];
+                }
+            }
+            for (int r = 0; r < nr; r++) memcpy(out + (size_t)(n0 + r) * M + m0, acc[r], sizeof(float) * mw);
+        }
+    }
+}
+
+// dst (cols, rows) = src (rows, cols)^T
+static void transpose(float* dst, const float* src, int rows, int cols) {
+    #pragma omp parallel for schedule(static)
+    for (int c = 0; c < cols; c++) {
+        for (int r = 0; r < rows; r++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+    }
+}
+
+// out (N, OC) = inp (N, IC) @ W (OC, IC)^T + bias (OC). scratch: IC*OC floats.
+static void matmul_forward(float* out, const float* inp, const float* W, const float* bias,
+                           int N, int IC, int OC, float* scratch) {
+    transpose(scratch, W, OC, IC); // (IC, OC)
+    gemm_nn(out, inp, scratch, N, IC, OC, 0);
+    if (bias != NULL) {
+        #pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
+    }
+}
+
+// dinp (N, IC) = dout (N, OC) @ W (OC, IC) (overwrites; may be NULL),
+// dW (OC, IC) += dout^T @ inp, dbias (OC) += sum over N of dout. scratch: OC*N floats.
+static void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const float* inp,
+                            const float* W, int N, int IC, int OC, float* scratch) {
+    if (dinp != NULL) gemm_nn(dinp, dout, W, N, OC, IC, 0);
+    transpose(scratch, dout, N, OC); // (OC, N)
+    gemm_nn(dW, scratch, inp, OC, N, IC, 1);
+    if (dbias != NULL) {
+        #pragma omp parallel for schedule(static)
+        for (int o = 0; o < OC; o++) {
+            const float* row = scratch + (size_t)o * N;
+            float s = 0.0f;
+            for (int n = 0; n < N; n++) s += row[n];
+            dbias[o] += s;
+        }
+    }
+}
+
+// out (N, C) = LN(inp) * w + b; mean, rstd (N)
+static void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                              const float* w, const float* b, int N, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (size_t)n * C;
+        float m = 0.0f;
+        for (int i = 0; i < C; i++) m += x[i];
+        m /= C;
+        float v = 0.0f;
+        for (int i = 0; i < C; i++) { float d = x[i] - m; v += d * d; }
+        v /= C;
+        float s = 1.0f / sqrtf(v + 1e-5f);
+        float* o = out + (size_t)n * C;
+        for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * w[i] + b[i];
+        mean[n] = m; rstd[n] = s;
+    }
+}
+
+// dinp (N, C) += LN backward; dw, db (C) +=
+static void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                               const float* w, const float* mean, const float* rstd, int N, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float* x = inp + (size_t)n * C;
+        const float* g = dout + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        float mg = 0.0f, mgn = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s, dn = w[i] * g[i];
+            mg += dn; mgn += dn * norm;
+        }
+        mg /= C; mgn /= C;
+        float* d = dinp + (size_t)n * C;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s, dn = w[i] * g[i];
+            d[i] += s * (dn - mg - norm * mgn);
+        }
+    }
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < C; i++) {
+        float sw = 0.0f, sb = 0.0f;
+        for (int n = 0; n < N; n++) {
+            float g = dout[(size_t)n * C + i];
+            sw += g * (inp[(size_t)n * C + i] - mean[n]) * rstd[n];
+            sb += g;
+        }
+        dw[i] += sw; db[i] += sb;
+    }
+}
+
+#define GELU_SCALE 0.7978845608028654f // sqrt(2/pi)
+static void gelu_forward(float* out, const float* inp, size_t n) {
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+    }
+}
+static void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        float th = tanhf(u), sech2 = 1.0f - th * th;
+        float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] = dout[i] * (0.5f * (1.0f + th) + 0.5f * x * sech2 * du);
+    }
+}
+
+// Causal self-attention over the local heads.
+// qkv (B, T, 3Cl) laid out [Q | K | V], head h at dims [h*hs, (h+1)*hs) of each block;
+// att (B, NH, T, T) softmax probabilities (upper triangle 0); out (B, T, Cl)
+static void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int hs) {
+    int Cl = NH * hs, C3 = 3 * Cl;
+    float scale = 1.0f / sqrtf((float)hs);
+    #pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++)
+    for (int t = 0; t < T; t++) {
+        const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+        float* a = att + (((size_t)b * NH + h) * T + t) * T;
+        float mx = -INFINITY;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float* k = qkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
+            float s = 0.0f;
+            for (int i = 0; i < hs; i++) s += q[i] * k[i];
+            s *= scale;
+            a[t2] = s;
+            if (s > mx) mx = s;
+        }
+        float sum = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
+        float inv = 1.0f / sum;
+        for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+        for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+        float* o = out + ((size_t)b * T + t) * Cl + h * hs;
+        for (int i = 0; i < hs; i++) o[i] = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * Cl + h * hs;
+            for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
+        }
+    }
+}
+
+// dqkv (B, T, 3Cl) overwritten. Each (b, h) pair is owned by one thread, so the
+// accumulations into dk and dv over t are race-free and in a fixed order.
+static void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                               int B, int T, int NH, int hs) {
+    int Cl = NH * hs, C3 = 3 * Cl;
+    float scale = 1.0f / sqrtf((float)hs);
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+        for (int t = 0; t < T; t++) {
+            float* base = dqkv + ((size_t)b * T + t) * C3 + h * hs;
+            for (int i = 0; i < hs; i++) { base[i] = 0.0f; base[Cl + i] = 0.0f; base[2 * Cl + i] = 0.0f; }
+        }
+        float* datt = (float*)malloc_check(sizeof(float) * T);
+        for (int t = 0; t < T; t++) {
+            const float* a = att + (((size_t)b * NH + h) * T + t) * T;
+            const float* go = dout + ((size_t)b * T + t) * Cl + h * hs;
+            float dot = 0.0f;
+            for (int t2 = 0; t2 <= t; t2++) {
+                const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * Cl + h * hs;
+                float* dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * Cl + h * hs;
+                float s = 0.0f;
+                for (int i = 0; i < hs; i++) { s += go[i] * v[i]; dv[i] += a[t2] * go[i]; }
+                datt[t2] = s;
+                dot += a[t2] * s;
+            }
+            const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+            float* dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
+            for (int t2 = 0; t2 <= t; t2++) {
+                float dpre = a[t2] * (datt[t2] - dot) * scale;
+                const float* k = qkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
+                float* dk = dqkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
+                for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+            }
+        }
+        free(datt);
+    }
+}
+
+// ----------------------------------------------------------------------------------------
+// the model
+
+// Activations of one layer for one micro-batch (pointers into the activation buffer).
+typedef struct {
+    float* ln1; float* ln1_mean; float* ln1_rstd; // (B,T,C) (B,T) (B,T)
+    float* qkv;                                    // (B,T,3Cl)
+    float* att;                                    // (B,NH,T,T)
+    float* atty;                                   // (B,T,Cl)
+    float* resid2;                                 // (B,T,C) x + attention
+    float* ln2; float* ln2_mean; float* ln2_rstd;  // (B,T,C) (B,T) (B,T)
+    float* fch; float* fch_gelu;                   // (B,T,F)
+} LayerActs;
+
+// Activations of one micro-batch in flight. With recompute, one set of LayerActs is
+// shared by all layers and only each layer's input x[l] is kept.
+typedef struct {
+    float* mem;
+    float* x;          // (nl+1, B, T, C): x[l] = input of local layer l, x[nl] = stage output
+    LayerActs* layer;  // (nl) or (1) with recompute
+    float* lnf; float* lnf_mean; float* lnf_rstd; // (B,T,C) (B,T) (B,T)   last stage
+    float* logits;     // (B,T,Vl) last stage; holds dlogits after backward
+    float* losses;     // (B,T) per-token loss
+    float* lse;        // (B,T) log-sum-exp over the full vocabulary
+    int* inputs; int* targets; // (B,T)
+} Acts;
+
+typedef struct {
+    Config cfg;
+    ParamLayout pl;
+    int B, T, C, NH, hs, Cl, F, Vl, v0, Vv; // Vv: real (unpadded) rows of the local vocab slice
+    float* params;  // (pl.total)
+    float* grads;   // (pl.total)
+    float* m; float* v; size_t opt_off, n_opt; // AdamW moments for flat elements [opt_off, opt_off+n_opt)
+    int nslots; Acts* acts;
+    // backward scratch, sized by the micro-batch
+    float* dx; float* dtmp; float* dres2; float* dqkv; float* datty; float* dfch; float* dfch2;
+    float* scratch; size_t scratch_n;
+} GPT;
+
+static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
+static int is_last_stage(const GPT* g) { return g->pl.pp == g->pl.PP - 1; }
+
+static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute ? 0 : l]; }
+
+static void acts_alloc(GPT* g, Acts* a) {
+    int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->pl.nlayers;
+    size_t BT = (size_t)B * T;
+    size_t per_layer = BT * C * 3 + BT * 4 + BT * 3 * Cl + (size_t)B * NH * T * T + BT * Cl + 2 * BT * F;
+    int nla = g->cfg.recompute ? 1 : nl;
+    size_t total = (size_t)(nl + 1) * BT * C + (size_t)nla * per_layer;
+    if (is_last_stage(g)) total += BT * C + 2 * BT + BT * g->Vl + 2 * BT;
+    a->mem = (float*)calloc_check(total, sizeof(float));
+    float* p = a->mem;
+    #define TAKE(ptr, n) do { (ptr) = p; p += (n); } while (0)
+    TAKE(a->x, (size_t)(nl + 1) * BT * C);
+    a->layer = (LayerActs*)calloc_check(nla, sizeof(LayerActs));
+    for (int l = 0; l < nla; l++) {
+        LayerActs* la = &a->layer[l];
+        TAKE(la->ln1, BT * C); TAKE(la->ln1_mean, BT); TAKE(la->ln1_rstd, BT);
+        TAKE(la->qkv, BT * 3 * Cl); TAKE(la->att, (size_t)B * NH * T * T); TAKE(la->atty, BT * Cl);
+        TAKE(la->resid2, BT * C);
+        TAKE(la->ln2, BT * C); TAKE(la->ln2_mean, BT); TAKE(la->ln2_rstd, BT);
+        TAKE(la->fch, BT * F); TAKE(la->fch_gelu, BT * F);
+    }
+    if (is_last_stage(g)) {
+        TAKE(a->lnf, BT * C); TAKE(a->lnf_mean, BT); TAKE(a->lnf_rstd, BT);
+        TAKE(a->logits, BT * g->Vl); TAKE(a->losses, BT); TAKE(a->lse, BT);
+    }
+    #undef TAKE
+    a->inputs = (int*)calloc_check(BT, sizeof(int));
+    a->targets = (int*)calloc_check(BT, sizeof(int));
+}
+
+static void acts_free(Acts* a) { free(a->mem); free(a->layer); free(a->inputs); free(a->targets); }
+
+// Builds the model for one rank: parameter table, buffers, activation slots. The
+// optimizer range [opt_off, opt_off + n_opt) is the whole buffer here; ZeRO narrows it.
+static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
+    memset(g, 0, sizeof(*g));
+    g->cfg = *cfg;
+    param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp, comm->PP);
+    g->B = cfg->mb; g->T = cfg->seq; g->C = cfg->H;
+    g->NH = cfg->heads / comm->TP; g->hs = cfg->H / cfg->heads; g->Cl = g->NH * g->hs;
+    g->F = 4 * cfg->H / comm->TP; g->Vl = cfg->Vp / comm->TP; g->v0 = comm->tp * g->Vl;
+    g->Vv = cfg->V - g->v0; if (g->Vv < 0) g->Vv = 0; if (g->Vv > g->Vl) g->Vv = g->Vl;
+    g->params = (float*)calloc_check(g->pl.total, sizeof(float));
+    g->grads = (float*)calloc_check(g->pl.total, sizeof(float));
+    g->opt_off = 0; g->n_opt = g->pl.total;
+    g->m = (float*)calloc_check(g->n_opt, sizeof(float));
+    g->v = (float*)calloc_check(g->n_opt, sizeof(float));
+    g->nslots = nslots;
+    g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
+    for (int s = 0; s < nslots; s++) acts_alloc(g, &g->acts[s]);
+    size_t BT = (size_t)g->B * g->T;
+    g->dx = (float*)calloc_check(BT * g->C, sizeof(float));
+    g->dtmp = (float*)calloc_check(BT * g->C, sizeof(float));
+    g->dres2 = (float*)calloc_check(BT * g->C, sizeof(float));
+    g->dqkv = (float*)calloc_check(BT * 3 * g->Cl, sizeof(float));
+    g->datty = (float*)calloc_check(BT * g->Cl, sizeof(float));
+    g->dfch = (float*)calloc_check(BT * g->F, sizeof(float));
+    g->dfch2 = (float*)calloc_check(BT * g->F, sizeof(float));
+    // transposes of weights (IC*OC) and of activation gradients (N*OC)
+    size_t sn = (size_t)g->C * g->F;
+    if ((size_t)g->C * g->Vl > sn) sn = (size_t)g->C * g->Vl;
+    if (BT * g->Vl > sn) sn = BT * g->Vl;
+    if (BT * g->F > sn) sn = BT * g->F;
+    if (BT * 3 * g->Cl > sn) sn = BT * 3 * g->Cl;
+    g->scratch_n = sn;
+    g->scratch = (float*)calloc_check(sn, sizeof(float));
+}
+
+static void gpt_free(GPT* g) {
+    free(g->params); free(g->grads); free(g->m); free(g->v);
+    for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
+    free(g->acts);
+    free(g->dx); free(g->dtmp); free(g->dres2); free(g->dqkv); free(g->datty); free(g->dfch); free(g->dfch2);
+    free(g->scratch);
+}
+
+#define P(t, l) param_ptr(&g->pl, g->params, (t), (l))
+#define G(t, l) param_ptr(&g->pl, g->grads, (t), (l))
+
+// x (B,T,C) = wte[tokens] + wpe[t], vocab-parallel: each TP rank adds the rows it owns
+static void embedding_forward(GPT* g, Comm* comm, float* x, const int* tokens) {
+    int BT = g->B * g->T, C = g->C;
+    const float* wte = P(PT_WTE, 0);
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < BT; n++) {
+        int tok = tokens[n] - g->v0;
+        float* o = x + (size_t)n * C;
+        if (tok >= 0 && tok < g->Vl) memcpy(o, wte + (size_t)tok * C, sizeof(float) * C);
+        else memset(o, 0, sizeof(float) * C);
+    }
+    tp_allreduce_sum(comm, x, (size_t)BT * C);
+    const float* wpe = P(PT_WPE, 0);
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < BT; n++) {
+        const float* pe = wpe + (size_t)(n % g->T) * C;
+        float* o = x + (size_t)n * C;
+        for (int i = 0; i < C; i++) o[i] += pe[i];
+    }
+}
+
+// parallel over channels so that repeated tokens never race; rows summed in order
+static void embedding_backward(GPT* g, const float* dx, const int* tokens) {
+    int B = g->B, T = g->T, C = g->C;
+    float* dwte = G(PT_WTE, 0);
+    float* dwpe = G(PT_WPE, 0);
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < C; i++) {
+        for (int n = 0; n < B * T; n++) {
+            int tok = tokens[n] - g->v0;
+            if (tok >= 0 && tok < g->Vl) dwte[(size_t)tok * C + i] += dx[(size_t)n * C + i];
+        }
+        for (int t = 0; t < T; t++) {
+            float s = 0.0f;
+            for (int b = 0; b < B; b++) s += dx[((size_t)b * T + t) * C + i];
+            dwpe[(size_t)t * C + i] += s;
+        }
+    }
+}
+
+// Forward of layer l (local numbering): x[l] -> x[l+1]
+static void block_forward(GPT* g, Comm* comm, Acts* a, int l) {
+    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
+    LayerActs* la = layer_acts(g, a, l);
+    float* x = a->x + (size_t)l * BT * C;
+    float* y = a->x + (size_t)(l + 1) * BT * C;
+    layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BT, C);
+    matmul_forward(la->qkv, la->ln1, P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl, g->scratch);
+    attention_forward(la->atty, la->att, la->qkv, B, T, g->NH, g->hs);
+    matmul_forward(la->resid2, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C, g->scratch); // partial sum
+    tp_allreduce_sum(comm, la->resid2, (size_t)BT * C);
+    const float* ab = P(PT_ATTPROJB, l);
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < BT; n++) for (int i = 0; i < C; i++) la->resid2[(size_t)n * C + i] += ab[i] + x[(size_t)n * C + i];
+    layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->resid2, P(PT_LN2W, l), P(PT_LN2B, l), BT, C);
+    matmul_forward(la->fch, la->ln2, P(PT_FCW, l), P(PT_FCB, l), BT, C, F, g->scratch);
+    gelu_forward(la->fch_gelu, la->fch, (size_t)BT * F);
+    matmul_forward(y, la->fch_gelu, P(PT_FCPROJW, l), NULL, BT, F, C, g->scratch); // partial sum
+    tp_allreduce_sum(comm, y, (size_t)BT * C);
+    const float* fb = P(PT_FCPROJB, l);
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < BT; n++) for (int i = 0; i < C; i++) y[(size_t)n * C + i] += fb[i] + la->resid2[(size_t)n * C + i];
+}
+
+// Backward of layer l: dout = dL/dx[l+1] (B,T,C) -> din = dL/dx[l] (may alias dout)
+static void block_backward(GPT* g, Comm* comm, Acts* a, int l, const float* dout, float* din) {
+    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
+    LayerActs* la = layer_acts(g, a, l);
+    float* x = a->x + (size_t)l * BT * C;
+    // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
+    matmul_backward(g->dfch2, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dout, la->fch_gelu, P(PT_FCPROJW, l), BT, F, C, g->scratch);
+    gelu_backward(g->dfch, la->fch, g->dfch2, (size_t)BT * F);
+    matmul_backward(g->dtmp, G(PT_FCW, l), G(PT_FCB, l), g->dfch, la->ln2, P(PT_FCW, l), BT, C, F, g->scratch);
+    tp_allreduce_sum(comm, g->dtmp, (size_t)BT * C); // conjugate of the column-parallel fc1
+    memcpy(g->dres2, dout, sizeof(float) * BT * C);
+    layernorm_backward(g->dres2, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C);
+    // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
+    matmul_backward(g->datty, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), g->dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C, g->scratch);
+    attention_backward(g->dqkv, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
+    matmul_backward(g->dtmp, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, la->ln1, P(PT_QKVW, l), BT, C, 3 * Cl, g->scratch);
+    tp_allreduce_sum(comm, g->dtmp, (size_t)BT * C);
+    if (din != g->dres2) memcpy(din, g->dres2, sizeof(float) * BT * C);
+    layernorm_backward(din, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C);
+}
+
+// Last stage: final LayerNorm, tied LM head over the local vocabulary slice and the
+// vocab-parallel cross-entropy (all-reduces of max, sum-exp and target logit; the logits
+// are never gathered). Padded columns are never computed. Returns the sum of token losses.
+static double head_forward(GPT* g, Comm* comm, Acts* a) {
+    int BT = g->B * g->T, C = g->C, Vl = g->Vl, Vv = g->Vv;
+    float* xL = a->x + (size_t)g->pl.nlayers * BT * C;
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BT, C);
+    if (Vv > 0) matmul_forward(a->logits, a->lnf, P(PT_WTE, 0), NULL, BT, C, Vv, g->scratch); // (BT, Vv) with row stride Vv
+    float* mx = a->losses; // reuse (BT) buffers for the three reductions
+    float* se = a->lse;
+    float* tl = (float*)malloc_check(sizeof(float) * BT);
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < BT; n++) {
+        const float* row = a->logits + (size_t)n * Vv;
+        float m = -INFINITY;
+        for (int v = 0; v < Vv; v++) if (row[v] > m) m = row[v];
+        mx[n] = m;
+    }
+    tp_allreduce_max(comm, mx, BT);
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < BT; n++) {
+        const float* row = a->logits + (size_t)n * Vv;
+        float s = 0.0f;
+        for (int v = 0; v < Vv; v++) s += expf(row[v] - mx[n]);
+        se[n] = s;
+        int tgt = a->targets[n] - g->v0;
+        tl[n] = (tgt >= 0 && tgt < Vv) ? row[tgt] : 0.0f;
+    }
+    tp_allreduce_sum(comm, se, BT);
+    tp_allreduce_sum(comm, tl, BT);
+    double sum = 0.0;
+    for (int n = 0; n < BT; n++) {
+        float lse = mx[n] + logf(se[n]);
+        float loss = lse - tl[n];
+        a->lse[n] = lse;
+        a->losses[n] = loss;
+        sum += loss;
+    }
+    free(tl);
+    (void)Vl;
+    return sum;
+}
+
+// dloss: gradient of the total loss w.r.t. each token's loss (1/(global batch tokens)).
+// Writes dL/dx[nl] into g->dx.
+static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
+    int BT = g->B * g->T, C = g->C, Vv = g->Vv;
+    float* xL = a->x + (size_t)g->pl.nlayers * BT * C;
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < BT; n++) {
+        float* row = a->logits + (size_t)n * Vv;
+        float lse = a->lse[n];
+        int tgt = a->targets[n] - g->v0;
+        for (int v = 0; v < Vv; v++) row[v] = (expf(row[v] - lse) - (v == tgt ? 1.0f : 0.0f)) * dloss;
+    }
+    if (Vv > 0) {
+        matmul_backward(g->dtmp, G(PT_WTE, 0), NULL, a->logits, a->lnf, P(PT_WTE, 0), BT, C, Vv, g->scratch);
+    } else {
+        memset(g->dtmp, 0, sizeof(float) * BT * C);
+    }
+    tp_allreduce_sum(comm, g->dtmp, (size_t)BT * C);
+    memset(g->dx, 0, sizeof(float) * BT * C);
+    layernorm_backward(g->dx, G(PT_LNFW, 0), G(PT_LNFB, 0), g->dtmp, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd, BT, C);
+}
+
+// Forward of this stage for the micro-batch in slot a (inputs/targets already loaded).
+// First stage embeds; other stages expect x[0] filled from the previous stage. Returns the
+// sum of token losses on the last stage, 0 elsewhere.
+static double gpt_forward(GPT* g, Comm* comm, Acts* a) {
+    if (is_first_stage(g)) embedding_forward(g, comm, a->x, a->inputs);
+    for (int l = 0; l < g->pl.nlayers; l++) block_forward(g, comm, a, l);
+    return is_last_stage(g) ? head_forward(g, comm, a) : 0.0;
+}
+
+// Backward of this stage. On the last stage dloss scales the loss; elsewhere g->dx must
+// hold dL/d(stage output). Leaves dL/d(stage input) in g->dx; gradients accumulate.
+static void gpt_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
+    if (is_last_stage(g)) head_backward(g, comm, a, dloss);
+    for (int l = g->pl.nlayers - 1; l >= 0; l--) {
+        if (g->cfg.recompute) block_forward(g, comm, a, l); // rebuild this layer's activations
+        block_backward(g, comm, a, l, g->dx, g->dx);
+    }
+    if (is_first_stage(g)) embedding_backward(g, g->dx, a->inputs);
+}
+
+// Sum of squared gradients, counting every unique parameter once: TP-replicated tensors
+// only on TP rank 0, the tied embedding only on the first stage (the last stage holds
+// the same, all-reduced, gradient). Fixed-size chunks summed in order: deterministic.
+static double gpt_grad_sumsq_local(const GPT* g, const float* grads, size_t lo, size_t hi) {
+    double total = 0.0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (PARAM_INFO[t].split == SPLIT_NONE && g->pl.tp != 0) continue;
+        if (t == PT_WTE && g->pl.PP > 1 && !is_first_stage(g)) continue;
+        size_t a = g->pl.offset[t], b = a + g->pl.numel[t];
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        if (a >= b) continue;
+        const size_t CH = 1 << 16;
+        size_t nch = (b - a + CH - 1) / CH;
+        double* part = (double*)malloc_check(sizeof(double) * nch);
+        #pragma omp parallel for schedule(static)
+        for (size_t c = 0; c < nch; c++) {
+            size_t s = a + c * CH, e = s + CH < b ? s + CH : b;
+            double acc = 0.0;
+            for (size_t i = s; i < e; i++) acc += (double)grads[i] * grads[i];
+            part[c] = acc;
+        }
+        for (size_t c = 0; c < nch; c++) total += part[c];
+        free(part);
+    }
+    return total;
+}
+
+// AdamW on flat elements [opt_off, opt_off + n_opt) of params/grads (bias-corrected,
+// decoupled weight decay only where the table says so), gradients pre-scaled by gscale.
+static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int64_t t, float gscale) {
+    const Config* c = &g->cfg;
+    float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
+    float bc1 = (float)(1.0 - pow(c->beta1, (double)t)), bc2 = (float)(1.0 - pow(c->beta2, (double)t));
+    size_t lo = g->opt_off, hi = g->opt_off + g->n_opt;
+    for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
+        size_t a = g->pl.offset[tn], b = a + g->pl.numel[tn];
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        if (a >= b) continue;
+        float wd = PARAM_INFO[tn].decay ? (float)c->wd : 0.0f;
+        float flr = (float)lr;
+        #pragma omp parallel for schedule(static)
+        for (size_t i = a; i < b; i++) {
+            size_t j = i - lo;
+            float gr = grads[i] * gscale;
+            float m = b1 * g->m[j] + (1.0f - b1) * gr;
+            float v = b2 * g->v[j] + (1.0f - b2) * gr * gr;
+            g->m[j] = m; g->v[j] = v;
+            float mhat = m / bc1, vhat = v / bc2;
+            params[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+        }
+    }
+}
+
+#undef P
+#undef G
+
+// ----------------------------------------------------------------------------------------
+// training context
+
+typedef struct {
+    Config cfg;
+    Comm comm;
+    GPT model;
+    DataSet train, val;
+    int have_val;
+    Logger log;
+    Tokenizer tok;
+    int have_tok;
+    int64_t step, tokens, samples, adam_t; // progress: steps done, tokens and samples consumed, AdamW t
+    uint64_t rng;                           // sampler state
+    double lr_peak;
+} Train;
+
+typedef struct { double loss, gnorm, lr; int64_t gb; int micro; int clipped; } StepResult;
+
+// One optimizer step on the global batch starting at run sample t->samples.
+static StepResult train_step(Train* t) {
+    GPT* g = &t->model;
+    Comm* comm = &t->comm;
+    const Config* c = &t->cfg;
+    StepResult r;
+    memset(&r, 0, sizeof(r));
+    r.gb = schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, t->samples);
+    r.lr = schedule_lr(t->lr_peak, c->minlr_frac, c->warmup_tokens, c->decay_tokens, t->tokens);
+    r.micro = (int)(r.gb / ((int64_t)c->mb * comm->DP));
+    float dloss = (float)(1.0 / ((double)r.gb * c->seq));
+    memset(g->grads, 0, sizeof(float) * g->pl.total);
+    double loss_sum = 0.0;
+    Acts* a = &g->acts[0];
+    for (int i = 0; i < r.micro; i++) {
+        int64_t first = microbatch_first_sample(t->samples, r.gb, comm->DP, comm->dp, c->mb, i);
+        dataset_load_microbatch(&t->train, first, c->mb, a->inputs, a->targets);
+        loss_sum += gpt_forward(g, comm, a);
+        gpt_backward(g, comm, a, dloss);
+    }
+    r.loss = loss_sum / ((double)r.gb * c->seq);
+    double sumsq = gpt_grad_sumsq_local(g, g->grads, 0, g->pl.total);
+    r.gnorm = sqrt(sumsq);
+    float gscale = 1.0f;
+    if (c->clip > 0 && r.gnorm > c->clip) { gscale = (float)(c->clip / (r.gnorm + 1e-6)); r.clipped = 1; }
+    t->adam_t += 1;
+    gpt_adamw(g, g->params, g->grads, r.lr, t->adam_t, gscale);
+    t->samples += r.gb;
+    t->tokens += r.gb * c->seq;
+    t->step += 1;
+    return r;
+}
+
+// Mean loss over the first val_samples samples of the validation stream (in order).
+static double evaluate(Train* t) {
+    GPT* g = &t->model;
+    const Config* c = &t->cfg;
+    int64_t unit = (int64_t)c->mb * t->comm.DP;
+    int64_t n = c->val_samples < t->val.nsamples ? c->val_samples : t->val.nsamples;
+    n = (n / unit) * unit;
+    if (n == 0) n = unit;
+    Acts* a = &g->acts[0];
+    double sum = 0.0;
+    int nmicro = (int)(n / unit);
+    for (int i = 0; i < nmicro; i++) {
+        int64_t first = microbatch_first_sample(0, n, t->comm.DP, t->comm.dp, c->mb, i);
+        dataset_load_microbatch(&t->val, first, c->mb, a->inputs, a->targets);
+        sum += gpt_forward(g, &t->comm, a);
+    }
+    return sum / ((double)n * c->seq);
+}
+
+// Generates sample_len tokens after an <|endoftext|>, sampling from the softmax.
+static void sample_text(Train* t, FILE* out) {
+    GPT* g = &t->model;
+    const Config* c = &t->cfg;
+    Acts* a = &g->acts[0];
+    int T = g->T;
+    int eot = t->have_tok ? (int)t->tok.eot_token : 0;
+    if (eot >= c->V) eot = 0;
+    for (int i = 0; i < g->B * T; i++) { a->inputs[i] = eot; a->targets[i] = 0; }
+    float* probs = (float*)malloc_check(sizeof(float) * c->V);
+    fprintf(out, "sample: ");
+    for (int pos = 1; pos <= c->sample_len && pos < T; pos++) {
+        gpt_forward(g, &t->comm, a);
+        const float* row = a->logits + (size_t)(pos - 1) * g->Vv;
+        float mx = -INFINITY;
+        for (int v = 0; v < c->V; v++) if (row[v] > mx) mx = row[v];
+        double sum = 0.0;
+        for (int v = 0; v < c->V; v++) { probs[v] = expf(row[v] - mx); sum += probs[v]; }
+        double u = rng_uniform(&t->rng) * sum, cdf = 0.0;
+        int next = c->V - 1;
+        for (int v = 0; v < c->V; v++) { cdf += probs[v]; if (u < cdf) { next = v; break; } }
+        a->inputs[pos] = next;
+        if (t->have_tok) tokenizer_print_token(out, &t->tok, (uint32_t)next);
+        else fprintf(out, "%d ", next);
+    }
+    fprintf(out, "\n");
+    fflush(out);
+    free(probs);
+}
+
+// ----------------------------------------------------------------------------------------
+// checkpoints
+
+static void ckpt_fill_header(const Train* t, CkptHeader* h) {
+    const Config* c = &t->cfg;
+    memset(h, 0, sizeof(*h));
+    h->h[CK_L] = c->L; h->h[CK_H] = c->H; h->h[CK_HEADS] = c->heads; h->h[CK_SEQ] = c->seq;
+    h->h[CK_V] = c->V; h->h[CK_VP] = c->Vp;
+    h->h[CK_TP] = t->comm.TP; h->h[CK_PP] = t->comm.PP; h->h[CK_DP] = t->comm.DP; h->h[CK_ZERO] = c->zero;
+    h->h[CK_TP_RANK] = t->comm.tp; h->h[CK_PP_RANK] = t->comm.pp; h->h[CK_DP_RANK] = t->comm.dp; h->h[CK_RANK] = t->comm.rank;
+    h->h[CK_STEP] = t->step; h->h[CK_TOKENS] = t->tokens; h->h[CK_SAMPLES] = t->samples; h->h[CK_ADAM_T] = t->adam_t;
+    h->h[CK_SEED] = (int64_t)c->seed; h->h[CK_RNG] = (int64_t)t->rng; h->h[CK_SCALED_INIT] = c->scaled_init;
+}
+
+// Returns 0, or -1 if any file could not be written (the previous checkpoint stays).
+static int save_checkpoint(Train* t) {
+    char dir[1024];
+    ckpt_dir_name(dir, sizeof(dir), t->cfg.out_dir, t->step);
+    CkptHeader h;
+    ckpt_fill_header(t, &h);
+    GPT* g = &t->model;
+    int rc = ckpt_write_rank(dir, t->comm.rank, &h, g->params, g->pl.total, g->m, g->v, g->opt_off, g->n_opt);
+    if (rc == 0) rc = ckpt_mark_done(dir);
+    if (rc == 0 && t->comm.rank == 0) printf("checkpoint %s\n", dir);
+    return rc;
+}
+
+// Checks that a checkpoint header matches this run's model. Returns 0 or -1 (err).
+static int ckpt_check_model(const Config* c, const CkptHeader* h, const char* path, char* err, size_t n) {
+    if (h->h[CK_L] != c->L || h->h[CK_H] != c->H || h->h[CK_HEADS] != c->heads || h->h[CK_SEQ] != c->seq ||
+        h->h[CK_V] != c->V || h->h[CK_VP] != c->Vp) {
+        snprintf(err, n, "checkpoint %s is for a different model (L=%lld H=%lld heads=%lld seq=%lld V=%lld Vp=%lld; this run: L=%d H=%d heads=%d seq=%d V=%d Vp=%d)",
+                 path, (long long)h->h[CK_L], (long long)h->h[CK_H], (long long)h->h[CK_HEADS], (long long)h->h[CK_SEQ],
+                 (long long)h->h[CK_V], (long long)h->h[CK_VP], c->L, c->H, c->heads, c->seq, c->V, c->Vp);
+        return -1;
+    }
+    return 0;
+}
+
+// Loads this rank's state from a checkpoint written in the same layout. With
+// weights_only, progress and optimizer state stay fresh (-init-from). 0 or -1 (err).
+static int load_checkpoint(Train* t, const char* dir, int weights_only, char* err, size_t n) {
+    char path[1100];
+    ckpt_rank_path(path, sizeof(path), dir, t->comm.rank);
+    CkptHeader h;
+    if (ckpt_read_header(path, &h, err, n) != 0) return -1;
+    if (ckpt_check_model(&t->cfg, &h, path, err, n) != 0) return -1;
+    GPT* g = &t->model;
+    if (h.h[CK_TP] != t->comm.TP || h.h[CK_PP] != t->comm.PP || h.h[CK_DP] != t->comm.DP || h.h[CK_ZERO] != t->cfg.zero ||
+        (size_t)h.h[CK_N_PARAMS] != g->pl.total || (size_t)h.h[CK_N_OPT] != g->n_opt || (size_t)h.h[CK_OPT_OFF] != g->opt_off) {
+        snprintf(err, n, "checkpoint %s was written by layout tp=%lld pp=%lld dp=%lld zero=%lld; this run is tp=%d pp=%d dp=%d zero=%d",
+                 path, (long long)h.h[CK_TP], (long long)h.h[CK_PP], (long long)h.h[CK_DP], (long long)h.h[CK_ZERO],
+                 t->comm.TP, t->comm.PP, t->comm.DP, t->cfg.zero);
+        return -1;
+    }
+    if (ckpt_read_payload(path, &h, g->params, g->m, g->v, err, n) != 0) return -1;
+    if (weights_only) {
+        memset(g->m, 0, sizeof(float) * g->n_opt);
+        memset(g->v, 0, sizeof(float) * g->n_opt);
+        return 0;
+    }
+    t->step = h.h[CK_STEP]; t->tokens = h.h[CK_TOKENS]; t->samples = h.h[CK_SAMPLES];
+    t->adam_t = h.h[CK_ADAM_T]; t->rng = (uint64_t)h.h[CK_RNG];
+    return 0;
+}
+
+// ----------------------------------------------------------------------------------------
+// start-up
+
+static void print_config_table(const Train* t) {
+    const Config* c = &t->cfg;
+    const GPT* g = &t->model;
+    double nparams = param_count_model(c->L, c->H, c->seq, c->V);
+    printf("+----------------------+--------------------------------------------+\n");
+    #define ROW(name, fmt, ...) do { char b_[600]; snprintf(b_, sizeof(b_), fmt, __VA_ARGS__); printf("| %-20s | %-42s |\n", name, b_); } while (0)
+    ROW("model", "%s: L=%d H=%d heads=%d seq=%d", c->model, c->L, c->H, c->heads, c->seq);
+    ROW("vocab", "V=%d padded to Vp=%d", c->V, c->Vp);
+    ROW("parameters", "%.3fM (tied embedding once)", nparams / 1e6);
+    ROW("layout", "tp=%d pp=%d dp=%d world=%d", t->comm.TP, t->comm.PP, t->comm.DP, t->comm.world);
+    ROW("micro-batch", "%d sequences", c->mb);
+    ROW("zero / recompute", "%d / %d", c->zero, c->recompute);
+    if (c->ramp_inc) ROW("global batch", "%lld, ramp %lld+%lld over %lld tokens", (long long)c->gb, (long long)c->ramp_start, (long long)c->ramp_inc, (long long)c->ramp_tokens);
+    else ROW("global batch", "%lld (no ramp)", (long long)c->gb);
+    ROW("peak lr", "%.4e%s", t->lr_peak, c->lr_auto ? " (auto: GPT-3 power-law fit)" : "");
+    ROW("warmup / decay", "%lld / %lld tokens", (long long)c->warmup_tokens, (long long)c->decay_tokens);
+    ROW("min lr", "%.4e (%.3g of peak)", t->lr_peak * c->minlr_frac, c->minlr_frac);
+    ROW("adamw", "b1=%.3g b2=%.3g eps=%.1e wd=%.3g", c->beta1, c->beta2, c->eps, c->wd);
+    ROW("clip", "%.3g", c->clip);
+    ROW("total tokens", "%lld", (long long)c->total_tokens);
+    ROW("train data", "%s", c->train_glob);
+    ROW("train samples", "%lld (%lld tokens)", (long long)t->train.nsamples, (long long)t->train.ntokens);
+    ROW("val data", "%s", t->have_val ? c->val_glob : "(none)");
+    ROW("shuffle / seed", "%d / %llu", c->shuffle, (unsigned long long)c->seed);
+    ROW("out dir", "%s", c->out_dir[0] ? c->out_dir : "(none)");
+    ROW("local params", "%zu floats", g->pl.total);
+#ifdef _OPENMP
+    ROW("threads", "%d", omp_get_max_threads());
+#endif
+    #undef ROW
+    printf("+----------------------+--------------------------------------------+\n");
+    fflush(stdout);
+}
+
+// Sets up everything but the weights; returns 0 or 1 with err.
+static int train_setup(Train* t, const Config* cfg, const Comm* comm) {
+    memset(t, 0, sizeof(*t));
+    t->cfg = *cfg;
+    t->comm = *comm;
+    t->lr_peak = cfg->lr_auto ? lr_auto(param_count_model(cfg->L, cfg->H, cfg->seq, cfg->V)) : cfg->lr;
+    gpt_build(&t->model, &t->cfg, &t->comm, 1);
+    t->rng = splitmix64(cfg->seed ^ 0x5A3F1E) | 1;
+    return 0;
+}
+
+static void train_free(Train* t) {
+    gpt_free(&t->model);
+    if (t->train.paths) dataset_close(&t->train);
+    if (t->have_val) dataset_close(&t->val);
+    if (t->have_tok) tokenizer_free(&t->tok);
+    logger_close(&t->log);
+}
+
+#ifndef TESTING
+int main(int argc, char** argv) {
+    Config cfg;
+    config_defaults(&cfg);
+    char err[CFG_ERR_LEN];
+    if (config_parse(&cfg, argc, argv, NULL, NULL, err) != 0 || config_validate(&cfg, err) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    if (cfg.help) { config_print_help(stdout); return 0; }
+    Comm comm;
+    comm_init_single(&comm);
+    if (cfg.dp == 0) cfg.dp = 1;
+    if (config_validate_layout(&cfg, comm.world, err) != 0) { fprintf(stderr, "error: %s\n", err); return 1; }
+    if (cfg.tp != 1 || cfg.pp != 1 || cfg.dp != 1) {
+        fprintf(stderr, "error: this build is single-process: for tp/pp/dp > 1 build with MPI (make train_gpt_mpi) and launch with mpirun\n");
+        return 1;
+    }
+    if (cfg.zero) { cfg.zero = 0; } // ZeRO-1 over one data-parallel rank is plain AdamW
+    if (cfg.check) { printf("check: flags and layout are valid (world %d)\n", comm.world); return 0; }
+#ifdef _OPENMP
+    if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+#endif
+    Train t;
+    train_setup(&t, &cfg, &comm);
+    Config* c = &t.cfg;
+    dataset_open(&t.train, c->train_glob, c->seq, c->V, c->shuffle, c->seed);
+    if (c->val_glob[0] != '\0' && (c->val_every > 0 || c->val_samples > 0)) {
+        glob_t gv;
+        if (glob(c->val_glob, 0, NULL, &gv) == 0 && gv.gl_pathc > 0) {
+            dataset_open(&t.val, c->val_glob, c->seq, c->V, 0, c->seed);
+            t.have_val = 1;
+        }
+        globfree(&gv);
+    }
+    if (c->tokenizer[0] != '\0') {
+        if (tokenizer_init(&t.tok, c->tokenizer) != 0) die("cannot load tokenizer %s (see above)", c->tokenizer);
+        t.have_tok = 1;
+    }
+    // weights: a checkpoint to resume, a checkpoint to start from, or fresh from the seed
+    int resumed = 0;
+    if (c->resume) {
+        char dir[1100];
+        if (c->out_dir[0] == '\0') die("-resume needs -o DIR (where the checkpoints are)");
+        if (ckpt_find_latest(c->out_dir, dir, sizeof(dir)) < 0) die("-resume: no complete checkpoint in %s", c->out_dir);
+        char lerr[1024];
+        if (load_checkpoint(&t, dir, 0, lerr, sizeof(lerr)) != 0) die("%s", lerr);
+        printf("resumed from %s at step %lld (%lld tokens)\n", dir, (long long)t.step, (long long)t.tokens);
+        resumed = 1;
+    } else if (c->init_from[0] != '\0') {
+        char lerr[1024];
+        if (load_checkpoint(&t, c->init_from, 1, lerr, sizeof(lerr)) != 0) die("%s", lerr);
+    } else {
+        param_init(&t.model.pl, t.model.params, c->seed, c->scaled_init);
+    }
+    char logpath[CFG_PATH_LEN + 16];
+    if (c->log_path[0]) snprintf(logpath, sizeof(logpath), "%s", c->log_path);
+    else if (c->out_dir[0]) { mkdir_p(c->out_dir); snprintf(logpath, sizeof(logpath), "%s/log.jsonl", c->out_dir); }
+    else logpath[0] = '\0';
+    logger_open(&t.log, logpath, resumed, comm.rank, comm.tp, comm.pp, comm.dp, comm.rank == 0);
+    if (comm.rank == 0) print_config_table(&t);
+
+    int f = c->recompute ? 4 : 3;
+    while (t.tokens < c->total_tokens && (c->max_steps < 0 || t.step < c->max_steps)) {
+        double t0 = wall_ms();
+        t.comm.comm_ms = t.comm.idle_ms = 0;
+        StepResult r = train_step(&t);
+        double ms = wall_ms() - t0;
+        StepLog s;
+        memset(&s, 0, sizeof(s));
+        s.step = t.step; s.loss = r.loss; s.lr = r.lr; s.gnorm = r.gnorm; s.gb = r.gb; s.tokens = t.tokens;
+        s.ms = ms; s.tok_s = r.gb * c->seq / (ms / 1e3); s.micro = r.micro;
+        s.tflops = model_flops(f, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / comm.world / 1e12;
+        s.mfu = -1;
+        s.t_comm_ms = t.comm.comm_ms; s.t_idle_ms = t.comm.idle_ms; s.t_compute_ms = ms - s.t_comm_ms - s.t_idle_ms;
+        logger_step(&t.log, &s);
+        if (!isfinite(r.loss)) die("loss is %f at step %lld: lower -lr or check the data", r.loss, (long long)t.step);
+        int last = !(t.tokens < c->total_tokens && (c->max_steps < 0 || t.step < c->max_steps));
+        if (t.have_val && c->val_every > 0 && (t.step % c->val_every == 0 || last)) logger_val(&t.log, t.step, t.tokens, evaluate(&t));
+        if (c->sample_every > 0 && c->sample_len > 0 && (t.step % c->sample_every == 0 || last) && comm.rank == 0) sample_text(&t, stdout);
+        if (c->out_dir[0] && c->ckpt_every > 0 && (t.step % c->ckpt_every == 0 || last)) {
+            if (save_checkpoint(&t) != 0) die("checkpoint at step %lld failed: free disk space or fix -o", (long long)t.step);
+        }
+    }
+    train_free(&t);
+    return 0;
+}
+#endif
