@@ -12,15 +12,29 @@ CFLAGS += $(OMP)
 
 HEADERS = $(wildcard llmc/*.h)
 
+# Open MPI when present: the same binary then runs single-process, or 3D under mpirun
+MPICC := $(shell command -v mpicc 2>/dev/null)
+ifneq ($(MPICC),)
+  TRAIN_CC = OMPI_CC=$(CC) $(MPICC)
+  MPI_FLAGS = -DUSE_MPI
+else
+  TRAIN_CC = $(CC)
+  MPI_FLAGS =
+endif
+
 .PHONY: all test quickstart data fixtures clean bench
 
 all: train_gpt
 
 train_gpt: train_gpt.c $(HEADERS)
+	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
+
+# the single-process build without MPI (must always compile)
+train_gpt_nompi: train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
 
 test_gpt: test_gpt.c train_gpt.c $(HEADERS)
-	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
+	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
 
 data:
 	$(PY) dev/data/prepare_kjv.py --out dev/data/kjv
@@ -30,7 +44,14 @@ fixtures:
 	$(PY) dev/train_gpt.py --out fixtures > fixtures.log 2>&1 || (cat fixtures.log; exit 1)
 	@tail -n 10 fixtures.log
 
-test: train_gpt test_gpt fixtures data
+test_planner: test_planner.c llmc/planner.h
+	$(CC) -O2 -std=c11 -Wall -Wextra -Werror $< -lm -o $@
+
+# every test CI runs; each program ends with "N passed, M failed" and fails the target
+test: train_gpt train_gpt_nompi test_gpt test_planner fixtures data
+	./test_planner
+	$(PY) dev/calibrate_planner.py --selftest
+	bash dev/data/check_tokenizer.sh
 	./test_gpt fixtures
 
 quickstart:
@@ -39,5 +60,5 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean:
-	rm -f train_gpt test_gpt fixtures.log
+	rm -f train_gpt train_gpt_nompi test_gpt test_planner fixtures.log
 	rm -rf fixtures

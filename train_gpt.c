@@ -33,16 +33,30 @@
 #include "llmc/checkpoint.h"
 #include "llmc/logger.h"
 #include "llmc/tokenizer.h"
+#include "llmc/layout.h"
+#include "llmc/reshard.h"
+#include "llmc/planner.h"
+#include <assert.h>
+#include <unistd.h>
 
 // ----------------------------------------------------------------------------------------
-// communication: the groups of the 3D layout. Single process: every group has size 1 and
-// every collective is a no-op.
+// communication: the groups of the 3D layout over MPI. Single process (no mpirun, or a
+// build without MPI): every group has size 1 and every collective is a no-op.
+
+#ifdef USE_MPI
+#define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
+    char s_[MPI_MAX_ERROR_STRING]; int n_ = 0; MPI_Error_string(rc_, s_, &n_); \
+    fprintf(stderr, "error: MPI call failed at %s:%d: %s (check the launch line and the network)\n", __FILE__, __LINE__, s_); \
+    MPI_Abort(MPI_COMM_WORLD, 1); } } while (0)
+#endif
 
 typedef struct {
     int rank, world;
-    int tp, TP, pp, PP, dp, DP;   // coordinates, rank = tp + TP*dp + TP*DP*pp
+    int tp, TP, pp, PP, dp, DP;   // coordinates, rank = tp + TP*dp + TP*DP*pp (layout.h)
+    int mpi;                      // MPI initialised (launched by mpirun/srun)
 #ifdef USE_MPI
-    MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm;
+    MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm; // emb_comm: first and last stage, MPI_COMM_NULL elsewhere
+    MPI_Request* send_req; float** send_buf; int nsend; size_t send_n; // ring of pipeline sends
 #endif
     double comm_ms, idle_ms;      // time inside collectives / waiting on pipeline peers, this step
 } Comm;
@@ -52,25 +66,125 @@ static void comm_init_single(Comm* c) {
     c->world = 1; c->TP = c->PP = c->DP = 1;
 }
 
-static void tp_allreduce_sum(Comm* c, float* buf, size_t n) {
-    if (c->TP == 1) return;
+// launched by an MPI launcher? (then, and only then, MPI_Init is called)
+static int launched_by_mpi(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_SIZE") != NULL;
+}
+
 #ifdef USE_MPI
-    double t0 = wall_ms();
-    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->tp_comm);
-    c->comm_ms += wall_ms() - t0;
+// Splits MPI_COMM_WORLD into the TP, DP, PP and embedding groups (layout already valid).
+static void comm_init_groups(Comm* c, int TP, int PP, int DP, size_t act_floats) {
+    c->TP = TP; c->PP = PP; c->DP = DP;
+    Coords k = layout_coords(c->rank, TP, DP);
+    c->tp = k.tp; c->dp = k.dp; c->pp = k.pp;
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->dp + DP * c->pp, c->tp, &c->tp_comm));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->pp, c->dp, &c->dp_comm));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->dp, c->pp, &c->pp_comm));
+    int in_emb = PP > 1 && (c->pp == 0 || c->pp == PP - 1);
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, in_emb ? c->tp + TP * c->dp : MPI_UNDEFINED, c->pp, &c->emb_comm));
+    c->nsend = 2 * PP;
+    c->send_n = act_floats;
+    c->send_req = (MPI_Request*)malloc_check(sizeof(MPI_Request) * c->nsend);
+    c->send_buf = (float**)malloc_check(sizeof(float*) * c->nsend);
+    for (int i = 0; i < c->nsend; i++) { c->send_req[i] = MPI_REQUEST_NULL; c->send_buf[i] = (float*)malloc_check(sizeof(float) * act_floats); }
+}
+#endif
+
+static void comm_free(Comm* c) {
+#ifdef USE_MPI
+    if (!c->mpi) return;
+    if (c->send_req) {
+        mpiCheck(MPI_Waitall(c->nsend, c->send_req, MPI_STATUSES_IGNORE));
+        for (int i = 0; i < c->nsend; i++) free(c->send_buf[i]);
+        free(c->send_buf); free(c->send_req);
+    }
+    MPI_Comm_free(&c->tp_comm); MPI_Comm_free(&c->dp_comm); MPI_Comm_free(&c->pp_comm);
+    if (c->emb_comm != MPI_COMM_NULL) MPI_Comm_free(&c->emb_comm);
 #else
-    (void)buf; (void)n;
+    (void)c;
+#endif
+}
+
+#ifdef USE_MPI
+static void allreduce(Comm* c, void* buf, size_t n, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int size) {
+    if (size == 1) return;
+    double t0 = wall_ms();
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, type, op, comm));
+    c->comm_ms += wall_ms() - t0;
+}
+#endif
+
+static void tp_allreduce_sum(Comm* c, float* buf, size_t n) {
+#ifdef USE_MPI
+    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->tp_comm, c->TP);
+#else
+    (void)c; (void)buf; (void)n;
 #endif
 }
 
 static void tp_allreduce_max(Comm* c, float* buf, size_t n) {
-    if (c->TP == 1) return;
 #ifdef USE_MPI
+    allreduce(c, buf, n, MPI_FLOAT, MPI_MAX, c->tp_comm, c->TP);
+#else
+    (void)c; (void)buf; (void)n;
+#endif
+}
+
+// sum of a double over every rank of the job
+static double world_sum(Comm* c, double x) {
+#ifdef USE_MPI
+    if (c->world > 1) allreduce(c, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, c->world);
+#else
+    (void)c;
+#endif
+    return x;
+}
+
+// Pipeline point-to-point. Sends copy into a ring buffer and return at once (the receiver
+// never has to be waiting); receives block and count as pipeline idle time.
+// tag = 2*micro + direction (0: activations forward, 1: gradients backward)
+static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) {
+#ifdef USE_MPI
+    static_assert(sizeof(float) == 4, "float");
+    int slot = -1;
     double t0 = wall_ms();
-    MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, c->tp_comm);
+    for (;;) { // a free ring slot (all are free after the previous step's flush)
+        for (int i = 0; i < c->nsend && slot < 0; i++) {
+            int done = 0;
+            mpiCheck(MPI_Test(&c->send_req[i], &done, MPI_STATUS_IGNORE));
+            if (done) slot = i;
+        }
+        if (slot >= 0) break;
+        mpiCheck(MPI_Waitany(c->nsend, c->send_req, &slot, MPI_STATUS_IGNORE));
+        if (slot != MPI_UNDEFINED) break;
+    }
+    memcpy(c->send_buf[slot], buf, sizeof(float) * n);
+    mpiCheck(MPI_Isend(c->send_buf[slot], (int)n, MPI_FLOAT, to_stage, tag, c->pp_comm, &c->send_req[slot]));
     c->comm_ms += wall_ms() - t0;
 #else
-    (void)buf; (void)n;
+    (void)c; (void)buf; (void)n; (void)to_stage; (void)tag;
+#endif
+}
+
+static void pp_recv(Comm* c, float* buf, size_t n, int from_stage, int tag) {
+#ifdef USE_MPI
+    double t0 = wall_ms();
+    mpiCheck(MPI_Recv(buf, (int)n, MPI_FLOAT, from_stage, tag, c->pp_comm, MPI_STATUS_IGNORE));
+    c->idle_ms += wall_ms() - t0;
+#else
+    (void)c; (void)buf; (void)n; (void)from_stage; (void)tag;
+#endif
+}
+
+static void pp_flush(Comm* c) {
+#ifdef USE_MPI
+    if (c->PP > 1) {
+        double t0 = wall_ms();
+        mpiCheck(MPI_Waitall(c->nsend, c->send_req, MPI_STATUSES_IGNORE));
+        c->idle_ms += wall_ms() - t0;
+    }
+#else
+    (void)c;
 #endif
 }
 
@@ -321,6 +435,7 @@ typedef struct {
     float* params;  // (pl.total)
     float* grads;   // (pl.total)
     float* m; float* v; size_t opt_off, n_opt; // AdamW moments for flat elements [opt_off, opt_off+n_opt)
+    float* gshard;  // (n_opt) reduced gradients of the optimizer range (ZeRO-1 reduce-scatter target)
     int nslots; Acts* acts;
     // backward scratch, sized by the micro-batch
     float* dx; float* dtmp; float* dres2; float* dqkv; float* datty; float* dfch; float* dfch2;
@@ -375,7 +490,10 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
     g->Vv = cfg->V - g->v0; if (g->Vv < 0) g->Vv = 0; if (g->Vv > g->Vl) g->Vv = g->Vl;
     g->params = (float*)calloc_check(g->pl.total, sizeof(float));
     g->grads = (float*)calloc_check(g->pl.total, sizeof(float));
-    g->opt_off = 0; g->n_opt = g->pl.total;
+    // ZeRO-1: AdamW state and the update cover only this DP rank's shard of the flat buffer
+    if (cfg->zero) zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt);
+    else { g->opt_off = 0; g->n_opt = g->pl.total; }
+    g->gshard = cfg->zero ? (float*)calloc_check(g->n_opt, sizeof(float)) : g->grads;
     g->m = (float*)calloc_check(g->n_opt, sizeof(float));
     g->v = (float*)calloc_check(g->n_opt, sizeof(float));
     g->nslots = nslots;
@@ -400,6 +518,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
 }
 
 static void gpt_free(GPT* g) {
+    if (g->gshard != g->grads) free(g->gshard);
     free(g->params); free(g->grads); free(g->m); free(g->v);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
     free(g->acts);
@@ -580,10 +699,12 @@ static void gpt_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
     if (is_first_stage(g)) embedding_backward(g, g->dx, a->inputs);
 }
 
-// Sum of squared gradients, counting every unique parameter once: TP-replicated tensors
-// only on TP rank 0, the tied embedding only on the first stage (the last stage holds
-// the same, all-reduced, gradient). Fixed-size chunks summed in order: deterministic.
-static double gpt_grad_sumsq_local(const GPT* g, const float* grads, size_t lo, size_t hi) {
+// Sum of squared gradients over flat elements [lo, hi) (grads[i - lo]), counting every
+// unique parameter once: TP-replicated tensors only on TP rank 0, the tied embedding only
+// on the first stage (the last stage holds the same, all-reduced, gradient). Summed over
+// every rank of the job this is the squared global norm. Fixed-size chunks summed in
+// order: deterministic.
+static double gpt_grad_sumsq(const GPT* g, const float* grads, size_t lo, size_t hi) {
     double total = 0.0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         if (PARAM_INFO[t].split == SPLIT_NONE && g->pl.tp != 0) continue;
@@ -599,7 +720,7 @@ static double gpt_grad_sumsq_local(const GPT* g, const float* grads, size_t lo, 
         for (size_t c = 0; c < nch; c++) {
             size_t s = a + c * CH, e = s + CH < b ? s + CH : b;
             double acc = 0.0;
-            for (size_t i = s; i < e; i++) acc += (double)grads[i] * grads[i];
+            for (size_t i = s; i < e; i++) acc += (double)grads[i - lo] * grads[i - lo];
             part[c] = acc;
         }
         for (size_t c = 0; c < nch; c++) total += part[c];
@@ -608,8 +729,9 @@ static double gpt_grad_sumsq_local(const GPT* g, const float* grads, size_t lo, 
     return total;
 }
 
-// AdamW on flat elements [opt_off, opt_off + n_opt) of params/grads (bias-corrected,
-// decoupled weight decay only where the table says so), gradients pre-scaled by gscale.
+// AdamW on flat elements [opt_off, opt_off + n_opt) of params (bias-corrected, decoupled
+// weight decay only where the table says so). grads[j] is the gradient of element
+// opt_off + j, pre-scaled by gscale (the clipping factor).
 static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int64_t t, float gscale) {
     const Config* c = &g->cfg;
     float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
@@ -625,7 +747,7 @@ static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int6
         #pragma omp parallel for schedule(static)
         for (size_t i = a; i < b; i++) {
             size_t j = i - lo;
-            float gr = grads[i] * gscale;
+            float gr = grads[j] * gscale;
             float m = b1 * g->m[j] + (1.0f - b1) * gr;
             float v = b2 * g->v[j] + (1.0f - b2) * gr * gr;
             g->m[j] = m; g->v[j] = v;
@@ -657,6 +779,92 @@ typedef struct {
 
 typedef struct { double loss, gnorm, lr; int64_t gb; int micro; int clipped; } StepResult;
 
+// Runs this stage's part of m micro-batches through the pipeline with the 1F1B schedule
+// (forward_only: the evaluation schedule). load(k) fills the inputs/targets of micro-batch
+// k on the stages that need them. Returns the sum of token losses (last stage, else 0).
+typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
+
+static double run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
+    GPT* g = &t->model;
+    Comm* comm = &t->comm;
+    size_t nact = (size_t)g->B * g->T * g->C;
+    int n;
+    Action* plan = schedule_1f1b(comm->pp, comm->PP, m, forward_only, &n);
+    if (plan == NULL) die("out of memory for the pipeline schedule");
+    double loss_sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        int k = plan[i].micro;
+        Acts* a = &g->acts[k % g->nslots];
+        float* xout = a->x + (size_t)g->pl.nlayers * nact;
+        switch (plan[i].kind) {
+            case ACT_RECV_ACT: pp_recv(comm, a->x, nact, comm->pp - 1, 2 * k); break;
+            case ACT_FORWARD:
+                if (is_first_stage(g) || is_last_stage(g)) load(t, a, k, user);
+                loss_sum += gpt_forward(g, comm, a);
+                break;
+            case ACT_SEND_ACT: pp_send(comm, xout, nact, comm->pp + 1, 2 * k); break;
+            case ACT_RECV_GRAD: pp_recv(comm, g->dx, nact, comm->pp + 1, 2 * k + 1); break;
+            case ACT_BACKWARD: gpt_backward(g, comm, a, dloss); break;
+            case ACT_SEND_GRAD: pp_send(comm, g->dx, nact, comm->pp - 1, 2 * k + 1); break;
+        }
+    }
+    pp_flush(comm);
+    free(plan);
+    return loss_sum;
+}
+
+typedef struct { int64_t first; int64_t gb; DataSet* ds; } BatchRef;
+
+static void load_train_micro(Train* t, Acts* a, int k, void* user) {
+    const BatchRef* br = (const BatchRef*)user;
+    int64_t first = microbatch_first_sample(br->first, br->gb, t->comm.DP, t->comm.dp, t->cfg.mb, k);
+    dataset_load_microbatch(br->ds, first, t->cfg.mb, a->inputs, a->targets);
+}
+
+// Gradient reduction after the last micro-batch: the tied embedding over the embedding
+// group, then data parallel (all-reduce, or reduce-scatter into this rank's shard under
+// ZeRO-1). Loss scaling already divides by the global batch, so the reductions sum.
+static void reduce_gradients(Train* t) {
+    GPT* g = &t->model;
+    Comm* c = &t->comm;
+#ifdef USE_MPI
+    if (c->PP > 1 && (is_first_stage(g) || is_last_stage(g)))
+        allreduce(c, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE], MPI_FLOAT, MPI_SUM, c->emb_comm, 2);
+    if (c->DP > 1) {
+        double t0 = wall_ms();
+        if (t->cfg.zero) {
+            int* counts = (int*)malloc_check(sizeof(int) * c->DP);
+            for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(g->pl.total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; }
+            mpiCheck(MPI_Reduce_scatter(g->grads, g->gshard, counts, MPI_FLOAT, MPI_SUM, c->dp_comm));
+            free(counts);
+        } else {
+            mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g->grads, (int)g->pl.total, MPI_FLOAT, MPI_SUM, c->dp_comm));
+        }
+        c->comm_ms += wall_ms() - t0;
+    }
+#else
+    (void)g; (void)c;
+#endif
+}
+
+// ZeRO-1: every DP rank updated its shard of the weights; gather the whole buffer.
+static void gather_params(Train* t) {
+#ifdef USE_MPI
+    GPT* g = &t->model;
+    Comm* c = &t->comm;
+    if (!t->cfg.zero || c->DP == 1) return;
+    int* counts = (int*)malloc_check(sizeof(int) * c->DP);
+    int* displs = (int*)malloc_check(sizeof(int) * c->DP);
+    for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(g->pl.total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; displs[d] = (int)off; }
+    double t0 = wall_ms();
+    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g->params, counts, displs, MPI_FLOAT, c->dp_comm));
+    c->comm_ms += wall_ms() - t0;
+    free(counts); free(displs);
+#else
+    (void)t;
+#endif
+}
+
 // One optimizer step on the global batch starting at run sample t->samples.
 static StepResult train_step(Train* t) {
     GPT* g = &t->model;
@@ -669,74 +877,91 @@ static StepResult train_step(Train* t) {
     r.micro = (int)(r.gb / ((int64_t)c->mb * comm->DP));
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
     memset(g->grads, 0, sizeof(float) * g->pl.total);
-    double loss_sum = 0.0;
-    Acts* a = &g->acts[0];
-    for (int i = 0; i < r.micro; i++) {
-        int64_t first = microbatch_first_sample(t->samples, r.gb, comm->DP, comm->dp, c->mb, i);
-        dataset_load_microbatch(&t->train, first, c->mb, a->inputs, a->targets);
-        loss_sum += gpt_forward(g, comm, a);
-        gpt_backward(g, comm, a, dloss);
-    }
-    r.loss = loss_sum / ((double)r.gb * c->seq);
-    double sumsq = gpt_grad_sumsq_local(g, g->grads, 0, g->pl.total);
-    r.gnorm = sqrt(sumsq);
+    BatchRef br = {t->samples, r.gb, &t->train};
+    double loss_sum = run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
+    // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
+    r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? loss_sum : 0.0) / ((double)r.gb * c->seq);
+    reduce_gradients(t);
+    // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
+    double sumsq = (c->zero || comm->dp == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
+    r.gnorm = sqrt(world_sum(comm, sumsq));
     float gscale = 1.0f;
     if (c->clip > 0 && r.gnorm > c->clip) { gscale = (float)(c->clip / (r.gnorm + 1e-6)); r.clipped = 1; }
     t->adam_t += 1;
-    gpt_adamw(g, g->params, g->grads, r.lr, t->adam_t, gscale);
+    gpt_adamw(g, g->params, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->adam_t, gscale);
+    gather_params(t);
     t->samples += r.gb;
     t->tokens += r.gb * c->seq;
     t->step += 1;
     return r;
 }
 
-// Mean loss over the first val_samples samples of the validation stream (in order).
+// Mean loss over the first val_samples samples of the validation stream (in order),
+// rounded down to whole micro-batches on every DP rank.
 static double evaluate(Train* t) {
-    GPT* g = &t->model;
     const Config* c = &t->cfg;
     int64_t unit = (int64_t)c->mb * t->comm.DP;
     int64_t n = c->val_samples < t->val.nsamples ? c->val_samples : t->val.nsamples;
     n = (n / unit) * unit;
     if (n == 0) n = unit;
-    Acts* a = &g->acts[0];
-    double sum = 0.0;
-    int nmicro = (int)(n / unit);
-    for (int i = 0; i < nmicro; i++) {
-        int64_t first = microbatch_first_sample(0, n, t->comm.DP, t->comm.dp, c->mb, i);
-        dataset_load_microbatch(&t->val, first, c->mb, a->inputs, a->targets);
-        sum += gpt_forward(g, &t->comm, a);
-    }
-    return sum / ((double)n * c->seq);
+    BatchRef br = {0, n, &t->val};
+    double sum = run_schedule(t, (int)(n / unit), 1, 0.0f, load_train_micro, &br);
+    return world_sum(&t->comm, (is_last_stage(&t->model) && t->comm.tp == 0) ? sum : 0.0) / ((double)n * c->seq);
 }
 
-// Generates sample_len tokens after an <|endoftext|>, sampling from the softmax.
+static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
+    (void)k;
+    memcpy(a->inputs, user, sizeof(int) * t->model.B * t->model.T);
+    memset(a->targets, 0, sizeof(int) * t->model.B * t->model.T);
+}
+
+// Generates sample_len tokens after an <|endoftext|>, sampling from the softmax, and
+// prints them on the rank that samples (TP 0, DP 0 of the last stage). Every rank takes
+// part (the pipeline runs forward); the chosen token is broadcast from that rank.
 static void sample_text(Train* t, FILE* out) {
     GPT* g = &t->model;
+    Comm* comm = &t->comm;
     const Config* c = &t->cfg;
-    Acts* a = &g->acts[0];
     int T = g->T;
     int eot = t->have_tok ? (int)t->tok.eot_token : 0;
     if (eot >= c->V) eot = 0;
-    for (int i = 0; i < g->B * T; i++) { a->inputs[i] = eot; a->targets[i] = 0; }
-    float* probs = (float*)malloc_check(sizeof(float) * c->V);
-    fprintf(out, "sample: ");
+    int* tokens = (int*)malloc_check(sizeof(int) * g->B * T);
+    for (int i = 0; i < g->B * T; i++) tokens[i] = eot;
+    float* row = (float*)malloc_check(sizeof(float) * c->Vp);
+    int sampler = layout_rank(0, 0, comm->PP - 1, comm->TP, comm->DP);
+    if (comm->rank == sampler) fprintf(out, "sample: ");
     for (int pos = 1; pos <= c->sample_len && pos < T; pos++) {
-        gpt_forward(g, &t->comm, a);
-        const float* row = a->logits + (size_t)(pos - 1) * g->Vv;
-        float mx = -INFINITY;
-        for (int v = 0; v < c->V; v++) if (row[v] > mx) mx = row[v];
-        double sum = 0.0;
-        for (int v = 0; v < c->V; v++) { probs[v] = expf(row[v] - mx); sum += probs[v]; }
-        double u = rng_uniform(&t->rng) * sum, cdf = 0.0;
-        int next = c->V - 1;
-        for (int v = 0; v < c->V; v++) { cdf += probs[v]; if (u < cdf) { next = v; break; } }
-        a->inputs[pos] = next;
-        if (t->have_tok) tokenizer_print_token(out, &t->tok, (uint32_t)next);
-        else fprintf(out, "%d ", next);
+        run_schedule(t, 1, 1, 0.0f, load_sample_micro, tokens);
+        int next = 0;
+        if (is_last_stage(g)) {
+            // the full row of real-vocabulary logits: each TP rank holds Vv columns
+            const float* mine = g->acts[0].logits + (size_t)(pos - 1) * g->Vv;
+            memset(row, 0, sizeof(float) * c->Vp);
+            memcpy(row + g->v0, mine, sizeof(float) * g->Vv);
+            tp_allreduce_sum(comm, row, c->Vp);
+            float mx = -INFINITY;
+            for (int v = 0; v < c->V; v++) if (row[v] > mx) mx = row[v];
+            double sum = 0.0;
+            for (int v = 0; v < c->V; v++) { row[v] = expf(row[v] - mx); sum += row[v]; }
+            double u = rng_uniform(&t->rng) * sum, cdf = 0.0;
+            next = c->V - 1;
+            for (int v = 0; v < c->V; v++) { cdf += row[v]; if (u < cdf) { next = v; break; } }
+        }
+#ifdef USE_MPI
+        if (comm->world > 1) mpiCheck(MPI_Bcast(&next, 1, MPI_INT, sampler, MPI_COMM_WORLD));
+#endif
+        tokens[pos] = next;
+        if (comm->rank == sampler) {
+            if (t->have_tok) tokenizer_print_token(out, &t->tok, (uint32_t)next);
+            else fprintf(out, "%d ", next);
+        }
     }
-    fprintf(out, "\n");
-    fflush(out);
-    free(probs);
+#ifdef USE_MPI
+    // the sampler state advanced on the last stage only: keep every rank's copy equal
+    if (comm->world > 1) mpiCheck(MPI_Bcast(&t->rng, 1, MPI_UINT64_T, sampler, MPI_COMM_WORLD));
+#endif
+    if (comm->rank == sampler) { fprintf(out, "\n"); fflush(out); }
+    free(tokens); free(row);
 }
 
 // ----------------------------------------------------------------------------------------
@@ -753,17 +978,24 @@ static void ckpt_fill_header(const Train* t, CkptHeader* h) {
     h->h[CK_SEED] = (int64_t)c->seed; h->h[CK_RNG] = (int64_t)t->rng; h->h[CK_SCALED_INIT] = c->scaled_init;
 }
 
-// Returns 0, or -1 if any file could not be written (the previous checkpoint stays).
+// Every rank writes its file: weights from DP rank 0 only (the replicas are equal), the
+// AdamW moments from DP rank 0 without ZeRO or from every rank's shard with it. DONE is
+// written once every rank succeeded. Returns 0, or -1 (the previous checkpoint stays).
 static int save_checkpoint(Train* t) {
     char dir[1024];
     ckpt_dir_name(dir, sizeof(dir), t->cfg.out_dir, t->step);
     CkptHeader h;
     ckpt_fill_header(t, &h);
     GPT* g = &t->model;
-    int rc = ckpt_write_rank(dir, t->comm.rank, &h, g->params, g->pl.total, g->m, g->v, g->opt_off, g->n_opt);
-    if (rc == 0) rc = ckpt_mark_done(dir);
-    if (rc == 0 && t->comm.rank == 0) printf("checkpoint %s\n", dir);
-    return rc;
+    int writes_weights = t->comm.dp == 0;
+    int writes_moments = t->cfg.zero || t->comm.dp == 0;
+    int rc = ckpt_write_rank(dir, t->comm.rank, &h, g->params, writes_weights ? g->pl.total : 0,
+                             g->m, g->v, g->opt_off, writes_moments ? g->n_opt : 0);
+    int ok = world_sum(&t->comm, rc == 0 ? 0.0 : 1.0) == 0.0;
+    if (ok && t->comm.rank == 0) ok = ckpt_mark_done(dir) == 0;
+    ok = world_sum(&t->comm, ok ? 0.0 : 1.0) == 0.0;
+    if (ok && t->comm.rank == 0) { printf("checkpoint %s\n", dir); fflush(stdout); }
+    return ok ? 0 : -1;
 }
 
 // Checks that a checkpoint header matches this run's model. Returns 0 or -1 (err).
@@ -778,31 +1010,22 @@ static int ckpt_check_model(const Config* c, const CkptHeader* h, const char* pa
     return 0;
 }
 
-// Loads this rank's state from a checkpoint written in the same layout. With
+// Loads this rank's slices from a checkpoint written in ANY layout (reshard.h). With
 // weights_only, progress and optimizer state stay fresh (-init-from). 0 or -1 (err).
 static int load_checkpoint(Train* t, const char* dir, int weights_only, char* err, size_t n) {
-    char path[1100];
-    ckpt_rank_path(path, sizeof(path), dir, t->comm.rank);
-    CkptHeader h;
-    if (ckpt_read_header(path, &h, err, n) != 0) return -1;
-    if (ckpt_check_model(&t->cfg, &h, path, err, n) != 0) return -1;
+    CkptSet set;
+    if (ckpt_set_open(&set, dir, err, n) != 0) { ckpt_set_close(&set); return -1; }
+    const CkptHeader* h = &set.hdr[0];
+    int rc = ckpt_check_model(&t->cfg, h, set.paths[0], err, n);
     GPT* g = &t->model;
-    if (h.h[CK_TP] != t->comm.TP || h.h[CK_PP] != t->comm.PP || h.h[CK_DP] != t->comm.DP || h.h[CK_ZERO] != t->cfg.zero ||
-        (size_t)h.h[CK_N_PARAMS] != g->pl.total || (size_t)h.h[CK_N_OPT] != g->n_opt || (size_t)h.h[CK_OPT_OFF] != g->opt_off) {
-        snprintf(err, n, "checkpoint %s was written by layout tp=%lld pp=%lld dp=%lld zero=%lld; this run is tp=%d pp=%d dp=%d zero=%d",
-                 path, (long long)h.h[CK_TP], (long long)h.h[CK_PP], (long long)h.h[CK_DP], (long long)h.h[CK_ZERO],
-                 t->comm.TP, t->comm.PP, t->comm.DP, t->cfg.zero);
-        return -1;
+    if (rc == 0) rc = ckpt_set_load_local(&set, &g->pl, g->params, weights_only ? NULL : g->m, weights_only ? NULL : g->v,
+                                          g->opt_off, g->n_opt, err, n);
+    if (rc == 0 && !weights_only) {
+        t->step = h->h[CK_STEP]; t->tokens = h->h[CK_TOKENS]; t->samples = h->h[CK_SAMPLES];
+        t->adam_t = h->h[CK_ADAM_T]; t->rng = (uint64_t)h->h[CK_RNG];
     }
-    if (ckpt_read_payload(path, &h, g->params, g->m, g->v, err, n) != 0) return -1;
-    if (weights_only) {
-        memset(g->m, 0, sizeof(float) * g->n_opt);
-        memset(g->v, 0, sizeof(float) * g->n_opt);
-        return 0;
-    }
-    t->step = h.h[CK_STEP]; t->tokens = h.h[CK_TOKENS]; t->samples = h.h[CK_SAMPLES];
-    t->adam_t = h.h[CK_ADAM_T]; t->rng = (uint64_t)h.h[CK_RNG];
-    return 0;
+    ckpt_set_close(&set);
+    return rc;
 }
 
 // ----------------------------------------------------------------------------------------
@@ -848,7 +1071,7 @@ static int train_setup(Train* t, const Config* cfg, const Comm* comm) {
     t->cfg = *cfg;
     t->comm = *comm;
     t->lr_peak = cfg->lr_auto ? lr_auto(param_count_model(cfg->L, cfg->H, cfg->seq, cfg->V)) : cfg->lr;
-    gpt_build(&t->model, &t->cfg, &t->comm, 1);
+    gpt_build(&t->model, &t->cfg, &t->comm, comm->PP); // 1F1B: at most PP micro-batches in flight
     t->rng = splitmix64(cfg->seed ^ 0x5A3F1E) | 1;
     return 0;
 }
@@ -861,65 +1084,124 @@ static void train_free(Train* t) {
     logger_close(&t->log);
 }
 
+// Start-up for every rank: parse, validate (model, recipe, layout for the whole ramp),
+// bring up MPI and the groups. A bad configuration is detected identically by every
+// rank; rank 0 prints the one-line error and every rank exits 1, so nothing hangs.
+static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
+    comm_init_single(comm);
+#ifdef USE_MPI
+    if (launched_by_mpi()) {
+        mpiCheck(MPI_Init(&argc, &argv));
+        comm->mpi = 1;
+        mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
+        mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm->world));
+    }
+#endif
+    config_defaults(cfg);
+    char err[CFG_ERR_LEN];
+    PlanRequest plan;
+    plan_request_init(&plan);
+    int bad = config_parse(cfg, argc, argv, plan_config_flag, &plan, err) != 0 || config_validate(cfg, err) != 0;
+    if (!bad && cfg->plan) { // the layout planner: pure arithmetic, no MPI needed
+        int rc = 0;
+        if (comm->rank == 0) {
+            plan.model.L = cfg->L; plan.model.H = cfg->H; plan.model.heads = cfg->heads;
+            plan.model.seq = cfg->seq; plan.model.V = cfg->Vp;
+            plan.gb = (int)cfg->gb;
+            // layout flags the user gave are fixed; the others are searched
+            plan.tp = plan_argv_has(argc, argv, "-tp") ? cfg->tp : 0;
+            plan.pp = plan_argv_has(argc, argv, "-pp") ? cfg->pp : 0;
+            plan.dp = plan_argv_has(argc, argv, "-dp") ? cfg->dp : 0;
+            plan.mb = plan_argv_has(argc, argv, "-mb") ? cfg->mb : 0;
+            plan.recompute = plan_argv_has(argc, argv, "-recompute") ? cfg->recompute : -1;
+            plan.zero = plan_argv_has(argc, argv, "-zero") ? cfg->zero : -1;
+            if (cfg->peak_tflops > 0) plan.o_peak = cfg->peak_tflops;
+            rc = plan_run(&plan, stdout);
+        }
+#ifdef USE_MPI
+        if (comm->mpi) MPI_Finalize();
+#endif
+        exit(rc);
+    }
+    int world = comm->world;
+    if (!bad && cfg->world > 0) {
+        if (!cfg->check) { snprintf(err, sizeof(err), "-world only goes with -check (a real run takes its world size from mpirun)"); bad = 1; }
+        else world = cfg->world;
+    }
+    if (!bad) bad = config_validate_layout(cfg, world, err) != 0;
+    if (bad) {
+        if (comm->rank == 0) fprintf(stderr, "error: %s\n", err);
+#ifdef USE_MPI
+        if (comm->mpi) MPI_Finalize();
+#endif
+        exit(1);
+    }
+    if (cfg->dp == 0) cfg->dp = world / (cfg->tp * cfg->pp);
+    if (cfg->help || cfg->check) {
+        if (comm->rank == 0) {
+            if (cfg->help) config_print_help(stdout);
+            else printf("check: flags, model and layout are valid (tp=%d pp=%d dp=%d, world %d)\n", cfg->tp, cfg->pp, cfg->dp, world);
+        }
+#ifdef USE_MPI
+        if (comm->mpi) MPI_Finalize();
+#endif
+        exit(0);
+    }
+    if (cfg->dp == 1) cfg->zero = 0; // ZeRO-1 over one data-parallel rank is plain AdamW
+#ifdef USE_MPI
+    if (comm->mpi) comm_init_groups(comm, cfg->tp, cfg->pp, cfg->dp, (size_t)cfg->mb * cfg->seq * cfg->H);
+#endif
+}
+
 #ifndef TESTING
 int main(int argc, char** argv) {
     Config cfg;
-    config_defaults(&cfg);
-    char err[CFG_ERR_LEN];
-    if (config_parse(&cfg, argc, argv, NULL, NULL, err) != 0 || config_validate(&cfg, err) != 0) {
-        fprintf(stderr, "error: %s\n", err);
-        return 1;
-    }
-    if (cfg.help) { config_print_help(stdout); return 0; }
     Comm comm;
-    comm_init_single(&comm);
-    if (cfg.dp == 0) cfg.dp = 1;
-    if (config_validate_layout(&cfg, comm.world, err) != 0) { fprintf(stderr, "error: %s\n", err); return 1; }
-    if (cfg.tp != 1 || cfg.pp != 1 || cfg.dp != 1) {
-        fprintf(stderr, "error: this build is single-process: for tp/pp/dp > 1 build with MPI (make train_gpt_mpi) and launch with mpirun\n");
-        return 1;
-    }
-    if (cfg.zero) { cfg.zero = 0; } // ZeRO-1 over one data-parallel rank is plain AdamW
-    if (cfg.check) { printf("check: flags and layout are valid (world %d)\n", comm.world); return 0; }
+    startup(&cfg, &comm, argc, argv);
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #endif
     Train t;
     train_setup(&t, &cfg, &comm);
     Config* c = &t.cfg;
-    dataset_open(&t.train, c->train_glob, c->seq, c->V, c->shuffle, c->seed);
-    if (c->val_glob[0] != '\0' && (c->val_every > 0 || c->val_samples > 0)) {
-        glob_t gv;
-        if (glob(c->val_glob, 0, NULL, &gv) == 0 && gv.gl_pathc > 0) {
+    if (is_first_stage(&t.model) || is_last_stage(&t.model)) { // only these stages read tokens
+        dataset_open(&t.train, c->train_glob, c->seq, c->V, c->shuffle, c->seed);
+        if (c->val_glob[0] != '\0' && c->val_every > 0) {
             dataset_open(&t.val, c->val_glob, c->seq, c->V, 0, c->seed);
             t.have_val = 1;
         }
-        globfree(&gv);
     }
+    t.have_val = (int)world_sum(&t.comm, t.have_val) > 0; // middle stages take part too
     if (c->tokenizer[0] != '\0') {
         if (tokenizer_init(&t.tok, c->tokenizer) != 0) die("cannot load tokenizer %s (see above)", c->tokenizer);
         t.have_tok = 1;
     }
     // weights: a checkpoint to resume, a checkpoint to start from, or fresh from the seed
     int resumed = 0;
+    char lerr[1024];
     if (c->resume) {
         char dir[1100];
         if (c->out_dir[0] == '\0') die("-resume needs -o DIR (where the checkpoints are)");
         if (ckpt_find_latest(c->out_dir, dir, sizeof(dir)) < 0) die("-resume: no complete checkpoint in %s", c->out_dir);
-        char lerr[1024];
         if (load_checkpoint(&t, dir, 0, lerr, sizeof(lerr)) != 0) die("%s", lerr);
-        printf("resumed from %s at step %lld (%lld tokens)\n", dir, (long long)t.step, (long long)t.tokens);
+        if (comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)\n", dir, (long long)t.step, (long long)t.tokens);
         resumed = 1;
     } else if (c->init_from[0] != '\0') {
-        char lerr[1024];
         if (load_checkpoint(&t, c->init_from, 1, lerr, sizeof(lerr)) != 0) die("%s", lerr);
     } else {
         param_init(&t.model.pl, t.model.params, c->seed, c->scaled_init);
     }
-    char logpath[CFG_PATH_LEN + 16];
-    if (c->log_path[0]) snprintf(logpath, sizeof(logpath), "%s", c->log_path);
-    else if (c->out_dir[0]) { mkdir_p(c->out_dir); snprintf(logpath, sizeof(logpath), "%s/log.jsonl", c->out_dir); }
-    else logpath[0] = '\0';
+    // rank 0 logs to DIR/log.jsonl (or -log); every other rank to DIR/log_rankNNNNN.jsonl
+    char logpath[CFG_PATH_LEN + 32];
+    logpath[0] = '\0';
+    if (c->log_path[0]) {
+        if (comm.rank == 0) snprintf(logpath, sizeof(logpath), "%s", c->log_path);
+        else snprintf(logpath, sizeof(logpath), "%s.rank%05d", c->log_path, comm.rank);
+    } else if (c->out_dir[0]) {
+        mkdir_p(c->out_dir);
+        if (comm.rank == 0) snprintf(logpath, sizeof(logpath), "%s/log.jsonl", c->out_dir);
+        else snprintf(logpath, sizeof(logpath), "%s/log_rank%05d.jsonl", c->out_dir, comm.rank);
+    }
     logger_open(&t.log, logpath, resumed, comm.rank, comm.tp, comm.pp, comm.dp, comm.rank == 0);
     if (comm.rank == 0) print_config_table(&t);
 
@@ -939,13 +1221,17 @@ int main(int argc, char** argv) {
         logger_step(&t.log, &s);
         if (!isfinite(r.loss)) die("loss is %f at step %lld: lower -lr or check the data", r.loss, (long long)t.step);
         int last = !(t.tokens < c->total_tokens && (c->max_steps < 0 || t.step < c->max_steps));
-        if (t.have_val && c->val_every > 0 && (t.step % c->val_every == 0 || last)) logger_val(&t.log, t.step, t.tokens, evaluate(&t));
-        if (c->sample_every > 0 && c->sample_len > 0 && (t.step % c->sample_every == 0 || last) && comm.rank == 0) sample_text(&t, stdout);
+        if (t.have_val && (t.step % c->val_every == 0 || last)) logger_val(&t.log, t.step, t.tokens, evaluate(&t));
+        if (c->sample_every > 0 && c->sample_len > 0 && (t.step % c->sample_every == 0 || last)) sample_text(&t, stdout);
         if (c->out_dir[0] && c->ckpt_every > 0 && (t.step % c->ckpt_every == 0 || last)) {
             if (save_checkpoint(&t) != 0) die("checkpoint at step %lld failed: free disk space or fix -o", (long long)t.step);
         }
     }
     train_free(&t);
+    comm_free(&t.comm);
+#ifdef USE_MPI
+    if (comm.mpi) MPI_Finalize();
+#endif
     return 0;
 }
 #endif

@@ -67,6 +67,7 @@ typedef struct {
     int threads;                                  // OpenMP threads, 0 = default
     // modes
     int plan, check, help;
+    int world;                                    // -check only: pretend world size
 } Config;
 
 static void config_defaults(Config* c) {
@@ -165,6 +166,7 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         INT_FLAG("-L", c->L) INT_FLAG("-H", c->H) INT_FLAG("-heads", c->heads)
         INT_FLAG("-seq", c->seq) INT_FLAG("-V", c->V) INT_FLAG("-vpad", c->vpad)
         INT_FLAG("-scaled-init", c->scaled_init)
+        INT_FLAG("-world", c->world)
         INT_FLAG("-tp", c->tp) INT_FLAG("-pp", c->pp) INT_FLAG("-dp", c->dp)
         INT_FLAG("-mb", c->mb) INT_FLAG("-zero", c->zero) INT_FLAG("-recompute", c->recompute)
         STR_FLAG("-comm", c->comm)
@@ -262,10 +264,10 @@ static int config_validate_layout(const Config* c, int world, char* err) {
     #define FAIL(...) do { snprintf(err, CFG_ERR_LEN, __VA_ARGS__); return 1; } while (0)
     int dp = c->dp;
     if (world % (c->tp * c->pp) != 0)
-        FAIL("world size %d is not a multiple of tp*pp = %d*%d", world, c->tp, c->pp);
+        FAIL("world size %d is not a multiple of tp*pp = %d*%d: launch a multiple of %d ranks (mpirun -np N)", world, c->tp, c->pp, c->tp * c->pp);
     if (dp == 0) dp = world / (c->tp * c->pp);
     if (c->tp * c->pp * dp != world)
-        FAIL("world size %d != tp*pp*dp = %d*%d*%d: launch tp*pp*dp ranks", world, c->tp, c->pp, dp);
+        FAIL("world size %d != tp*pp*dp = %d*%d*%d: launch tp*pp*dp ranks (mpirun -np %d)", world, c->tp, c->pp, dp, c->tp * c->pp * dp);
     if (c->heads % c->tp != 0) FAIL("tp=%d must divide the number of heads (%d)", c->tp, c->heads);
     if ((4 * c->H) % c->tp != 0) FAIL("tp=%d must divide 4H (%d)", c->tp, 4 * c->H);
     if (c->Vp % c->tp != 0) FAIL("tp=%d must divide the padded vocabulary (%d): change -vpad", c->tp, c->Vp);
@@ -291,7 +293,10 @@ static void config_print_help(FILE* out) {
         "data:    -i GLOB (train shards)  -j GLOB (val shards)  -shuffle 0/1  -val-every STEPS  -val-samples N\n"
         "output:  -o DIR  -log FILE (JSONL; default DIR/log.jsonl)  -ckpt-every STEPS  -resume  -init-from CKPT_DIR\n"
         "         -tokenizer FILE  -sample-every STEPS  -sample-len N  -seed N  -peak TFLOPS  -threads N\n"
-        "modes:   -check (validate flags and layout, then exit)  -plan -cluster NAME -nodes N (layout planner)  -h\n");
+        "modes:   -check [-world N] (validate flags, model and layout for N ranks, then exit)  -h\n"
+        "planner: -plan -cluster selene-a100|h100|h200 -nodes N [-scaling N1,N2,..] [-plan-csv FILE] [-plan-top K]\n"
+        "         cluster overrides: -gpus-per-node -peak -gpu-mem -bw-hbm -bw-intra -bw-inter -latency -latency-intra\n"
+        "         model constants: -plan-eff -plan-net-eff -plan-hbm-eff -plan-workspace -plan-headroom\n");
 }
 
 #endif // LLMC_CONFIG_H
