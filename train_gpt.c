@@ -21,9 +21,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#ifdef USE_MPI
-#include <mpi.h>
-#endif
 #include "llmc/utils.h"
 #include "llmc/config.h"
 #include "llmc/schedule.h"
@@ -34,159 +31,12 @@
 #include "llmc/logger.h"
 #include "llmc/tokenizer.h"
 #include "llmc/layout.h"
+#include "llmc/comm.h"
 #include "llmc/reshard.h"
-#include "llmc/planner.h"
+#include "llmc/startup.h"
+#include "llmc/ckpt_rank.h"
 #include <assert.h>
 #include <unistd.h>
-
-// ----------------------------------------------------------------------------------------
-// communication: the groups of the 3D layout over MPI. Single process (no mpirun, or a
-// build without MPI): every group has size 1 and every collective is a no-op.
-
-#ifdef USE_MPI
-#define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
-    char s_[MPI_MAX_ERROR_STRING]; int n_ = 0; MPI_Error_string(rc_, s_, &n_); \
-    fprintf(stderr, "error: MPI call failed at %s:%d: %s (check the launch line and the network)\n", __FILE__, __LINE__, s_); \
-    MPI_Abort(MPI_COMM_WORLD, 1); } } while (0)
-#endif
-
-typedef struct {
-    int rank, world;
-    int tp, TP, pp, PP, dp, DP;   // coordinates, rank = tp + TP*dp + TP*DP*pp (layout.h)
-    int mpi;                      // MPI initialised (launched by mpirun/srun)
-#ifdef USE_MPI
-    MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm; // emb_comm: first and last stage, MPI_COMM_NULL elsewhere
-    MPI_Request* send_req; float** send_buf; int nsend; size_t send_n; // ring of pipeline sends
-#endif
-    double comm_ms, idle_ms;      // time inside collectives / waiting on pipeline peers, this step
-} Comm;
-
-static void comm_init_single(Comm* c) {
-    memset(c, 0, sizeof(*c));
-    c->world = 1; c->TP = c->PP = c->DP = 1;
-}
-
-// launched by an MPI launcher? (then, and only then, MPI_Init is called)
-static int launched_by_mpi(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_SIZE") != NULL;
-}
-
-#ifdef USE_MPI
-// Splits MPI_COMM_WORLD into the TP, DP, PP and embedding groups (layout already valid).
-static void comm_init_groups(Comm* c, int TP, int PP, int DP, size_t act_floats) {
-    c->TP = TP; c->PP = PP; c->DP = DP;
-    Coords k = layout_coords(c->rank, TP, DP);
-    c->tp = k.tp; c->dp = k.dp; c->pp = k.pp;
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->dp + DP * c->pp, c->tp, &c->tp_comm));
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->pp, c->dp, &c->dp_comm));
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->dp, c->pp, &c->pp_comm));
-    int in_emb = PP > 1 && (c->pp == 0 || c->pp == PP - 1);
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, in_emb ? c->tp + TP * c->dp : MPI_UNDEFINED, c->pp, &c->emb_comm));
-    c->nsend = 2 * PP;
-    c->send_n = act_floats;
-    c->send_req = (MPI_Request*)malloc_check(sizeof(MPI_Request) * c->nsend);
-    c->send_buf = (float**)malloc_check(sizeof(float*) * c->nsend);
-    for (int i = 0; i < c->nsend; i++) { c->send_req[i] = MPI_REQUEST_NULL; c->send_buf[i] = (float*)malloc_check(sizeof(float) * act_floats); }
-}
-#endif
-
-static void comm_free(Comm* c) {
-#ifdef USE_MPI
-    if (!c->mpi) return;
-    if (c->send_req) {
-        mpiCheck(MPI_Waitall(c->nsend, c->send_req, MPI_STATUSES_IGNORE));
-        for (int i = 0; i < c->nsend; i++) free(c->send_buf[i]);
-        free(c->send_buf); free(c->send_req);
-    }
-    MPI_Comm_free(&c->tp_comm); MPI_Comm_free(&c->dp_comm); MPI_Comm_free(&c->pp_comm);
-    if (c->emb_comm != MPI_COMM_NULL) MPI_Comm_free(&c->emb_comm);
-#else
-    (void)c;
-#endif
-}
-
-#ifdef USE_MPI
-static void allreduce(Comm* c, void* buf, size_t n, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int size) {
-    if (size == 1) return;
-    double t0 = wall_ms();
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, type, op, comm));
-    c->comm_ms += wall_ms() - t0;
-}
-#endif
-
-static void tp_allreduce_sum(Comm* c, float* buf, size_t n) {
-#ifdef USE_MPI
-    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->tp_comm, c->TP);
-#else
-    (void)c; (void)buf; (void)n;
-#endif
-}
-
-static void tp_allreduce_max(Comm* c, float* buf, size_t n) {
-#ifdef USE_MPI
-    allreduce(c, buf, n, MPI_FLOAT, MPI_MAX, c->tp_comm, c->TP);
-#else
-    (void)c; (void)buf; (void)n;
-#endif
-}
-
-// sum of a double over every rank of the job
-static double world_sum(Comm* c, double x) {
-#ifdef USE_MPI
-    if (c->world > 1) allreduce(c, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, c->world);
-#else
-    (void)c;
-#endif
-    return x;
-}
-
-// Pipeline point-to-point. Sends copy into a ring buffer and return at once (the receiver
-// never has to be waiting); receives block and count as pipeline idle time.
-// tag = 2*micro + direction (0: activations forward, 1: gradients backward)
-static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) {
-#ifdef USE_MPI
-    static_assert(sizeof(float) == 4, "float");
-    int slot = -1;
-    double t0 = wall_ms();
-    for (;;) { // a free ring slot (all are free after the previous step's flush)
-        for (int i = 0; i < c->nsend && slot < 0; i++) {
-            int done = 0;
-            mpiCheck(MPI_Test(&c->send_req[i], &done, MPI_STATUS_IGNORE));
-            if (done) slot = i;
-        }
-        if (slot >= 0) break;
-        mpiCheck(MPI_Waitany(c->nsend, c->send_req, &slot, MPI_STATUS_IGNORE));
-        if (slot != MPI_UNDEFINED) break;
-    }
-    memcpy(c->send_buf[slot], buf, sizeof(float) * n);
-    mpiCheck(MPI_Isend(c->send_buf[slot], (int)n, MPI_FLOAT, to_stage, tag, c->pp_comm, &c->send_req[slot]));
-    c->comm_ms += wall_ms() - t0;
-#else
-    (void)c; (void)buf; (void)n; (void)to_stage; (void)tag;
-#endif
-}
-
-static void pp_recv(Comm* c, float* buf, size_t n, int from_stage, int tag) {
-#ifdef USE_MPI
-    double t0 = wall_ms();
-    mpiCheck(MPI_Recv(buf, (int)n, MPI_FLOAT, from_stage, tag, c->pp_comm, MPI_STATUS_IGNORE));
-    c->idle_ms += wall_ms() - t0;
-#else
-    (void)c; (void)buf; (void)n; (void)from_stage; (void)tag;
-#endif
-}
-
-static void pp_flush(Comm* c) {
-#ifdef USE_MPI
-    if (c->PP > 1) {
-        double t0 = wall_ms();
-        mpiCheck(MPI_Waitall(c->nsend, c->send_req, MPI_STATUSES_IGNORE));
-        c->idle_ms += wall_ms() - t0;
-    }
-#else
-    (void)c;
-#endif
-}
 
 // ----------------------------------------------------------------------------------------
 // kernels
@@ -827,42 +677,9 @@ static void load_train_micro(Train* t, Acts* a, int k, void* user) {
 static void reduce_gradients(Train* t) {
     GPT* g = &t->model;
     Comm* c = &t->comm;
-#ifdef USE_MPI
-    if (c->PP > 1 && (is_first_stage(g) || is_last_stage(g)))
-        allreduce(c, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE], MPI_FLOAT, MPI_SUM, c->emb_comm, 2);
-    if (c->DP > 1) {
-        double t0 = wall_ms();
-        if (t->cfg.zero) {
-            int* counts = (int*)malloc_check(sizeof(int) * c->DP);
-            for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(g->pl.total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; }
-            mpiCheck(MPI_Reduce_scatter(g->grads, g->gshard, counts, MPI_FLOAT, MPI_SUM, c->dp_comm));
-            free(counts);
-        } else {
-            mpiCheck(MPI_Allreduce(MPI_IN_PLACE, g->grads, (int)g->pl.total, MPI_FLOAT, MPI_SUM, c->dp_comm));
-        }
-        c->comm_ms += wall_ms() - t0;
-    }
-#else
-    (void)g; (void)c;
-#endif
-}
-
-// ZeRO-1: every DP rank updated its shard of the weights; gather the whole buffer.
-static void gather_params(Train* t) {
-#ifdef USE_MPI
-    GPT* g = &t->model;
-    Comm* c = &t->comm;
-    if (!t->cfg.zero || c->DP == 1) return;
-    int* counts = (int*)malloc_check(sizeof(int) * c->DP);
-    int* displs = (int*)malloc_check(sizeof(int) * c->DP);
-    for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(g->pl.total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; displs[d] = (int)off; }
-    double t0 = wall_ms();
-    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g->params, counts, displs, MPI_FLOAT, c->dp_comm));
-    c->comm_ms += wall_ms() - t0;
-    free(counts); free(displs);
-#else
-    (void)t;
-#endif
+    if (is_first_stage(g) || is_last_stage(g)) emb_allreduce_sum(c, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
+    if (t->cfg.zero) dp_reduce_scatter_sum(c, g->grads, g->gshard, g->pl.total);
+    else dp_allreduce_sum(c, g->grads, g->pl.total);
 }
 
 // One optimizer step on the global batch starting at run sample t->samples.
@@ -889,7 +706,7 @@ static StepResult train_step(Train* t) {
     if (c->clip > 0 && r.gnorm > c->clip) { gscale = (float)(c->clip / (r.gnorm + 1e-6)); r.clipped = 1; }
     t->adam_t += 1;
     gpt_adamw(g, g->params, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->adam_t, gscale);
-    gather_params(t);
+    if (c->zero) dp_allgather(comm, g->params, g->pl.total); // every DP rank updated its shard
     t->samples += r.gb;
     t->tokens += r.gb * c->seq;
     t->step += 1;
@@ -947,85 +764,42 @@ static void sample_text(Train* t, FILE* out) {
             next = c->V - 1;
             for (int v = 0; v < c->V; v++) { cdf += row[v]; if (u < cdf) { next = v; break; } }
         }
-#ifdef USE_MPI
-        if (comm->world > 1) mpiCheck(MPI_Bcast(&next, 1, MPI_INT, sampler, MPI_COMM_WORLD));
-#endif
+        world_bcast(comm, &next, sizeof(next), sampler);
         tokens[pos] = next;
         if (comm->rank == sampler) {
             if (t->have_tok) tokenizer_print_token(out, &t->tok, (uint32_t)next);
             else fprintf(out, "%d ", next);
         }
     }
-#ifdef USE_MPI
     // the sampler state advanced on the last stage only: keep every rank's copy equal
-    if (comm->world > 1) mpiCheck(MPI_Bcast(&t->rng, 1, MPI_UINT64_T, sampler, MPI_COMM_WORLD));
-#endif
+    world_bcast(comm, &t->rng, sizeof(t->rng), sampler);
     if (comm->rank == sampler) { fprintf(out, "\n"); fflush(out); }
     free(tokens); free(row);
 }
 
 // ----------------------------------------------------------------------------------------
-// checkpoints
+// checkpoints (the format and the any-layout loading live in llmc/)
 
-static void ckpt_fill_header(const Train* t, CkptHeader* h) {
-    const Config* c = &t->cfg;
-    memset(h, 0, sizeof(*h));
-    h->h[CK_L] = c->L; h->h[CK_H] = c->H; h->h[CK_HEADS] = c->heads; h->h[CK_SEQ] = c->seq;
-    h->h[CK_V] = c->V; h->h[CK_VP] = c->Vp;
-    h->h[CK_TP] = t->comm.TP; h->h[CK_PP] = t->comm.PP; h->h[CK_DP] = t->comm.DP; h->h[CK_ZERO] = c->zero;
-    h->h[CK_TP_RANK] = t->comm.tp; h->h[CK_PP_RANK] = t->comm.pp; h->h[CK_DP_RANK] = t->comm.dp; h->h[CK_RANK] = t->comm.rank;
-    h->h[CK_STEP] = t->step; h->h[CK_TOKENS] = t->tokens; h->h[CK_SAMPLES] = t->samples; h->h[CK_ADAM_T] = t->adam_t;
-    h->h[CK_SEED] = (int64_t)c->seed; h->h[CK_RNG] = (int64_t)t->rng; h->h[CK_SCALED_INIT] = c->scaled_init;
+static Progress train_progress(const Train* t) {
+    Progress p = {t->step, t->tokens, t->samples, t->adam_t, t->rng};
+    return p;
 }
 
-// Every rank writes its file: weights from DP rank 0 only (the replicas are equal), the
-// AdamW moments from DP rank 0 without ZeRO or from every rank's shard with it. DONE is
-// written once every rank succeeded. Returns 0, or -1 (the previous checkpoint stays).
+// Returns 0, or -1 if any rank could not write (the previous checkpoint stays).
 static int save_checkpoint(Train* t) {
-    char dir[1024];
-    ckpt_dir_name(dir, sizeof(dir), t->cfg.out_dir, t->step);
-    CkptHeader h;
-    ckpt_fill_header(t, &h);
     GPT* g = &t->model;
-    int writes_weights = t->comm.dp == 0;
-    int writes_moments = t->cfg.zero || t->comm.dp == 0;
-    int rc = ckpt_write_rank(dir, t->comm.rank, &h, g->params, writes_weights ? g->pl.total : 0,
-                             g->m, g->v, g->opt_off, writes_moments ? g->n_opt : 0);
-    int ok = world_sum(&t->comm, rc == 0 ? 0.0 : 1.0) == 0.0;
-    if (ok && t->comm.rank == 0) ok = ckpt_mark_done(dir) == 0;
-    ok = world_sum(&t->comm, ok ? 0.0 : 1.0) == 0.0;
-    if (ok && t->comm.rank == 0) { printf("checkpoint %s\n", dir); fflush(stdout); }
-    return ok ? 0 : -1;
+    Progress p = train_progress(t);
+    return save_checkpoint_rank(&t->cfg, &t->comm, &p, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt);
 }
 
-// Checks that a checkpoint header matches this run's model. Returns 0 or -1 (err).
-static int ckpt_check_model(const Config* c, const CkptHeader* h, const char* path, char* err, size_t n) {
-    if (h->h[CK_L] != c->L || h->h[CK_H] != c->H || h->h[CK_HEADS] != c->heads || h->h[CK_SEQ] != c->seq ||
-        h->h[CK_V] != c->V || h->h[CK_VP] != c->Vp) {
-        snprintf(err, n, "checkpoint %s is for a different model (L=%lld H=%lld heads=%lld seq=%lld V=%lld Vp=%lld; this run: L=%d H=%d heads=%d seq=%d V=%d Vp=%d)",
-                 path, (long long)h->h[CK_L], (long long)h->h[CK_H], (long long)h->h[CK_HEADS], (long long)h->h[CK_SEQ],
-                 (long long)h->h[CK_V], (long long)h->h[CK_VP], c->L, c->H, c->heads, c->seq, c->V, c->Vp);
-        return -1;
-    }
-    return 0;
-}
-
-// Loads this rank's slices from a checkpoint written in ANY layout (reshard.h). With
-// weights_only, progress and optimizer state stay fresh (-init-from). 0 or -1 (err).
+// Loads this rank's slices from a checkpoint written in any layout. With weights_only,
+// progress and optimizer state stay fresh (-init-from). 0 or -1 (err).
 static int load_checkpoint(Train* t, const char* dir, int weights_only, char* err, size_t n) {
-    CkptSet set;
-    if (ckpt_set_open(&set, dir, err, n) != 0) { ckpt_set_close(&set); return -1; }
-    const CkptHeader* h = &set.hdr[0];
-    int rc = ckpt_check_model(&t->cfg, h, set.paths[0], err, n);
     GPT* g = &t->model;
-    if (rc == 0) rc = ckpt_set_load_local(&set, &g->pl, g->params, weights_only ? NULL : g->m, weights_only ? NULL : g->v,
-                                          g->opt_off, g->n_opt, err, n);
-    if (rc == 0 && !weights_only) {
-        t->step = h->h[CK_STEP]; t->tokens = h->h[CK_TOKENS]; t->samples = h->h[CK_SAMPLES];
-        t->adam_t = h->h[CK_ADAM_T]; t->rng = (uint64_t)h->h[CK_RNG];
-    }
-    ckpt_set_close(&set);
-    return rc;
+    Progress p = train_progress(t);
+    if (load_checkpoint_rank(&t->cfg, dir, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt, weights_only, &p, err, n) != 0) return -1;
+    t->step = p.step; t->tokens = p.tokens; t->samples = p.samples; t->adam_t = p.adam_t; t->rng = p.rng;
+    return 0;
 }
 
 // ----------------------------------------------------------------------------------------
@@ -1082,75 +856,6 @@ static void train_free(Train* t) {
     if (t->have_val) dataset_close(&t->val);
     if (t->have_tok) tokenizer_free(&t->tok);
     logger_close(&t->log);
-}
-
-// Start-up for every rank: parse, validate (model, recipe, layout for the whole ramp),
-// bring up MPI and the groups. A bad configuration is detected identically by every
-// rank; rank 0 prints the one-line error and every rank exits 1, so nothing hangs.
-static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
-    comm_init_single(comm);
-#ifdef USE_MPI
-    if (launched_by_mpi()) {
-        mpiCheck(MPI_Init(&argc, &argv));
-        comm->mpi = 1;
-        mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
-        mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm->world));
-    }
-#endif
-    config_defaults(cfg);
-    char err[CFG_ERR_LEN];
-    PlanRequest plan;
-    plan_request_init(&plan);
-    int bad = config_parse(cfg, argc, argv, plan_config_flag, &plan, err) != 0 || config_validate(cfg, err) != 0;
-    if (!bad && cfg->plan) { // the layout planner: pure arithmetic, no MPI needed
-        int rc = 0;
-        if (comm->rank == 0) {
-            plan.model.L = cfg->L; plan.model.H = cfg->H; plan.model.heads = cfg->heads;
-            plan.model.seq = cfg->seq; plan.model.V = cfg->Vp;
-            plan.gb = (int)cfg->gb;
-            // layout flags the user gave are fixed; the others are searched
-            plan.tp = plan_argv_has(argc, argv, "-tp") ? cfg->tp : 0;
-            plan.pp = plan_argv_has(argc, argv, "-pp") ? cfg->pp : 0;
-            plan.dp = plan_argv_has(argc, argv, "-dp") ? cfg->dp : 0;
-            plan.mb = plan_argv_has(argc, argv, "-mb") ? cfg->mb : 0;
-            plan.recompute = plan_argv_has(argc, argv, "-recompute") ? cfg->recompute : -1;
-            plan.zero = plan_argv_has(argc, argv, "-zero") ? cfg->zero : -1;
-            if (cfg->peak_tflops > 0) plan.o_peak = cfg->peak_tflops;
-            rc = plan_run(&plan, stdout);
-        }
-#ifdef USE_MPI
-        if (comm->mpi) MPI_Finalize();
-#endif
-        exit(rc);
-    }
-    int world = comm->world;
-    if (!bad && cfg->world > 0) {
-        if (!cfg->check) { snprintf(err, sizeof(err), "-world only goes with -check (a real run takes its world size from mpirun)"); bad = 1; }
-        else world = cfg->world;
-    }
-    if (!bad) bad = config_validate_layout(cfg, world, err) != 0;
-    if (bad) {
-        if (comm->rank == 0) fprintf(stderr, "error: %s\n", err);
-#ifdef USE_MPI
-        if (comm->mpi) MPI_Finalize();
-#endif
-        exit(1);
-    }
-    if (cfg->dp == 0) cfg->dp = world / (cfg->tp * cfg->pp);
-    if (cfg->help || cfg->check) {
-        if (comm->rank == 0) {
-            if (cfg->help) config_print_help(stdout);
-            else printf("check: flags, model and layout are valid (tp=%d pp=%d dp=%d, world %d)\n", cfg->tp, cfg->pp, cfg->dp, world);
-        }
-#ifdef USE_MPI
-        if (comm->mpi) MPI_Finalize();
-#endif
-        exit(0);
-    }
-    if (cfg->dp == 1) cfg->zero = 0; // ZeRO-1 over one data-parallel rank is plain AdamW
-#ifdef USE_MPI
-    if (comm->mpi) comm_init_groups(comm, cfg->tp, cfg->pp, cfg->dp, (size_t)cfg->mb * cfg->seq * cfg->H);
-#endif
 }
 
 #ifndef TESTING

@@ -1,0 +1,224 @@
+/*
+ * comm.h: the process groups of the 3D layout over MPI and the host-side collectives
+ * both trainers use (the CUDA trainer stages through host memory with -comm mpi).
+ * Groups: TP (consecutive ranks), DP, PP, and the embedding group (first and last
+ * stage, for the tied embedding). Single process (no launcher, or a build without
+ * USE_MPI): every group has size 1 and every collective is a no-op.
+ * Time inside collectives accumulates in comm_ms; time blocked on a pipeline receive (or
+ * flushing sends) in idle_ms, the per-step split the logs report.
+ */
+#ifndef LLMC_COMM_H
+#define LLMC_COMM_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+#include "layout.h"
+#include "utils.h"
+
+
+#ifdef USE_MPI
+#define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
+    char s_[MPI_MAX_ERROR_STRING]; int n_ = 0; MPI_Error_string(rc_, s_, &n_); \
+    fprintf(stderr, "error: MPI call failed at %s:%d: %s (check the launch line and the network)\n", __FILE__, __LINE__, s_); \
+    MPI_Abort(MPI_COMM_WORLD, 1); } } while (0)
+#endif
+
+typedef struct {
+    int rank, world;
+    int tp, TP, pp, PP, dp, DP;   // coordinates, rank = tp + TP*dp + TP*DP*pp (layout.h)
+    int mpi;                      // MPI initialised (launched by mpirun/srun)
+#ifdef USE_MPI
+    MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm; // emb_comm: first and last stage, MPI_COMM_NULL elsewhere
+    MPI_Request* send_req; float** send_buf; int nsend; size_t send_n; // ring of pipeline sends
+#endif
+    double comm_ms, idle_ms;      // time inside collectives / waiting on pipeline peers, this step
+} Comm;
+
+static void comm_init_single(Comm* c) {
+    memset(c, 0, sizeof(*c));
+    c->world = 1; c->TP = c->PP = c->DP = 1;
+}
+
+// launched by an MPI launcher? (then, and only then, MPI_Init is called)
+static int launched_by_mpi(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_SIZE") != NULL;
+}
+
+#ifdef USE_MPI
+// Splits MPI_COMM_WORLD into the TP, DP, PP and embedding groups (layout already valid).
+static void comm_init_groups(Comm* c, int TP, int PP, int DP, size_t act_floats) {
+    c->TP = TP; c->PP = PP; c->DP = DP;
+    Coords k = layout_coords(c->rank, TP, DP);
+    c->tp = k.tp; c->dp = k.dp; c->pp = k.pp;
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->dp + DP * c->pp, c->tp, &c->tp_comm));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->pp, c->dp, &c->dp_comm));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->dp, c->pp, &c->pp_comm));
+    int in_emb = PP > 1 && (c->pp == 0 || c->pp == PP - 1);
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, in_emb ? c->tp + TP * c->dp : MPI_UNDEFINED, c->pp, &c->emb_comm));
+    c->nsend = 2 * PP;
+    c->send_n = act_floats;
+    c->send_req = (MPI_Request*)malloc_check(sizeof(MPI_Request) * c->nsend);
+    c->send_buf = (float**)malloc_check(sizeof(float*) * c->nsend);
+    for (int i = 0; i < c->nsend; i++) { c->send_req[i] = MPI_REQUEST_NULL; c->send_buf[i] = (float*)malloc_check(sizeof(float) * act_floats); }
+}
+#endif
+
+static void comm_free(Comm* c) {
+#ifdef USE_MPI
+    if (!c->mpi) return;
+    if (c->send_req) {
+        mpiCheck(MPI_Waitall(c->nsend, c->send_req, MPI_STATUSES_IGNORE));
+        for (int i = 0; i < c->nsend; i++) free(c->send_buf[i]);
+        free(c->send_buf); free(c->send_req);
+    }
+    MPI_Comm_free(&c->tp_comm); MPI_Comm_free(&c->dp_comm); MPI_Comm_free(&c->pp_comm);
+    if (c->emb_comm != MPI_COMM_NULL) MPI_Comm_free(&c->emb_comm);
+#else
+    (void)c;
+#endif
+}
+
+#ifdef USE_MPI
+static void allreduce(Comm* c, void* buf, size_t n, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int size) {
+    if (size == 1) return;
+    double t0 = wall_ms();
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, type, op, comm));
+    c->comm_ms += wall_ms() - t0;
+}
+#endif
+
+static void tp_allreduce_sum(Comm* c, float* buf, size_t n) {
+#ifdef USE_MPI
+    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->tp_comm, c->TP);
+#else
+    (void)c; (void)buf; (void)n;
+#endif
+}
+
+static void tp_allreduce_max(Comm* c, float* buf, size_t n) {
+#ifdef USE_MPI
+    allreduce(c, buf, n, MPI_FLOAT, MPI_MAX, c->tp_comm, c->TP);
+#else
+    (void)c; (void)buf; (void)n;
+#endif
+}
+
+// sum of a double over every rank of the job
+static double world_sum(Comm* c, double x) {
+#ifdef USE_MPI
+    if (c->world > 1) allreduce(c, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, c->world);
+#else
+    (void)c;
+#endif
+    return x;
+}
+
+// Pipeline point-to-point. Sends copy into a ring buffer and return at once (the receiver
+// never has to be waiting); receives block and count as pipeline idle time.
+// tag = 2*micro + direction (0: activations forward, 1: gradients backward)
+static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) {
+#ifdef USE_MPI
+    int slot = -1;
+    double t0 = wall_ms();
+    for (;;) { // a free ring slot (all are free after the previous step's flush)
+        for (int i = 0; i < c->nsend && slot < 0; i++) {
+            int done = 0;
+            mpiCheck(MPI_Test(&c->send_req[i], &done, MPI_STATUS_IGNORE));
+            if (done) slot = i;
+        }
+        if (slot >= 0) break;
+        mpiCheck(MPI_Waitany(c->nsend, c->send_req, &slot, MPI_STATUS_IGNORE));
+        if (slot != MPI_UNDEFINED) break;
+    }
+    memcpy(c->send_buf[slot], buf, sizeof(float) * n);
+    mpiCheck(MPI_Isend(c->send_buf[slot], (int)n, MPI_FLOAT, to_stage, tag, c->pp_comm, &c->send_req[slot]));
+    c->comm_ms += wall_ms() - t0;
+#else
+    (void)c; (void)buf; (void)n; (void)to_stage; (void)tag;
+#endif
+}
+
+static void pp_recv(Comm* c, float* buf, size_t n, int from_stage, int tag) {
+#ifdef USE_MPI
+    double t0 = wall_ms();
+    mpiCheck(MPI_Recv(buf, (int)n, MPI_FLOAT, from_stage, tag, c->pp_comm, MPI_STATUS_IGNORE));
+    c->idle_ms += wall_ms() - t0;
+#else
+    (void)c; (void)buf; (void)n; (void)from_stage; (void)tag;
+#endif
+}
+
+static void pp_flush(Comm* c) {
+#ifdef USE_MPI
+    if (c->PP > 1) {
+        double t0 = wall_ms();
+        mpiCheck(MPI_Waitall(c->nsend, c->send_req, MPI_STATUSES_IGNORE));
+        c->idle_ms += wall_ms() - t0;
+    }
+#else
+    (void)c;
+#endif
+}
+
+// The tied embedding's gradient: summed between the first and the last stage.
+static void emb_allreduce_sum(Comm* c, float* buf, size_t n) {
+#ifdef USE_MPI
+    if (c->PP > 1 && c->emb_comm != MPI_COMM_NULL) allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->emb_comm, 2);
+#else
+    (void)c; (void)buf; (void)n;
+#endif
+}
+
+static void dp_allreduce_sum(Comm* c, float* buf, size_t n) {
+#ifdef USE_MPI
+    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->dp_comm, c->DP);
+#else
+    (void)c; (void)buf; (void)n;
+#endif
+}
+
+// ZeRO-1: full (total) summed over DP, this rank's shard (zero_shard) written to shard.
+static void dp_reduce_scatter_sum(Comm* c, const float* full, float* shard, size_t total) {
+#ifdef USE_MPI
+    if (c->DP == 1) { memcpy(shard, full, sizeof(float) * total); return; }
+    int* counts = (int*)malloc_check(sizeof(int) * c->DP);
+    for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; }
+    double t0 = wall_ms();
+    mpiCheck(MPI_Reduce_scatter(full, shard, counts, MPI_FLOAT, MPI_SUM, c->dp_comm));
+    c->comm_ms += wall_ms() - t0;
+    free(counts);
+#else
+    (void)c; memcpy(shard, full, sizeof(float) * total);
+#endif
+}
+
+// ZeRO-1: every DP rank holds its shard of full (in place); gather the whole buffer.
+static void dp_allgather(Comm* c, float* full, size_t total) {
+#ifdef USE_MPI
+    if (c->DP == 1) return;
+    int* counts = (int*)malloc_check(sizeof(int) * c->DP);
+    int* displs = (int*)malloc_check(sizeof(int) * c->DP);
+    for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; displs[d] = (int)off; }
+    double t0 = wall_ms();
+    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, counts, displs, MPI_FLOAT, c->dp_comm));
+    c->comm_ms += wall_ms() - t0;
+    free(counts); free(displs);
+#else
+    (void)c; (void)full; (void)total;
+#endif
+}
+
+// broadcast over the whole job from world rank root
+static void world_bcast(Comm* c, void* buf, int bytes, int root) {
+#ifdef USE_MPI
+    if (c->world > 1) mpiCheck(MPI_Bcast(buf, bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+#else
+    (void)c; (void)buf; (void)bytes; (void)root;
+#endif
+}
+
+#endif // LLMC_COMM_H
