@@ -47,9 +47,14 @@ fixtures:
 test_planner: test_planner.c llmc/planner.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -Werror $< -lm -o $@
 
+test_instruments: test_instruments.c llmc/noise.h llmc/spike.h
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror $< -lm -o $@
+
 # every test CI runs; each program ends with "N passed, M failed" and fails the target
-test: train_gpt train_gpt_nompi test_gpt test_planner fixtures data
+test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures data
 	./test_planner
+	./test_instruments
+	bash scripts/check_scripts.sh
 	$(PY) dev/calibrate_planner.py --selftest
 	bash dev/data/check_tokenizer.sh
 	./test_gpt fixtures
@@ -60,5 +65,5 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean:
-	rm -f train_gpt train_gpt_nompi test_gpt test_planner fixtures.log
+	rm -f train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures.log
 	rm -rf fixtures

@@ -776,6 +776,142 @@ static void test_layouts(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
+// ----------------------------------------------------------------------------------------
+// instruments: the spike guard in the trainer, the noise scale against brute force
+
+static void test_spike_guard(Fixture* fx, const char* dir) {
+    Config cfg = fixture_config(fx, dir);
+    cfg.skip_spikes = 3.0;
+    Train t;
+    fixture_train(&t, &cfg, dir);
+    GPT* g = &t.model;
+    for (int s = 0; s < 12; s++) train_step(&t); // fill the window with healthy steps
+    size_t n = g->pl.total;
+    float* before = (float*)malloc_check(sizeof(float) * n * 3);
+    // an injected spike: the final LayerNorm gain x20 makes the logits (and the loss) jump
+    float* lnfw = g->params + g->pl.offset[PT_LNFW];
+    for (int i = 0; i < cfg.H; i++) lnfw[i] *= 20.0f;
+    memcpy(before, g->params, sizeof(float) * n); memcpy(before + n, g->m, sizeof(float) * n); memcpy(before + 2 * n, g->v, sizeof(float) * n);
+    int64_t t0 = t.adam_t, tok0 = t.tokens;
+    StepResult r = train_step(&t);
+    int same = memcmp(before, g->params, sizeof(float) * n) == 0 && memcmp(before + n, g->m, sizeof(float) * n) == 0 &&
+               memcmp(before + 2 * n, g->v, sizeof(float) * n) == 0;
+    check(r.skip == SKIP_SPIKE && same && t.adam_t == t0 && t.tokens > tok0,
+          "spike guard skips an injected spike (loss %.3f): weights, moments and AdamW t unchanged, tokens consumed", r.loss);
+    for (int i = 0; i < cfg.H; i++) lnfw[i] /= 20.0f;
+    // an injected NaN in one weight
+    float keep = g->params[g->pl.offset[PT_FCW] + 5];
+    g->params[g->pl.offset[PT_FCW] + 5] = NAN;
+    memcpy(before, g->params, sizeof(float) * n);
+    r = train_step(&t);
+    check(r.skip == SKIP_NONFINITE && memcmp(before, g->params, sizeof(float) * n) == 0, "spike guard skips a NaN step and leaves the weights alone");
+    g->params[g->pl.offset[PT_FCW] + 5] = keep;
+    r = train_step(&t);
+    check(r.skip == SKIP_NONE && isfinite(r.loss), "training continues after the skipped steps (loss %.4f)", r.loss);
+    free(before);
+    train_free(&t);
+}
+
+// splits a flag string on spaces ('' = an empty argument) into argv
+static int split_args(char* s, char** argv, int max) {
+    int n = 0;
+    argv[n++] = (char*)"train_gpt";
+    for (char* tok = strtok(s, " "); tok && n < max; tok = strtok(NULL, " ")) argv[n++] = strcmp(tok, "''") == 0 ? (char*)"" : tok;
+    return n;
+}
+
+static void test_noise_scale_vs_bruteforce(void) {
+    if (!have_mpirun()) { check(0, "mpirun is available for the noise-scale test"); return; }
+    char tmp[] = "/tmp/llmc_noiseXXXXXX";
+    if (!mkdtemp(tmp)) die("mkdtemp failed");
+    char data[1200], outdir[1300], args[3000], cmd[4000], err[4096], path[1400];
+    snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
+    write_pattern_shard(data, 40000, 300);
+    snprintf(outdir, sizeof(outdir), "%s/dp4", tmp);
+    layout_args(args, sizeof(args), data, outdir);
+    snprintf(cmd, sizeof(cmd), "%s -np 4 ./train_gpt %s -dp 4 -steps 3", MPIRUN, args);
+    int rc = run_cmd(cmd, err, sizeof(err));
+    // the trainer's step-1 estimates and its B_simple field
+    double lg2 = NAN, ls = NAN, lb = -1;
+    snprintf(path, sizeof(path), "%s/log.jsonl", outdir);
+    FILE* f = fopen(path, "r");
+    char line[4096];
+    int nb = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        char* p;
+        if (strstr(line, "\"step\":1,") && (p = strstr(line, "\"g2\":"))) sscanf(p, "\"g2\":%lf", &lg2);
+        if (strstr(line, "\"step\":1,") && (p = strstr(line, "\"trsigma\":"))) sscanf(p, "\"trsigma\":%lf", &ls);
+        if ((p = strstr(line, "\"b_simple\":"))) { sscanf(p, "\"b_simple\":%lf", &lb); nb++; }
+    }
+    if (f) fclose(f);
+    check(rc == 0 && nb == 3, "DP=4 run logs b_simple on every step (rc %d, %d lines)", rc, nb);
+    // brute force in one process: each replica's gradient from its own micro-batches
+    Config cfg;
+    config_defaults(&cfg);
+    char* argv[128];
+    int argc = split_args(args, argv, 128);
+    char perr[CFG_ERR_LEN];
+    if (config_parse(&cfg, argc, argv, NULL, NULL, perr) != 0 || config_validate(&cfg, perr) != 0) die("noise test config: %s", perr);
+    cfg.dp = 1;
+    Comm comm;
+    comm_init_single(&comm);
+    Train t;
+    train_setup(&t, &cfg, &comm);
+    dataset_open(&t.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
+    param_init(&t.model.pl, t.model.params, cfg.seed, cfg.scaled_init);
+    GPT* g = &t.model;
+    int DP = 4;
+    int64_t B = schedule_batch(cfg.gb, cfg.ramp_start, cfg.ramp_inc, cfg.ramp_tokens, cfg.seq, 0);
+    float* total = (float*)calloc_check(g->pl.total, sizeof(float));
+    double mean_sq = 0;
+    for (int d = 0; d < DP; d++) {
+        memset(g->grads, 0, sizeof(float) * g->pl.total);
+        for (int i = 0; i < (int)(B / (DP * cfg.mb)); i++) {
+            Acts* a = &g->acts[0];
+            dataset_load_microbatch(&t.train, microbatch_first_sample(0, B, DP, d, cfg.mb, i), cfg.mb, a->inputs, a->targets);
+            gpt_forward(g, &t.comm, a);
+            gpt_backward(g, &t.comm, a, (float)(1.0 / ((double)B * cfg.seq)));
+        }
+        mean_sq += gpt_grad_sumsq(g, g->grads, 0, g->pl.total) / DP;
+        for (size_t k = 0; k < g->pl.total; k++) total[k] += g->grads[k];
+    }
+    double big_sq = gpt_grad_sumsq(g, total, 0, g->pl.total);
+    double bs = (double)B / DP, bb = (double)B, g2 = NAN, s = NAN;
+    double gs2 = noise_group_sq(mean_sq, bs, bb);
+    noise_estimate(gs2, big_sq, bs, bb, &g2, &s);
+    // tolerance: both are differences of float32 sums of the same gradients added in other
+    // orders; scale the error by the size of the terms being subtracted (bb*|G_big|^2)
+    double scale = bb * big_sq;
+    check(fabs(lg2 - g2) <= 1e-4 * scale && fabs(ls - s) <= 1e-4 * scale * bs,
+          "in-trainer noise scale (DP=4) = brute force from per-replica gradients: |G|^2 %.6g vs %.6g, tr(Sigma) %.6g vs %.6g",
+          lg2, g2, ls, s);
+    free(total);
+    train_free(&t);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
+    (void)lb;
+}
+
+// K consecutive non-finite steps stop the run (exit 3) with a checkpoint from before them
+static void test_spike_stop(void) {
+    char tmp[] = "/tmp/llmc_stopXXXXXX";
+    if (!mkdtemp(tmp)) die("mkdtemp failed");
+    char data[1200], cmd[4000], err[4096], done[1400];
+    snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
+    write_pattern_shard(data, 20000, 300);
+    // an absurd LR blows the weights up within a few steps; afterwards every step is non-finite
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 timeout 120 ./train_gpt -L 2 -H 32 -heads 2 -seq 16 -V 300 -vpad 128 -mb 2 -gb 4 "
+             "-ramp off -lr 1e30 -warmup 0 -clip 0 -wd 0 -i %s -j '' -steps 60 -spike-stop 3 -o %s/run", data, tmp);
+    int rc = run_cmd(cmd, err, sizeof(err));
+    char* nl = strchr(err, '\n');
+    if (nl) *nl = 0;
+    int64_t st = ckpt_find_latest((snprintf(done, sizeof(done), "%s/run", tmp), done), done, sizeof(done));
+    check(rc == 3 && strstr(err, "consecutive steps skipped") && st > 0, "3 non-finite steps in a row stop the run: exit %d, checkpoint at step %lld, \"%s\"",
+          rc, (long long)st, err);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
+}
+
 int main(int argc, char** argv) {
     const char* dir = argc > 1 ? argv[1] : "fixtures";
     test_schedule();
@@ -793,11 +929,13 @@ int main(int argc, char** argv) {
         test_fixture_steps(&fx, dir);
         test_resume_bitwise(&fx, dir);
         test_recompute(&fx, dir);
+        test_spike_guard(&fx, dir);
     }
     test_cli(dir);
     test_schedule_1f1b();
     if (argc > 2 && strcmp(argv[2], "--no-mpi") == 0) printf("note: 3D layout tests skipped (--no-mpi)\n");
-    else test_layouts();
+    else { test_layouts(); test_noise_scale_vs_bruteforce(); }
+    test_spike_stop();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail == 0 ? 0 : 1;
 }

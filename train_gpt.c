@@ -35,6 +35,8 @@
 #include "llmc/reshard.h"
 #include "llmc/startup.h"
 #include "llmc/ckpt_rank.h"
+#include "llmc/noise.h"
+#include "llmc/spike.h"
 #include <assert.h>
 #include <unistd.h>
 
@@ -625,9 +627,16 @@ typedef struct {
     int64_t step, tokens, samples, adam_t; // progress: steps done, tokens and samples consumed, AdamW t
     uint64_t rng;                           // sampler state
     double lr_peak;
+    NoiseScale noise;                       // gradient noise scale (DP >= 2)
+    SpikeGuard spike;                       // loss-spike guard
+    int64_t auto_gb;                        // -ramp auto: the current global batch
 } Train;
 
-typedef struct { double loss, gnorm, lr; int64_t gb; int micro; int clipped; } StepResult;
+typedef struct {
+    double loss, gnorm, lr; int64_t gb; int micro; int clipped;
+    int has_noise; double g2, trsigma;      // this step's noise-scale estimates (DP >= 2)
+    SkipKind skip;                          // the update was skipped (weights unchanged)
+} StepResult;
 
 // Runs this stage's part of m micro-batches through the pipeline with the 1F1B schedule
 // (forward_only: the evaluation schedule). load(k) fills the inputs/targets of micro-batch
@@ -671,25 +680,18 @@ static void load_train_micro(Train* t, Acts* a, int k, void* user) {
     dataset_load_microbatch(br->ds, first, t->cfg.mb, a->inputs, a->targets);
 }
 
-// Gradient reduction after the last micro-batch: the tied embedding over the embedding
-// group, then data parallel (all-reduce, or reduce-scatter into this rank's shard under
-// ZeRO-1). Loss scaling already divides by the global batch, so the reductions sum.
-static void reduce_gradients(Train* t) {
-    GPT* g = &t->model;
-    Comm* c = &t->comm;
-    if (is_first_stage(g) || is_last_stage(g)) emb_allreduce_sum(c, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
-    if (t->cfg.zero) dp_reduce_scatter_sum(c, g->grads, g->gshard, g->pl.total);
-    else dp_allreduce_sum(c, g->grads, g->pl.total);
-}
-
-// One optimizer step on the global batch starting at run sample t->samples.
+// One optimizer step on the global batch starting at run sample t->samples:
+// micro-batches through the pipeline, gradient reductions (tied embedding over the
+// embedding group, then data parallel: all-reduce, or reduce-scatter into this rank's
+// shard under ZeRO-1; loss scaling already divides by the global batch, so both sum),
+// noise scale, global norm, spike guard, clipping, AdamW (on the shard), all-gather.
 static StepResult train_step(Train* t) {
     GPT* g = &t->model;
     Comm* comm = &t->comm;
     const Config* c = &t->cfg;
     StepResult r;
     memset(&r, 0, sizeof(r));
-    r.gb = schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, t->samples);
+    r.gb = c->ramp_auto ? t->auto_gb : schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, t->samples);
     r.lr = schedule_lr(t->lr_peak, c->minlr_frac, c->warmup_tokens, c->decay_tokens, t->tokens);
     r.micro = (int)(r.gb / ((int64_t)c->mb * comm->DP));
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
@@ -698,18 +700,35 @@ static StepResult train_step(Train* t) {
     double loss_sum = run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
     // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
     r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? loss_sum : 0.0) / ((double)r.gb * c->seq);
-    reduce_gradients(t);
+    if (is_first_stage(g) || is_last_stage(g)) emb_allreduce_sum(comm, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
+    // |G_small|^2: each replica's squared norm before the DP reduction (mean over replicas)
+    double small_sumsq = comm->DP > 1 ? world_sum(comm, gpt_grad_sumsq(g, g->grads, 0, g->pl.total)) / comm->DP : 0.0;
+    if (c->zero) dp_reduce_scatter_sum(comm, g->grads, g->gshard, g->pl.total);
+    else dp_allreduce_sum(comm, g->grads, g->pl.total);
     // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
     double sumsq = (c->zero || comm->dp == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
     r.gnorm = sqrt(world_sum(comm, sumsq));
-    float gscale = 1.0f;
-    if (c->clip > 0 && r.gnorm > c->clip) { gscale = (float)(c->clip / (r.gnorm + 1e-6)); r.clipped = 1; }
-    t->adam_t += 1;
-    gpt_adamw(g, g->params, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->adam_t, gscale);
-    if (c->zero) dp_allgather(comm, g->params, g->pl.total); // every DP rank updated its shard
+    if (comm->DP > 1) {
+        double bs = (double)r.gb / comm->DP, bb = (double)r.gb;
+        double gs2 = noise_group_sq(small_sumsq, bs, bb), gb2 = r.gnorm * r.gnorm;
+        r.has_noise = noise_estimate(gs2, gb2, bs, bb, &r.g2, &r.trsigma) == 0;
+        noise_update(&t->noise, gs2, gb2, bs, bb);
+    }
+    // every rank sees the same global loss and norm, so every rank takes the same decision
+    r.skip = spike_check(&t->spike, r.loss, r.gnorm, c->skip_spikes);
+    if (r.skip == SKIP_NONE) {
+        float gscale = 1.0f;
+        if (c->clip > 0 && r.gnorm > c->clip) { gscale = (float)(c->clip / (r.gnorm + 1e-6)); r.clipped = 1; }
+        t->adam_t += 1;
+        gpt_adamw(g, g->params, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->adam_t, gscale);
+        if (c->zero) dp_allgather(comm, g->params, g->pl.total); // every DP rank updated its shard
+    }
+    // a skipped step still consumes its batch: tokens, the LR schedule and the ramp advance
     t->samples += r.gb;
     t->tokens += r.gb * c->seq;
     t->step += 1;
+    if (c->ramp_auto && noise_ready(&t->noise, 10))
+        t->auto_gb = noise_ramp_next(t->auto_gb, noise_bsimple(&t->noise), c->ramp_start, c->ramp_inc, c->gb);
     return r;
 }
 
@@ -781,7 +800,11 @@ static void sample_text(Train* t, FILE* out) {
 // checkpoints (the format and the any-layout loading live in llmc/)
 
 static Progress train_progress(const Train* t) {
-    Progress p = {t->step, t->tokens, t->samples, t->adam_t, t->rng};
+    Progress p;
+    memset(&p, 0, sizeof(p));
+    p.step = t->step; p.tokens = t->tokens; p.samples = t->samples; p.adam_t = t->adam_t; p.rng = t->rng;
+    p.auto_gb = t->auto_gb;
+    p.noise_g2m = t->noise.g2_m; p.noise_sm = t->noise.s_m; p.noise_betapow = t->noise.beta_pow; p.noise_n = t->noise.n;
     return p;
 }
 
@@ -799,6 +822,9 @@ static int load_checkpoint(Train* t, const char* dir, int weights_only, char* er
     Progress p = train_progress(t);
     if (load_checkpoint_rank(&t->cfg, dir, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt, weights_only, &p, err, n) != 0) return -1;
     t->step = p.step; t->tokens = p.tokens; t->samples = p.samples; t->adam_t = p.adam_t; t->rng = p.rng;
+    if (p.auto_gb > 0) t->auto_gb = p.auto_gb;
+    t->noise.g2_m = p.noise_g2m; t->noise.s_m = p.noise_sm; t->noise.beta_pow = p.noise_betapow; t->noise.n = p.noise_n;
+    if (t->noise.n == 0) noise_init(&t->noise, t->cfg.noise_beta);
     return 0;
 }
 
@@ -847,11 +873,15 @@ static int train_setup(Train* t, const Config* cfg, const Comm* comm) {
     t->lr_peak = cfg->lr_auto ? lr_auto(param_count_model(cfg->L, cfg->H, cfg->seq, cfg->V)) : cfg->lr;
     gpt_build(&t->model, &t->cfg, &t->comm, comm->PP); // 1F1B: at most PP micro-batches in flight
     t->rng = splitmix64(cfg->seed ^ 0x5A3F1E) | 1;
+    noise_init(&t->noise, cfg->noise_beta);
+    if (spike_init(&t->spike, cfg->spike_window, 8) != 0) die("out of memory for the spike guard");
+    t->auto_gb = cfg->ramp_start > 0 ? cfg->ramp_start : cfg->gb;
     return 0;
 }
 
 static void train_free(Train* t) {
     gpt_free(&t->model);
+    spike_free(&t->spike);
     if (t->train.paths) dataset_close(&t->train);
     if (t->have_val) dataset_close(&t->val);
     if (t->have_tok) tokenizer_free(&t->tok);
@@ -923,8 +953,22 @@ int main(int argc, char** argv) {
         s.tflops = model_flops(f, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / comm.world / 1e12;
         s.mfu = -1;
         s.t_comm_ms = t.comm.comm_ms; s.t_idle_ms = t.comm.idle_ms; s.t_compute_ms = ms - s.t_comm_ms - s.t_idle_ms;
+        s.has_noise = r.has_noise; s.g2 = r.g2; s.trsigma = r.trsigma;
+        s.b_simple = t.comm.DP > 1 ? noise_bsimple(&t.noise) : -1.0;
+        s.skip = r.skip != SKIP_NONE ? spike_kind_name(r.skip) : NULL;
         logger_step(&t.log, &s);
-        if (!isfinite(r.loss)) die("loss is %f at step %lld: lower -lr or check the data", r.loss, (long long)t.step);
+        if (spike_should_stop(&t.spike, c->spike_stop)) {
+            // skipped steps leave the weights alone: this checkpoint holds the weights from before the trouble
+            if (c->out_dir[0] && save_checkpoint(&t) != 0) die("checkpoint after %d skipped steps failed", c->spike_stop);
+            if (comm.rank == 0) fprintf(stderr, "error: %d consecutive steps skipped (last: %s, loss %g, gnorm %g) at step %lld: "
+                                        "lower -lr or -beta2, then -resume from the checkpoint in %s\n",
+                                        c->spike_stop, spike_kind_name(r.skip), r.loss, r.gnorm, (long long)t.step, c->out_dir[0] ? c->out_dir : "(no -o)");
+            fflush(stderr);
+#ifdef USE_MPI
+            if (comm.mpi) MPI_Finalize();
+#endif
+            exit(3);
+        }
         int last = !(t.tokens < c->total_tokens && (c->max_steps < 0 || t.step < c->max_steps));
         if (t.have_val && (t.step % c->val_every == 0 || last)) logger_val(&t.log, t.step, t.tokens, evaluate(&t));
         if (c->sample_every > 0 && c->sample_len > 0 && (t.step % c->sample_every == 0 || last)) sample_text(&t, stdout);

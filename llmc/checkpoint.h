@@ -44,6 +44,9 @@ typedef enum {
     CK_N_PARAMS, CK_OPT_OFF, CK_N_OPT,               // payload sizes (float32 counts)
     CK_CHECKSUM,                                     // FNV-1a 64 of the payload
     CK_SCALED_INIT,
+    CK_AUTO_GB,                                      // -ramp auto: current global batch (0: not used)
+    CK_NOISE_G2M, CK_NOISE_SM, CK_NOISE_BETAPOW,     // noise-scale EMA state (double bits)
+    CK_NOISE_N,
     CK_NUM_FIELDS
 } CkptField;
 

@@ -18,8 +18,12 @@
 #include "params.h"
 #include "reshard.h"
 
-// where a run is: steps done, tokens and samples consumed, AdamW t, sampler RNG state
-typedef struct { int64_t step, tokens, samples, adam_t; uint64_t rng; } Progress;
+// where a run is: steps done, tokens and samples consumed, AdamW t, sampler RNG state,
+// and the state -ramp auto needs to continue exactly (its batch and the noise-scale EMAs)
+typedef struct {
+    int64_t step, tokens, samples, adam_t; uint64_t rng;
+    int64_t auto_gb; double noise_g2m, noise_sm, noise_betapow; int64_t noise_n;
+} Progress;
 
 // Returns 0, or -1 if any rank could not write (the previous checkpoint stays).
 static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, const ParamLayout* pl,
@@ -34,6 +38,9 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
     h.h[CK_TP_RANK] = comm->tp; h.h[CK_PP_RANK] = comm->pp; h.h[CK_DP_RANK] = comm->dp; h.h[CK_RANK] = comm->rank;
     h.h[CK_STEP] = p->step; h.h[CK_TOKENS] = p->tokens; h.h[CK_SAMPLES] = p->samples; h.h[CK_ADAM_T] = p->adam_t;
     h.h[CK_SEED] = (int64_t)c->seed; h.h[CK_RNG] = (int64_t)p->rng; h.h[CK_SCALED_INIT] = c->scaled_init;
+    h.h[CK_AUTO_GB] = p->auto_gb; h.h[CK_NOISE_N] = p->noise_n;
+    memcpy(&h.h[CK_NOISE_G2M], &p->noise_g2m, 8); memcpy(&h.h[CK_NOISE_SM], &p->noise_sm, 8);
+    memcpy(&h.h[CK_NOISE_BETAPOW], &p->noise_betapow, 8);
     int writes_weights = comm->dp == 0;
     int writes_moments = c->zero || comm->dp == 0;
     int rc = ckpt_write_rank(dir, comm->rank, &h, params, writes_weights ? pl->total : 0, m, v, opt_off, writes_moments ? n_opt : 0);
@@ -68,6 +75,9 @@ static int load_checkpoint_rank(const Config* c, const char* dir, const ParamLay
     if (rc == 0 && !weights_only) {
         p->step = h->h[CK_STEP]; p->tokens = h->h[CK_TOKENS]; p->samples = h->h[CK_SAMPLES];
         p->adam_t = h->h[CK_ADAM_T]; p->rng = (uint64_t)h->h[CK_RNG];
+        p->auto_gb = h->h[CK_AUTO_GB]; p->noise_n = h->h[CK_NOISE_N];
+        memcpy(&p->noise_g2m, &h->h[CK_NOISE_G2M], 8); memcpy(&p->noise_sm, &h->h[CK_NOISE_SM], 8);
+        memcpy(&p->noise_betapow, &h->h[CK_NOISE_BETAPOW], 8);
     }
     ckpt_set_close(&set);
     return rc;

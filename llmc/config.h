@@ -45,6 +45,7 @@ typedef struct {
     // recipe, counted in tokens (int64) and sequences
     int64_t gb;                                   // final global batch, sequences
     int64_t ramp_start, ramp_inc, ramp_tokens;    // ramp_inc == 0: no ramp
+    int ramp_auto;                                // grow the batch with the measured noise scale
     double lr; int lr_auto;
     int64_t warmup_tokens, decay_tokens;
     double minlr_frac, beta1, beta2, eps, wd, clip;
@@ -64,6 +65,10 @@ typedef struct {
     int64_t sample_every; int sample_len;
     uint64_t seed;
     double peak_tflops;                           // for MFU; 0 = from the device table
+    // instruments
+    double skip_spikes;                           // z for the spike guard; 0 = only non-finite skips
+    int spike_window, spike_stop;                 // rolling window; stop after this many skips in a row
+    double noise_beta;                            // EMA decay of the gradient noise scale estimates
     int threads;                                  // OpenMP threads, 0 = default
     // modes
     int plan, check, help;
@@ -90,6 +95,7 @@ static void config_defaults(Config* c) {
     c->ckpt_every = 0;
     c->sample_every = 0; c->sample_len = 64;
     c->seed = 1337;
+    c->skip_spikes = 0; c->spike_window = 100; c->spike_stop = 5; c->noise_beta = 0.99;
 }
 
 static int round_up(int x, int m) { return ((x + m - 1) / m) * m; }
@@ -172,7 +178,17 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         STR_FLAG("-comm", c->comm)
         I64_FLAG("-gb", c->gb)
         if (strcmp(f, "-ramp") == 0) {
-            if (v != NULL && strcmp(v, "off") == 0) { c->ramp_start = c->ramp_inc = c->ramp_tokens = 0; i++; continue; }
+            if (v != NULL && strcmp(v, "off") == 0) { c->ramp_start = c->ramp_inc = c->ramp_tokens = 0; c->ramp_auto = 0; i++; continue; }
+            if (v != NULL && strcmp(v, "auto") == 0) {
+                NEED(3);
+                if (!parse_i64(argv[i + 2], &c->ramp_start) || !parse_i64(argv[i + 3], &c->ramp_inc)) {
+                    snprintf(err, CFG_ERR_LEN, "bad value for -ramp auto: want START INCREMENT (for example -ramp auto 32 32)");
+                    return 1;
+                }
+                c->ramp_auto = 1; c->ramp_tokens = 0;
+                i += 3; continue;
+            }
+            c->ramp_auto = 0;
             NEED(3);
             if (!parse_i64(argv[i + 1], &c->ramp_start) || !parse_i64(argv[i + 2], &c->ramp_inc) ||
                 !parse_i64(argv[i + 3], &c->ramp_tokens)) {
@@ -198,6 +214,8 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         STR_FLAG("-tokenizer", c->tokenizer)
         I64_FLAG("-sample-every", c->sample_every) INT_FLAG("-sample-len", c->sample_len)
         F64_FLAG("-peak", c->peak_tflops) INT_FLAG("-threads", c->threads)
+        F64_FLAG("-skip-spikes", c->skip_spikes) INT_FLAG("-spike-window", c->spike_window)
+        INT_FLAG("-spike-stop", c->spike_stop) F64_FLAG("-noise-beta", c->noise_beta)
         if (strcmp(f, "-seed") == 0) { int64_t s; NEED(1); if (!parse_i64(v, &s) || s < 0) BAD(); c->seed = (uint64_t)s; i++; continue; }
         #undef NEED
         #undef BAD
@@ -235,7 +253,7 @@ static int config_validate(Config* c, char* err) {
     if (strcmp(c->comm, "nccl") != 0 && strcmp(c->comm, "mpi") != 0) FAIL("-comm takes nccl or mpi, not '%s'", c->comm);
     if (c->gb <= 0) FAIL("-gb must be positive");
     if (c->ramp_inc != 0) {
-        if (c->ramp_start <= 0 || c->ramp_tokens <= 0 || c->ramp_inc < 0)
+        if (c->ramp_start <= 0 || (c->ramp_tokens <= 0 && !c->ramp_auto) || c->ramp_inc < 0)
             FAIL("-ramp START INCREMENT TOKENS must be positive");
         if (c->ramp_start > c->gb) FAIL("ramp start batch %lld exceeds the final global batch %lld", (long long)c->ramp_start, (long long)c->gb);
         if ((c->gb - c->ramp_start) % c->ramp_inc != 0)
@@ -251,6 +269,9 @@ static int config_validate(Config* c, char* err) {
     if (c->wd < 0) FAIL("-wd must be >= 0");
     if (c->clip < 0) FAIL("-clip must be >= 0 (0 turns clipping off)");
     if (c->total_tokens <= 0) FAIL("-tokens must be positive");
+    if (c->skip_spikes < 0) FAIL("-skip-spikes must be >= 0 (0: skip only non-finite steps)");
+    if (c->spike_window < 2 || c->spike_stop < 0) FAIL("-spike-window must be >= 2 and -spike-stop >= 0");
+    if (c->noise_beta < 0 || c->noise_beta >= 1) FAIL("-noise-beta must be in [0, 1)");
     if (c->val_every < 0 || c->val_samples < 0 || c->ckpt_every < 0 || c->sample_every < 0 || c->sample_len < 0)
         FAIL("-val-every, -val-samples, -ckpt-every, -sample-every and -sample-len must be >= 0");
     if (c->sample_every > 0 && c->sample_len >= c->seq) FAIL("-sample-len (%d) must be below the sequence length (%d)", c->sample_len, c->seq);
@@ -293,6 +314,8 @@ static void config_print_help(FILE* out) {
         "data:    -i GLOB (train shards)  -j GLOB (val shards)  -shuffle 0/1  -val-every STEPS  -val-samples N\n"
         "output:  -o DIR  -log FILE (JSONL; default DIR/log.jsonl)  -ckpt-every STEPS  -resume  -init-from CKPT_DIR\n"
         "         -tokenizer FILE  -sample-every STEPS  -sample-len N  -seed N  -peak TFLOPS  -threads N\n"
+        "guards:  -skip-spikes Z (skip updates above mean + Z sd; NaN/Inf always skipped)  -spike-window N  -spike-stop K\n"
+        "         -noise-beta X (EMA of the gradient noise scale, logged as b_simple with dp >= 2)  -ramp auto S I\n"
         "modes:   -check [-world N] (validate flags, model and layout for N ranks, then exit)  -h\n"
         "planner: -plan -cluster selene-a100|h100|h200 -nodes N [-scaling N1,N2,..] [-plan-csv FILE] [-plan-top K]\n"
         "         cluster overrides: -gpus-per-node -peak -gpu-mem -bw-hbm -bw-intra -bw-inter -latency -latency-intra\n"

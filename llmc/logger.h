@@ -8,6 +8,7 @@
 #define LLMC_LOGGER_H
 
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include "utils.h"
 
@@ -22,7 +23,17 @@ typedef struct {
     double mfu;          // model FLOPs (f=3) over the device peak; < 0 when unknown (CPU)
     double t_compute_ms, t_comm_ms, t_idle_ms; // this rank's split of the step
     int micro;           // micro-batches per DP rank this step
+    double b_simple;     // gradient noise scale (sequences); < 0 when not measured
+    double g2, trsigma;  // this step's unbiased |G|^2 and tr(Sigma) estimates (valid when b_simple >= 0 or has_noise)
+    int has_noise;
+    const char* skip;    // NULL, or why the update was skipped ("spike", "nonfinite")
 } StepLog;
+
+// JSON has no NaN or Inf: write null
+static void json_num(FILE* f, const char* key, double x) {
+    if (isfinite(x)) fprintf(f, "\"%s\":%.9g,", key, x);
+    else fprintf(f, "\"%s\":null,", key);
+}
 
 typedef struct {
     FILE* f;             // JSONL, or NULL
@@ -44,15 +55,23 @@ static void logger_step(Logger* lg, const StepLog* s) {
                (long long)s->step, s->loss, s->lr, (long long)s->gb, (long long)s->tokens, s->gnorm, s->ms, s->tok_s);
         if (s->mfu >= 0) printf(" | TFLOP/s %.1f | MFU %.1f%%", s->tflops, 100.0 * s->mfu);
         else printf(" | GFLOP/s %.2f", s->tflops * 1e3);
+        if (s->b_simple >= 0) printf(" | B_simple %.1f", s->b_simple);
+        if (s->skip) printf(" | SKIPPED %s", s->skip);
         printf("\n");
         fflush(stdout);
     }
     if (lg->f) {
-        fprintf(lg->f, "{\"type\":\"train\",\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"gb\":%lld,\"tokens\":%lld,"
-                "\"gnorm\":%.9g,\"ms\":%.4f,\"tok_s\":%.3f,\"tflops\":%.6g,",
-                (long long)s->step, s->loss, s->lr, (long long)s->gb, (long long)s->tokens, s->gnorm, s->ms, s->tok_s, s->tflops);
+        fprintf(lg->f, "{\"type\":\"train\",\"step\":%lld,", (long long)s->step);
+        json_num(lg->f, "loss", s->loss);
+        json_num(lg->f, "lr", s->lr);
+        fprintf(lg->f, "\"gb\":%lld,\"tokens\":%lld,", (long long)s->gb, (long long)s->tokens);
+        json_num(lg->f, "gnorm", s->gnorm);
+        fprintf(lg->f, "\"ms\":%.4f,\"tok_s\":%.3f,\"tflops\":%.6g,", s->ms, s->tok_s, s->tflops);
         if (s->mfu >= 0) fprintf(lg->f, "\"mfu\":%.6g,", s->mfu);
         else fprintf(lg->f, "\"gflops\":%.6g,", s->tflops * 1e3);
+        if (s->has_noise) { json_num(lg->f, "g2", s->g2); json_num(lg->f, "trsigma", s->trsigma); }
+        if (s->b_simple >= 0) json_num(lg->f, "b_simple", s->b_simple);
+        if (s->skip) fprintf(lg->f, "\"skip\":\"%s\",", s->skip);
         fprintf(lg->f, "\"micro\":%d,\"t_compute_ms\":%.4f,\"t_comm_ms\":%.4f,\"t_idle_ms\":%.4f,"
                 "\"rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d}\n",
                 s->micro, s->t_compute_ms, s->t_comm_ms, s->t_idle_ms, lg->rank, lg->tp, lg->pp, lg->dp);
@@ -63,8 +82,9 @@ static void logger_step(Logger* lg, const StepLog* s) {
 static void logger_val(Logger* lg, int64_t step, int64_t tokens, double val_loss) {
     if (lg->print) { printf("val  %6lld | val_loss %.6f | tokens %lld\n", (long long)step, val_loss, (long long)tokens); fflush(stdout); }
     if (lg->f) {
-        fprintf(lg->f, "{\"type\":\"val\",\"step\":%lld,\"tokens\":%lld,\"val_loss\":%.9g,\"rank\":%d}\n",
-                (long long)step, (long long)tokens, val_loss, lg->rank);
+        fprintf(lg->f, "{\"type\":\"val\",\"step\":%lld,\"tokens\":%lld,", (long long)step, (long long)tokens);
+        json_num(lg->f, "val_loss", val_loss);
+        fprintf(lg->f, "\"rank\":%d}\n", lg->rank);
         fflush(lg->f);
     }
 }

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# run_mtnlg_530b.sh: the Megatron-Turing NLG 530B training run (Smith et al. 2022) as the
+# paper describes it: 560 DGX A100 nodes (4480 A100 80GB GPUs), 3D parallelism TP 8 x PP 35
+# x DP 16, 270B tokens. Every recipe value is spelled out as a flag below, next to where the
+# paper gives it.
+#
+#   sbatch scripts/run_mtnlg_530b.sh                    # submit from the repository root
+#   DRY_RUN=1 bash scripts/run_mtnlg_530b.sh            # anywhere: print the command and
+#                                                       # validate flags + layout for 4480 ranks
+# Environment (defaults in brackets):
+#   TRAIN_GLOB, VAL_GLOB  token shards (llm.c format, GPT-2 BPE) [/data/mtnlg/{train,val}_*.bin]
+#   OUT_DIR      checkpoints and log [out/mtnlg_530b]
+#   CKPT_EVERY   steps between checkpoints [100]    VAL_EVERY  steps between evaluations [100]
+#   EXTRA_FLAGS  extra trainer flags, e.g. "-skip-spikes 4" (the loss-spike guard) or
+#                "-steps 50" (a smoke test); the paper's run used neither instrument
+#   DRY_RUN, CHECK_BIN, MAX_RESTARTS, STOP_RC, RESTART_WAIT: see scripts/lib.sh
+#
+# Data: the paper trains on a 339B-token blend (Pile subsets, Common Crawl snapshots,
+# RealNews, CC-Stories) sampled with per-source weights. This trainer reads one stream of
+# shards, so write the blend (in the paper's proportions) into the shards offline.
+#
+# Launch: one rank per GPU, 8 per node; ranks placed in order (block distribution) so that
+# rank = tp + 8*dp + 128*pp puts each TP group (8 consecutive ranks) inside one node on
+# NVLink, and pipeline/data-parallel traffic crosses InfiniBand, as in the paper. Each rank
+# selects its GPU from its local rank. mpirun alternative (Open MPI, without Slurm):
+#   mpirun -np 4480 --hostfile hosts --map-by ppr:8:node --bind-to numa \
+#          ./train_gpt_cu <the flags below>
+#
+# Failures: at 4480 GPUs a node fails every day or so. The loop in scripts/lib.sh restarts
+# the job step from the latest complete checkpoint (ckpt_*/DONE) with -resume, which
+# continues bit-identically. If a node is gone for good the step cannot restart inside this
+# allocation: with `#SBATCH --requeue` (below) `scontrol requeue $SLURM_JOB_ID` gets a new
+# allocation, and this script, run again, resumes from the checkpoint.
+#
+# Cost (the layout planner, llmc/planner.h, for this layout on 560 selene-a100 nodes):
+# ~35 s per step at the full batch of 1920 x 2048 tokens, ~113k tokens/s, about four weeks
+# for 270B tokens; a checkpoint (bf16 weights + fp32 master weights + 2 moments, 14 bytes
+# per parameter) is ~7.4 TB.
+#
+#SBATCH --job-name=mtnlg-530b
+#SBATCH --nodes=560                  # 560 DGX A100 (the paper's run)
+#SBATCH --ntasks-per-node=8          # one rank per GPU
+#SBATCH --gpus-per-node=8            # 8 x A100 80GB per node
+#SBATCH --cpus-per-task=16           # 128 cores per DGX A100 / 8 ranks
+#SBATCH --exclusive
+#SBATCH --time=14-00:00:00           # as long as the cluster allows; the resume loop and requeue span jobs
+#SBATCH --requeue
+#SBATCH --output=mtnlg_530b_%j.log
+set -euo pipefail
+
+# The repository root: the script's parent directory, or, under sbatch (which runs a copy
+# of the script from its spool directory), the directory sbatch was called from.
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ -n "${LLMC_ROOT:-}" ]; then ROOT="$LLMC_ROOT"
+elif [ -f "$HERE/scripts/lib.sh" ]; then ROOT="$HERE"
+else ROOT="${SLURM_SUBMIT_DIR:?run from the repository root, or set LLMC_ROOT}"; fi
+cd "$ROOT"
+source "$ROOT/scripts/lib.sh"
+
+# ---- cluster and 3D layout (paper: 560 nodes, TP 8 inside a node, PP 35, DP 16) --------
+NODES=560
+GPUS_PER_NODE=8
+TP=8                         # tensor parallel: Megatron, inside a node (NVLink)
+PP=35                        # pipeline parallel: 105 layers / 35 = 3 layers per stage, 1F1B
+DP=16                        # data parallel: 4480 / (8 * 35)
+WORLD=$((NODES * GPUS_PER_NODE))
+
+TRAINER=./train_gpt_cu
+OUT_DIR=${OUT_DIR:-out/mtnlg_530b}
+TRAIN_GLOB=${TRAIN_GLOB:-/data/mtnlg/train_*.bin}
+VAL_GLOB=${VAL_GLOB:-/data/mtnlg/val_*.bin}
+CKPT_EVERY=${CKPT_EVERY:-100}    # ~1 hour at the full batch: lose at most an hour to a failure
+VAL_EVERY=${VAL_EVERY:-100}
+
+FLAGS=(
+  # model (paper): 105 layers, hidden 20480, 128 heads (head dim 160), sequence 2048;
+  # GPT-2 BPE vocabulary 50257 padded to 51200 (a multiple of 1024, divisible by TP 8)
+  -model 530b -L 105 -H 20480 -heads 128 -seq 2048 -V 50257 -vpad 1024
+  -scaled-init 1                     # output projections N(0, s^2/(2L)), s = sqrt(1/(3H)) = 4.03e-3
+  # layout
+  -tp "$TP" -pp "$PP" -dp "$DP"
+  -mb 1                              # micro-batch 1 sequence (paper)
+  -recompute 1                       # full activation recomputation (paper: needed to fit)
+  -zero 1                            # ZeRO-1: optimizer state sharded over the 16 DP ranks
+  -comm nccl
+  # batch: global batch 1920 sequences (3.9M tokens), ramped from 32 in increments of 32
+  # over the first 12B tokens (Megatron --rampup-batch-size 32 32 5859375 sequences)
+  -gb 1920 -ramp 32 32 12e9
+  # learning rate: peak 5e-5, linear warmup over 1B tokens, cosine decay to 10% (5e-6)
+  # at 340B tokens (after the end of training: the run ends at ~19% of peak)
+  -lr 5e-5 -warmup 1e9 -decay 340e9 -minlr-frac 0.1
+  # AdamW: beta1 0.9, beta2 0.95, eps 1e-8, weight decay 0.1 (not on biases and LayerNorm),
+  # gradient clipping at global L2 norm 1.0
+  -beta1 0.9 -beta2 0.95 -eps 1e-8 -wd 0.1 -clip 1.0
+  # length: 270B tokens
+  -tokens 270e9
+  # data, evaluation, output
+  -i "$TRAIN_GLOB" -j "$VAL_GLOB" -shuffle 1 -seed 1337
+  -val-every "$VAL_EVERY" -val-samples 1920   # one full batch of validation sequences
+  -o "$OUT_DIR" -ckpt-every "$CKPT_EVERY"
+)
+
+# srun: one task per GPU, block placement (consecutive ranks share a node), no GPU binding
+# (each rank picks GPU local_rank, so NVLink peer access between the 8 ranks of a node works)
+LAUNCH=(srun --nodes="$NODES" --ntasks="$WORLD" --ntasks-per-node="$GPUS_PER_NODE"
+        --distribution=block:block --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1)
+
+if [ "${DRY_RUN:-0}" != "1" ] && [ -z "${SLURM_JOB_ID:-}" ]; then
+  echo "run_mtnlg_530b.sh: submit with sbatch (or DRY_RUN=1 to check it here)" >&2
+  exit 1
+fi
+llmc_launch
