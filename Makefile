@@ -24,6 +24,9 @@ endif
 
 .PHONY: all test quickstart data fixtures clean bench
 
+# the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
+include dev/cuemu/cuemu.mk
+
 all: train_gpt
 
 train_gpt: train_gpt.c $(HEADERS)
@@ -58,6 +61,7 @@ test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures 
 	$(PY) dev/calibrate_planner.py --selftest
 	bash dev/data/check_tokenizer.sh
 	./test_gpt fixtures
+	$(MAKE) --no-print-directory cuemu-test cuemu-compile
 
 quickstart:
 	bash dev/install.sh

@@ -1,0 +1,407 @@
+// dev/cuemu/impl/runtime.h - the CUDA runtime API calls the trainer uses:
+// memory (device memory is host memory, registered so misuse is caught), copies,
+// memset, streams and events (synchronous no-ops; event times are wall time),
+// device properties of a plausible fake device, errors, function attributes.
+// Test-only: part of the CPU emulation of CUDA, never linked into the product.
+#pragma once
+#include "kernel.h"
+
+#define CUDART_VERSION 13000
+#define CUEMU_DEVICE_NAME "cuemu (CPU emulation of an sm_90 GPU)"
+
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4
+};
+enum cudaFuncAttribute {
+    cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+    cudaFuncAttributePreferredSharedMemoryCarveout = 9
+};
+enum cudaDeviceAttr {
+    cudaDevAttrMaxThreadsPerBlock = 1,
+    cudaDevAttrMaxSharedMemoryPerBlock = 8,
+    cudaDevAttrWarpSize = 10,
+    cudaDevAttrClockRate = 13,
+    cudaDevAttrMultiProcessorCount = 16,
+    cudaDevAttrMemoryClockRate = 36,
+    cudaDevAttrGlobalMemoryBusWidth = 37,
+    cudaDevAttrL2CacheSize = 38,
+    cudaDevAttrMaxThreadsPerMultiProcessor = 39,
+    cudaDevAttrComputeCapabilityMajor = 75,
+    cudaDevAttrComputeCapabilityMinor = 76,
+    cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
+    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
+enum cudaLimit { cudaLimitStackSize = 0, cudaLimitPrintfFifoSize = 1, cudaLimitMallocHeapSize = 2 };
+
+// The fields of CUDA 13's cudaDeviceProp that a trainer plausibly reads (same names).
+struct cudaDeviceProp {
+    char name[256];
+    size_t totalGlobalMem;
+    size_t sharedMemPerBlock;
+    int regsPerBlock;
+    int warpSize;
+    size_t memPitch;
+    int maxThreadsPerBlock;
+    int maxThreadsDim[3];
+    int maxGridSize[3];
+    size_t totalConstMem;
+    int major;
+    int minor;
+    int multiProcessorCount;
+    int integrated;
+    int canMapHostMemory;
+    int concurrentKernels;
+    int ECCEnabled;
+    int pciBusID;
+    int pciDeviceID;
+    int pciDomainID;
+    int asyncEngineCount;
+    int unifiedAddressing;
+    int memoryBusWidth;
+    int l2CacheSize;
+    int persistingL2CacheMaxSize;
+    int maxThreadsPerMultiProcessor;
+    size_t sharedMemPerMultiprocessor;
+    int regsPerMultiprocessor;
+    int managedMemory;
+    int isMultiGpuBoard;
+    int cooperativeLaunch;
+    size_t sharedMemPerBlockOptin;
+    int maxBlocksPerMultiProcessor;
+    size_t reservedSharedMemPerBlock;
+    int clusterLaunch;
+};
+struct cudaFuncAttributes {
+    size_t sharedSizeBytes;
+    size_t constSizeBytes;
+    size_t localSizeBytes;
+    int maxThreadsPerBlock;
+    int numRegs;
+    int ptxVersion;
+    int binaryVersion;
+    int cacheModeCA;
+    int maxDynamicSharedSizeBytes;
+    int preferredShmemCarveout;
+};
+
+namespace cuemu {
+constexpr size_t kTotalMem = 80ull << 30;  // what cudaMemGetInfo / totalGlobalMem report
+constexpr int kSMs = 132;
+constexpr size_t kSmemOptin = 232448;  // 227 KiB, as on sm_90
+inline int& cur_device() { static int d = 0; return d; }
+inline cudaError_t ret(cudaError_t e) { set_error(e); return e; }
+// 256-byte aligned like cudaMalloc, and exactly `size` bytes, so that a build with
+// -fsanitize=address reports a kernel that writes past the end of a buffer.
+inline void* alloc_poisoned(size_t size) {
+    size_t n = size ? size : 1;
+    void* p = nullptr;
+    if (posix_memalign(&p, 256, n) != 0) return nullptr;
+    if (config().poison) memset(p, 0xff, n);  // NaN everywhere: uninitialised reads show up
+    return p;
+}
+inline cudaError_t bad_pointer(const char* api, const char* which, const void* p, size_t n, const Found& f, const char* want) {
+    if (f.kind != MEM_NONE && f.overrun)
+        fprintf(stderr, "cuemu: %s: %s %p + %zu bytes runs past the end of its allocation (%p, %zu bytes)\n", api, which, p,
+                n, (void*)f.base, f.size);
+    else
+        fprintf(stderr, "cuemu: %s: %s %p is %s, expected %s\n", api, which, p, kind_name(f.kind), want);
+    return ret(cudaErrorInvalidValue);
+}
+inline bool is_dev(const Found& f) { return f.kind == MEM_DEVICE || f.kind == MEM_MANAGED || f.kind == MEM_SYMBOL; }
+// Checks one side of a copy; `device` says what the copy kind claims.
+inline bool side_ok(const void* p, size_t n, bool device, Found& f) {
+    f = lookup(p, n);
+    if (f.kind != MEM_NONE && f.overrun) return false;
+    if (device) return is_dev(f);
+    return !(f.kind == MEM_DEVICE || f.kind == MEM_SYMBOL);
+}
+inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+    if (n == 0) return cudaSuccess;
+    if ((int)kind < 0 || (int)kind > 4) return ret(cudaErrorInvalidMemcpyDirection);
+    if (kind != cudaMemcpyDefault) {
+        bool ddev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+        bool sdev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+        Found fd, fs;
+        if (!side_ok(dst, n, ddev, fd)) return bad_pointer(api, "destination", dst, n, fd, ddev ? "device memory" : "host memory");
+        if (!side_ok(src, n, sdev, fs)) return bad_pointer(api, "source", src, n, fs, sdev ? "device memory" : "host memory");
+    } else {
+        Found fd = lookup(dst, n), fs = lookup(src, n);
+        if (fd.kind != MEM_NONE && fd.overrun) return bad_pointer(api, "destination", dst, n, fd, "");
+        if (fs.kind != MEM_NONE && fs.overrun) return bad_pointer(api, "source", src, n, fs, "");
+    }
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
+inline cudaError_t alloc(void** p, size_t size, int kind) {
+    if (!p) return ret(cudaErrorInvalidValue);
+    *p = alloc_poisoned(size);
+    if (!*p) return ret(cudaErrorMemoryAllocation);
+    register_region(*p, size, kind);
+    return cudaSuccess;
+}
+inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b) {
+    if (!p) return cudaSuccess;
+    int k = unregister_region(p, kind_a, kind_b);
+    if (k <= 0) {
+        fprintf(stderr, "cuemu: %s(%p): not a pointer returned by the matching allocation call (it is %s)\n", api, p,
+                kind_name(k < 0 ? -k : lookup(p, 0).kind));
+        return ret(cudaErrorInvalidValue);
+    }
+    free(p);
+    return cudaSuccess;
+}
+inline void fill_props(cudaDeviceProp* p) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", CUEMU_DEVICE_NAME);
+    p->totalGlobalMem = kTotalMem;
+    p->sharedMemPerBlock = 48 * 1024;
+    p->regsPerBlock = 65536;
+    p->warpSize = 32;
+    p->memPitch = 2147483647;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
+    p->totalConstMem = 65536;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = kSMs;
+    p->canMapHostMemory = 1;
+    p->concurrentKernels = 1;
+    p->asyncEngineCount = 2;
+    p->unifiedAddressing = 1;
+    p->memoryBusWidth = 5120;
+    p->l2CacheSize = 50 * 1024 * 1024;
+    p->persistingL2CacheMaxSize = 0;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->sharedMemPerMultiprocessor = 233472;
+    p->regsPerMultiprocessor = 65536;
+    p->managedMemory = 1;
+    p->cooperativeLaunch = 1;
+    p->sharedMemPerBlockOptin = kSmemOptin;
+    p->maxBlocksPerMultiProcessor = 32;
+    p->reservedSharedMemPerBlock = 1024;
+    p->clusterLaunch = 1;
+}
+}  // namespace cuemu
+
+// ---------------------------------------------------------------- errors
+static inline cudaError_t cudaGetLastError() { cudaError_t e = cuemu::ex().last_error; cuemu::ex().last_error = cudaSuccess; return e; }
+static inline cudaError_t cudaPeekAtLastError() { return cuemu::ex().last_error; }
+static inline const char* cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+#define CUEMU_E(x) case x: return #x;
+        CUEMU_E(cudaSuccess) CUEMU_E(cudaErrorInvalidValue) CUEMU_E(cudaErrorMemoryAllocation)
+        CUEMU_E(cudaErrorInitializationError) CUEMU_E(cudaErrorInvalidConfiguration) CUEMU_E(cudaErrorInvalidSymbol)
+        CUEMU_E(cudaErrorInvalidDevicePointer) CUEMU_E(cudaErrorInvalidMemcpyDirection)
+        CUEMU_E(cudaErrorInvalidDeviceFunction) CUEMU_E(cudaErrorNoDevice) CUEMU_E(cudaErrorInvalidDevice)
+        CUEMU_E(cudaErrorInvalidResourceHandle) CUEMU_E(cudaErrorNotReady) CUEMU_E(cudaErrorIllegalAddress)
+        CUEMU_E(cudaErrorLaunchOutOfResources) CUEMU_E(cudaErrorAssert) CUEMU_E(cudaErrorLaunchFailure)
+        CUEMU_E(cudaErrorNotPermitted) CUEMU_E(cudaErrorNotSupported) CUEMU_E(cudaErrorUnknown)
+#undef CUEMU_E
+    }
+    return "cudaErrorUnknown";
+}
+static inline const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorInitializationError: return "initialization error";
+        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+        case cudaErrorInvalidSymbol: return "invalid device symbol";
+        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+        case cudaErrorInvalidDeviceFunction: return "invalid device function";
+        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+        case cudaErrorInvalidDevice: return "invalid device ordinal";
+        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+        case cudaErrorNotReady: return "device not ready";
+        case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+        case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+        case cudaErrorAssert: return "device-side assert triggered";
+        case cudaErrorLaunchFailure: return "unspecified launch failure";
+        case cudaErrorNotPermitted: return "operation not permitted";
+        case cudaErrorNotSupported: return "operation not supported";
+        default: return "unknown error";
+    }
+}
+
+// ---------------------------------------------------------------- device management
+static inline cudaError_t cudaGetDeviceCount(int* count) { if (!count) return cuemu::ret(cudaErrorInvalidValue); *count = cuemu::config().devices; return cudaSuccess; }
+static inline cudaError_t cudaSetDevice(int d) {
+    if (d < 0 || d >= cuemu::config().devices) return cuemu::ret(cudaErrorInvalidDevice);
+    cuemu::cur_device() = d;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGetDevice(int* d) { if (!d) return cuemu::ret(cudaErrorInvalidValue); *d = cuemu::cur_device(); return cudaSuccess; }
+static inline cudaError_t cudaSetDeviceFlags(unsigned) { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+static inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSetLimit(cudaLimit, size_t) { return cudaSuccess; }
+static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+    if (!p) return cuemu::ret(cudaErrorInvalidValue);
+    if (d < 0 || d >= cuemu::config().devices) return cuemu::ret(cudaErrorInvalidDevice);
+    cuemu::fill_props(p);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int d) {
+    if (!value) return cuemu::ret(cudaErrorInvalidValue);
+    if (d < 0 || d >= cuemu::config().devices) return cuemu::ret(cudaErrorInvalidDevice);
+    cudaDeviceProp p;
+    cuemu::fill_props(&p);
+    switch (attr) {
+        case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+        case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
+        case cudaDevAttrWarpSize: *value = 32; break;
+        case cudaDevAttrClockRate: *value = 1980000; break;
+        case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+        case cudaDevAttrMemoryClockRate: *value = 2619000; break;
+        case cudaDevAttrGlobalMemoryBusWidth: *value = p.memoryBusWidth; break;
+        case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
+        case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+        case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)p.sharedMemPerMultiprocessor; break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+        default: return cuemu::ret(cudaErrorInvalidValue);
+    }
+    return cudaSuccess;
+}
+static inline cudaError_t cudaRuntimeGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
+static inline cudaError_t cudaDriverGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
+static inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+    size_t used = cuemu::registry().device_bytes;
+    if (free_bytes) *free_bytes = used < cuemu::kTotalMem ? cuemu::kTotalMem - used : 0;
+    if (total_bytes) *total_bytes = cuemu::kTotalMem;
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- memory
+static inline cudaError_t cudaMalloc(void** p, size_t size) { return cuemu::alloc(p, size, cuemu::MEM_DEVICE); }
+static inline cudaError_t cudaMallocManaged(void** p, size_t size, unsigned = cudaMemAttachGlobal) { return cuemu::alloc(p, size, cuemu::MEM_MANAGED); }
+static inline cudaError_t cudaMallocHost(void** p, size_t size) { return cuemu::alloc(p, size, cuemu::MEM_PINNED); }
+static inline cudaError_t cudaHostAlloc(void** p, size_t size, unsigned) { return cuemu::alloc(p, size, cuemu::MEM_PINNED); }
+static inline cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t) { return cuemu::alloc(p, size, cuemu::MEM_DEVICE); }
+template <class T> static inline cudaError_t cudaMalloc(T** p, size_t size) { return cudaMalloc((void**)(void*)p, size); }
+template <class T> static inline cudaError_t cudaMallocManaged(T** p, size_t size, unsigned f = cudaMemAttachGlobal) { return cudaMallocManaged((void**)(void*)p, size, f); }
+template <class T> static inline cudaError_t cudaMallocHost(T** p, size_t size) { return cudaMallocHost((void**)(void*)p, size); }
+template <class T> static inline cudaError_t cudaHostAlloc(T** p, size_t size, unsigned f) { return cudaHostAlloc((void**)(void*)p, size, f); }
+template <class T> static inline cudaError_t cudaMallocAsync(T** p, size_t size, cudaStream_t s) { return cudaMallocAsync((void**)(void*)p, size, s); }
+static inline cudaError_t cudaFree(void* p) { return cuemu::release("cudaFree", p, cuemu::MEM_DEVICE, cuemu::MEM_MANAGED); }
+static inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cuemu::release("cudaFreeAsync", p, cuemu::MEM_DEVICE, cuemu::MEM_MANAGED); }
+static inline cudaError_t cudaFreeHost(void* p) { return cuemu::release("cudaFreeHost", p, cuemu::MEM_PINNED, cuemu::MEM_PINNED); }
+static inline cudaError_t cudaHostRegister(void* p, size_t size, unsigned) { cuemu::register_region(p, size, cuemu::MEM_PINNED); return cudaSuccess; }
+static inline cudaError_t cudaHostUnregister(void* p) {
+    return cuemu::unregister_region(p, cuemu::MEM_PINNED) == cuemu::MEM_PINNED ? cudaSuccess : cuemu::ret(cudaErrorInvalidValue);
+}
+static inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) { return cuemu::copy("cudaMemcpy", dst, src, n, kind); }
+static inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t = 0) {
+    return cuemu::copy("cudaMemcpyAsync", dst, src, n, kind);
+}
+static inline cudaError_t cudaMemset(void* p, int value, size_t n) {
+    if (n == 0) return cudaSuccess;
+    cuemu::Found f;
+    if (!cuemu::side_ok(p, n, true, f)) return cuemu::bad_pointer("cudaMemset", "destination", p, n, f, "device memory");
+    memset(p, value, n);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t = 0) { return cudaMemset(p, value, n); }
+template <class T>
+static inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t n, size_t offset = 0, cudaMemcpyKind = cudaMemcpyHostToDevice) {
+    if (offset + n > sizeof(T)) return cuemu::ret(cudaErrorInvalidValue);
+    memmove((char*)&symbol + offset, src, n);
+    return cudaSuccess;
+}
+template <class T>
+static inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t n, size_t offset = 0, cudaMemcpyKind = cudaMemcpyDeviceToHost) {
+    if (offset + n > sizeof(T)) return cuemu::ret(cudaErrorInvalidValue);
+    memmove(dst, (const char*)&symbol + offset, n);
+    return cudaSuccess;
+}
+template <class T>
+static inline cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t n, size_t offset = 0, cudaMemcpyKind k = cudaMemcpyHostToDevice, cudaStream_t = 0) {
+    return cudaMemcpyToSymbol(symbol, src, n, offset, k);
+}
+template <class T>
+static inline cudaError_t cudaGetSymbolAddress(void** p, const T& symbol) {
+    *p = (void*)&symbol;
+    if (cuemu::lookup(*p, 0).kind == cuemu::MEM_NONE) cuemu::register_region(*p, sizeof(T), cuemu::MEM_SYMBOL);
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- streams and events
+static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{0, 0}; return cudaSuccess; }
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) { *s = new CUstream_st{flags, 0}; return cudaSuccess; }
+static inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned flags, int prio) { *s = new CUstream_st{flags, prio}; return cudaSuccess; }
+static inline cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return cudaSuccess; }
+static inline bool cuemu_is_special_stream(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread; }
+static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (cuemu_is_special_stream(s)) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    delete s;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st{0, false, 0.0}; return cudaSuccess; }
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { *e = new CUevent_st{flags, false, 0.0}; return cudaSuccess; }
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle); delete e; return cudaSuccess; }
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = 0) {
+    if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    e->recorded = true;
+    e->t_ms = cuemu::now_ms();
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cuemu::ret(cudaErrorInvalidResourceHandle); }
+static inline cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : cuemu::ret(cudaErrorInvalidResourceHandle); }
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned = 0) { return e ? cudaSuccess : cuemu::ret(cudaErrorInvalidResourceHandle); }
+static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    if (!ms || !start || !end) return cuemu::ret(cudaErrorInvalidValue);
+    if ((start->flags | end->flags) & cudaEventDisableTiming) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    if (!start->recorded || !end->recorded) return cuemu::ret(cudaErrorNotReady);
+    *ms = (float)(end->t_ms - start->t_ms);
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------- function attributes and occupancy
+static inline cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+    if (!func) return cuemu::ret(cudaErrorInvalidDeviceFunction);
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || (size_t)value > cuemu::kSmemOptin) return cuemu::ret(cudaErrorInvalidValue);
+        cuemu::ex().max_dyn_smem[func] = value;
+        return cudaSuccess;
+    }
+    if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
+    return cuemu::ret(cudaErrorInvalidValue);
+}
+template <class T>
+static inline cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+    return cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
+}
+static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* func) {
+    if (!a || !func) return cuemu::ret(cudaErrorInvalidValue);
+    memset(a, 0, sizeof *a);
+    a->maxThreadsPerBlock = 1024;
+    a->numRegs = 32;
+    a->ptxVersion = 90;
+    a->binaryVersion = 90;
+    a->maxDynamicSharedSizeBytes = cuemu::dyn_smem_limit(func);
+    return cudaSuccess;
+}
+template <class T>
+static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, T* entry) {
+    return cudaFuncGetAttributes(a, reinterpret_cast<const void*>(entry));
+}
+template <class T>
+static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, T func, int blockSize, size_t dynSmem) {
+    (void)func;
+    if (!n || blockSize <= 0 || blockSize > 1024) return cuemu::ret(cudaErrorInvalidValue);
+    int warps = (blockSize + 31) / 32;
+    int by_threads = 64 / warps;
+    int by_smem = dynSmem ? (int)(233472 / (dynSmem + 1024)) : 32;
+    *n = std::max(0, std::min({32, by_threads, by_smem}));
+    return cudaSuccess;
+}
