@@ -19,11 +19,11 @@
 #   warmup 1B of 270B (0.37%) -> 4% of the run. 0.37% of 0.8M tokens is 3k tokens, less
 #     than one step; a warmup must span at least the ~20-step memory of Adam's second
 #     moment (beta2 = 0.95 -> 1/(1-0.95) = 20 steps) to do its job. 4% = 32k tokens
-#     = 31 steps at the ramp's starting batch.
+#     = the first 29 steps (27 at the ramp's starting batch of 4 sequences, 2 at 8).
 #   batch ramp 32 -> 1920 in increments of 32 over 12B tokens (4.4%) -> 4 -> 16 in
 #     increments of 4 over 10% of the run (3 increments: 4, 8, 12, then 16 sequences).
 #     Same semantics (Megatron --rampup-batch-size), fewer and longer increments so each
-#     batch size lasts long enough to be seen in the log (20, 10 and 7 steps); as in the
+#     batch size lasts long enough to be seen in the log (27, 13 and 9 steps); as in the
 #     paper it ends after the warmup, early in the run.
 #   global batch 1920 x 2048 tokens -> 16 x 256 = 4096 tokens: 225 optimizer steps in
 #     all (the defaults make the last step a multiple of VAL_EVERY, so the final
