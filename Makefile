@@ -36,7 +36,7 @@ train_gpt: train_gpt.c $(HEADERS)
 train_gpt_nompi: train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
 
-test_gpt: test_gpt.c train_gpt.c $(HEADERS)
+test_gpt: test_gpt.c train_gpt.c $(HEADERS) dev/test_common.h
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
 
 data:
@@ -47,7 +47,7 @@ fixtures:
 	$(PY) dev/train_gpt.py --out fixtures > fixtures.log 2>&1 || (cat fixtures.log; exit 1)
 	@tail -n 10 fixtures.log
 
-test_planner: test_planner.c llmc/planner.h
+test_planner: test_planner.c llmc/planner.h dev/test_common.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -Werror $< -lm -o $@
 
 test_instruments: test_instruments.c llmc/noise.h llmc/spike.h

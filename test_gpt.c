@@ -9,31 +9,7 @@
  */
 #define TESTING
 #include "train_gpt.c"
-
-static int n_pass = 0, n_fail = 0;
-
-static void check(int ok, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-    if (ok) n_pass++; else n_fail++;
-}
-
-static double rel_err(double got, double want) {
-    double d = fabs(got - want), s = fabs(want);
-    return s > 0 ? d / s : d;
-}
-
-// ||got - want|| / ||want|| over n floats
-static double rel_l2(const float* got, const float* want, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) { double d = (double)got[i] - want[i]; num += d * d; den += (double)want[i] * want[i]; }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
+#include "dev/test_common.h"
 
 // ----------------------------------------------------------------------------------------
 // fixture file: tagged records written by dev/train_gpt.py
@@ -936,6 +912,5 @@ int main(int argc, char** argv) {
     if (argc > 2 && strcmp(argv[2], "--no-mpi") == 0) printf("note: 3D layout tests skipped (--no-mpi)\n");
     else { test_layouts(); test_noise_scale_vs_bruteforce(); }
     test_spike_stop();
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail == 0 ? 0 : 1;
+    return test_summary();
 }

@@ -6,20 +6,9 @@
  * Also a small CLI for trying the planner without the trainer:
  *   ./test_planner --plan -model 530b -gb 1920 -mb 1 -cluster selene-a100 -nodes 280 [planner flags]
  */
-#include <stdarg.h>
 #include "llmc/planner.h"
+#include "dev/test_common.h"
 
-static int n_pass = 0, n_fail = 0;
-
-static void check(int ok, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) n_pass++; else n_fail++;
-}
 static double relerr(double got, double want) { return fabs(got - want) / fabs(want); }
 /* equal to within a relative 1e-9 (hand-computed values are exact up to rounding) */
 static int same(double got, double want) { return relerr(got, want) < 1e-9; }
@@ -385,6 +374,5 @@ int main(int argc, char** argv) {
     test_recommendation();
     test_scaling();
     test_plan_run();
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return test_summary();
 }
