@@ -26,6 +26,8 @@ endif
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
 include dev/cuemu/cuemu.mk
+# the CUDA trainer (nvcc for sm_80 and sm_90) and its kernel lab
+include dev/cuda/cuda.mk
 
 all: train_gpt
 
@@ -62,12 +64,13 @@ test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures 
 	bash dev/data/check_tokenizer.sh
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
+	$(MAKE) --no-print-directory cuda-build cuda-check-host cuda-check-emu cuda-emu-test
 
 quickstart:
 	bash dev/install.sh
 	$(MAKE) data train_gpt
 	bash scripts/run_cpu.sh
 
-clean:
+clean: cuda-clean cuemu-clean
 	rm -f train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures.log
 	rm -rf fixtures

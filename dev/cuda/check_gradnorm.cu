@@ -1,0 +1,36 @@
+/*
+ * check_gradnorm.cu: llmc/gradnorm.cuh (sum of squares over a list of flat ranges, fp64)
+ * against a CPU fp64 sum, for empty, single-element and block-size-crossing ranges, and
+ * bit-identical on a rerun.
+ */
+#include "check_common.h"
+#include "../../llmc/gradnorm.cuh"
+
+int main(void) {
+    const size_t n = 200003;
+    float* dx;
+    float* x = ck_rand_f32(&dx, n, 0.01f);
+    double* dout = (double*)dev_alloc(sizeof(double) * (1 + GN_BLOCKS));
+    const size_t cases[][6] = {{0, 1, 0, 0, 0, 0}, {5, 5, 0, 0, 0, 0}, {0, n, 0, 0, 0, 0}, {3, 1000, 1000, 70000, 80001, 200003}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        RangeList r;
+        memset(&r, 0, sizeof(r));
+        double ref = 0.0;
+        for (int k = 0; k < 3; k++) {
+            size_t lo = cases[c][2 * k], hi = cases[c][2 * k + 1];
+            if (k > 0 && lo == 0 && hi == 0) break;
+            r.lo[r.n] = lo; r.hi[r.n] = hi; r.n++;
+            for (size_t i = lo; i < hi; i++) ref += (double)x[i] * x[i];
+        }
+        sumsq(dout, dout + 1, dx, &r, 0);
+        double got = 0, got2 = 0;
+        cudaCheck(cudaMemcpy(&got, dout, sizeof(double), cudaMemcpyDeviceToHost));
+        sumsq(dout, dout + 1, dx, &r, 0);
+        cudaCheck(cudaMemcpy(&got2, dout, sizeof(double), cudaMemcpyDeviceToHost));
+        ck(fabs(got - ref) <= 1e-10 * fabs(ref) + 1e-300, "sumsq case %zu (%d ranges): %.15g (want %.15g)", c, r.n, got, ref);
+        ck(memcmp(&got, &got2, sizeof(double)) == 0, "sumsq case %zu bit-identical on a rerun", c);
+    }
+    free(x);
+    dev_free(dx); dev_free(dout);
+    return ck_finish();
+}

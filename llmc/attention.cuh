@@ -1,0 +1,427 @@
+/*
+ * attention.cuh: causal self-attention over the local heads, two implementations with the
+ * same inputs and outputs (softmax scale 1/sqrt(hs), fp32 math on bf16 data):
+ *
+ *   qkv (B, T, 3*Cl) laid out [Q | K | V], head h at dims [h*hs, (h+1)*hs) of each block
+ *   out (B, T, Cl)
+ *
+ * naive: the reference path. Materialises the probabilities att (B, NH, T, T) fp32 and, in
+ *   backward, the pre-softmax gradient (same size). One block per (b, h, query row);
+ *   backward in three passes (row gradient; dq by rows; dk, dv by key columns), so every
+ *   sum is owned by one thread and runs in a fixed order: deterministic, no atomics.
+ * flash: never materialises T x T. Forward: one block per (b, h, 32-query tile), K/V tiles
+ *   of 32 keys stream through shared memory, online softmax (running max and sum per row),
+ *   keeps lse (B, NH, T) fp32 for backward. Backward (FlashAttention-2 style, recomputing
+ *   the probabilities from lse): D = rowsum(dout * out); one kernel per key tile accumulates
+ *   dk, dv over the query tiles; a second kernel per query tile accumulates dq over the key
+ *   tiles. Splitting dq from dk/dv costs one more recomputation of the scores but needs no
+ *   atomics: deterministic. Within a warp, lanes take keys (scores: one dot product per
+ *   lane) and then dims (accumulations, the probability broadcast by a shuffle).
+ *   Plain CUDA cores (fp32 FMA), no tensor cores yet: correct at any T, but slower than
+ *   a tensor-core kernel (see doc/cuda.md). Head size up to 256.
+ */
+#ifndef LLMC_ATTENTION_CUH
+#define LLMC_ATTENTION_CUH
+
+#include "cuda_utils.cuh"
+
+// ---------------------------------------------------------------------------------------
+// naive
+
+__global__ void attn_naive_forward_kernel(bf16* out, float* att, const bf16* qkv, int T, int NH, int hs) {
+    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int Cl = NH * hs, C3 = 3 * Cl;
+    float scale = 1.0f / sqrtf((float)hs);
+    const bf16* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+    float* a = att + (((size_t)b * NH + h) * T + t) * T;
+    float mx = -INFINITY;
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
+        const bf16* k = qkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += bf(q[i]) * bf(k[i]);
+        s *= scale;
+        a[t2] = s;
+        mx = fmaxf(mx, s);
+    }
+    mx = block_max(mx);
+    float sum = 0.0f;
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) { float e = expf(a[t2] - mx); a[t2] = e; sum += e; }
+    sum = block_sum(sum);
+    float inv = 1.0f / sum;
+    for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
+    __syncthreads();
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) {
+        float o = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) o += a[t2] * bf(qkv[((size_t)b * T + t2) * C3 + 2 * Cl + h * hs + i]);
+        out[((size_t)b * T + t) * Cl + h * hs + i] = to_bf(o);
+    }
+}
+
+// dpre[b,h,t,t2] = att * (datt - sum(att * datt)) * scale, datt[t2] = dout[t] . v[t2]
+__global__ void attn_naive_bwd_row_kernel(float* dpre, const float* att, const bf16* dout, const bf16* qkv, int T, int NH, int hs) {
+    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int Cl = NH * hs, C3 = 3 * Cl;
+    float scale = 1.0f / sqrtf((float)hs);
+    const float* a = att + (((size_t)b * NH + h) * T + t) * T;
+    float* d = dpre + (((size_t)b * NH + h) * T + t) * T;
+    const bf16* go = dout + ((size_t)b * T + t) * Cl + h * hs;
+    float dot = 0.0f;
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
+        const bf16* v = qkv + ((size_t)b * T + t2) * C3 + 2 * Cl + h * hs;
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += bf(go[i]) * bf(v[i]);
+        d[t2] = s;
+        dot += a[t2] * s;
+    }
+    dot = block_sum(dot);
+    for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x) d[t2] = t2 <= t ? a[t2] * (d[t2] - dot) * scale : 0.0f;
+}
+
+// dq[t] = sum_{t2 <= t} dpre[t][t2] k[t2]
+__global__ void attn_naive_bwd_dq_kernel(bf16* dqkv, const float* dpre, const bf16* qkv, int T, int NH, int hs) {
+    int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int Cl = NH * hs, C3 = 3 * Cl;
+    const float* d = dpre + (((size_t)b * NH + h) * T + t) * T;
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) {
+        float s = 0.0f;
+        for (int t2 = 0; t2 <= t; t2++) s += d[t2] * bf(qkv[((size_t)b * T + t2) * C3 + Cl + h * hs + i]);
+        dqkv[((size_t)b * T + t) * C3 + h * hs + i] = to_bf(s);
+    }
+}
+
+// dk[t2] = sum_{t >= t2} dpre[t][t2] q[t]; dv[t2] = sum_{t >= t2} att[t][t2] dout[t]
+__global__ void attn_naive_bwd_dkv_kernel(bf16* dqkv, const float* dpre, const float* att, const bf16* dout, const bf16* qkv,
+                                          int T, int NH, int hs) {
+    int t2 = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int Cl = NH * hs, C3 = 3 * Cl;
+    size_t bh = ((size_t)b * NH + h) * T;
+    for (int i = threadIdx.x; i < hs; i += blockDim.x) {
+        float sk = 0.0f, sv = 0.0f;
+        for (int t = t2; t < T; t++) {
+            sk += dpre[(bh + t) * T + t2] * bf(qkv[((size_t)b * T + t) * C3 + h * hs + i]);
+            sv += att[(bh + t) * T + t2] * bf(dout[((size_t)b * T + t) * Cl + h * hs + i]);
+        }
+        dqkv[((size_t)b * T + t2) * C3 + Cl + h * hs + i] = to_bf(sk);
+        dqkv[((size_t)b * T + t2) * C3 + 2 * Cl + h * hs + i] = to_bf(sv);
+    }
+}
+
+// out (B, T, Cl); att (B, NH, T, T) probabilities
+static void attention_forward_naive(bf16* out, float* att, const bf16* qkv, int B, int T, int NH, int hs, cudaStream_t s) {
+    dim3 grid(T, NH, B);
+    LAUNCH(attn_naive_forward_kernel, grid, 128, 0, s, out, att, qkv, T, NH, hs);
+}
+
+// dqkv (B, T, 3Cl) overwritten; dpre: (B, NH, T, T) fp32 scratch
+static void attention_backward_naive(bf16* dqkv, float* dpre, const bf16* dout, const bf16* qkv, const float* att,
+                                     int B, int T, int NH, int hs, cudaStream_t s) {
+    dim3 grid(T, NH, B);
+    LAUNCH(attn_naive_bwd_row_kernel, grid, 128, 0, s, dpre, att, dout, qkv, T, NH, hs);
+    LAUNCH(attn_naive_bwd_dq_kernel, grid, 64, 0, s, dqkv, (const float*)dpre, qkv, T, NH, hs);
+    LAUNCH(attn_naive_bwd_dkv_kernel, grid, 64, 0, s, dqkv, (const float*)dpre, att, dout, qkv, T, NH, hs);
+}
+
+// ---------------------------------------------------------------------------------------
+// flash
+
+#define FA_TILE 32              // queries per query tile = keys per key tile = lanes
+#define FA_WARPS 8
+#define FA_ROWS (FA_TILE / FA_WARPS) // rows (queries or keys) owned by one warp
+
+// loads rows [r0, r0 + FA_TILE) of one head of a (B, T, stride) bf16 tensor into a
+// FA_TILE x ld fp32 tile (rows >= T are zero)
+__device__ __forceinline__ void fa_load_tile(float* dst, int ld, const bf16* src, size_t stride, int r0, int T, int hs) {
+    for (int idx = threadIdx.x; idx < FA_TILE * hs; idx += blockDim.x) {
+        int r = idx / hs, d = idx % hs, t = r0 + r;
+        dst[r * ld + d] = t < T ? bf(src[(size_t)t * stride + d]) : 0.0f;
+    }
+}
+
+template <int MAXD>
+__global__ void flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, int hs) {
+    DYNAMIC_SMEM(float, sm);
+    int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    int Cl = NH * hs, C3 = 3 * Cl, ldk = hs + 1;
+    float scale = 1.0f / sqrtf((float)hs);
+    float* sQ = sm;                  // (32, hs)   rows read by broadcast
+    float* sK = sQ + FA_TILE * hs;   // (32, hs+1) lane = key reads its row
+    float* sV = sK + FA_TILE * ldk;  // (32, hs)   lanes over dims
+    const bf16* base = qkv + (size_t)b * T * C3 + h * hs;
+    int q0 = qt * FA_TILE;
+    fa_load_tile(sQ, hs, base, C3, q0, T, hs);
+    float o[FA_ROWS][MAXD], m[FA_ROWS], l[FA_ROWS];
+    #pragma unroll
+    for (int r = 0; r < FA_ROWS; r++) {
+        m[r] = -INFINITY; l[r] = 0.0f;
+        #pragma unroll
+        for (int i = 0; i < MAXD; i++) o[r][i] = 0.0f;
+    }
+    for (int kt = 0; kt <= qt; kt++) {
+        int k0 = kt * FA_TILE;
+        __syncthreads(); // everyone is done with the previous K/V tile
+        fa_load_tile(sK, ldk, base + Cl, C3, k0, T, hs);
+        fa_load_tile(sV, hs, base + 2 * Cl, C3, k0, T, hs);
+        __syncthreads();
+        int key = k0 + lane;
+        #pragma unroll
+        for (int r = 0; r < FA_ROWS; r++) {
+            int row = w * FA_ROWS + r, t = q0 + row;
+            if (t >= T || k0 > t) continue; // warp-uniform
+            float s = 0.0f;
+            for (int d = 0; d < hs; d++) s += sQ[row * hs + d] * sK[lane * ldk + d];
+            s *= scale;
+            int vis = key <= t;
+            if (!vis) s = -INFINITY;
+            float mn = fmaxf(m[r], warp_max(s)); // finite: key k0 <= t is visible
+            float p = vis ? expf(s - mn) : 0.0f;
+            float alpha = expf(m[r] - mn);
+            l[r] = l[r] * alpha + warp_sum(p);
+            #pragma unroll
+            for (int i = 0; i < MAXD; i++) o[r][i] *= alpha;
+            for (int j = 0; j < FA_TILE; j++) {
+                if (k0 + j > t) break; // warp-uniform
+                float pj = __shfl_sync(0xffffffffu, p, j);
+                #pragma unroll
+                for (int i = 0; i < MAXD; i++) {
+                    int d = lane + WARP * i;
+                    if (d < hs) o[r][i] += pj * sV[j * hs + d];
+                }
+            }
+            m[r] = mn;
+        }
+    }
+    #pragma unroll
+    for (int r = 0; r < FA_ROWS; r++) {
+        int t = q0 + w * FA_ROWS + r;
+        if (t >= T) continue;
+        float inv = 1.0f / l[r];
+        #pragma unroll
+        for (int i = 0; i < MAXD; i++) {
+            int d = lane + WARP * i;
+            if (d < hs) out[((size_t)b * T + t) * Cl + h * hs + d] = to_bf(o[r][i] * inv);
+        }
+        if (lane == 0) lse[((size_t)b * NH + h) * T + t] = m[r] + logf(l[r]);
+    }
+}
+
+// Dd[b,h,t] = sum_d dout[b,t,h,d] * out[b,t,h,d]; one warp per (b, t, h)
+__global__ void flash_bwd_dot_kernel(float* Dd, const bf16* dout, const bf16* out, int B, int T, int NH, int hs) {
+    int idx = blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    if (idx >= B * T * NH) return;
+    int h = idx % NH, bt = idx / NH, b = bt / T, t = bt % T;
+    size_t o = (size_t)bt * NH * hs + (size_t)h * hs;
+    float s = 0.0f;
+    for (int d = lane; d < hs; d += WARP) s += bf(dout[o + d]) * bf(out[o + d]);
+    s = warp_sum(s);
+    if (lane == 0) Dd[((size_t)b * NH + h) * T + t] = s;
+}
+
+// dk, dv for one key tile, accumulated over the query tiles that can see it
+template <int MAXD>
+__global__ void flash_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd,
+                                     int T, int NH, int hs) {
+    DYNAMIC_SMEM(float, sm);
+    int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    int Cl = NH * hs, C3 = 3 * Cl, ldq = hs + 1;
+    float scale = 1.0f / sqrtf((float)hs);
+    float* sK = sm;                   // (32, hs)   broadcast
+    float* sV = sK + FA_TILE * hs;    // (32, hs)   broadcast
+    float* sQ = sV + FA_TILE * hs;    // (32, hs+1) lane = query reads its row; lanes over dims read row j
+    float* sG = sQ + FA_TILE * ldq;   // (32, hs+1) dout, same access
+    float* sL = sG + FA_TILE * ldq;   // (32) lse
+    float* sD = sL + FA_TILE;         // (32) D
+    const bf16* base = qkv + (size_t)b * T * C3 + h * hs;
+    const bf16* gbase = dout + (size_t)b * T * Cl + h * hs;
+    int k0 = kt * FA_TILE, nqt = (T + FA_TILE - 1) / FA_TILE;
+    fa_load_tile(sK, hs, base + Cl, C3, k0, T, hs);
+    fa_load_tile(sV, hs, base + 2 * Cl, C3, k0, T, hs);
+    float dk[FA_ROWS][MAXD], dv[FA_ROWS][MAXD];
+    #pragma unroll
+    for (int r = 0; r < FA_ROWS; r++) {
+        #pragma unroll
+        for (int i = 0; i < MAXD; i++) { dk[r][i] = 0.0f; dv[r][i] = 0.0f; }
+    }
+    for (int qt = kt; qt < nqt; qt++) {
+        int q0 = qt * FA_TILE;
+        __syncthreads();
+        fa_load_tile(sQ, ldq, base, C3, q0, T, hs);
+        fa_load_tile(sG, ldq, gbase, Cl, q0, T, hs);
+        if (threadIdx.x < FA_TILE) {
+            int t = q0 + threadIdx.x;
+            sL[threadIdx.x] = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+            sD[threadIdx.x] = t < T ? Dd[((size_t)b * NH + h) * T + t] : 0.0f;
+        }
+        __syncthreads();
+        int t = q0 + lane; // this lane's query
+        #pragma unroll
+        for (int r = 0; r < FA_ROWS; r++) {
+            int kr = w * FA_ROWS + r, key = k0 + kr;
+            if (key >= T || q0 + FA_TILE - 1 < key) continue; // warp-uniform
+            float s = 0.0f, dp = 0.0f;
+            for (int d = 0; d < hs; d++) {
+                s += sQ[lane * ldq + d] * sK[kr * hs + d];
+                dp += sG[lane * ldq + d] * sV[kr * hs + d];
+            }
+            int vis = t < T && t >= key;
+            float p = vis ? expf(s * scale - sL[lane]) : 0.0f;
+            float ds = vis ? p * (dp - sD[lane]) : 0.0f;
+            int j0 = key - q0 > 0 ? key - q0 : 0; // queries before the key see nothing
+            for (int j = j0; j < FA_TILE; j++) {
+                float pj = __shfl_sync(0xffffffffu, p, j), dsj = __shfl_sync(0xffffffffu, ds, j);
+                #pragma unroll
+                for (int i = 0; i < MAXD; i++) {
+                    int d = lane + WARP * i;
+                    if (d < hs) { dv[r][i] += pj * sG[j * ldq + d]; dk[r][i] += dsj * sQ[j * ldq + d]; }
+                }
+            }
+        }
+    }
+    #pragma unroll
+    for (int r = 0; r < FA_ROWS; r++) {
+        int key = k0 + w * FA_ROWS + r;
+        if (key >= T) continue;
+        #pragma unroll
+        for (int i = 0; i < MAXD; i++) {
+            int d = lane + WARP * i;
+            if (d < hs) {
+                dqkv[((size_t)b * T + key) * C3 + Cl + h * hs + d] = to_bf(dk[r][i] * scale);
+                dqkv[((size_t)b * T + key) * C3 + 2 * Cl + h * hs + d] = to_bf(dv[r][i]);
+            }
+        }
+    }
+}
+
+// dq for one query tile, accumulated over the key tiles it sees
+template <int MAXD>
+__global__ void flash_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd,
+                                    int T, int NH, int hs) {
+    DYNAMIC_SMEM(float, sm);
+    int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
+    int Cl = NH * hs, C3 = 3 * Cl, ldk = hs + 1;
+    float scale = 1.0f / sqrtf((float)hs);
+    float* sQ = sm;                   // (32, hs)   broadcast
+    float* sG = sQ + FA_TILE * hs;    // (32, hs)   broadcast
+    float* sK = sG + FA_TILE * hs;    // (32, hs+1) lane = key reads its row; lanes over dims read row j
+    float* sV = sK + FA_TILE * ldk;   // (32, hs+1)
+    float* sL = sV + FA_TILE * ldk;   // (32)
+    float* sD = sL + FA_TILE;         // (32)
+    const bf16* base = qkv + (size_t)b * T * C3 + h * hs;
+    int q0 = qt * FA_TILE;
+    fa_load_tile(sQ, hs, base, C3, q0, T, hs);
+    fa_load_tile(sG, hs, dout + (size_t)b * T * Cl + h * hs, Cl, q0, T, hs);
+    if (threadIdx.x < FA_TILE) {
+        int t = q0 + threadIdx.x;
+        sL[threadIdx.x] = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+        sD[threadIdx.x] = t < T ? Dd[((size_t)b * NH + h) * T + t] : 0.0f;
+    }
+    float dq[FA_ROWS][MAXD];
+    #pragma unroll
+    for (int r = 0; r < FA_ROWS; r++) {
+        #pragma unroll
+        for (int i = 0; i < MAXD; i++) dq[r][i] = 0.0f;
+    }
+    for (int kt = 0; kt <= qt; kt++) {
+        int k0 = kt * FA_TILE;
+        __syncthreads();
+        fa_load_tile(sK, ldk, base + Cl, C3, k0, T, hs);
+        fa_load_tile(sV, ldk, base + 2 * Cl, C3, k0, T, hs);
+        __syncthreads();
+        int key = k0 + lane;
+        #pragma unroll
+        for (int r = 0; r < FA_ROWS; r++) {
+            int row = w * FA_ROWS + r, t = q0 + row;
+            if (t >= T || k0 > t) continue; // warp-uniform
+            float s = 0.0f, dp = 0.0f;
+            for (int d = 0; d < hs; d++) {
+                s += sQ[row * hs + d] * sK[lane * ldk + d];
+                dp += sG[row * hs + d] * sV[lane * ldk + d];
+            }
+            int vis = key <= t;
+            float p = vis ? expf(s * scale - sL[row]) : 0.0f;
+            float ds = vis ? p * (dp - sD[row]) : 0.0f;
+            for (int j = 0; j < FA_TILE; j++) {
+                if (k0 + j > t) break; // warp-uniform
+                float dsj = __shfl_sync(0xffffffffu, ds, j);
+                #pragma unroll
+                for (int i = 0; i < MAXD; i++) {
+                    int d = lane + WARP * i;
+                    if (d < hs) dq[r][i] += dsj * sK[j * ldk + d];
+                }
+            }
+        }
+    }
+    #pragma unroll
+    for (int r = 0; r < FA_ROWS; r++) {
+        int t = q0 + w * FA_ROWS + r;
+        if (t >= T) continue;
+        #pragma unroll
+        for (int i = 0; i < MAXD; i++) {
+            int d = lane + WARP * i;
+            if (d < hs) dqkv[((size_t)b * T + t) * C3 + h * hs + d] = to_bf(dq[r][i] * scale);
+        }
+    }
+}
+
+static size_t flash_fwd_smem(int hs) { return sizeof(float) * (size_t)FA_TILE * (3 * hs + 1); }
+static size_t flash_bwd_smem(int hs) { return sizeof(float) * ((size_t)FA_TILE * (4 * hs + 2) + 2 * FA_TILE); }
+
+// the largest head size the flash kernels take
+#define FLASH_MAX_HS 256
+
+static int flash_maxd(int hs) {
+    if (hs <= 32) return 1;
+    if (hs <= 64) return 2;
+    if (hs <= 128) return 4;
+    if (hs <= FLASH_MAX_HS) return 8;
+    die("flash attention supports head size <= %d (this model: %d): set LLMC_ATTENTION=naive", FLASH_MAX_HS, hs);
+    return 0;
+}
+
+template <int MAXD>
+static void flash_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int hs, cudaStream_t s) {
+    size_t smem = flash_fwd_smem(hs);
+    if (smem > 48 * 1024) cudaCheck(cudaFuncSetAttribute(flash_forward_kernel<MAXD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid(CEIL_DIV(T, FA_TILE), NH, B);
+    LAUNCH(flash_forward_kernel<MAXD>, grid, FA_WARPS * WARP, smem, s, out, lse, qkv, T, NH, hs);
+}
+
+template <int MAXD>
+static void flash_backward_launch(bf16* dqkv, const float* Dd, const bf16* dout, const bf16* qkv, const float* lse,
+                                  int B, int T, int NH, int hs, cudaStream_t s) {
+    size_t smem = flash_bwd_smem(hs);
+    if (smem > 48 * 1024) {
+        cudaCheck(cudaFuncSetAttribute(flash_bwd_dkv_kernel<MAXD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(cudaFuncSetAttribute(flash_bwd_dq_kernel<MAXD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    }
+    dim3 grid(CEIL_DIV(T, FA_TILE), NH, B);
+    LAUNCH(flash_bwd_dkv_kernel<MAXD>, grid, FA_WARPS * WARP, smem, s, dqkv, dout, qkv, lse, Dd, T, NH, hs);
+    LAUNCH(flash_bwd_dq_kernel<MAXD>, grid, FA_WARPS * WARP, smem, s, dqkv, dout, qkv, lse, Dd, T, NH, hs);
+}
+
+// out (B, T, Cl); lse (B, NH, T)
+static void attention_forward_flash(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int hs, cudaStream_t s) {
+    switch (flash_maxd(hs)) {
+        case 1: flash_forward_launch<1>(out, lse, qkv, B, T, NH, hs, s); break;
+        case 2: flash_forward_launch<2>(out, lse, qkv, B, T, NH, hs, s); break;
+        case 4: flash_forward_launch<4>(out, lse, qkv, B, T, NH, hs, s); break;
+        default: flash_forward_launch<8>(out, lse, qkv, B, T, NH, hs, s); break;
+    }
+}
+
+// dqkv (B, T, 3Cl) overwritten; Dd: (B, NH, T) fp32 scratch; out/lse from the forward
+static void attention_backward_flash(bf16* dqkv, float* Dd, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
+                                     int B, int T, int NH, int hs, cudaStream_t s) {
+    int rows = B * T * NH;
+    LAUNCH(flash_bwd_dot_kernel, CEIL_DIV(rows, 8), 256, 0, s, Dd, dout, out, B, T, NH, hs);
+    switch (flash_maxd(hs)) {
+        case 1: flash_backward_launch<1>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s); break;
+        case 2: flash_backward_launch<2>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s); break;
+        case 4: flash_backward_launch<4>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s); break;
+        default: flash_backward_launch<8>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s); break;
+    }
+}
+
+#endif // LLMC_ATTENTION_CUH

@@ -1,0 +1,45 @@
+/*
+ * gelu.cuh: GeLU, tanh approximation (SPEC section 1), on bf16 tensors with fp32 math:
+ * forward out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) and its backward
+ * dinp = dout * gelu'(x). Elementwise, so trivially deterministic. dinp may alias dout.
+ */
+#ifndef LLMC_GELU_CUH
+#define LLMC_GELU_CUH
+
+#include "cuda_utils.cuh"
+
+#define GELU_K0 0.7978845608028654f // sqrt(2/pi)
+#define GELU_K1 0.044715f
+
+__device__ __forceinline__ float gelu_f(float x) {
+    return 0.5f * x * (1.0f + tanhf(GELU_K0 * (x + GELU_K1 * x * x * x)));
+}
+__device__ __forceinline__ float gelu_grad_f(float x) {
+    float u = GELU_K0 * (x + GELU_K1 * x * x * x);
+    float th = tanhf(u), sech2 = 1.0f - th * th;
+    float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * x * x);
+    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * du;
+}
+
+__global__ void gelu_forward_kernel(bf16* out, const bf16* inp, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = to_bf(gelu_f(bf(inp[i])));
+}
+
+__global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dinp[i] = to_bf(bf(dout[i]) * gelu_grad_f(bf(inp[i])));
+}
+
+// out (n) = gelu(inp (n))
+static void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t s) {
+    if (n == 0) return;
+    LAUNCH(gelu_forward_kernel, grid_for(n, 256), 256, 0, s, out, inp, n);
+}
+// dinp (n) = dout (n) * gelu'(inp (n))
+static void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, cudaStream_t s) {
+    if (n == 0) return;
+    LAUNCH(gelu_backward_kernel, grid_for(n, 256), 256, 0, s, dinp, inp, dout, n);
+}
+
+#endif // LLMC_GELU_CUH

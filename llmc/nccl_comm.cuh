@@ -1,0 +1,302 @@
+/*
+ * nccl_comm.cuh: the CUDA trainer's communication on device buffers, over one of two
+ * backends, on top of the MPI groups of llmc/comm.h:
+ *
+ *   -comm nccl  one NCCL communicator per group (TP, DP, PP, embedding), bootstrapped over
+ *               the group's MPI communicator (rank 0 of the group makes the unique id and
+ *               broadcasts it). Collectives run on the trainer's stream, asynchronously.
+ *               NCCL needs one GPU per rank.
+ *   -comm mpi   stages through pinned host memory: device -> host, the host collectives of
+ *               comm.h (fp32), host -> device. bf16 data travels as fp32 (exact) and sums
+ *               round to bf16 once. Several ranks may share one GPU (the 8-rank 2x2x2 check
+ *               on one device).
+ *
+ * What travels in which precision: TP all-reduces of activations and activation
+ * gradients bf16 (as Megatron); cross-entropy statistics fp32; pipeline sends bf16;
+ * gradients (embedding group, DP all-reduce / ZeRO-1 reduce-scatter) fp32; ZeRO-1
+ * all-gather of the updated weights bf16 (the rounded fp32 master shards).
+ *
+ * Pipeline point-to-point with NCCL blocks the stream until the peer posts the matching
+ * operation, so the trainer groups the communication actions that are adjacent in its
+ * 1F1B list (dc_group_begin/end: e.g. send activations + receive gradients), as Megatron
+ * does; dev/cuda/check_pp_groups.cu simulates every PP <= 8 and micro-batch count <= 16
+ * to show it never deadlocks. With -comm mpi sends are buffered (comm.h) and grouping is a no-op.
+ *
+ * ZeRO-1 with NCCL needs equal shards: buffers given to the reduce-scatter / all-gather
+ * hold DP * ceil(n / DP) elements (zero_shard's split, the tail zero-padded).
+ */
+#ifndef LLMC_NCCL_COMM_CUH
+#define LLMC_NCCL_COMM_CUH
+
+#include <nccl.h>
+#include "cuda_utils.cuh"
+#include "comm.h"
+
+#define DC_MAX_TIMERS 4096
+
+typedef struct {
+    Comm* host;                 // the layout's MPI groups and host collectives
+    int nccl;                   // 1: NCCL, 0: host-staged over MPI
+    cudaStream_t stream;
+    ncclComm_t tp, dp, pp, emb; // NULL where the group has one rank (or, emb, where not a member)
+    float* hf; size_t hf_n;     // pinned host staging, grown on demand
+    uint16_t* hb; size_t hb_n;
+    // NCCL time on the stream: event pairs, summed when the step ends
+    cudaEvent_t* ev; int* ev_kind; int nev, ev_cap, timing, group_timer;
+} DevComm;
+
+#ifdef USE_MPI
+static ncclComm_t dc_nccl_for(MPI_Comm mc) {
+    int size, rank;
+    mpiCheck(MPI_Comm_size(mc, &size));
+    mpiCheck(MPI_Comm_rank(mc, &rank));
+    ncclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
+    mpiCheck(MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, mc));
+    ncclComm_t c;
+    ncclCheck(ncclCommInitRank(&c, size, id, rank));
+    return c;
+}
+#endif
+
+// use_nccl: -comm nccl. Every rank calls this (group creation is collective per group).
+static void devcomm_init(DevComm* d, Comm* c, int use_nccl, cudaStream_t stream, int timing) {
+    memset(d, 0, sizeof(*d));
+    d->host = c; d->nccl = use_nccl; d->stream = stream; d->timing = timing;
+#ifdef USE_MPI
+    if (use_nccl && c->mpi && c->world > 1) {
+        // same order on every rank; each init blocks only on its own group's members
+        if (c->TP > 1) d->tp = dc_nccl_for(c->tp_comm);
+        if (c->DP > 1) d->dp = dc_nccl_for(c->dp_comm);
+        if (c->PP > 1) d->pp = dc_nccl_for(c->pp_comm);
+        if (c->PP > 1 && c->emb_comm != MPI_COMM_NULL) d->emb = dc_nccl_for(c->emb_comm);
+    }
+#endif
+    if (timing) {
+        d->ev_cap = DC_MAX_TIMERS;
+        d->ev = (cudaEvent_t*)malloc_check(sizeof(cudaEvent_t) * 2 * d->ev_cap);
+        d->ev_kind = (int*)malloc_check(sizeof(int) * d->ev_cap);
+        for (int i = 0; i < 2 * d->ev_cap; i++) cudaCheck(cudaEventCreate(&d->ev[i]));
+    }
+}
+
+static void devcomm_free(DevComm* d) {
+    if (d->tp) ncclCommDestroy(d->tp);
+    if (d->dp) ncclCommDestroy(d->dp);
+    if (d->pp) ncclCommDestroy(d->pp);
+    if (d->emb) ncclCommDestroy(d->emb);
+    if (d->hf) cudaFreeHost(d->hf);
+    if (d->hb) cudaFreeHost(d->hb);
+    if (d->ev) { for (int i = 0; i < 2 * d->ev_cap; i++) cudaEventDestroy(d->ev[i]); free(d->ev); free(d->ev_kind); }
+    memset(d, 0, sizeof(*d));
+}
+
+static float* dc_hf(DevComm* d, size_t n) {
+    if (n > d->hf_n) {
+        if (d->hf) cudaCheck(cudaFreeHost(d->hf));
+        cudaCheck(cudaMallocHost((void**)&d->hf, sizeof(float) * n));
+        d->hf_n = n;
+    }
+    return d->hf;
+}
+static uint16_t* dc_hb(DevComm* d, size_t n) {
+    if (n > d->hb_n) {
+        if (d->hb) cudaCheck(cudaFreeHost(d->hb));
+        cudaCheck(cudaMallocHost((void**)&d->hb, sizeof(uint16_t) * n));
+        d->hb_n = n;
+    }
+    return d->hb;
+}
+
+// timing of NCCL work on the stream (kind 0: collective, 1: pipeline receive side)
+static int dc_tic(DevComm* d) {
+    if (!d->timing || !d->nccl || d->nev >= d->ev_cap) return -1;
+    int i = d->nev++;
+    cudaCheck(cudaEventRecord(d->ev[2 * i], d->stream));
+    return i;
+}
+static void dc_toc(DevComm* d, int i, int kind) {
+    if (i < 0) return;
+    d->ev_kind[i] = kind;
+    cudaCheck(cudaEventRecord(d->ev[2 * i + 1], d->stream));
+}
+// adds the step's NCCL time to the host Comm's counters (syncs the stream)
+static void dc_collect_time(DevComm* d) {
+    if (d->nev == 0) return;
+    cudaCheck(cudaStreamSynchronize(d->stream));
+    for (int i = 0; i < d->nev; i++) {
+        float ms = 0.0f;
+        cudaCheck(cudaEventElapsedTime(&ms, d->ev[2 * i], d->ev[2 * i + 1]));
+        if (d->ev_kind[i] == 0) d->host->comm_ms += ms; else d->host->idle_ms += ms;
+    }
+    d->nev = 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// host staging helpers (-comm mpi)
+
+static float* dc_stage_down_bf16(DevComm* d, const bf16* buf, size_t n) {
+    uint16_t* hb = dc_hb(d, n);
+    float* hf = dc_hf(d, n);
+    cudaCheck(cudaMemcpyAsync(hb, buf, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, d->stream));
+    cudaCheck(cudaStreamSynchronize(d->stream));
+    for (size_t i = 0; i < n; i++) hf[i] = host_bf2f(hb[i]);
+    return hf;
+}
+static void dc_stage_up_bf16(DevComm* d, bf16* buf, const float* hf, size_t n) {
+    uint16_t* hb = dc_hb(d, n);
+    for (size_t i = 0; i < n; i++) hb[i] = host_f2bf(hf[i]);
+    cudaCheck(cudaMemcpyAsync(buf, hb, sizeof(uint16_t) * n, cudaMemcpyHostToDevice, d->stream));
+    cudaCheck(cudaStreamSynchronize(d->stream));
+}
+static float* dc_stage_down_f32(DevComm* d, const float* buf, size_t n, size_t extra) {
+    float* hf = dc_hf(d, n + extra);
+    cudaCheck(cudaMemcpyAsync(hf, buf, sizeof(float) * n, cudaMemcpyDeviceToHost, d->stream));
+    cudaCheck(cudaStreamSynchronize(d->stream));
+    return hf;
+}
+static void dc_stage_up_f32(DevComm* d, float* buf, const float* hf, size_t n) {
+    cudaCheck(cudaMemcpyAsync(buf, hf, sizeof(float) * n, cudaMemcpyHostToDevice, d->stream));
+    cudaCheck(cudaStreamSynchronize(d->stream));
+}
+
+// ---------------------------------------------------------------------------------------
+// collectives
+
+// sum over the TP group, bf16 in place
+static void dc_tp_allreduce_bf16(DevComm* d, bf16* buf, size_t n) {
+    if (d->host->TP == 1 || n == 0) return;
+    if (d->nccl) {
+        int k = dc_tic(d);
+        ncclCheck(ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, d->tp, d->stream));
+        dc_toc(d, k, 0);
+        return;
+    }
+    float* hf = dc_stage_down_bf16(d, buf, n);
+    tp_allreduce_sum(d->host, hf, n);
+    dc_stage_up_bf16(d, buf, hf, n);
+}
+
+// sum (op_max 0) or max (op_max 1) over the TP group, fp32 in place
+static void dc_tp_allreduce_f32(DevComm* d, float* buf, size_t n, int op_max) {
+    if (d->host->TP == 1 || n == 0) return;
+    if (d->nccl) {
+        int k = dc_tic(d);
+        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, op_max ? ncclMax : ncclSum, d->tp, d->stream));
+        dc_toc(d, k, 0);
+        return;
+    }
+    float* hf = dc_stage_down_f32(d, buf, n, 0);
+    if (op_max) tp_allreduce_max(d->host, hf, n); else tp_allreduce_sum(d->host, hf, n);
+    dc_stage_up_f32(d, buf, hf, n);
+}
+
+// tied embedding gradient: sum between the first and the last stage (members only)
+static void dc_emb_allreduce_f32(DevComm* d, float* buf, size_t n) {
+    if (d->host->PP == 1 || n == 0) return;
+    if (d->nccl) {
+        if (d->emb == NULL) return;
+        int k = dc_tic(d);
+        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->emb, d->stream));
+        dc_toc(d, k, 0);
+        return;
+    }
+#ifdef USE_MPI
+    if (d->host->emb_comm == MPI_COMM_NULL) return;
+#endif
+    float* hf = dc_stage_down_f32(d, buf, n, 0);
+    emb_allreduce_sum(d->host, hf, n);
+    dc_stage_up_f32(d, buf, hf, n);
+}
+
+static void dc_dp_allreduce_f32(DevComm* d, float* buf, size_t n) {
+    if (d->host->DP == 1 || n == 0) return;
+    if (d->nccl) {
+        int k = dc_tic(d);
+        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->dp, d->stream));
+        dc_toc(d, k, 0);
+        return;
+    }
+    float* hf = dc_stage_down_f32(d, buf, n, 0);
+    dp_allreduce_sum(d->host, hf, n);
+    dc_stage_up_f32(d, buf, hf, n);
+}
+
+// ZeRO-1: shard (this rank's zero_shard of total) = sum over DP of full. full holds
+// DP*ceil(total/DP) elements (tail zero).
+static void dc_dp_reduce_scatter_f32(DevComm* d, const float* full, float* shard, size_t total) {
+    Comm* c = d->host;
+    size_t off, cnt;
+    zero_shard(total, c->DP, c->dp, &off, &cnt);
+    if (c->DP == 1) { cudaCheck(cudaMemcpyAsync(shard, full, sizeof(float) * total, cudaMemcpyDeviceToDevice, d->stream)); return; }
+    if (d->nccl) {
+        size_t per = (total + c->DP - 1) / c->DP;
+        int k = dc_tic(d);
+        ncclCheck(ncclReduceScatter(full, shard, per, ncclFloat, ncclSum, d->dp, d->stream));
+        dc_toc(d, k, 0);
+        return;
+    }
+    float* hf = dc_stage_down_f32(d, full, total, total);
+    dp_reduce_scatter_sum(c, hf, hf + total, total);
+    dc_stage_up_f32(d, shard, hf + total, cnt);
+}
+
+// ZeRO-1: every DP rank holds its shard of full (bf16, in place); gather the rest. full
+// holds DP*ceil(total/DP) elements.
+static void dc_dp_allgather_bf16(DevComm* d, bf16* full, size_t total) {
+    Comm* c = d->host;
+    if (c->DP == 1) return;
+    if (d->nccl) {
+        size_t per = (total + c->DP - 1) / c->DP;
+        int k = dc_tic(d);
+        ncclCheck(ncclAllGather(full + (size_t)c->dp * per, full, per, ncclBfloat16, d->dp, d->stream));
+        dc_toc(d, k, 0);
+        return;
+    }
+    float* hf = dc_stage_down_bf16(d, full, total);
+    dp_allgather(c, hf, total);
+    dc_stage_up_bf16(d, full, hf, total);
+}
+
+// ZeRO-1: the fp32 master shards into one whole buffer (checkpoint saving only)
+static void dc_dp_allgather_f32(DevComm* d, float* full, size_t total) {
+    Comm* c = d->host;
+    if (c->DP == 1) return;
+    if (d->nccl) {
+        size_t per = (total + c->DP - 1) / c->DP;
+        ncclCheck(ncclAllGather(full + (size_t)c->dp * per, full, per, ncclFloat, d->dp, d->stream));
+        return;
+    }
+    float* hf = dc_stage_down_f32(d, full, total, 0);
+    dp_allgather(c, hf, total);
+    dc_stage_up_f32(d, full, hf, total);
+}
+
+// pipeline: bf16 activations or their gradients to / from a neighbouring stage
+static void dc_pp_send_bf16(DevComm* d, const bf16* buf, size_t n, int to_stage, int tag) {
+    if (d->nccl) { ncclCheck(ncclSend(buf, n, ncclBfloat16, to_stage, d->pp, d->stream)); return; } // inside a group
+    float* hf = dc_stage_down_bf16(d, buf, n);
+    pp_send(d->host, hf, n, to_stage, tag); // copies into comm.h's send ring
+}
+static void dc_pp_recv_bf16(DevComm* d, bf16* buf, size_t n, int from_stage, int tag) {
+    if (d->nccl) { ncclCheck(ncclRecv(buf, n, ncclBfloat16, from_stage, d->pp, d->stream)); return; } // inside a group
+    float* hf = dc_hf(d, n);
+    pp_recv(d->host, hf, n, from_stage, tag);
+    dc_stage_up_bf16(d, buf, hf, n);
+}
+// Every NCCL send/recv goes between these; the group's time on the stream counts as
+// pipeline idle time (it is mostly waiting for the peer).
+static void dc_group_begin(DevComm* d) {
+    if (!d->nccl) return;
+    d->group_timer = dc_tic(d);
+    ncclCheck(ncclGroupStart());
+}
+static void dc_group_end(DevComm* d) {
+    if (!d->nccl) return;
+    ncclCheck(ncclGroupEnd());
+    dc_toc(d, d->group_timer, 1);
+}
+static void dc_pp_flush(DevComm* d) { if (!d->nccl) pp_flush(d->host); }
+
+#endif // LLMC_NCCL_COMM_CUH

@@ -1,0 +1,1040 @@
+/*
+ * train_gpt.cu: the CUDA trainer. The same model, recipe, flags, data, checkpoints and 3D
+ * layout as train_gpt.c (the reference for every number), on NVIDIA GPUs (A100 sm_80,
+ * H100/H200 sm_90), readable top to bottom like it: the model (forward, backward), the
+ * pipeline schedule, the training step (gradient reduction, norm, AdamW), validation,
+ * sampling, checkpoints, main. The kernels live in llmc/ (the .cuh files); the recipe, layout, data,
+ * checkpoint format and start-up are the shared llmc/ headers.
+ *
+ * Precision (doc/cuda.md has the table and the reasons):
+ *   weights     bf16 working copy for the GEMMs and kernels; fp32 master copy (the whole
+ *               buffer, or this rank's 1/DP shard with -zero 1) that AdamW updates
+ *   activations bf16 (residual stream included); LayerNorm statistics, attention lse,
+ *               cross-entropy statistics and losses fp32
+ *   gradients   weight gradients accumulate in fp32 over the micro-batches (the GEMMs
+ *               write fp32 with beta = 1); reduced (embedding group, DP) in fp32;
+ *               activation gradients bf16
+ *   optimizer   AdamW moments fp32; global norm summed in fp64
+ *   math        every GEMM and kernel accumulates in fp32
+ *
+ * Shapes: B = micro-batch, T = sequence, C = hidden, NH = local heads, hs = head size,
+ * Cl = local attention width (NH*hs), F = local MLP width (4C/TP), Vl = local vocab rows,
+ * Vv = real (unpadded) rows of the local vocab slice.
+ *
+ * Implementation choices without a flag (environment, read at start-up):
+ *   LLMC_ATTENTION=auto|tc|flash|naive  attention kernels: tc = flash attention on tensor
+ *                                cores, flash = the same on CUDA cores, naive = the reference
+ *                                that stores T x T; auto (default) = tc where the head size
+ *                                has a tensor-core kernel, else flash
+ *   LLMC_GELU_FUSION=1|0         cuBLASLt GELU_AUX_BIAS epilogue for fc1 (default 1)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef USE_MPI
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+#include "llmc/utils.h"
+#include "llmc/config.h"
+#include "llmc/schedule.h"
+#include "llmc/rand.h"
+#include "llmc/params.h"
+#include "llmc/dataloader.h"
+#include "llmc/checkpoint.h"
+#include "llmc/logger.h"
+#include "llmc/tokenizer.h"
+#include "llmc/layout.h"
+#include "llmc/reshard.h"
+#include "llmc/planner.h"
+#include "llmc/comm.h"
+#include "llmc/startup.h"
+#include "llmc/ckpt_rank.h"
+#include "llmc/noise.h"
+#include "llmc/spike.h"
+#include "llmc/cuda_common.cuh"
+#include "llmc/cuda_utils.cuh"
+#include "llmc/matmul.cuh"
+#include "llmc/encoder.cuh"
+#include "llmc/layernorm.cuh"
+#include "llmc/attention.cuh"
+#include "llmc/attention_tc.cuh"
+#include "llmc/gelu.cuh"
+#include "llmc/crossentropy.cuh"
+#include "llmc/adamw.cuh"
+#include "llmc/gradnorm.cuh"
+#include "llmc/nccl_comm.cuh"
+
+// ----------------------------------------------------------------------------------------
+// device memory: one bump allocation per object (sizes first, then pointers)
+
+typedef struct { char* base; size_t off; } Arena;
+
+static void* arena_take(Arena* a, size_t bytes) {
+    a->off = (a->off + 255) & ~(size_t)255;
+    void* p = a->base ? a->base + a->off : NULL;
+    a->off += bytes > 0 ? bytes : 1;
+    return p;
+}
+template <class T> static void arena_set(Arena* a, T** p, size_t n) { *p = (T*)arena_take(a, sizeof(T) * n); }
+#define TAKE(ar, ptr, n) arena_set((ar), &(ptr), (size_t)(n))
+
+// ----------------------------------------------------------------------------------------
+// the model
+
+// Activations of one layer for one micro-batch (device pointers).
+typedef struct {
+    bf16* ln1; float* ln1_mean; float* ln1_rstd; // (B,T,C) (B,T) (B,T)
+    bf16* qkv;                                   // (B,T,3Cl)
+    float* att;                                  // (B,NH,T,T) naive attention only
+    float* lse;                                  // (B,NH,T) flash attention (tc, flash) only
+    bf16* atty;                                  // (B,T,Cl)
+    bf16* resid2;                                // (B,T,C) x + attention
+    bf16* ln2; float* ln2_mean; float* ln2_rstd; // (B,T,C) (B,T) (B,T)
+    bf16* fch; bf16* fch_gelu;                   // (B,T,F) pre-activation, GeLU output
+} LayerActs;
+
+// Activations of one micro-batch in flight. With recompute, one set of LayerActs is
+// shared by all layers and only each layer's input x[l] is kept.
+typedef struct {
+    void* mem;
+    bf16* x;           // (nl+1, B, T, C): x[l] = input of local layer l, x[nl] = stage output
+    LayerActs* layer;  // (nl) or (1) with recompute (host array of device pointers)
+    bf16* lnf; float* lnf_mean; float* lnf_rstd; // (B,T,C) (B,T) (B,T)   last stage
+    bf16* logits;      // (B,T,ldl) last stage: logits, then dlogits after a training forward
+    float* losses;     // (B,T) per-token loss
+    float* lse;        // (B,T) log-sum-exp over the full vocabulary
+    float* ce;         // (4, B,T) cross-entropy statistics: local max, global max, sum-exp, target logit
+    int* inputs; int* targets;        // (B,T) device
+    int* h_inputs; int* h_targets;    // (B,T) host
+    EmbedBuckets hb;                  // host buckets of the inputs by owned token (first stage)
+    int* d_uniq; int* d_off; int* d_pos; // device copies: (B*T) (B*T+1) (B*T)
+} Acts;
+
+typedef struct {
+    Config cfg;
+    ParamLayout pl;
+    int B, T, C, NH, hs, Cl, F, Vl, v0, Vv, ldl; // ldl: row stride of the logits (Vv rounded up to 8)
+    int attn, gelu_fused; // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores) or ATTN_TC (tensor cores)
+    size_t total_pad;  // pl.total rounded up to a multiple of DP (equal ZeRO shards for NCCL)
+    bf16* params;      // (total_pad) bf16 working weights
+    float* grads;      // (total_pad) fp32 gradients, accumulated over the micro-batches
+    float* master;     // (n_opt) fp32 master weights of flat elements [opt_off, opt_off+n_opt)
+    float* m; float* v; size_t opt_off, n_opt, n_shard; // AdamW moments; n_shard: allocated shard
+    float* gshard;     // ZeRO-1: reduced gradient shard (n_shard); else grads
+    int nslots; Acts* acts;
+    // micro-batch-sized scratch (device)
+    bf16* dgrad[2];    // (B,T,C) the gradient flowing backward, double-buffered by micro parity
+    bf16* ftmp;        // (B,T,C) row-parallel partial sums in forward
+    bf16* dtmp;        // (B,T,C)
+    bf16* dres2;       // (B,T,C)
+    bf16* dqkv;        // (B,T,3Cl)
+    bf16* datty;       // (B,T,Cl)
+    bf16* dfch;        // (B,T,F)
+    float* attn_scratch; // naive: (B,NH,T,T) pre-softmax gradient; flash, tc: (B,NH,T) rowsum(dO * O)
+    float* red; size_t red_n; // LayerNorm dw/db partial sums
+    double* loss_acc;  // (1) sum of token losses of this rank, this step
+    double* gn;        // (1 + GN_BLOCKS) grad-norm result and partials
+    void* mem;
+    int* h_work;       // (Vl + 1) host bucket scratch
+    Gemm gemm;
+    cudaStream_t stream;
+} GPT;
+
+enum { ATTN_NAIVE, ATTN_FLASH, ATTN_TC };
+static const char* ATTN_NAMES[] = {"naive (materialised T x T)", "flash on CUDA cores (no T x T)", "flash on tensor cores (no T x T)"};
+
+// LLMC_ATTENTION: auto (default), tc, flash or naive
+static int attention_kind(int hs) {
+    const char* v = getenv("LLMC_ATTENTION");
+    if (v == NULL || v[0] == '\0' || strcmp(v, "auto") == 0) return flash_tc_supported(hs) ? ATTN_TC : (hs <= FLASH_MAX_HS ? ATTN_FLASH : ATTN_NAIVE);
+    if (strcmp(v, "naive") == 0) return ATTN_NAIVE;
+    if (strcmp(v, "flash") == 0) { flash_maxd(hs); return ATTN_FLASH; }
+    if (strcmp(v, "tc") == 0) {
+        if (!flash_tc_supported(hs)) die("LLMC_ATTENTION=tc: no tensor-core kernel for head size %d (16, 32, 64, 128, 160): use flash", hs);
+        return ATTN_TC;
+    }
+    die("environment LLMC_ATTENTION=%s: use auto, tc, flash or naive", v);
+    return ATTN_NAIVE;
+}
+
+static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
+static int is_last_stage(const GPT* g) { return g->pl.pp == g->pl.PP - 1; }
+
+static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute ? 0 : l]; }
+
+static void acts_carve(GPT* g, Acts* a, Arena* ar) {
+    int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->pl.nlayers;
+    size_t BT = (size_t)B * T;
+    int nla = g->cfg.recompute ? 1 : nl;
+    TAKE(ar, a->x, (size_t)(nl + 1) * BT * C);
+    for (int l = 0; l < nla; l++) {
+        LayerActs* la = &a->layer[l];
+        TAKE(ar, la->ln1, BT * C); TAKE(ar, la->ln1_mean, BT); TAKE(ar, la->ln1_rstd, BT);
+        TAKE(ar, la->qkv, BT * 3 * Cl);
+        if (g->attn != ATTN_NAIVE) { la->att = NULL; TAKE(ar, la->lse, (size_t)B * NH * T); }
+        else { la->lse = NULL; TAKE(ar, la->att, (size_t)B * NH * T * T); }
+        TAKE(ar, la->atty, BT * Cl);
+        TAKE(ar, la->resid2, BT * C);
+        TAKE(ar, la->ln2, BT * C); TAKE(ar, la->ln2_mean, BT); TAKE(ar, la->ln2_rstd, BT);
+        TAKE(ar, la->fch, BT * F); TAKE(ar, la->fch_gelu, BT * F);
+    }
+    if (is_last_stage(g)) {
+        TAKE(ar, a->lnf, BT * C); TAKE(ar, a->lnf_mean, BT); TAKE(ar, a->lnf_rstd, BT);
+        TAKE(ar, a->logits, BT * g->ldl); TAKE(ar, a->losses, BT); TAKE(ar, a->lse, BT); TAKE(ar, a->ce, 4 * BT);
+    }
+    TAKE(ar, a->inputs, BT); TAKE(ar, a->targets, BT);
+    TAKE(ar, a->d_uniq, BT); TAKE(ar, a->d_off, BT + 1); TAKE(ar, a->d_pos, BT);
+}
+
+static void acts_alloc(GPT* g, Acts* a) {
+    size_t BT = (size_t)g->B * g->T;
+    a->layer = (LayerActs*)calloc_check(g->cfg.recompute ? 1 : g->pl.nlayers, sizeof(LayerActs));
+    Arena ar = {NULL, 0};
+    acts_carve(g, a, &ar);
+    a->mem = dev_alloc(ar.off);
+    ar.base = (char*)a->mem; ar.off = 0;
+    acts_carve(g, a, &ar);
+    a->h_inputs = (int*)calloc_check(BT, sizeof(int));
+    a->h_targets = (int*)calloc_check(BT, sizeof(int));
+    a->hb.uniq = (int*)calloc_check(BT, sizeof(int));
+    a->hb.off = (int*)calloc_check(BT + 1, sizeof(int));
+    a->hb.pos = (int*)calloc_check(BT, sizeof(int));
+    a->hb.nu = 0;
+}
+
+static void acts_free(Acts* a) {
+    dev_free(a->mem); free(a->layer); free(a->h_inputs); free(a->h_targets);
+    free(a->hb.uniq); free(a->hb.off); free(a->hb.pos);
+}
+
+static void gpt_carve(GPT* g, Arena* ar) {
+    size_t BT = (size_t)g->B * g->T;
+    TAKE(ar, g->params, g->total_pad);
+    TAKE(ar, g->grads, g->total_pad);
+    TAKE(ar, g->master, g->n_shard);
+    TAKE(ar, g->m, g->n_shard);
+    TAKE(ar, g->v, g->n_shard);
+    if (g->cfg.zero) TAKE(ar, g->gshard, g->n_shard);
+    TAKE(ar, g->dgrad[0], BT * g->C); TAKE(ar, g->dgrad[1], BT * g->C);
+    TAKE(ar, g->ftmp, BT * g->C); TAKE(ar, g->dtmp, BT * g->C); TAKE(ar, g->dres2, BT * g->C);
+    TAKE(ar, g->dqkv, BT * 3 * g->Cl); TAKE(ar, g->datty, BT * g->Cl); TAKE(ar, g->dfch, BT * g->F);
+    TAKE(ar, g->attn_scratch, g->attn != ATTN_NAIVE ? (size_t)g->B * g->NH * g->T : (size_t)g->B * g->NH * g->T * g->T);
+    TAKE(ar, g->red, g->red_n);
+    TAKE(ar, g->loss_acc, 1);
+    TAKE(ar, g->gn, 1 + GN_BLOCKS);
+}
+
+static int env_flag(const char* name, const char* on, const char* off, int dflt) {
+    const char* v = getenv(name);
+    if (v == NULL || v[0] == '\0') return dflt;
+    if (strcmp(v, on) == 0) return 1;
+    if (strcmp(v, off) == 0) return 0;
+    die("environment %s=%s: use %s or %s", name, v, on, off);
+    return dflt;
+}
+
+// Builds the model for one rank on the device: parameter table, buffers, activation slots.
+// The optimizer range [opt_off, opt_off + n_opt) is the whole buffer; ZeRO narrows it.
+static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, cudaStream_t stream) {
+    memset(g, 0, sizeof(*g));
+    g->cfg = *cfg;
+    g->stream = stream;
+    param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp, comm->PP);
+    g->B = cfg->mb; g->T = cfg->seq; g->C = cfg->H;
+    g->NH = cfg->heads / comm->TP; g->hs = cfg->H / cfg->heads; g->Cl = g->NH * g->hs;
+    g->F = 4 * cfg->H / comm->TP; g->Vl = cfg->Vp / comm->TP; g->v0 = comm->tp * g->Vl;
+    g->Vv = cfg->V - g->v0; if (g->Vv < 0) g->Vv = 0; if (g->Vv > g->Vl) g->Vv = g->Vl;
+    g->ldl = ((g->Vv + 7) / 8) * 8; if (g->ldl == 0) g->ldl = 8;
+    g->attn = attention_kind(g->hs);
+    g->gelu_fused = env_flag("LLMC_GELU_FUSION", "1", "0", 1);
+    size_t per = (g->pl.total + comm->DP - 1) / comm->DP;
+    g->total_pad = per * comm->DP;
+    if (cfg->zero) { zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt); g->n_shard = per; }
+    else { g->opt_off = 0; g->n_opt = g->pl.total; g->n_shard = g->pl.total; }
+    size_t BT = (size_t)g->B * g->T;
+    g->red_n = 2 * (size_t)g->C * 32;
+    if (g->red_n < BT) g->red_n = BT;
+    Arena ar = {NULL, 0};
+    gpt_carve(g, &ar);
+    g->mem = dev_alloc(ar.off);
+    ar.base = (char*)g->mem; ar.off = 0;
+    gpt_carve(g, &ar);
+    if (!cfg->zero) g->gshard = g->grads;
+    g->nslots = nslots;
+    g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
+    for (int s = 0; s < nslots; s++) acts_alloc(g, &g->acts[s]);
+    g->h_work = (int*)calloc_check((size_t)g->Vl + 1, sizeof(int));
+    int maxcols = 3 * g->Cl;
+    if (g->F > maxcols) maxcols = g->F;
+    if (g->C > maxcols) maxcols = g->C;
+    gemm_init(&g->gemm, stream, (size_t)maxcols);
+}
+
+static void gpt_free(GPT* g) {
+    gemm_free(&g->gemm);
+    for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
+    free(g->acts);
+    dev_free(g->mem);
+    free(g->h_work);
+}
+
+// Sets the weights from a host fp32 buffer of the whole local flat buffer (pl.total):
+// the master weights of the optimizer range, and the bf16 working copy of everything.
+static void gpt_upload_weights(GPT* g, const float* h_params) {
+    // stage the fp32 values through the (idle) gradient buffer, cast on the device
+    cudaCheck(cudaMemcpyAsync(g->grads, h_params, sizeof(float) * g->pl.total, cudaMemcpyHostToDevice, g->stream));
+    cast_f32_to_bf16(g->params, g->grads, g->pl.total, g->stream);
+    cudaCheck(cudaMemcpyAsync(g->master, g->grads + g->opt_off, sizeof(float) * g->n_opt, cudaMemcpyDeviceToDevice, g->stream));
+    cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+}
+
+#define P(t, l) (g->params + g->pl.offset[(t)] + (size_t)(l) * g->pl.rows[(t)] * g->pl.cols[(t)])
+#define G(t, l) (g->grads + g->pl.offset[(t)] + (size_t)(l) * g->pl.rows[(t)] * g->pl.cols[(t)])
+
+// x (B,T,C) = wte[tokens] + wpe[t], vocab-parallel: each TP rank embeds the rows it owns,
+// TP rank 0 adds the positions, one all-reduce (exact: see encoder.cuh)
+static void embedding_forward(GPT* g, DevComm* dc, bf16* x, const Acts* a) {
+    encoder_forward(x, a->inputs, P(PT_WTE, 0), P(PT_WPE, 0), g->B, g->T, g->C, g->v0, g->Vl, g->pl.tp == 0, g->stream);
+    dc_tp_allreduce_bf16(dc, x, (size_t)g->B * g->T * g->C);
+}
+
+// atty (B,T,Cl) from qkv (B,T,3Cl)
+static void attention_forward(GPT* g, LayerActs* la) {
+    switch (g->attn) {
+        case ATTN_TC: attention_forward_tc(la->atty, la->lse, la->qkv, g->B, g->T, g->NH, g->hs, g->stream); break;
+        case ATTN_FLASH: attention_forward_flash(la->atty, la->lse, la->qkv, g->B, g->T, g->NH, g->hs, g->stream); break;
+        default: attention_forward_naive(la->atty, la->att, la->qkv, g->B, g->T, g->NH, g->hs, g->stream); break;
+    }
+}
+
+// dqkv (B,T,3Cl) from datty (B,T,Cl)
+static void attention_backward(GPT* g, LayerActs* la) {
+    switch (g->attn) {
+        case ATTN_TC: attention_backward_tc(g->dqkv, g->attn_scratch, g->datty, la->atty, la->qkv, la->lse, g->B, g->T, g->NH, g->hs, g->stream); break;
+        case ATTN_FLASH: attention_backward_flash(g->dqkv, g->attn_scratch, g->datty, la->atty, la->qkv, la->lse, g->B, g->T, g->NH, g->hs, g->stream); break;
+        default: attention_backward_naive(g->dqkv, g->attn_scratch, g->datty, la->qkv, la->att, g->B, g->T, g->NH, g->hs, g->stream); break;
+    }
+}
+
+// Forward of layer l (local numbering): x[l] -> x[l+1]
+static void block_forward(GPT* g, DevComm* dc, Acts* a, int l) {
+    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
+    Gemm* mm = &g->gemm;
+    cudaStream_t s = g->stream;
+    LayerActs* la = layer_acts(g, a, l);
+    bf16* x = a->x + (size_t)l * BT * C;
+    bf16* y = a->x + (size_t)(l + 1) * BT * C;
+    layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BT, C, s);
+    matmul_forward(mm, la->qkv, 3 * Cl, la->ln1, P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl);
+    attention_forward(g, la);
+    matmul_forward(mm, g->ftmp, C, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C); // partial sum
+    dc_tp_allreduce_bf16(dc, g->ftmp, (size_t)BT * C);
+    // resid2 = x + attn + bias (bias once, after the all-reduce); ln2 = LN(resid2)
+    residual_forward(la->resid2, la->ln2, la->ln2_mean, la->ln2_rstd, x, g->ftmp, P(PT_ATTPROJB, l),
+                     P(PT_LN2W, l), P(PT_LN2B, l), BT, C, s);
+    matmul_forward_gelu(mm, la->fch_gelu, la->fch, la->ln2, P(PT_FCW, l), P(PT_FCB, l), BT, C, F, g->gelu_fused);
+    matmul_forward(mm, g->ftmp, C, la->fch_gelu, P(PT_FCPROJW, l), NULL, BT, F, C); // partial sum
+    dc_tp_allreduce_bf16(dc, g->ftmp, (size_t)BT * C);
+    residual_forward(y, NULL, NULL, NULL, la->resid2, g->ftmp, P(PT_FCPROJB, l), NULL, NULL, BT, C, s);
+}
+
+// Backward of layer l: dio holds dL/dx[l+1] (B,T,C) on entry and dL/dx[l] on exit
+static void block_backward(GPT* g, DevComm* dc, Acts* a, int l, bf16* dio) {
+    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
+    Gemm* mm = &g->gemm;
+    cudaStream_t s = g->stream;
+    LayerActs* la = layer_acts(g, a, l);
+    bf16* x = a->x + (size_t)l * BT * C;
+    // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
+    matmul_backward_input(mm, g->dfch, dio, C, P(PT_FCPROJW, l), BT, F, C);
+    matmul_backward_weight(mm, G(PT_FCPROJW, l), dio, C, la->fch_gelu, BT, F, C);
+    bias_backward(mm, G(PT_FCPROJB, l), dio, C, BT, C);
+    gelu_backward(g->dfch, la->fch, g->dfch, (size_t)BT * F, s);
+    matmul_backward_input(mm, g->dtmp, g->dfch, F, P(PT_FCW, l), BT, C, F);
+    matmul_backward_weight(mm, G(PT_FCW, l), g->dfch, F, la->ln2, BT, C, F);
+    bias_backward(mm, G(PT_FCB, l), g->dfch, F, BT, F);
+    dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C); // conjugate of the column-parallel fc1
+    layernorm_backward(g->dres2, dio, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l),
+                       la->ln2_mean, la->ln2_rstd, BT, C, g->red, g->red_n, s);
+    // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
+    matmul_backward_input(mm, g->datty, g->dres2, C, P(PT_ATTPROJW, l), BT, Cl, C);
+    matmul_backward_weight(mm, G(PT_ATTPROJW, l), g->dres2, C, la->atty, BT, Cl, C);
+    bias_backward(mm, G(PT_ATTPROJB, l), g->dres2, C, BT, C);
+    attention_backward(g, la);
+    matmul_backward_input(mm, g->dtmp, g->dqkv, 3 * Cl, P(PT_QKVW, l), BT, C, 3 * Cl);
+    matmul_backward_weight(mm, G(PT_QKVW, l), g->dqkv, 3 * Cl, la->ln1, BT, C, 3 * Cl);
+    bias_backward(mm, G(PT_QKVB, l), g->dqkv, 3 * Cl, BT, 3 * Cl);
+    dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C);
+    layernorm_backward(dio, g->dres2, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l),
+                       la->ln1_mean, la->ln1_rstd, BT, C, g->red, g->red_n, s);
+}
+
+// Last stage: final LayerNorm, tied LM head over the local vocabulary slice and the
+// vocab-parallel cross-entropy (all-reduces of max, sum-exp and target logit; the logits
+// are never gathered; padded columns are never computed). Adds the sum of token losses to
+// g->loss_acc. dloss > 0 (training): the logits turn into dlogits = dloss * dL/dlogits.
+static void head_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
+    int BT = g->B * g->T, C = g->C, Vv = g->Vv;
+    cudaStream_t s = g->stream;
+    bf16* xL = a->x + (size_t)g->pl.nlayers * BT * C;
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BT, C, s);
+    matmul_forward(&g->gemm, a->logits, g->ldl, a->lnf, P(PT_WTE, 0), NULL, BT, C, Vv); // (BT, Vv), row stride ldl
+    float* mloc = a->ce;
+    float* mglob = a->ce + BT;
+    float* se = a->ce + 2 * (size_t)BT;
+    float* tl = a->ce + 3 * (size_t)BT;
+    ce_stats(mloc, se, tl, a->logits, g->ldl, a->targets, BT, Vv, g->v0, s);
+    const float* mx = mloc;
+    if (g->pl.TP > 1) {
+        cudaCheck(cudaMemcpyAsync(mglob, mloc, sizeof(float) * BT, cudaMemcpyDeviceToDevice, s));
+        dc_tp_allreduce_f32(dc, mglob, BT, 1);
+        ce_rescale(se, mloc, mglob, BT, s);
+        dc_tp_allreduce_f32(dc, se, 2 * (size_t)BT, 0); // sum-exp and target logit together
+        mx = mglob;
+    }
+    ce_finish(a->losses, a->lse, mx, se, tl, BT, s);
+    ce_loss_sum(g->loss_acc, a->losses, BT, s);
+    if (dloss > 0.0f) ce_backward(a->logits, g->ldl, a->lse, a->targets, BT, Vv, g->v0, dloss, s);
+}
+
+// Writes dL/dx[nl] into dx (the logits buffer holds dlogits from the training forward).
+static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
+    int BT = g->B * g->T, C = g->C, Vv = g->Vv;
+    bf16* xL = a->x + (size_t)g->pl.nlayers * BT * C;
+    matmul_backward_input(&g->gemm, g->dtmp, a->logits, g->ldl, P(PT_WTE, 0), BT, C, Vv);
+    matmul_backward_weight(&g->gemm, G(PT_WTE, 0), a->logits, g->ldl, a->lnf, BT, C, Vv);
+    dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C);
+    layernorm_backward(dx, NULL, G(PT_LNFW, 0), G(PT_LNFB, 0), g->dtmp, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd,
+                       BT, C, g->red, g->red_n, g->stream);
+}
+
+// Forward of this stage for the micro-batch in slot a (inputs/targets already loaded).
+// First stage embeds; other stages expect x[0] filled from the previous stage. On the last
+// stage the token losses are added to g->loss_acc; dloss > 0 prepares the backward.
+static void gpt_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
+    if (is_first_stage(g)) embedding_forward(g, dc, a->x, a);
+    for (int l = 0; l < g->pl.nlayers; l++) block_forward(g, dc, a, l);
+    if (is_last_stage(g)) head_forward(g, dc, a, dloss);
+}
+
+// Backward of this stage. On the last stage the head starts it (after a training
+// forward); elsewhere dx must hold dL/d(stage output). Leaves dL/d(stage input) in dx;
+// gradients accumulate (fp32).
+static void gpt_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
+    if (is_last_stage(g)) head_backward(g, dc, a, dx);
+    for (int l = g->pl.nlayers - 1; l >= 0; l--) {
+        if (g->cfg.recompute) block_forward(g, dc, a, l); // rebuild this layer's activations
+        block_backward(g, dc, a, l, dx);
+    }
+    if (is_first_stage(g))
+        encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), dx, a->d_uniq, a->d_off, a->d_pos, a->hb.nu, g->B, g->T, g->C, g->stream);
+}
+
+// The flat ranges this rank counts in the squared global norm, within [lo, hi): every
+// unique parameter once (TP-replicated tensors on TP rank 0, the tied embedding on the
+// first stage only), as train_gpt.c's gpt_grad_sumsq. Offsets relative to lo.
+static RangeList grad_norm_ranges(const GPT* g, size_t lo, size_t hi) {
+    RangeList r;
+    memset(&r, 0, sizeof(r));
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (PARAM_INFO[t].split == SPLIT_NONE && g->pl.tp != 0) continue;
+        if (t == PT_WTE && g->pl.PP > 1 && !is_first_stage(g)) continue;
+        size_t a = g->pl.offset[t], b = a + g->pl.numel[t];
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        if (a >= b) continue;
+        r.lo[r.n] = a - lo; r.hi[r.n] = b - lo; r.n++;
+    }
+    return r;
+}
+
+// Sum of squared gradients (fp64) of grads (element i = flat element lo + i) over [lo, hi)
+static double gpt_grad_sumsq(GPT* g, const float* grads, size_t lo, size_t hi) {
+    RangeList r = grad_norm_ranges(g, lo, hi);
+    if (r.n == 0) return 0.0;
+    sumsq(g->gn, g->gn + 1, grads, &r, g->stream);
+    double out = 0.0;
+    cudaCheck(cudaMemcpyAsync(&out, g->gn, sizeof(double), cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    return out;
+}
+
+// AdamW on flat elements [opt_off, opt_off + n_opt): master weights (index i - opt_off),
+// the bf16 copy (index i), gradients grads[i - opt_off] pre-scaled by gscale. Per tensor,
+// because weight decay applies to matrices and embeddings only.
+static void gpt_adamw(GPT* g, const float* grads, double lr, int64_t t, float gscale) {
+    const Config* c = &g->cfg;
+    float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
+    float bc1 = (float)(1.0 - pow(c->beta1, (double)t)), bc2 = (float)(1.0 - pow(c->beta2, (double)t));
+    size_t lo = g->opt_off, hi = g->opt_off + g->n_opt;
+    for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
+        size_t a = g->pl.offset[tn], b = a + g->pl.numel[tn];
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        if (a >= b) continue;
+        float wd = PARAM_INFO[tn].decay ? (float)c->wd : 0.0f;
+        adamw_update(g->master + (a - lo), g->params + a, grads + (a - lo), g->m + (a - lo), g->v + (a - lo), b - a,
+                     (float)lr, b1, b2, bc1, bc2, eps, wd, gscale, g->stream);
+    }
+}
+
+#undef P
+#undef G
+
+// ----------------------------------------------------------------------------------------
+// training context
+
+typedef struct {
+    Config cfg;
+    Comm comm;
+    DevComm dc;
+    GPT model;
+    DataSet train, val;
+    int have_val;
+    Logger log;
+    Tokenizer tok;
+    int have_tok;
+    int64_t step, tokens, samples, adam_t; // progress: steps done, tokens and samples consumed, AdamW t
+    uint64_t rng;                           // sampler state
+    double lr_peak;
+    NoiseScale noise;                       // gradient noise scale (DP >= 2)
+    SpikeGuard spike;                       // loss-spike guard
+    int64_t auto_gb;                        // -ramp auto: the current global batch
+    double peak_tflops;                     // bf16 dense peak of this device (0: unknown)
+    char device[256];
+    cudaStream_t stream;
+} Train;
+
+typedef struct {
+    double loss, gnorm, lr; int64_t gb; int micro; int clipped;
+    int has_noise; double g2, trsigma;      // this step's noise-scale estimates (DP >= 2)
+    SkipKind skip;                          // the update was skipped (weights unchanged)
+} StepResult;
+
+// Uploads a micro-batch's tokens (and on the first stage the embedding buckets).
+static void acts_upload_tokens(GPT* g, Acts* a) {
+    int BT = g->B * g->T;
+    cudaStream_t s = g->stream;
+    cudaCheck(cudaMemcpyAsync(a->inputs, a->h_inputs, sizeof(int) * BT, cudaMemcpyHostToDevice, s));
+    cudaCheck(cudaMemcpyAsync(a->targets, a->h_targets, sizeof(int) * BT, cudaMemcpyHostToDevice, s));
+    if (is_first_stage(g)) {
+        embed_buckets_build(&a->hb, a->h_inputs, BT, g->v0, g->Vl, g->h_work);
+        if (a->hb.nu > 0) {
+            cudaCheck(cudaMemcpyAsync(a->d_uniq, a->hb.uniq, sizeof(int) * a->hb.nu, cudaMemcpyHostToDevice, s));
+            cudaCheck(cudaMemcpyAsync(a->d_off, a->hb.off, sizeof(int) * (a->hb.nu + 1), cudaMemcpyHostToDevice, s));
+            cudaCheck(cudaMemcpyAsync(a->d_pos, a->hb.pos, sizeof(int) * a->hb.off[a->hb.nu], cudaMemcpyHostToDevice, s));
+        }
+    }
+    // the host arrays are reused for the next micro-batch of this slot only after the
+    // stream has consumed them: a copy from pageable memory returns once it is staged
+}
+
+// Runs this stage's part of m micro-batches through the pipeline with the 1F1B schedule
+// (forward_only: the evaluation schedule). load(k) fills the host inputs/targets of
+// micro-batch k on the stages that need them. Communication actions that are adjacent in
+// the list form one NCCL group (nccl_comm.cuh), so blocking point-to-point never deadlocks.
+typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
+
+static int is_comm_action(ActionKind k) { return k != ACT_FORWARD && k != ACT_BACKWARD; }
+
+static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
+    GPT* g = &t->model;
+    DevComm* dc = &t->dc;
+    Comm* comm = &t->comm;
+    size_t nact = (size_t)g->B * g->T * g->C;
+    int n;
+    Action* plan = schedule_1f1b(comm->pp, comm->PP, m, forward_only, &n);
+    if (plan == NULL) die("out of memory for the pipeline schedule");
+    for (int i = 0; i < n;) {
+        if (is_comm_action(plan[i].kind)) {
+            dc_group_begin(dc);
+            for (; i < n && is_comm_action(plan[i].kind); i++) {
+                int k = plan[i].micro;
+                Acts* a = &g->acts[k % g->nslots];
+                switch (plan[i].kind) {
+                    case ACT_RECV_ACT: dc_pp_recv_bf16(dc, a->x, nact, comm->pp - 1, 2 * k); break;
+                    case ACT_SEND_ACT: dc_pp_send_bf16(dc, a->x + (size_t)g->pl.nlayers * nact, nact, comm->pp + 1, 2 * k); break;
+                    case ACT_RECV_GRAD: dc_pp_recv_bf16(dc, g->dgrad[k % 2], nact, comm->pp + 1, 2 * k + 1); break;
+                    case ACT_SEND_GRAD: dc_pp_send_bf16(dc, g->dgrad[k % 2], nact, comm->pp - 1, 2 * k + 1); break;
+                    default: break;
+                }
+            }
+            dc_group_end(dc);
+            continue;
+        }
+        int k = plan[i].micro;
+        Acts* a = &g->acts[k % g->nslots];
+        if (plan[i].kind == ACT_FORWARD) {
+            if (is_first_stage(g) || is_last_stage(g)) { load(t, a, k, user); acts_upload_tokens(g, a); }
+            gpt_forward(g, dc, a, forward_only ? 0.0f : dloss);
+        } else {
+            gpt_backward(g, dc, a, g->dgrad[k % 2]);
+        }
+        i++;
+    }
+    dc_pp_flush(dc);
+    free(plan);
+}
+
+typedef struct { int64_t first; int64_t gb; DataSet* ds; } BatchRef;
+
+static void load_train_micro(Train* t, Acts* a, int k, void* user) {
+    const BatchRef* br = (const BatchRef*)user;
+    int64_t first = microbatch_first_sample(br->first, br->gb, t->comm.DP, t->comm.dp, t->cfg.mb, k);
+    dataset_load_microbatch(br->ds, first, t->cfg.mb, a->h_inputs, a->h_targets);
+}
+
+// the sum of token losses this rank accumulated on the device since the last reset
+static double read_loss_sum(GPT* g) {
+    double x = 0.0;
+    cudaCheck(cudaMemcpyAsync(&x, g->loss_acc, sizeof(double), cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    return x;
+}
+
+// One optimizer step on the global batch starting at run sample t->samples:
+// micro-batches through the pipeline, gradient reductions (tied embedding over the
+// embedding group, then data parallel: all-reduce, or reduce-scatter into this rank's
+// shard under ZeRO-1; loss scaling already divides by the global batch, so both sum; all
+// fp32), noise scale, global norm, spike guard, clipping, AdamW (on the shard), all-gather
+// of the bf16 weights. The same sequence as train_gpt.c's train_step.
+static StepResult train_step(Train* t) {
+    GPT* g = &t->model;
+    Comm* comm = &t->comm;
+    DevComm* dc = &t->dc;
+    const Config* c = &t->cfg;
+    StepResult r;
+    memset(&r, 0, sizeof(r));
+    r.gb = c->ramp_auto ? t->auto_gb : schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, t->samples);
+    r.lr = schedule_lr(t->lr_peak, c->minlr_frac, c->warmup_tokens, c->decay_tokens, t->tokens);
+    r.micro = (int)(r.gb / ((int64_t)c->mb * comm->DP));
+    float dloss = (float)(1.0 / ((double)r.gb * c->seq));
+    cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
+    cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
+    BatchRef br = {t->samples, r.gb, &t->train};
+    run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
+    double loss_sum = is_last_stage(g) ? read_loss_sum(g) : 0.0;
+    // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
+    r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? loss_sum : 0.0) / ((double)r.gb * c->seq);
+    if (is_first_stage(g) || is_last_stage(g)) dc_emb_allreduce_f32(dc, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
+    // |G_small|^2: each replica's squared norm before the DP reduction (mean over replicas)
+    double small_sumsq = comm->DP > 1 ? world_sum(comm, gpt_grad_sumsq(g, g->grads, 0, g->pl.total)) / comm->DP : 0.0;
+    if (c->zero) dc_dp_reduce_scatter_f32(dc, g->grads, g->gshard, g->pl.total);
+    else dc_dp_allreduce_f32(dc, g->grads, g->pl.total);
+    // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
+    double sumsq_local = (c->zero || comm->dp == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
+    r.gnorm = sqrt(world_sum(comm, sumsq_local));
+    if (comm->DP > 1) {
+        double bs = (double)r.gb / comm->DP, bb = (double)r.gb;
+        double gs2 = noise_group_sq(small_sumsq, bs, bb), gb2 = r.gnorm * r.gnorm;
+        r.has_noise = noise_estimate(gs2, gb2, bs, bb, &r.g2, &r.trsigma) == 0;
+        noise_update(&t->noise, gs2, gb2, bs, bb);
+    }
+    // every rank sees the same global loss and norm, so every rank takes the same decision
+    r.skip = spike_check(&t->spike, r.loss, r.gnorm, c->skip_spikes);
+    if (r.skip == SKIP_NONE) {
+        float gscale = 1.0f;
+        if (c->clip > 0 && r.gnorm > c->clip) { gscale = (float)(c->clip / (r.gnorm + 1e-6)); r.clipped = 1; }
+        t->adam_t += 1;
+        gpt_adamw(g, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->adam_t, gscale);
+        if (c->zero) dc_dp_allgather_bf16(dc, g->params, g->pl.total); // every DP rank updated its shard
+    }
+    dc_collect_time(dc);
+    cudaCheck(cudaStreamSynchronize(g->stream));
+    // a skipped step still consumes its batch: tokens, the LR schedule and the ramp advance
+    t->samples += r.gb;
+    t->tokens += r.gb * c->seq;
+    t->step += 1;
+    if (c->ramp_auto && noise_ready(&t->noise, 10))
+        t->auto_gb = noise_ramp_next(t->auto_gb, noise_bsimple(&t->noise), c->ramp_start, c->ramp_inc, c->gb);
+    return r;
+}
+
+// Mean loss over the first val_samples samples of the validation stream (in order),
+// rounded down to whole micro-batches on every DP rank.
+static double evaluate(Train* t) {
+    const Config* c = &t->cfg;
+    GPT* g = &t->model;
+    int64_t unit = (int64_t)c->mb * t->comm.DP;
+    int64_t n = c->val_samples < t->val.nsamples ? c->val_samples : t->val.nsamples;
+    n = (n / unit) * unit;
+    if (n == 0) n = unit;
+    BatchRef br = {0, n, &t->val};
+    cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
+    run_schedule(t, (int)(n / unit), 1, 0.0f, load_train_micro, &br);
+    double sum = is_last_stage(g) ? read_loss_sum(g) : 0.0;
+    return world_sum(&t->comm, (is_last_stage(g) && t->comm.tp == 0) ? sum : 0.0) / ((double)n * c->seq);
+}
+
+static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
+    (void)k;
+    memcpy(a->h_inputs, user, sizeof(int) * t->model.B * t->model.T);
+    memset(a->h_targets, 0, sizeof(int) * t->model.B * t->model.T);
+}
+
+// Generates sample_len tokens after an <|endoftext|>, sampling from the softmax, and
+// prints them on the rank that samples (TP 0, DP 0 of the last stage). Every rank takes
+// part (the pipeline runs forward); the chosen token is broadcast from that rank.
+static void sample_text(Train* t, FILE* out) {
+    GPT* g = &t->model;
+    Comm* comm = &t->comm;
+    const Config* c = &t->cfg;
+    int T = g->T;
+    int eot = t->have_tok ? (int)t->tok.eot_token : 0;
+    if (eot >= c->V) eot = 0;
+    int* tokens = (int*)malloc_check(sizeof(int) * g->B * T);
+    for (int i = 0; i < g->B * T; i++) tokens[i] = eot;
+    float* row = (float*)malloc_check(sizeof(float) * c->Vp);
+    uint16_t* hrow = (uint16_t*)malloc_check(sizeof(uint16_t) * (g->Vv + 1));
+    int sampler = layout_rank(0, 0, comm->PP - 1, comm->TP, comm->DP);
+    if (comm->rank == sampler) fprintf(out, "sample: ");
+    for (int pos = 1; pos <= c->sample_len && pos < T; pos++) {
+        run_schedule(t, 1, 1, 0.0f, load_sample_micro, tokens);
+        int next = 0;
+        if (is_last_stage(g)) {
+            // the full row of real-vocabulary logits: each TP rank holds Vv columns
+            memset(row, 0, sizeof(float) * c->Vp);
+            if (g->Vv > 0) {
+                cudaCheck(cudaMemcpyAsync(hrow, g->acts[0].logits + (size_t)(pos - 1) * g->ldl, sizeof(uint16_t) * g->Vv,
+                                          cudaMemcpyDeviceToHost, g->stream));
+                cudaCheck(cudaStreamSynchronize(g->stream));
+                for (int v = 0; v < g->Vv; v++) row[g->v0 + v] = host_bf2f(hrow[v]);
+            }
+            tp_allreduce_sum(comm, row, c->Vp);
+            float mx = -INFINITY;
+            for (int v = 0; v < c->V; v++) if (row[v] > mx) mx = row[v];
+            double sum = 0.0;
+            for (int v = 0; v < c->V; v++) { row[v] = expf(row[v] - mx); sum += row[v]; }
+            double u = rng_uniform(&t->rng) * sum, cdf = 0.0;
+            next = c->V - 1;
+            for (int v = 0; v < c->V; v++) { cdf += row[v]; if (u < cdf) { next = v; break; } }
+        }
+        world_bcast(comm, &next, sizeof(int), sampler);
+        tokens[pos] = next;
+        if (comm->rank == sampler) {
+            if (t->have_tok) tokenizer_print_token(out, &t->tok, (uint32_t)next);
+            else fprintf(out, "%d ", next);
+        }
+    }
+    // the sampler state advanced on the last stage only: keep every rank's copy equal
+    world_bcast(comm, &t->rng, sizeof(t->rng), sampler);
+    if (comm->rank == sampler) { fprintf(out, "\n"); fflush(out); }
+    free(tokens); free(row); free(hrow);
+}
+
+// ----------------------------------------------------------------------------------------
+// checkpoints: the format of llmc/checkpoint.h, written from host fp32 copies of the master
+// weights and moments (the bf16 working weights are their rounding, so not stored)
+
+static Progress train_progress(const Train* t) {
+    Progress p;
+    memset(&p, 0, sizeof(p));
+    p.step = t->step; p.tokens = t->tokens; p.samples = t->samples; p.adam_t = t->adam_t; p.rng = t->rng;
+    p.auto_gb = t->auto_gb;
+    p.noise_g2m = t->noise.g2_m; p.noise_sm = t->noise.s_m; p.noise_betapow = t->noise.beta_pow; p.noise_n = t->noise.n;
+    return p;
+}
+
+// Returns 0, or -1 (the previous checkpoint stays).
+static int save_checkpoint(Train* t) {
+    GPT* g = &t->model;
+    cudaStream_t s = g->stream;
+    // the whole fp32 master buffer: with ZeRO-1 gathered from the shards into the (idle)
+    // gradient buffer; DP rank 0 writes it
+    const float* dmaster = g->master;
+    if (t->cfg.zero) {
+        cudaCheck(cudaMemcpyAsync(g->grads + (size_t)t->comm.dp * g->n_shard, g->master, sizeof(float) * g->n_shard,
+                                  cudaMemcpyDeviceToDevice, s));
+        dc_dp_allgather_f32(&t->dc, g->grads, g->pl.total);
+        dmaster = g->grads;
+    }
+    float* hp = (float*)malloc_check(sizeof(float) * (g->pl.total + 1));
+    float* hm = (float*)malloc_check(sizeof(float) * (g->n_opt + 1));
+    float* hv = (float*)malloc_check(sizeof(float) * (g->n_opt + 1));
+    cudaCheck(cudaMemcpyAsync(hp, dmaster, sizeof(float) * g->pl.total, cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaMemcpyAsync(hm, g->m, sizeof(float) * g->n_opt, cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaMemcpyAsync(hv, g->v, sizeof(float) * g->n_opt, cudaMemcpyDeviceToHost, s));
+    cudaCheck(cudaStreamSynchronize(s));
+    if (t->cfg.zero) cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, s));
+    Progress p = train_progress(t);
+    int rc = save_checkpoint_rank(&t->cfg, &t->comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt);
+    free(hp); free(hm); free(hv);
+    return rc;
+}
+
+// Loads this rank's slices from a checkpoint written in ANY layout (by either trainer).
+// With weights_only, progress and optimizer state stay fresh (-init-from). 0 or -1 (err).
+static int load_checkpoint(Train* t, const char* dir, int weights_only, char* err, size_t n) {
+    GPT* g = &t->model;
+    float* hp = (float*)calloc_check(g->pl.total + 1, sizeof(float));
+    float* hm = (float*)calloc_check(g->n_opt + 1, sizeof(float));
+    float* hv = (float*)calloc_check(g->n_opt + 1, sizeof(float));
+    Progress p = train_progress(t);
+    int rc = load_checkpoint_rank(&t->cfg, dir, &g->pl, hp, hm, hv, g->opt_off, g->n_opt, weights_only, &p, err, n);
+    if (rc == 0) {
+        gpt_upload_weights(g, hp);
+        if (!weights_only) {
+            cudaCheck(cudaMemcpy(g->m, hm, sizeof(float) * g->n_opt, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(g->v, hv, sizeof(float) * g->n_opt, cudaMemcpyHostToDevice));
+            t->step = p.step; t->tokens = p.tokens; t->samples = p.samples; t->adam_t = p.adam_t; t->rng = p.rng;
+            if (p.auto_gb > 0) t->auto_gb = p.auto_gb;
+            t->noise.g2_m = p.noise_g2m; t->noise.s_m = p.noise_sm; t->noise.beta_pow = p.noise_betapow; t->noise.n = p.noise_n;
+            if (t->noise.n == 0) noise_init(&t->noise, t->cfg.noise_beta);
+        }
+    }
+    free(hp); free(hm); free(hv);
+    return rc;
+}
+
+// fresh weights from the seed (the same values as train_gpt.c: initialised on the host)
+static void init_weights(Train* t) {
+    GPT* g = &t->model;
+    float* hp = (float*)malloc_check(sizeof(float) * (g->pl.total + 1));
+    param_init(&g->pl, hp, t->cfg.seed, t->cfg.scaled_init);
+    gpt_upload_weights(g, hp);
+    free(hp);
+}
+
+// ----------------------------------------------------------------------------------------
+// device, peak FLOP/s, start-up
+
+// dense bf16 tensor-core peak in TFLOP/s by device name (0: unknown; -peak overrides)
+static double device_peak_tflops(const char* name) {
+    static const struct { const char* key; double tflops; } table[] = {
+        {"H200", 989.0},  // H200 SXM
+        {"GH200", 989.0},
+        {"H100 PCIe", 756.0},
+        {"H100 NVL", 835.0},
+        {"H100", 989.0},  // H100 SXM
+        {"H800", 989.0},
+        {"A100", 312.0},
+        {"A800", 312.0},
+        {"L40S", 362.0},
+        {"L4", 121.0},
+        {"A10", 125.0},
+        {"B200", 2250.0},
+    };
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (strstr(name, table[i].key) != NULL) return table[i].tflops;
+    return 0.0;
+}
+
+static const char* device_arch_note(int major, int minor) {
+    if (major == 8 && minor == 0) return "sm_80";
+    if (major == 9 && minor == 0) return "sm_90";
+    return "not a build target (sm_80, sm_90): rebuild with CUDA_ARCHS";
+}
+
+static void print_config_table(const Train* t) {
+    const Config* c = &t->cfg;
+    const GPT* g = &t->model;
+    double nparams = param_count_model(c->L, c->H, c->seq, c->V);
+    printf("+----------------------+--------------------------------------------+\n");
+    #define ROW(name, fmt, ...) do { char b_[600]; snprintf(b_, sizeof(b_), fmt, __VA_ARGS__); printf("| %-20s | %-42s |\n", name, b_); } while (0)
+    ROW("model", "%s: L=%d H=%d heads=%d seq=%d", c->model, c->L, c->H, c->heads, c->seq);
+    ROW("vocab", "V=%d padded to Vp=%d", c->V, c->Vp);
+    ROW("parameters", "%.3fM (tied embedding once)", nparams / 1e6);
+    ROW("layout", "tp=%d pp=%d dp=%d world=%d", t->comm.TP, t->comm.PP, t->comm.DP, t->comm.world);
+    ROW("micro-batch", "%d sequences", c->mb);
+    ROW("zero / recompute", "%d / %d", c->zero, c->recompute);
+    if (c->ramp_inc) ROW("global batch", "%lld, ramp %lld+%lld over %lld tokens", (long long)c->gb, (long long)c->ramp_start, (long long)c->ramp_inc, (long long)c->ramp_tokens);
+    else ROW("global batch", "%lld (no ramp)", (long long)c->gb);
+    ROW("peak lr", "%.4e%s", t->lr_peak, c->lr_auto ? " (auto: GPT-3 power-law fit)" : "");
+    ROW("warmup / decay", "%lld / %lld tokens", (long long)c->warmup_tokens, (long long)c->decay_tokens);
+    ROW("min lr", "%.4e (%.3g of peak)", t->lr_peak * c->minlr_frac, c->minlr_frac);
+    ROW("adamw", "b1=%.3g b2=%.3g eps=%.1e wd=%.3g", c->beta1, c->beta2, c->eps, c->wd);
+    ROW("clip", "%.3g", c->clip);
+    ROW("total tokens", "%lld", (long long)c->total_tokens);
+    ROW("train data", "%s", c->train_glob);
+    ROW("train samples", "%lld (%lld tokens)", (long long)t->train.nsamples, (long long)t->train.ntokens);
+    ROW("val data", "%s", t->have_val ? c->val_glob : "(none)");
+    ROW("shuffle / seed", "%d / %llu", c->shuffle, (unsigned long long)c->seed);
+    ROW("out dir", "%s", c->out_dir[0] ? c->out_dir : "(none)");
+    ROW("local params", "%zu (bf16 + fp32 master)", g->pl.total);
+    ROW("device", "%.42s", t->device);
+    if (t->peak_tflops > 0) ROW("peak (MFU)", "%.0f TFLOP/s bf16 dense%s", t->peak_tflops, c->peak_tflops > 0 ? " (-peak)" : "");
+    else ROW("peak (MFU)", "%s", "unknown device: give -peak TFLOPS");
+    ROW("communication", "%s", t->dc.nccl ? "nccl" : "mpi (host-staged)");
+    ROW("attention", "%s", ATTN_NAMES[g->attn]);
+    ROW("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
+    #undef ROW
+    printf("+----------------------+--------------------------------------------+\n");
+    fflush(stdout);
+}
+
+// This rank's GPU: local rank (ranks on the same node) modulo the visible devices. With
+// -comm nccl every rank needs its own device; several ranks per GPU need -comm mpi.
+static void select_device(Train* t) {
+    Comm* comm = &t->comm;
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    int bad = (e != cudaSuccess || ndev == 0) ? 1 : 0;
+    int local = 0, nlocal = 1;
+#ifdef USE_MPI
+    if (comm->mpi) {
+        MPI_Comm node;
+        mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank, MPI_INFO_NULL, &node));
+        mpiCheck(MPI_Comm_rank(node, &local));
+        mpiCheck(MPI_Comm_size(node, &nlocal));
+        MPI_Comm_free(&node);
+    }
+#endif
+    int share = !bad && t->dc.nccl && comm->world > 1 && nlocal > ndev;
+    int any_bad = (int)world_sum(comm, (double)bad), any_share = (int)world_sum(comm, (double)share);
+    if (any_bad || any_share) {
+        if (comm->rank == 0) {
+            if (any_bad)
+                fprintf(stderr, "error: no CUDA device found on %d rank(s) (%s): run train_gpt (the CPU trainer) on this machine\n",
+                        any_bad, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+            else
+                fprintf(stderr, "error: %d ranks on a node share %d GPU(s): NCCL needs one GPU per rank; use -comm mpi to share a GPU\n", nlocal, ndev);
+        }
+#ifdef USE_MPI
+        if (comm->mpi) MPI_Finalize();
+#endif
+        exit(1);
+    }
+    int dev = local % ndev;
+    cudaCheck(cudaSetDevice(dev));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    snprintf(t->device, sizeof(t->device), "%s (%s), %.0f GiB", prop.name, device_arch_note(prop.major, prop.minor),
+             prop.totalGlobalMem / 1073741824.0);
+    t->peak_tflops = t->cfg.peak_tflops > 0 ? t->cfg.peak_tflops : device_peak_tflops(prop.name);
+}
+
+// Sets up everything but the weights.
+static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
+    memset(t, 0, sizeof(*t));
+    t->cfg = *cfg;
+    t->comm = *comm;
+    t->lr_peak = cfg->lr_auto ? lr_auto(param_count_model(cfg->L, cfg->H, cfg->seq, cfg->V)) : cfg->lr;
+    t->dc.nccl = strcmp(cfg->comm, "nccl") == 0;
+    select_device(t);
+    cudaCheck(cudaStreamCreate(&t->stream));
+    devcomm_init(&t->dc, &t->comm, strcmp(cfg->comm, "nccl") == 0, t->stream, 1);
+    gpt_build(&t->model, &t->cfg, &t->comm, comm->PP, t->stream); // 1F1B: at most PP micro-batches in flight
+    t->rng = splitmix64(cfg->seed ^ 0x5A3F1E) | 1;
+    noise_init(&t->noise, cfg->noise_beta);
+    if (spike_init(&t->spike, cfg->spike_window, 8) != 0) die("out of memory for the spike guard");
+    t->auto_gb = cfg->ramp_start > 0 ? cfg->ramp_start : cfg->gb;
+}
+
+static void train_free(Train* t) {
+    gpt_free(&t->model);
+    spike_free(&t->spike);
+    devcomm_free(&t->dc);
+    cudaStreamDestroy(t->stream);
+    if (t->train.paths) dataset_close(&t->train);
+    if (t->have_val) dataset_close(&t->val);
+    if (t->have_tok) tokenizer_free(&t->tok);
+    logger_close(&t->log);
+}
+
+#ifndef TESTING
+int main(int argc, char** argv) {
+    Config cfg;
+    Comm comm;
+    startup(&cfg, &comm, argc, argv); // -h, -check, -plan and bad flags end here, before any GPU work
+#ifdef _OPENMP
+    if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+#endif
+    Train t;
+    train_setup(&t, &cfg, &comm);
+    Config* c = &t.cfg;
+    if (is_first_stage(&t.model) || is_last_stage(&t.model)) { // only these stages read tokens
+        dataset_open(&t.train, c->train_glob, c->seq, c->V, c->shuffle, c->seed);
+        if (c->val_glob[0] != '\0' && c->val_every > 0) {
+            dataset_open(&t.val, c->val_glob, c->seq, c->V, 0, c->seed);
+            t.have_val = 1;
+        }
+    }
+    t.have_val = (int)world_sum(&t.comm, t.have_val) > 0; // middle stages take part too
+    if (c->tokenizer[0] != '\0') {
+        if (tokenizer_init(&t.tok, c->tokenizer) != 0) die("cannot load tokenizer %s (see above)", c->tokenizer);
+        t.have_tok = 1;
+    }
+    // weights: a checkpoint to resume, a checkpoint to start from, or fresh from the seed
+    int resumed = 0;
+    char lerr[1024];
+    if (c->resume) {
+        char dir[1100];
+        if (c->out_dir[0] == '\0') die("-resume needs -o DIR (where the checkpoints are)");
+        if (ckpt_find_latest(c->out_dir, dir, sizeof(dir)) < 0) die("-resume: no complete checkpoint in %s", c->out_dir);
+        if (load_checkpoint(&t, dir, 0, lerr, sizeof(lerr)) != 0) die("%s", lerr);
+        if (comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)\n", dir, (long long)t.step, (long long)t.tokens);
+        resumed = 1;
+    } else if (c->init_from[0] != '\0') {
+        if (load_checkpoint(&t, c->init_from, 1, lerr, sizeof(lerr)) != 0) die("%s", lerr);
+    } else {
+        init_weights(&t);
+    }
+    // rank 0 logs to DIR/log.jsonl (or -log); every other rank to DIR/log_rankNNNNN.jsonl
+    char logpath[CFG_PATH_LEN + 32];
+    logpath[0] = '\0';
+    if (c->log_path[0]) {
+        if (comm.rank == 0) snprintf(logpath, sizeof(logpath), "%s", c->log_path);
+        else snprintf(logpath, sizeof(logpath), "%s.rank%05d", c->log_path, comm.rank);
+    } else if (c->out_dir[0]) {
+        mkdir_p(c->out_dir);
+        if (comm.rank == 0) snprintf(logpath, sizeof(logpath), "%s/log.jsonl", c->out_dir);
+        else snprintf(logpath, sizeof(logpath), "%s/log_rank%05d.jsonl", c->out_dir, comm.rank);
+    }
+    logger_open(&t.log, logpath, resumed, comm.rank, comm.tp, comm.pp, comm.dp, comm.rank == 0);
+    if (comm.rank == 0) print_config_table(&t);
+
+    int f = c->recompute ? 4 : 3;
+    while (t.tokens < c->total_tokens && (c->max_steps < 0 || t.step < c->max_steps)) {
+        double t0 = wall_ms();
+        t.comm.comm_ms = t.comm.idle_ms = 0;
+        StepResult r = train_step(&t);
+        double ms = wall_ms() - t0;
+        StepLog s;
+        memset(&s, 0, sizeof(s));
+        s.step = t.step; s.loss = r.loss; s.lr = r.lr; s.gnorm = r.gnorm; s.gb = r.gb; s.tokens = t.tokens;
+        s.ms = ms; s.tok_s = r.gb * c->seq / (ms / 1e3); s.micro = r.micro;
+        s.tflops = model_flops(f, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / comm.world / 1e12;
+        // MFU: model FLOPs (f = 3, recompute not counted) over the device peak
+        s.mfu = t.peak_tflops > 0 ? model_flops(3, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / comm.world / 1e12 / t.peak_tflops : -1;
+        s.t_comm_ms = t.comm.comm_ms; s.t_idle_ms = t.comm.idle_ms; s.t_compute_ms = ms - s.t_comm_ms - s.t_idle_ms;
+        s.has_noise = r.has_noise; s.g2 = r.g2; s.trsigma = r.trsigma;
+        s.b_simple = t.comm.DP > 1 ? noise_bsimple(&t.noise) : -1.0;
+        s.skip = r.skip != SKIP_NONE ? spike_kind_name(r.skip) : NULL;
+        logger_step(&t.log, &s);
+        if (spike_should_stop(&t.spike, c->spike_stop)) {
+            // skipped steps leave the weights alone: this checkpoint holds the weights from before the trouble
+            if (c->out_dir[0] && save_checkpoint(&t) != 0) die("checkpoint after %d skipped steps failed", c->spike_stop);
+            if (comm.rank == 0) fprintf(stderr, "error: %d consecutive steps skipped (last: %s, loss %g, gnorm %g) at step %lld: "
+                                        "lower -lr or -beta2, then -resume from the checkpoint in %s\n",
+                                        c->spike_stop, spike_kind_name(r.skip), r.loss, r.gnorm, (long long)t.step, c->out_dir[0] ? c->out_dir : "(no -o)");
+            fflush(stderr);
+#ifdef USE_MPI
+            if (comm.mpi) MPI_Finalize();
+#endif
+            exit(3);
+        }
+        int last = !(t.tokens < c->total_tokens && (c->max_steps < 0 || t.step < c->max_steps));
+        if (t.have_val && (t.step % c->val_every == 0 || last)) logger_val(&t.log, t.step, t.tokens, evaluate(&t));
+        if (c->sample_every > 0 && c->sample_len > 0 && (t.step % c->sample_every == 0 || last)) sample_text(&t, stdout);
+        if (c->out_dir[0] && c->ckpt_every > 0 && (t.step % c->ckpt_every == 0 || last)) {
+            if (save_checkpoint(&t) != 0) die("checkpoint at step %lld failed: free disk space or fix -o", (long long)t.step);
+        }
+    }
+    train_free(&t);
+    comm_free(&t.comm);
+#ifdef USE_MPI
+    if (comm.mpi) MPI_Finalize();
+#endif
+    return 0;
+}
+#endif
