@@ -68,7 +68,7 @@ static void fixture_train(Train* t, const Config* cfg, const char* dir) {
     Comm comm;
     comm_init_single(&comm);
     train_setup(t, cfg, &comm);
-    dataset_open(&t->train, cfg->train_glob, cfg->seq, cfg->V, cfg->shuffle, cfg->seed);
+    dataset_open(&t->run.train, cfg->train_glob, cfg->seq, cfg->V, cfg->shuffle, cfg->seed);
     char ck[1024], err[1024];
     snprintf(ck, sizeof(ck), "%s/init/ckpt_00000000", dir);
     if (load_checkpoint(t, ck, 0, err, sizeof(err)) != 0) die("%s", err);
@@ -203,7 +203,7 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     int BT = cfg.mb * cfg.seq;
     memcpy(a->inputs, fx_get(fx, "inputs")->data, sizeof(int) * BT);
     memcpy(a->targets, fx_get(fx, "targets")->data, sizeof(int) * BT);
-    double loss = gpt_forward(g, &t.comm, a) / BT;
+    double loss = gpt_forward(g, &t.run.comm, a) / BT;
     const float* want_logits = (const float*)fx_get(fx, "logits")->data; // (B, T, V)
     check(g->Vv == cfg.V, "logits cover the real vocabulary only (%d columns)", g->Vv);
     double e = rel_l2(a->logits, want_logits, (size_t)BT * cfg.V);
@@ -211,7 +211,7 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     double wl = ((const float*)fx_get(fx, "loss")->data)[0];
     check(rel_err(loss, wl) < 1e-5, "loss %.7f matches PyTorch %.7f (rel %.2e)", loss, wl, rel_err(loss, wl));
     memset(g->grads, 0, sizeof(float) * g->pl.total);
-    gpt_backward(g, &t.comm, a, 1.0f / BT);
+    gpt_backward(g, &t.run.comm, a, 1.0f / BT);
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
         char name[64];
         snprintf(name, sizeof(name), "grad/%s", PARAM_INFO[tn].name);
@@ -236,7 +236,7 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
     int distinct_gb = 1, clipped = 0, unclipped = 0;
     double lr_sum = 0;
     for (int s = 0; s < nsteps; s++) {
-        int64_t tok_before = t.tokens;
+        int64_t tok_before = t.run.tokens;
         StepResult r = train_step(&t);
         lr_sum += r.lr;
         if (s > 0 && wgb[s] != wgb[s - 1]) distinct_gb++;
@@ -304,18 +304,18 @@ static void test_resume_bitwise(Fixture* fx, const char* dir) {
     for (int s = 0; s < 8; s++) la[s] = train_step(&a).loss;
     fixture_train(&b, &cfg, dir);
     for (int s = 0; s < 4; s++) train_step(&b);
-    b.rng = 0xDEADBEEF;
+    b.run.rng = 0xDEADBEEF;
     check(save_checkpoint(&b) == 0, "checkpoint saved at step 4");
     train_free(&b);
     Train c;
     Comm comm;
     comm_init_single(&comm);
     train_setup(&c, &cfg, &comm);
-    dataset_open(&c.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
+    dataset_open(&c.run.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
     char latest[1100], err[1024];
     int64_t st = ckpt_find_latest(tmp, latest, sizeof(latest));
     check(st == 4 && load_checkpoint(&c, latest, 0, err, sizeof(err)) == 0, "resume finds and loads step %lld", (long long)st);
-    check(c.step == 4 && c.tokens == (int64_t)((const float*)fx_get(fx, "steps/tokens")->data)[4] && c.rng == 0xDEADBEEF && c.adam_t == 4,
+    check(c.run.step == 4 && c.run.tokens == (int64_t)((const float*)fx_get(fx, "steps/tokens")->data)[4] && c.run.rng == 0xDEADBEEF && c.run.adam_t == 4,
           "resume restores step, tokens, AdamW t and sampler state");
     int same = 1;
     for (int s = 4; s < 8; s++) { double l = train_step(&c).loss; if (memcmp(&l, &la[s], sizeof(l)) != 0) same = 0; }
@@ -768,11 +768,11 @@ static void test_spike_guard(Fixture* fx, const char* dir) {
     float* lnfw = g->params + g->pl.offset[PT_LNFW];
     for (int i = 0; i < cfg.H; i++) lnfw[i] *= 20.0f;
     memcpy(before, g->params, sizeof(float) * n); memcpy(before + n, g->m, sizeof(float) * n); memcpy(before + 2 * n, g->v, sizeof(float) * n);
-    int64_t t0 = t.adam_t, tok0 = t.tokens;
+    int64_t t0 = t.run.adam_t, tok0 = t.run.tokens;
     StepResult r = train_step(&t);
     int same = memcmp(before, g->params, sizeof(float) * n) == 0 && memcmp(before + n, g->m, sizeof(float) * n) == 0 &&
                memcmp(before + 2 * n, g->v, sizeof(float) * n) == 0;
-    check(r.skip == SKIP_SPIKE && same && t.adam_t == t0 && t.tokens > tok0,
+    check(r.skip == SKIP_SPIKE && same && t.run.adam_t == t0 && t.run.tokens > tok0,
           "spike guard skips an injected spike (loss %.3f): weights, moments and AdamW t unchanged, tokens consumed", r.loss);
     for (int i = 0; i < cfg.H; i++) lnfw[i] /= 20.0f;
     // an injected NaN in one weight
@@ -833,7 +833,7 @@ static void test_noise_scale_vs_bruteforce(void) {
     comm_init_single(&comm);
     Train t;
     train_setup(&t, &cfg, &comm);
-    dataset_open(&t.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
+    dataset_open(&t.run.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
     param_init(&t.model.pl, t.model.params, cfg.seed, cfg.scaled_init);
     GPT* g = &t.model;
     int DP = 4;
@@ -844,9 +844,9 @@ static void test_noise_scale_vs_bruteforce(void) {
         memset(g->grads, 0, sizeof(float) * g->pl.total);
         for (int i = 0; i < (int)(B / (DP * cfg.mb)); i++) {
             Acts* a = &g->acts[0];
-            dataset_load_microbatch(&t.train, microbatch_first_sample(0, B, DP, d, cfg.mb, i), cfg.mb, a->inputs, a->targets);
-            gpt_forward(g, &t.comm, a);
-            gpt_backward(g, &t.comm, a, (float)(1.0 / ((double)B * cfg.seq)));
+            dataset_load_microbatch(&t.run.train, microbatch_first_sample(0, B, DP, d, cfg.mb, i), cfg.mb, a->inputs, a->targets);
+            gpt_forward(g, &t.run.comm, a);
+            gpt_backward(g, &t.run.comm, a, (float)(1.0 / ((double)B * cfg.seq)));
         }
         mean_sq += gpt_grad_sumsq(g, g->grads, 0, g->pl.total) / DP;
         for (size_t k = 0; k < g->pl.total; k++) total[k] += g->grads[k];

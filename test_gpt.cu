@@ -112,7 +112,7 @@ static void fixture_train(Train* t, const Config* cfg, const char* dir) {
     Comm comm;
     comm_init_single(&comm);
     train_setup(t, cfg, &comm);
-    dataset_open(&t->train, cfg->train_glob, cfg->seq, cfg->V, cfg->shuffle, cfg->seed);
+    dataset_open(&t->run.train, cfg->train_glob, cfg->seq, cfg->V, cfg->shuffle, cfg->seed);
     char ck[1024], err[1024];
     snprintf(ck, sizeof(ck), "%s/init/ckpt_00000000", dir);
     if (load_checkpoint(t, ck, 0, err, sizeof(err)) != 0) die("%s", err);
@@ -208,7 +208,7 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
     const float* wtok = (const float*)fx_get(fx, "steps/tokens")->data;
     double lr_sum = 0;
     for (int s = 0; s < nsteps; s++) {
-        int64_t tok_before = t.tokens;
+        int64_t tok_before = t.run.tokens;
         StepResult r = train_step(&t);
         lr_sum += r.lr;
         int ok = rel_err(r.loss, wloss[s]) < 1e-2 && rel_err(r.gnorm, wgn[s]) < 5e-2 &&
@@ -306,18 +306,18 @@ static void test_resume_bitwise(Fixture* fx, const char* dir) {
     for (int s = 0; s < 8; s++) la[s] = train_step(&a).loss;
     fixture_train(&b, &cfg, dir);
     for (int s = 0; s < 4; s++) train_step(&b);
-    b.rng = 0xDEADBEEF;
+    b.run.rng = 0xDEADBEEF;
     check(save_checkpoint(&b) == 0, "checkpoint saved at step 4");
     train_free(&b);
     Train c;
     Comm comm;
     comm_init_single(&comm);
     train_setup(&c, &cfg, &comm);
-    dataset_open(&c.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
+    dataset_open(&c.run.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
     char latest[1100], err[1024];
     int64_t st = ckpt_find_latest(tmp, latest, sizeof(latest));
     check(st == 4 && load_checkpoint(&c, latest, 0, err, sizeof(err)) == 0, "resume finds and loads step %lld", (long long)st);
-    check(c.step == 4 && c.rng == 0xDEADBEEF && c.adam_t == 4, "resume restores step, AdamW t and sampler state");
+    check(c.run.step == 4 && c.run.rng == 0xDEADBEEF && c.run.adam_t == 4, "resume restores step, AdamW t and sampler state");
     int same = 1;
     for (int s = 4; s < 8; s++) { double l = train_step(&c).loss; if (memcmp(&l, &la[s], sizeof(l)) != 0) same = 0; }
     GPT *ga = &a.model, *gc = &c.model;

@@ -60,6 +60,7 @@
 #include "llmc/ckpt_rank.h"
 #include "llmc/noise.h"
 #include "llmc/spike.h"
+#include "llmc/run.h"
 #include "llmc/cuda_common.cuh"
 #include "llmc/cuda_utils.cuh"
 #include "llmc/matmul.cuh"
@@ -495,31 +496,13 @@ static void gpt_adamw(GPT* g, const float* grads, double lr, int64_t t, float gs
 // training context
 
 typedef struct {
-    Config cfg;
-    Comm comm;
+    Run run;                                // recipe progress, data, log and instruments, shared with the CPU trainer (llmc/run.h)
     DevComm dc;
     GPT model;
-    DataSet train, val;
-    int have_val;
-    Logger log;
-    Tokenizer tok;
-    int have_tok;
-    int64_t step, tokens, samples, adam_t; // progress: steps done, tokens and samples consumed, AdamW t
-    uint64_t rng;                           // sampler state
-    double lr_peak;
-    NoiseScale noise;                       // gradient noise scale (DP >= 2)
-    SpikeGuard spike;                       // loss-spike guard
-    int64_t auto_gb;                        // -ramp auto: the current global batch
     double peak_tflops;                     // bf16 dense peak of this device (0: unknown)
     char device[256];
     cudaStream_t stream;
 } Train;
-
-typedef struct {
-    double loss, gnorm, lr; int64_t gb; int micro; int clipped;
-    int has_noise; double g2, trsigma;      // this step's noise-scale estimates (DP >= 2)
-    SkipKind skip;                          // the update was skipped (weights unchanged)
-} StepResult;
 
 // Uploads a micro-batch's tokens (and on the first stage the embedding buckets).
 static void acts_upload_tokens(GPT* g, Acts* a) {
@@ -550,7 +533,7 @@ static int is_comm_action(ActionKind k) { return k != ACT_FORWARD && k != ACT_BA
 static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
     GPT* g = &t->model;
     DevComm* dc = &t->dc;
-    Comm* comm = &t->comm;
+    Comm* comm = &t->run.comm;
     size_t nact = (size_t)g->B * g->T * g->C;
     int n;
     Action* plan = schedule_1f1b(comm->pp, comm->PP, m, forward_only, &n);
@@ -590,8 +573,8 @@ typedef struct { int64_t first; int64_t gb; DataSet* ds; } BatchRef;
 
 static void load_train_micro(Train* t, Acts* a, int k, void* user) {
     const BatchRef* br = (const BatchRef*)user;
-    int64_t first = microbatch_first_sample(br->first, br->gb, t->comm.DP, t->comm.dp, t->cfg.mb, k);
-    dataset_load_microbatch(br->ds, first, t->cfg.mb, a->h_inputs, a->h_targets);
+    int64_t first = microbatch_first_sample(br->first, br->gb, t->run.comm.DP, t->run.comm.dp, t->run.cfg.mb, k);
+    dataset_load_microbatch(br->ds, first, t->run.cfg.mb, a->h_inputs, a->h_targets);
 }
 
 // the sum of token losses this rank accumulated on the device since the last reset
@@ -602,7 +585,7 @@ static double read_loss_sum(GPT* g) {
     return x;
 }
 
-// One optimizer step on the global batch starting at run sample t->samples:
+// One optimizer step on the global batch starting at run sample t->run.samples:
 // micro-batches through the pipeline, gradient reductions (tied embedding over the
 // embedding group, then data parallel: all-reduce, or reduce-scatter into this rank's
 // shard under ZeRO-1; loss scaling already divides by the global batch, so both sum; all
@@ -610,18 +593,14 @@ static double read_loss_sum(GPT* g) {
 // of the bf16 weights. The same sequence as train_gpt.c's train_step.
 static StepResult train_step(Train* t) {
     GPT* g = &t->model;
-    Comm* comm = &t->comm;
+    Comm* comm = &t->run.comm;
     DevComm* dc = &t->dc;
-    const Config* c = &t->cfg;
-    StepResult r;
-    memset(&r, 0, sizeof(r));
-    r.gb = c->ramp_auto ? t->auto_gb : schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, t->samples);
-    r.lr = schedule_lr(t->lr_peak, c->minlr_frac, c->warmup_tokens, c->decay_tokens, t->tokens);
-    r.micro = (int)(r.gb / ((int64_t)c->mb * comm->DP));
+    const Config* c = &t->run.cfg;
+    StepResult r = run_step_plan(&t->run); // batch, LR, micro-batches from the recipe
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
     cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
-    BatchRef br = {t->samples, r.gb, &t->train};
+    BatchRef br = {t->run.samples, r.gb, &t->run.train};
     run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
     double loss_sum = is_last_stage(g) ? read_loss_sum(g) : 0.0;
     // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
@@ -634,46 +613,33 @@ static StepResult train_step(Train* t) {
     // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
     double sumsq_local = (c->zero || comm->dp == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
     r.gnorm = sqrt(world_sum(comm, sumsq_local));
-    if (comm->DP > 1) {
-        double bs = (double)r.gb / comm->DP, bb = (double)r.gb;
-        double gs2 = noise_group_sq(small_sumsq, bs, bb), gb2 = r.gnorm * r.gnorm;
-        r.has_noise = noise_estimate(gs2, gb2, bs, bb, &r.g2, &r.trsigma) == 0;
-        noise_update(&t->noise, gs2, gb2, bs, bb);
-    }
-    // every rank sees the same global loss and norm, so every rank takes the same decision
-    r.skip = spike_check(&t->spike, r.loss, r.gnorm, c->skip_spikes);
+    // noise scale and spike guard: every rank sees the same global loss and norm, so every
+    // rank takes the same decision
+    float gscale = run_step_judge(&t->run, &r, small_sumsq);
     if (r.skip == SKIP_NONE) {
-        float gscale = 1.0f;
-        if (c->clip > 0 && r.gnorm > c->clip) { gscale = (float)(c->clip / (r.gnorm + 1e-6)); r.clipped = 1; }
-        t->adam_t += 1;
-        gpt_adamw(g, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->adam_t, gscale);
+        gpt_adamw(g, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->run.adam_t, gscale);
         if (c->zero) dc_dp_allgather_bf16(dc, g->params, g->pl.total); // every DP rank updated its shard
     }
     dc_collect_time(dc);
     cudaCheck(cudaStreamSynchronize(g->stream));
-    // a skipped step still consumes its batch: tokens, the LR schedule and the ramp advance
-    t->samples += r.gb;
-    t->tokens += r.gb * c->seq;
-    t->step += 1;
-    if (c->ramp_auto && noise_ready(&t->noise, 10))
-        t->auto_gb = noise_ramp_next(t->auto_gb, noise_bsimple(&t->noise), c->ramp_start, c->ramp_inc, c->gb);
+    run_step_done(&t->run, &r); // a skipped step still consumes its batch
     return r;
 }
 
 // Mean loss over the first val_samples samples of the validation stream (in order),
 // rounded down to whole micro-batches on every DP rank.
 static double evaluate(Train* t) {
-    const Config* c = &t->cfg;
+    const Config* c = &t->run.cfg;
     GPT* g = &t->model;
-    int64_t unit = (int64_t)c->mb * t->comm.DP;
-    int64_t n = c->val_samples < t->val.nsamples ? c->val_samples : t->val.nsamples;
+    int64_t unit = (int64_t)c->mb * t->run.comm.DP;
+    int64_t n = c->val_samples < t->run.val.nsamples ? c->val_samples : t->run.val.nsamples;
     n = (n / unit) * unit;
     if (n == 0) n = unit;
-    BatchRef br = {0, n, &t->val};
+    BatchRef br = {0, n, &t->run.val};
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
     run_schedule(t, (int)(n / unit), 1, 0.0f, load_train_micro, &br);
     double sum = is_last_stage(g) ? read_loss_sum(g) : 0.0;
-    return world_sum(&t->comm, (is_last_stage(g) && t->comm.tp == 0) ? sum : 0.0) / ((double)n * c->seq);
+    return world_sum(&t->run.comm, (is_last_stage(g) && t->run.comm.tp == 0) ? sum : 0.0) / ((double)n * c->seq);
 }
 
 static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
@@ -687,10 +653,10 @@ static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
 // part (the pipeline runs forward); the chosen token is broadcast from that rank.
 static void sample_text(Train* t, FILE* out) {
     GPT* g = &t->model;
-    Comm* comm = &t->comm;
-    const Config* c = &t->cfg;
+    Comm* comm = &t->run.comm;
+    const Config* c = &t->run.cfg;
     int T = g->T;
-    int eot = t->have_tok ? (int)t->tok.eot_token : 0;
+    int eot = t->run.have_tok ? (int)t->run.tok.eot_token : 0;
     if (eot >= c->V) eot = 0;
     int* tokens = (int*)malloc_check(sizeof(int) * g->B * T);
     for (int i = 0; i < g->B * T; i++) tokens[i] = eot;
@@ -715,19 +681,19 @@ static void sample_text(Train* t, FILE* out) {
             for (int v = 0; v < c->V; v++) if (row[v] > mx) mx = row[v];
             double sum = 0.0;
             for (int v = 0; v < c->V; v++) { row[v] = expf(row[v] - mx); sum += row[v]; }
-            double u = rng_uniform(&t->rng) * sum, cdf = 0.0;
+            double u = rng_uniform(&t->run.rng) * sum, cdf = 0.0;
             next = c->V - 1;
             for (int v = 0; v < c->V; v++) { cdf += row[v]; if (u < cdf) { next = v; break; } }
         }
         world_bcast(comm, &next, sizeof(int), sampler);
         tokens[pos] = next;
         if (comm->rank == sampler) {
-            if (t->have_tok) tokenizer_print_token(out, &t->tok, (uint32_t)next);
+            if (t->run.have_tok) tokenizer_print_token(out, &t->run.tok, (uint32_t)next);
             else fprintf(out, "%d ", next);
         }
     }
     // the sampler state advanced on the last stage only: keep every rank's copy equal
-    world_bcast(comm, &t->rng, sizeof(t->rng), sampler);
+    world_bcast(comm, &t->run.rng, sizeof(t->run.rng), sampler);
     if (comm->rank == sampler) { fprintf(out, "\n"); fflush(out); }
     free(tokens); free(row); free(hrow);
 }
@@ -736,15 +702,6 @@ static void sample_text(Train* t, FILE* out) {
 // checkpoints: the format of llmc/checkpoint.h, written from host fp32 copies of the master
 // weights and moments (the bf16 working weights are their rounding, so not stored)
 
-static Progress train_progress(const Train* t) {
-    Progress p;
-    memset(&p, 0, sizeof(p));
-    p.step = t->step; p.tokens = t->tokens; p.samples = t->samples; p.adam_t = t->adam_t; p.rng = t->rng;
-    p.auto_gb = t->auto_gb;
-    p.noise_g2m = t->noise.g2_m; p.noise_sm = t->noise.s_m; p.noise_betapow = t->noise.beta_pow; p.noise_n = t->noise.n;
-    return p;
-}
-
 // Returns 0, or -1 (the previous checkpoint stays).
 static int save_checkpoint(Train* t) {
     GPT* g = &t->model;
@@ -752,8 +709,8 @@ static int save_checkpoint(Train* t) {
     // the whole fp32 master buffer: with ZeRO-1 gathered from the shards into the (idle)
     // gradient buffer; DP rank 0 writes it
     const float* dmaster = g->master;
-    if (t->cfg.zero) {
-        cudaCheck(cudaMemcpyAsync(g->grads + (size_t)t->comm.dp * g->n_shard, g->master, sizeof(float) * g->n_shard,
+    if (t->run.cfg.zero) {
+        cudaCheck(cudaMemcpyAsync(g->grads + (size_t)t->run.comm.dp * g->n_shard, g->master, sizeof(float) * g->n_shard,
                                   cudaMemcpyDeviceToDevice, s));
         dc_dp_allgather_f32(&t->dc, g->grads, g->pl.total);
         dmaster = g->grads;
@@ -765,9 +722,9 @@ static int save_checkpoint(Train* t) {
     cudaCheck(cudaMemcpyAsync(hm, g->m, sizeof(float) * g->n_opt, cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaMemcpyAsync(hv, g->v, sizeof(float) * g->n_opt, cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaStreamSynchronize(s));
-    if (t->cfg.zero) cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, s));
-    Progress p = train_progress(t);
-    int rc = save_checkpoint_rank(&t->cfg, &t->comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt);
+    if (t->run.cfg.zero) cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, s));
+    Progress p = run_progress(&t->run);
+    int rc = save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt);
     free(hp); free(hm); free(hv);
     return rc;
 }
@@ -779,17 +736,14 @@ static int load_checkpoint(Train* t, const char* dir, int weights_only, char* er
     float* hp = (float*)calloc_check(g->pl.total + 1, sizeof(float));
     float* hm = (float*)calloc_check(g->n_opt + 1, sizeof(float));
     float* hv = (float*)calloc_check(g->n_opt + 1, sizeof(float));
-    Progress p = train_progress(t);
-    int rc = load_checkpoint_rank(&t->cfg, dir, &g->pl, hp, hm, hv, g->opt_off, g->n_opt, weights_only, &p, err, n);
+    Progress p = run_progress(&t->run);
+    int rc = load_checkpoint_rank(&t->run.cfg, dir, &g->pl, hp, hm, hv, g->opt_off, g->n_opt, weights_only, &p, err, n);
     if (rc == 0) {
         gpt_upload_weights(g, hp);
         if (!weights_only) {
             cudaCheck(cudaMemcpy(g->m, hm, sizeof(float) * g->n_opt, cudaMemcpyHostToDevice));
             cudaCheck(cudaMemcpy(g->v, hv, sizeof(float) * g->n_opt, cudaMemcpyHostToDevice));
-            t->step = p.step; t->tokens = p.tokens; t->samples = p.samples; t->adam_t = p.adam_t; t->rng = p.rng;
-            if (p.auto_gb > 0) t->auto_gb = p.auto_gb;
-            t->noise.g2_m = p.noise_g2m; t->noise.s_m = p.noise_sm; t->noise.beta_pow = p.noise_betapow; t->noise.n = p.noise_n;
-            if (t->noise.n == 0) noise_init(&t->noise, t->cfg.noise_beta);
+            run_restore(&t->run, &p);
         }
     }
     free(hp); free(hm); free(hv);
@@ -800,7 +754,7 @@ static int load_checkpoint(Train* t, const char* dir, int weights_only, char* er
 static void init_weights(Train* t) {
     GPT* g = &t->model;
     float* hp = (float*)malloc_check(sizeof(float) * (g->pl.total + 1));
-    param_init(&g->pl, hp, t->cfg.seed, t->cfg.scaled_init);
+    param_init(&g->pl, hp, t->run.cfg.seed, t->run.cfg.scaled_init);
     gpt_upload_weights(g, hp);
     free(hp);
 }
@@ -836,46 +790,24 @@ static const char* device_arch_note(int major, int minor) {
 }
 
 static void print_config_table(const Train* t) {
-    const Config* c = &t->cfg;
+    const Config* c = &t->run.cfg;
     const GPT* g = &t->model;
-    double nparams = param_count_model(c->L, c->H, c->seq, c->V);
-    printf("+----------------------+--------------------------------------------+\n");
-    #define ROW(name, fmt, ...) do { char b_[600]; snprintf(b_, sizeof(b_), fmt, __VA_ARGS__); printf("| %-20s | %-42s |\n", name, b_); } while (0)
-    ROW("model", "%s: L=%d H=%d heads=%d seq=%d", c->model, c->L, c->H, c->heads, c->seq);
-    ROW("vocab", "V=%d padded to Vp=%d", c->V, c->Vp);
-    ROW("parameters", "%.3fM (tied embedding once)", nparams / 1e6);
-    ROW("layout", "tp=%d pp=%d dp=%d world=%d", t->comm.TP, t->comm.PP, t->comm.DP, t->comm.world);
-    ROW("micro-batch", "%d sequences", c->mb);
-    ROW("zero / recompute", "%d / %d", c->zero, c->recompute);
-    if (c->ramp_inc) ROW("global batch", "%lld, ramp %lld+%lld over %lld tokens", (long long)c->gb, (long long)c->ramp_start, (long long)c->ramp_inc, (long long)c->ramp_tokens);
-    else ROW("global batch", "%lld (no ramp)", (long long)c->gb);
-    ROW("peak lr", "%.4e%s", t->lr_peak, c->lr_auto ? " (auto: GPT-3 power-law fit)" : "");
-    ROW("warmup / decay", "%lld / %lld tokens", (long long)c->warmup_tokens, (long long)c->decay_tokens);
-    ROW("min lr", "%.4e (%.3g of peak)", t->lr_peak * c->minlr_frac, c->minlr_frac);
-    ROW("adamw", "b1=%.3g b2=%.3g eps=%.1e wd=%.3g", c->beta1, c->beta2, c->eps, c->wd);
-    ROW("clip", "%.3g", c->clip);
-    ROW("total tokens", "%lld", (long long)c->total_tokens);
-    ROW("train data", "%s", c->train_glob);
-    ROW("train samples", "%lld (%lld tokens)", (long long)t->train.nsamples, (long long)t->train.ntokens);
-    ROW("val data", "%s", t->have_val ? c->val_glob : "(none)");
-    ROW("shuffle / seed", "%d / %llu", c->shuffle, (unsigned long long)c->seed);
-    ROW("out dir", "%s", c->out_dir[0] ? c->out_dir : "(none)");
-    ROW("local params", "%zu (bf16 + fp32 master)", g->pl.total);
-    ROW("device", "%.42s", t->device);
-    if (t->peak_tflops > 0) ROW("peak (MFU)", "%.0f TFLOP/s bf16 dense%s", t->peak_tflops, c->peak_tflops > 0 ? " (-peak)" : "");
-    else ROW("peak (MFU)", "%s", "unknown device: give -peak TFLOPS");
-    ROW("communication", "%s", t->dc.nccl ? "nccl" : "mpi (host-staged)");
-    ROW("attention", "%s", ATTN_NAMES[g->attn]);
-    ROW("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
-    #undef ROW
-    printf("+----------------------+--------------------------------------------+\n");
+    run_print_config(&t->run);
+    table_row("local params", "%zu (bf16 + fp32 master)", g->pl.total);
+    table_row("device", "%.42s", t->device);
+    if (t->peak_tflops > 0) table_row("peak (MFU)", "%.0f TFLOP/s bf16 dense%s", t->peak_tflops, c->peak_tflops > 0 ? " (-peak)" : "");
+    else table_row("peak (MFU)", "%s", "unknown device: give -peak TFLOPS");
+    table_row("communication", "%s", t->dc.nccl ? "nccl" : "mpi (host-staged)");
+    table_row("attention", "%s", ATTN_NAMES[g->attn]);
+    table_row("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
+    table_rule();
     fflush(stdout);
 }
 
 // This rank's GPU: local rank (ranks on the same node) modulo the visible devices. With
 // -comm nccl every rank needs its own device; several ranks per GPU need -comm mpi.
 static void select_device(Train* t) {
-    Comm* comm = &t->comm;
+    Comm* comm = &t->run.comm;
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     int bad = (e != cudaSuccess || ndev == 0) ? 1 : 0;
@@ -910,36 +842,32 @@ static void select_device(Train* t) {
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     snprintf(t->device, sizeof(t->device), "%s (%s), %.0f GiB", prop.name, device_arch_note(prop.major, prop.minor),
              prop.totalGlobalMem / 1073741824.0);
-    t->peak_tflops = t->cfg.peak_tflops > 0 ? t->cfg.peak_tflops : device_peak_tflops(prop.name);
+    t->peak_tflops = t->run.cfg.peak_tflops > 0 ? t->run.cfg.peak_tflops : device_peak_tflops(prop.name);
 }
 
 // Sets up everything but the weights.
 static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     memset(t, 0, sizeof(*t));
-    t->cfg = *cfg;
-    t->comm = *comm;
-    t->lr_peak = cfg->lr_auto ? lr_auto(param_count_model(cfg->L, cfg->H, cfg->seq, cfg->V)) : cfg->lr;
+    run_init(&t->run, cfg, comm);
     t->dc.nccl = strcmp(cfg->comm, "nccl") == 0;
     select_device(t);
     cudaCheck(cudaStreamCreate(&t->stream));
-    devcomm_init(&t->dc, &t->comm, strcmp(cfg->comm, "nccl") == 0, t->stream, 1);
-    gpt_build(&t->model, &t->cfg, &t->comm, comm->PP, t->stream); // 1F1B: at most PP micro-batches in flight
-    t->rng = splitmix64(cfg->seed ^ 0x5A3F1E) | 1;
-    noise_init(&t->noise, cfg->noise_beta);
-    if (spike_init(&t->spike, cfg->spike_window, 8) != 0) die("out of memory for the spike guard");
-    t->auto_gb = cfg->ramp_start > 0 ? cfg->ramp_start : cfg->gb;
+    devcomm_init(&t->dc, &t->run.comm, t->dc.nccl, t->stream, 1);
+    gpt_build(&t->model, &t->run.cfg, &t->run.comm, comm->PP, t->stream); // 1F1B: at most PP micro-batches in flight
 }
 
 static void train_free(Train* t) {
     gpt_free(&t->model);
-    spike_free(&t->spike);
     devcomm_free(&t->dc);
     cudaStreamDestroy(t->stream);
-    if (t->train.paths) dataset_close(&t->train);
-    if (t->have_val) dataset_close(&t->val);
-    if (t->have_tok) tokenizer_free(&t->tok);
-    logger_close(&t->log);
+    run_free(&t->run);
 }
+
+// the hooks run_loop drives
+static StepResult hook_step(void* self) { return train_step((Train*)self); }
+static double hook_evaluate(void* self) { return evaluate((Train*)self); }
+static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out); }
+static int hook_save(void* self) { return save_checkpoint((Train*)self); }
 
 #ifndef TESTING
 int main(int argc, char** argv) {
@@ -951,90 +879,29 @@ int main(int argc, char** argv) {
 #endif
     Train t;
     train_setup(&t, &cfg, &comm);
-    Config* c = &t.cfg;
-    if (is_first_stage(&t.model) || is_last_stage(&t.model)) { // only these stages read tokens
-        dataset_open(&t.train, c->train_glob, c->seq, c->V, c->shuffle, c->seed);
-        if (c->val_glob[0] != '\0' && c->val_every > 0) {
-            dataset_open(&t.val, c->val_glob, c->seq, c->V, 0, c->seed);
-            t.have_val = 1;
-        }
-    }
-    t.have_val = (int)world_sum(&t.comm, t.have_val) > 0; // middle stages take part too
-    if (c->tokenizer[0] != '\0') {
-        if (tokenizer_init(&t.tok, c->tokenizer) != 0) die("cannot load tokenizer %s (see above)", c->tokenizer);
-        t.have_tok = 1;
-    }
+    const Config* c = &t.run.cfg;
+    run_open_data(&t.run, is_first_stage(&t.model) || is_last_stage(&t.model)); // only these stages read tokens
     // weights: a checkpoint to resume, a checkpoint to start from, or fresh from the seed
-    int resumed = 0;
     char lerr[1024];
     if (c->resume) {
         char dir[1100];
-        if (c->out_dir[0] == '\0') die("-resume needs -o DIR (where the checkpoints are)");
-        if (ckpt_find_latest(c->out_dir, dir, sizeof(dir)) < 0) die("-resume: no complete checkpoint in %s", c->out_dir);
+        run_resume_dir(&t.run, dir, sizeof(dir));
         if (load_checkpoint(&t, dir, 0, lerr, sizeof(lerr)) != 0) die("%s", lerr);
-        if (comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)\n", dir, (long long)t.step, (long long)t.tokens);
-        resumed = 1;
+        if (comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)\n", dir, (long long)t.run.step, (long long)t.run.tokens);
     } else if (c->init_from[0] != '\0') {
         if (load_checkpoint(&t, c->init_from, 1, lerr, sizeof(lerr)) != 0) die("%s", lerr);
     } else {
         init_weights(&t);
     }
-    // rank 0 logs to DIR/log.jsonl (or -log); every other rank to DIR/log_rankNNNNN.jsonl
-    char logpath[CFG_PATH_LEN + 32];
-    logpath[0] = '\0';
-    if (c->log_path[0]) {
-        if (comm.rank == 0) snprintf(logpath, sizeof(logpath), "%s", c->log_path);
-        else snprintf(logpath, sizeof(logpath), "%s.rank%05d", c->log_path, comm.rank);
-    } else if (c->out_dir[0]) {
-        mkdir_p(c->out_dir);
-        if (comm.rank == 0) snprintf(logpath, sizeof(logpath), "%s/log.jsonl", c->out_dir);
-        else snprintf(logpath, sizeof(logpath), "%s/log_rank%05d.jsonl", c->out_dir, comm.rank);
-    }
-    logger_open(&t.log, logpath, resumed, comm.rank, comm.tp, comm.pp, comm.dp, comm.rank == 0);
+    run_open_log(&t.run, c->resume);
     if (comm.rank == 0) print_config_table(&t);
-
-    int f = c->recompute ? 4 : 3;
-    while (t.tokens < c->total_tokens && (c->max_steps < 0 || t.step < c->max_steps)) {
-        double t0 = wall_ms();
-        t.comm.comm_ms = t.comm.idle_ms = 0;
-        StepResult r = train_step(&t);
-        double ms = wall_ms() - t0;
-        StepLog s;
-        memset(&s, 0, sizeof(s));
-        s.step = t.step; s.loss = r.loss; s.lr = r.lr; s.gnorm = r.gnorm; s.gb = r.gb; s.tokens = t.tokens;
-        s.ms = ms; s.tok_s = r.gb * c->seq / (ms / 1e3); s.micro = r.micro;
-        s.tflops = model_flops(f, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / comm.world / 1e12;
-        // MFU: model FLOPs (f = 3, recompute not counted) over the device peak
-        s.mfu = t.peak_tflops > 0 ? model_flops(3, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / comm.world / 1e12 / t.peak_tflops : -1;
-        s.t_comm_ms = t.comm.comm_ms; s.t_idle_ms = t.comm.idle_ms; s.t_compute_ms = ms - s.t_comm_ms - s.t_idle_ms;
-        s.has_noise = r.has_noise; s.g2 = r.g2; s.trsigma = r.trsigma;
-        s.b_simple = t.comm.DP > 1 ? noise_bsimple(&t.noise) : -1.0;
-        s.skip = r.skip != SKIP_NONE ? spike_kind_name(r.skip) : NULL;
-        logger_step(&t.log, &s);
-        if (spike_should_stop(&t.spike, c->spike_stop)) {
-            // skipped steps leave the weights alone: this checkpoint holds the weights from before the trouble
-            if (c->out_dir[0] && save_checkpoint(&t) != 0) die("checkpoint after %d skipped steps failed", c->spike_stop);
-            if (comm.rank == 0) fprintf(stderr, "error: %d consecutive steps skipped (last: %s, loss %g, gnorm %g) at step %lld: "
-                                        "lower -lr or -beta2, then -resume from the checkpoint in %s\n",
-                                        c->spike_stop, spike_kind_name(r.skip), r.loss, r.gnorm, (long long)t.step, c->out_dir[0] ? c->out_dir : "(no -o)");
-            fflush(stderr);
-#ifdef USE_MPI
-            if (comm.mpi) MPI_Finalize();
-#endif
-            exit(3);
-        }
-        int last = !(t.tokens < c->total_tokens && (c->max_steps < 0 || t.step < c->max_steps));
-        if (t.have_val && (t.step % c->val_every == 0 || last)) logger_val(&t.log, t.step, t.tokens, evaluate(&t));
-        if (c->sample_every > 0 && c->sample_len > 0 && (t.step % c->sample_every == 0 || last)) sample_text(&t, stdout);
-        if (c->out_dir[0] && c->ckpt_every > 0 && (t.step % c->ckpt_every == 0 || last)) {
-            if (save_checkpoint(&t) != 0) die("checkpoint at step %lld failed: free disk space or fix -o", (long long)t.step);
-        }
-    }
+    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, t.peak_tflops};
+    int rc = run_loop(&t.run, &hooks);
     train_free(&t);
-    comm_free(&t.comm);
+    comm_free(&t.run.comm);
 #ifdef USE_MPI
     if (comm.mpi) MPI_Finalize();
 #endif
-    return 0;
+    return rc;
 }
 #endif

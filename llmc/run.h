@@ -1,0 +1,276 @@
+/*
+ * run.h: the host-side state and bookkeeping of a training run, shared by the CPU and the
+ * CUDA trainer so that they cannot drift apart: progress counters, the step's batch and
+ * LR from the recipe, the noise scale and the spike guard applied to the reduced loss and
+ * gradient norm, data and tokenizer, the log, the start-up table, and the main loop (log,
+ * spike stop, validation, samples, checkpoints). A trainer embeds a Run in its context and
+ * plugs its model in through RunHooks.
+ */
+#ifndef LLMC_RUN_H
+#define LLMC_RUN_H
+
+#include <glob.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "checkpoint.h"
+#include "ckpt_rank.h"
+#include "comm.h"
+#include "config.h"
+#include "dataloader.h"
+#include "logger.h"
+#include "noise.h"
+#include "params.h"
+#include "rand.h"
+#include "schedule.h"
+#include "spike.h"
+#include "tokenizer.h"
+#include "utils.h"
+
+typedef struct {
+    Config cfg;
+    Comm comm;
+    DataSet train, val;
+    int have_val;
+    Logger log;
+    Tokenizer tok;
+    int have_tok;
+    int64_t step, tokens, samples, adam_t; // steps done, tokens and samples consumed, AdamW t
+    uint64_t rng;                           // sampler state
+    double lr_peak;
+    NoiseScale noise;                       // gradient noise scale (DP >= 2)
+    SpikeGuard spike;                       // loss-spike guard
+    int64_t auto_gb;                        // -ramp auto: the current global batch
+} Run;
+
+typedef struct {
+    double loss, gnorm, lr; int64_t gb; int micro; int clipped;
+    int has_noise; double g2, trsigma;      // this step's noise-scale estimates (DP >= 2)
+    SkipKind skip;                          // the update was skipped (weights unchanged)
+} StepResult;
+
+static void run_init(Run* R, const Config* cfg, const Comm* comm) {
+    memset(R, 0, sizeof(*R));
+    R->cfg = *cfg;
+    R->comm = *comm;
+    R->lr_peak = cfg->lr_auto ? lr_auto(param_count_model(cfg->L, cfg->H, cfg->seq, cfg->V)) : cfg->lr;
+    R->rng = splitmix64(cfg->seed ^ 0x5A3F1E) | 1;
+    noise_init(&R->noise, cfg->noise_beta);
+    if (spike_init(&R->spike, cfg->spike_window, 8) != 0) die("out of memory for the spike guard");
+    R->auto_gb = cfg->ramp_start > 0 ? cfg->ramp_start : cfg->gb;
+}
+
+static void run_free(Run* R) {
+    spike_free(&R->spike);
+    if (R->train.paths) dataset_close(&R->train);
+    if (R->have_val) dataset_close(&R->val);
+    if (R->have_tok) tokenizer_free(&R->tok);
+    logger_close(&R->log);
+}
+
+// Shards (only the stages that read tokens open them), the validation decision (every
+// rank takes part in evaluation), the tokenizer.
+static void run_open_data(Run* R, int reads_tokens) {
+    const Config* c = &R->cfg;
+    if (reads_tokens) {
+        dataset_open(&R->train, c->train_glob, c->seq, c->V, c->shuffle, c->seed);
+        if (c->val_glob[0] != '\0' && c->val_every > 0) {
+            dataset_open(&R->val, c->val_glob, c->seq, c->V, 0, c->seed);
+            R->have_val = 1;
+        }
+    }
+    R->have_val = (int)world_sum(&R->comm, R->have_val) > 0;
+    if (c->tokenizer[0] != '\0') {
+        if (tokenizer_init(&R->tok, c->tokenizer) != 0) die("cannot load tokenizer %s (see above)", c->tokenizer);
+        R->have_tok = 1;
+    }
+}
+
+// rank 0 logs to DIR/log.jsonl (or -log); every other rank to DIR/log_rankNNNNN.jsonl
+static void run_open_log(Run* R, int append) {
+    const Config* c = &R->cfg;
+    const Comm* m = &R->comm;
+    char path[CFG_PATH_LEN + 32];
+    path[0] = '\0';
+    if (c->log_path[0]) {
+        if (m->rank == 0) snprintf(path, sizeof(path), "%s", c->log_path);
+        else snprintf(path, sizeof(path), "%s.rank%05d", c->log_path, m->rank);
+    } else if (c->out_dir[0]) {
+        mkdir_p(c->out_dir);
+        if (m->rank == 0) snprintf(path, sizeof(path), "%s/log.jsonl", c->out_dir);
+        else snprintf(path, sizeof(path), "%s/log_rank%05d.jsonl", c->out_dir, m->rank);
+    }
+    logger_open(&R->log, path, append, m->rank, m->tp, m->pp, m->dp, m->rank == 0);
+}
+
+// -resume: the newest complete checkpoint under -o, or a one-line error
+static void run_resume_dir(const Run* R, char* dir, size_t n) {
+    const Config* c = &R->cfg;
+    if (c->out_dir[0] == '\0') die("-resume needs -o DIR (where the checkpoints are)");
+    if (ckpt_find_latest(c->out_dir, dir, n) < 0) die("-resume: no complete checkpoint in %s", c->out_dir);
+}
+
+// ----------------------------------------------------------------------------------------
+// one step's bookkeeping
+
+// the step's global batch (ramp or -ramp auto), LR (tokens consumed before it), micro-batches
+static StepResult run_step_plan(const Run* R) {
+    const Config* c = &R->cfg;
+    StepResult r;
+    memset(&r, 0, sizeof(r));
+    r.gb = c->ramp_auto ? R->auto_gb : schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, R->samples);
+    r.lr = schedule_lr(R->lr_peak, c->minlr_frac, c->warmup_tokens, c->decay_tokens, R->tokens);
+    r.micro = (int)(r.gb / ((int64_t)c->mb * R->comm.DP));
+    return r;
+}
+
+// Given the global loss and grad norm in r (identical on every rank) and the mean over DP
+// replicas of each replica's squared norm before the DP reduction: the noise scale and the
+// spike guard's decision. On SKIP_NONE the caller applies the update; r->clipped and the
+// returned scale are the clipping factor for it.
+static float run_step_judge(Run* R, StepResult* r, double small_sumsq) {
+    const Config* c = &R->cfg;
+    if (R->comm.DP > 1) {
+        double bs = (double)r->gb / R->comm.DP, bb = (double)r->gb;
+        double gs2 = noise_group_sq(small_sumsq, bs, bb), gb2 = r->gnorm * r->gnorm;
+        r->has_noise = noise_estimate(gs2, gb2, bs, bb, &r->g2, &r->trsigma) == 0;
+        noise_update(&R->noise, gs2, gb2, bs, bb);
+    }
+    r->skip = spike_check(&R->spike, r->loss, r->gnorm, c->skip_spikes);
+    float gscale = 1.0f;
+    if (r->skip == SKIP_NONE && c->clip > 0 && r->gnorm > c->clip) { gscale = (float)(c->clip / (r->gnorm + 1e-6)); r->clipped = 1; }
+    if (r->skip == SKIP_NONE) R->adam_t += 1;
+    return gscale;
+}
+
+// A step (skipped or not) consumes its batch: tokens, the LR schedule and the ramp advance.
+static void run_step_done(Run* R, const StepResult* r) {
+    const Config* c = &R->cfg;
+    R->samples += r->gb;
+    R->tokens += r->gb * c->seq;
+    R->step += 1;
+    if (c->ramp_auto && noise_ready(&R->noise, 10))
+        R->auto_gb = noise_ramp_next(R->auto_gb, noise_bsimple(&R->noise), c->ramp_start, c->ramp_inc, c->gb);
+}
+
+static int run_finished(const Run* R) {
+    const Config* c = &R->cfg;
+    return !(R->tokens < c->total_tokens && (c->max_steps < 0 || R->step < c->max_steps));
+}
+
+// ----------------------------------------------------------------------------------------
+// checkpointed progress
+
+static Progress run_progress(const Run* R) {
+    Progress p;
+    memset(&p, 0, sizeof(p));
+    p.step = R->step; p.tokens = R->tokens; p.samples = R->samples; p.adam_t = R->adam_t; p.rng = R->rng;
+    p.auto_gb = R->auto_gb;
+    p.noise_g2m = R->noise.g2_m; p.noise_sm = R->noise.s_m; p.noise_betapow = R->noise.beta_pow; p.noise_n = R->noise.n;
+    return p;
+}
+
+static void run_restore(Run* R, const Progress* p) {
+    R->step = p->step; R->tokens = p->tokens; R->samples = p->samples; R->adam_t = p->adam_t; R->rng = p->rng;
+    if (p->auto_gb > 0) R->auto_gb = p->auto_gb;
+    R->noise.g2_m = p->noise_g2m; R->noise.s_m = p->noise_sm; R->noise.beta_pow = p->noise_betapow; R->noise.n = p->noise_n;
+    if (R->noise.n == 0) noise_init(&R->noise, R->cfg.noise_beta);
+}
+
+// ----------------------------------------------------------------------------------------
+// the start-up table (rank 0): the common rows; a trainer adds its own and closes it
+
+static void table_rule(void) { printf("+----------------------+--------------------------------------------+\n"); }
+
+static void table_row(const char* name, const char* fmt, ...) {
+    char b[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof(b), fmt, ap);
+    va_end(ap);
+    printf("| %-20s | %-42s |\n", name, b);
+}
+
+static void run_print_config(const Run* R) {
+    const Config* c = &R->cfg;
+    const Comm* m = &R->comm;
+    table_rule();
+    table_row("model", "%s: L=%d H=%d heads=%d seq=%d", c->model, c->L, c->H, c->heads, c->seq);
+    table_row("vocab", "V=%d padded to Vp=%d", c->V, c->Vp);
+    table_row("parameters", "%.3fM (tied embedding once)", param_count_model(c->L, c->H, c->seq, c->V) / 1e6);
+    table_row("layout", "tp=%d pp=%d dp=%d world=%d", m->TP, m->PP, m->DP, m->world);
+    table_row("micro-batch", "%d sequences", c->mb);
+    table_row("zero / recompute", "%d / %d", c->zero, c->recompute);
+    if (c->ramp_auto) table_row("global batch", "%lld, -ramp auto from %lld by %lld", (long long)c->gb, (long long)c->ramp_start, (long long)c->ramp_inc);
+    else if (c->ramp_inc) table_row("global batch", "%lld, ramp %lld+%lld over %lld tokens", (long long)c->gb, (long long)c->ramp_start, (long long)c->ramp_inc, (long long)c->ramp_tokens);
+    else table_row("global batch", "%lld (no ramp)", (long long)c->gb);
+    table_row("peak lr", "%.4e%s", R->lr_peak, c->lr_auto ? " (auto: GPT-3 power-law fit)" : "");
+    table_row("warmup / decay", "%lld / %lld tokens", (long long)c->warmup_tokens, (long long)c->decay_tokens);
+    table_row("min lr", "%.4e (%.3g of peak)", R->lr_peak * c->minlr_frac, c->minlr_frac);
+    table_row("adamw", "b1=%.3g b2=%.3g eps=%.1e wd=%.3g", c->beta1, c->beta2, c->eps, c->wd);
+    table_row("clip", "%.3g", c->clip);
+    table_row("spike guard", "z=%.3g window=%d stop after %d", c->skip_spikes, c->spike_window, c->spike_stop);
+    table_row("total tokens", "%lld", (long long)c->total_tokens);
+    table_row("train data", "%s", c->train_glob);
+    table_row("train samples", "%lld (%lld tokens)", (long long)R->train.nsamples, (long long)R->train.ntokens);
+    table_row("val data", "%s", R->have_val ? c->val_glob : "(none)");
+    table_row("shuffle / seed", "%d / %llu", c->shuffle, (unsigned long long)c->seed);
+    table_row("out dir", "%s", c->out_dir[0] ? c->out_dir : "(none)");
+}
+
+// ----------------------------------------------------------------------------------------
+// the main loop
+
+typedef struct {
+    void* self;                        // the trainer's context
+    StepResult (*step)(void* self);    // one optimizer step (calls the run_step_* functions)
+    double (*evaluate)(void* self);    // mean validation loss (every rank takes part)
+    void (*sample)(void* self, FILE* out); // a text sample (every rank takes part)
+    int (*save)(void* self);           // a checkpoint: 0 ok, -1 failed (the previous one stays)
+    double peak_tflops;                // device bf16 peak for MFU; <= 0: report GFLOP/s instead
+} RunHooks;
+
+// Trains to -tokens / -steps. Returns the exit status: 0, or 3 after -spike-stop skips in
+// a row (a checkpoint of the weights from before the trouble is saved first).
+static int run_loop(Run* R, const RunHooks* h) {
+    const Config* c = &R->cfg;
+    int f = c->recompute ? 4 : 3;
+    while (!run_finished(R)) {
+        double t0 = wall_ms();
+        R->comm.comm_ms = R->comm.idle_ms = 0;
+        StepResult r = h->step(h->self);
+        double ms = wall_ms() - t0;
+        StepLog s;
+        memset(&s, 0, sizeof(s));
+        s.step = R->step; s.loss = r.loss; s.lr = r.lr; s.gnorm = r.gnorm; s.gb = r.gb; s.tokens = R->tokens;
+        s.ms = ms; s.tok_s = r.gb * c->seq / (ms / 1e3); s.micro = r.micro;
+        s.tflops = model_flops(f, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / R->comm.world / 1e12;
+        // MFU: model FLOPs (f = 3, recomputation not counted) over the device peak
+        s.mfu = h->peak_tflops > 0 ? model_flops(3, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / R->comm.world / 1e12 / h->peak_tflops : -1;
+        s.t_comm_ms = R->comm.comm_ms; s.t_idle_ms = R->comm.idle_ms; s.t_compute_ms = ms - s.t_comm_ms - s.t_idle_ms;
+        s.has_noise = r.has_noise; s.g2 = r.g2; s.trsigma = r.trsigma;
+        s.b_simple = R->comm.DP > 1 ? noise_bsimple(&R->noise) : -1.0;
+        s.skip = r.skip != SKIP_NONE ? spike_kind_name(r.skip) : NULL;
+        logger_step(&R->log, &s);
+        if (spike_should_stop(&R->spike, c->spike_stop)) {
+            // skipped steps leave the weights alone: this checkpoint holds the weights from before the trouble
+            if (c->out_dir[0] && h->save(h->self) != 0) die("checkpoint after %d skipped steps failed", c->spike_stop);
+            if (R->comm.rank == 0) fprintf(stderr, "error: %d consecutive steps skipped (last: %s, loss %g, gnorm %g) at step %lld: "
+                                           "lower -lr or -beta2, then -resume from the checkpoint in %s\n",
+                                           c->spike_stop, spike_kind_name(r.skip), r.loss, r.gnorm, (long long)R->step,
+                                           c->out_dir[0] ? c->out_dir : "(no -o)");
+            fflush(stderr);
+            return 3;
+        }
+        int last = run_finished(R);
+        if (R->have_val && (R->step % c->val_every == 0 || last)) logger_val(&R->log, R->step, R->tokens, h->evaluate(h->self));
+        if (c->sample_every > 0 && c->sample_len > 0 && (R->step % c->sample_every == 0 || last)) h->sample(h->self, stdout);
+        if (c->out_dir[0] && c->ckpt_every > 0 && (R->step % c->ckpt_every == 0 || last)) {
+            if (h->save(h->self) != 0) die("checkpoint at step %lld failed: free disk space or fix -o", (long long)R->step);
+        }
+    }
+    return 0;
+}
+
+#endif // LLMC_RUN_H
