@@ -39,12 +39,12 @@ int main(void) {
             float* gm = ck_down_f32(dm, n);
             float* gv = ck_down_f32(dv, n);
             float* gb = ck_down_bf16(dpb, n);
-            ck(ck_err(gp, rp, n, 1e-9, 1e-6) <= 1 && ck_err(gm, rm, n, 1e-12, 1e-6) <= 1 && ck_err(gv, rv, n, 1e-15, 1e-6) <= 1,
+            check(ck_err(gp, rp, n, 1e-9, 1e-6) <= 1 && ck_err(gm, rm, n, 1e-12, 1e-6) <= 1 && ck_err(gv, rv, n, 1e-15, 1e-6) <= 1,
                "adamw n=%zu wd=%.1f gscale=%.2f: master, m, v", n, wd, gscale);
-            ck(ck_err(gb, rb, n, 0, 1e-6) <= 1 || ck_err(gb, rp, n, 0, 4e-3) <= 1, "adamw n=%zu: bf16 copy is the rounded master", n);
+            check(ck_err(gb, rb, n, 0, 1e-6) <= 1 || ck_err(gb, rp, n, 0, 4e-3) <= 1, "adamw n=%zu: bf16 copy is the rounded master", n);
             free(p); free(gr); free(m); free(v); free(rp); free(rm); free(rv); free(rb); free(gp); free(gm); free(gv); free(gb);
             dev_free(dp); dev_free(dgr); dev_free(dm); dev_free(dv); dev_free(dpb);
         }
     }
-    return ck_finish();
+    return test_summary();
 }

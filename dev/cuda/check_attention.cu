@@ -70,10 +70,10 @@ static void check_size(int B, int T, int NH, int hs) {
         else attention_forward_naive(dout_att, att, dqkv_in, B, T, NH, hs, 0);
         float* go = ck_down_bf16(dout_att, nout);
         double ef = ck_err(go, rout, nout, tol_out, 1e-2);
-        ck(ef <= 1, "attention %s B=%d T=%d NH=%d hs=%d: forward (error %.2f of tolerance)", name, B, T, NH, hs, ef);
+        check(ef <= 1, "attention %s B=%d T=%d NH=%d hs=%d: forward (error %.2f of tolerance)", name, B, T, NH, hs, ef);
         if (flash) {
             float* gl = ck_down_f32(lse, (size_t)B * NH * T);
-            ck(ck_err(gl, rlse, (size_t)B * NH * T, 1e-3, 1e-3) <= 1, "attention %s B=%d T=%d NH=%d hs=%d: lse", name, B, T, NH, hs);
+            check(ck_err(gl, rlse, (size_t)B * NH * T, 1e-3, 1e-3) <= 1, "attention %s B=%d T=%d NH=%d hs=%d: lse", name, B, T, NH, hs);
             free(gl);
         }
         for (int rep = 0; rep < 2; rep++) {
@@ -85,10 +85,10 @@ static void check_size(int B, int T, int NH, int hs) {
             float* gd = ck_down_bf16(ddqkv, nqkv);
             if (rep == 0) {
                 double eb = ck_err(gd, rd, nqkv, tol_d, 2e-2);
-                ck(eb <= 1, "attention %s B=%d T=%d NH=%d hs=%d: backward dq, dk, dv (error %.2f of tolerance)", name, B, T, NH, hs, eb);
+                check(eb <= 1, "attention %s B=%d T=%d NH=%d hs=%d: backward dq, dk, dv (error %.2f of tolerance)", name, B, T, NH, hs, eb);
                 first = gd;
             } else {
-                ck(memcmp(first, gd, 4 * nqkv) == 0, "attention %s B=%d T=%d NH=%d hs=%d: backward bit-identical on a rerun", name, B, T, NH, hs);
+                check(memcmp(first, gd, 4 * nqkv) == 0, "attention %s B=%d T=%d NH=%d hs=%d: backward bit-identical on a rerun", name, B, T, NH, hs);
                 free(first); free(gd);
             }
         }
@@ -113,5 +113,5 @@ int main(int argc, char** argv) {
         check_size(1, 300, 1, 160);
         check_size(2, 1000, 3, 64);
     }
-    return ck_finish();
+    return test_summary();
 }

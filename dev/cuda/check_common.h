@@ -2,7 +2,7 @@
  * dev/cuda/check_common.h: helpers for the standalone kernel checks (llm.c's kernel lab
  * habit): seeded random inputs rounded to bf16 (so the CPU reference sees exactly the
  * values the kernel reads), device upload/download, tolerance comparison, and the
- * "N passed, M failed" tally. Each check_*.cu includes this and one kernel header of llmc/.
+ * "N passed, M failed" tally (dev/test_common.h). Each check_*.cu includes this and one kernel header of llmc/.
  * Build: make cuda-check-build (nvcc) or make cuda-check-emu (CPU emulation, dev/cuemu).
  */
 #ifndef DEV_CUDA_CHECK_COMMON_H
@@ -17,24 +17,8 @@
 #include "../../llmc/utils.h"
 #include "../../llmc/cuda_common.cuh"
 #include "../../llmc/cuda_utils.cuh"
+#include "../test_common.h"
 
-static int ck_pass = 0, ck_fail = 0;
-
-static void ck(int ok, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-    if (ok) ck_pass++; else ck_fail++;
-}
-
-static int ck_finish(void) {
-    printf("%d passed, %d failed\n", ck_pass, ck_fail);
-    return ck_fail == 0 ? 0 : 1;
-}
 
 // xorshift-based uniform in [-1, 1)
 static uint64_t ck_state = 0x9E3779B97F4A7C15ULL;

@@ -37,8 +37,8 @@ static void check_size(int BT, int V, int nranks) {
     float* gs = ck_down_f32(lse, BT);
     double gsum = 0;
     cudaCheck(cudaMemcpy(&gsum, acc, sizeof(double), cudaMemcpyDeviceToHost));
-    ck(ck_err(gl, rloss, BT, 1e-5, 1e-5) <= 1 && ck_err(gs, rlse, BT, 1e-5, 1e-5) <= 1, "cross-entropy BT=%d V=%d: losses and lse", BT, V);
-    ck(fabs(gsum - rsum) <= 1e-5 * fabs(rsum) + 1e-5, "cross-entropy BT=%d V=%d: loss sum %.6f (want %.6f)", BT, V, gsum, rsum);
+    check(ck_err(gl, rloss, BT, 1e-5, 1e-5) <= 1 && ck_err(gs, rlse, BT, 1e-5, 1e-5) <= 1, "cross-entropy BT=%d V=%d: losses and lse", BT, V);
+    check(fabs(gsum - rsum) <= 1e-5 * fabs(rsum) + 1e-5, "cross-entropy BT=%d V=%d: loss sum %.6f (want %.6f)", BT, V, gsum, rsum);
     // vocab-parallel: nranks slices; per-rank stats then the all-reduce arithmetic
     float* st = (float*)dev_alloc(sizeof(float) * 4 * BT * nranks);
     int per = (V + nranks - 1) / nranks;
@@ -63,7 +63,7 @@ static void check_size(int BT, int V, int nranks) {
     float* dsum2 = (float*)ck_up(sum2, 8 * BT);
     ce_finish(losses, lse, dmg, dsum2, dsum2 + BT, BT, 0);
     float* gl2 = ck_down_f32(losses, BT);
-    ck(ck_err(gl2, rloss, BT, 1e-5, 1e-5) <= 1, "cross-entropy BT=%d V=%d split over %d vocab slices: losses", BT, V, nranks);
+    check(ck_err(gl2, rloss, BT, 1e-5, 1e-5) <= 1, "cross-entropy BT=%d V=%d split over %d vocab slices: losses", BT, V, nranks);
     // fused backward on the single-rank statistics
     ce_finish(losses, lse, ce, ce + 2 * BT, ce + 3 * BT, BT, 0);
     float dloss = 1.0f / 37.0f;
@@ -74,7 +74,7 @@ static void check_size(int BT, int V, int nranks) {
         size_t i = (size_t)n * ldl + v;
         rd[i] = v < V ? (exp(logit[i] - rlse[n]) - (v == tgt[n] ? 1.0 : 0.0)) * dloss : logit[i];
     }
-    ck(ck_err(gd, rd, (size_t)BT * ldl, 1e-3 * dloss, 8e-3) <= 1, "cross-entropy BT=%d V=%d: dlogits in place, padding untouched", BT, V);
+    check(ck_err(gd, rd, (size_t)BT * ldl, 1e-3 * dloss, 8e-3) <= 1, "cross-entropy BT=%d V=%d: dlogits in place, padding untouched", BT, V);
     free(logit); free(tgt); free(rloss); free(rlse); free(gl); free(gs); free(hs); free(mg); free(sum2); free(gl2); free(gd); free(rd);
     dev_free(dlog); dev_free(dtgt); dev_free(ce); dev_free(losses); dev_free(lse); dev_free(acc); dev_free(st); dev_free(dmg); dev_free(dsum2);
 }
@@ -84,5 +84,5 @@ int main(void) {
     check_size(5, 100, 3);
     check_size(33, 1037, 2);
     check_size(64, 5000, 3);
-    return ck_finish();
+    return test_summary();
 }

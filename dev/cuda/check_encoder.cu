@@ -29,7 +29,7 @@ static void check_size(int B, int T, int C, int V, int Vl, int v0) {
             ref[(size_t)n * C + c] = ck_bf(v);
         }
         float* out = ck_down_bf16(dout, (size_t)BT * C);
-        ck(ck_err(out, ref, (size_t)BT * C, 0, 1e-6) <= 1, "encoder_forward B=%d T=%d C=%d slice [%d,%d) add_pos=%d (exact)", B, T, C, v0, v0 + Vl, add_pos);
+        check(ck_err(out, ref, (size_t)BT * C, 0, 1e-6) <= 1, "encoder_forward B=%d T=%d C=%d slice [%d,%d) add_pos=%d (exact)", B, T, C, v0, v0 + Vl, add_pos);
         free(out);
     }
     // backward
@@ -39,7 +39,7 @@ static void check_size(int B, int T, int C, int V, int Vl, int v0) {
     embed_buckets_build(&eb, tok, BT, v0, Vl, work);
     int zero_ok = 1;
     for (int i = 0; i <= Vl; i++) if (work[i] != 0) zero_ok = 0;
-    ck(zero_ok && (eb.nu == 0 || eb.off[eb.nu] <= BT), "embed_buckets_build leaves its scratch zeroed (%d buckets)", eb.nu);
+    check(zero_ok && (eb.nu == 0 || eb.off[eb.nu] <= BT), "embed_buckets_build leaves its scratch zeroed (%d buckets)", eb.nu);
     int* du = (int*)ck_up(eb.uniq, sizeof(int) * (eb.nu + 1));
     int* doff = (int*)ck_up(eb.off, sizeof(int) * (eb.nu + 1));
     int* dpos = (int*)ck_up(eb.pos, sizeof(int) * (BT + 1));
@@ -58,8 +58,8 @@ static void check_size(int B, int T, int C, int V, int Vl, int v0) {
     }
     float* g1 = ck_down_f32(gwte, (size_t)Vl * C);
     float* g2 = ck_down_f32(gwpe, (size_t)T * C);
-    ck(ck_err(g1, rwte, (size_t)Vl * C, 1e-5, 1e-5) <= 1, "encoder_backward B=%d T=%d C=%d dwte (buckets)", B, T, C);
-    ck(ck_err(g2, rwpe, (size_t)T * C, 1e-5, 1e-5) <= 1, "encoder_backward B=%d T=%d C=%d dwpe", B, T, C);
+    check(ck_err(g1, rwte, (size_t)Vl * C, 1e-5, 1e-5) <= 1, "encoder_backward B=%d T=%d C=%d dwte (buckets)", B, T, C);
+    check(ck_err(g2, rwpe, (size_t)T * C, 1e-5, 1e-5) <= 1, "encoder_backward B=%d T=%d C=%d dwpe", B, T, C);
     free(g1); free(g2); free(rwte); free(rwpe); free(gwte0); free(gwpe0); free(work);
     free(eb.uniq); free(eb.off); free(eb.pos);
     dev_free(du); dev_free(doff); dev_free(dpos); dev_free(gwte); dev_free(gwpe);
@@ -87,7 +87,7 @@ static void check_tp_sum(int B, int T, int C, int V) {
     float* s = ck_down_bf16(o, (size_t)BT * C);
     int same = 1;
     for (size_t i = 0; i < (size_t)BT * C; i++) if (host_bf2f(host_f2bf(a[i] + b[i])) != s[i]) same = 0;
-    ck(same, "encoder_forward TP=2: bf16 sum of the two ranks equals the one-rank embedding bit for bit");
+    check(same, "encoder_forward TP=2: bf16 sum of the two ranks equals the one-rank embedding bit for bit");
     free(tok); free(wte); free(wpe); free(a); free(b); free(s);
     dev_free(dtok); dev_free(dwte); dev_free(dwpe); dev_free(o0); dev_free(o1); dev_free(o);
 }
@@ -97,5 +97,5 @@ int main(void) {
     check_size(2, 17, 64, 50, 50, 0);
     check_size(3, 40, 100, 1000, 300, 600);
     check_tp_sum(2, 9, 40, 64);
-    return ck_finish();
+    return test_summary();
 }

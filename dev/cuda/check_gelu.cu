@@ -19,7 +19,7 @@ int main(void) {
         for (size_t i = 0; i < n; i++) ref[i] = 0.5 * x[i] * (1.0 + tanh(k0 * (x[i] + 0.044715 * x[i] * (double)x[i] * x[i])));
         gelu_forward(dout, dx, n, 0);
         float* out = ck_down_bf16(dout, n);
-        ck(ck_err(out, ref, n, 1e-4, 8e-3) <= 1, "gelu_forward n=%zu", n);
+        check(ck_err(out, ref, n, 1e-4, 8e-3) <= 1, "gelu_forward n=%zu", n);
         for (size_t i = 0; i < n; i++) {
             double xx = x[i], u = k0 * (xx + 0.044715 * xx * xx * xx), th = tanh(u);
             double d = 0.5 * (1 + th) + 0.5 * xx * (1 - th * th) * k0 * (1 + 3 * 0.044715 * xx * xx);
@@ -27,9 +27,9 @@ int main(void) {
         }
         gelu_backward(dg, dx, dg, n, 0); // in place
         float* din = ck_down_bf16(dg, n);
-        ck(ck_err(din, ref, n, 1e-4, 8e-3) <= 1, "gelu_backward n=%zu (in place)", n);
+        check(ck_err(din, ref, n, 1e-4, 8e-3) <= 1, "gelu_backward n=%zu (in place)", n);
         free(x); free(g); free(out); free(din); free(ref);
         dev_free(dx); dev_free(dg); dev_free(dout);
     }
-    return ck_finish();
+    return test_summary();
 }

@@ -27,10 +27,10 @@ int main(void) {
         cudaCheck(cudaMemcpy(&got, dout, sizeof(double), cudaMemcpyDeviceToHost));
         sumsq(dout, dout + 1, dx, &r, 0);
         cudaCheck(cudaMemcpy(&got2, dout, sizeof(double), cudaMemcpyDeviceToHost));
-        ck(fabs(got - ref) <= 1e-10 * fabs(ref) + 1e-300, "sumsq case %zu (%d ranges): %.15g (want %.15g)", c, r.n, got, ref);
-        ck(memcmp(&got, &got2, sizeof(double)) == 0, "sumsq case %zu bit-identical on a rerun", c);
+        check(fabs(got - ref) <= 1e-10 * fabs(ref) + 1e-300, "sumsq case %zu (%d ranges): %.15g (want %.15g)", c, r.n, got, ref);
+        check(memcmp(&got, &got2, sizeof(double)) == 0, "sumsq case %zu bit-identical on a rerun", c);
     }
     free(x);
     dev_free(dx); dev_free(dout);
-    return ck_finish();
+    return test_summary();
 }

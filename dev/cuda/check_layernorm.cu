@@ -54,8 +54,8 @@ static void check_size(int N, int C) {
     float* mean = ck_down_f32(dmean, N);
     float* rstd = ck_down_f32(drstd, N);
     double amax = ck_maxabs(ref, NC);
-    ck(ck_err(out, ref, NC, 1e-3 * amax, 8e-3) <= 1, "layernorm_forward N=%d C=%d out", N, C);
-    ck(ck_err(mean, rm, N, 1e-5, 1e-4) <= 1 && ck_err(rstd, rs, N, 1e-5, 1e-4) <= 1, "layernorm_forward N=%d C=%d mean, rstd", N, C);
+    check(ck_err(out, ref, NC, 1e-3 * amax, 8e-3) <= 1, "layernorm_forward N=%d C=%d out", N, C);
+    check(ck_err(mean, rm, N, 1e-5, 1e-4) <= 1 && ck_err(rstd, rs, N, 1e-5, 1e-4) <= 1, "layernorm_forward N=%d C=%d mean, rstd", N, C);
     free(out); free(mean); free(rstd);
 
     // residual + bias + LN
@@ -64,16 +64,16 @@ static void check_size(int N, int C) {
     for (size_t i = 0; i < NC; i++) { rref[i] = ck_bf((double)x[i] + a[i] + bias[i % C]); rsum[i] = (float)rref[i]; }
     residual_forward(dresid, dout, dmean, drstd, dx, da, dbias, dw, db, N, C, 0);
     float* gr = ck_down_bf16(dresid, NC);
-    ck(ck_err(gr, rref, NC, 1e-3 * ck_maxabs(rref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d resid = a + b + bias", N, C);
+    check(ck_err(gr, rref, NC, 1e-3 * ck_maxabs(rref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d resid = a + b + bias", N, C);
     ln_ref(ref, rm, rs, gr, w, b, N, C); // LN of what the kernel stored
     out = ck_down_bf16(dout, NC);
-    ck(ck_err(out, ref, NC, 1e-3 * ck_maxabs(ref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d fused LayerNorm", N, C);
+    check(ck_err(out, ref, NC, 1e-3 * ck_maxabs(ref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d fused LayerNorm", N, C);
     free(out); free(gr);
     // residual only, no bias, in place into b
     residual_forward(da, NULL, NULL, NULL, dx, da, NULL, NULL, NULL, N, C, 0);
     for (size_t i = 0; i < NC; i++) rref[i] = ck_bf((double)x[i] + a[i]);
     gr = ck_down_bf16(da, NC);
-    ck(ck_err(gr, rref, NC, 1e-3 * ck_maxabs(rref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d in place, no bias, no LN", N, C);
+    check(ck_err(gr, rref, NC, 1e-3 * ck_maxabs(rref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d in place, no bias, no LN", N, C);
     free(gr); free(rsum); free(rref);
 
     // backward: statistics of x (as forward stores them)
@@ -109,15 +109,15 @@ static void check_size(int N, int C) {
     float* gdin = ck_down_bf16(dres, NC);
     float* gdw = ck_down_f32(ddw, C);
     float* gdb = ck_down_f32(ddb, C);
-    ck(ck_err(gdin, rdin, NC, 2e-3 * ck_maxabs(rdin, NC), 8e-3) <= 1, "layernorm_backward N=%d C=%d dinp = dresid + LN' (in place)", N, C);
-    ck(ck_err(gdw, rdw, C, 1e-4 * ck_maxabs(rdw, C), 1e-4) <= 1 && ck_err(gdb, rdb, C, 1e-4 * ck_maxabs(rdb, C), 1e-4) <= 1,
+    check(ck_err(gdin, rdin, NC, 2e-3 * ck_maxabs(rdin, NC), 8e-3) <= 1, "layernorm_backward N=%d C=%d dinp = dresid + LN' (in place)", N, C);
+    check(ck_err(gdw, rdw, C, 1e-4 * ck_maxabs(rdw, C), 1e-4) <= 1 && ck_err(gdb, rdb, C, 1e-4 * ck_maxabs(rdb, C), 1e-4) <= 1,
        "layernorm_backward N=%d C=%d dw, db accumulate", N, C);
     // determinism: the same call twice gives the same bits
     cudaCheck(cudaMemcpy(ddw, dw0, 4 * C, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(ddb, db0, 4 * C, cudaMemcpyHostToDevice));
     layernorm_backward(dresid, NULL, ddw, ddb, dg, dx, dw, dmean, drstd, N, C, scratch, scratch_n, 0);
     float* gdw2 = ck_down_f32(ddw, C);
-    ck(memcmp(gdw, gdw2, 4 * C) == 0, "layernorm_backward N=%d C=%d dw bit-identical on a rerun", N, C);
+    check(memcmp(gdw, gdw2, 4 * C) == 0, "layernorm_backward N=%d C=%d dw bit-identical on a rerun", N, C);
     free(gdin); free(gdw); free(gdb); free(gdw2);
     free(x); free(w); free(b); free(a); free(bias); free(g); free(res); free(hm); free(hr); free(dw0); free(db0);
     free(ref); free(rm); free(rs); free(rdin); free(rdw); free(rdb);
@@ -128,5 +128,5 @@ static void check_size(int N, int C) {
 int main(void) {
     const int sizes[][2] = {{1, 32}, {7, 96}, {37, 130}, {130, 64}, {64, 768}};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) check_size(sizes[i][0], sizes[i][1]);
-    return ck_finish();
+    return test_summary();
 }

@@ -25,7 +25,7 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
             ref[(size_t)n * ldo + o] = s;
         }
         float* got = ck_down_bf16(dout_f, (size_t)N * ldo);
-        ck(ck_err(got, ref, (size_t)N * ldo, 2e-3 * ck_maxabs(ref, (size_t)N * ldo), 8e-3) <= 1,
+        check(ck_err(got, ref, (size_t)N * ldo, 2e-3 * ck_maxabs(ref, (size_t)N * ldo), 8e-3) <= 1,
            "matmul_forward N=%d IC=%d OC=%d ldo=%d bias=%d", N, IC, OC, ldo, withbias);
         free(got);
     }
@@ -45,7 +45,7 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
         }
         float* gp = ck_down_bf16(dpre, (size_t)N * OC);
         float* gg = ck_down_bf16(dgel, (size_t)N * OC);
-        ck(ck_err(gp, rp, (size_t)N * OC, 2e-3 * ck_maxabs(rp, (size_t)N * OC), 8e-3) <= 1 &&
+        check(ck_err(gp, rp, (size_t)N * OC, 2e-3 * ck_maxabs(rp, (size_t)N * OC), 8e-3) <= 1 &&
            ck_err(gg, rg, (size_t)N * OC, 2e-3 * ck_maxabs(rg, (size_t)N * OC), 1e-2) <= 1,
            "matmul_forward_gelu N=%d IC=%d OC=%d %s (cuBLASLt epilogue %s)", N, IC, OC, fused ? "fused requested" : "unfused",
            gm->gelu_fused_ok == 1 ? "used" : "not used");
@@ -61,7 +61,7 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
         rdi[(size_t)n * IC + i] = s;
     }
     float* gdi = ck_down_bf16(ddinp, (size_t)N * IC);
-    ck(ck_err(gdi, rdi, (size_t)N * IC, 2e-3 * ck_maxabs(rdi, (size_t)N * IC), 8e-3) <= 1, "matmul_backward_input N=%d IC=%d OC=%d", N, IC, OC);
+    check(ck_err(gdi, rdi, (size_t)N * IC, 2e-3 * ck_maxabs(rdi, (size_t)N * IC), 8e-3) <= 1, "matmul_backward_input N=%d IC=%d OC=%d", N, IC, OC);
     // backward to the weight, accumulating
     float* ddW;
     float* dW0 = ck_rand_f32(&ddW, (size_t)OC * IC, 1.0f);
@@ -73,7 +73,7 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
         rdw[(size_t)o * IC + i] = s;
     }
     float* gdw = ck_down_f32(ddW, (size_t)OC * IC);
-    ck(ck_err(gdw, rdw, (size_t)OC * IC, 1e-4 * ck_maxabs(rdw, (size_t)OC * IC), 1e-4) <= 1, "matmul_backward_weight N=%d IC=%d OC=%d (fp32 += )", N, IC, OC);
+    check(ck_err(gdw, rdw, (size_t)OC * IC, 1e-4 * ck_maxabs(rdw, (size_t)OC * IC), 1e-4) <= 1, "matmul_backward_weight N=%d IC=%d OC=%d (fp32 += )", N, IC, OC);
     // bias gradient
     float* ddb;
     float* db0 = ck_rand_f32(&ddb, OC, 1.0f);
@@ -81,7 +81,7 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
     double* rdb = (double*)malloc_check(8 * OC);
     for (int o = 0; o < OC; o++) { double s = db0[o]; for (int n = 0; n < N; n++) s += dout[(size_t)n * ldo + o]; rdb[o] = s; }
     float* gdb = ck_down_f32(ddb, OC);
-    ck(ck_err(gdb, rdb, OC, 1e-5 * ck_maxabs(rdb, OC), 1e-5) <= 1, "bias_backward N=%d OC=%d (fp32 += )", N, OC);
+    check(ck_err(gdb, rdb, OC, 1e-5 * ck_maxabs(rdb, OC), 1e-5) <= 1, "bias_backward N=%d OC=%d (fp32 += )", N, OC);
     free(inp); free(W); free(bias); free(dout); free(ref); free(rdi); free(gdi); free(dW0); free(rdw); free(gdw); free(db0); free(rdb); free(gdb);
     dev_free(dinp); dev_free(dW); dev_free(dbias); dev_free(ddout); dev_free(dout_f); dev_free(dpre); dev_free(dgel); dev_free(ddinp);
     dev_free(ddW); dev_free(ddb);
@@ -94,5 +94,5 @@ int main(void) {
     check_size(&gm, 37, 40, 50, 56);
     check_size(&gm, 130, 128, 384, 384);
     gemm_free(&gm);
-    return ck_finish();
+    return test_summary();
 }
