@@ -6,7 +6,7 @@
  * sampling, checkpoints, main. The kernels live in llmc/ (the .cuh files); the recipe, layout, data,
  * checkpoint format and start-up are the shared llmc/ headers.
  *
- * Precision (doc/cuda.md has the table and the reasons):
+ * Precision (the README's CUDA section has the table and the reasons):
  *   weights     bf16 working copy for the GEMMs and kernels; fp32 master copy (the whole
  *               buffer, or this rank's 1/DP shard with -zero 1) that AdamW updates
  *   activations bf16 (residual stream included); LayerNorm statistics, attention lse,

@@ -18,7 +18,7 @@
  *   atomics: deterministic. Within a warp, lanes take keys (scores: one dot product per
  *   lane) and then dims (accumulations, the probability broadcast by a shuffle).
  *   Plain CUDA cores (fp32 FMA), no tensor cores yet: correct at any T, but slower than
- *   a tensor-core kernel (see doc/cuda.md). Head size up to 256.
+ *   a tensor-core kernel (README, "The CUDA trainer"). Head size up to 256.
  */
 #ifndef LLMC_ATTENTION_CUH
 #define LLMC_ATTENTION_CUH

@@ -75,7 +75,7 @@ typedef struct {
 } Cluster;
 
 /* The one set of constants. gemm_eff is fitted (to the paper's three Selene points, see
- * doc/planning.md and dev/calibrate_planner.py); the other three are typical measured
+ * README "Planning a run" and dev/calibrate_planner.py); the other three are typical measured
  * fractions, documented rather than fitted. */
 typedef struct {
     double gemm_eff;     /* achieved fraction of peak for the model's GEMMs (lumps kernel gaps) */
@@ -189,7 +189,7 @@ static inline int plan_model_preset(const char* name, PlanModel* out) {
 static inline PlanConsts plan_default_consts(void) {
     PlanConsts k;
     /* Fitted: the one free constant. With it the planner reproduces the paper's Selene
-     * points (530b, TP 8, PP 35, mb 1, gb 1920, recompute) within 2.5% (doc/planning.md).
+     * points (530b, TP 8, PP 35, mb 1, gb 1920, recompute) within 2.5% (README, "Planning a run").
      * It is low against cuBLAS's ~80% on these shapes because it carries everything the
      * model does not time explicitly: launch gaps, framework overhead, attention batching. */
     k.gemm_eff = 0.54;
