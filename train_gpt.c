@@ -819,6 +819,13 @@ int main(int argc, char** argv) {
     Comm comm;
     startup(&cfg, &comm, argc, argv);
 #ifdef _OPENMP
+    // under mpirun, by default share the node's cores among its ranks instead of giving
+    // every rank all of them (-threads or OMP_NUM_THREADS override)
+    const char* local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (cfg.threads == 0 && comm.world > 1 && getenv("OMP_NUM_THREADS") == NULL && local != NULL && atoi(local) > 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg.threads = cores / atoi(local) > 1 ? (int)(cores / atoi(local)) : 1;
+    }
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #endif
     Train t;
