@@ -677,6 +677,24 @@ static void test_layouts(void) {
         if (hit) { char* st = hit; while (st > err && st[-1] != '\n') st--; snprintf(line, sizeof(line), "%.*s", (int)(strchr(st, '\n') ? strchr(st, '\n') - st : (long)strlen(st)), st); }
         check(rc != 0 && rc != 124 && hit && count == 1 && secs < 60, "bad layout np=%d %s: exit %d in %.1fs, once: \"%s\"", B[i].np, B[i].flags, rc, secs, line);
     }
+    // validation loss and the text sample do not depend on the layout either
+    {
+        char out1[4096] = "", out2[4096] = "", line[4096];
+        for (int k = 0; k < 2; k++) {
+            layout_args(args, sizeof(args), data, tmp);
+            snprintf(cmd, sizeof(cmd), "%s ./train_gpt %s -j %s -val-every 2 -val-samples 8 -steps 2 -sample-every 2 -sample-len 12 %s > %s/sample%d.txt 2>&1",
+                     k == 0 ? "OMP_NUM_THREADS=1 timeout 120" : "timeout 300 mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 4",
+                     args, data, k == 0 ? "" : "-tp 2 -pp 2", tmp, k);
+            // layout_args already holds -j ''; the later -j (the same shard) wins
+            if (system(cmd) != 0) continue;
+            snprintf(path, sizeof(path), "%s/sample%d.txt", tmp, k);
+            FILE* f = fopen(path, "r");
+            char* dst = k == 0 ? out1 : out2;
+            while (f && fgets(line, sizeof(line), f)) if (strncmp(line, "sample:", 7) == 0 || strncmp(line, "val ", 4) == 0) strncat(dst, line, 4095 - strlen(dst));
+            if (f) fclose(f);
+        }
+        check(out1[0] != 0 && strstr(out1, "sample:") && strcmp(out1, out2) == 0, "validation loss and text sample are the same in 1x1x1 and 2x2x1 (%.80s)", out1);
+    }
     // a rank killed with -9 mid-run ends the whole job quickly
     {
         char kdir[1300];

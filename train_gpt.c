@@ -698,17 +698,12 @@ static StepResult train_step(Train* t) {
     return r;
 }
 
-// Mean loss over the first val_samples samples of the validation stream (in order),
-// rounded down to whole micro-batches on every DP rank.
+// Mean loss over the first val_samples samples of the validation stream (in order).
 static double evaluate(Train* t) {
-    const Config* c = &t->run.cfg;
-    int64_t unit = (int64_t)c->mb * t->run.comm.DP;
-    int64_t n = c->val_samples < t->run.val.nsamples ? c->val_samples : t->run.val.nsamples;
-    n = (n / unit) * unit;
-    if (n == 0) n = unit;
+    int64_t n = run_val_samples(&t->run);
     BatchRef br = {0, n, &t->run.val};
-    double sum = run_schedule(t, (int)(n / unit), 1, 0.0f, load_train_micro, &br);
-    return world_sum(&t->run.comm, (is_last_stage(&t->model) && t->run.comm.tp == 0) ? sum : 0.0) / ((double)n * c->seq);
+    double sum = run_schedule(t, (int)(n / ((int64_t)t->run.cfg.mb * t->run.comm.DP)), 1, 0.0f, load_train_micro, &br);
+    return world_sum(&t->run.comm, (is_last_stage(&t->model) && t->run.comm.tp == 0) ? sum : 0.0) / ((double)n * t->run.cfg.seq);
 }
 
 static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
@@ -717,48 +712,25 @@ static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
     memset(a->targets, 0, sizeof(int) * t->model.B * t->model.T);
 }
 
-// Generates sample_len tokens after an <|endoftext|>, sampling from the softmax, and
-// prints them on the rank that samples (TP 0, DP 0 of the last stage). Every rank takes
-// part (the pipeline runs forward); the chosen token is broadcast from that rank.
+// Generates sample_len tokens after an <|endoftext|>, sampling from the softmax. Every
+// rank takes part (the pipeline runs forward); the sampler rank prints.
 static void sample_text(Train* t, FILE* out) {
     GPT* g = &t->model;
-    Comm* comm = &t->run.comm;
     const Config* c = &t->run.cfg;
-    int T = g->T;
-    int eot = t->run.have_tok ? (int)t->run.tok.eot_token : 0;
-    if (eot >= c->V) eot = 0;
-    int* tokens = (int*)malloc_check(sizeof(int) * g->B * T);
-    for (int i = 0; i < g->B * T; i++) tokens[i] = eot;
+    int* tokens = (int*)malloc_check(sizeof(int) * g->B * g->T);
+    for (int i = 0; i < g->B * g->T; i++) tokens[i] = run_sample_start(&t->run);
     float* row = (float*)malloc_check(sizeof(float) * c->Vp);
-    int sampler = layout_rank(0, 0, comm->PP - 1, comm->TP, comm->DP);
-    if (comm->rank == sampler) fprintf(out, "sample: ");
-    for (int pos = 1; pos <= c->sample_len && pos < T; pos++) {
+    if (t->run.comm.rank == run_sampler_rank(&t->run)) fprintf(out, "sample: ");
+    for (int pos = 1; pos <= c->sample_len && pos < g->T; pos++) {
         run_schedule(t, 1, 1, 0.0f, load_sample_micro, tokens);
-        int next = 0;
-        if (is_last_stage(g)) {
-            // the full row of real-vocabulary logits: each TP rank holds Vv columns
-            const float* mine = g->acts[0].logits + (size_t)(pos - 1) * g->Vv;
+        if (is_last_stage(g)) { // this TP rank's Vv columns of the row at pos-1
             memset(row, 0, sizeof(float) * c->Vp);
-            memcpy(row + g->v0, mine, sizeof(float) * g->Vv);
-            tp_allreduce_sum(comm, row, c->Vp);
-            float mx = -INFINITY;
-            for (int v = 0; v < c->V; v++) if (row[v] > mx) mx = row[v];
-            double sum = 0.0;
-            for (int v = 0; v < c->V; v++) { row[v] = expf(row[v] - mx); sum += row[v]; }
-            double u = rng_uniform(&t->run.rng) * sum, cdf = 0.0;
-            next = c->V - 1;
-            for (int v = 0; v < c->V; v++) { cdf += row[v]; if (u < cdf) { next = v; break; } }
+            memcpy(row + g->v0, g->acts[0].logits + (size_t)(pos - 1) * g->Vv, sizeof(float) * g->Vv);
         }
-        world_bcast(comm, &next, sizeof(next), sampler);
-        tokens[pos] = next;
-        if (comm->rank == sampler) {
-            if (t->run.have_tok) tokenizer_print_token(out, &t->run.tok, (uint32_t)next);
-            else fprintf(out, "%d ", next);
-        }
+        tokens[pos] = run_sample_next(&t->run, row, is_last_stage(g));
+        run_sample_print(&t->run, out, tokens[pos]);
     }
-    // the sampler state advanced on the last stage only: keep every rank's copy equal
-    world_bcast(comm, &t->run.rng, sizeof(t->run.rng), sampler);
-    if (comm->rank == sampler) { fprintf(out, "\n"); fflush(out); }
+    run_sample_end(&t->run, out);
     free(tokens); free(row);
 }
 

@@ -19,6 +19,7 @@
 #include "comm.h"
 #include "config.h"
 #include "dataloader.h"
+#include "layout.h"
 #include "logger.h"
 #include "noise.h"
 #include "params.h"
@@ -217,6 +218,61 @@ static void run_print_config(const Run* R) {
     table_row("val data", "%s", R->have_val ? c->val_glob : "(none)");
     table_row("shuffle / seed", "%d / %llu", c->shuffle, (unsigned long long)c->seed);
     table_row("out dir", "%s", c->out_dir[0] ? c->out_dir : "(none)");
+}
+
+// ----------------------------------------------------------------------------------------
+// evaluation and sampling: the parts that do not depend on the device
+
+// validation samples: the first -val-samples of the stream, whole micro-batches on every DP rank
+static int64_t run_val_samples(const Run* R) {
+    const Config* c = &R->cfg;
+    int64_t unit = (int64_t)c->mb * R->comm.DP;
+    int64_t n = c->val_samples < R->val.nsamples ? c->val_samples : R->val.nsamples;
+    n = (n / unit) * unit;
+    return n == 0 ? unit : n;
+}
+
+// the rank that samples and prints: TP 0, DP 0 of the last stage
+static int run_sampler_rank(const Run* R) { return layout_rank(0, 0, R->comm.PP - 1, R->comm.TP, R->comm.DP); }
+
+// The next token from one position's logits. On the last stage row (Vp) holds this TP
+// rank's real-vocabulary columns at their offset and zeros elsewhere; the TP ranks sum
+// their rows, so every one sees the whole row and draws the same token. Every rank then
+// receives it from the sampler.
+static int run_sample_next(Run* R, float* row, int last_stage) {
+    const Config* c = &R->cfg;
+    int next = 0;
+    if (last_stage) {
+        tp_allreduce_sum(&R->comm, row, c->Vp);
+        float mx = -INFINITY;
+        for (int v = 0; v < c->V; v++) if (row[v] > mx) mx = row[v];
+        double sum = 0.0;
+        for (int v = 0; v < c->V; v++) { row[v] = expf(row[v] - mx); sum += row[v]; }
+        double u = rng_uniform(&R->rng) * sum, cdf = 0.0;
+        next = c->V - 1;
+        for (int v = 0; v < c->V; v++) { cdf += row[v]; if (u < cdf) { next = v; break; } }
+    }
+    world_bcast(&R->comm, &next, sizeof(next), run_sampler_rank(R));
+    return next;
+}
+
+// the token the text starts from
+static int run_sample_start(const Run* R) {
+    int eot = R->have_tok ? (int)R->tok.eot_token : 0;
+    return eot < R->cfg.V ? eot : 0;
+}
+
+static void run_sample_print(const Run* R, FILE* out, int token) {
+    if (R->comm.rank != run_sampler_rank(R)) return;
+    if (R->have_tok) tokenizer_print_token(out, &R->tok, (uint32_t)token);
+    else fprintf(out, "%d ", token);
+}
+
+// after the last token: the sampler's RNG advanced on the last stage only, keep every
+// rank's copy equal; end the line
+static void run_sample_end(Run* R, FILE* out) {
+    world_bcast(&R->comm, &R->rng, sizeof(R->rng), run_sampler_rank(R));
+    if (R->comm.rank == run_sampler_rank(R)) { fprintf(out, "\n"); fflush(out); }
 }
 
 // ----------------------------------------------------------------------------------------
