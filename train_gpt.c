@@ -784,6 +784,8 @@ static StepResult hook_step(void* self) { return train_step((Train*)self); }
 static double hook_evaluate(void* self) { return evaluate((Train*)self); }
 static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out); }
 static int hook_save(void* self) { return save_checkpoint((Train*)self); }
+static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) { return load_checkpoint((Train*)self, dir, weights_only, err, n); }
+static void hook_init(void* self) { Train* t = (Train*)self; param_init(&t->model.pl, t->model.params, t->run.cfg.seed, t->run.cfg.scaled_init); }
 
 #ifndef TESTING
 int main(int argc, char** argv) {
@@ -802,23 +804,10 @@ int main(int argc, char** argv) {
 #endif
     Train t;
     train_setup(&t, &cfg, &comm);
-    const Config* c = &t.run.cfg;
     run_open_data(&t.run, is_first_stage(&t.model) || is_last_stage(&t.model)); // only these stages read tokens
-    // weights: a checkpoint to resume, a checkpoint to start from, or fresh from the seed
-    char lerr[1024];
-    if (c->resume) {
-        char dir[1100];
-        run_resume_dir(&t.run, dir, sizeof(dir));
-        if (load_checkpoint(&t, dir, 0, lerr, sizeof(lerr)) != 0) die("%s", lerr);
-        if (comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)\n", dir, (long long)t.run.step, (long long)t.run.tokens);
-    } else if (c->init_from[0] != '\0') {
-        if (load_checkpoint(&t, c->init_from, 1, lerr, sizeof(lerr)) != 0) die("%s", lerr);
-    } else {
-        param_init(&t.model.pl, t.model.params, c->seed, c->scaled_init);
-    }
-    run_open_log(&t.run, c->resume);
+    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, hook_load, hook_init, 0.0}; // CPU: GFLOP/s, no MFU
+    run_load_weights(&t.run, &hooks);
     if (comm.rank == 0) print_config_table(&t);
-    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, 0.0}; // CPU: GFLOP/s, no MFU
     int rc = run_loop(&t.run, &hooks);
     train_free(&t);
     comm_free(&t.run.comm);

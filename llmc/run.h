@@ -284,8 +284,28 @@ typedef struct {
     double (*evaluate)(void* self);    // mean validation loss (every rank takes part)
     void (*sample)(void* self, FILE* out); // a text sample (every rank takes part)
     int (*save)(void* self);           // a checkpoint: 0 ok, -1 failed (the previous one stays)
+    int (*load)(void* self, const char* dir, int weights_only, char* err, size_t n); // any layout; 0 or -1 (err)
+    void (*init)(void* self);          // fresh weights from the seed
     double peak_tflops;                // device bf16 peak for MFU; <= 0: report GFLOP/s instead
 } RunHooks;
+
+// The starting weights: the newest checkpoint under -o (-resume), a checkpoint's weights
+// (-init-from), or fresh from the seed; then the log (appended to when resuming).
+static void run_load_weights(Run* R, const RunHooks* h) {
+    const Config* c = &R->cfg;
+    char err[1024];
+    if (c->resume) {
+        char dir[1100];
+        run_resume_dir(R, dir, sizeof(dir));
+        if (h->load(h->self, dir, 0, err, sizeof(err)) != 0) die("%s", err);
+        if (R->comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)\n", dir, (long long)R->step, (long long)R->tokens);
+    } else if (c->init_from[0] != '\0') {
+        if (h->load(h->self, c->init_from, 1, err, sizeof(err)) != 0) die("%s", err);
+    } else {
+        h->init(h->self);
+    }
+    run_open_log(R, c->resume);
+}
 
 // Trains to -tokens / -steps. Returns the exit status: 0, or 3 after -spike-stop skips in
 // a row (a checkpoint of the weights from before the trouble is saved first).
