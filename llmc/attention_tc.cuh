@@ -41,7 +41,18 @@ __device__ __forceinline__ void tc_load_rows(bf16* dst, int ld, const bf16* src,
     }
 }
 
-__device__ __forceinline__ char* tc_smem_base(void* raw) { return (char*)(((uintptr_t)raw + 127) & ~(uintptr_t)127); }
+// The dynamic shared array rounded up to 128 bytes. Align by adding an offset to the array's
+// own pointer: rounding the pointer itself through uintptr_t made nvcc lose the shared address
+// space (generic LD/ST instead of LDS/STS/LDSM in SASS). LLMC_TC_SMEM_BASE_OLD brings back the
+// old rounding, only so that dev/cuda/sass_check.sh can show that its check catches it.
+__device__ __forceinline__ char* tc_smem_base(void* raw) {
+#ifdef LLMC_TC_SMEM_BASE_OLD
+    return (char*)(((uintptr_t)raw + 127) & ~(uintptr_t)127);
+#else
+    char* p = (char*)raw;
+    return p + ((128u - (unsigned)((uintptr_t)p & 127u)) & 127u);
+#endif
+}
 
 template <int D> struct TcFwd {
     static constexpr int LDB = D + 8, LDP = 72, LDS = (D > 64 ? D : 64) + 4;
