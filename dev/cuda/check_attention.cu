@@ -99,7 +99,24 @@ static void check_size(int B, int T, int NH, int hs) {
     dev_free(dqkv_in); dev_free(ddout); dev_free(dout_att); dev_free(ddqkv);
 }
 
+// --smem: the largest dynamic shared memory each attention kernel is launched with, as
+// "kernel<TAB>bytes" (dev/cuda/resources.py adds it to the static size for the limit check)
+static void print_dynamic_smem(void) {
+    for (int m = 1; m <= 8; m *= 2) { // flash_maxd: MAXD m takes head sizes up to 32 m
+        printf("flash_forward_kernel<%d>\t%zu\n", m, flash_fwd_smem(32 * m));
+        printf("flash_bwd_dkv_kernel<%d>\t%zu\n", m, flash_bwd_smem(32 * m));
+        printf("flash_bwd_dq_kernel<%d>\t%zu\n", m, flash_bwd_smem(32 * m));
+    }
+#define TC_SMEM(D) \
+    printf("flash_tc_forward_kernel<%d>\t%zu\n", D, TcFwd<D>::bytes); \
+    printf("flash_tc_bwd_dkv_kernel<%d>\t%zu\n", D, TcBwd<D>::bytes_dkv); \
+    printf("flash_tc_bwd_dq_kernel<%d>\t%zu\n", D, TcBwd<D>::bytes_dq);
+    TC_SMEM(16) TC_SMEM(32) TC_SMEM(64) TC_SMEM(128) TC_SMEM(160)
+#undef TC_SMEM
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[1], "--smem") == 0) { print_dynamic_smem(); return 0; }
     check_size(1, 1, 1, 16);
     check_size(2, 7, 2, 32);
     check_size(1, 33, 2, 48);
