@@ -1,66 +1,123 @@
 #!/usr/bin/env bash
-# dev/gpu_check.sh: the one GPU check of the CUDA trainer, sized for 8 minutes on one H200
-# (a bare machine: CUDA toolkit and PyTorch present, MPI maybe not, no network assumed).
+# dev/gpu_check.sh: the one GPU check of the CUDA trainer, sized for 8 minutes on one H200 with
+# 16 cores (a bare machine: CUDA toolkit and PyTorch present, MPI maybe not, no network).
+# Stages, in order, with the PREDICTED time of each on 16 cores + H200 (no GPU run yet; the
+# build's 2-arch time measured on 2 shared CPU cores here was 114 s wall):
+#   1. build      ~90 s  train_gpt (CPU reference), train_gpt_cu, test_gpt_cu, check_attention
+#                        for this GPU's arch only (nvidia-smi compute_cap, else
+#                        __nvcc_device_query), make -j all cores, CUDA_WERROR=0 (a newer
+#                        toolkit's warning must not turn the check into SKIPs; CI keeps -Werror).
+#                        NCCL/cuDNN found by dev/cuda/find_libs.sh (toolkit, system, wheels)
+#   2. attention  ~20 s  dev/cuda/check_attention --large: head sizes 64, 128, 160 at T = 2048
+#                        against the fp64 CPU reference (the 1.3b..530b shapes)
+#   3. tests      ~120 s PyTorch fixtures, then test_gpt_cu (bf16 tolerances, CPU trainer, resume)
+#   4. sanitizer  ~60 s  compute-sanitizer memcheck and racecheck on a tiny 2-step run
+#   5. bench      ~120 s 1.3b at sequence 2048: train_gpt_cu and PyTorch (eager, compiled)
+#   6. layouts    ~60 s  tiny preset: 1x1x1 against 2x2x2 zero-1 -comm mpi (8 ranks, one GPU)
+#   7. kernels    ~60 s  the other dev/cuda kernel checks on the GPU, if time is left
+# QUICK=1 (3 min): build, attention, tests, sanitizer memcheck, the train_gpt_cu benchmark only.
+# Status words: PASS, FAIL, TIMEOUT (the stage ran out of its time), SKIP (not run, with the
+# reason). ONE table is printed last, also when a stage or a summary step fails (EXIT trap);
+# it lists what one GPU cannot exercise (NCCL between ranks). A global deadline
+# (GPU_CHECK_BUDGET, 470 s; QUICK=1: 175 s) caps each stage's timeout. Exit status 0 when no
+# stage FAILed or TIMED OUT. Logs in $GPU_CHECK_OUT (default /tmp/llmc_gpu_check).
 #
-#   1. build    train_gpt (CPU, the reference) and train_gpt_cu + test_gpt_cu for this GPU's
-#               arch (nvcc, warnings as errors); with MPI when mpicxx exists, else without
-#   2. tests    PyTorch fixtures (dev/train_gpt.py), then test_gpt_cu: fixtures with bf16
-#               tolerances, 10 steps against the CPU trainer, recompute, flash vs naive
-#               attention, resume bit-identity, a CUDA checkpoint resumed by the CPU trainer
-#   3. layouts  tiny preset: 1x1x1 against 2x2x2 zero-1 (-comm mpi: 8 ranks share the one
-#               GPU), losses and grad norms compared step by step (skipped, with a message,
-#               without mpirun)
-#   4. bench    1.3b at sequence 2048: train_gpt_cu, PyTorch eager and PyTorch compiled
-#               (bf16 autocast, SDPA flash attention) in the same run: ms/step, tokens/s,
-#               TFLOP/s per GPU (the paper's formula), MFU; then train_gpt_cu with the
-#               CUDA-core attention (LLMC_ATTENTION=flash) for comparison
-#   5. kernels  the dev/cuda kernel checks on the GPU (flash attention at T = 2048), if time
-#               is left
-# and prints ONE table last. A global deadline (GPU_CHECK_BUDGET, 470 s) caps every stage's
-# timeout; a stage without time left is reported as SKIP. A failed stage is reported and
-# the later ones still run where they can. Exit status 0 when every stage that ran passed.
-# Logs in $GPU_CHECK_OUT (default /tmp/llmc_gpu_check).
-#
-# Environment: GPU_CHECK_OUT, GPU_CHECK_BUDGET (s), BENCH_MB (4), BENCH_GB (16), BENCH_STEPS
-# (6), PEAK (bf16 dense TFLOP/s; default from the GPU name), GPU_CHECK_APT=1 (try apt-get
-# install openmpi when mpirun is missing; off by default: no network), SKIP_TORCH=1,
-# SKIP_KERNELS=1.
-set -euo pipefail
+# Environment: GPU_CHECK_OUT, GPU_CHECK_BUDGET (s), QUICK, BENCH_MB (4), BENCH_GB (16),
+# BENCH_STEPS (6), PEAK (bf16 dense TFLOP/s; default from the GPU name), GPU_CHECK_APT=1 (try
+# apt-get install openmpi when mpirun is missing), SKIP_TORCH=1, SKIP_KERNELS=1.
+# GPU_CHECK_FAKE="stage:rc,...": a dry run without GPU or toolkit (dev/test_gpu_check.sh):
+# every stage command is replaced by one that exits with the given code (default 0; 124 is a
+# timeout); GPU_CHECK_FAKE_SUMMARY_FAIL=1 makes the benchmark summary step fail;
+# GPU_CHECK_FAKE_ABORT=STAGE kills the script after STAGE; GPU_CHECK_FAKE_MPI=1,
+# GPU_CHECK_FAKE_SANITIZER=0 pretend mpirun is there / compute-sanitizer is not.
+set -uo pipefail # no -e: a failing stage or summary step must not stop the table
 cd "$(dirname "$0")/.."
 OUT=${GPU_CHECK_OUT:-/tmp/llmc_gpu_check}
-BUDGET=${GPU_CHECK_BUDGET:-470}
+QUICK=${QUICK:-0}
+BUDGET=${GPU_CHECK_BUDGET:-$([ "$QUICK" = 1 ] && echo 175 || echo 470)}
+FAKE=${GPU_CHECK_FAKE-}
+FAKE_ON=0; [ -n "${GPU_CHECK_FAKE+set}" ] && FAKE_ON=1
 mkdir -p "$OUT"
 T_START=$(date +%s)
 RESULTS="$OUT/results.tsv"; : > "$RESULTS"
 BENCH="$OUT/bench.tsv"; : > "$BENCH"
 FAILED=0
+GPU_NAME=""; CC_CAP=""; PEAK=${PEAK:-}; MB=${BENCH_MB:-4}; GB=${BENCH_GB:-16}
 
 elapsed() { echo $(( $(date +%s) - T_START )); }
 log() { echo "[gpu_check $(elapsed)s] $*"; }
-record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$RESULTS"; if [ "$2" = FAIL ]; then FAILED=1; fi; }
+record() {
+    printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$RESULTS"; case $2 in FAIL|TIMEOUT) FAILED=1 ;; esac
+    # GPU_CHECK_FAKE_ABORT=STAGE: the script dies right after STAGE (the table must still print)
+    if [ $FAKE_ON = 1 ] && [ "${GPU_CHECK_FAKE_ABORT:-}" = "$1" ]; then echo "fake abort after $1"; exit 9; fi
+}
+# the exit code a fake stage returns (GPU_CHECK_FAKE="name:rc,...")
+fake_rc() { local kv; for kv in ${FAKE//,/ }; do [ "${kv%%:*}" = "$1" ] && { echo "${kv#*:}"; return; }; done; echo 0; }
 # run_stage NAME CAP_S CMD...: runs CMD with timeout min(CAP, time left), output to
-# $OUT/NAME.log. Returns CMD's status; 125 when no time was left (nothing run).
+# $OUT/NAME.log. Returns CMD's status (124/137: timed out); 125 when no time was left.
 run_stage() {
     local name=$1 cap=$2; shift 2
     local left=$(( BUDGET - $(elapsed) ))
     local t=$(( cap < left ? cap : left ))
-    if [ $t -lt 15 ]; then log "$name: no time left in the ${BUDGET}s budget"; echo "no time left" > "$OUT/$name.log"; return 125; fi
+    if [ $t -lt 15 ]; then log "$name: no time left in the ${BUDGET}s budget"; echo "no time left in the ${BUDGET}s budget" > "$OUT/$name.log"; return 125; fi
     log "$name (timeout ${t}s)"
     local rc=0
-    timeout --kill-after=10 "$t" "$@" > "$OUT/$name.log" 2>&1 || rc=$?
+    if [ $FAKE_ON = 1 ]; then
+        rc=$(fake_rc "$name"); echo "fake $name: exit $rc" > "$OUT/$name.log"
+        [ "$rc" = 0 ] && echo "1 passed, 0 failed" >> "$OUT/$name.log"
+    else
+        timeout --kill-after=10 "$t" "$@" > "$OUT/$name.log" 2>&1 || rc=$?
+    fi
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then log "$name TIMED OUT after ${t}s"; echo "TIMED OUT after ${t}s" >> "$OUT/$name.log"; fi
     tail -n 3 "$OUT/$name.log" | sed "s/^/    /"
     return $rc
 }
 # the status word for a stage's return code
-status_of() { case $1 in 0) echo PASS ;; 125) echo SKIP ;; *) echo FAIL ;; esac; }
+status_of() { case $1 in 0) echo PASS ;; 124|137) echo TIMEOUT ;; 125) echo SKIP ;; *) echo FAIL ;; esac; }
+# the last "N passed, M failed" line of a log, and its first FAIL lines
+verdict() { { grep -E 'passed, [0-9]+ failed' "$1" | tail -n 1; grep -m 2 '^FAIL' "$1"; } 2>/dev/null | tr '\n' ';' ; }
+
+# ---------------------------------------------------------------------------------------
+# the table: printed on every exit (EXIT trap), whatever failed before
+print_table() {
+    local rc=$?
+    echo
+    echo "=================================================================================================="
+    echo "GPU check: ${GPU_NAME:-unknown GPU} (sm_${CC_CAP:-?}), peak ${PEAK:-?} TFLOP/s bf16 dense, $(elapsed)s of ${BUDGET}s$([ "$QUICK" = 1 ] && echo ', QUICK=1')"
+    echo "--------------------------------------------------------------------------------------------------"
+    printf '%-20s %-7s %s\n' stage status detail
+    while IFS=$'\t' read -r s st d; do printf '%-20s %-7s %s\n' "$s" "$st" "$d"; done < "$RESULTS"
+    if [ -s "$BENCH" ]; then
+        echo "--------------------------------------------------------------------------------------------------"
+        echo "1.3b, seq 2048, micro-batch $MB, global batch $GB; median step after 2 warm-up steps"
+        printf '%-40s %9s %9s %8s %7s %8s\n' implementation ms/step tokens/s TFLOP/s MFU loss
+        while IFS=$'\t' read -r name ms toks tf mfu loss; do
+            printf '%-40s %9s %9s %8s %7s %8s\n' "$name" "$ms" "$toks" "$tf" "$mfu" "$loss"
+        done < "$BENCH"
+    fi
+    echo "--------------------------------------------------------------------------------------------------"
+    echo "NOT exercised here: NCCL between ranks (one GPU: the layouts stage uses -comm mpi; -comm nccl"
+    echo "across GPUs needs 2+), multi-node, cuDNN; PyTorch and train_gpt_cu start from different weights."
+    echo "=================================================================================================="
+    [ $rc = 0 ] && rc=$FAILED
+    exit $rc
+}
+trap print_table EXIT
 
 # ---------------------------------------------------------------------------------------
 # 0. environment
+if [ $FAKE_ON = 1 ]; then
+    NVCC=fake-nvcc; GPU_NAME="FAKE GPU (GPU_CHECK_FAKE)"; CC_CAP=90; PEAK=${PEAK:-989}; PY=/usr/bin/python3
+    HAVE_MPI=${GPU_CHECK_FAKE_MPI:-0}; SANITIZER=$([ "${GPU_CHECK_FAKE_SANITIZER:-1}" = 1 ] && echo fake-compute-sanitizer)
+else
 NVCC=$(command -v nvcc || true)
 if [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ]; then NVCC=/usr/local/cuda/bin/nvcc; fi
 GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)
 CC_CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ' || true)
+# the toolkit's own probe when nvidia-smi is missing: it prints e.g. "sm_90"
+if [ -z "$CC_CAP" ] && [ -n "$NVCC" ] && [ -x "$(dirname "$NVCC")/__nvcc_device_query" ]; then
+    CC_CAP=$("$(dirname "$NVCC")/__nvcc_device_query" 2>/dev/null | grep -o '[0-9][0-9]*' | head -n 1 || true)
+fi
 [ -n "$CC_CAP" ] || CC_CAP=90
 if [ -z "${PEAK:-}" ]; then
     case "$GPU_NAME" in
@@ -74,29 +131,21 @@ PY=""
 for p in python3 /usr/bin/python3 python; do
     if command -v "$p" > /dev/null 2>&1 && "$p" -c "import torch" > /dev/null 2>&1; then PY=$(command -v "$p"); break; fi
 done
-log "GPU: ${GPU_NAME:-unknown} (sm_$CC_CAP, peak $PEAK TFLOP/s); nvcc: ${NVCC:-none}; python with torch: ${PY:-none}"
 if ! command -v mpirun > /dev/null 2>&1 && [ "${GPU_CHECK_APT:-0}" = 1 ] && command -v apt-get > /dev/null 2>&1; then
     log "mpirun missing: trying apt-get install openmpi (60 s cap)"
     timeout 60 apt-get install -y -q openmpi-bin libopenmpi-dev > "$OUT/apt.log" 2>&1 || log "apt-get failed (no network?): continuing without MPI"
 fi
 HAVE_MPI=0
 if command -v mpirun > /dev/null 2>&1 && command -v mpicxx > /dev/null 2>&1; then HAVE_MPI=1; fi
+SANITIZER=$(command -v compute-sanitizer || true)
+[ -n "$SANITIZER" ] || { [ -n "$NVCC" ] && [ -x "$(dirname "$NVCC")/compute-sanitizer" ] && SANITIZER=$(dirname "$NVCC")/compute-sanitizer; } || true
+fi
+log "GPU: ${GPU_NAME:-unknown} (sm_$CC_CAP, peak $PEAK TFLOP/s); nvcc: ${NVCC:-none}; python with torch: ${PY:-none}; compute-sanitizer: ${SANITIZER:-none}"
 MPICXX=mpicxx
 [ $HAVE_MPI = 1 ] || MPICXX=/nonexistent/mpicxx
-# NCCL: the toolkit's, or the one pip installs with PyTorch (nvidia-nccl-cu*)
-EXTRA=""
-if [ -n "$NVCC" ] && ! echo '#include <nccl.h>' | "$NVCC" -x cu -E - -o /dev/null > /dev/null 2>&1 && [ -n "$PY" ]; then
-    NCCL_DIR=$("$PY" -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null || true)
-    if [ -n "$NCCL_DIR" ] && [ -f "$NCCL_DIR/include/nccl.h" ]; then
-        mkdir -p "$OUT/nccl_lib"
-        ln -sf "$(ls "$NCCL_DIR"/lib/libnccl.so* | head -n 1)" "$OUT/nccl_lib/libnccl.so"
-        EXTRA="-I$NCCL_DIR/include -L$OUT/nccl_lib"
-        export LD_LIBRARY_PATH="$NCCL_DIR/lib:${LD_LIBRARY_PATH:-}"
-        log "nccl.h not in the toolkit: using PyTorch's NCCL from $NCCL_DIR"
-    fi
-fi
 JOBS=$(nproc 2>/dev/null || echo 4)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+MAKE_CUDA=(make -j"$JOBS" -f dev/cuda/cuda.mk NVCC="$NVCC" CUDA_ARCHS="$CC_CAP" CUDA_MPICXX="$MPICXX" CUDA_WERROR=0)
 
 # helper scripts
 cat > "$OUT/synth.py" <<'EOF'
@@ -141,119 +190,142 @@ else:
 print("%s\t%.1f\t%.0f\t%.1f\t%s\t%.4f" % (name, ms, tok_s, tf, "%.1f%%" % (100 * mfu) if mfu is not None else "n/a", loss))
 EOF
 
+# one benchmark row; a failing summary step gives a row that says so
+summarize() {
+    local row
+    if [ $FAKE_ON = 1 ]; then
+        [ "${GPU_CHECK_FAKE_SUMMARY_FAIL:-0}" = 1 ] && row="" || row=$(printf '%s\t1.0\t1\t1.0\tn/a\t1.0' "$1")
+    else
+        row=$("$PY" "$OUT/summarize.py" "$1" "$2" 2> "$OUT/summary.err") || row=""
+    fi
+    [ -n "$row" ] || row=$(printf '%s\tsummary failed (%s)\t\t\t\t' "$1" "$(basename "$2")")
+    echo "$row" >> "$BENCH"
+}
 # ---------------------------------------------------------------------------------------
-# 1. build (only this GPU's arch, to save time; CI builds sm_80 and sm_90)
+# 1. build (only this GPU's arch, all cores, warnings allowed; CI builds sm_80 and sm_90 with -Werror)
 BUILD_OK=0
 if [ -z "$NVCC" ]; then
     record build FAIL "nvcc not found: install the CUDA toolkit (or put nvcc on PATH)"
 else
     rc=0
     run_stage build 200 bash -c "set -e
-        make -f Makefile train_gpt train_gpt_nompi
-        make -j$JOBS -f dev/cuda/cuda.mk NVCC='$NVCC' CUDA_ARCHS='$CC_CAP' CUDA_MPICXX='$MPICXX' NVCC_FLAGS='-O3 -std=c++17 -lineinfo $EXTRA' cuda-build
+        make -j$JOBS -f Makefile train_gpt train_gpt_nompi
+        ${MAKE_CUDA[*]} cuda-libs cuda-build build/cuda/check_attention
         ./train_gpt_cu -check" || rc=$?
     [ $rc = 0 ] && BUILD_OK=1
-    record build "$(status_of $rc)" "train_gpt_cu + test_gpt_cu for sm_$CC_CAP, warnings as errors; MPI: $([ $HAVE_MPI = 1 ] && echo yes || echo 'no (single-process build)') ($OUT/build.log)"
+    record build "$(status_of $rc)" "train_gpt_cu + test_gpt_cu + check_attention for sm_$CC_CAP, warnings allowed; MPI: $([ $HAVE_MPI = 1 ] && echo yes || echo 'no (single-process build)'); $(grep -m 1 '^NCCL' "$OUT/build.log" | cut -c1-80) ($OUT/build.log)"
+fi
+NOBUILD="no build (stage build did not pass)"
+
+# ---------------------------------------------------------------------------------------
+# 2. tensor-core attention at the big presets' shapes
+if [ $BUILD_OK = 1 ]; then
+    rc=0
+    run_stage attention 90 build/cuda/check_attention --large || rc=$?
+    record attention "$(status_of $rc)" "check_attention --large (hs 64/128/160, T 2048): $(verdict "$OUT/attention.log")"
+else
+    record attention SKIP "$NOBUILD"
 fi
 
 # ---------------------------------------------------------------------------------------
-# 2. fixtures + test_gpt_cu
+# 3. fixtures + test_gpt_cu
 if [ $BUILD_OK = 1 ] && [ -n "$PY" ]; then
     rc=0
     run_stage fixtures 60 "$PY" dev/train_gpt.py --out fixtures || rc=$?
     if [ $rc = 0 ]; then
         rc=0
-        export LLMC_TEST_LAYOUTS=0 # stage 3 runs the layouts on the tiny preset
+        export LLMC_TEST_LAYOUTS=0 # the layouts stage runs them on the tiny preset
         run_stage tests 180 ./test_gpt_cu fixtures || rc=$?
-        record tests "$(status_of $rc)" "test_gpt_cu: $(tail -n 1 "$OUT/tests.log") $(grep -m 2 '^FAIL' "$OUT/tests.log" | tr '\n' ';' || true)"
+        record tests "$(status_of $rc)" "test_gpt_cu: $(verdict "$OUT/tests.log")"
     else
         record tests "$(status_of $rc)" "PyTorch fixtures not written ($OUT/fixtures.log)"
     fi
 else
-    record tests SKIP "$([ $BUILD_OK = 1 ] && echo 'no python with torch for the fixtures' || echo 'no build')"
+    record tests SKIP "$([ $BUILD_OK = 1 ] && echo 'no python with torch for the fixtures' || echo "$NOBUILD")"
 fi
 
-# synthetic data for the layouts and the benchmark
+# synthetic data for the sanitizer, the layouts and the benchmark
 DATA="$OUT/synth_000.bin"
-if [ -n "$PY" ] && [ ! -f "$DATA" ]; then "$PY" "$OUT/synth.py" "$DATA" 2000000 || true; fi
+if [ $FAKE_ON = 1 ]; then : > "$DATA"; elif [ -n "$PY" ] && [ ! -f "$DATA" ]; then "$PY" "$OUT/synth.py" "$DATA" 2000000 || true; fi
+TINY="-model tiny -mb 1 -gb 8 -ramp off -lr 1e-3 -warmup 0 -decay 1000000000 -tokens 1000000000000 -i $DATA -j '' -seed 5"
 
 # ---------------------------------------------------------------------------------------
-# 3. layouts: tiny preset, 1x1x1 vs 2x2x2 zero-1 -comm mpi on the one GPU
-if [ $BUILD_OK = 1 ] && [ $HAVE_MPI = 1 ] && [ -f "$DATA" ]; then
-    TINY="-model tiny -mb 1 -gb 8 -ramp off -lr 1e-3 -warmup 0 -decay 1000000000 -tokens 1000000000000 -i $DATA -j '' -steps 10 -seed 5"
-    ROOTFLAG=""; [ "$(id -u)" = 0 ] && ROOTFLAG="--allow-run-as-root"
+# 4. compute-sanitizer on a tiny 2-step run: memcheck (out of bounds, misaligned), racecheck (shared memory)
+for tool in memcheck racecheck; do
+    name=sanitizer_$tool
+    if [ "$tool" = racecheck ] && [ "$QUICK" = 1 ]; then record $name SKIP "QUICK=1"; continue; fi
+    if [ $BUILD_OK != 1 ] || [ ! -f "$DATA" ]; then record $name SKIP "$NOBUILD or no data"; continue; fi
+    if [ -z "$SANITIZER" ]; then record $name SKIP "compute-sanitizer not found"; continue; fi
     rc=0
-    run_stage layouts 150 bash -c "set -e
-        rm -f $OUT/l111.jsonl $OUT/l222.jsonl
-        ./train_gpt_cu $TINY -log $OUT/l111.jsonl
-        mpirun --oversubscribe $ROOTFLAG -x OMP_NUM_THREADS=1 -np 8 ./train_gpt_cu $TINY -tp 2 -pp 2 -dp 2 -zero 1 -comm mpi -log $OUT/l222.jsonl
-        '$PY' $OUT/cmp_layouts.py $OUT/l111.jsonl $OUT/l222.jsonl" || rc=$?
-    record layouts "$(status_of $rc)" "tiny: $(tail -n 1 "$OUT/layouts.log")"
-else
-    record layouts SKIP "$([ $HAVE_MPI = 1 ] && echo 'no build or no data' || echo 'mpirun/mpicxx not found: the 8-rank 2x2x2 run was NOT done (install Open MPI; GPU_CHECK_APT=1 tries apt-get)')"
-fi
+    run_stage $name 90 bash -c "'$SANITIZER' --tool $tool --error-exitcode 3 ./train_gpt_cu $TINY -steps 2" || rc=$?
+    record $name "$(status_of $rc)" "tiny, 2 steps: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$name.log" | tail -n 1)$( [ $rc = 3 ] && echo ' (errors found)')"
+done
 
 # ---------------------------------------------------------------------------------------
-# 4. benchmark: 1.3b at sequence 2048
-MB=${BENCH_MB:-4}; GB=${BENCH_GB:-16}; STEPS=${BENCH_STEPS:-6}
+# 5. benchmark: 1.3b at sequence 2048
+STEPS=${BENCH_STEPS:-6}; [ "$QUICK" = 1 ] && STEPS=${BENCH_STEPS:-3}
 if [ $BUILD_OK = 1 ] && [ -f "$DATA" ]; then
     BARGS=(-model 1.3b -mb "$MB" -gb "$GB" -ramp off -lr 1e-4 -warmup 0 -decay 1000000000000 -tokens 10000000000000 -i "$DATA" -j '' -peak "$PEAK")
     rc=0
     run_stage bench_cuda 150 ./train_gpt_cu "${BARGS[@]}" -steps $((STEPS + 2)) -log "$OUT/bench_cuda.jsonl" || rc=$?
-    [ $rc = 0 ] && "$PY" "$OUT/summarize.py" "train_gpt_cu (tensor-core attention)" "$OUT/bench_cuda.jsonl" >> "$BENCH"
+    [ $rc = 0 ] && summarize "train_gpt_cu (tensor-core attention)" "$OUT/bench_cuda.jsonl"
     record bench_cuda "$(status_of $rc)" "1.3b seq 2048, mb $MB, gb $GB ($OUT/bench_cuda.log)"
-    if [ "${SKIP_TORCH:-0}" != 1 ]; then
+    if [ "${SKIP_TORCH:-0}" != 1 ] && [ "$QUICK" != 1 ]; then
         for mode in 0 1; do
             name=bench_torch_$([ $mode = 1 ] && echo compiled || echo eager)
             cap=90; [ $mode = 1 ] && cap=240
             rc=0
             run_stage "$name" "$cap" "$PY" dev/bench_torch_gpu.py -model 1.3b -mb "$MB" -gb "$GB" \
                 -steps "$STEPS" -warmup-steps 2 -compile $mode -peak "$PEAK" || rc=$?
-            [ $rc = 0 ] && "$PY" "$OUT/summarize.py" "pytorch" "$OUT/$name.log" >> "$BENCH"
+            [ $rc = 0 ] && summarize "pytorch" "$OUT/$name.log"
             record "$name" "$(status_of $rc)" "$(grep '^{' "$OUT/$name.log" | tail -n 1 | cut -c1-100 || tail -n 1 "$OUT/$name.log")"
         done
     fi
     # the CUDA-core flash attention, for the attention kernels' share of the step
+    if [ "$QUICK" = 1 ]; then record bench_cuda_flash SKIP "QUICK=1"; else
     rc=0
     run_stage bench_cuda_flash 90 env LLMC_ATTENTION=flash ./train_gpt_cu "${BARGS[@]}" -steps 4 -log "$OUT/bench_cuda_flash.jsonl" || rc=$?
-    [ $rc = 0 ] && "$PY" "$OUT/summarize.py" "train_gpt_cu (CUDA-core attention)" "$OUT/bench_cuda_flash.jsonl" >> "$BENCH"
+    [ $rc = 0 ] && summarize "train_gpt_cu (CUDA-core attention)" "$OUT/bench_cuda_flash.jsonl"
     record bench_cuda_flash "$(status_of $rc)" "LLMC_ATTENTION=flash ($OUT/bench_cuda_flash.log)"
+    fi
 else
-    record bench SKIP "no build or no data"
+    record bench SKIP "$NOBUILD or no data"
 fi
 
 # ---------------------------------------------------------------------------------------
-# 5. kernel checks, with what time is left
-if [ $BUILD_OK = 1 ] && [ "${SKIP_KERNELS:-0}" != 1 ]; then
+# 6. layouts: tiny preset, 1x1x1 vs 2x2x2 zero-1 -comm mpi on the one GPU
+if [ "$QUICK" = 1 ]; then
+    record layouts SKIP "QUICK=1"
+elif [ $BUILD_OK = 1 ] && [ $HAVE_MPI = 1 ] && [ -f "$DATA" ]; then
+    ROOTFLAG=""; [ "$(id -u)" = 0 ] && ROOTFLAG="--allow-run-as-root"
+    rc=0
+    run_stage layouts 150 bash -c "set -e
+        rm -f $OUT/l111.jsonl $OUT/l222.jsonl
+        ./train_gpt_cu $TINY -steps 10 -log $OUT/l111.jsonl
+        mpirun --oversubscribe $ROOTFLAG -x OMP_NUM_THREADS=1 -np 8 ./train_gpt_cu $TINY -steps 10 -tp 2 -pp 2 -dp 2 -zero 1 -comm mpi -log $OUT/l222.jsonl
+        '$PY' $OUT/cmp_layouts.py $OUT/l111.jsonl $OUT/l222.jsonl" || rc=$?
+    record layouts "$(status_of $rc)" "tiny: $(tail -n 1 "$OUT/layouts.log")"
+else
+    record layouts SKIP "$([ $HAVE_MPI = 1 ] && echo "$NOBUILD or no data" || echo 'mpirun/mpicxx not found: the 8-rank 2x2x2 run was NOT done (install Open MPI; GPU_CHECK_APT=1 tries apt-get)')"
+fi
+
+# ---------------------------------------------------------------------------------------
+# 7. kernel checks, with what time is left
+if [ "$QUICK" = 1 ]; then
+    record kernels SKIP "QUICK=1"
+elif [ $BUILD_OK = 1 ] && [ "${SKIP_KERNELS:-0}" != 1 ]; then
     rc=0
     run_stage kernels 150 bash -c "set -e
-        make -j$JOBS -f dev/cuda/cuda.mk NVCC='$NVCC' CUDA_ARCHS='$CC_CAP' NVCC_FLAGS='-O3 -std=c++17 -lineinfo $EXTRA' cuda-check-build
+        ${MAKE_CUDA[*]} cuda-check-build
         fails=0
         for c in build/cuda/check_*; do
-            a=''; [ \$(basename \$c) = check_attention ] && a=--large
+            case \$c in *.out|*/check_attention) continue ;; esac # stage attention ran check_attention
+            a=""
             echo \"== \$c \$a\"; \$c \$a > \$c.out 2>&1 || fails=1; grep -E '^FAIL|passed' \$c.out || true
         done
         exit \$fails" || rc=$?
     record kernels "$(status_of $rc)" "$(grep -h 'passed, ' build/cuda/*.out 2>/dev/null | awk '{p+=$1; f+=$3} END {printf "%d passed, %d failed", p, f}') over $(find build/cuda -maxdepth 1 -name 'check_*' ! -name '*.out' 2>/dev/null | wc -l) checks"
 else
-    record kernels SKIP "$([ $BUILD_OK = 1 ] && echo SKIP_KERNELS=1 || echo 'no build')"
+    record kernels SKIP "$([ $BUILD_OK = 1 ] && echo SKIP_KERNELS=1 || echo "$NOBUILD")"
 fi
 
-# ---------------------------------------------------------------------------------------
-# the table
-echo
-echo "=================================================================================================="
-echo "GPU check: ${GPU_NAME:-unknown GPU} (sm_$CC_CAP), peak $PEAK TFLOP/s bf16 dense, $(elapsed)s"
-echo "--------------------------------------------------------------------------------------------------"
-printf '%-20s %-5s %s\n' stage status detail
-while IFS=$'\t' read -r s st d; do printf '%-20s %-5s %s\n' "$s" "$st" "$d"; done < "$RESULTS"
-if [ -s "$BENCH" ]; then
-    echo "--------------------------------------------------------------------------------------------------"
-    echo "1.3b, seq 2048, micro-batch $MB, global batch $GB; median step after 2 warm-up steps"
-    printf '%-40s %9s %9s %8s %7s %8s\n' implementation ms/step tokens/s TFLOP/s MFU loss
-    while IFS=$'\t' read -r name ms toks tf mfu loss; do
-        printf '%-40s %9s %9s %8s %7s %8s\n' "$name" "$ms" "$toks" "$tf" "$mfu" "$loss"
-    done < "$BENCH"
-fi
-echo "=================================================================================================="
-exit $FAILED

@@ -10,7 +10,9 @@
 #   cuda-check-run    runs them (needs a GPU)
 #   cuda-check-emu    builds the kernel checks with g++ under the CPU emulation (dev/cuemu)
 #                     and runs them (no GPU needed); check_matmul needs cuemu's cuBLASLt
-#   cuda-check-host   the host-only check of the grouped NCCL pipeline schedule (g++)
+#   cuda-check-host   the host-only check of the grouped NCCL pipeline schedule (g++), the
+#                     NCCL/cuDNN discovery on fake wheel layouts (test_find_libs.sh) and
+#                     dev/gpu_check.sh's stage logic and table in its dry-run mode
 #   cuda-emu-test     train_gpt.cu and test_gpt.cu built unchanged under the CPU emulation
 #                     (mpicxx, emulated cuBLASLt and NCCL-over-MPI) and test_gpt_cu run with
 #                     them: PyTorch fixtures, the CPU trainer, resume, 3D layouts with both
@@ -127,12 +129,13 @@ cuda-check-emu: $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS))
 	@set -e; for c in $(CUDA_CHECKS); do echo "== $$c (CPU emulation)"; $(CUDA_BUILD)-emu/$$c; done
 	@echo "== check_attention --large 192 (CPU emulation; dev/gpu_check.sh runs T = 2048 on the GPU)"
 	@$(CUDA_BUILD)-emu/check_attention --large 192
-	bash $(CUDA_DIR)/test_find_libs.sh
 
 cuda-check-host: $(CUDA_DIR)/check_pp_groups.cu $(CUDA_ROOT)/llmc/layout.h
 	@mkdir -p $(CUDA_BUILD)-host
 	$(CUDA_EMU_CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Wno-unused-function -x c++ $< -x none -o $(CUDA_BUILD)-host/check_pp_groups
 	$(CUDA_BUILD)-host/check_pp_groups
+	bash $(CUDA_DIR)/test_find_libs.sh
+	bash $(CUDA_ROOT)/dev/test_gpu_check.sh
 
 CUDA_EMU_MPI_FLAGS = $(CUDA_EMU_FLAGS) -Wno-format-truncation -fopenmp -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# dev/test_gpu_check.sh - dev/gpu_check.sh's stage logic and final table without a GPU, in its
+# dry-run mode (GPU_CHECK_FAKE: every stage command replaced by one with a chosen exit code):
+# TIMEOUT, SKIP and FAIL land on the right rows, later stages SKIP after a failed build, QUICK=1
+# skips what it should, a failing benchmark summary gives a row that says so, and the table is
+# printed even when the script dies mid-way. Ends with "N passed, M failed".
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+check() { if [ "$1" = ok ]; then pass=$((pass + 1)); echo "ok   $2"; else fail=$((fail + 1)); echo "FAIL $2"; fi; }
+# run ENV...: gpu_check in fake mode, output in $tmp/out, exit code in $rc
+run() { rm -rf "$tmp/gc"; env GPU_CHECK_OUT="$tmp/gc" "$@" bash "$here/gpu_check.sh" > "$tmp/out" 2>&1; rc=$?; }
+# row STAGE: the status word of STAGE in the final table
+row() { awk -v s="$1" '/^stage +status/{t=1; next} t && $1 == s {print $2; exit}' "$tmp/out"; }
+is() { [ "$(row "$1")" = "$2" ]; }
+table() { grep -q '^GPU check: ' "$tmp/out" && grep -q 'NOT exercised here: NCCL between ranks' "$tmp/out" && echo ok; }
+
+run GPU_CHECK_FAKE="attention:124,tests:1,sanitizer_racecheck:137"
+check "$(is build PASS && echo ok)" "build PASS"
+check "$(is attention TIMEOUT && echo ok)" "exit 124 is TIMEOUT, not FAIL"
+check "$(is sanitizer_racecheck TIMEOUT && echo ok)" "exit 137 is TIMEOUT"
+check "$(is tests FAIL && echo ok)" "exit 1 is FAIL"
+check "$(is sanitizer_memcheck PASS && echo ok)" "later stages still run after a FAIL"
+check "$(is layouts SKIP && echo ok)" "no mpirun: layouts SKIP"
+check "$(grep -q 'layouts .*NOT done' "$tmp/out" && echo ok)" "the layouts row says it was not done"
+check "$([ $rc != 0 ] && echo ok)" "a FAIL or TIMEOUT gives a non-zero exit (rc $rc)"
+check "$(table)" "table printed, with what was not exercised"
+
+run GPU_CHECK_FAKE="build:2"
+check "$(is build FAIL && echo ok)" "failed build: FAIL"
+check "$(for s in attention tests sanitizer_memcheck layouts kernels; do [ "$(row $s)" = SKIP ] || exit 1; done && echo ok)" "failed build: every later stage SKIP"
+check "$(grep -c '^[a-z_]* *FAIL ' "$tmp/out" | grep -qx 1 && echo ok)" "failed build: the only FAIL row is the build"
+
+run GPU_CHECK_FAKE= GPU_CHECK_FAKE_MPI=1 GPU_CHECK_FAKE_SUMMARY_FAIL=1
+check "$(is layouts PASS && echo ok)" "with mpirun: layouts run"
+check "$(grep -q 'summary failed' "$tmp/out" && echo ok)" "failing summary: the benchmark row says so"
+check "$(table)" "failing summary: table printed"
+check "$([ $rc = 0 ] && echo ok)" "all stages PASS: exit 0 (rc $rc)"
+
+run GPU_CHECK_FAKE= QUICK=1
+check "$(is layouts SKIP && is kernels SKIP && is sanitizer_racecheck SKIP && is bench_cuda_flash SKIP && echo ok)" "QUICK=1: layouts, kernels, racecheck, CUDA-core bench SKIP"
+check "$(is sanitizer_memcheck PASS && is attention PASS && is bench_cuda PASS && echo ok)" "QUICK=1: memcheck, attention, bench_cuda run"
+check "$(grep -q 'of 175s, QUICK=1' "$tmp/out" && echo ok)" "QUICK=1: 175 s budget"
+
+run GPU_CHECK_FAKE= GPU_CHECK_BUDGET=10
+check "$(is build SKIP && is attention SKIP && echo ok)" "no time left: SKIP, not FAIL"
+check "$(table)" "no time left: table printed"
+
+run GPU_CHECK_FAKE= GPU_CHECK_FAKE_SANITIZER=0
+check "$(is sanitizer_memcheck SKIP && grep -q 'compute-sanitizer not found' "$tmp/out" && echo ok)" "no compute-sanitizer: SKIP with the reason"
+
+run GPU_CHECK_FAKE= GPU_CHECK_FAKE_ABORT=tests
+check "$(table)" "script dies after tests: table still printed"
+check "$(is tests PASS && [ -z "$(row layouts)" ] && echo ok)" "script dies after tests: rows up to tests"
+check "$([ $rc = 9 ] && echo ok)" "script dies: its exit code is kept (rc $rc)"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
