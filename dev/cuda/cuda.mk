@@ -75,6 +75,8 @@ CUDA_EMU_FLAGS = -std=c++17 -O2 -Wall -Wextra -Wno-unused-function -Wno-unknown-
 ifeq ($(NVCC),)
 cuda-build cuda-check-build:
 	@echo "$@: nvcc not found (install the CUDA toolkit, or set NVCC=/path/to/nvcc): CUDA build SKIPPED"
+cuda-resources cuda-resources-check cuda-libs:
+	@echo "$@: nvcc not found: SKIPPED"
 else
 cuda-nccl-header:
 	@$(if $(filter 1,$(NCCL_FOUND)),true,{ echo "error: NCCL not found (nccl.h + libnccl.so*) in the toolkit, /usr, /usr/local, the -I of NVCC_FLAGS or a Python wheel: install libnccl-dev or pip install nvidia-nccl-cu13"; exit 1; })
@@ -93,6 +95,15 @@ test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) 
 cuda-build: train_gpt_cu test_gpt_cu
 	@echo "cuda-build: train_gpt_cu and test_gpt_cu built for sm_$(subst $() ,/sm_,$(CUDA_ARCHS)) ($(if $(filter 1,$(CUDA_WERROR)),warnings are errors,warnings allowed))"
 
+cuda-libs:
+	@echo "$(FIND_LIBS_NOTE)"
+
+$(CUDA_BUILD)/%: $(CUDA_DIR)/%.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS)
+	@mkdir -p $(@D)
+	$(NVCC) $(CUDA_NVCC_ALL) $< -o $@ $(CUDA_LIBS)
+
+cuda-check-build: $(addprefix $(CUDA_BUILD)/,$(CUDA_CHECKS))
+	@echo "cuda-check-build: $(words $(CUDA_CHECKS)) kernel checks built in $(CUDA_BUILD)"
 CUDA_RES = /usr/bin/python3 $(CUDA_DIR)/resources.py --build $(CUDA_BUILD) --root $(CUDA_ROOT)
 cuda-resources: train_gpt_cu $(CUDA_BUILD)-emu/check_attention
 	$(CUDA_RES) write
@@ -107,15 +118,6 @@ $(CUDA_BUILD)/sass_old_sm90.cubin: $(CUDA_DIR)/check_attention.cu $(CUDA_DIR)/ch
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -DLLMC_TC_SMEM_BASE_OLD -gencode arch=compute_90,code=sm_90 -cubin $< -o $@
 
-cuda-libs:
-	@echo "$(FIND_LIBS_NOTE)"
-
-$(CUDA_BUILD)/%: $(CUDA_DIR)/%.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS)
-	@mkdir -p $(@D)
-	$(NVCC) $(CUDA_NVCC_ALL) $< -o $@ $(CUDA_LIBS)
-
-cuda-check-build: $(addprefix $(CUDA_BUILD)/,$(CUDA_CHECKS))
-	@echo "cuda-check-build: $(words $(CUDA_CHECKS)) kernel checks built in $(CUDA_BUILD)"
 endif
 
 cuda-check-run: cuda-check-build
