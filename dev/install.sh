@@ -21,4 +21,6 @@ if ! /usr/bin/python3 -c "import tokenizers" 2>/dev/null; then
   echo "install.sh: pip installing tokenizers for /usr/bin/python3"
   /usr/bin/python3 -m pip install -q --break-system-packages tokenizers
 fi
+# cuDNN frontend headers for the CUDA trainer's cuDNN attention (ignored folder, travels with the tree)
+bash "$(dirname "$0")/cuda/get_cudnn_frontend.sh"
 echo "install.sh: ok"

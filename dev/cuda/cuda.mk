@@ -45,6 +45,18 @@ else
 endif
 
 CUDA_HEADERS = $(wildcard $(CUDA_ROOT)/llmc/*.h $(CUDA_ROOT)/llmc/*.cuh)
+
+# cuDNN fused attention (llmc/attention_cudnn.*): used when cudnn.h, libcudnn and the cuDNN
+# frontend headers (dev/install.sh puts them in CUDNN_FE_INC) are all found; otherwise the
+# build says so and the trainer uses its own attention kernels. CUDA_CUDNN=0 turns it off.
+CUDA_CUDNN ?= 1
+CUDNN_FE_INC ?= $(CUDA_ROOT)/dev/cuda/third_party/cudnn_frontend/include
+CUDNN_CFLAGS ?=
+CUDNN_LIBS ?= -lcudnn -lnvrtc
+CUDA_HAVE_CUDNN := $(if $(filter 1,$(CUDA_CUDNN)),$(shell test -f $(CUDNN_FE_INC)/cudnn_frontend.h && echo '\#include <cudnn.h>' | $(NVCC) $(CUDNN_CFLAGS) -x cu -E - -o /dev/null 2>/dev/null && echo yes))
+CUDNN_OBJ = $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/attention_cudnn.o)
+CUDNN_DEFS = $(if $(CUDA_HAVE_CUDNN),-DUSE_CUDNN $(CUDNN_CFLAGS))
+CUDNN_LINK = $(if $(CUDA_HAVE_CUDNN),$(CUDNN_OBJ) $(CUDNN_LIBS))
 CUDA_BUILD ?= build/cuda
 CUDA_CHECKS = $(sort $(basename $(notdir $(wildcard $(CUDA_DIR)/check_*.cu))))
 
@@ -52,7 +64,7 @@ CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/dev/cuemu
 CUDA_EMU_CXX ?= g++
 CUDA_EMU_FLAGS = -std=c++17 -O2 -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
 
-.PHONY: cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
+.PHONY: cuda-cudnn-note cuda-cudnn-attention cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
 
 ifeq ($(NVCC),)
 cuda-build cuda-check-build:
@@ -63,14 +75,30 @@ cuda-nccl-header:
 	    { echo "error: nccl.h not found by $(NVCC): install NCCL (libnccl-dev) or add -I to NVCC_FLAGS"; exit 1; }
 	@$(if $(CUDA_MPI),true,echo "note: mpicxx not found: building the CUDA trainer without MPI (single process only)")
 
-train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) | cuda-nccl-header
-	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $< -o $@ $(CUDA_LIBS) $(CUDA_MPI_LIBS)
+# host-only C++ (the frontend is header-only and heavy): one object for every arch; the
+# frontend's own headers are -isystem so their warnings are not ours
+$(CUDA_BUILD)/attention_cudnn.o: $(CUDA_ROOT)/llmc/attention_cudnn.cpp $(CUDA_ROOT)/llmc/attention_cudnn.h $(CUDA_ROOT)/llmc/cuda_common.cuh
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -Werror all-warnings -Xcompiler $(CUDA_HOST_WARN) $(CUDNN_CFLAGS) -DCUDNN_FRONTEND_SKIP_JSON_LIB -isystem $(CUDNN_FE_INC) -c $< -o $@
 
-test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) | cuda-nccl-header
-	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $< -o $@ $(CUDA_LIBS) $(CUDA_MPI_LIBS)
+cuda-cudnn-note:
+	@$(if $(CUDA_HAVE_CUDNN),echo "note: cuDNN fused attention: on (USE_CUDNN)",echo "note: cuDNN or its frontend headers not found ($(CUDNN_FE_INC); bash dev/install.sh fetches them): attention uses the own kernels")
 
-cuda-build: train_gpt_cu test_gpt_cu
-	@echo "cuda-build: train_gpt_cu and test_gpt_cu built for sm_$(subst $() ,/sm_,$(CUDA_ARCHS)) (warnings are errors)"
+train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
+	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS)
+
+test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
+	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS)
+
+# cuDNN attention against the own kernels at the presets' shapes (GPU only; gpu_check.sh)
+$(CUDA_BUILD)/cudnn_attention: $(CUDA_DIR)/cudnn_attention.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS) $(CUDNN_OBJ)
+	@mkdir -p $(@D)
+	$(NVCC) $(CUDA_NVCC_ALL) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS)
+
+cuda-cudnn-attention: $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention,cuda-cudnn-note)
+
+cuda-build: train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention)
+	@echo "cuda-build: train_gpt_cu and test_gpt_cu built for sm_$(subst $() ,/sm_,$(CUDA_ARCHS)) (warnings are errors)$(if $(CUDA_HAVE_CUDNN), with cuDNN attention)"
 
 $(CUDA_BUILD)/%: $(CUDA_DIR)/%.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS)
 	@mkdir -p $(@D)
