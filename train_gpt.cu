@@ -408,24 +408,20 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int l, bf16* dio) {
     LayerActs* la = layer_acts(g, a, l);
     bf16* x = a->x + (size_t)l * BT * C;
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
-    matmul_backward_input(mm, g->dfch, dio, C, P(PT_FCPROJW, l), BT, F, C);
-    matmul_backward_weight(mm, G(PT_FCPROJW, l), dio, C, la->fch_gelu, BT, F, C);
-    bias_backward(mm, G(PT_FCPROJB, l), dio, C, BT, C);
-    gelu_backward(g->dfch, la->fch, g->dfch, (size_t)BT * F, s);
+    // dfch = (dio @ Wfcproj) * gelu'(fch) and the fc1 bias gradient in one GEMM (DGELU_BGRAD)
+    matmul_backward_input_dgelu(mm, g->dfch, G(PT_FCB, l), dio, C, P(PT_FCPROJW, l), la->fch, BT, F, C, g->gelu_fused);
+    matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dio, C, la->fch_gelu, BT, F, C);
     matmul_backward_input(mm, g->dtmp, g->dfch, F, P(PT_FCW, l), BT, C, F);
     matmul_backward_weight(mm, G(PT_FCW, l), g->dfch, F, la->ln2, BT, C, F);
-    bias_backward(mm, G(PT_FCB, l), g->dfch, F, BT, F);
     dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C); // conjugate of the column-parallel fc1
     layernorm_backward(g->dres2, dio, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l),
                        la->ln2_mean, la->ln2_rstd, BT, C, g->red, g->red_n, s);
     // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
     matmul_backward_input(mm, g->datty, g->dres2, C, P(PT_ATTPROJW, l), BT, Cl, C);
-    matmul_backward_weight(mm, G(PT_ATTPROJW, l), g->dres2, C, la->atty, BT, Cl, C);
-    bias_backward(mm, G(PT_ATTPROJB, l), g->dres2, C, BT, C);
+    matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), g->dres2, C, la->atty, BT, Cl, C);
     attention_backward(g, la);
     matmul_backward_input(mm, g->dtmp, g->dqkv, 3 * Cl, P(PT_QKVW, l), BT, C, 3 * Cl);
-    matmul_backward_weight(mm, G(PT_QKVW, l), g->dqkv, 3 * Cl, la->ln1, BT, C, 3 * Cl);
-    bias_backward(mm, G(PT_QKVB, l), g->dqkv, 3 * Cl, BT, 3 * Cl);
+    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl, la->ln1, BT, C, 3 * Cl);
     dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C);
     layernorm_backward(dio, g->dres2, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l),
                        la->ln1_mean, la->ln1_rstd, BT, C, g->red, g->red_n, s);
