@@ -64,7 +64,7 @@ CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/dev/cuemu
 CUDA_EMU_CXX ?= g++
 CUDA_EMU_FLAGS = -std=c++17 -O2 -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
 
-.PHONY: cuda-cudnn-note cuda-cudnn-attention cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
+.PHONY: cuda-costmodel cuda-cudnn-note cuda-cudnn-attention cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
 
 ifeq ($(NVCC),)
 cuda-build cuda-check-build:
@@ -137,8 +137,23 @@ cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu
 	CUEMU_DEVICES=8 LLMC_TEST_NCCL_LAYOUTS=1 LLMC_TRAIN_GPT_CU=$(CUDA_BUILD)-emu/train_gpt_cu OMP_NUM_THREADS=1 \
 	    $(CUDA_BUILD)-emu/test_gpt_cu $(or $(FIXTURES),fixtures)
 
+# the per-kernel cost model (dev/cuda/costmodel.py): train_gpt.cu under the emulation, built
+# with clang's load/store instrumentation so every global-memory access of a kernel is counted
+# (dev/cuemu/impl/cost.h); then fitted at small shapes and scaled to 1.3b on H100/H200.
+# Prints a PREDICTION, labelled as such. Needs clang++ (Debian's clang).
+CUDA_COST_CXX ?= clang++
+CUDA_COST_FLAGS = -std=c++17 -O1 -fno-vectorize -fno-slp-vectorize -DCUEMU -DCUEMU_COST \
+    -fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores -Wno-unknown-pragmas \
+    -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
+$(CUDA_BUILD)-cost/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+	@mkdir -p $(@D)
+	$(CUDA_COST_CXX) $(CUDA_COST_FLAGS) -x c++ $< -x none -o $@ -lpthread
+
+cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu
+	/usr/bin/python3 $(CUDA_DIR)/costmodel.py --exe $(CUDA_BUILD)-cost/train_gpt_cu --out $(CUDA_BUILD)-cost/counts --selftest
+
 cuda-clean:
-	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host train_gpt_cu test_gpt_cu
+	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host $(CUDA_BUILD)-cost train_gpt_cu test_gpt_cu
 
 # Including this file must not change the top Makefile's default goal.
 ifeq ($(CUDA_SAVED_DEFAULT_GOAL),)
