@@ -64,7 +64,7 @@ test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures 
 	bash dev/data/check_tokenizer.sh
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
-	$(MAKE) --no-print-directory cuda-build cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test
+	$(MAKE) --no-print-directory cuda-build cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test cuda-costmodel
 
 quickstart:
 	bash dev/install.sh

@@ -22,10 +22,12 @@
  * Vv = real (unpadded) rows of the local vocab slice.
  *
  * Implementation choices without a flag (environment, read at start-up):
- *   LLMC_ATTENTION=auto|tc|flash|naive  attention kernels: tc = flash attention on tensor
- *                                cores, flash = the same on CUDA cores, naive = the reference
- *                                that stores T x T; auto (default) = tc where the head size
- *                                has a tensor-core kernel, else flash
+ *   LLMC_ATTENTION=auto|cudnn|tc|flash|naive  attention kernels: cudnn = cuDNN's fused flash
+ *                                attention (builds with USE_CUDNN only), tc = flash attention on
+ *                                tensor cores, flash = the same on CUDA cores, naive = the
+ *                                reference that stores T x T; auto (default) = cudnn where the
+ *                                build has it and cuDNN accepts the shape, else tc where the head
+ *                                size has a tensor-core kernel, else flash
  *   LLMC_GELU_FUSION=1|0         cuBLASLt GELU_AUX_BIAS epilogue for fc1 (default 1)
  */
 #include <math.h>
@@ -68,6 +70,9 @@
 #include "llmc/layernorm.cuh"
 #include "llmc/attention.cuh"
 #include "llmc/attention_tc.cuh"
+#ifdef USE_CUDNN
+#include "llmc/attention_cudnn.h"
+#endif
 #include "llmc/gelu.cuh"
 #include "llmc/crossentropy.cuh"
 #include "llmc/adamw.cuh"
@@ -124,7 +129,8 @@ typedef struct {
     Config cfg;
     ParamLayout pl;
     int B, T, C, NH, hs, Cl, F, Vl, v0, Vv, ldl; // ldl: row stride of the logits (Vv rounded up to 8)
-    int attn, gelu_fused; // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores) or ATTN_TC (tensor cores)
+    int attn, gelu_fused; // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores), ATTN_TC (tensor cores) or ATTN_CUDNN
+    struct CudnnAttn* cudnn; // cuDNN graphs and workspace (ATTN_CUDNN only)
     size_t total_pad;  // pl.total rounded up to a multiple of DP (equal ZeRO shards for NCCL)
     bf16* params;      // (total_pad) bf16 working weights
     float* grads;      // (total_pad) fp32 gradients, accumulated over the micro-batches
@@ -150,21 +156,56 @@ typedef struct {
     cudaStream_t stream;
 } GPT;
 
-enum { ATTN_NAIVE, ATTN_FLASH, ATTN_TC };
-static const char* ATTN_NAMES[] = {"naive (materialised T x T)", "flash on CUDA cores (no T x T)", "flash on tensor cores (no T x T)"};
+enum { ATTN_NAIVE, ATTN_FLASH, ATTN_TC, ATTN_CUDNN };
+static const char* ATTN_NAMES[] = {"naive (materialised T x T)", "flash on CUDA cores (no T x T)", "flash on tensor cores (no T x T)",
+                                   "cuDNN fused flash attention (no T x T)"};
 
-// LLMC_ATTENTION: auto (default), tc, flash or naive
+// The own kernel for a head size: tc where a tensor-core kernel exists, else CUDA cores.
+static int own_attention_kind(int hs) { return flash_tc_supported(hs) ? ATTN_TC : (hs <= FLASH_MAX_HS ? ATTN_FLASH : ATTN_NAIVE); }
+
+// LLMC_ATTENTION: auto (default), cudnn, tc, flash or naive. cudnn (and auto in a cuDNN
+// build) is only a wish here: gpt_build asks cuDNN whether it runs the shape and falls
+// back to the own kernel when it does not (auto) or stops (cudnn).
 static int attention_kind(int hs) {
     const char* v = getenv("LLMC_ATTENTION");
-    if (v == NULL || v[0] == '\0' || strcmp(v, "auto") == 0) return flash_tc_supported(hs) ? ATTN_TC : (hs <= FLASH_MAX_HS ? ATTN_FLASH : ATTN_NAIVE);
+    if (v == NULL || v[0] == '\0' || strcmp(v, "auto") == 0) {
+#ifdef USE_CUDNN
+        return ATTN_CUDNN;
+#else
+        return own_attention_kind(hs);
+#endif
+    }
     if (strcmp(v, "naive") == 0) return ATTN_NAIVE;
     if (strcmp(v, "flash") == 0) { flash_maxd(hs); return ATTN_FLASH; }
     if (strcmp(v, "tc") == 0) {
         if (!flash_tc_supported(hs)) die("LLMC_ATTENTION=tc: no tensor-core kernel for head size %d (16, 32, 64, 128, 160): use flash", hs);
         return ATTN_TC;
     }
-    die("environment LLMC_ATTENTION=%s: use auto, tc, flash or naive", v);
+    if (strcmp(v, "cudnn") == 0) {
+#ifdef USE_CUDNN
+        return ATTN_CUDNN;
+#else
+        die("LLMC_ATTENTION=cudnn: this build has no cuDNN (the build says why; see README, the CUDA trainer): use auto or tc");
+#endif
+    }
+    die("environment LLMC_ATTENTION=%s: use auto, cudnn, tc, flash or naive", v);
     return ATTN_NAIVE;
+}
+
+// Builds the cuDNN graphs when cuDNN was chosen; falls back to the own kernels when cuDNN
+// has no engine for the shape (auto) or stops with its reason (LLMC_ATTENTION=cudnn).
+static void attention_setup(GPT* g) {
+    g->cudnn = NULL;
+#ifdef USE_CUDNN
+    if (g->attn != ATTN_CUDNN) return;
+    char why[512];
+    g->cudnn = cudnn_attn_create(g->B, g->T, g->NH, g->hs, g->stream, why, sizeof why);
+    if (g->cudnn != NULL) return;
+    const char* v = getenv("LLMC_ATTENTION");
+    if (v != NULL && strcmp(v, "cudnn") == 0) die("LLMC_ATTENTION=cudnn: %s", why);
+    fprintf(stderr, "note: %s; using the own kernels\n", why);
+    g->attn = own_attention_kind(g->hs);
+#endif
 }
 
 static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
@@ -256,6 +297,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, c
     g->Vv = cfg->V - g->v0; if (g->Vv < 0) g->Vv = 0; if (g->Vv > g->Vl) g->Vv = g->Vl;
     g->ldl = ((g->Vv + 7) / 8) * 8; if (g->ldl == 0) g->ldl = 8;
     g->attn = attention_kind(g->hs);
+    attention_setup(g);
     g->gelu_fused = env_flag("LLMC_GELU_FUSION", "1", "0", 1);
     size_t per = (g->pl.total + comm->DP - 1) / comm->DP;
     g->total_pad = per * comm->DP;
@@ -281,6 +323,9 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, c
 }
 
 static void gpt_free(GPT* g) {
+#ifdef USE_CUDNN
+    cudnn_attn_destroy(g->cudnn);
+#endif
     gemm_free(&g->gemm);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
     free(g->acts);
@@ -312,6 +357,9 @@ static void embedding_forward(GPT* g, DevComm* dc, bf16* x, const Acts* a) {
 // atty (B,T,Cl) from qkv (B,T,3Cl)
 static void attention_forward(GPT* g, LayerActs* la) {
     switch (g->attn) {
+#ifdef USE_CUDNN
+        case ATTN_CUDNN: cudnn_attn_forward(g->cudnn, la->atty, la->lse, la->qkv, g->stream); break;
+#endif
         case ATTN_TC: attention_forward_tc(la->atty, la->lse, la->qkv, g->B, g->T, g->NH, g->hs, g->stream); break;
         case ATTN_FLASH: attention_forward_flash(la->atty, la->lse, la->qkv, g->B, g->T, g->NH, g->hs, g->stream); break;
         default: attention_forward_naive(la->atty, la->att, la->qkv, g->B, g->T, g->NH, g->hs, g->stream); break;
@@ -321,6 +369,9 @@ static void attention_forward(GPT* g, LayerActs* la) {
 // dqkv (B,T,3Cl) from datty (B,T,Cl)
 static void attention_backward(GPT* g, LayerActs* la) {
     switch (g->attn) {
+#ifdef USE_CUDNN
+        case ATTN_CUDNN: cudnn_attn_backward(g->cudnn, g->dqkv, g->datty, la->atty, la->qkv, la->lse, g->stream); break;
+#endif
         case ATTN_TC: attention_backward_tc(g->dqkv, g->attn_scratch, g->datty, la->atty, la->qkv, la->lse, g->B, g->T, g->NH, g->hs, g->stream); break;
         case ATTN_FLASH: attention_backward_flash(g->dqkv, g->attn_scratch, g->datty, la->atty, la->qkv, la->lse, g->B, g->T, g->NH, g->hs, g->stream); break;
         default: attention_backward_naive(g->dqkv, g->attn_scratch, g->datty, la->qkv, la->att, g->B, g->T, g->NH, g->hs, g->stream); break;
@@ -357,24 +408,20 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int l, bf16* dio) {
     LayerActs* la = layer_acts(g, a, l);
     bf16* x = a->x + (size_t)l * BT * C;
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
-    matmul_backward_input(mm, g->dfch, dio, C, P(PT_FCPROJW, l), BT, F, C);
-    matmul_backward_weight(mm, G(PT_FCPROJW, l), dio, C, la->fch_gelu, BT, F, C);
-    bias_backward(mm, G(PT_FCPROJB, l), dio, C, BT, C);
-    gelu_backward(g->dfch, la->fch, g->dfch, (size_t)BT * F, s);
+    // dfch = (dio @ Wfcproj) * gelu'(fch) and the fc1 bias gradient in one GEMM (DGELU_BGRAD)
+    matmul_backward_input_dgelu(mm, g->dfch, G(PT_FCB, l), dio, C, P(PT_FCPROJW, l), la->fch, BT, F, C, g->gelu_fused);
+    matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dio, C, la->fch_gelu, BT, F, C);
     matmul_backward_input(mm, g->dtmp, g->dfch, F, P(PT_FCW, l), BT, C, F);
     matmul_backward_weight(mm, G(PT_FCW, l), g->dfch, F, la->ln2, BT, C, F);
-    bias_backward(mm, G(PT_FCB, l), g->dfch, F, BT, F);
     dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C); // conjugate of the column-parallel fc1
     layernorm_backward(g->dres2, dio, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l),
                        la->ln2_mean, la->ln2_rstd, BT, C, g->red, g->red_n, s);
     // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
     matmul_backward_input(mm, g->datty, g->dres2, C, P(PT_ATTPROJW, l), BT, Cl, C);
-    matmul_backward_weight(mm, G(PT_ATTPROJW, l), g->dres2, C, la->atty, BT, Cl, C);
-    bias_backward(mm, G(PT_ATTPROJB, l), g->dres2, C, BT, C);
+    matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), g->dres2, C, la->atty, BT, Cl, C);
     attention_backward(g, la);
     matmul_backward_input(mm, g->dtmp, g->dqkv, 3 * Cl, P(PT_QKVW, l), BT, C, 3 * Cl);
-    matmul_backward_weight(mm, G(PT_QKVW, l), g->dqkv, 3 * Cl, la->ln1, BT, C, 3 * Cl);
-    bias_backward(mm, G(PT_QKVB, l), g->dqkv, 3 * Cl, BT, 3 * Cl);
+    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl, la->ln1, BT, C, 3 * Cl);
     dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C);
     layernorm_backward(dio, g->dres2, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l),
                        la->ln1_mean, la->ln1_rstd, BT, C, g->red, g->red_n, s);
@@ -771,6 +818,13 @@ static void print_config_table(const Train* t) {
     if (t->peak_tflops > 0) table_row("peak (MFU)", "%.0f TFLOP/s bf16 dense%s", t->peak_tflops, c->peak_tflops > 0 ? " (-peak)" : "");
     else table_row("peak (MFU)", "%s", "unknown device: give -peak TFLOPS");
     table_row("communication", "%s", t->dc.nccl ? "nccl" : "mpi (host-staged)");
+#ifdef USE_CUDNN
+    if (g->attn == ATTN_CUDNN)
+        table_row("attention", "cuDNN %zu fused flash, %s backward, %.1f MiB workspace", cudnn_attn_version(),
+                  cudnn_attn_deterministic(g->cudnn) ? "deterministic" : "non-deterministic",
+                  cudnn_attn_workspace_bytes(g->cudnn) / 1048576.0);
+    else
+#endif
     table_row("attention", "%s", ATTN_NAMES[g->attn]);
     table_row("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
     table_rule();

@@ -9,7 +9,19 @@
  *   matmul_backward_input   dinp (N, IC) bf16 = dout (N, OC) @ W
  *   matmul_backward_weight  dW (OC, IC) fp32 += dout^T @ inp  (bf16 inputs, fp32 C/D with beta=1:
  *                           gradients accumulate over micro-batches in fp32 inside the GEMM)
+ *   matmul_backward_weight_bias  the same GEMM with dbias (OC) fp32 += column sums of dout
+ *                           from cuBLASLt's BGRADB epilogue (no extra pass over dout)
+ *   matmul_backward_input_dgelu  dinp = (dout @ W) * gelu'(pre), dbias += column sums of dinp,
+ *                           in one GEMM through the DGELU_BGRAD epilogue (pre = the forward's
+ *                           GELU_AUX output): replaces gelu_backward and one bias pass
  *   bias_backward           dbias (OC) fp32 += column sums of dout (deterministic two-pass)
+ *
+ * The bias-gradient epilogues write (never accumulate) their vector, so they write an fp32
+ * scratch (OC floats) that one tiny kernel adds into dbias: O(OC) work instead of a pass
+ * over the (N, OC) activations. Where cuBLASLt has no algorithm for a fused epilogue (shape,
+ * alignment, type, version) the plan remembers it and the unfused kernels run instead, as
+ * for the GELU forward; LLMC_BGRAD_FUSION=0 (and LLMC_GELU_FUSION=0 for the DGELU GEMM)
+ * forces the unfused path.
  *
  * cuBLASLt is column-major: a row-major (R, C) matrix is a column-major (C, R) one, so
  * every product is written transposed. Set up once (gemm_init): handle, a 32 MiB workspace,
@@ -23,7 +35,10 @@
 #include "cuda_utils.cuh"
 #include "gelu.cuh"
 
-typedef enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX_BIAS } GemmEpilogue;
+typedef enum { EPI_NONE, EPI_BIAS, EPI_GELU_AUX_BIAS, EPI_BGRADB, EPI_DGELU_BGRAD } GemmEpilogue;
+// fused epilogues may be refused by cuBLASLt: the caller then falls back to separate kernels
+static int epi_optional(int epi) { return epi == EPI_GELU_AUX_BIAS || epi == EPI_BGRADB || epi == EPI_DGELU_BGRAD; }
+static int epi_has_aux(int epi) { return epi == EPI_GELU_AUX_BIAS || epi == EPI_DGELU_BGRAD; }
 
 typedef struct {
     // key
@@ -43,6 +58,9 @@ typedef struct {
     cudaStream_t stream;
     int gelu_fused_ok; // -1 not tried, 0 cuBLASLt refused every shape so far, 1 used
     float* partials; size_t partials_n; // bias_backward scratch
+    float* bgrad; // (partials_n) fp32 output of the bias-gradient epilogues
+    int bgrad_fused;     // LLMC_BGRAD_FUSION: try the BGRADB / DGELU_BGRAD epilogues
+    int bgrad_fused_ok;  // -1 not tried, 0 refused so far, 1 used at least once
 } Gemm;
 
 static void gemm_init(Gemm* g, cudaStream_t stream, size_t max_bias_cols) {
@@ -54,6 +72,10 @@ static void gemm_init(Gemm* g, cudaStream_t stream, size_t max_bias_cols) {
     g->gelu_fused_ok = -1;
     g->partials_n = 32 * (max_bias_cols > 0 ? max_bias_cols : 1);
     g->partials = (float*)dev_alloc(sizeof(float) * g->partials_n);
+    g->bgrad = (float*)dev_alloc(sizeof(float) * g->partials_n);
+    const char* f = getenv("LLMC_BGRAD_FUSION");
+    g->bgrad_fused = !(f != NULL && strcmp(f, "0") == 0);
+    g->bgrad_fused_ok = -1;
 }
 
 static void gemm_free(Gemm* g) {
@@ -65,6 +87,7 @@ static void gemm_free(Gemm* g) {
     free(g->plans);
     dev_free(g->workspace);
     dev_free(g->partials);
+    dev_free(g->bgrad);
     cublasLtDestroy(g->handle);
     memset(g, 0, sizeof(*g));
 }
@@ -102,12 +125,14 @@ static GemmPlan* gemm_plan(Gemm* g, int ta, int tb, int m, int n, int k, int lda
     cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_DEFAULT;
     if (epi == EPI_BIAS) e = CUBLASLT_EPILOGUE_BIAS;
     if (epi == EPI_GELU_AUX_BIAS) e = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (epi == EPI_BGRADB) e = CUBLASLT_EPILOGUE_BGRADB;
+    if (epi == EPI_DGELU_BGRAD) e = CUBLASLT_EPILOGUE_DGELU_BGRAD;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)));
-    if (epi != EPI_NONE) {
-        cudaDataType_t bt = CUDA_R_16BF;
+    if (epi != EPI_NONE) { // bias inputs are the bf16 weights; bias gradients are fp32 outputs
+        cudaDataType_t bt = (epi == EPI_BGRADB || epi == EPI_DGELU_BGRAD) ? CUDA_R_32F : CUDA_R_16BF;
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
     }
-    if (epi == EPI_GELU_AUX_BIAS) {
+    if (epi_has_aux(epi)) {
         int64_t ld64 = ldaux;
         cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld64, sizeof(ld64)));
     }
@@ -130,7 +155,7 @@ static GemmPlan* gemm_plan(Gemm* g, int ta, int tb, int m, int n, int k, int lda
                                                        pref, 1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st == CUBLAS_STATUS_SUCCESS && found > 0) { p->ok = 1; p->algo = res.algo; }
-    else if (epi != EPI_GELU_AUX_BIAS) {
+    else if (!epi_optional(epi)) {
         die("cuBLASLt has no algorithm for GEMM m=%d n=%d k=%d (transa=%d transb=%d lda=%d ldb=%d ldd=%d %s out, epilogue %d, "
             "alignments %d/%d/%d): a shape this build cannot run", m, n, k, ta, tb, lda, ldb, ldd, d_f32 ? "fp32" : "bf16", epi, al_a, al_b, al_d);
     }
@@ -138,18 +163,18 @@ static GemmPlan* gemm_plan(Gemm* g, int ta, int tb, int m, int n, int k, int lda
 }
 
 // D (m x n col-major, ldd) = op(A) op(B) (+ beta D) [epilogue]. Returns 0, or -1 when no
-// algorithm exists (only for the fused GELU epilogue; the caller falls back).
+// algorithm exists (only for the optional fused epilogues; the caller falls back).
 static int gemm_run(Gemm* g, int ta, int tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb,
-                    void* D, int ldd, int d_f32, float beta, int epi, const bf16* bias, bf16* aux, int ldaux) {
+                    void* D, int ldd, int d_f32, float beta, int epi, const void* bias, bf16* aux, int ldaux) {
     GemmPlan* p = gemm_plan(g, ta, tb, m, n, k, lda, ldb, ldd, d_f32, epi, ldaux, ptr_align(A), ptr_align(B), ptr_align(D),
                             bias ? ptr_align(bias) : 0, aux ? ptr_align(aux) : 0);
     if (!p->ok) return -1;
     if (epi != EPI_NONE) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    if (epi == EPI_GELU_AUX_BIAS) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    if (epi_has_aux(epi)) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
     float alpha = 1.0f;
     cublasStatus_t st = cublasLtMatmul(g->handle, p->desc, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld, &p->algo,
                                        g->workspace, g->ws_bytes, g->stream);
-    if (st != CUBLAS_STATUS_SUCCESS && epi == EPI_GELU_AUX_BIAS) { p->ok = 0; return -1; }
+    if (st != CUBLAS_STATUS_SUCCESS && epi_optional(epi)) { p->ok = 0; return -1; }
     cublasCheck(st);
     return 0;
 }
@@ -225,6 +250,48 @@ static void bias_backward(Gemm* g, float* dbias, const bf16* dout, int ld, int N
     dim3 grid(CEIL_DIV(OC, 256), R);
     LAUNCH(colsum_partial_kernel, grid, 256, 0, g->stream, g->partials, dout, N, OC, ld, rows_per);
     LAUNCH(colsum_finish_kernel, CEIL_DIV(OC, 256), 256, 0, g->stream, dbias, (const float*)g->partials, R, OC);
+}
+
+// dst (n) += src (n), fp32
+__global__ void vec_add_f32_kernel(float* dst, const float* src, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] += src[i];
+}
+
+// dW (OC, IC) fp32 += dout (N, OC; stride ldd)^T @ inp (N, IC), dbias (OC) fp32 += column sums
+// of dout: one GEMM with the BGRADB epilogue (bias of op(B) = dout^T reduced over k = N).
+static void matmul_backward_weight_bias(Gemm* g, float* dW, float* dbias, const bf16* dout, int ldd, const bf16* inp,
+                                        int N, int IC, int OC) {
+    if (N == 0 || OC == 0) return;
+    if (IC > 0 && g->bgrad_fused && (size_t)OC <= g->partials_n &&
+        gemm_run(g, 0, 1, IC, OC, N, inp, IC, dout, ldd, dW, IC, 1, 1.0f, EPI_BGRADB, g->bgrad, NULL, 0) == 0) {
+        g->bgrad_fused_ok = 1;
+        LAUNCH(vec_add_f32_kernel, CEIL_DIV(OC, 256), 256, 0, g->stream, dbias, (const float*)g->bgrad, OC);
+        return;
+    }
+    if (g->bgrad_fused_ok != 1) g->bgrad_fused_ok = 0;
+    matmul_backward_weight(g, dW, dout, ldd, inp, N, IC, OC);
+    bias_backward(g, dbias, dout, ldd, N, OC);
+}
+
+// dinp (N, IC) = (dout (N, OC; stride ldd) @ W (OC, IC)) * gelu'(pre (N, IC)), dbias (IC) fp32
+// += column sums of dinp: one GEMM with the DGELU_BGRAD epilogue when use_fused (pre is the
+// aux the GELU_AUX_BIAS forward wrote, row stride IC); else the GEMM, gelu_backward, and the
+// bias pass. dinp must not alias pre.
+static void matmul_backward_input_dgelu(Gemm* g, bf16* dinp, float* dbias, const bf16* dout, int ldd, const bf16* W,
+                                        const bf16* pre, int N, int IC, int OC, int use_fused) {
+    if (N == 0 || IC == 0) return;
+    if (use_fused && OC > 0 && g->bgrad_fused && (size_t)IC <= g->partials_n &&
+        gemm_run(g, 0, 0, IC, N, OC, W, IC, dout, ldd, dinp, IC, 0, 0.0f, EPI_DGELU_BGRAD, g->bgrad,
+                 (bf16*)pre, IC) == 0) {
+        g->bgrad_fused_ok = 1;
+        LAUNCH(vec_add_f32_kernel, CEIL_DIV(IC, 256), 256, 0, g->stream, dbias, (const float*)g->bgrad, IC);
+        return;
+    }
+    if (g->bgrad_fused_ok != 1) g->bgrad_fused_ok = 0;
+    matmul_backward_input(g, dinp, dout, ldd, W, N, IC, OC);
+    gelu_backward(dinp, pre, dinp, (size_t)N * IC, g->stream);
+    bias_backward(g, dbias, dinp, IC, N, IC);
 }
 
 #endif // LLMC_MATMUL_CUH

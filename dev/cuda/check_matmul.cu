@@ -3,7 +3,8 @@
  * bf16 inputs: forward with and without the bias epilogue, with a padded output row
  * stride, the fused GELU_AUX_BIAS path (or its fallback), backward to the input, backward
  * to the weight accumulating onto existing fp32 gradients (beta = 1), and the bias
- * gradient (deterministic column sums). Needs a GPU (or the CPU emulation's cuBLASLt).
+ * gradient (deterministic column sums), and the fused bias-gradient epilogues (BGRADB on
+ * the weight GEMM, DGELU_BGRAD on the input GEMM) with and without the fusion. Needs a GPU (or the CPU emulation's cuBLASLt).
  */
 #include "check_common.h"
 #include "../../llmc/matmul.cuh"
@@ -82,6 +83,61 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
     for (int o = 0; o < OC; o++) { double s = db0[o]; for (int n = 0; n < N; n++) s += dout[(size_t)n * ldo + o]; rdb[o] = s; }
     float* gdb = ck_down_f32(ddb, OC);
     check(ck_err(gdb, rdb, OC, 1e-5 * ck_maxabs(rdb, OC), 1e-5) <= 1, "bias_backward N=%d OC=%d (fp32 += )", N, OC);
+    // fused bias gradients: BGRADB on the weight GEMM, DGELU_BGRAD on the input GEMM (and
+    // their fallbacks with the fusion off); every result against fp64
+    for (int fused = 0; fused < 2; fused++) {
+        gm->bgrad_fused = fused;
+        float *ddW2, *ddb2;
+        float* w0 = ck_rand_f32(&ddW2, (size_t)OC * IC, 1.0f);
+        float* b0 = ck_rand_f32(&ddb2, OC, 1.0f);
+        matmul_backward_weight_bias(gm, ddW2, ddb2, ddout, ldo, dinp, N, IC, OC);
+        double* rw = (double*)malloc_check(8 * (size_t)OC * IC);
+        double* rb = (double*)malloc_check(8 * (size_t)OC);
+        for (int o = 0; o < OC; o++) {
+            double sb = b0[o];
+            for (int n = 0; n < N; n++) sb += dout[(size_t)n * ldo + o];
+            rb[o] = sb;
+            for (int i = 0; i < IC; i++) {
+                double sw = w0[(size_t)o * IC + i];
+                for (int n = 0; n < N; n++) sw += (double)dout[(size_t)n * ldo + o] * inp[(size_t)n * IC + i];
+                rw[(size_t)o * IC + i] = sw;
+            }
+        }
+        float* gw = ck_down_f32(ddW2, (size_t)OC * IC);
+        float* gb = ck_down_f32(ddb2, OC);
+        check(ck_err(gw, rw, (size_t)OC * IC, 1e-4 * ck_maxabs(rw, (size_t)OC * IC), 1e-4) <= 1 &&
+              ck_err(gb, rb, OC, 1e-5 * ck_maxabs(rb, OC), 1e-5) <= 1,
+              "matmul_backward_weight_bias N=%d IC=%d OC=%d fusion %s (BGRADB epilogue %s)", N, IC, OC, fused ? "on" : "off",
+              gm->bgrad_fused_ok == 1 ? "used" : "not used");
+        // DGELU_BGRAD: pre (N, IC) is an arbitrary pre-activation, dinp = (dout @ W) * gelu'(pre)
+        bf16* dpre2;
+        float* pre = ck_rand_bf16(&dpre2, (size_t)N * IC, 2.0f);
+        float* dbg;
+        float* bg0 = ck_rand_f32(&dbg, IC, 1.0f);
+        bf16* ddi2 = (bf16*)dev_alloc(2 * (size_t)N * IC);
+        matmul_backward_input_dgelu(gm, ddi2, dbg, ddout, ldo, dW, dpre2, N, IC, OC, 1);
+        double* rdi2 = (double*)malloc_check(8 * (size_t)N * IC);
+        double* rbg = (double*)malloc_check(8 * (size_t)IC);
+        const double k0 = sqrt(2.0 / M_PI), k1 = 0.044715;
+        for (int i = 0; i < IC; i++) rbg[i] = bg0[i];
+        for (int n = 0; n < N; n++) for (int i = 0; i < IC; i++) {
+            double x = pre[(size_t)n * IC + i], u = k0 * (x + k1 * x * x * x), th = tanh(u);
+            double gg = 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k0 * (1 + 3 * k1 * x * x);
+            double v = rdi[(size_t)n * IC + i] * gg;
+            rdi2[(size_t)n * IC + i] = v;
+            rbg[i] += v;
+        }
+        float* gd2 = ck_down_bf16(ddi2, (size_t)N * IC);
+        float* gbg = ck_down_f32(dbg, IC);
+        check(ck_err(gd2, rdi2, (size_t)N * IC, 2e-3 * ck_maxabs(rdi2, (size_t)N * IC), 1e-2) <= 1 &&
+              ck_err(gbg, rbg, IC, 4e-3 * ck_maxabs(rbg, IC), 1e-2) <= 1,
+              "matmul_backward_input_dgelu N=%d IC=%d OC=%d fusion %s (DGELU_BGRAD epilogue %s)", N, IC, OC, fused ? "on" : "off",
+              gm->bgrad_fused_ok == 1 ? "used" : "not used");
+        gm->bgrad_fused_ok = -1;
+        free(w0); free(b0); free(rw); free(rb); free(gw); free(gb); free(pre); free(bg0); free(rdi2); free(rbg); free(gd2); free(gbg);
+        dev_free(ddW2); dev_free(ddb2); dev_free(dpre2); dev_free(dbg); dev_free(ddi2);
+    }
+    gm->bgrad_fused = 1;
     free(inp); free(W); free(bias); free(dout); free(ref); free(rdi); free(gdi); free(dW0); free(rdw); free(gdw); free(db0); free(rdb); free(gdb);
     dev_free(dinp); dev_free(dW); dev_free(dbias); dev_free(ddout); dev_free(dout_f); dev_free(dpre); dev_free(dgel); dev_free(ddinp);
     dev_free(ddW); dev_free(ddb);

@@ -64,13 +64,23 @@ include $(CUDA_FOUND_MK)
 endif
 
 CUDA_HEADERS = $(wildcard $(CUDA_ROOT)/llmc/*.h $(CUDA_ROOT)/llmc/*.cuh)
+
+# cuDNN fused attention (llmc/attention_cudnn.*): used when find_libs.sh found cuDNN (cudnn.h and
+# the library) and the frontend headers (dev/install.sh copies them to dev/cuda/third_party);
+# otherwise the build says so and the trainer uses its own attention kernels. CUDA_CUDNN=0
+# turns it off. libnvrtc: the frontend's runtime-compiled engines need it.
+CUDA_CUDNN ?= 1
+CUDA_HAVE_CUDNN := $(if $(filter 1,$(CUDA_CUDNN)),$(if $(filter 1,$(CUDNN_FOUND)),$(if $(CUDNN_FRONTEND_CFLAGS),yes)))
+CUDNN_OBJ = $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/attention_cudnn.o)
+CUDNN_DEFS = $(if $(CUDA_HAVE_CUDNN),-DUSE_CUDNN $(CUDNN_CFLAGS))
+CUDNN_LINK = $(if $(CUDA_HAVE_CUDNN),$(CUDNN_OBJ) $(CUDNN_LIBS) -lnvrtc)
 CUDA_CHECKS = $(sort $(basename $(notdir $(wildcard $(CUDA_DIR)/check_*.cu))))
 
 CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/dev/cuemu
 CUDA_EMU_CXX ?= g++
 CUDA_EMU_FLAGS = -std=c++17 -O2 -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
 
-.PHONY: cuda-resources cuda-resources-check cuda-libs cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
+.PHONY: cuda-costmodel cuda-cudnn-note cuda-cudnn-attention cuda-resources cuda-resources-check cuda-libs cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
 
 ifeq ($(NVCC),)
 cuda-build cuda-check-build:
@@ -82,18 +92,34 @@ cuda-nccl-header:
 	@$(if $(filter 1,$(NCCL_FOUND)),true,{ echo "error: NCCL not found (nccl.h + libnccl.so*) in the toolkit, /usr, /usr/local, the -I of NVCC_FLAGS or a Python wheel: install libnccl-dev or pip install nvidia-nccl-cu13"; exit 1; })
 	@$(if $(CUDA_MPI),true,echo "note: mpicxx not found: building the CUDA trainer without MPI (single process only)")
 
+# host-only C++ (the frontend is header-only and heavy): one object for every arch; the
+# frontend's own headers are -isystem so their warnings are not ours
+$(CUDA_BUILD)/attention_cudnn.o: $(CUDA_ROOT)/llmc/attention_cudnn.cpp $(CUDA_ROOT)/llmc/attention_cudnn.h $(CUDA_ROOT)/llmc/cuda_common.cuh
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) $(if $(filter 1,$(CUDA_WERROR)),-Werror all-warnings) -Xcompiler $(CUDA_HOST_WARN) $(CUDNN_CFLAGS) -DCUDNN_FRONTEND_SKIP_JSON_LIB $(subst -I,-isystem ,$(CUDNN_FRONTEND_CFLAGS)) -c $< -o $@
+
 # ptxas -v goes to $(CUDA_BUILD)/train_gpt_cu.ptxas.log (the resource tables are made from it)
-train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) | cuda-nccl-header
+train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
 	@mkdir -p $(CUDA_BUILD)
-	$(NVCC) $(CUDA_NVCC_ALL) -Xptxas -v $(CUDA_MPI) $< -o $@ $(CUDA_LIBS) $(CUDA_MPI_LIBS) 2> $(CUDA_BUILD)/train_gpt_cu.ptxas.log || \
+	$(NVCC) $(CUDA_NVCC_ALL) -Xptxas -v $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS) 2> $(CUDA_BUILD)/train_gpt_cu.ptxas.log || \
 	    { grep -v '^ptxas info\|bytes stack frame' $(CUDA_BUILD)/train_gpt_cu.ptxas.log; exit 1; }
 	@grep -v '^ptxas info\|bytes stack frame' $(CUDA_BUILD)/train_gpt_cu.ptxas.log >&2 || true
 
-test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) | cuda-nccl-header
-	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $< -o $@ $(CUDA_LIBS) $(CUDA_MPI_LIBS)
+cuda-cudnn-note:
+	@$(if $(CUDA_HAVE_CUDNN),echo "note: cuDNN fused attention: on (USE_CUDNN)",echo "note: cuDNN attention off ($(if $(filter 1,$(CUDA_CUDNN)),cuDNN or its frontend headers not found: bash dev/install.sh fetches the headers; make cuda-libs says what was found,CUDA_CUDNN=0)): attention uses the own kernels")
 
-cuda-build: train_gpt_cu test_gpt_cu
-	@echo "cuda-build: train_gpt_cu and test_gpt_cu built for sm_$(subst $() ,/sm_,$(CUDA_ARCHS)) ($(if $(filter 1,$(CUDA_WERROR)),warnings are errors,warnings allowed))"
+test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
+	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS)
+
+# cuDNN attention against the own kernels at the presets' shapes (GPU only; gpu_check.sh)
+$(CUDA_BUILD)/cudnn_attention: $(CUDA_DIR)/cudnn_attention.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS) $(CUDNN_OBJ)
+	@mkdir -p $(@D)
+	$(NVCC) $(CUDA_NVCC_ALL) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS)
+
+cuda-cudnn-attention: $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention,cuda-cudnn-note)
+
+cuda-build: train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention)
+	@echo "cuda-build: train_gpt_cu and test_gpt_cu built for sm_$(subst $() ,/sm_,$(CUDA_ARCHS)) ($(if $(filter 1,$(CUDA_WERROR)),warnings are errors,warnings allowed))$(if $(CUDA_HAVE_CUDNN), with cuDNN attention)"
 
 cuda-libs:
 	@echo "$(FIND_LIBS_NOTE)"
@@ -153,8 +179,23 @@ cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu
 	CUEMU_DEVICES=8 LLMC_TEST_NCCL_LAYOUTS=1 LLMC_TRAIN_GPT_CU=$(CUDA_BUILD)-emu/train_gpt_cu OMP_NUM_THREADS=1 \
 	    $(CUDA_BUILD)-emu/test_gpt_cu $(or $(FIXTURES),fixtures)
 
+# the per-kernel cost model (dev/cuda/costmodel.py): train_gpt.cu under the emulation, built
+# with clang's load/store instrumentation so every global-memory access of a kernel is counted
+# (dev/cuemu/impl/cost.h); then fitted at small shapes and scaled to 1.3b on H100/H200.
+# Prints a PREDICTION, labelled as such. Needs clang++ (Debian's clang).
+CUDA_COST_CXX ?= clang++
+CUDA_COST_FLAGS = -std=c++17 -O1 -fno-vectorize -fno-slp-vectorize -DCUEMU -DCUEMU_COST \
+    -fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores -Wno-unknown-pragmas \
+    -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
+$(CUDA_BUILD)-cost/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+	@mkdir -p $(@D)
+	$(CUDA_COST_CXX) $(CUDA_COST_FLAGS) -x c++ $< -x none -o $@ -lpthread
+
+cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu
+	/usr/bin/python3 $(CUDA_DIR)/costmodel.py --exe $(CUDA_BUILD)-cost/train_gpt_cu --out $(CUDA_BUILD)-cost/counts --selftest
+
 cuda-clean:
-	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host train_gpt_cu test_gpt_cu
+	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host $(CUDA_BUILD)-cost train_gpt_cu test_gpt_cu
 
 # Including this file must not change the top Makefile's default goal.
 ifeq ($(CUDA_SAVED_DEFAULT_GOAL),)

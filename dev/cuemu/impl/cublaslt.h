@@ -483,6 +483,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     const int64_t m = P.m, n = P.n, k = P.k;
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
     size_t es = lt_size(P.atype), cs = lt_size(P.ctype);
+    CUEMU_COST_HOOK(cost_gemm(m, n, k, (int)es, (int)cs, (int)P.epi));
     if (k > 0) {
         if ((st = lt_check_ptr("A", A_, lt_span(Ad->rows, Ad->cols, Ad->ld, P.batch, Ad->stride, es)))) return st;
         if ((st = lt_check_ptr("B", B_, lt_span(Bd->rows, Bd->cols, Bd->ld, P.batch, Bd->stride, es)))) return st;

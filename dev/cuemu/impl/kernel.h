@@ -8,6 +8,7 @@
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
 #include "base.h"
+#include "cost.h"
 #include <csignal>
 #include <numeric>
 #include <sys/mman.h>
@@ -280,6 +281,7 @@ inline void resume(Fiber* f) {
     Exec& e = ex();
     e.cur = f;
     threadIdx = f->tid;
+    CUEMU_COST_HOOK(cost_fiber(f->warp, f->lane));
 #if CUEMU_ASM_SWITCH
     cuemu_ctx_switch(&e.sched_sp, f->sp);
 #else
@@ -504,6 +506,7 @@ inline void run_block(Exec& e) {
     e.at_bar = 0;
     e.interval = 0;
     make_order(e);
+    CUEMU_COST_HOOK(cost_block_begin());
     while (e.live > 0) {
         bool ran = false;
         for (int k = 0; k < n; k++) {
@@ -530,6 +533,7 @@ inline void run_block(Exec& e) {
         }
         if (!ran) report_deadlock(e);
     }
+    CUEMU_COST_HOOK(cost_block_end());
 }
 
 inline int dyn_smem_limit(const void* kernel) {
@@ -594,6 +598,7 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
         c0 = splitmix64(s) % total;
     }
     e.in_kernel = true;
+    CUEMU_COST_HOOK(cost_kernel_begin(name));
     for (unsigned long long i = 0; i < total; i++) {
         unsigned long long b = i;
         if (mode == SCHED_REVERSE) b = total - 1 - i;
@@ -602,6 +607,7 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
         e.block_linear = b;
         run_block(e);
     }
+    CUEMU_COST_HOOK(cost_kernel_end());
     e.in_kernel = false;
     e.cur = nullptr;
     e.body = nullptr;
