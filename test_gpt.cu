@@ -163,12 +163,14 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
     train_free(&t);
 }
 
-// -recompute 1 rebuilds exactly the same activations: bit-identical training
+// -recompute full (1) rebuilds exactly the same activations, selective the attention
+// probabilities (naive attention) or nothing stored (flash): bit-identical training
 static void test_recompute(Fixture* fx, const char* dir) {
+  for (int mode = RECOMPUTE_FULL; mode <= RECOMPUTE_SELECTIVE; mode++) {
     Config cfg = fixture_config(fx, dir);
     Train a, b;
     fixture_train(&a, &cfg, dir);
-    cfg.recompute = 1;
+    cfg.recompute = mode;
     fixture_train(&b, &cfg, dir);
     int same = 1;
     for (int s = 0; s < 6; s++) {
@@ -178,9 +180,10 @@ static void test_recompute(Fixture* fx, const char* dir) {
     float* pa = down_f32(a.model.master, a.model.pl.total);
     float* pb = down_f32(b.model.master, b.model.pl.total);
     same = same && memcmp(pa, pb, sizeof(float) * a.model.pl.total) == 0;
-    check(same, "-recompute 1 gives bit-identical losses, grad norms and weights over 6 steps");
+    check(same, "-recompute %s gives bit-identical losses, grad norms and weights over 6 steps", mode == RECOMPUTE_FULL ? "1" : "selective");
     free(pa); free(pb);
     train_free(&a); train_free(&b);
+  }
 }
 
 // the three attention paths train the same model (not bit-identical: different sum orders,
