@@ -180,7 +180,7 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
     // -recompute selective: flash attention (tc, flash) never stores the probabilities (its
     // backward rebuilds them from qkv and lse), so selective keeps what no recompute keeps;
     // naive attention shares one probability buffer among the layers and rebuilds it
-    bf16* att_shared = NULL;
+    float* att_shared = NULL;
     if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE) TAKE(ar, att_shared, (size_t)B * NH * T * T);
     for (int l = 0; l < nla; l++) {
         LayerActs* la = &a->layer[l];
