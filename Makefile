@@ -38,7 +38,7 @@ train_gpt: train_gpt.c $(HEADERS)
 train_gpt_nompi: train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
 
-test_gpt: test_gpt.c train_gpt.c $(HEADERS) dev/test_common.h
+test_gpt: test_gpt.c train_gpt.c $(HEADERS) dev/test_common.h dev/test_sp_vpp.h
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
 
 data:

@@ -151,7 +151,7 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     int BT = cfg.mb * cfg.seq;
     memcpy(a->inputs, fx_get(fx, "inputs")->data, sizeof(int) * BT);
     memcpy(a->targets, fx_get(fx, "targets")->data, sizeof(int) * BT);
-    double loss = gpt_forward(g, &t.run.comm, a) / BT;
+    double loss = gpt_forward(g, &t.run.comm, a, 0) / BT;
     const float* want_logits = (const float*)fx_get(fx, "logits")->data; // (B, T, V)
     check(g->Vv == cfg.V, "logits cover the real vocabulary only (%d columns)", g->Vv);
     double e = rel_l2(a->logits, want_logits, (size_t)BT * cfg.V);
@@ -159,7 +159,7 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     double wl = ((const float*)fx_get(fx, "loss")->data)[0];
     check(rel_err(loss, wl) < 1e-5, "loss %.7f matches PyTorch %.7f (rel %.2e)", loss, wl, rel_err(loss, wl));
     memset(g->grads, 0, sizeof(float) * g->pl.total);
-    gpt_backward(g, &t.run.comm, a, 1.0f / BT);
+    gpt_backward(g, &t.run.comm, a, 0, 1.0f / BT);
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
         char name[64];
         snprintf(name, sizeof(name), "grad/%s", PARAM_INFO[tn].name);
@@ -811,8 +811,8 @@ static void test_noise_scale_vs_bruteforce(void) {
         for (int i = 0; i < (int)(B / (DP * cfg.mb)); i++) {
             Acts* a = &g->acts[0];
             dataset_load_microbatch(&t.run.train, microbatch_first_sample(0, B, DP, d, cfg.mb, i), cfg.mb, a->inputs, a->targets);
-            gpt_forward(g, &t.run.comm, a);
-            gpt_backward(g, &t.run.comm, a, (float)(1.0 / ((double)B * cfg.seq)));
+            gpt_forward(g, &t.run.comm, a, 0);
+            gpt_backward(g, &t.run.comm, a, 0, (float)(1.0 / ((double)B * cfg.seq)));
         }
         mean_sq += gpt_grad_sumsq(g, g->grads, 0, g->pl.total) / DP;
         for (size_t k = 0; k < g->pl.total; k++) total[k] += g->grads[k];
@@ -854,6 +854,8 @@ static void test_spike_stop(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
+#include "dev/test_sp_vpp.h" // -sp, -recompute selective, -vpp
+
 int main(int argc, char** argv) {
     const char* dir = argc > 1 ? argv[1] : "fixtures";
     test_schedule();
@@ -871,12 +873,16 @@ int main(int argc, char** argv) {
         test_fixture_steps(&fx, dir);
         test_resume_bitwise(&fx, dir);
         test_recompute(&fx, dir);
+        test_recompute_selective(&fx, dir);
         test_spike_guard(&fx, dir);
     }
     test_cli(dir);
     test_schedule_1f1b();
+    test_schedule_interleaved();
+    test_chunk_ownership();
+    test_act_memory();
     if (argc > 2 && strcmp(argv[2], "--no-mpi") == 0) printf("note: 3D layout tests skipped (--no-mpi)\n");
-    else { test_layouts(); test_noise_scale_vs_bruteforce(); }
+    else { test_layouts(); test_layouts_sp_vpp(); test_noise_scale_vs_bruteforce(); }
     test_spike_stop();
     return test_summary();
 }

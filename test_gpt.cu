@@ -163,12 +163,19 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
     train_free(&t);
 }
 
-// -recompute 1 rebuilds exactly the same activations: bit-identical training
+// -recompute full (1) rebuilds exactly the same activations, selective the attention
+// probabilities (naive attention) or nothing stored (flash): bit-identical training
 static void test_recompute(Fixture* fx, const char* dir) {
+  const char* prev = getenv("LLMC_ATTENTION");
+  char saved[32] = "";
+  if (prev) snprintf(saved, sizeof(saved), "%s", prev);
+  for (int run = 0; run < 3; run++) { // full; selective; selective with naive attention (stores probabilities)
+    int mode = run == 0 ? RECOMPUTE_FULL : RECOMPUTE_SELECTIVE;
+    if (run == 2) setenv("LLMC_ATTENTION", "naive", 1);
     Config cfg = fixture_config(fx, dir);
     Train a, b;
     fixture_train(&a, &cfg, dir);
-    cfg.recompute = 1;
+    cfg.recompute = mode;
     fixture_train(&b, &cfg, dir);
     int same = 1;
     for (int s = 0; s < 6; s++) {
@@ -178,9 +185,11 @@ static void test_recompute(Fixture* fx, const char* dir) {
     float* pa = down_f32(a.model.master, a.model.pl.total);
     float* pb = down_f32(b.model.master, b.model.pl.total);
     same = same && memcmp(pa, pb, sizeof(float) * a.model.pl.total) == 0;
-    check(same, "-recompute 1 gives bit-identical losses, grad norms and weights over 6 steps");
+    check(same, "-recompute %s gives bit-identical losses, grad norms and weights over 6 steps", run == 0 ? "1" : run == 1 ? "selective" : "selective (naive attention)");
     free(pa); free(pb);
     train_free(&a); train_free(&b);
+  }
+  if (prev) setenv("LLMC_ATTENTION", saved, 1); else unsetenv("LLMC_ATTENTION");
 }
 
 // the three attention paths train the same model (not bit-identical: different sum orders,

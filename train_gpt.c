@@ -32,6 +32,7 @@
 #include "llmc/tokenizer.h"
 #include "llmc/layout.h"
 #include "llmc/comm.h"
+#include "llmc/seqpar.h"
 #include "llmc/reshard.h"
 #include "llmc/startup.h"
 #include "llmc/ckpt_rank.h"
@@ -258,73 +259,94 @@ static void attention_backward(float* dqkv, const float* dout, const float* qkv,
 // the model
 
 // Activations of one layer for one micro-batch (pointers into the activation buffer).
+// With -sp 1 the rows outside the tensor-parallel region are this rank's sequence shard
+// (B, Ts, C), Ts = T/TP; everything between the column- and row-parallel GEMMs is full.
 typedef struct {
-    float* ln1; float* ln1_mean; float* ln1_rstd; // (B,T,C) (B,T) (B,T)
+    float* ln1; float* ln1_mean; float* ln1_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
     float* qkv;                                    // (B,T,3Cl)
-    float* att;                                    // (B,NH,T,T)
+    float* att;                                    // (B,NH,T,T) (shared by all layers with selective)
     float* atty;                                   // (B,T,Cl)
-    float* resid2;                                 // (B,T,C) x + attention
-    float* ln2; float* ln2_mean; float* ln2_rstd;  // (B,T,C) (B,T) (B,T)
+    float* resid2;                                 // (B,Ts,C) x + attention
+    float* ln2; float* ln2_mean; float* ln2_rstd;  // (B,Ts,C) (B,Ts) (B,Ts)
     float* fch; float* fch_gelu;                   // (B,T,F)
 } LayerActs;
 
-// Activations of one micro-batch in flight. With recompute, one set of LayerActs is
-// shared by all layers and only each layer's input x[l] is kept.
+// Activations of one (chunk, micro-batch) unit in flight. With full recompute, one set of
+// LayerActs is shared by all layers and only each layer's input x[l] is kept; with
+// selective recompute every layer keeps its GEMM inputs and only the attention
+// probabilities are rebuilt in backward (one (B,NH,T,T) buffer for the whole model).
 typedef struct {
     float* mem;
-    float* x;          // (nl+1, B, T, C): x[l] = input of local layer l, x[nl] = stage output
-    LayerActs* layer;  // (nl) or (1) with recompute
-    float* lnf; float* lnf_mean; float* lnf_rstd; // (B,T,C) (B,T) (B,T)   last stage
+    float* x;          // (nl+1, B, Ts, C): x[l] = input of local layer l, x[nl] = chunk output
+    LayerActs* layer;  // (nl) or (1) with full recompute
+    float* lnf; float* lnf_mean; float* lnf_rstd; // (B,Ts,C) (B,Ts) (B,Ts)   last stage
     float* logits;     // (B,T,Vl) last stage; holds dlogits after backward
     float* losses;     // (B,T) per-token loss
     float* lse;        // (B,T) log-sum-exp over the full vocabulary
     int* inputs; int* targets; // (B,T)
+    size_t bytes, layer_bytes; // activation bytes this unit keeps; of them, per layer (incl. its input)
 } Acts;
 
 typedef struct {
     Config cfg;
     ParamLayout pl;
     int B, T, C, NH, hs, Cl, F, Vl, v0, Vv; // Vv: real (unpadded) rows of the local vocab slice
+    int V, nlc;     // model chunks per rank (-vpp) and layers per chunk
+    int sp, Ts, t0; // sequence parallel (TP > 1 only); local sequence rows Ts from position t0
     float* params;  // (pl.total)
     float* grads;   // (pl.total)
     float* m; float* v; size_t opt_off, n_opt; // AdamW moments for flat elements [opt_off, opt_off+n_opt)
     float* gshard;  // (n_opt) reduced gradients of the optimizer range (ZeRO-1 reduce-scatter target)
     int nslots; Acts* acts;
+    int* slot_unit; // interleaved: (chunk, micro-batch) unit k*V + c held by each slot, -1 = free
+    float* att_shared; float* atty_re; // selective: (B,NH,T,T) probabilities, (B,T,Cl) rebuilt output
     // backward scratch, sized by the micro-batch
     float* dx; float* dtmp; float* dres2; float* dqkv; float* datty; float* dfch; float* dfch2;
+    float* gat; float* gdout; float* ptmp; float* sptmp; // -sp: gathered input, gathered grad, partial sums, collective staging (B,T,C)
     float* scratch; size_t scratch_n;
 } GPT;
 
 static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
 static int is_last_stage(const GPT* g) { return g->pl.pp == g->pl.PP - 1; }
+// chunk c of this rank is the first / last virtual stage (embeddings / head)
+static int is_first_chunk(const GPT* g, int c) { return g->pl.pp == 0 && c == 0; }
+static int is_last_chunk(const GPT* g, int c) { return g->pl.pp == g->pl.PP - 1 && c == g->V - 1; }
 
-static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute ? 0 : l]; }
+static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute == RECOMPUTE_FULL ? 0 : l]; }
 
 static void acts_alloc(GPT* g, Acts* a) {
-    int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->pl.nlayers;
-    size_t BT = (size_t)B * T;
-    size_t per_layer = BT * C * 3 + BT * 4 + BT * 3 * Cl + (size_t)B * NH * T * T + BT * Cl + 2 * BT * F;
-    int nla = g->cfg.recompute ? 1 : nl;
-    size_t total = (size_t)(nl + 1) * BT * C + (size_t)nla * per_layer;
-    if (is_last_stage(g)) total += BT * C + 2 * BT + BT * g->Vl + 2 * BT;
+    int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->nlc;
+    size_t BT = (size_t)B * T, BTs = (size_t)B * g->Ts;
+    int selective = g->cfg.recompute == RECOMPUTE_SELECTIVE;
+    size_t att_n = selective ? 0 : (size_t)B * NH * T * T;
+    size_t per_layer = BTs * C * 3 + BTs * 4 + BT * 3 * Cl + att_n + BT * Cl + 2 * BT * F;
+    int nla = g->cfg.recompute == RECOMPUTE_FULL ? 1 : nl;
+    size_t total = (size_t)(nl + 1) * BTs * C + (size_t)nla * per_layer;
+    if (is_last_stage(g)) total += BTs * C + 2 * BTs + BT * g->Vl + 2 * BT;
     a->mem = (float*)calloc_check(total, sizeof(float));
     float* p = a->mem;
     #define TAKE(ptr, n) do { (ptr) = p; p += (n); } while (0)
-    TAKE(a->x, (size_t)(nl + 1) * BT * C);
+    TAKE(a->x, (size_t)(nl + 1) * BTs * C);
     a->layer = (LayerActs*)calloc_check(nla, sizeof(LayerActs));
     for (int l = 0; l < nla; l++) {
         LayerActs* la = &a->layer[l];
-        TAKE(la->ln1, BT * C); TAKE(la->ln1_mean, BT); TAKE(la->ln1_rstd, BT);
-        TAKE(la->qkv, BT * 3 * Cl); TAKE(la->att, (size_t)B * NH * T * T); TAKE(la->atty, BT * Cl);
-        TAKE(la->resid2, BT * C);
-        TAKE(la->ln2, BT * C); TAKE(la->ln2_mean, BT); TAKE(la->ln2_rstd, BT);
+        TAKE(la->ln1, BTs * C); TAKE(la->ln1_mean, BTs); TAKE(la->ln1_rstd, BTs);
+        TAKE(la->qkv, BT * 3 * Cl);
+        if (selective) la->att = g->att_shared; else TAKE(la->att, att_n);
+        TAKE(la->atty, BT * Cl);
+        TAKE(la->resid2, BTs * C);
+        TAKE(la->ln2, BTs * C); TAKE(la->ln2_mean, BTs); TAKE(la->ln2_rstd, BTs);
         TAKE(la->fch, BT * F); TAKE(la->fch_gelu, BT * F);
     }
     if (is_last_stage(g)) {
-        TAKE(a->lnf, BT * C); TAKE(a->lnf_mean, BT); TAKE(a->lnf_rstd, BT);
+        TAKE(a->lnf, BTs * C); TAKE(a->lnf_mean, BTs); TAKE(a->lnf_rstd, BTs);
         TAKE(a->logits, BT * g->Vl); TAKE(a->losses, BT); TAKE(a->lse, BT);
     }
     #undef TAKE
+    // what is kept per layer across the pipeline's wait: its input, and its stash unless full
+    // recompute (whose one working set is rebuilt layer by layer)
+    a->layer_bytes = sizeof(float) * (BTs * C + (g->cfg.recompute == RECOMPUTE_FULL ? 0 : per_layer));
+    a->bytes = sizeof(float) * (size_t)(p - a->mem);
     a->inputs = (int*)calloc_check(BT, sizeof(int));
     a->targets = (int*)calloc_check(BT, sizeof(int));
 }
@@ -337,7 +359,11 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
     memset(g, 0, sizeof(*g));
     g->cfg = *cfg;
     param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp, comm->PP);
+    param_layout_set_chunks(&g->pl, cfg->vpp);
+    g->V = g->pl.nchunks; g->nlc = g->pl.nlayers / g->V;
     g->B = cfg->mb; g->T = cfg->seq; g->C = cfg->H;
+    g->sp = cfg->sp && comm->TP > 1; // one TP rank: nothing to split
+    g->Ts = g->sp ? cfg->seq / comm->TP : cfg->seq; g->t0 = g->sp ? comm->tp * g->Ts : 0;
     g->NH = cfg->heads / comm->TP; g->hs = cfg->H / cfg->heads; g->Cl = g->NH * g->hs;
     g->F = 4 * cfg->H / comm->TP; g->Vl = cfg->Vp / comm->TP; g->v0 = comm->tp * g->Vl;
     g->Vv = cfg->V - g->v0; if (g->Vv < 0) g->Vv = 0; if (g->Vv > g->Vl) g->Vv = g->Vl;
@@ -349,10 +375,15 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
     g->gshard = cfg->zero ? (float*)calloc_check(g->n_opt, sizeof(float)) : g->grads;
     g->m = (float*)calloc_check(g->n_opt, sizeof(float));
     g->v = (float*)calloc_check(g->n_opt, sizeof(float));
+    size_t BT = (size_t)g->B * g->T;
+    if (cfg->recompute == RECOMPUTE_SELECTIVE) {
+        g->att_shared = (float*)calloc_check((size_t)g->B * g->NH * g->T * g->T, sizeof(float));
+        g->atty_re = (float*)calloc_check(BT * g->Cl, sizeof(float));
+    }
     g->nslots = nslots;
     g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
-    for (int s = 0; s < nslots; s++) acts_alloc(g, &g->acts[s]);
-    size_t BT = (size_t)g->B * g->T;
+    g->slot_unit = (int*)malloc_check(sizeof(int) * nslots);
+    for (int s = 0; s < nslots; s++) { acts_alloc(g, &g->acts[s]); g->slot_unit[s] = -1; }
     g->dx = (float*)calloc_check(BT * g->C, sizeof(float));
     g->dtmp = (float*)calloc_check(BT * g->C, sizeof(float));
     g->dres2 = (float*)calloc_check(BT * g->C, sizeof(float));
@@ -360,6 +391,12 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
     g->datty = (float*)calloc_check(BT * g->Cl, sizeof(float));
     g->dfch = (float*)calloc_check(BT * g->F, sizeof(float));
     g->dfch2 = (float*)calloc_check(BT * g->F, sizeof(float));
+    if (g->sp) {
+        g->gat = (float*)calloc_check(BT * g->C, sizeof(float));
+        g->gdout = (float*)calloc_check(BT * g->C, sizeof(float));
+        g->ptmp = (float*)calloc_check(BT * g->C, sizeof(float));
+        g->sptmp = (float*)calloc_check(BT * g->C, sizeof(float));
+    }
     // transposes of weights (IC*OC) and of activation gradients (N*OC)
     size_t sn = (size_t)g->C * g->F;
     if ((size_t)g->C * g->Vl > sn) sn = (size_t)g->C * g->Vl;
@@ -374,36 +411,54 @@ static void gpt_free(GPT* g) {
     if (g->gshard != g->grads) free(g->gshard);
     free(g->params); free(g->grads); free(g->m); free(g->v);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
-    free(g->acts);
+    free(g->acts); free(g->slot_unit); free(g->att_shared); free(g->atty_re);
     free(g->dx); free(g->dtmp); free(g->dres2); free(g->dqkv); free(g->datty); free(g->dfch); free(g->dfch2);
+    free(g->gat); free(g->gdout); free(g->ptmp); free(g->sptmp);
     free(g->scratch);
 }
 
 #define P(t, l) param_ptr(&g->pl, g->params, (t), (l))
 #define G(t, l) param_ptr(&g->pl, g->grads, (t), (l))
 
-// x (B,T,C) = wte[tokens] + wpe[t], vocab-parallel: each TP rank adds the rows it owns
+// Sequence parallelism in three helpers; without it they are the plain TP code path.
+// The input of a column-parallel GEMM: this rank's rows, all-gathered along the sequence.
+static const float* gather_seq(GPT* g, Comm* comm, const float* shard, float* full) {
+    if (!g->sp) return shard;
+    sp_allgather(comm, full, shard, g->B, g->Ts, g->C, g->sptmp);
+    return full;
+}
+// Where a row-parallel GEMM writes its partial sums (B,T,C): in place, or a full buffer
+// that reduce_seq then reduce-scatters into the shard `out`.
+static float* rowpar_out(GPT* g, float* out) { return g->sp ? g->ptmp : out; }
+static void reduce_seq(GPT* g, Comm* comm, float* partial, float* out) {
+    if (!g->sp) tp_allreduce_sum(comm, out, (size_t)g->B * g->T * g->C);
+    else sp_reduce_scatter(comm, out, partial, g->B, g->Ts, g->C, g->sptmp);
+}
+
+// x (B,Ts,C) = wte[tokens] + wpe[t], vocab-parallel: each TP rank adds the rows it owns
 static void embedding_forward(GPT* g, Comm* comm, float* x, const int* tokens) {
-    int BT = g->B * g->T, C = g->C;
+    int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C;
     const float* wte = P(PT_WTE, 0);
+    float* xe = rowpar_out(g, x);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < BT; n++) {
         int tok = tokens[n] - g->v0;
-        float* o = x + (size_t)n * C;
+        float* o = xe + (size_t)n * C;
         if (tok >= 0 && tok < g->Vl) memcpy(o, wte + (size_t)tok * C, sizeof(float) * C);
         else memset(o, 0, sizeof(float) * C);
     }
-    tp_allreduce_sum(comm, x, (size_t)BT * C);
+    reduce_seq(g, comm, xe, x);
     const float* wpe = P(PT_WPE, 0);
     #pragma omp parallel for schedule(static)
-    for (int n = 0; n < BT; n++) {
-        const float* pe = wpe + (size_t)(n % g->T) * C;
+    for (int n = 0; n < BTs; n++) {
+        const float* pe = wpe + (size_t)(g->t0 + n % g->Ts) * C;
         float* o = x + (size_t)n * C;
         for (int i = 0; i < C; i++) o[i] += pe[i];
     }
 }
 
-// parallel over channels so that repeated tokens never race; rows summed in order
+// parallel over channels so that repeated tokens never race; rows summed in order.
+// dx (B,T,C): the full-sequence gradient.
 static void embedding_backward(GPT* g, const float* dx, const int* tokens) {
     int B = g->B, T = g->T, C = g->C;
     float* dwte = G(PT_WTE, 0);
@@ -422,59 +477,75 @@ static void embedding_backward(GPT* g, const float* dx, const int* tokens) {
     }
 }
 
-// Forward of layer l (local numbering): x[l] -> x[l+1]
-static void block_forward(GPT* g, Comm* comm, Acts* a, int l) {
-    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
-    LayerActs* la = layer_acts(g, a, l);
-    float* x = a->x + (size_t)l * BT * C;
-    float* y = a->x + (size_t)(l + 1) * BT * C;
-    layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BT, C);
-    matmul_forward(la->qkv, la->ln1, P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl, g->scratch);
+// Forward of layer j of the unit (parameters: local layer l): x[j] -> x[j+1]
+static void block_forward(GPT* g, Comm* comm, Acts* a, int j, int l) {
+    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
+    LayerActs* la = layer_acts(g, a, j);
+    float* x = a->x + (size_t)j * BTs * C;
+    float* y = a->x + (size_t)(j + 1) * BTs * C;
+    layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C);
+    const float* ln1 = gather_seq(g, comm, la->ln1, g->gat); // (B,T,C)
+    matmul_forward(la->qkv, ln1, P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl, g->scratch);
     attention_forward(la->atty, la->att, la->qkv, B, T, g->NH, g->hs);
-    matmul_forward(la->resid2, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C, g->scratch); // partial sum
-    tp_allreduce_sum(comm, la->resid2, (size_t)BT * C);
+    float* po = rowpar_out(g, la->resid2);
+    matmul_forward(po, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C, g->scratch); // partial sum
+    reduce_seq(g, comm, po, la->resid2);
     const float* ab = P(PT_ATTPROJB, l);
     #pragma omp parallel for schedule(static)
-    for (int n = 0; n < BT; n++) for (int i = 0; i < C; i++) la->resid2[(size_t)n * C + i] += ab[i] + x[(size_t)n * C + i];
-    layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->resid2, P(PT_LN2W, l), P(PT_LN2B, l), BT, C);
-    matmul_forward(la->fch, la->ln2, P(PT_FCW, l), P(PT_FCB, l), BT, C, F, g->scratch);
+    for (int n = 0; n < BTs; n++) for (int i = 0; i < C; i++) la->resid2[(size_t)n * C + i] += ab[i] + x[(size_t)n * C + i];
+    layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->resid2, P(PT_LN2W, l), P(PT_LN2B, l), BTs, C);
+    const float* ln2 = gather_seq(g, comm, la->ln2, g->gat);
+    matmul_forward(la->fch, ln2, P(PT_FCW, l), P(PT_FCB, l), BT, C, F, g->scratch);
     gelu_forward(la->fch_gelu, la->fch, (size_t)BT * F);
-    matmul_forward(y, la->fch_gelu, P(PT_FCPROJW, l), NULL, BT, F, C, g->scratch); // partial sum
-    tp_allreduce_sum(comm, y, (size_t)BT * C);
+    po = rowpar_out(g, y);
+    matmul_forward(po, la->fch_gelu, P(PT_FCPROJW, l), NULL, BT, F, C, g->scratch); // partial sum
+    reduce_seq(g, comm, po, y);
     const float* fb = P(PT_FCPROJB, l);
     #pragma omp parallel for schedule(static)
-    for (int n = 0; n < BT; n++) for (int i = 0; i < C; i++) y[(size_t)n * C + i] += fb[i] + la->resid2[(size_t)n * C + i];
+    for (int n = 0; n < BTs; n++) for (int i = 0; i < C; i++) y[(size_t)n * C + i] += fb[i] + la->resid2[(size_t)n * C + i];
 }
 
-// Backward of layer l: dout = dL/dx[l+1] (B,T,C) -> din = dL/dx[l] (may alias dout)
-static void block_backward(GPT* g, Comm* comm, Acts* a, int l, const float* dout, float* din) {
-    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
-    LayerActs* la = layer_acts(g, a, l);
-    float* x = a->x + (size_t)l * BT * C;
+// Backward of layer j (parameters: local layer l): dout = dL/dx[j+1] (B,Ts,C) -> din =
+// dL/dx[j] (may alias dout). With SP the row-parallel biases see the gathered (full)
+// gradient, so their gradients are complete; the LayerNorms' are partial (train_step sums them).
+static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const float* dout, float* din) {
+    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
+    LayerActs* la = layer_acts(g, a, j);
+    float* x = a->x + (size_t)j * BTs * C;
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
-    matmul_backward(g->dfch2, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dout, la->fch_gelu, P(PT_FCPROJW, l), BT, F, C, g->scratch);
+    const float* dfull = gather_seq(g, comm, dout, g->gdout);
+    matmul_backward(g->dfch2, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dfull, la->fch_gelu, P(PT_FCPROJW, l), BT, F, C, g->scratch);
     gelu_backward(g->dfch, la->fch, g->dfch2, (size_t)BT * F);
-    matmul_backward(g->dtmp, G(PT_FCW, l), G(PT_FCB, l), g->dfch, la->ln2, P(PT_FCW, l), BT, C, F, g->scratch);
-    tp_allreduce_sum(comm, g->dtmp, (size_t)BT * C); // conjugate of the column-parallel fc1
-    memcpy(g->dres2, dout, sizeof(float) * BT * C);
-    layernorm_backward(g->dres2, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C);
+    const float* ln2 = gather_seq(g, comm, la->ln2, g->gat); // stored as a shard, gathered again
+    float* pd = rowpar_out(g, g->dtmp);
+    matmul_backward(pd, G(PT_FCW, l), G(PT_FCB, l), g->dfch, ln2, P(PT_FCW, l), BT, C, F, g->scratch);
+    reduce_seq(g, comm, pd, g->dtmp); // conjugate of the column-parallel fc1
+    memcpy(g->dres2, dout, sizeof(float) * BTs * C);
+    layernorm_backward(g->dres2, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l), la->ln2_mean, la->ln2_rstd, BTs, C);
     // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
-    matmul_backward(g->datty, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), g->dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C, g->scratch);
+    const float* dres2 = gather_seq(g, comm, g->dres2, g->gdout);
+    // selective: rebuild the probabilities from the kept qkv (the same deterministic code, so
+    // the same bits); atty itself was kept, as the input of the projection GEMM
+    if (g->cfg.recompute == RECOMPUTE_SELECTIVE) attention_forward(g->atty_re, la->att, la->qkv, B, T, g->NH, g->hs);
+    matmul_backward(g->datty, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C, g->scratch);
     attention_backward(g->dqkv, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
-    matmul_backward(g->dtmp, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, la->ln1, P(PT_QKVW, l), BT, C, 3 * Cl, g->scratch);
-    tp_allreduce_sum(comm, g->dtmp, (size_t)BT * C);
-    if (din != g->dres2) memcpy(din, g->dres2, sizeof(float) * BT * C);
-    layernorm_backward(din, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C);
+    const float* ln1 = gather_seq(g, comm, la->ln1, g->gat);
+    pd = rowpar_out(g, g->dtmp);
+    matmul_backward(pd, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C, 3 * Cl, g->scratch);
+    reduce_seq(g, comm, pd, g->dtmp);
+    if (din != g->dres2) memcpy(din, g->dres2, sizeof(float) * BTs * C);
+    layernorm_backward(din, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd, BTs, C);
 }
 
 // Last stage: final LayerNorm, tied LM head over the local vocabulary slice and the
 // vocab-parallel cross-entropy (all-reduces of max, sum-exp and target logit; the logits
 // are never gathered). Padded columns are never computed. Returns the sum of token losses.
 static double head_forward(GPT* g, Comm* comm, Acts* a) {
-    int BT = g->B * g->T, C = g->C, Vl = g->Vl, Vv = g->Vv;
-    float* xL = a->x + (size_t)g->pl.nlayers * BT * C;
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BT, C);
-    if (Vv > 0) matmul_forward(a->logits, a->lnf, P(PT_WTE, 0), NULL, BT, C, Vv, g->scratch); // (BT, Vv) with row stride Vv
+    int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C, Vl = g->Vl, Vv = g->Vv;
+    float* xL = a->x + (size_t)g->nlc * BTs * C;
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BTs, C);
+    const float* lnf = gather_seq(g, comm, a->lnf, g->gat);
+    if (Vv > 0) matmul_forward(a->logits, lnf, P(PT_WTE, 0), NULL, BT, C, Vv, g->scratch); // (BT, Vv) with row stride Vv
     float* mx = a->losses; // reuse (BT) buffers for the three reductions
     float* se = a->lse;
     float* tl = (float*)malloc_check(sizeof(float) * BT);
@@ -510,11 +581,12 @@ static double head_forward(GPT* g, Comm* comm, Acts* a) {
     return sum;
 }
 
+
 // dloss: gradient of the total loss w.r.t. each token's loss (1/(global batch tokens)).
-// Writes dL/dx[nl] into g->dx.
+// Writes dL/dx[nl] (B,Ts,C) into g->dx.
 static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
-    int BT = g->B * g->T, C = g->C, Vv = g->Vv;
-    float* xL = a->x + (size_t)g->pl.nlayers * BT * C;
+    int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C, Vv = g->Vv;
+    float* xL = a->x + (size_t)g->nlc * BTs * C;
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < BT; n++) {
         float* row = a->logits + (size_t)n * Vv;
@@ -522,36 +594,44 @@ static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
         int tgt = a->targets[n] - g->v0;
         for (int v = 0; v < Vv; v++) row[v] = (expf(row[v] - lse) - (v == tgt ? 1.0f : 0.0f)) * dloss;
     }
+    float* pd = rowpar_out(g, g->dtmp);
     if (Vv > 0) {
-        matmul_backward(g->dtmp, G(PT_WTE, 0), NULL, a->logits, a->lnf, P(PT_WTE, 0), BT, C, Vv, g->scratch);
+        const float* lnf = gather_seq(g, comm, a->lnf, g->gat);
+        matmul_backward(pd, G(PT_WTE, 0), NULL, a->logits, lnf, P(PT_WTE, 0), BT, C, Vv, g->scratch);
     } else {
-        memset(g->dtmp, 0, sizeof(float) * BT * C);
+        memset(pd, 0, sizeof(float) * BT * C);
     }
-    tp_allreduce_sum(comm, g->dtmp, (size_t)BT * C);
-    memset(g->dx, 0, sizeof(float) * BT * C);
-    layernorm_backward(g->dx, G(PT_LNFW, 0), G(PT_LNFB, 0), g->dtmp, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd, BT, C);
+    reduce_seq(g, comm, pd, g->dtmp);
+    memset(g->dx, 0, sizeof(float) * BTs * C);
+    layernorm_backward(g->dx, G(PT_LNFW, 0), G(PT_LNFB, 0), g->dtmp, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd, BTs, C);
 }
 
-// Forward of this stage for the micro-batch in slot a (inputs/targets already loaded).
-// First stage embeds; other stages expect x[0] filled from the previous stage. Returns the
-// sum of token losses on the last stage, 0 elsewhere.
-static double gpt_forward(GPT* g, Comm* comm, Acts* a) {
-    if (is_first_stage(g)) embedding_forward(g, comm, a->x, a->inputs);
-    for (int l = 0; l < g->pl.nlayers; l++) block_forward(g, comm, a, l);
-    return is_last_stage(g) ? head_forward(g, comm, a) : 0.0;
+// Forward of chunk c of this rank for the unit in slot a (inputs/targets already loaded).
+// The first virtual stage embeds; others expect x[0] filled from the previous one.
+// Returns the sum of token losses on the last virtual stage, 0 elsewhere.
+static double gpt_forward(GPT* g, Comm* comm, Acts* a, int c) {
+    if (is_first_chunk(g, c)) embedding_forward(g, comm, a->x, a->inputs);
+    for (int j = 0; j < g->nlc; j++) block_forward(g, comm, a, j, c * g->nlc + j);
+    return is_last_chunk(g, c) ? head_forward(g, comm, a) : 0.0;
 }
 
-// Backward of this stage. On the last stage dloss scales the loss; elsewhere g->dx must
-// hold dL/d(stage output). Leaves dL/d(stage input) in g->dx; gradients accumulate.
-static void gpt_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
-    if (is_last_stage(g)) head_backward(g, comm, a, dloss);
-    for (int l = g->pl.nlayers - 1; l >= 0; l--) {
-        if (g->cfg.recompute) block_forward(g, comm, a, l); // rebuild this layer's activations
-        block_backward(g, comm, a, l, g->dx, g->dx);
+// Backward of chunk c. On the last virtual stage dloss scales the loss; elsewhere g->dx
+// must hold dL/d(chunk output). Leaves dL/d(chunk input) in g->dx; gradients accumulate.
+static void gpt_backward(GPT* g, Comm* comm, Acts* a, int c, float dloss) {
+    if (is_last_chunk(g, c)) head_backward(g, comm, a, dloss);
+    for (int j = g->nlc - 1; j >= 0; j--) {
+        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, comm, a, j, c * g->nlc + j); // rebuild this layer's activations
+        block_backward(g, comm, a, j, c * g->nlc + j, g->dx, g->dx);
     }
-    if (is_first_stage(g)) embedding_backward(g, g->dx, a->inputs);
+    if (is_first_chunk(g, c)) embedding_backward(g, gather_seq(g, comm, g->dx, g->gdout), a->inputs);
 }
 
+// -sp: the LayerNorm gradients of each rank cover its sequence shard only; sum them over TP
+static void sp_reduce_ln_grads(GPT* g, Comm* comm) {
+    static const int LN[] = {PT_LN1W, PT_LN1B, PT_LN2W, PT_LN2B, PT_LNFW, PT_LNFB};
+    if (!g->sp) return;
+    for (int i = 0; i < 6; i++) if (g->pl.numel[LN[i]] > 0) tp_allreduce_sum(comm, g->grads + g->pl.offset[LN[i]], g->pl.numel[LN[i]]);
+}
 // Sum of squared gradients over flat elements [lo, hi) (grads[i - lo]), counting every
 // unique parameter once: TP-replicated tensors only on TP rank 0, the tied embedding only
 // on the first stage (the last stage holds the same, all-reduced, gradient). Summed over
@@ -621,33 +701,58 @@ typedef struct {
     GPT model;
 } Train;
 
-// Runs this stage's part of m micro-batches through the pipeline with the 1F1B schedule
-// (forward_only: the evaluation schedule). load(k) fills the inputs/targets of micro-batch
-// k on the stages that need them. Returns the sum of token losses (last stage, else 0).
+// Runs this rank's part of m micro-batches through the pipeline: 1F1B, or interleaved
+// 1F1B with -vpp (forward_only: the evaluation schedule). load(k) fills the inputs/targets
+// of micro-batch k where the first or last virtual stage needs them. Returns the sum of
+// token losses (last stage, else 0).
 typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
+
+// The activation slot of unit (chunk c, micro-batch k): 1F1B uses k % PP; interleaved
+// units take the lowest free slot on first touch and give it back after their backward
+// (schedule_slots bounds how many are held at once).
+static Acts* unit_slot(GPT* g, int c, int k) {
+    if (g->V == 1) return &g->acts[k % g->nslots];
+    int unit = k * g->V + c, free_slot = -1;
+    for (int s = 0; s < g->nslots; s++) {
+        if (g->slot_unit[s] == unit) return &g->acts[s];
+        if (g->slot_unit[s] < 0 && free_slot < 0) free_slot = s;
+    }
+    if (free_slot < 0) die("internal: more pipeline units in flight than activation slots (%d)", g->nslots);
+    g->slot_unit[free_slot] = unit;
+    return &g->acts[free_slot];
+}
+static void unit_release(GPT* g, int c, int k) {
+    for (int s = 0; s < g->nslots && g->V > 1; s++) if (g->slot_unit[s] == k * g->V + c) g->slot_unit[s] = -1;
+}
 
 static double run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
     GPT* g = &t->model;
     Comm* comm = &t->run.comm;
-    size_t nact = (size_t)g->B * g->T * g->C;
+    size_t nact = (size_t)g->B * g->Ts * g->C; // with -sp only this rank's sequence shard travels
     int n;
-    Action* plan = schedule_1f1b(comm->pp, comm->PP, m, forward_only, &n);
+    Action* plan = schedule_interleaved(comm->pp, comm->PP, g->V, m, forward_only, &n);
     if (plan == NULL) die("out of memory for the pipeline schedule");
     double loss_sum = 0.0;
     for (int i = 0; i < n; i++) {
-        int k = plan[i].micro;
-        Acts* a = &g->acts[k % g->nslots];
-        float* xout = a->x + (size_t)g->pl.nlayers * nact;
-        switch (plan[i].kind) {
-            case ACT_RECV_ACT: pp_recv(comm, a->x, nact, comm->pp - 1, 2 * k); break;
+        int k = plan[i].micro, c = plan[i].chunk, peer, tag;
+        schedule_peer(&plan[i], comm->pp, comm->PP, g->V, &peer, &tag);
+        ActionKind kind = plan[i].kind;
+        Acts* a = (kind == ACT_RECV_GRAD || kind == ACT_SEND_GRAD) ? NULL : unit_slot(g, c, k); // gradients travel in g->dx
+        float* xout = a ? a->x + (size_t)g->nlc * nact : NULL;
+        switch (kind) {
+            case ACT_RECV_ACT: pp_recv(comm, a->x, nact, peer, tag); break;
             case ACT_FORWARD:
-                if (is_first_stage(g) || is_last_stage(g)) load(t, a, k, user);
-                loss_sum += gpt_forward(g, comm, a);
+                if (is_first_chunk(g, c) || is_last_chunk(g, c)) load(t, a, k, user);
+                loss_sum += gpt_forward(g, comm, a, c);
+                if (forward_only && is_last_chunk(g, c)) unit_release(g, c, k);
                 break;
-            case ACT_SEND_ACT: pp_send(comm, xout, nact, comm->pp + 1, 2 * k); break;
-            case ACT_RECV_GRAD: pp_recv(comm, g->dx, nact, comm->pp + 1, 2 * k + 1); break;
-            case ACT_BACKWARD: gpt_backward(g, comm, a, dloss); break;
-            case ACT_SEND_GRAD: pp_send(comm, g->dx, nact, comm->pp - 1, 2 * k + 1); break;
+            case ACT_SEND_ACT:
+                pp_send(comm, xout, nact, peer, tag); // copies: the slot may be reused at once
+                if (forward_only) unit_release(g, c, k);
+                break;
+            case ACT_RECV_GRAD: pp_recv(comm, g->dx, nact, peer, tag); break;
+            case ACT_BACKWARD: gpt_backward(g, comm, a, c, dloss); unit_release(g, c, k); break;
+            case ACT_SEND_GRAD: pp_send(comm, g->dx, nact, peer, tag); break;
         }
     }
     pp_flush(comm);
@@ -677,6 +782,7 @@ static StepResult train_step(Train* t) {
     memset(g->grads, 0, sizeof(float) * g->pl.total);
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
     double loss_sum = run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
+    sp_reduce_ln_grads(g, comm);
     // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
     r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? loss_sum : 0.0) / ((double)r.gb * c->seq);
     if (is_first_stage(g) || is_last_stage(g)) emb_allreduce_sum(comm, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
@@ -757,9 +863,21 @@ static int load_checkpoint(Train* t, const char* dir, int weights_only, char* er
 // ----------------------------------------------------------------------------------------
 // start-up and main
 
+// Activation bytes this rank keeps for one micro-batch (one unit per chunk; what the
+// schedule multiplies by its in-flight count), and per layer (compare doc/sp_recompute_vpp.md).
+static void print_act_memory(const GPT* g) {
+    static const char* RC[] = {"0", "full", "selective"};
+    table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], g->sp, g->V);
+    size_t shared = g->att_shared ? sizeof(float) * ((size_t)g->B * g->NH * g->T * g->T + (size_t)g->B * g->T * g->Cl) : 0;
+    table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",
+              (double)g->acts[0].bytes * g->V / 1048576.0, g->acts[0].layer_bytes, g->nslots,
+              ((double)g->acts[0].bytes * g->nslots + shared) / 1048576.0);
+}
+
 static void print_config_table(const Train* t) {
     run_print_config(&t->run);
     table_row("local params", "%zu floats", t->model.pl.total);
+    print_act_memory(&t->model);
 #ifdef _OPENMP
     table_row("threads", "%d", omp_get_max_threads());
 #endif
@@ -771,7 +889,9 @@ static void print_config_table(const Train* t) {
 static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     memset(t, 0, sizeof(*t));
     run_init(&t->run, cfg, comm);
-    gpt_build(&t->model, &t->run.cfg, &t->run.comm, comm->PP); // 1F1B: at most PP micro-batches in flight
+    // 1F1B: at most PP micro-batches in flight; interleaved: schedule_slots units
+    int nslots = cfg->vpp > 1 ? schedule_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
+    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots);
 }
 
 static void train_free(Train* t) {

@@ -211,18 +211,24 @@ static void attention_setup(GPT* g) {
 static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
 static int is_last_stage(const GPT* g) { return g->pl.pp == g->pl.PP - 1; }
 
-static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute ? 0 : l]; }
+static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute == RECOMPUTE_FULL ? 0 : l]; }
 
 static void acts_carve(GPT* g, Acts* a, Arena* ar) {
     int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->pl.nlayers;
     size_t BT = (size_t)B * T;
-    int nla = g->cfg.recompute ? 1 : nl;
+    int nla = g->cfg.recompute == RECOMPUTE_FULL ? 1 : nl;
     TAKE(ar, a->x, (size_t)(nl + 1) * BT * C);
+    // -recompute selective: flash attention (tc, flash) never stores the probabilities (its
+    // backward rebuilds them from qkv and lse), so selective keeps what no recompute keeps;
+    // naive attention shares one probability buffer among the layers and rebuilds it
+    float* att_shared = NULL;
+    if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE) TAKE(ar, att_shared, (size_t)B * NH * T * T);
     for (int l = 0; l < nla; l++) {
         LayerActs* la = &a->layer[l];
         TAKE(ar, la->ln1, BT * C); TAKE(ar, la->ln1_mean, BT); TAKE(ar, la->ln1_rstd, BT);
         TAKE(ar, la->qkv, BT * 3 * Cl);
         if (g->attn != ATTN_NAIVE) { la->att = NULL; TAKE(ar, la->lse, (size_t)B * NH * T); }
+        else if (att_shared != NULL) { la->lse = NULL; la->att = att_shared; }
         else { la->lse = NULL; TAKE(ar, la->att, (size_t)B * NH * T * T); }
         TAKE(ar, la->atty, BT * Cl);
         TAKE(ar, la->resid2, BT * C);
@@ -239,7 +245,7 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
 
 static void acts_alloc(GPT* g, Acts* a) {
     size_t BT = (size_t)g->B * g->T;
-    a->layer = (LayerActs*)calloc_check(g->cfg.recompute ? 1 : g->pl.nlayers, sizeof(LayerActs));
+    a->layer = (LayerActs*)calloc_check(g->cfg.recompute == RECOMPUTE_FULL ? 1 : g->pl.nlayers, sizeof(LayerActs));
     Arena ar = {NULL, 0};
     acts_carve(g, a, &ar);
     a->mem = dev_alloc(ar.off);
@@ -419,6 +425,7 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int l, bf16* dio) {
     // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
     matmul_backward_input(mm, g->datty, g->dres2, C, P(PT_ATTPROJW, l), BT, Cl, C);
     matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), g->dres2, C, la->atty, BT, Cl, C);
+    if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE) attention_forward(g, la); // rebuild the shared probabilities (atty: the same bits)
     attention_backward(g, la);
     matmul_backward_input(mm, g->dtmp, g->dqkv, 3 * Cl, P(PT_QKVW, l), BT, C, 3 * Cl);
     matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl, la->ln1, BT, C, 3 * Cl);
@@ -481,7 +488,7 @@ static void gpt_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
 static void gpt_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
     if (is_last_stage(g)) head_backward(g, dc, a, dx);
     for (int l = g->pl.nlayers - 1; l >= 0; l--) {
-        if (g->cfg.recompute) block_forward(g, dc, a, l); // rebuild this layer's activations
+        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, l); // rebuild this layer's activations
         block_backward(g, dc, a, l, dx);
     }
     if (is_first_stage(g))
@@ -903,6 +910,13 @@ int main(int argc, char** argv) {
     Config cfg;
     Comm comm;
     startup(&cfg, &comm, argc, argv); // -h, -check, -plan and bad flags end here, before any GPU work
+    if (cfg.sp || cfg.vpp > 1) { // every rank decides the same, so nothing hangs
+        if (comm.rank == 0) fprintf(stderr, "error: -sp 1 and -vpp > 1 run in the CPU trainer (train_gpt) only; train_gpt_cu takes -sp 0 -vpp 1\n");
+#ifdef USE_MPI
+        if (comm.mpi) MPI_Finalize();
+#endif
+        return 1;
+    }
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #endif

@@ -47,6 +47,7 @@ typedef enum {
     CK_AUTO_GB,                                      // -ramp auto: current global batch (0: not used)
     CK_NOISE_G2M, CK_NOISE_SM, CK_NOISE_BETAPOW,     // noise-scale EMA state (double bits)
     CK_NOISE_N,
+    CK_VPP,                                          // model chunks per rank that wrote it (0 = 1)
     CK_NUM_FIELDS
 } CkptField;
 

@@ -39,6 +39,7 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
     h.h[CK_STEP] = p->step; h.h[CK_TOKENS] = p->tokens; h.h[CK_SAMPLES] = p->samples; h.h[CK_ADAM_T] = p->adam_t;
     h.h[CK_SEED] = (int64_t)c->seed; h.h[CK_RNG] = (int64_t)p->rng; h.h[CK_SCALED_INIT] = c->scaled_init;
     h.h[CK_AUTO_GB] = p->auto_gb; h.h[CK_NOISE_N] = p->noise_n;
+    h.h[CK_VPP] = pl->nchunks;
     memcpy(&h.h[CK_NOISE_G2M], &p->noise_g2m, 8); memcpy(&h.h[CK_NOISE_SM], &p->noise_sm, 8);
     memcpy(&h.h[CK_NOISE_BETAPOW], &p->noise_betapow, 8);
     int writes_weights = comm->dp == 0;

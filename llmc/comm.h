@@ -124,15 +124,19 @@ static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) 
 #ifdef USE_MPI
     int slot = -1;
     double t0 = wall_ms();
-    for (;;) { // a free ring slot (all are free after the previous step's flush)
-        for (int i = 0; i < c->nsend && slot < 0; i++) {
-            int done = 0;
-            mpiCheck(MPI_Test(&c->send_req[i], &done, MPI_STATUS_IGNORE));
-            if (done) slot = i;
-        }
-        if (slot >= 0) break;
-        mpiCheck(MPI_Waitany(c->nsend, c->send_req, &slot, MPI_STATUS_IGNORE));
-        if (slot != MPI_UNDEFINED) break;
+    for (int i = 0; i < c->nsend && slot < 0; i++) { // a free ring slot (all are free after a flush)
+        int done = 0;
+        mpiCheck(MPI_Test(&c->send_req[i], &done, MPI_STATUS_IGNORE));
+        if (done) slot = i;
+    }
+    if (slot < 0) { // every slot still in flight: grow the ring rather than wait, so a send never blocks
+        int old = c->nsend;
+        c->nsend *= 2;
+        c->send_req = (MPI_Request*)realloc(c->send_req, sizeof(MPI_Request) * c->nsend);
+        c->send_buf = (float**)realloc(c->send_buf, sizeof(float*) * c->nsend);
+        if (c->send_req == NULL || c->send_buf == NULL) die("out of memory for pipeline send buffers");
+        for (int i = old; i < c->nsend; i++) { c->send_req[i] = MPI_REQUEST_NULL; c->send_buf[i] = (float*)malloc_check(sizeof(float) * c->send_n); }
+        slot = old;
     }
     memcpy(c->send_buf[slot], buf, sizeof(float) * n);
     mpiCheck(MPI_Isend(c->send_buf[slot], (int)n, MPI_FLOAT, to_stage, tag, c->pp_comm, &c->send_req[slot]));

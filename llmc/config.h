@@ -31,6 +31,10 @@ static const ModelPreset MODEL_PRESETS[] = {
 };
 #define NUM_MODEL_PRESETS ((int)(sizeof(MODEL_PRESETS) / sizeof(MODEL_PRESETS[0])))
 
+// -recompute: none; full (keep only each layer's input, rebuild the layer in backward; the
+// old `1`); selective (keep the GEMM inputs, rebuild only the attention core in backward)
+enum { RECOMPUTE_NONE = 0, RECOMPUTE_FULL = 1, RECOMPUTE_SELECTIVE = 2 };
+
 typedef struct {
     // model: L layers, H hidden (= C in shape comments), heads, seq (= T), V real vocab,
     // Vp vocab padded to a multiple of vpad (layout independent, so never changes numbers)
@@ -41,6 +45,7 @@ typedef struct {
     int tp, pp, dp; // dp = 0: derived from the world size
     int mb;         // micro-batch, sequences
     int zero, recompute;
+    int sp, vpp;    // sequence parallelism in TP groups; virtual pipeline chunks per rank (interleaved 1F1B)
     char comm[8];   // CUDA trainer: nccl or mpi
     // recipe, counted in tokens (int64) and sequences
     int64_t gb;                                   // final global batch, sequences
@@ -81,6 +86,7 @@ static void config_defaults(Config* c) {
     c->L = 4; c->H = 128; c->heads = 4; c->seq = 256;
     c->V = 50257; c->vpad = 1024; c->scaled_init = 1;
     c->tp = 1; c->pp = 1; c->dp = 0; c->mb = 1; c->zero = 0; c->recompute = 0;
+    c->sp = 0; c->vpp = 1;
     strcpy(c->comm, "nccl");
     // the MT-NLG 530B recipe (SPEC section 2)
     c->gb = 1920; c->ramp_start = 32; c->ramp_inc = 32; c->ramp_tokens = 12000000000LL;
@@ -174,7 +180,16 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         INT_FLAG("-scaled-init", c->scaled_init)
         INT_FLAG("-world", c->world)
         INT_FLAG("-tp", c->tp) INT_FLAG("-pp", c->pp) INT_FLAG("-dp", c->dp)
-        INT_FLAG("-mb", c->mb) INT_FLAG("-zero", c->zero) INT_FLAG("-recompute", c->recompute)
+        INT_FLAG("-mb", c->mb) INT_FLAG("-zero", c->zero)
+        INT_FLAG("-sp", c->sp) INT_FLAG("-vpp", c->vpp)
+        if (strcmp(f, "-recompute") == 0) { // 0 | selective | full (1 = full, the older spelling)
+            NEED(1);
+            if (strcmp(v, "0") == 0 || strcmp(v, "none") == 0) c->recompute = RECOMPUTE_NONE;
+            else if (strcmp(v, "1") == 0 || strcmp(v, "full") == 0) c->recompute = RECOMPUTE_FULL;
+            else if (strcmp(v, "selective") == 0) c->recompute = RECOMPUTE_SELECTIVE;
+            else { snprintf(err, CFG_ERR_LEN, "bad value '%s' for -recompute: want 0, selective or full (1 = full)", v); return 1; }
+            i++; continue;
+        }
         STR_FLAG("-comm", c->comm)
         I64_FLAG("-gb", c->gb)
         if (strcmp(f, "-ramp") == 0) {
@@ -247,7 +262,9 @@ static int config_validate(Config* c, char* err) {
     if (c->tp <= 0 || c->pp <= 0 || c->dp < 0 || c->mb <= 0)
         FAIL("layout sizes must be positive (tp=%d pp=%d dp=%d mb=%d)", c->tp, c->pp, c->dp, c->mb);
     if (c->zero != 0 && c->zero != 1) FAIL("-zero takes 0 or 1");
-    if (c->recompute != 0 && c->recompute != 1) FAIL("-recompute takes 0 or 1");
+    if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_SELECTIVE) FAIL("-recompute takes 0, selective or full");
+    if (c->sp != 0 && c->sp != 1) FAIL("-sp takes 0 or 1");
+    if (c->vpp < 1) FAIL("-vpp must be >= 1 (1: plain 1F1B)");
     if (c->scaled_init != 0 && c->scaled_init != 1) FAIL("-scaled-init takes 0 or 1");
     if (c->shuffle != 0 && c->shuffle != 1) FAIL("-shuffle takes 0 or 1");
     if (strcmp(c->comm, "nccl") != 0 && strcmp(c->comm, "mpi") != 0) FAIL("-comm takes nccl or mpi, not '%s'", c->comm);
@@ -293,12 +310,24 @@ static int config_validate_layout(const Config* c, int world, char* err) {
     if ((4 * c->H) % c->tp != 0) FAIL("tp=%d must divide 4H (%d)", c->tp, 4 * c->H);
     if (c->Vp % c->tp != 0) FAIL("tp=%d must divide the padded vocabulary (%d): change -vpad", c->tp, c->Vp);
     if (c->L % c->pp != 0) FAIL("pp=%d must divide the number of layers (%d)", c->pp, c->L);
+    if (c->sp && c->seq % c->tp != 0) FAIL("-sp 1: tp=%d must divide the sequence length (%d)", c->tp, c->seq);
+    if (c->vpp > 1 && c->pp < 2) FAIL("-vpp %d needs a pipeline: interleaving takes -pp >= 2", c->vpp);
+    if (c->vpp > 1 && c->L % (c->pp * c->vpp) != 0)
+        FAIL("-vpp %d: pp*vpp = %d*%d must divide the number of layers (%d)", c->vpp, c->pp, c->vpp, c->L);
     int64_t unit = (int64_t)c->mb * dp;
     if (c->gb % unit != 0)
         FAIL("global batch %lld is not divisible by micro-batch*dp = %d*%d", (long long)c->gb, c->mb, dp);
     if (c->ramp_inc != 0 && (c->ramp_start % unit != 0 || c->ramp_inc % unit != 0))
         FAIL("the ramp (start %lld, increment %lld) produces global batches not divisible by micro-batch*dp = %d*%d",
              (long long)c->ramp_start, (long long)c->ramp_inc, c->mb, dp);
+    // interleaving (Megatron's constraint): micro-batches per step a multiple of pp for every
+    // batch the ramp produces; the ramp's batches are start + j*inc, so checking both suffices
+    if (c->vpp > 1) {
+        int64_t unit_pp = unit * c->pp;
+        if (c->gb % unit_pp != 0 || (c->ramp_inc != 0 && (c->ramp_start % unit_pp != 0 || c->ramp_inc % unit_pp != 0)))
+            FAIL("-vpp %d: every global batch (final %lld, ramp start %lld, increment %lld) must give a multiple of pp=%d micro-batches, i.e. be divisible by micro-batch*dp*pp = %lld",
+                 c->vpp, (long long)c->gb, (long long)c->ramp_start, (long long)c->ramp_inc, c->pp, (long long)unit_pp);
+    }
     #undef FAIL
     return 0;
 }
@@ -308,7 +337,8 @@ static void config_print_help(FILE* out) {
         "usage: train_gpt [flags]      (mpirun -np N train_gpt ... for 3D layouts)\n"
         "model:   -model tiny|125m|350m|1.3b|6.7b|530b | -L -H -heads -seq -V   -vpad N (vocab padding multiple, 1024)\n"
         "         -scaled-init 0/1 (output projections use s/sqrt(2L), default 1)\n"
-        "layout:  -tp N -pp N -dp N (0: from world size)  -mb N (micro-batch)  -zero 0/1  -recompute 0/1  -comm nccl/mpi\n"
+        "layout:  -tp N -pp N -dp N (0: from world size)  -mb N (micro-batch)  -zero 0/1  -recompute 0|selective|full  -comm nccl/mpi\n"
+        "         -sp 0/1 (sequence parallelism in TP groups)  -vpp V (interleaved 1F1B, V model chunks per pipeline rank)\n"
         "recipe:  -gb N (final global batch)  -ramp S I TOKENS | -ramp off   -lr X|auto  -warmup TOKENS  -decay TOKENS\n"
         "         -minlr-frac X  -beta1 X  -beta2 X  -eps X  -wd X  -clip X  -tokens N  -steps N (stop early)\n"
         "data:    -i GLOB (train shards)  -j GLOB (val shards)  -shuffle 0/1  -val-every STEPS  -val-samples N\n"

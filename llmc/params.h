@@ -80,7 +80,9 @@ static const ParamInfo PARAM_INFO[NUM_PARAM_TENSORS] = {
 typedef struct {
     int L, C, NH, T, V, Vp;        // full model
     int tp, TP, pp, PP;            // this rank's TP and PP coordinates
-    int layer0, nlayers;           // the stage's layers [layer0, layer0 + nlayers)
+    int layer0, nlayers;           // the stage's layers [layer0, layer0 + nlayers) when V == 1
+    int nchunks;                   // model chunks per rank (interleaved pipeline): chunk c holds the
+                                   // nlayers/V layers of virtual stage c*PP + pp; 1 = contiguous
     int full_rows[NUM_PARAM_TENSORS], full_cols[NUM_PARAM_TENSORS]; // per layer, unsliced
     int rows[NUM_PARAM_TENSORS], cols[NUM_PARAM_TENSORS];           // per layer, local slice
     int nl[NUM_PARAM_TENSORS];      // local layers held (0 = tensor not on this stage)
@@ -102,7 +104,7 @@ static void param_layout_init(ParamLayout* pl, int L, int C, int NH, int T, int 
                               int tp, int TP, int pp, int PP) {
     pl->L = L; pl->C = C; pl->NH = NH; pl->T = T; pl->V = V; pl->Vp = Vp;
     pl->tp = tp; pl->TP = TP; pl->pp = pp; pl->PP = PP;
-    pl->nlayers = L / PP; pl->layer0 = pp * pl->nlayers;
+    pl->nlayers = L / PP; pl->layer0 = pp * pl->nlayers; pl->nchunks = 1; // param_layout_set_chunks for V > 1
     const int fr[NUM_PARAM_TENSORS] = {Vp, T, C, C, 3 * C, 3 * C, C, C, C, C, 4 * C, 4 * C, C, C, C, C};
     const int fc[NUM_PARAM_TENSORS] = {C, C, 1, 1, C, 1, C, 1, 1, 1, C, 1, 4 * C, 1, 1, 1};
     size_t off = 0;
@@ -121,6 +123,22 @@ static void param_layout_init(ParamLayout* pl, int L, int C, int NH, int T, int 
     pl->total = off;
 }
 
+// Interleaved pipeline: this rank holds V chunks; the tensors' sizes do not change, only
+// which global layer each local layer is. Local layer l = c*(nlayers/V) + j of chunk c is
+// global layer (c*PP + pp)*(nlayers/V) + j.
+static void param_layout_set_chunks(ParamLayout* pl, int V) { pl->nchunks = V > 1 ? V : 1; }
+
+static inline int param_global_layer(const ParamLayout* pl, int l) {
+    int nlc = pl->nlayers / pl->nchunks;
+    return ((l / nlc) * pl->PP + pl->pp) * nlc + l % nlc;
+}
+// the local index of global layer gl, or -1 if this rank does not hold it
+static inline int param_local_layer(const ParamLayout* pl, int gl) {
+    int nlc = pl->nlayers / pl->nchunks, vs = gl / nlc;
+    if (gl < 0 || vs % pl->PP != pl->pp || vs / pl->PP >= pl->nchunks) return -1;
+    return (vs / pl->PP) * nlc + gl % nlc;
+}
+
 // pointer to tensor t (layer l, local numbering) inside a flat buffer laid out by pl
 static inline float* param_ptr(const ParamLayout* pl, float* buf, int t, int l) {
     return buf + pl->offset[t] + (size_t)l * pl->rows[t] * pl->cols[t];
@@ -133,7 +151,7 @@ static void param_full_coords(const ParamLayout* pl, int t, size_t local, int* l
     int l = (int)(local / per);
     size_t rem = local % per;
     int lr = (int)(rem / c), lc = (int)(rem % c);
-    *layer = PARAM_INFO[t].layered ? pl->layer0 + l : 0;
+    *layer = PARAM_INFO[t].layered ? param_global_layer(pl, l) : 0;
     *row = lr; *col = lc;
     switch (PARAM_INFO[t].split) {
         case SPLIT_NONE: break;

@@ -60,6 +60,12 @@ static int ckpt_set_open(CkptSet* s, const char* dir, char* err, size_t errn) {
         }
         param_layout_init(&s->pl[i], (int)h->h[CK_L], (int)h->h[CK_H], (int)h->h[CK_HEADS], (int)h->h[CK_SEQ], (int)h->h[CK_V],
                           (int)h->h[CK_VP], (int)h->h[CK_TP_RANK], (int)h->h[CK_TP], (int)h->h[CK_PP_RANK], (int)h->h[CK_PP]);
+        int64_t vpp = h->h[CK_VPP];
+        if (vpp < 0 || vpp > s->pl[i].nlayers || (vpp > 1 && s->pl[i].nlayers % vpp != 0)) {
+            snprintf(err, errn, "checkpoint file %s has a bad chunk count (vpp %lld for %d layers per stage)", s->paths[i], (long long)vpp, s->pl[i].nlayers);
+            return -1;
+        }
+        param_layout_set_chunks(&s->pl[i], (int)vpp); // 0 (files before -vpp) = 1
         // verify the checksum by streaming the payload
         FILE* f = fopen(s->paths[i], "rb");
         if (f == NULL) { snprintf(err, errn, "cannot open %s", s->paths[i]); return -1; }
@@ -95,7 +101,7 @@ static int ckpt_set_gather(const CkptSet* s, int t, int layer, int section, floa
         const ParamLayout* pl = &s->pl[i];
         const CkptHeader* h = &s->hdr[i];
         if (pl->nl[t] == 0) continue;
-        int ll = PARAM_INFO[t].layered ? layer - pl->layer0 : 0;
+        int ll = PARAM_INFO[t].layered ? param_local_layer(pl, layer) : 0;
         if (ll < 0 || ll >= pl->nl[t]) continue;
         size_t per = (size_t)pl->rows[t] * pl->cols[t];
         size_t lo = pl->offset[t] + (size_t)ll * per, hi = lo + per; // local flat range of this layer
@@ -150,7 +156,7 @@ static int ckpt_set_load_local(const CkptSet* s, const ParamLayout* pl, float* p
     for (int t = 0; t < NUM_PARAM_TENSORS && rc == 0; t++) {
         size_t per = (size_t)pl->rows[t] * pl->cols[t];
         for (int l = 0; l < pl->nl[t] && rc == 0; l++) {
-            int gl = PARAM_INFO[t].layered ? pl->layer0 + l : 0;
+            int gl = PARAM_INFO[t].layered ? param_global_layer(pl, l) : 0;
             size_t lo = pl->offset[t] + (size_t)l * per;
             for (int section = 0; section < 3 && rc == 0; section++) {
                 float* dst = section == 0 ? params : (section == 1 ? m : v);

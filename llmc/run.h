@@ -311,7 +311,7 @@ static void run_load_weights(Run* R, const RunHooks* h) {
 // a row (a checkpoint of the weights from before the trouble is saved first).
 static int run_loop(Run* R, const RunHooks* h) {
     const Config* c = &R->cfg;
-    int f = c->recompute ? 4 : 3;
+    int f = c->recompute == RECOMPUTE_FULL ? 4 : 3; // selective's attention rebuild is not in the paper's formula
     while (!run_finished(R)) {
         double t0 = wall_ms();
         R->comm.comm_ms = R->comm.idle_ms = 0;

@@ -29,6 +29,10 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
     PlanRequest plan;
     plan_request_init(&plan);
     int bad = config_parse(cfg, argc, argv, plan_config_flag, &plan, err) != 0 || config_validate(cfg, err) != 0;
+    if (!bad && cfg->plan && (cfg->recompute == RECOMPUTE_SELECTIVE || cfg->sp || cfg->vpp > 1)) {
+        snprintf(err, sizeof(err), "-plan does not model -recompute selective, -sp 1 or -vpp > 1 yet (plan with -recompute 0/1, -sp 0, -vpp 1)");
+        bad = 1;
+    }
     if (!bad && cfg->plan) { // the layout planner: pure arithmetic, no MPI needed
         int rc = 0;
         if (comm->rank == 0) {

@@ -11,6 +11,12 @@
 #   TRAIN_GLOB, VAL_GLOB  token shards (llm.c format, GPT-2 BPE) [/data/mtnlg/{train,val}_*.bin]
 #   OUT_DIR      checkpoints and log [out/mtnlg_530b]
 #   CKPT_EVERY   steps between checkpoints [100]    VAL_EVERY  steps between evaluations [100]
+#   RECOMPUTE [1]  activation recomputation: 1 = full (the paper), selective, or 0
+#   SP [0]       1: Megatron sequence parallelism inside each TP group (Korthikanti et al. 2022)
+#   VPP [1]      model chunks per pipeline rank (interleaved 1F1B). With the paper's batch
+#                (120 micro-batches at full batch, 2 at the ramp's start) no V > 1 meets
+#                Megatron's constraint (micro-batches a multiple of PP = 35): -check says so.
+#                SP and VPP run in the CPU trainer; train_gpt_cu refuses them (README).
 #   EXTRA_FLAGS  extra trainer flags, e.g. "-skip-spikes 4" (the loss-spike guard) or
 #                "-steps 50" (a smoke test); the paper's run used neither instrument
 #   DRY_RUN, CHECK_BIN, MAX_RESTARTS, STOP_RC, RESTART_WAIT: see scripts/lib.sh
@@ -80,7 +86,8 @@ FLAGS=(
   # layout
   -tp "$TP" -pp "$PP" -dp "$DP"
   -mb 1                              # micro-batch 1 sequence (paper)
-  -recompute 1                       # full activation recomputation (paper: needed to fit)
+  -recompute "${RECOMPUTE:-1}"       # full activation recomputation (paper: needed to fit)
+  -sp "${SP:-0}" -vpp "${VPP:-1}"     # the paper used neither (both came after it)
   -zero 1                            # ZeRO-1: optimizer state sharded over the 16 DP ranks
   -comm nccl
   # batch: global batch 1920 sequences (3.9M tokens), ramped from 32 in increments of 32
