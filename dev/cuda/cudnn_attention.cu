@@ -107,11 +107,15 @@ static void run_shape(int B, int T, int NH, int hs) {
     float *ho = ck_down_bf16(o_own, nout), *hO = ck_down_bf16(o_dnn, nout);
     float *hl = ck_down_f32(l_own, nl), *hL = ck_down_f32(l_dnn, nl);
     float *hg = ck_down_bf16(g_own, nqkv), *hG = ck_down_bf16(g_dnn, nqkv);
-    double w;
+    double w = 0;
+    int ok;
     // bf16 tolerance: two bf16 roundings of the output (~2 * 2^-8 relative) plus fp32 order
-    check(cmp_f(hO, ho, nout, 1e-2 * maxabs_f(ho, nout), 1e-2, &w), "hs=%d T=%d: cuDNN output vs %s (error %.2f of tolerance)", hs, T, own, w);
-    check(cmp_f(hL, hl, nl, 1e-3, 1e-3, &w), "hs=%d T=%d: cuDNN log-sum-exp vs %s (error %.2f of tolerance)", hs, T, own, w);
-    check(cmp_f(hG, hg, nqkv, 2e-2 * maxabs_f(hg, nqkv), 3e-2, &w), "hs=%d T=%d: cuDNN dq, dk, dv vs %s (error %.2f of tolerance)", hs, T, own, w);
+    ok = cmp_f(hO, ho, nout, 1e-2 * maxabs_f(ho, nout), 1e-2, &w);
+    check(ok, "hs=%d T=%d: cuDNN output vs %s (error %.2f of tolerance)", hs, T, own, w);
+    ok = cmp_f(hL, hl, nl, 1e-3, 1e-3, &w);
+    check(ok, "hs=%d T=%d: cuDNN log-sum-exp vs %s (error %.2f of tolerance)", hs, T, own, w);
+    ok = cmp_f(hG, hg, nqkv, 2e-2 * maxabs_f(hg, nqkv), 3e-2, &w);
+    check(ok, "hs=%d T=%d: cuDNN dq, dk, dv vs %s (error %.2f of tolerance)", hs, T, own, w);
     // head 0, batch 0 against fp64
     size_t nh = (size_t)T * hs;
     double *ro = (double*)malloc_check(8 * nh), *rl = (double*)malloc_check(8 * (size_t)T);
