@@ -90,7 +90,11 @@ def normal_at(seed, stream, index):
 def read_shard(path, need):
     """the first `need` tokens of an llm.c shard (256 int32 header: magic, version, ntokens)."""
     import struct
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        sys.exit("error: cannot open shard %s: %s" % (path, e.strerror))
+    with f:
         hdr = f.read(1024)
         if len(hdr) < 1024:
             sys.exit("error: %s: no complete 256-int32 header" % path)
@@ -98,7 +102,7 @@ def read_shard(path, need):
         if magic != 20240520:
             sys.exit("error: %s is not an llm.c token shard (magic %d)" % (path, magic))
         if ntok < need:
-            sys.exit("error: %s has %d tokens; the run needs %d" % (path, ntok, need))
+            sys.exit("error: %s has %d tokens; the run needs %d (steps x gb x T + 1)" % (path, ntok, need))
         buf = f.read(2 * need)
     if len(buf) < 2 * need:
         sys.exit("error: %s is truncated" % path)
@@ -136,7 +140,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, L, H, heads, T, V, Vp):
+    def __init__(self, L, H, heads, T, V, Vp, torch_init=True):
         super().__init__()
         self.V = V
         self.wte = nn.Embedding(Vp, H)
@@ -144,7 +148,7 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList([Block(H, heads) for _ in range(L)])
         self.lnf = nn.LayerNorm(H, eps=1e-5)
         s = math.sqrt(1.0 / (3 * H))
-        for name, p in self.named_parameters():
+        for name, p in self.named_parameters() if torch_init else []:  # -init llmc draws them on the device
             if name.endswith("bias"):
                 nn.init.zeros_(p)
             elif "ln" in name:
@@ -237,7 +241,7 @@ def main():
     if dev == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = a.dtype == "bf16"
         torch.backends.cudnn.allow_tf32 = a.dtype == "bf16"
-    model = GPT(L, H, heads, T, a.V, Vp).to(dev)
+    model = GPT(L, H, heads, T, a.V, Vp, torch_init=a.init == "torch").to(dev)
     if a.init == "llmc":
         model.init_llmc(a.seed, L, bool(a.scaled_init))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
