@@ -198,7 +198,7 @@ class GPT(nn.Module):
             x = blk(x)
         x = self.lnf(x)
         logits = x @ self.wte.weight[: self.V].t()  # real vocabulary rows only
-        return F.cross_entropy(logits.float().view(-1, self.V), targets.view(-1))
+        return F.cross_entropy(logits.float().reshape(-1, self.V), targets.reshape(-1))
 
 
 def main():
