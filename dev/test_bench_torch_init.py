@@ -2,6 +2,7 @@
 """test_bench_torch_init.py: dev/bench_torch_gpu.py -init llmc -data against the C trainer.
 
 At a tiny shape (L 2, H 32, 2 heads, T 16, V 100 padded to 128) on CPU:
+  0. normal_at (vectorised int64 torch) equals llmc/rand.h's, compiled here, at large indices;
   1. the PyTorch model's initial weights equal train_gpt's, element for element (fp32), read
      independently from a train_gpt checkpoint (written after one step at -lr 0, which leaves
      the weights untouched; the payload offset comes from the header's size fields);
@@ -55,6 +56,22 @@ def main():
             f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
             f.write(struct.pack("<%dH" % n, *[(i * 7 + i // 13) % V if rnd.random() > 0.3 else rnd.randrange(V) for i in range(n)]))
 
+        # 0. normal_at itself against llmc/rand.h compiled by cc, at indices and seeds beyond 2^31
+        #    (the tiny shape below only reaches small ones): equal up to libm's last bit
+        cases = [(7, 0, 0), (1337, 4, 5), (2**63 + 12345, 15, 2**33 + 7), (99, 12, 2**40 + 3), (0, 3, 2**52 - 1)]
+        src = os.path.join(tmp, "n.c")
+        with open(src, "w") as f:
+            f.write('#include <stdio.h>\n#include "llmc/rand.h"\nint main(void) {\n')
+            for sd, st, ix in cases:
+                f.write('printf("%%.17g\\n", normal_at(%dULL, %dULL, %dULL));\n' % (sd, st, ix))
+            f.write("return 0; }\n")
+        exe = os.path.join(tmp, "n")
+        subprocess.run(["cc", "-O2", "-I", os.path.join(HERE, ".."), src, "-lm", "-o", exe], check=True)
+        want = [float(x) for x in subprocess.run([exe], capture_output=True, text=True, check=True).stdout.split()]
+        got = [bench.normal_at(sd, st, torch.tensor([ix], dtype=torch.int64)).item() for sd, st, ix in cases]
+        worst = max(abs(g - w) / max(abs(w), 1e-300) for g, w in zip(got, want))
+        check(worst <= 1e-15, "normal_at equals llmc/rand.h over %d (seed, stream, index) up to 2^52 (worst rel %.1e)" % (len(cases), worst))
+
         # 1. initial weights: train_gpt's checkpoint after a step at lr 0
         train_gpt(tmp, data, ["-lr", "0", "-steps", "1", "-ckpt-every", "1", "-o", "ck"])
         path = os.path.join(tmp, "ck", "ckpt_00000001", "rank_00000.bin")
@@ -84,8 +101,8 @@ def main():
         worst, bad = 0.0, []
         for name, tp, tc in pairs:
             d = (tp.detach() - tc.reshape(tp.shape)).abs().max().item()
-            worst = max(worst, d)
-            if d > 0:
+            worst = d if d != d else max(worst, d)  # NaN sticks
+            if not torch.equal(tp.detach(), tc.reshape(tp.shape)):  # NaN is never equal
                 bad.append(name)
         check(not bad, "PyTorch -init llmc equals train_gpt's initial weights bit for bit over %d tensors (max |diff| %.2e%s)"
               % (len(pairs), worst, "; differ: " + ",".join(bad[:6]) if bad else ""))
