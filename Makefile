@@ -61,6 +61,7 @@ test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures 
 	./test_instruments
 	bash scripts/check_scripts.sh
 	$(PY) dev/calibrate_planner.py --selftest
+	$(PY) dev/test_bench_torch_init.py
 	bash dev/data/check_tokenizer.sh
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile

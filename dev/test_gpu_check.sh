@@ -3,7 +3,9 @@
 # dry-run mode (GPU_CHECK_FAKE: every stage command replaced by one with a chosen exit code):
 # TIMEOUT, SKIP and FAIL land on the right rows, later stages SKIP after a failed build, QUICK=1
 # skips what it should, a failing benchmark summary gives a row that says so, and the table is
-# printed even when the script dies mid-way. Ends with "N passed, M failed".
+# printed even when the script dies mid-way; the benchmark's step-1 loss comparison (train_gpt_cu
+# vs PyTorch from the same weights) gives "losses agree" / "LOSSES DIFFER" and FAILs only beyond
+# its tolerance. Ends with "N passed, M failed".
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -37,6 +39,22 @@ check "$(is layouts PASS && echo ok)" "with mpirun: layouts run"
 check "$(grep -q 'summary failed' "$tmp/out" && echo ok)" "failing summary: the benchmark row says so"
 check "$(table)" "failing summary: table printed"
 check "$([ $rc = 0 ] && echo ok)" "all stages PASS: exit 0 (rc $rc)"
+
+run GPU_CHECK_FAKE=
+check "$(is bench_torch_eager PASS && is bench_torch_compiled PASS && grep -q 'bench_torch_eager .*losses agree (step 1: train_gpt_cu 10.9876 vs pytorch 10.9912' "$tmp/out" && echo ok)" "step-1 losses within bf16 tolerance: PASS, the row says they agree"
+check "$(! grep -qi 'different weights' "$tmp/out" && echo ok)" "the table no longer says PyTorch starts from different weights"
+
+run GPU_CHECK_FAKE= GPU_CHECK_FAKE_TORCH_LOSS=11.3
+check "$(is bench_torch_eager FAIL && grep -q 'bench_torch_eager .*LOSSES DIFFER (step 1: train_gpt_cu 10.9876 vs pytorch 11.3000' "$tmp/out" && [ $rc != 0 ] && echo ok)" "step-1 losses 2.8e-2 apart: FAIL, LOSSES DIFFER, non-zero exit (rc $rc)"
+
+run GPU_CHECK_FAKE= GPU_CHECK_FAKE_TORCH_LOSS=11.19
+check "$(is bench_torch_eager PASS && echo ok)" "step-1 losses 1.8e-2 apart: within the 2e-2 tolerance"
+
+run GPU_CHECK_FAKE="bench_cuda:1"
+check "$(is bench_cuda FAIL && is bench_torch_eager PASS && grep -q 'bench_torch_eager .*not compared (train_gpt_cu did not pass)' "$tmp/out" && echo ok)" "train_gpt_cu failed: PyTorch rows say the loss was not compared, no second FAIL"
+
+run GPU_CHECK_FAKE= GPU_CHECK_FAKE_TORCH_LOSS=
+check "$(is bench_torch_eager PASS && grep -q 'bench_torch_eager .*step-1 loss not compared (IndexError' "$tmp/out" && echo ok)" "no PyTorch loss to compare: PASS with the reason, not FAIL"
 
 run GPU_CHECK_FAKE= QUICK=1
 check "$(is layouts SKIP && is kernels SKIP && is sanitizer_racecheck SKIP && is bench_cuda_flash SKIP && echo ok)" "QUICK=1: layouts, kernels, racecheck, CUDA-core bench SKIP"
