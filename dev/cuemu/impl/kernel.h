@@ -8,6 +8,7 @@
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
 #include "base.h"
+#include "detect.h"
 #include <csignal>
 #include <numeric>
 #include <sys/mman.h>
@@ -45,7 +46,8 @@
 // `extern __shared__ T name[];` cannot be expressed with this macro (C++ forbids
 // `extern static`): declare dynamic shared memory with DYNAMIC_SMEM(T, name) from
 // llmc/cuda_common.cuh, which is exactly `extern __shared__` under nvcc.
-#define __shared__ static
+// The section lets the race detector (detect.h) tell shared memory from the rest.
+#define __shared__ static __attribute__((section("cuemu_shared")))
 
 // CUDA builtin variables. The scheduler writes threadIdx before it resumes a
 // fiber; every switch goes through an opaque call, so a kernel always reads the
@@ -129,9 +131,10 @@ struct Fiber {
     uint64_t xval = 0, xres = 0;  // warp collective: my contribution / my result
     int xarg = 0, xwidth = 32;
     int bar_kind = 0, bar_pred = 0, bar_res = 0;
+    uint32_t wgen = 0;  // generation of the last __syncwarp this lane took part in (detect.h)
 };
 struct Coll { uint32_t mask; int kind; uint32_t arrived; };
-struct Warp { uint32_t exist = 0, live = 0; int ncoll = 0; Coll coll[32]; };
+struct Warp { uint32_t exist = 0, live = 0; int ncoll = 0; uint32_t sync_gen = 0; Coll coll[32]; };
 
 struct Exec {
     std::vector<Fiber*> fibers;
@@ -186,6 +189,15 @@ inline void kernel_context(char* buf, size_t n) {
     fflush(stderr);
     abort();
 }
+
+// For the race reports of detect.h.
+inline void thread_desc(int linear, char* buf, size_t n) {
+    if (linear < 0) { snprintf(buf, n, "another thread"); return; }
+    unsigned bx = blockDim.x, by = blockDim.y, i = (unsigned)linear;
+    snprintf(buf, n, "thread (%u,%u,%u) of block (%u,%u,%u)", i % bx, (i / bx) % by, i / (bx * by), blockIdx.x, blockIdx.y,
+             blockIdx.z);
+}
+[[noreturn]] inline void race_die(const char* msg) { die("%s", msg); }
 
 inline void set_error(cudaError_t err) { if (err != cudaSuccess) ex().last_error = err; }
 
@@ -280,11 +292,17 @@ inline void resume(Fiber* f) {
     Exec& e = ex();
     e.cur = f;
     threadIdx = f->tid;
+    Detect& d = det();
+    d.tid = f->linear;
+    d.warp = f->warp;
+    d.wgen = f->wgen;
+    t_active = d.on;
 #if CUEMU_ASM_SWITCH
     cuemu_ctx_switch(&e.sched_sp, f->sp);
 #else
     swapcontext(&e.sched_uc, &f->uc);
 #endif
+    t_active = false;
 }
 // Fiber -> scheduler.
 inline void yield(Fiber* f) {
@@ -348,9 +366,14 @@ inline bool try_complete(Exec& e, int warp, int ci) {
             red = r;
         }
     }
+    if (c.kind == C_SYNCWARP) w.sync_gen++;  // orders the lanes' shared-memory accesses (detect.h)
     for (int L = 0; L < 32; L++) {
         if (!((in >> L) & 1u)) continue;
         Fiber* f = lanes[L];
+        if (c.kind == C_SYNCWARP) {
+            f->wgen = w.sync_gen;
+            if (f == e.cur) det().wgen = f->wgen;  // the lane that completed it runs on
+        }
         uint64_t r = 0;
         switch (c.kind) {
             case C_SHFL_IDX: case C_SHFL_UP: case C_SHFL_DOWN: case C_SHFL_XOR: {
@@ -493,11 +516,14 @@ inline void run_block(Exec& e) {
         f->lane = i & 31;
         f->warp = i >> 5;
         f->state = F_RUNNABLE;
+        f->wgen = 0;
     }
+    det().stamp++;  // a new block: no shared-memory access before this one counts
     for (size_t w = 0; w < e.warps.size(); w++) {
         int lanes = std::min(32, n - (int)w * 32);
         e.warps[w].exist = e.warps[w].live = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
         e.warps[w].ncoll = 0;
+        e.warps[w].sync_gen = 0;
     }
     if (e.dyn_size && config().poison) memset(e.dyn, 0xff, e.dyn_size);
     e.live = n;
@@ -525,6 +551,7 @@ inline void run_block(Exec& e) {
             }
             e.at_bar = 0;
             e.interval++;
+            det().stamp++;  // a new barrier interval
             make_order(e);
             continue;
         }
@@ -593,6 +620,7 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
         while (std::gcd(a, total) != 1) a = a + 1 < total ? a + 1 : 1;
         c0 = splitmix64(s) % total;
     }
+    detect_launch(name, e.dyn, smem);
     e.in_kernel = true;
     for (unsigned long long i = 0; i < total; i++) {
         unsigned long long b = i;
@@ -600,6 +628,7 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
         else if (mode == SCHED_SHUFFLE) b = (unsigned long long)(((unsigned __int128)a * i + c0) % total);
         blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)((b / grid.x) % grid.y), (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
         e.block_linear = b;
+        det().block = b;
         run_block(e);
     }
     e.in_kernel = false;
@@ -728,7 +757,7 @@ static inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return (un
 // Fibers never switch inside these functions, so a plain read-modify-write is
 // atomic with respect to every other emulated thread.
 #define CUEMU_ATOMIC2(NAME, T, EXPR) \
-    static inline T NAME(T* address, T val) { T old = *address; *address = (EXPR); return old; }
+    CUEMU_NOTSAN static inline T NAME(T* address, T val) { T old = *address; *address = (EXPR); return old; }
 CUEMU_ATOMIC2(atomicAdd, int, old + val)
 CUEMU_ATOMIC2(atomicAdd, unsigned int, old + val)
 CUEMU_ATOMIC2(atomicAdd, unsigned long long, old + val)
@@ -761,7 +790,7 @@ CUEMU_ATOMIC2(atomicInc, unsigned int, (old >= val) ? 0u : old + 1u)
 CUEMU_ATOMIC2(atomicDec, unsigned int, (old == 0u || old > val) ? val : old - 1u)
 #undef CUEMU_ATOMIC2
 #define CUEMU_ATOMIC_CAS(T) \
-    static inline T atomicCAS(T* address, T compare, T val) { T old = *address; if (old == compare) *address = val; return old; }
+    CUEMU_NOTSAN static inline T atomicCAS(T* address, T compare, T val) { T old = *address; if (old == compare) *address = val; return old; }
 CUEMU_ATOMIC_CAS(int)
 CUEMU_ATOMIC_CAS(unsigned int)
 CUEMU_ATOMIC_CAS(unsigned long long)

@@ -1,0 +1,262 @@
+// dev/cuemu/impl/detect.h - the race detectors of the CPU emulation of CUDA.
+// Built on the compiler's ThreadSanitizer instrumentation WITHOUT its runtime:
+// cuemu.mk compiles with -fsanitize=thread (every load and store calls
+// __tsan_readN / __tsan_writeN) and links an empty libtsan, and this file
+// defines those hooks. While an emulated GPU thread runs they check:
+//  - shared memory (static __shared__, which cuemu puts in the section
+//    "cuemu_shared", and the dynamic buffer): two different threads of a block
+//    touch the same 2-byte granule in one barrier interval, at least one writing,
+//    and no __syncwarp of their warp lies between -> fatal, with the kernel and
+//    the source lines of both accesses. The verdict does not depend on the order
+//    in which the fibers happen to run: every access of the interval is kept.
+//  - global memory (cudaMalloc/Managed/Host): two different blocks of one launch
+//    write the same granule without an atomic -> fatal, with both lines.
+// Atomics are not instrumented (kernel.h marks them no_sanitize_thread), so they
+// never count as racing accesses. Without -fsanitize=thread (e.g. clang, or
+// CUEMU_DETECT=0 in make) the hooks are never called and nothing is checked.
+// CUEMU_RACECHECK=0 turns both detectors off at run time.
+// Test-only: part of the CPU emulation of CUDA, never linked into the product.
+#pragma once
+#include "base.h"
+#include <dlfcn.h>
+#include <unistd.h>
+#include <string>
+
+#define CUEMU_NOTSAN __attribute__((no_sanitize_thread, noinline))
+#define CUEMU_HOOK extern "C" __attribute__((weak, no_sanitize_thread))
+
+extern "C" {
+extern char __start_cuemu_shared[] __attribute__((weak));
+extern char __stop_cuemu_shared[] __attribute__((weak));
+}
+
+namespace cuemu {
+
+// One per 2-byte granule of shared memory. stamp identifies (block, barrier
+// interval); an entry with an older stamp is empty. Thread ids are linear + 1.
+struct ShadowS {
+    uint32_t stamp;
+    uint16_t w, r;        // last writer, first reader (0 = none)
+    uint16_t rwarp;       // warp of all readers, 0xffff when they span warps
+    uint8_t many, pad;
+    uint32_t wgen, rgen;  // warp __syncwarp generation at the write / latest read
+    uintptr_t wpc, rpc;   // code addresses of the write / the first read
+};
+struct GRegion { uintptr_t lo, hi; std::vector<uint64_t>* shadow; };
+
+struct Detect {
+    bool on = true;
+    uint32_t stamp = 1;          // bumped at every block start and barrier release
+    uint64_t launch = 0;         // launch counter (global granules)
+    int tid = -1, warp = 0;      // the emulated thread that is running
+    uint32_t wgen = 0;           // its warp's __syncwarp generation it has seen
+    const uint32_t* warp_gen = nullptr;  // per-warp generation counters (kernel.h)
+    uintptr_t slo = 0, shi = 0;  // static shared section
+    uintptr_t dlo = 0, dhi = 0;  // dynamic shared memory of this launch
+    std::vector<ShadowS> sshadow, dshadow;
+    std::vector<GRegion> regions;     // device regions, sorted, for this launch
+    std::map<uintptr_t, std::vector<uint64_t>*> gshadow;  // by region base
+    size_t last = 0;
+    unsigned long long block = 0;
+    const char* kname = "";
+    Detect() {
+        if (const char* s = getenv("CUEMU_RACECHECK")) on = atoi(s) != 0;
+        slo = (uintptr_t)__start_cuemu_shared;
+        shi = (uintptr_t)__stop_cuemu_shared;
+        if (shi > slo) sshadow.assign((shi - slo + 1) / 2, ShadowS{});
+    }
+};
+inline Detect& det() { static Detect d; return d; }
+// Set only while an emulated thread runs (kernel.h resume()); thread_local so that
+// host threads (OpenMP in the reference code) never touch the detector.
+inline thread_local bool t_active = false;
+
+// "file:line" of a code address, through addr2line on our own executable.
+CUEMU_NOTSAN inline std::string where(uintptr_t pc) {
+    if (!pc) return "?";
+    Dl_info di;
+    uintptr_t off = pc - 1;
+    if (dladdr((void*)pc, &di) && di.dli_fbase) off = pc - 1 - (uintptr_t)di.dli_fbase;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "addr2line -i -e /proc/%d/exe 0x%lx 2>/dev/null", (int)getpid(), (unsigned long)off);
+    std::string out;
+    if (FILE* p = popen(cmd, "r")) {
+        char line[512];
+        int n = 0;
+        while (fgets(line, sizeof line, p) && n < 3) {
+            line[strcspn(line, "\n")] = 0;
+            const char* base = strstr(line, "/llmc/") ? strstr(line, "/llmc/") + 1 : (strstr(line, "/dev/") ? strstr(line, "/dev/") + 1 : line);
+            if (n) out += " <- ";
+            out += base;
+            n++;
+        }
+        pclose(p);
+    }
+    if (out.empty() || out[0] == '?') {
+        char b[64];
+        snprintf(b, sizeof b, "pc 0x%lx (no line info)", (unsigned long)off);
+        out = b;
+    }
+    return out;
+}
+
+void thread_desc(int linear, char* buf, size_t n);  // kernel.h
+[[noreturn]] void race_die(const char* msg);        // kernel.h
+
+CUEMU_NOTSAN [[noreturn]] inline void report_shared(const char* what, int t1, uintptr_t pc1, int t2, uintptr_t pc2,
+                                                   uintptr_t addr) {
+    Detect& d = det();
+    t_active = false;
+    char a[64], b[64], loc[160], msg[2048];
+    thread_desc(t1, a, sizeof a);
+    thread_desc(t2, b, sizeof b);
+    if (addr >= d.dlo && addr < d.dhi) snprintf(loc, sizeof loc, "dynamic shared memory, byte offset %lu", (unsigned long)(addr - d.dlo));
+    else snprintf(loc, sizeof loc, "static __shared__ memory %p", (void*)addr);
+    snprintf(msg, sizeof msg,
+             "shared-memory race (%s) in kernel %s: %s at %s and %s at %s touch %s in the same barrier interval "
+             "(no __syncthreads or __syncwarp between them)",
+             what, d.kname, a, where(pc1).c_str(), b, where(pc2).c_str(), loc);
+    race_die(msg);
+}
+
+CUEMU_NOTSAN inline void shared_access(ShadowS& s, bool write, uintptr_t pc, uintptr_t addr) {
+    Detect& d = det();
+    uint16_t me = (uint16_t)(d.tid + 1);
+    if (s.stamp != d.stamp) { s.stamp = d.stamp; s.w = s.r = 0; s.many = 0; s.rwarp = 0xffff; }
+    auto ordered = [&](int other) {  // same warp, a __syncwarp completed since `gen`
+        return ((other - 1) >> 5) == d.warp;
+    };
+    if (s.w && s.w != me && !(ordered(s.w) && s.wgen < d.wgen))
+        report_shared(write ? "write after write" : "read after write", s.w - 1, s.wpc, d.tid, pc, addr);
+    if (write) {
+        if (s.r && (s.many || s.r != me)) {
+            bool ok = s.rwarp == (uint16_t)d.warp && s.rgen < d.wgen;
+            if (!ok) report_shared("write after read", s.r != me ? s.r - 1 : -1, s.rpc, d.tid, pc, addr);
+        }
+        s.w = me; s.wgen = d.wgen; s.wpc = pc;
+    } else {
+        if (!s.r) { s.r = me; s.rpc = pc; s.rwarp = (uint16_t)d.warp; s.rgen = d.wgen; }
+        else if (s.r != me) {
+            s.many = 1;
+            if (s.rwarp != (uint16_t)d.warp) s.rwarp = 0xffff;
+            if (d.wgen > s.rgen) s.rgen = d.wgen;
+        }
+    }
+}
+
+CUEMU_NOTSAN [[noreturn]] inline void report_global(unsigned long long b1, unsigned long long b2, uintptr_t addr, const GRegion& g, uintptr_t pc) {
+    Detect& d = det();
+    t_active = false;
+    char msg[1024];
+    snprintf(msg, sizeof msg,
+             "global-memory race in kernel %s: blocks %llu and %llu (linear ids) of one launch both write byte %lu of "
+             "the allocation at %p without an atomic (the order between blocks is undefined on a GPU); this write at %s",
+             d.kname, b1, b2, (unsigned long)(addr - g.lo), (void*)g.lo, where(pc).c_str());
+    race_die(msg);
+}
+
+CUEMU_NOTSAN inline void global_write(uintptr_t a, size_t n, uintptr_t pc) {
+    Detect& d = det();
+    if (d.regions.empty()) return;
+    size_t i = d.last;
+    if (i >= d.regions.size() || a < d.regions[i].lo || a >= d.regions[i].hi) {
+        size_t lo = 0, hi = d.regions.size();
+        while (lo < hi) { size_t m = (lo + hi) / 2; if (d.regions[m].hi <= a) lo = m + 1; else hi = m; }
+        if (lo >= d.regions.size() || a < d.regions[lo].lo) return;  // not device memory: a stack, the heap
+        i = d.last = lo;
+    }
+    GRegion& g = d.regions[i];
+    if (!g.shadow) {
+        auto it = d.gshadow.find(g.lo);
+        if (it == d.gshadow.end()) it = d.gshadow.emplace(g.lo, new std::vector<uint64_t>((g.hi - g.lo + 1) / 2, 0)).first;
+        g.shadow = it->second;
+    }
+    uint64_t tag = (d.launch << 24) | ((d.block + 1) & 0xffffff);
+    for (uintptr_t p = a & ~(uintptr_t)1; p < a + n && p < g.hi; p += 2) {
+        uint64_t& s = (*g.shadow)[(p - g.lo) >> 1];
+        if ((s >> 24) == d.launch && s != tag) report_global((s & 0xffffff) - 1, d.block, p, g, pc);
+        s = tag;
+    }
+}
+
+CUEMU_NOTSAN inline void access(void* p, size_t n, bool write, uintptr_t pc) {
+    Detect& d = det();
+    uintptr_t a = (uintptr_t)p;
+    if (a >= d.slo && a < d.shi) {
+        for (uintptr_t q = a & ~(uintptr_t)1; q < a + n; q += 2) shared_access(d.sshadow[(q - d.slo) >> 1], write, pc, q);
+    } else if (a >= d.dlo && a < d.dhi) {
+        for (uintptr_t q = a & ~(uintptr_t)1; q < a + n; q += 2) shared_access(d.dshadow[(q - d.dlo) >> 1], write, pc, q);
+    } else if (write) {
+        global_write(a, n, pc);
+    }
+}
+
+// Launch start: the device regions as they are now (no allocation happens inside a kernel).
+CUEMU_NOTSAN inline void detect_launch(const char* kname, const void* dyn, size_t dyn_size) {
+    Detect& d = det();
+    d.launch++;
+    d.kname = kname;
+    d.dlo = (uintptr_t)dyn;
+    d.dhi = d.dlo + dyn_size;
+    if (d.dshadow.size() < (dyn_size + 1) / 2) d.dshadow.assign((dyn_size + 1) / 2, ShadowS{});
+    d.regions.clear();
+    d.last = 0;
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lk(r.mu);
+    for (auto& kv : r.regions) {
+        if (!device_accessible(kv.second.kind) || kv.second.size == 0) continue;
+        GRegion g{kv.first, kv.first + kv.second.size, nullptr};
+        auto it = d.gshadow.find(g.lo);
+        if (it != d.gshadow.end()) {
+            if (it->second->size() != (kv.second.size + 1) / 2) { delete it->second; d.gshadow.erase(it); }
+            else g.shadow = it->second;
+        }
+        d.regions.push_back(g);
+    }
+}
+// An allocation goes away: its shadow too (the address may be reused).
+CUEMU_NOTSAN inline void detect_forget(const void* p) {
+    Detect& d = det();
+    auto it = d.gshadow.find((uintptr_t)p);
+    if (it != d.gshadow.end()) { delete it->second; d.gshadow.erase(it); }
+}
+
+}  // namespace cuemu
+
+// ---------------------------------------------------------------- the instrumentation hooks
+// Signatures as GCC's builtin declarations (sanitizer.def).
+#define CUEMU_TSAN_RW(N)                                                                                         \
+    CUEMU_HOOK void __tsan_read##N(void* p) {                                                       \
+        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0));                 \
+    }                                                                                                            \
+    CUEMU_HOOK void __tsan_write##N(void* p) {                                                      \
+        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));                  \
+    }                                                                                                            \
+    CUEMU_HOOK void __tsan_unaligned_read##N(void* p) {                                             \
+        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0));                 \
+    }                                                                                                            \
+    CUEMU_HOOK void __tsan_unaligned_write##N(void* p) {                                            \
+        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));                  \
+    }                                                                                                            \
+    CUEMU_HOOK void __tsan_volatile_read##N(void* p) {                                              \
+        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0));                 \
+    }                                                                                                            \
+    CUEMU_HOOK void __tsan_volatile_write##N(void* p) {                                             \
+        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));                  \
+    }
+#ifdef __SANITIZE_THREAD__
+CUEMU_TSAN_RW(1)
+CUEMU_TSAN_RW(2)
+CUEMU_TSAN_RW(4)
+CUEMU_TSAN_RW(8)
+CUEMU_TSAN_RW(16)
+CUEMU_HOOK void __tsan_read_range(void* p, unsigned long n) {
+    if (cuemu::t_active) cuemu::access(p, n, false, (uintptr_t)__builtin_return_address(0));
+}
+CUEMU_HOOK void __tsan_write_range(void* p, unsigned long n) {
+    if (cuemu::t_active) cuemu::access(p, n, true, (uintptr_t)__builtin_return_address(0));
+}
+CUEMU_HOOK void __tsan_init() {}
+#include "detect_atomics.h"
+#endif
+#undef CUEMU_TSAN_RW
