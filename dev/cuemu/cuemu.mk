@@ -23,7 +23,7 @@ CUEMU_CXXFLAGS ?= -std=c++17 -O2 -g -Wall -Wextra
 # instrumentation with cuemu's own hooks (impl/detect.h) in place of its runtime,
 # which the empty notsan/libtsan.a keeps out. GCC only; CUEMU_DETECT=0 drops them.
 CUEMU_DETECT ?= $(if $(findstring clang,$(shell $(CUEMU_CXX) --version 2>/dev/null | head -1)),0,1)
-CUEMU_DETECT_FLAGS = $(if $(filter 1,$(CUEMU_DETECT)),-fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -Wno-tsan \
+CUEMU_DETECT_FLAGS = $(if $(filter 1,$(CUEMU_DETECT)),-g1 -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -Wno-tsan \
     -static-libtsan -L$(abspath $(CUEMU_DIR))/notsan -fsanitize=alignment -fno-sanitize-recover=alignment)
 CUEMU_FLAGS = $(CUEMU_CXXFLAGS) -DCUEMU -I$(CUEMU_DIR)/include -include $(CUEMU_DIR)/cuemu.h $(CUEMU_DETECT_FLAGS)
 CUEMU_MPI_DEFS = -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX

@@ -3,8 +3,8 @@
 // cuemu.mk compiles with -fsanitize=thread (every load and store calls
 // __tsan_readN / __tsan_writeN) and links an empty libtsan, and this file
 // defines those hooks. While an emulated GPU thread runs they check:
-//  - shared memory (static __shared__, which cuemu puts in the section
-//    "cuemu_shared", and the dynamic buffer): two different threads of a block
+//  - shared memory (static __shared__, i.e. the program's static storage, which also
+//    holds __device__ variables, and the dynamic buffer): two different threads of a block
 //    touch the same 2-byte granule in one barrier interval, at least one writing,
 //    and no __syncwarp of their warp lies between -> fatal, with the kernel and
 //    the source lines of both accesses. The verdict does not depend on the order
@@ -19,15 +19,18 @@
 #pragma once
 #include "base.h"
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <string>
 
 #define CUEMU_NOTSAN __attribute__((no_sanitize_thread, noinline))
 #define CUEMU_HOOK extern "C" __attribute__((weak, no_sanitize_thread))
 
+// The executable's static storage (.data and .bss), where every static __shared__
+// variable lives (the linker's symbols).
 extern "C" {
-extern char __start_cuemu_shared[] __attribute__((weak));
-extern char __stop_cuemu_shared[] __attribute__((weak));
+extern char __data_start[] __attribute__((weak));
+extern char _end[] __attribute__((weak));
 }
 
 namespace cuemu {
@@ -36,11 +39,12 @@ namespace cuemu {
 // interval); an entry with an older stamp is empty. Thread ids are linear + 1.
 struct ShadowS {
     uint32_t stamp;
-    uint16_t w, r;        // last writer, first reader (0 = none)
-    uint16_t rwarp;       // warp of all readers, 0xffff when they span warps
-    uint8_t many, pad;
-    uint32_t wgen, rgen;  // warp __syncwarp generation at the write / latest read
-    uintptr_t wpc, rpc;   // code addresses of the write / the first read
+    uint16_t w;            // last writer (0 = none)
+    uint16_t r1, r2;       // the first two distinct readers
+    uint16_t rwarp;        // warp of all readers, 0xffff when they span warps
+    uint8_t many, pad;     // more than two readers (their generations folded into gx)
+    uint32_t wgen, g1, g2, gx;  // the lane's __syncwarp generation at the write / reads
+    uintptr_t wpc, rpc;    // code addresses of the write / the first read
 };
 struct GRegion { uintptr_t lo, hi; std::vector<uint64_t>* shadow; };
 
@@ -53,7 +57,8 @@ struct Detect {
     const uint32_t* warp_gen = nullptr;  // per-warp generation counters (kernel.h)
     uintptr_t slo = 0, shi = 0;  // static shared section
     uintptr_t dlo = 0, dhi = 0;  // dynamic shared memory of this launch
-    std::vector<ShadowS> sshadow, dshadow;
+    ShadowS* sshadow = nullptr;  // mapped lazily by the kernel (only touched pages cost memory)
+    std::vector<ShadowS> dshadow;
     std::vector<GRegion> regions;     // device regions, sorted, for this launch
     std::map<uintptr_t, std::vector<uint64_t>*> gshadow;  // by region base
     size_t last = 0;
@@ -61,9 +66,14 @@ struct Detect {
     const char* kname = "";
     Detect() {
         if (const char* s = getenv("CUEMU_RACECHECK")) on = atoi(s) != 0;
-        slo = (uintptr_t)__start_cuemu_shared;
-        shi = (uintptr_t)__stop_cuemu_shared;
-        if (shi > slo) sshadow.assign((shi - slo + 1) / 2, ShadowS{});
+        slo = (uintptr_t)__data_start;
+        shi = (uintptr_t)_end;
+        if (shi > slo) {
+            void* m = mmap(nullptr, (shi - slo + 2) / 2 * sizeof(ShadowS), PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED) shi = slo;
+            else sshadow = (ShadowS*)m;
+        }
     }
 };
 inline Detect& det() { static Detect d; return d; }
@@ -122,25 +132,25 @@ CUEMU_NOTSAN [[noreturn]] inline void report_shared(const char* what, int t1, ui
 CUEMU_NOTSAN inline void shared_access(ShadowS& s, bool write, uintptr_t pc, uintptr_t addr) {
     Detect& d = det();
     uint16_t me = (uint16_t)(d.tid + 1);
-    if (s.stamp != d.stamp) { s.stamp = d.stamp; s.w = s.r = 0; s.many = 0; s.rwarp = 0xffff; }
-    auto ordered = [&](int other) {  // same warp, a __syncwarp completed since `gen`
-        return ((other - 1) >> 5) == d.warp;
-    };
-    if (s.w && s.w != me && !(ordered(s.w) && s.wgen < d.wgen))
+    if (s.stamp != d.stamp) { s.stamp = d.stamp; s.w = s.r1 = s.r2 = 0; s.many = 0; s.rwarp = 0xffff; s.gx = 0; }
+    // An earlier access by thread `other` at generation `gen` is ordered before this one when
+    // both are lanes of one warp and this lane has since passed a __syncwarp with it.
+    auto ordered = [&](int other, uint32_t gen) { return ((other - 1) >> 5) == d.warp && gen < d.wgen; };
+    if (s.w && s.w != me && !ordered(s.w, s.wgen))
         report_shared(write ? "write after write" : "read after write", s.w - 1, s.wpc, d.tid, pc, addr);
     if (write) {
-        if (s.r && (s.many || s.r != me)) {
-            bool ok = s.rwarp == (uint16_t)d.warp && s.rgen < d.wgen;
-            if (!ok) report_shared("write after read", s.r != me ? s.r - 1 : -1, s.rpc, d.tid, pc, addr);
-        }
+        int other = 0;
+        if (s.r1 && s.r1 != me && !ordered(s.r1, s.g1)) other = s.r1;
+        else if (s.r2 && s.r2 != me && !ordered(s.r2, s.g2)) other = s.r2;
+        else if (s.many && !(s.rwarp == (uint16_t)d.warp && s.gx < d.wgen)) other = -1;
+        if (other) report_shared("write after read", other > 0 ? other - 1 : -1, other == s.r1 ? s.rpc : 0, d.tid, pc, addr);
         s.w = me; s.wgen = d.wgen; s.wpc = pc;
     } else {
-        if (!s.r) { s.r = me; s.rpc = pc; s.rwarp = (uint16_t)d.warp; s.rgen = d.wgen; }
-        else if (s.r != me) {
-            s.many = 1;
-            if (s.rwarp != (uint16_t)d.warp) s.rwarp = 0xffff;
-            if (d.wgen > s.rgen) s.rgen = d.wgen;
-        }
+        if (!s.r1) { s.r1 = me; s.g1 = d.wgen; s.rpc = pc; s.rwarp = (uint16_t)d.warp; return; }
+        if (s.rwarp != (uint16_t)d.warp) s.rwarp = 0xffff;
+        if (s.r1 == me) s.g1 = d.wgen;
+        else if (!s.r2 || s.r2 == me) { s.r2 = me; s.g2 = d.wgen; }
+        else { s.many = 1; if (d.wgen > s.gx) s.gx = d.wgen; }
     }
 }
 

@@ -46,8 +46,7 @@
 // `extern __shared__ T name[];` cannot be expressed with this macro (C++ forbids
 // `extern static`): declare dynamic shared memory with DYNAMIC_SMEM(T, name) from
 // llmc/cuda_common.cuh, which is exactly `extern __shared__` under nvcc.
-// The section lets the race detector (detect.h) tell shared memory from the rest.
-#define __shared__ static __attribute__((section("cuemu_shared")))
+#define __shared__ static
 
 // CUDA builtin variables. The scheduler writes threadIdx before it resumes a
 // fiber; every switch goes through an opaque call, so a kernel always reads the
@@ -305,7 +304,7 @@ inline void resume(Fiber* f) {
     t_active = false;
 }
 // Fiber -> scheduler.
-inline void yield(Fiber* f) {
+CUEMU_NOTSAN inline void yield(Fiber* f) {
     Exec& e = ex();
 #if CUEMU_ASM_SWITCH
     cuemu_ctx_switch(&f->sp, e.sched_sp);
@@ -314,7 +313,7 @@ inline void yield(Fiber* f) {
 #endif
 }
 
-inline Fiber* current(const char* what) {
+CUEMU_NOTSAN inline Fiber* current(const char* what) {
     Exec& e = ex();
     if (!e.in_kernel || !e.cur) die("%s called outside a kernel (host code cannot use device intrinsics)", what);
     return e.cur;
@@ -325,7 +324,7 @@ inline uint64_t poison_bits() { return ~0ull; }  // NaN for float/double/bf16, -
 
 // All lanes named in the collective's mask that are still alive have arrived?
 // Then compute every participant's result and wake them.
-inline bool try_complete(Exec& e, int warp, int ci) {
+CUEMU_NOTSAN inline bool try_complete(Exec& e, int warp, int ci) {
     Warp& w = e.warps[warp];
     Coll c = w.coll[ci];
     uint32_t need = c.mask & w.live;
@@ -412,7 +411,7 @@ inline bool try_complete(Exec& e, int warp, int ci) {
     return true;
 }
 
-inline uint64_t warp_collective(int kind, unsigned mask, uint64_t val, int arg, int width) {
+CUEMU_NOTSAN inline uint64_t warp_collective(int kind, unsigned mask, uint64_t val, int arg, int width) {
     const char* what = coll_name(kind);
     Fiber* f = current(what);
     Exec& e = ex();
@@ -444,7 +443,7 @@ inline uint64_t warp_collective(int kind, unsigned mask, uint64_t val, int arg, 
     return f->xres;
 }
 
-inline int block_barrier(int kind, int pred) {
+CUEMU_NOTSAN inline int block_barrier(int kind, int pred) {
     Fiber* f = current("__syncthreads");
     Exec& e = ex();
     f->bar_kind = kind;
@@ -455,7 +454,7 @@ inline int block_barrier(int kind, int pred) {
     return f->bar_res;
 }
 
-inline void thread_exit(Fiber* f) {
+CUEMU_NOTSAN inline void thread_exit(Fiber* f) {
     Exec& e = ex();
     f->state = F_DONE;
     e.live--;
