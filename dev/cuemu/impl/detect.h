@@ -24,6 +24,7 @@
 #include <string>
 
 #define CUEMU_NOTSAN __attribute__((no_sanitize_thread, noinline))
+#define CUEMU_NOTSAN_INL __attribute__((no_sanitize_thread, always_inline)) inline
 #define CUEMU_HOOK extern "C" __attribute__((weak, no_sanitize_thread))
 
 // The executable's static storage (.data and .bss), where every static __shared__
@@ -46,10 +47,15 @@ struct ShadowS {
     uint32_t wgen, g1, g2, gx;  // the lane's __syncwarp generation at the write / reads
     uintptr_t wpc, rpc;    // code addresses of the write / the first read
 };
-struct GRegion { uintptr_t lo, hi; std::vector<uint64_t>* shadow; };
+struct GRegion { uintptr_t lo, hi; uint64_t* shadow; };
+// The hooks must not call instrumented code (it would call the hooks again), and an
+// instrumented inline function (std::vector::operator[], a lambda) is not inlined into
+// a no_sanitize_thread one: the hot path below uses raw pointers only.
 
 struct Detect {
     bool on = true;
+    long check_blocks = 8;       // blocks per launch whose shared memory is checked (0: all)
+    bool shared_on = true;       // this block's shared accesses are checked
     uint32_t stamp = 1;          // bumped at every block start and barrier release
     uint64_t launch = 0;         // launch counter (global granules)
     int tid = -1, warp = 0;      // the emulated thread that is running
@@ -57,15 +63,21 @@ struct Detect {
     const uint32_t* warp_gen = nullptr;  // per-warp generation counters (kernel.h)
     uintptr_t slo = 0, shi = 0;  // static shared section
     uintptr_t dlo = 0, dhi = 0;  // dynamic shared memory of this launch
+    uintptr_t klo = 0, khi = 0;  // the running thread's stack (kernel.h resume())
+    uintptr_t glo = 0, ghi = 0;  // hull of the device regions
     ShadowS* sshadow = nullptr;  // mapped lazily by the kernel (only touched pages cost memory)
     std::vector<ShadowS> dshadow;
+    ShadowS* dsh = nullptr;           // dshadow.data()
     std::vector<GRegion> regions;     // device regions, sorted, for this launch
+    GRegion* reg = nullptr;           // regions.data()
+    size_t nreg = 0;
     std::map<uintptr_t, std::vector<uint64_t>*> gshadow;  // by region base
     size_t last = 0;
     unsigned long long block = 0;
     const char* kname = "";
     Detect() {
         if (const char* s = getenv("CUEMU_RACECHECK")) on = atoi(s) != 0;
+        if (const char* s = getenv("CUEMU_RACECHECK_BLOCKS")) check_blocks = atol(s);
         slo = (uintptr_t)__data_start;
         shi = (uintptr_t)_end;
         if (shi > slo) {
@@ -76,7 +88,9 @@ struct Detect {
         }
     }
 };
-inline Detect& det() { static Detect d; return d; }
+// A plain global, not a function-local static: its guard would cost an atomic load per access.
+inline Detect g_det;
+__attribute__((no_sanitize_thread, always_inline)) inline Detect& det() { return g_det; }
 // Set only while an emulated thread runs (kernel.h resume()); thread_local so that
 // host threads (OpenMP in the reference code) never touch the detector.
 inline thread_local bool t_active = false;
@@ -129,13 +143,13 @@ CUEMU_NOTSAN [[noreturn]] inline void report_shared(const char* what, int t1, ui
     race_die(msg);
 }
 
-CUEMU_NOTSAN inline void shared_access(ShadowS& s, bool write, uintptr_t pc, uintptr_t addr) {
+CUEMU_NOTSAN_INL void shared_access(ShadowS& s, bool write, uintptr_t pc, uintptr_t addr) {
     Detect& d = det();
     uint16_t me = (uint16_t)(d.tid + 1);
     if (s.stamp != d.stamp) { s.stamp = d.stamp; s.w = s.r1 = s.r2 = 0; s.many = 0; s.rwarp = 0xffff; s.gx = 0; }
     // An earlier access by thread `other` at generation `gen` is ordered before this one when
     // both are lanes of one warp and this lane has since passed a __syncwarp with it.
-    auto ordered = [&](int other, uint32_t gen) { return ((other - 1) >> 5) == d.warp && gen < d.wgen; };
+#define ordered(other, gen) ((((other) - 1) >> 5) == d.warp && (gen) < d.wgen)
     if (s.w && s.w != me && !ordered(s.w, s.wgen))
         report_shared(write ? "write after write" : "read after write", s.w - 1, s.wpc, d.tid, pc, addr);
     if (write) {
@@ -145,7 +159,10 @@ CUEMU_NOTSAN inline void shared_access(ShadowS& s, bool write, uintptr_t pc, uin
         else if (s.many && !(s.rwarp == (uint16_t)d.warp && s.gx < d.wgen)) other = -1;
         if (other) report_shared("write after read", other > 0 ? other - 1 : -1, other == s.r1 ? s.rpc : 0, d.tid, pc, addr);
         s.w = me; s.wgen = d.wgen; s.wpc = pc;
+#undef ordered
     } else {
+        if (s.r1 == me && !s.r2) { s.g1 = d.wgen; return; }  // fast paths: nothing new to record
+        if (s.many && (s.rwarp == 0xffff || s.rwarp == (uint16_t)d.warp) && d.wgen <= s.gx) return;
         if (!s.r1) { s.r1 = me; s.g1 = d.wgen; s.rpc = pc; s.rwarp = (uint16_t)d.warp; return; }
         if (s.rwarp != (uint16_t)d.warp) s.rwarp = 0xffff;
         if (s.r1 == me) s.g1 = d.wgen;
@@ -165,38 +182,54 @@ CUEMU_NOTSAN [[noreturn]] inline void report_global(unsigned long long b1, unsig
     race_die(msg);
 }
 
-CUEMU_NOTSAN inline void global_write(uintptr_t a, size_t n, uintptr_t pc) {
+// Slow path (a new region): called with the hooks switched off.
+inline GRegion* find_region_shadow_impl(uintptr_t a) {
     Detect& d = det();
-    if (d.regions.empty()) return;
-    size_t i = d.last;
-    if (i >= d.regions.size() || a < d.regions[i].lo || a >= d.regions[i].hi) {
-        size_t lo = 0, hi = d.regions.size();
-        while (lo < hi) { size_t m = (lo + hi) / 2; if (d.regions[m].hi <= a) lo = m + 1; else hi = m; }
-        if (lo >= d.regions.size() || a < d.regions[lo].lo) return;  // not device memory: a stack, the heap
-        i = d.last = lo;
-    }
-    GRegion& g = d.regions[i];
+    size_t lo = 0, hi = d.nreg;
+    while (lo < hi) { size_t m = (lo + hi) / 2; if (d.reg[m].hi <= a) lo = m + 1; else hi = m; }
+    if (lo >= d.nreg || a < d.reg[lo].lo) return nullptr;
+    d.last = lo;
+    GRegion& g = d.reg[lo];
     if (!g.shadow) {
         auto it = d.gshadow.find(g.lo);
         if (it == d.gshadow.end()) it = d.gshadow.emplace(g.lo, new std::vector<uint64_t>((g.hi - g.lo + 1) / 2, 0)).first;
-        g.shadow = it->second;
+        g.shadow = it->second->data();
+    }
+    return &g;
+}
+CUEMU_NOTSAN inline GRegion* find_region_shadow(uintptr_t a) {
+    t_active = false;
+    GRegion* g = find_region_shadow_impl(a);
+    t_active = true;
+    return g;
+}
+
+CUEMU_NOTSAN_INL void global_write(uintptr_t a, size_t n, uintptr_t pc) {
+    Detect& d = det();
+    GRegion* g = d.reg + d.last;
+    if (d.last >= d.nreg || a < g->lo || a >= g->hi || !g->shadow) {
+        g = find_region_shadow(a);
+        if (!g) return;  // not device memory: the heap, a host buffer
     }
     uint64_t tag = (d.launch << 24) | ((d.block + 1) & 0xffffff);
-    for (uintptr_t p = a & ~(uintptr_t)1; p < a + n && p < g.hi; p += 2) {
-        uint64_t& s = (*g.shadow)[(p - g.lo) >> 1];
-        if ((s >> 24) == d.launch && s != tag) report_global((s & 0xffffff) - 1, d.block, p, g, pc);
+    for (uintptr_t p = a & ~(uintptr_t)1; p < a + n && p < g->hi; p += 2) {
+        uint64_t& s = g->shadow[(p - g->lo) >> 1];
+        if ((s >> 24) == d.launch && s != tag) report_global((s & 0xffffff) - 1, d.block, p, *g, pc);
         s = tag;
     }
 }
-
-CUEMU_NOTSAN inline void access(void* p, size_t n, bool write, uintptr_t pc) {
+CUEMU_NOTSAN_INL void access(void* p, size_t n, bool write, uintptr_t pc) {
     Detect& d = det();
     uintptr_t a = (uintptr_t)p;
+    if (!d.shared_on) {
+        if (write && a >= d.glo && a < d.ghi && !(a >= d.klo && a < d.khi)) global_write(a, n, pc);
+        return;
+    }
     if (a >= d.slo && a < d.shi) {
         for (uintptr_t q = a & ~(uintptr_t)1; q < a + n; q += 2) shared_access(d.sshadow[(q - d.slo) >> 1], write, pc, q);
     } else if (a >= d.dlo && a < d.dhi) {
-        for (uintptr_t q = a & ~(uintptr_t)1; q < a + n; q += 2) shared_access(d.dshadow[(q - d.dlo) >> 1], write, pc, q);
-    } else if (write) {
+        for (uintptr_t q = a & ~(uintptr_t)1; q < a + n; q += 2) shared_access(d.dsh[(q - d.dlo) >> 1], write, pc, q);
+    } else if (write && a >= d.glo && a < d.ghi && !(a >= d.klo && a < d.khi)) {
         global_write(a, n, pc);
     }
 }
@@ -209,6 +242,7 @@ CUEMU_NOTSAN inline void detect_launch(const char* kname, const void* dyn, size_
     d.dlo = (uintptr_t)dyn;
     d.dhi = d.dlo + dyn_size;
     if (d.dshadow.size() < (dyn_size + 1) / 2) d.dshadow.assign((dyn_size + 1) / 2, ShadowS{});
+    d.dsh = d.dshadow.data();
     d.regions.clear();
     d.last = 0;
     Registry& r = registry();
@@ -219,10 +253,14 @@ CUEMU_NOTSAN inline void detect_launch(const char* kname, const void* dyn, size_
         auto it = d.gshadow.find(g.lo);
         if (it != d.gshadow.end()) {
             if (it->second->size() != (kv.second.size + 1) / 2) { delete it->second; d.gshadow.erase(it); }
-            else g.shadow = it->second;
+            else g.shadow = it->second->data();
         }
         d.regions.push_back(g);
     }
+    d.reg = d.regions.data();
+    d.nreg = d.regions.size();
+    d.glo = d.regions.empty() ? 0 : d.regions.front().lo;
+    d.ghi = d.regions.empty() ? 0 : d.regions.back().hi;
 }
 // An allocation goes away: its shadow too (the address may be reused).
 CUEMU_NOTSAN inline void detect_forget(const void* p) {

@@ -295,6 +295,8 @@ inline void resume(Fiber* f) {
     d.tid = f->linear;
     d.warp = f->warp;
     d.wgen = f->wgen;
+    d.klo = (uintptr_t)f->mem;
+    d.khi = (uintptr_t)f->mem + f->mem_size;
     t_active = d.on;
 #if CUEMU_ASM_SWITCH
     cuemu_ctx_switch(&e.sched_sp, f->sp);
@@ -628,6 +630,9 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
         blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)((b / grid.x) % grid.y), (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
         e.block_linear = b;
         det().block = b;
+        // Shared-memory races show in any block: checking the first few (in run order) of
+        // every launch keeps the cost down; writes to global memory are checked in all.
+        det().shared_on = det().check_blocks <= 0 || (long long)i < det().check_blocks;
         run_block(e);
     }
     e.in_kernel = false;
