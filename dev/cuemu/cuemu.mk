@@ -48,6 +48,11 @@ $(CUEMU_BUILD)/test_nccl: $(CUEMU_DIR)/test_nccl.cu $(CUEMU_DEPS)
 cuemu-test: $(CUEMU_BUILD)/test_cuemu $(if $(CUEMU_HAVE_MPI),$(CUEMU_BUILD)/test_nccl)
 	bash $(CUEMU_DIR)/test_build_errors.sh "$(CUEMU_CXX)" $(CUEMU_DIR)
 	$(CUEMU_BUILD)/test_cuemu
+ifeq ($(CUEMU_DETECT),1)
+	bash $(CUEMU_DIR)/test_detectors.sh "$(CUEMU_CXX) $(CUEMU_FLAGS) -O1 -Wno-unused-function -Wno-unknown-pragmas -lpthread" $(CUEMU_DIR)/../.. $(CUEMU_BUILD)
+else
+	@echo "cuemu-test: CUEMU_DETECT=0 (or clang): the race/alignment detector tests NOT run"
+endif
 ifeq ($(CUEMU_HAVE_MPI),yes)
 	$(CUEMU_MPIRUN) $(CUEMU_MPIRUN_FLAGS) -np $(CUEMU_NP) $(CUEMU_BUILD)/test_nccl
 else

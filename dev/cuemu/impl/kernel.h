@@ -560,6 +560,12 @@ inline void run_block(Exec& e) {
     }
 }
 
+// GRID_STRIDE_CAP (llmc/cuda_common.cuh): CUEMU_MAX_GRID=n caps grid-stride grids.
+inline int grid_cap(long long g) {
+    static long cap = [] { const char* s = getenv("CUEMU_MAX_GRID"); return s ? atol(s) : 0L; }();
+    return (int)(cap > 0 && g > cap ? cap : g);
+}
+
 inline int dyn_smem_limit(const void* kernel) {
     Exec& e = ex();
     auto it = e.max_dyn_smem.find(kernel);
