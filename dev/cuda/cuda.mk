@@ -50,7 +50,7 @@ CUDA_CHECKS = $(sort $(basename $(notdir $(wildcard $(CUDA_DIR)/check_*.cu))))
 
 CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/dev/cuemu
 CUDA_EMU_CXX ?= g++
-CUDA_EMU_FLAGS = -std=c++17 -O2 -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h $(CUEMU_DETECT_FLAGS)
+CUDA_EMU_FLAGS = -std=c++17 -O2 -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
 
 .PHONY: cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
 
@@ -85,7 +85,7 @@ cuda-check-run: cuda-check-build
 
 $(CUDA_BUILD)-emu/%: $(CUDA_DIR)/%.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
 	@mkdir -p $(@D)
-	$(CUDA_EMU_CXX) $(CUDA_EMU_FLAGS) -x c++ $< -x none -o $@ -lpthread
+	$(CUDA_EMU_CXX) $(CUDA_EMU_FLAGS) $(CUEMU_DETECT_FLAGS) -x c++ $< -x none -o $@ -lpthread
 
 cuda-check-emu: $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS))
 	@set -e; for c in $(CUDA_CHECKS); do echo "== $$c (CPU emulation)"; $(CUDA_BUILD)-emu/$$c; done
