@@ -98,7 +98,7 @@ __global__ void ce_loss_sum_kernel(double* acc, const float* losses, int BT) {
 }
 
 static void ce_stats(float* mloc, float* se, float* tl, const bf16* logits, int ld, const int* targets, int BT, int Vv, int v0, cudaStream_t s) {
-    int grid = BT < 65535 ? BT : 65535;
+    int grid = GRID_STRIDE_CAP(BT < 65535 ? BT : 65535);
     LAUNCH(ce_stats_kernel, grid, 512, 0, s, mloc, se, tl, logits, ld, targets, BT, Vv, v0);
 }
 static void ce_rescale(float* se, const float* mloc, const float* mglob, int BT, cudaStream_t s) {
@@ -109,7 +109,7 @@ static void ce_finish(float* losses, float* lse, const float* m, const float* se
 }
 static void ce_backward(bf16* logits, int ld, const float* lse, const int* targets, int BT, int Vv, int v0, float dloss, cudaStream_t s) {
     if (Vv == 0) return;
-    int grid = BT < 65535 ? BT : 65535;
+    int grid = GRID_STRIDE_CAP(BT < 65535 ? BT : 65535);
     LAUNCH(ce_backward_kernel, grid, 512, 0, s, logits, ld, lse, targets, BT, Vv, v0, dloss);
 }
 static void ce_loss_sum(double* acc, const float* losses, int BT, cudaStream_t s) {

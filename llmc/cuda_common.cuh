@@ -73,6 +73,15 @@ static inline void cuda_check_(cudaError_t err, const char* call, const char* fi
 #define DYNAMIC_SMEM(T, name) extern __shared__ __align__(16) T name[]
 #endif
 
+// GRID_STRIDE_CAP(g): the grid of a grid-stride kernel. Under the emulation the
+// environment variable CUEMU_MAX_GRID=n lowers it to n (tests only), so that every
+// block runs several rows and a barrier missing between two rows is exposed.
+#ifdef CUEMU
+#define GRID_STRIDE_CAP(g) ::cuemu::grid_cap(g)
+#else
+#define GRID_STRIDE_CAP(g) (g)
+#endif
+
 #define LAUNCH(kernel, grid, block, smem, stream, ...)                        \
     do {                                                                      \
         LAUNCH_UNCHECKED(kernel, grid, block, smem, stream, ##__VA_ARGS__);   \

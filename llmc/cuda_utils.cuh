@@ -90,7 +90,7 @@ __global__ void cast_bf16_to_f32_kernel(float* out, const bf16* in, size_t n) {
 static inline int grid_for(size_t n, int block) {
     size_t g = (n + block - 1) / block;
     if (g > 65535 * 8) g = 65535 * 8;
-    return g < 1 ? 1 : (int)g;
+    return GRID_STRIDE_CAP(g < 1 ? 1 : (int)g);
 }
 
 static void cast_f32_to_bf16(bf16* out, const float* in, size_t n, cudaStream_t s) {

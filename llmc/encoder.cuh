@@ -99,7 +99,7 @@ static void encoder_forward(bf16* x, const int* tokens, const bf16* wte, const b
 static void encoder_backward(float* dwte, float* dwpe, const bf16* dx, const int* d_uniq, const int* d_off, const int* d_pos,
                              int nu, int B, int T, int C, cudaStream_t s) {
     if (dwte != NULL && nu > 0) {
-        int grid = nu < 65535 ? nu : 65535;
+        int grid = GRID_STRIDE_CAP(nu < 65535 ? nu : 65535);
         int block = C >= 256 ? 256 : ((C + 31) / 32) * 32;
         LAUNCH(encoder_backward_wte_kernel, grid, block, 0, s, dwte, dx, d_uniq, d_off, d_pos, nu, C);
     }

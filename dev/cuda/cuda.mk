@@ -151,7 +151,7 @@ cuda-check-run: cuda-check-build
 
 $(CUDA_BUILD)-emu/%: $(CUDA_DIR)/%.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
 	@mkdir -p $(@D)
-	$(CUDA_EMU_CXX) $(CUDA_EMU_FLAGS) -x c++ $< -x none -o $@ -lpthread
+	$(CUDA_EMU_CXX) $(CUDA_EMU_FLAGS) $(CUEMU_DETECT_FLAGS) -x c++ $< -x none -o $@ -lpthread
 
 cuda-check-emu: $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS))
 	@set -e; for c in $(CUDA_CHECKS); do echo "== $$c (CPU emulation)"; $(CUDA_BUILD)-emu/$$c; done

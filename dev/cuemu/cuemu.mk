@@ -18,7 +18,14 @@ CUEMU_MPICXX ?= mpicxx
 CUEMU_MPIRUN ?= mpirun
 CUEMU_NP ?= 4
 CUEMU_CXXFLAGS ?= -std=c++17 -O2 -g -Wall -Wextra
-CUEMU_FLAGS = $(CUEMU_CXXFLAGS) -DCUEMU -I$(CUEMU_DIR)/include -include $(CUEMU_DIR)/cuemu.h
+# The hardware-like detectors (README "Detectors"): misaligned vector accesses
+# through UBSan's alignment check, shared/global races through ThreadSanitizer's
+# instrumentation with cuemu's own hooks (impl/detect.h) in place of its runtime,
+# which the empty notsan/libtsan.a keeps out. GCC only; CUEMU_DETECT=0 drops them.
+CUEMU_DETECT ?= $(if $(findstring clang,$(shell $(CUEMU_CXX) --version 2>/dev/null | head -1)),0,1)
+CUEMU_DETECT_FLAGS = $(if $(filter 1,$(CUEMU_DETECT)),-g1 -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -Wno-tsan \
+    -static-libtsan -L$(abspath $(CUEMU_DIR))/notsan -fsanitize=alignment -fno-sanitize-recover=alignment)
+CUEMU_FLAGS = $(CUEMU_CXXFLAGS) -DCUEMU -I$(CUEMU_DIR)/include -include $(CUEMU_DIR)/cuemu.h $(CUEMU_DETECT_FLAGS)
 CUEMU_MPI_DEFS = -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
 CUEMU_DEPS = $(wildcard $(CUEMU_DIR)/*.h $(CUEMU_DIR)/include/*.h $(CUEMU_DIR)/impl/*.h) $(CUEMU_DIR)/../../llmc/cuda_common.cuh
 CUEMU_MPIRUN_FLAGS ?= --oversubscribe $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-run-as-root)
@@ -41,6 +48,11 @@ $(CUEMU_BUILD)/test_nccl: $(CUEMU_DIR)/test_nccl.cu $(CUEMU_DEPS)
 cuemu-test: $(CUEMU_BUILD)/test_cuemu $(if $(CUEMU_HAVE_MPI),$(CUEMU_BUILD)/test_nccl)
 	bash $(CUEMU_DIR)/test_build_errors.sh "$(CUEMU_CXX)" $(CUEMU_DIR)
 	$(CUEMU_BUILD)/test_cuemu
+ifeq ($(CUEMU_DETECT),1)
+	bash $(CUEMU_DIR)/test_detectors.sh "$(CUEMU_CXX) $(CUEMU_FLAGS) -O1 -Wno-unused-function -Wno-unknown-pragmas -lpthread" $(CUEMU_DIR)/../.. $(CUEMU_BUILD)
+else
+	@echo "cuemu-test: CUEMU_DETECT=0 (or clang): the race/alignment detector tests NOT run"
+endif
 ifeq ($(CUEMU_HAVE_MPI),yes)
 	$(CUEMU_MPIRUN) $(CUEMU_MPIRUN_FLAGS) -np $(CUEMU_NP) $(CUEMU_BUILD)/test_nccl
 else

@@ -8,6 +8,7 @@
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
 #include "base.h"
+#include "detect.h"
 #include "cost.h"
 #include <csignal>
 #include <numeric>
@@ -130,9 +131,10 @@ struct Fiber {
     uint64_t xval = 0, xres = 0;  // warp collective: my contribution / my result
     int xarg = 0, xwidth = 32;
     int bar_kind = 0, bar_pred = 0, bar_res = 0;
+    uint32_t wgen = 0;  // generation of the last __syncwarp this lane took part in (detect.h)
 };
 struct Coll { uint32_t mask; int kind; uint32_t arrived; };
-struct Warp { uint32_t exist = 0, live = 0; int ncoll = 0; Coll coll[32]; };
+struct Warp { uint32_t exist = 0, live = 0; int ncoll = 0; uint32_t sync_gen = 0; Coll coll[32]; };
 
 struct Exec {
     std::vector<Fiber*> fibers;
@@ -187,6 +189,15 @@ inline void kernel_context(char* buf, size_t n) {
     fflush(stderr);
     abort();
 }
+
+// For the race reports of detect.h.
+inline void thread_desc(int linear, char* buf, size_t n) {
+    if (linear < 0) { snprintf(buf, n, "another thread"); return; }
+    unsigned bx = blockDim.x, by = blockDim.y, i = (unsigned)linear;
+    snprintf(buf, n, "thread (%u,%u,%u) of block (%u,%u,%u)", i % bx, (i / bx) % by, i / (bx * by), blockIdx.x, blockIdx.y,
+             blockIdx.z);
+}
+[[noreturn]] inline void race_die(const char* msg) { die("%s", msg); }
 
 inline void set_error(cudaError_t err) { if (err != cudaSuccess) ex().last_error = err; }
 
@@ -281,15 +292,23 @@ inline void resume(Fiber* f) {
     Exec& e = ex();
     e.cur = f;
     threadIdx = f->tid;
+    Detect& d = det();
+    d.tid = f->linear;
+    d.warp = f->warp;
+    d.wgen = f->wgen;
+    d.klo = (uintptr_t)f->mem;
+    d.khi = (uintptr_t)f->mem + f->mem_size;
+    t_active = d.on;
     CUEMU_COST_HOOK(cost_fiber(f->warp, f->lane));
 #if CUEMU_ASM_SWITCH
     cuemu_ctx_switch(&e.sched_sp, f->sp);
 #else
     swapcontext(&e.sched_uc, &f->uc);
 #endif
+    t_active = false;
 }
 // Fiber -> scheduler.
-inline void yield(Fiber* f) {
+CUEMU_NOTSAN inline void yield(Fiber* f) {
     Exec& e = ex();
 #if CUEMU_ASM_SWITCH
     cuemu_ctx_switch(&f->sp, e.sched_sp);
@@ -298,7 +317,7 @@ inline void yield(Fiber* f) {
 #endif
 }
 
-inline Fiber* current(const char* what) {
+CUEMU_NOTSAN inline Fiber* current(const char* what) {
     Exec& e = ex();
     if (!e.in_kernel || !e.cur) die("%s called outside a kernel (host code cannot use device intrinsics)", what);
     return e.cur;
@@ -309,7 +328,7 @@ inline uint64_t poison_bits() { return ~0ull; }  // NaN for float/double/bf16, -
 
 // All lanes named in the collective's mask that are still alive have arrived?
 // Then compute every participant's result and wake them.
-inline bool try_complete(Exec& e, int warp, int ci) {
+CUEMU_NOTSAN inline bool try_complete(Exec& e, int warp, int ci) {
     Warp& w = e.warps[warp];
     Coll c = w.coll[ci];
     uint32_t need = c.mask & w.live;
@@ -350,9 +369,14 @@ inline bool try_complete(Exec& e, int warp, int ci) {
             red = r;
         }
     }
+    if (c.kind == C_SYNCWARP) w.sync_gen++;  // orders the lanes' shared-memory accesses (detect.h)
     for (int L = 0; L < 32; L++) {
         if (!((in >> L) & 1u)) continue;
         Fiber* f = lanes[L];
+        if (c.kind == C_SYNCWARP) {
+            f->wgen = w.sync_gen;
+            if (f == e.cur) det().wgen = f->wgen;  // the lane that completed it runs on
+        }
         uint64_t r = 0;
         switch (c.kind) {
             case C_SHFL_IDX: case C_SHFL_UP: case C_SHFL_DOWN: case C_SHFL_XOR: {
@@ -391,7 +415,7 @@ inline bool try_complete(Exec& e, int warp, int ci) {
     return true;
 }
 
-inline uint64_t warp_collective(int kind, unsigned mask, uint64_t val, int arg, int width) {
+CUEMU_NOTSAN inline uint64_t warp_collective(int kind, unsigned mask, uint64_t val, int arg, int width) {
     const char* what = coll_name(kind);
     Fiber* f = current(what);
     Exec& e = ex();
@@ -423,7 +447,7 @@ inline uint64_t warp_collective(int kind, unsigned mask, uint64_t val, int arg, 
     return f->xres;
 }
 
-inline int block_barrier(int kind, int pred) {
+CUEMU_NOTSAN inline int block_barrier(int kind, int pred) {
     Fiber* f = current("__syncthreads");
     Exec& e = ex();
     f->bar_kind = kind;
@@ -434,7 +458,7 @@ inline int block_barrier(int kind, int pred) {
     return f->bar_res;
 }
 
-inline void thread_exit(Fiber* f) {
+CUEMU_NOTSAN inline void thread_exit(Fiber* f) {
     Exec& e = ex();
     f->state = F_DONE;
     e.live--;
@@ -495,11 +519,14 @@ inline void run_block(Exec& e) {
         f->lane = i & 31;
         f->warp = i >> 5;
         f->state = F_RUNNABLE;
+        f->wgen = 0;
     }
+    det().stamp++;  // a new block: no shared-memory access before this one counts
     for (size_t w = 0; w < e.warps.size(); w++) {
         int lanes = std::min(32, n - (int)w * 32);
         e.warps[w].exist = e.warps[w].live = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
         e.warps[w].ncoll = 0;
+        e.warps[w].sync_gen = 0;
     }
     if (e.dyn_size && config().poison) memset(e.dyn, 0xff, e.dyn_size);
     e.live = n;
@@ -528,12 +555,19 @@ inline void run_block(Exec& e) {
             }
             e.at_bar = 0;
             e.interval++;
+            det().stamp++;  // a new barrier interval
             make_order(e);
             continue;
         }
         if (!ran) report_deadlock(e);
     }
     CUEMU_COST_HOOK(cost_block_end());
+}
+
+// GRID_STRIDE_CAP (llmc/cuda_common.cuh): CUEMU_MAX_GRID=n caps grid-stride grids.
+inline int grid_cap(long long g) {
+    static long cap = [] { const char* s = getenv("CUEMU_MAX_GRID"); return s ? atol(s) : 0L; }();
+    return (int)(cap > 0 && g > cap ? cap : g);
 }
 
 inline int dyn_smem_limit(const void* kernel) {
@@ -597,6 +631,7 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
         while (std::gcd(a, total) != 1) a = a + 1 < total ? a + 1 : 1;
         c0 = splitmix64(s) % total;
     }
+    detect_launch(name, e.dyn, smem);
     e.in_kernel = true;
     CUEMU_COST_HOOK(cost_kernel_begin(name));
     for (unsigned long long i = 0; i < total; i++) {
@@ -605,6 +640,10 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
         else if (mode == SCHED_SHUFFLE) b = (unsigned long long)(((unsigned __int128)a * i + c0) % total);
         blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)((b / grid.x) % grid.y), (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
         e.block_linear = b;
+        det().block = b;
+        // Shared-memory races show in any block: checking the first few (in run order) of
+        // every launch keeps the cost down; writes to global memory are checked in all.
+        det().shared_on = det().check_blocks <= 0 || (long long)i < det().check_blocks;
         run_block(e);
     }
     CUEMU_COST_HOOK(cost_kernel_end());
@@ -734,7 +773,7 @@ static inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return (un
 // Fibers never switch inside these functions, so a plain read-modify-write is
 // atomic with respect to every other emulated thread.
 #define CUEMU_ATOMIC2(NAME, T, EXPR) \
-    static inline T NAME(T* address, T val) { T old = *address; *address = (EXPR); return old; }
+    CUEMU_NOTSAN static inline T NAME(T* address, T val) { T old = *address; *address = (EXPR); return old; }
 CUEMU_ATOMIC2(atomicAdd, int, old + val)
 CUEMU_ATOMIC2(atomicAdd, unsigned int, old + val)
 CUEMU_ATOMIC2(atomicAdd, unsigned long long, old + val)
@@ -767,7 +806,7 @@ CUEMU_ATOMIC2(atomicInc, unsigned int, (old >= val) ? 0u : old + 1u)
 CUEMU_ATOMIC2(atomicDec, unsigned int, (old == 0u || old > val) ? val : old - 1u)
 #undef CUEMU_ATOMIC2
 #define CUEMU_ATOMIC_CAS(T) \
-    static inline T atomicCAS(T* address, T compare, T val) { T old = *address; if (old == compare) *address = val; return old; }
+    CUEMU_NOTSAN static inline T atomicCAS(T* address, T compare, T val) { T old = *address; if (old == compare) *address = val; return old; }
 CUEMU_ATOMIC_CAS(int)
 CUEMU_ATOMIC_CAS(unsigned int)
 CUEMU_ATOMIC_CAS(unsigned long long)

@@ -151,6 +151,7 @@ inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b) {
                 kind_name(k < 0 ? -k : lookup(p, 0).kind));
         return ret(cudaErrorInvalidValue);
     }
+    detect_forget(p);
     free(p);
     return cudaSuccess;
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# dev/cuemu/test_detectors.sh - the emulation's hardware-like detectors must stop
+# broken kernels and let correct ones run (README "Detectors"):
+#  - detect_driver.cu: a shared-memory race, a warp race without __syncwarp, two
+#    blocks writing one global word, a misaligned float4 load must fail; the fixed
+#    versions must pass;
+#  - mutation tests on the real llmc headers: removing the first __syncthreads of
+#    ce_stats_kernel (crossentropy.cuh), of block_sum or of block_max (cuda_utils.cuh)
+#    must be reported as a race when CUEMU_MAX_GRID gives each block several rows.
+# Usage: test_detectors.sh "CXX FLAGS..." ROOT BUILD; prints "N passed, M failed".
+set -u
+CXXCMD=$1
+ROOT=$(cd "$2" && pwd)
+BUILD=$3
+mkdir -p "$BUILD"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+ok() { echo "ok   - $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL - $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | head -6 | sed 's/^/       /'; fail=$((fail + 1)); }
+build() { # build SRC OUT
+    $CXXCMD -x c++ "$1" -x none -o "$2" 2>"$TMP/build.log" || { cat "$TMP/build.log" | head -20; return 1; }
+}
+# expect NAME pass|REGEX CMD...: pass = exit 0; REGEX = non-zero exit and stderr matches
+expect() {
+    local name=$1 want=$2
+    shift 2
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$want" = pass ]; then
+        [ $rc -eq 0 ] && ok "$name" || bad "$name (exit $rc)" "$out"
+    else
+        if [ $rc -ne 0 ] && grep -qE -- "$want" <<<"$out"; then ok "$name"; else bad "$name (exit $rc)" "$out"; fi
+    fi
+}
+# mutate FILE PATTERN: a copy of the repo's llmc and dev/cuda with the first line of FILE
+# (after the line matching AFTER, if given) that matches PATTERN deleted
+mutate() {
+    local file=$1 pattern=$2 after=${3:-}
+    rm -rf "$TMP/m" && mkdir -p "$TMP/m/dev" && cp -r "$ROOT/llmc" "$TMP/m/llmc" && cp -r "$ROOT/dev/cuda" "$ROOT/dev/cuemu" "$TMP/m/dev/" && cp "$ROOT"/dev/*.h "$TMP/m/dev/"
+    awk -v pat="$pattern" -v after="$after" 'BEGIN{armed = (after == ""); done = 0}
+        { if (!armed && index($0, after)) armed = 1
+          if (armed && !done && index($0, pat)) { done = 1; next }
+          print } END { if (!done) exit 1 }' "$ROOT/$file" >"$TMP/m/$file" || { echo "mutation of $file failed"; return 1; }
+}
+
+D="$BUILD/detect_driver"
+if build "$ROOT/dev/cuemu/detect_driver.cu" "$D"; then
+    expect "block_sum / block_max in grid-stride loops, one block per row: exact" pass "$D" rows
+    expect "shared-memory race without __syncthreads is reported with kernel and lines" \
+        "shared-memory race .* in kernel smem_race_kernel: .*detect_driver.cu:[0-9]+.*detect_driver.cu:[0-9]+" "$D" smem_race
+    expect "warp-synchronous exchange without __syncwarp is reported" "shared-memory race .* in kernel warp_race_kernel" "$D" warp_race
+    expect "the same exchange with __syncwarp runs" pass "$D" warp_ok
+    expect "two blocks writing one global word without an atomic are reported" \
+        "global-memory race in kernel global_race_kernel: blocks [0-9]+ and [0-9]+" "$D" global_race
+    expect "blocks adding to one global word with atomicAdd run" pass "$D" global_atomic
+    expect "a float4 load through a misaligned pointer fails" "misaligned address .*float4" "$D" misaligned
+    expect "block_sum/block_max in a grid-stride loop, 2 blocks for 16 rows: exact" pass env CUEMU_MAX_GRID=2 "$D" rows
+    for seed in 1 2 3; do
+        expect "the race detector does not depend on the fiber order (seed $seed)" "shared-memory race" env CUEMU_SEED=$seed "$D" warp_race
+    done
+    expect "the race detector also fires with a fixed thread order (reverse)" "shared-memory race" env CUEMU_SCHED=reverse "$D" warp_race
+else
+    bad "detect_driver.cu builds under the emulation with the detectors"
+fi
+
+mutate llmc/cuda_utils.cuh "__syncthreads(); // part may still be read" && build "$TMP/m/dev/cuemu/detect_driver.cu" "$TMP/d1" &&
+    expect "block_sum without its first __syncthreads is reported (CUEMU_MAX_GRID=2)" "shared-memory race .*cuda_utils.cuh" \
+        env CUEMU_MAX_GRID=2 "$TMP/d1" rows || bad "block_sum mutation built"
+mutate llmc/cuda_utils.cuh "__syncthreads();" "float block_max(" && build "$TMP/m/dev/cuemu/detect_driver.cu" "$TMP/d2" &&
+    expect "block_max without its first __syncthreads is reported (CUEMU_MAX_GRID=2)" "shared-memory race .*cuda_utils.cuh" \
+        env CUEMU_MAX_GRID=2 "$TMP/d2" rows || bad "block_max mutation built"
+if build "$ROOT/dev/cuda/check_crossentropy.cu" "$TMP/ce0"; then
+    expect "check_crossentropy passes with the grid capped to 3 blocks (CUEMU_MAX_GRID=3)" pass env CUEMU_MAX_GRID=3 "$TMP/ce0"
+else bad "check_crossentropy builds"; fi
+mutate llmc/crossentropy.cuh "the previous row's reads of sm/ss are done" && build "$TMP/m/dev/cuda/check_crossentropy.cu" "$TMP/ce1" &&
+    expect "ce_stats_kernel without its first __syncthreads is reported (CUEMU_MAX_GRID=3)" "shared-memory race .*ce_stats_kernel" \
+        env CUEMU_MAX_GRID=3 "$TMP/ce1" || bad "ce_stats mutation built"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
