@@ -127,7 +127,7 @@ CUEMU_NOTSAN inline std::string where(uintptr_t pc) {
 void thread_desc(int linear, char* buf, size_t n);  // kernel.h
 [[noreturn]] void race_die(const char* msg);        // kernel.h
 
-CUEMU_NOTSAN [[noreturn]] inline void report_shared(const char* what, int t1, uintptr_t pc1, int t2, uintptr_t pc2,
+[[noreturn]] CUEMU_NOTSAN inline void report_shared(const char* what, int t1, uintptr_t pc1, int t2, uintptr_t pc2,
                                                    uintptr_t addr) {
     Detect& d = det();
     t_active = false;
@@ -171,7 +171,7 @@ CUEMU_NOTSAN_INL void shared_access(ShadowS& s, bool write, uintptr_t pc, uintpt
     }
 }
 
-CUEMU_NOTSAN [[noreturn]] inline void report_global(unsigned long long b1, unsigned long long b2, uintptr_t addr, const GRegion& g, uintptr_t pc) {
+[[noreturn]] CUEMU_NOTSAN inline void report_global(unsigned long long b1, unsigned long long b2, uintptr_t addr, const GRegion& g, uintptr_t pc) {
     Detect& d = det();
     t_active = false;
     char msg[1024];
