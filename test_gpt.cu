@@ -436,6 +436,33 @@ static void test_layouts(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
+// t_comm_ms / t_idle_ms count every NCCL call of a step: 5000 timed calls (more than the
+// 4096 event pairs made at start-up), the last three of them (calls 4998-5000) 30 ms long
+// each (a host sleep between the events on an idle stream), must add at least 90 ms.
+static void test_comm_timers(void) {
+    Comm comm;
+    comm_init_single(&comm);
+    cudaStream_t s;
+    cudaCheck(cudaStreamCreate(&s));
+    DevComm d;
+    devcomm_init(&d, &comm, 1, s, 1); // nccl timing on; one process, so no communicator
+    int cap0 = d.ev_cap;
+    for (int step = 0; step < 2; step++) {
+        comm.comm_ms = comm.idle_ms = 0;
+        for (int i = 0; i < 5000; i++) {
+            int k = dc_tic(&d);
+            if (i >= 4997) usleep(30000);
+            dc_toc(&d, k, i == 4999 ? 1 : 0); // the last counts as pipeline idle time
+        }
+        dc_collect_time(&d);
+        check(comm.comm_ms >= 0.9 * 60 && comm.idle_ms >= 0.9 * 30 && comm.comm_ms + comm.idle_ms < 5000,
+              "step %d: 5000 timed NCCL calls (pool %d -> %d pairs): comm %.1f ms (>= 54), idle %.1f ms (>= 27) from the last three",
+              step + 1, cap0, d.ev_cap, comm.comm_ms, comm.idle_ms);
+    }
+    devcomm_free(&d);
+    cudaCheck(cudaStreamDestroy(s));
+}
+
 // Rank-to-GPU choice with -comm nccl (emulation: CUEMU_DEVICES GPUs per node,
 // CUDA_VISIBLE_DEVICES per rank): ranks that each see only their own GPU run; ranks whose
 // choices are one GPU (one bus id, whatever its ordinal) are refused with one error line;
@@ -513,6 +540,7 @@ int main(int argc, char** argv) {
         test_attention_paths(&fx, dir);
         test_resume_bitwise(&fx, dir);
     }
+    test_comm_timers();
     if (!(argc > 2 && strcmp(argv[2], "--no-binaries") == 0)) { test_binaries(); test_layouts(); test_device_choice(); }
     return test_summary();
 }
