@@ -49,6 +49,10 @@ fixtures:
 	$(PY) dev/train_gpt.py --out fixtures > fixtures.log 2>&1 || (cat fixtures.log; exit 1)
 	@tail -n 10 fixtures.log
 
+# comm.h's chunked MPI calls under the MPI profiling interface (built only with MPI)
+test_comm: test_comm.c llmc/comm.h llmc/layout.h llmc/utils.h dev/test_common.h
+	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
+
 test_planner: test_planner.c llmc/planner.h dev/test_common.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -Werror $< -lm -o $@
 
@@ -56,8 +60,13 @@ test_instruments: test_instruments.c llmc/noise.h llmc/spike.h
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror $< -lm -o $@
 
 # every test CI runs; each program ends with "N passed, M failed" and fails the target
-test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures data
+test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures data $(if $(MPICC),test_comm)
 	./test_planner
+ifneq ($(MPICC),)
+	LLMC_MPI_CHUNK=7 mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) -np 4 ./test_comm
+else
+	@echo "test_comm: mpicc not found: the chunked MPI calls were NOT tested"
+endif
 	./test_instruments
 	bash scripts/check_scripts.sh
 	$(PY) dev/calibrate_planner.py --selftest
@@ -73,5 +82,5 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean: cuda-clean cuemu-clean
-	rm -f train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures.log
+	rm -f train_gpt train_gpt_nompi test_gpt test_comm test_planner test_instruments fixtures.log
 	rm -rf fixtures

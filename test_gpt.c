@@ -610,6 +610,19 @@ static void test_layouts(void) {
                 if (!has) all = 0;
             }
             check(all, "every rank of 2x2x2 logs its compute/comm/idle split");
+            // every MPI call in chunks of 1000 floats (llmc/comm.h; test_comm counts the calls):
+            // groups of 2 sum a + b whatever the chunking, so the log is the same bit for bit
+            char cdir[1300];
+            snprintf(cdir, sizeof(cdir), "%s/chunked", tmp);
+            layout_args(args, sizeof(args), data, cdir);
+            snprintf(cmd, sizeof(cmd), "LLMC_MPI_CHUNK=1000 %s -x LLMC_MPI_CHUNK -np 8 ./train_gpt %s -tp 2 -pp 2 -dp 2 -zero 1 -steps %d",
+                     MPIRUN, args, LAYOUT_STEPS);
+            int rcc = run_cmd(cmd, err, sizeof(err));
+            RunLog ch;
+            snprintf(path, sizeof(path), "%s/log.jsonl", cdir);
+            int same = rcc == 0 && read_runlog(path, &ch) == 0 && ch.n == LAYOUT_STEPS;
+            for (int s = 1; same && s <= LAYOUT_STEPS; s++) if (strcmp(ch.raw[s], rl.raw[s]) != 0) same = 0;
+            check(same, "2x2x2 zero-1 with LLMC_MPI_CHUNK=1000 (every MPI call chunked): %d steps bit-identical (rc %d)", LAYOUT_STEPS, rcc);
         }
     }
     // ramp check: the reference's global batch changed at least three times

@@ -445,6 +445,91 @@ static void test_layouts(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
+// t_comm_ms / t_idle_ms count every NCCL call of a step: 5000 timed calls (more than the
+// 4096 event pairs made at start-up), the last three of them (calls 4998-5000) 30 ms long
+// each (a host sleep between the events on an idle stream), must add at least 90 ms.
+static void test_comm_timers(void) {
+    Comm comm;
+    comm_init_single(&comm);
+    cudaStream_t s;
+    cudaCheck(cudaStreamCreate(&s));
+    DevComm d;
+    devcomm_init(&d, &comm, 1, s, 1); // nccl timing on; one process, so no communicator
+    int cap0 = d.ev_cap;
+    for (int step = 0; step < 2; step++) {
+        comm.comm_ms = comm.idle_ms = 0;
+        for (int i = 0; i < 5000; i++) {
+            int k = dc_tic(&d);
+            if (i >= 4997) usleep(30000);
+            dc_toc(&d, k, i == 4999 ? 1 : 0); // the last counts as pipeline idle time
+        }
+        dc_collect_time(&d);
+        check(comm.comm_ms >= 0.9 * 60 && comm.idle_ms >= 0.9 * 30 && comm.comm_ms + comm.idle_ms < 5000,
+              "step %d: 5000 timed NCCL calls (pool %d -> %d pairs): comm %.1f ms (>= 54), idle %.1f ms (>= 27) from the last three",
+              step + 1, cap0, d.ev_cap, comm.comm_ms, comm.idle_ms);
+    }
+    devcomm_free(&d);
+    cudaCheck(cudaStreamDestroy(s));
+}
+
+// Rank-to-GPU choice with -comm nccl (emulation: CUEMU_DEVICES GPUs per node,
+// CUDA_VISIBLE_DEVICES per rank): ranks that each see only their own GPU run; ranks whose
+// choices are one GPU (one bus id, whatever its ordinal) are refused with one error line;
+// -comm mpi shares a GPU. A real machine would need as many GPUs: emulation only.
+static void test_device_choice(void) {
+#ifdef CUEMU
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("note: mpirun not found: device choice test skipped\n"); return; }
+    const char* CU = bin_cu();
+    char tmp[] = "/tmp/llmc_cu_devXXXXXX";
+    if (!mkdtemp(tmp)) die("mkdtemp failed");
+    char data[1200], wrap[1200], args[3000], cmd[4000], err[4096], path[1400];
+    snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
+    write_pattern_shard(data, 20000, 300);
+    // per-rank visible devices, as srun --gpus-per-task=1 sets them: rank r sees node GPU map[r]
+    snprintf(wrap, sizeof(wrap), "%s/wrap.sh", tmp);
+    FILE* f = fopen_check(wrap, "w");
+    fprintf(f, "#!/bin/sh\nm=$1; shift\nexport CUDA_VISIBLE_DEVICES=$(echo $m | cut -d: -f$((OMPI_COMM_WORLD_LOCAL_RANK + 1)))\nexec \"$@\"\n");
+    fclose(f);
+    snprintf(args, sizeof(args), "-L 2 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 4 -ramp off -lr 2e-3 -warmup 2000 "
+             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 1 -steps 2 -dp 2", data);
+    // {CUEMU_DEVICES, per-rank CUDA_VISIBLE_DEVICES (":" between ranks, "-" unset), comm, should run}
+    struct { const char* ndev; const char* map; const char* comm; int runs; const char* what; } C[] = {
+        {"8", "0:1", "nccl", 1, "each rank sees only its own GPU (visible 0 | 1)"},
+        {"8", "5,2:2,5", "nccl", 0, "ranks see GPUs 5,2 | 2,5: local rank modulo picks GPU 5 twice"},
+        {"8", "3:3", "nccl", 0, "both ranks see only GPU 3"},
+        {"8", "3:6,3", "nccl", 0, "one GPU under two ordinals (3 | 6,3: rank 1 picks its device 1 = GPU 3)"},
+        {"1", "-", "nccl", 0, "one GPU on the node, two ranks"},
+        {"1", "-", "mpi", 1, "one GPU shared by two ranks with -comm mpi"},
+    };
+    RunLog logs[6];
+    for (int i = 0; i < 6; i++) {
+        char launch[1400] = ""; // sh wrap.sh MAP train_gpt_cu ...
+        if (strcmp(C[i].map, "-") != 0) snprintf(launch, sizeof(launch), "sh %s %s", wrap, C[i].map);
+        snprintf(cmd, sizeof(cmd), "CUEMU_DEVICES=%s timeout 300 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -np 2 %s %s %s -comm %s -log %s/d%d.jsonl",
+                 C[i].ndev, launch, CU, args, C[i].comm, tmp, i);
+        int rc = run_cmd(cmd, err, sizeof(err));
+        snprintf(path, sizeof(path), "%s/d%d.jsonl", tmp, i);
+        int n = read_runlog(path, &logs[i]) == 0 ? logs[i].n : 0;
+        if (C[i].runs) {
+            check(rc == 0 && n == 2, "-comm %s, %s GPU(s) per node, %s: runs 2 steps (rc %d)", C[i].comm, C[i].ndev, C[i].what, rc);
+        } else {
+            const char* e = strstr(err, "error: local ranks 0 and 1 of a node");
+            int lines = 0;
+            for (const char* q = err; (q = strstr(q, "error:")) != NULL; q++) lines++;
+            check(rc != 0 && e != NULL && lines == 1 && strstr(err, "-comm mpi") != NULL,
+                  "-comm %s, %s GPU(s) per node, %s: refused with one error line (rc %d)", C[i].comm, C[i].ndev, C[i].what, rc);
+        }
+    }
+    double wl = 1;
+    if (logs[0].n == 2 && logs[5].n == 2) wl = fmax(rel_err(logs[0].loss[1], logs[5].loss[1]), rel_err(logs[0].loss[2], logs[5].loss[2]));
+    check(wl <= 1e-2, "one GPU per rank (nccl) and a shared GPU (mpi) train alike (loss rel %.1e)", wl);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
+#else
+    printf("note: the rank-to-GPU choice test needs several GPUs per node: run in the emulation (make cuda-emu-test)\n");
+#endif
+}
+
 int main(int argc, char** argv) {
     const char* dir = argc > 1 ? argv[1] : "fixtures";
     int ndev = 0;
@@ -464,6 +549,7 @@ int main(int argc, char** argv) {
         test_attention_paths(&fx, dir);
         test_resume_bitwise(&fx, dir);
     }
-    if (!(argc > 2 && strcmp(argv[2], "--no-binaries") == 0)) { test_binaries(); test_layouts(); }
+    test_comm_timers();
+    if (!(argc > 2 && strcmp(argv[2], "--no-binaries") == 0)) { test_binaries(); test_layouts(); test_device_choice(); }
     return test_summary();
 }

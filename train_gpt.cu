@@ -555,6 +555,7 @@ typedef struct {
     GPT model;
     double peak_tflops;                     // bf16 dense peak of this device (0: unknown)
     char device[256];
+    char bus[32];                           // PCI bus id of this rank's GPU
     cudaStream_t stream;
 } Train;
 
@@ -822,6 +823,7 @@ static void print_config_table(const Train* t) {
     run_print_config(&t->run);
     table_row("local params", "%zu (bf16 + fp32 master)", g->pl.total);
     table_row("device", "%.42s", t->device);
+    table_row("device bus id", "%s (rank 0; each rank of a node on its own GPU with -comm nccl)", t->bus);
     if (t->peak_tflops > 0) table_row("peak (MFU)", "%.0f TFLOP/s bf16 dense%s", t->peak_tflops, c->peak_tflops > 0 ? " (-peak)" : "");
     else table_row("peak (MFU)", "%s", "unknown device: give -peak TFLOPS");
     table_row("communication", "%s", t->dc.nccl ? "nccl" : "mpi (host-staged)");
@@ -838,44 +840,66 @@ static void print_config_table(const Train* t) {
     fflush(stdout);
 }
 
-// This rank's GPU: local rank (ranks on the same node) modulo the visible devices. With
-// -comm nccl every rank needs its own device; several ranks per GPU need -comm mpi.
+// This rank's GPU: local rank (ranks on the same node) modulo the devices it sees. With
+// -comm nccl every rank needs its own GPU. Counting devices cannot tell (with srun
+// --gpus-per-task=1 or a per-rank CUDA_VISIBLE_DEVICES each rank sees one device, its own),
+// so the ranks of a node exchange the PCI bus ids of their choices and only a real
+// duplicate is refused; several ranks per GPU need -comm mpi.
 static void select_device(Train* t) {
     Comm* comm = &t->run.comm;
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     int bad = (e != cudaSuccess || ndev == 0) ? 1 : 0;
     int local = 0, nlocal = 1;
+    int dev = bad ? -1 : 0;
+    char bus[32] = "";   // PCI bus id of this rank's choice ("" without a device)
+    int dup_with = -1;   // a lower local rank on the same GPU, if any
 #ifdef USE_MPI
     if (comm->mpi) {
         MPI_Comm node;
         mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank, MPI_INFO_NULL, &node));
         mpiCheck(MPI_Comm_rank(node, &local));
         mpiCheck(MPI_Comm_size(node, &nlocal));
+        if (!bad) { dev = local % ndev; cudaCheck(cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), dev)); }
+        char* all = (char*)calloc_check((size_t)nlocal, sizeof(bus));
+        mpiCheck(MPI_Allgather(bus, (int)sizeof(bus), MPI_CHAR, all, (int)sizeof(bus), MPI_CHAR, node));
+        for (int r = 0; r < local && dup_with < 0; r++)
+            if (bus[0] != '\0' && strcmp(all + r * sizeof(bus), bus) == 0) dup_with = r;
+        free(all);
         MPI_Comm_free(&node);
     }
 #endif
-    int share = !bad && t->dc.nccl && comm->world > 1 && nlocal > ndev;
+    if (!bad && !comm->mpi) cudaCheck(cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), dev));
+    int share = !bad && t->dc.nccl && comm->world > 1 && dup_with >= 0;
     int any_bad = (int)world_sum(comm, (double)bad), any_share = (int)world_sum(comm, (double)share);
     if (any_bad || any_share) {
-        if (comm->rank == 0) {
-            if (any_bad)
-                fprintf(stderr, "error: no CUDA device found on %d rank(s) (%s): run train_gpt (the CPU trainer) on this machine\n",
-                        any_bad, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-            else
-                fprintf(stderr, "error: %d ranks on a node share %d GPU(s): NCCL needs one GPU per rank; use -comm mpi to share a GPU\n", nlocal, ndev);
+        if (any_bad && comm->rank == 0)
+            fprintf(stderr, "error: no CUDA device found on %d rank(s) (%s): run train_gpt (the CPU trainer) on this machine\n",
+                    any_bad, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        // one line, from the lowest world rank that found a duplicate
+        int me_first = 0;
+#ifdef USE_MPI
+        if (comm->mpi) {
+            int mine = share ? comm->rank : comm->world, low = comm->world;
+            mpiCheck(MPI_Allreduce(&mine, &low, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+            me_first = share && low == comm->rank;
         }
+#endif
+        if (!any_bad && me_first)
+            fprintf(stderr, "error: local ranks %d and %d of a node (world rank %d) both use GPU %s (of %d visible): NCCL needs one GPU "
+                    "per rank; give each rank its own (e.g. CUDA_VISIBLE_DEVICES per rank) or use -comm mpi to share a GPU\n",
+                    dup_with, local, comm->rank, bus, ndev);
 #ifdef USE_MPI
         if (comm->mpi) MPI_Finalize();
 #endif
         exit(1);
     }
-    int dev = local % ndev;
     cudaCheck(cudaSetDevice(dev));
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     snprintf(t->device, sizeof(t->device), "%s (%s), %.0f GiB", prop.name, device_arch_note(prop.major, prop.minor),
              prop.totalGlobalMem / 1073741824.0);
+    snprintf(t->bus, sizeof(t->bus), "%s", bus);
     t->peak_tflops = t->run.cfg.peak_tflops > 0 ? t->run.cfg.peak_tflops : device_peak_tflops(prop.name);
 }
 

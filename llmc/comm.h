@@ -6,6 +6,12 @@
  * USE_MPI): every group has size 1 and every collective is a no-op.
  * Time inside collectives accumulates in comm_ms; time blocked on a pipeline receive (or
  * flushing sends) in idle_ms, the per-step split the logs report.
+ *
+ * MPI counts and displacements are int: a 6.7B model with DP, or 530B at TP8 x PP7, has
+ * buffers above 2^31 elements per rank. Every call here therefore moves at most `chunk`
+ * elements (2^30 by default; the environment's LLMC_MPI_CHUNK lowers it, a test knob so a
+ * small run crosses many chunks). Chunking keeps every element's reduction the same, so a
+ * chunked run gives the same numbers as an unchunked one (bit for bit on groups of 2).
  */
 #ifndef LLMC_COMM_H
 #define LLMC_COMM_H
@@ -33,15 +39,34 @@ typedef struct {
     int mpi;                      // MPI initialised (launched by mpirun/srun)
 #ifdef USE_MPI
     MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm; // emb_comm: first and last stage, MPI_COMM_NULL elsewhere
-    MPI_Request* send_req; float** send_buf; int nsend; size_t send_n; // ring of pipeline sends
+    // ring of pipeline sends: nsend slots of send_n floats, each sent as nreq chunked messages
+    MPI_Request* send_req; float** send_buf; int nsend, nreq; size_t send_n; // send_req: (nsend, nreq)
 #endif
+    size_t chunk;                 // most elements one MPI call moves (see the top)
     double comm_ms, idle_ms;      // time inside collectives / waiting on pipeline peers, this step
 } Comm;
+
+#define COMM_CHUNK_DEFAULT ((size_t)1 << 30)
 
 static void comm_init_single(Comm* c) {
     memset(c, 0, sizeof(*c));
     c->world = 1; c->TP = c->PP = c->DP = 1;
+    c->chunk = COMM_CHUNK_DEFAULT;
+    const char* v = getenv("LLMC_MPI_CHUNK");
+    if (v != NULL && v[0] != '\0') {
+        char* end = NULL;
+        long long k = strtoll(v, &end, 10);
+        if (*end != '\0' || k < 1 || (size_t)k > COMM_CHUNK_DEFAULT) die("environment LLMC_MPI_CHUNK=%s: use an element count from 1 to %zu", v, COMM_CHUNK_DEFAULT);
+        c->chunk = (size_t)k;
+    }
 }
+
+// the i-th piece [i*chunk, ...) of n elements: its length (0 past the end)
+static size_t comm_piece(const Comm* c, size_t n, size_t i) {
+    size_t at = i * c->chunk;
+    return at >= n ? 0 : (n - at < c->chunk ? n - at : c->chunk);
+}
+static size_t comm_npieces(const Comm* c, size_t n) { return (n + c->chunk - 1) / c->chunk; }
 
 // launched by an MPI launcher? (then, and only then, MPI_Init is called)
 static int launched_by_mpi(void) {
@@ -61,9 +86,11 @@ static void comm_init_groups(Comm* c, int TP, int PP, int DP, size_t act_floats)
     mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, in_emb ? c->tp + TP * c->dp : MPI_UNDEFINED, c->pp, &c->emb_comm));
     c->nsend = 2 * PP;
     c->send_n = act_floats;
-    c->send_req = (MPI_Request*)malloc_check(sizeof(MPI_Request) * c->nsend);
+    c->nreq = act_floats > 0 ? (int)comm_npieces(c, act_floats) : 1;
+    c->send_req = (MPI_Request*)malloc_check(sizeof(MPI_Request) * c->nsend * c->nreq);
     c->send_buf = (float**)malloc_check(sizeof(float*) * c->nsend);
-    for (int i = 0; i < c->nsend; i++) { c->send_req[i] = MPI_REQUEST_NULL; c->send_buf[i] = (float*)malloc_check(sizeof(float) * act_floats); }
+    for (int i = 0; i < c->nsend * c->nreq; i++) c->send_req[i] = MPI_REQUEST_NULL;
+    for (int i = 0; i < c->nsend; i++) c->send_buf[i] = (float*)malloc_check(sizeof(float) * act_floats);
 }
 #endif
 
@@ -71,7 +98,7 @@ static void comm_free(Comm* c) {
 #ifdef USE_MPI
     if (!c->mpi) return;
     if (c->send_req) {
-        mpiCheck(MPI_Waitall(c->nsend, c->send_req, MPI_STATUSES_IGNORE));
+        mpiCheck(MPI_Waitall(c->nsend * c->nreq, c->send_req, MPI_STATUSES_IGNORE));
         for (int i = 0; i < c->nsend; i++) free(c->send_buf[i]);
         free(c->send_buf); free(c->send_req);
     }
@@ -85,8 +112,11 @@ static void comm_free(Comm* c) {
 #ifdef USE_MPI
 static void allreduce(Comm* c, void* buf, size_t n, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int size) {
     if (size == 1) return;
+    int esize = 0;
+    mpiCheck(MPI_Type_size(type, &esize));
     double t0 = wall_ms();
-    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, type, op, comm));
+    for (size_t i = 0, k; (k = comm_piece(c, n, i)) > 0; i++)
+        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char*)buf + i * c->chunk * esize, (int)k, type, op, comm));
     c->comm_ms += wall_ms() - t0;
 }
 #endif
@@ -122,24 +152,28 @@ static double world_sum(Comm* c, double x) {
 // tag = 2*micro + direction (0: activations forward, 1: gradients backward)
 static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) {
 #ifdef USE_MPI
+    if (n > c->send_n) die("pp_send: %zu floats exceed the send ring's %zu", n, c->send_n);
     int slot = -1;
     double t0 = wall_ms();
-    for (int i = 0; i < c->nsend && slot < 0; i++) { // a free ring slot (all are free after a flush)
+    for (int i = 0; i < c->nsend && slot < 0; i++) { // a free ring slot: all its chunks sent (all are free after a flush)
         int done = 0;
-        mpiCheck(MPI_Test(&c->send_req[i], &done, MPI_STATUS_IGNORE));
+        mpiCheck(MPI_Testall(c->nreq, &c->send_req[i * c->nreq], &done, MPI_STATUSES_IGNORE));
         if (done) slot = i;
     }
     if (slot < 0) { // every slot still in flight: grow the ring rather than wait, so a send never blocks
         int old = c->nsend;
         c->nsend *= 2;
-        c->send_req = (MPI_Request*)realloc(c->send_req, sizeof(MPI_Request) * c->nsend);
+        c->send_req = (MPI_Request*)realloc(c->send_req, sizeof(MPI_Request) * c->nsend * c->nreq);
         c->send_buf = (float**)realloc(c->send_buf, sizeof(float*) * c->nsend);
         if (c->send_req == NULL || c->send_buf == NULL) die("out of memory for pipeline send buffers");
-        for (int i = old; i < c->nsend; i++) { c->send_req[i] = MPI_REQUEST_NULL; c->send_buf[i] = (float*)malloc_check(sizeof(float) * c->send_n); }
+        for (int i = old * c->nreq; i < c->nsend * c->nreq; i++) c->send_req[i] = MPI_REQUEST_NULL;
+        for (int i = old; i < c->nsend; i++) c->send_buf[i] = (float*)malloc_check(sizeof(float) * c->send_n);
         slot = old;
     }
     memcpy(c->send_buf[slot], buf, sizeof(float) * n);
-    mpiCheck(MPI_Isend(c->send_buf[slot], (int)n, MPI_FLOAT, to_stage, tag, c->pp_comm, &c->send_req[slot]));
+    // the chunks of one message share its tag: MPI keeps their order between a pair of ranks
+    for (size_t i = 0, k; (k = comm_piece(c, n, i)) > 0; i++)
+        mpiCheck(MPI_Isend(c->send_buf[slot] + i * c->chunk, (int)k, MPI_FLOAT, to_stage, tag, c->pp_comm, &c->send_req[slot * c->nreq + i]));
     c->comm_ms += wall_ms() - t0;
 #else
     (void)c; (void)buf; (void)n; (void)to_stage; (void)tag;
@@ -149,7 +183,8 @@ static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) 
 static void pp_recv(Comm* c, float* buf, size_t n, int from_stage, int tag) {
 #ifdef USE_MPI
     double t0 = wall_ms();
-    mpiCheck(MPI_Recv(buf, (int)n, MPI_FLOAT, from_stage, tag, c->pp_comm, MPI_STATUS_IGNORE));
+    for (size_t i = 0, k; (k = comm_piece(c, n, i)) > 0; i++)
+        mpiCheck(MPI_Recv(buf + i * c->chunk, (int)k, MPI_FLOAT, from_stage, tag, c->pp_comm, MPI_STATUS_IGNORE));
     c->idle_ms += wall_ms() - t0;
 #else
     (void)c; (void)buf; (void)n; (void)from_stage; (void)tag;
@@ -160,7 +195,7 @@ static void pp_flush(Comm* c) {
 #ifdef USE_MPI
     if (c->PP > 1) {
         double t0 = wall_ms();
-        mpiCheck(MPI_Waitall(c->nsend, c->send_req, MPI_STATUSES_IGNORE));
+        mpiCheck(MPI_Waitall(c->nsend * c->nreq, c->send_req, MPI_STATUSES_IGNORE));
         c->idle_ms += wall_ms() - t0;
     }
 #else
@@ -186,40 +221,63 @@ static void dp_allreduce_sum(Comm* c, float* buf, size_t n) {
 }
 
 // ZeRO-1: full (total) summed over DP, this rank's shard (zero_shard) written to shard.
+// Whole buffers up to one chunk: one MPI_Reduce_scatter (its int counts and offsets fit).
+// Larger: each shard in chunks, reduced to its owner (MPI_Reduce, same sums).
 static void dp_reduce_scatter_sum(Comm* c, const float* full, float* shard, size_t total) {
 #ifdef USE_MPI
     if (c->DP == 1) { memcpy(shard, full, sizeof(float) * total); return; }
-    int* counts = (int*)malloc_check(sizeof(int) * c->DP);
-    for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; }
     double t0 = wall_ms();
-    mpiCheck(MPI_Reduce_scatter(full, shard, counts, MPI_FLOAT, MPI_SUM, c->dp_comm));
+    if (total <= c->chunk) {
+        int* counts = (int*)malloc_check(sizeof(int) * c->DP);
+        for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; }
+        mpiCheck(MPI_Reduce_scatter(full, shard, counts, MPI_FLOAT, MPI_SUM, c->dp_comm));
+        free(counts);
+    } else {
+        for (int d = 0; d < c->DP; d++) {
+            size_t off, cnt;
+            zero_shard(total, c->DP, d, &off, &cnt);
+            for (size_t i = 0, k; (k = comm_piece(c, cnt, i)) > 0; i++)
+                mpiCheck(MPI_Reduce(full + off + i * c->chunk, d == c->dp ? shard + i * c->chunk : NULL, (int)k, MPI_FLOAT, MPI_SUM, d, c->dp_comm));
+        }
+    }
     c->comm_ms += wall_ms() - t0;
-    free(counts);
 #else
     (void)c; memcpy(shard, full, sizeof(float) * total);
 #endif
 }
 
 // ZeRO-1: every DP rank holds its shard of full (in place); gather the whole buffer.
+// Up to one chunk: one MPI_Allgatherv; larger: each shard broadcast by its owner in chunks.
 static void dp_allgather(Comm* c, float* full, size_t total) {
 #ifdef USE_MPI
     if (c->DP == 1) return;
-    int* counts = (int*)malloc_check(sizeof(int) * c->DP);
-    int* displs = (int*)malloc_check(sizeof(int) * c->DP);
-    for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; displs[d] = (int)off; }
     double t0 = wall_ms();
-    mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, counts, displs, MPI_FLOAT, c->dp_comm));
+    if (total <= c->chunk) {
+        int* counts = (int*)malloc_check(sizeof(int) * c->DP);
+        int* displs = (int*)malloc_check(sizeof(int) * c->DP);
+        for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; displs[d] = (int)off; }
+        mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, counts, displs, MPI_FLOAT, c->dp_comm));
+        free(counts); free(displs);
+    } else {
+        for (int d = 0; d < c->DP; d++) {
+            size_t off, cnt;
+            zero_shard(total, c->DP, d, &off, &cnt);
+            for (size_t i = 0, k; (k = comm_piece(c, cnt, i)) > 0; i++)
+                mpiCheck(MPI_Bcast(full + off + i * c->chunk, (int)k, MPI_FLOAT, d, c->dp_comm));
+        }
+    }
     c->comm_ms += wall_ms() - t0;
-    free(counts); free(displs);
 #else
     (void)c; (void)full; (void)total;
 #endif
 }
 
 // broadcast over the whole job from world rank root
-static void world_bcast(Comm* c, void* buf, int bytes, int root) {
+static void world_bcast(Comm* c, void* buf, size_t bytes, int root) {
 #ifdef USE_MPI
-    if (c->world > 1) mpiCheck(MPI_Bcast(buf, bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+    if (c->world > 1)
+        for (size_t i = 0, k; (k = comm_piece(c, bytes, i)) > 0; i++)
+            mpiCheck(MPI_Bcast((char*)buf + i * c->chunk, (int)k, MPI_BYTE, root, MPI_COMM_WORLD));
 #else
     (void)c; (void)buf; (void)bytes; (void)root;
 #endif

@@ -32,7 +32,9 @@
 #include "cuda_utils.cuh"
 #include "comm.h"
 
-#define DC_MAX_TIMERS 4096
+// event pairs made at start-up; the pool doubles when a step makes more NCCL calls (TP > 1
+// makes several per layer and micro-batch), so every call is timed
+#define DC_TIMERS_INITIAL 4096
 
 typedef struct {
     Comm* host;                 // the layout's MPI groups and host collectives
@@ -41,7 +43,7 @@ typedef struct {
     ncclComm_t tp, dp, pp, emb; // NULL where the group has one rank (or, emb, where not a member)
     float* hf; size_t hf_n;     // pinned host staging, grown on demand
     uint16_t* hb; size_t hb_n;
-    // NCCL time on the stream: event pairs, summed when the step ends
+    // NCCL time on the stream: one event pair per call (ev: (ev_cap, 2)), summed when the step ends
     cudaEvent_t* ev; int* ev_kind; int nev, ev_cap, timing, group_timer;
 } DevComm;
 
@@ -60,6 +62,16 @@ static ncclComm_t dc_nccl_for(MPI_Comm mc) {
 }
 #endif
 
+// grows the event-pair pool to cap pairs (events already recorded keep their handles)
+static void dc_timers_grow(DevComm* d, int cap) {
+    cudaEvent_t* ev = (cudaEvent_t*)malloc_check(sizeof(cudaEvent_t) * 2 * cap);
+    int* kind = (int*)malloc_check(sizeof(int) * cap);
+    if (d->ev) { memcpy(ev, d->ev, sizeof(cudaEvent_t) * 2 * d->ev_cap); memcpy(kind, d->ev_kind, sizeof(int) * d->ev_cap); }
+    for (int i = 2 * d->ev_cap; i < 2 * cap; i++) cudaCheck(cudaEventCreate(&ev[i]));
+    free(d->ev); free(d->ev_kind);
+    d->ev = ev; d->ev_kind = kind; d->ev_cap = cap;
+}
+
 // use_nccl: -comm nccl. Every rank calls this (group creation is collective per group).
 static void devcomm_init(DevComm* d, Comm* c, int use_nccl, cudaStream_t stream, int timing) {
     memset(d, 0, sizeof(*d));
@@ -73,12 +85,7 @@ static void devcomm_init(DevComm* d, Comm* c, int use_nccl, cudaStream_t stream,
         if (c->PP > 1 && c->emb_comm != MPI_COMM_NULL) d->emb = dc_nccl_for(c->emb_comm);
     }
 #endif
-    if (timing) {
-        d->ev_cap = DC_MAX_TIMERS;
-        d->ev = (cudaEvent_t*)malloc_check(sizeof(cudaEvent_t) * 2 * d->ev_cap);
-        d->ev_kind = (int*)malloc_check(sizeof(int) * d->ev_cap);
-        for (int i = 0; i < 2 * d->ev_cap; i++) cudaCheck(cudaEventCreate(&d->ev[i]));
-    }
+    if (timing) dc_timers_grow(d, DC_TIMERS_INITIAL);
 }
 
 static void devcomm_free(DevComm* d) {
@@ -111,7 +118,8 @@ static uint16_t* dc_hb(DevComm* d, size_t n) {
 
 // timing of NCCL work on the stream (kind 0: collective, 1: pipeline receive side)
 static int dc_tic(DevComm* d) {
-    if (!d->timing || !d->nccl || d->nev >= d->ev_cap) return -1;
+    if (!d->timing || !d->nccl) return -1;
+    if (d->nev == d->ev_cap) dc_timers_grow(d, 2 * d->ev_cap); // the first such step only: the pool keeps its size
     int i = d->nev++;
     cudaCheck(cudaEventRecord(d->ev[2 * i], d->stream));
     return i;

@@ -2,6 +2,8 @@
 // memory (device memory is host memory, registered so misuse is caught), copies,
 // memset, streams and events (synchronous no-ops; event times are wall time),
 // device properties of a plausible fake device, errors, function attributes.
+// Devices: CUEMU_DEVICES per node, of which CUDA_VISIBLE_DEVICES selects this process's
+// (as CUDA does), each with a PCI bus id from its node ordinal.
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
 #include "kernel.h"
@@ -232,9 +234,54 @@ static inline const char* cudaGetErrorString(cudaError_t e) {
 }
 
 // ---------------------------------------------------------------- device management
-static inline cudaError_t cudaGetDeviceCount(int* count) { if (!count) return cuemu::ret(cudaErrorInvalidValue); *count = cuemu::config().devices; return cudaSuccess; }
+namespace cuemu {
+// The node has CUEMU_DEVICES devices. As in CUDA, CUDA_VISIBLE_DEVICES (when set) lists the
+// node ordinals this process sees, in its order: "2,0" makes node device 2 this process's
+// device 0. The list ends at the first entry that is not an unused ordinal of the node; set
+// but empty, no device is visible. A device's PCI bus id comes from its node ordinal, so
+// processes that see one device under different ordinals can tell (cudaDeviceGetPCIBusId).
+constexpr int kMaxDevices = 256;
+struct Visible { int n; int node[kMaxDevices]; };
+inline const Visible& visible() {
+    static const Visible v = [] {
+        Visible x;
+        memset(&x, 0, sizeof x);
+        int total = std::min(config().devices, kMaxDevices);
+        const char* p = getenv("CUDA_VISIBLE_DEVICES");
+        if (p == nullptr) { for (int i = 0; i < total; i++) x.node[x.n++] = i; return x; }
+        while (*p != '\0' && x.n < kMaxDevices) {
+            char* end = nullptr;
+            long k = strtol(p, &end, 10);
+            if (end == p || k < 0 || k >= total) break;
+            bool used = false;
+            for (int i = 0; i < x.n; i++) used = used || x.node[i] == (int)k;
+            if (used) break;
+            x.node[x.n++] = (int)k;
+            p = end;
+            if (*p == ',') p++; else break;
+        }
+        return x;
+    }();
+    return v;
+}
+inline int device_count() { return visible().n; }
+inline bool valid_device(int d) { return d >= 0 && d < device_count(); }
+inline int pci_bus(int d) { return 0x18 + visible().node[d]; }
+}  // namespace cuemu
+
+static inline cudaError_t cudaGetDeviceCount(int* count) {
+    if (!count) return cuemu::ret(cudaErrorInvalidValue);
+    *count = cuemu::device_count();
+    return *count > 0 ? cudaSuccess : cuemu::ret(cudaErrorNoDevice);  // as CUDA with no device
+}
+static inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int d) {
+    if (!id || len < 13) return cuemu::ret(cudaErrorInvalidValue);
+    if (!cuemu::valid_device(d)) return cuemu::ret(cudaErrorInvalidDevice);
+    snprintf(id, (size_t)len, "0000:%02x:00.0", cuemu::pci_bus(d));
+    return cudaSuccess;
+}
 static inline cudaError_t cudaSetDevice(int d) {
-    if (d < 0 || d >= cuemu::config().devices) return cuemu::ret(cudaErrorInvalidDevice);
+    if (!cuemu::valid_device(d)) return cuemu::ret(cudaErrorInvalidDevice);
     cuemu::cur_device() = d;
     return cudaSuccess;
 }
@@ -245,13 +292,14 @@ static inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 static inline cudaError_t cudaDeviceSetLimit(cudaLimit, size_t) { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
     if (!p) return cuemu::ret(cudaErrorInvalidValue);
-    if (d < 0 || d >= cuemu::config().devices) return cuemu::ret(cudaErrorInvalidDevice);
+    if (!cuemu::valid_device(d)) return cuemu::ret(cudaErrorInvalidDevice);
     cuemu::fill_props(p);
+    p->pciBusID = cuemu::pci_bus(d);
     return cudaSuccess;
 }
 static inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int d) {
     if (!value) return cuemu::ret(cudaErrorInvalidValue);
-    if (d < 0 || d >= cuemu::config().devices) return cuemu::ret(cudaErrorInvalidDevice);
+    if (!cuemu::valid_device(d)) return cuemu::ret(cudaErrorInvalidDevice);
     cudaDeviceProp p;
     cuemu::fill_props(&p);
     switch (attr) {
