@@ -382,20 +382,29 @@ static void run_resume(Run* R, const RunHooks* hk) {
     if (n == 0) die("-resume: no complete checkpoint in %s", c->out_dir);
     int64_t* steps = (int64_t*)malloc_check(sizeof(int64_t) * n);
     n = ckpt_list_complete(c->out_dir, steps, n);
-    char dir[1100], err[1400];
-    int chosen = -1;
+    char dir[1100], err[1400], first_err[1400] = "", skipped[4096] = "";
+    int chosen = -1, first_failed = 0;
     for (int i = 0; i < n && chosen < 0; i++) {
         ckpt_dir_name(dir, sizeof(dir), c->out_dir, steps[i]);
         int rc = hk->load(hk->self, dir, 0, err, sizeof(err));
         int fails = (int)world_sum(&R->comm, rc != 0 ? 1.0 : 0.0);
         if (fails == 0) { chosen = i; break; }
-        if (rc != 0) fprintf(stderr, "warning: rank %d: -resume skips %s: %s\n", R->comm.rank, dir, err);
-        else if (R->comm.rank == 0) fprintf(stderr, "warning: -resume skips %s: it does not load on %d other rank(s) (see above)\n", dir, fails);
-        fflush(stderr);
+        if (i == 0) { first_failed = rc != 0; snprintf(first_err, sizeof(first_err), "%s", rc != 0 ? err : "it does not load on another rank"); }
+        // the reasons are printed once a fallback loads (all failing: one error line below)
+        size_t k = strlen(skipped);
+        if (rc != 0) snprintf(skipped + k, sizeof(skipped) - k, "warning: rank %d: -resume skips %s: %s\n", R->comm.rank, dir, err);
+        else if (R->comm.rank == 0) snprintf(skipped + k, sizeof(skipped) - k, "warning: -resume skips %s: it does not load on %d other rank(s)\n", dir, fails);
         run_event(R, "{\"type\":\"event\",\"event\":\"skip_checkpoint\",\"checkpoint\":\"ckpt_%08lld\"}\n", (long long)steps[i]);
     }
     free(steps);
-    if (chosen < 0) die("-resume: none of the %d complete checkpoint(s) in %s loads (reasons above)", n, c->out_dir);
+    if (chosen < 0) {
+        if (first_failed || (R->comm.rank == 0 && first_err[0])) {
+            if (n == 1) die("-resume: %s", first_err);
+            die("-resume: none of the %d complete checkpoints in %s loads; the newest: %s", n, c->out_dir, first_err);
+        }
+        exit(1);
+    }
+    if (skipped[0]) { fputs(skipped, stderr); fflush(stderr); }
     run_check_identity(R, dir);
     if (R->comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)%s\n", dir, (long long)R->step, (long long)R->tokens,
                                   chosen > 0 ? " (newer checkpoints skipped, see above)" : "");
