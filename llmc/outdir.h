@@ -26,7 +26,9 @@
 // Takes the lock on dir (created if missing). Returns the lock's file descriptor (keep it
 // open for the run's life), or -1 with a message in err.
 static int outdir_lock(const char* dir, char* err, size_t n) {
+    struct stat st;
     if (mkdir_p(dir) != 0) { snprintf(err, n, "cannot create -o directory %s: %s", dir, strerror(errno)); return -1; }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { snprintf(err, n, "cannot create -o directory %s: a file of that name exists", dir); return -1; }
     char path[1100];
     snprintf(path, sizeof(path), "%s/lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
