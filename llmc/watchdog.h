@@ -99,8 +99,14 @@ static void wd_name_stuck(const Watchdog* w, char* out, size_t n) {
 
 static void* wd_thread(void* arg) {
     Watchdog* w = (Watchdog*)arg;
+    int64_t tick = wd_mono_ms();
     while (!__atomic_load_n(&w->quit, __ATOMIC_RELAXED)) {
         wd_slot_write(w, 0, wd_now_s());
+        // a long gap between two 0.1 s ticks: this process itself was stopped (SIGSTOP,
+        // a suspended VM); the time it lost is not a peer's fault, so it does not count
+        int64_t now = wd_mono_ms();
+        if (now - tick > 2000) __atomic_fetch_add(&w->beat_ms, now - tick, __ATOMIC_RELAXED);
+        tick = now;
         int64_t idle = wd_mono_ms() - __atomic_load_n(&w->beat_ms, __ATOMIC_RELAXED);
         int64_t lim = wd_limit_ms(w);
         if (idle > lim) {
