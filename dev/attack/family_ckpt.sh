@@ -38,7 +38,7 @@ attempt() {
   local d=$SCRATCH/case; rm -rf "$d"; mkdir -p "$d"; cp -r "$src" "$d/"
   F=$d/$(basename "$src")/rank_00000.bin; G=$d/$(basename "$src")/rank_00001.bin; CK=$d/$(basename "$src")
   eval "$@"
-  run_tg "$SCRATCH/c.out" "$SCRATCH/c.err" "$SMALL -o $d -steps 8 -resume"
+  BIN=$ASAN run_tg "$SCRATCH/c.out" "$SCRATCH/c.err" "$SMALL -o $d -steps 8 -resume"
   if one_line_error "$SCRATCH/c.err" "$RC" "$needle"; then pass "$name"
   else fail "$name" "exit $RC, $(head -c 300 "$SCRATCH/c.err" | tr '\n' ' ')"; fi
 }

@@ -26,7 +26,7 @@ if mount -t tmpfs -o size=30m tmpfs "$MNT" 2> /dev/null; then
   rc=0; eval "$BIN $ARGS -steps 6 -keep 1 -o $D" > "$SCRATCH/t.out" 2> "$SCRATCH/t.err" || rc=$?
   check "tmpfs full: the step-4 save fails: exit $rc, last line 'checkpoint at step 4 failed'" last_error "$SCRATCH/t.err" "$rc" 4
   check "tmpfs full: ckpt_00000002 is complete and kept (-keep 1 pruned nothing), no partial checkpoint" \
-    bash -c "[ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && $(declare -f no_partial); no_partial '$D'"
+    bash -c "$(declare -f no_partial); [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && no_partial '$D'"
   continue_elsewhere "$D" "$SCRATCH/t_cont" "$ARGS -steps 6"
   check "tmpfs full: resumed with space, bit-identical to the uninterrupted run" same_ckpt "$REF/ckpt_00000006" "$SCRATCH/t_cont/ckpt_00000006"
   # the disk already full at the start of a resume: the run stops at its first save
@@ -39,7 +39,7 @@ if mount -t tmpfs -o size=30m tmpfs "$MNT" 2> /dev/null; then
   D=$MNT/run2
   rc=0; eval "timeout 120 $MPIRUN 2 $BIN $TINY -ckpt-every 2 -dp 2 -zero 1 -steps 6 -o $D" > "$SCRATCH/m.out" 2> "$SCRATCH/m.err" || rc=$?
   check "tmpfs full, 2 ranks: the step-4 save fails (exit $rc), ckpt_00000002 complete, no partial checkpoint" \
-    bash -c "[ $rc -ge 1 ] && [ $rc -lt 124 ] && grep -q 'checkpoint at step 4 failed' '$SCRATCH/m.err' && [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && $(declare -f no_partial); no_partial '$D'"
+    bash -c "$(declare -f no_partial); [ $rc -ge 1 ] && [ $rc -lt 124 ] && grep -q 'checkpoint at step 4 failed' '$SCRATCH/m.err' && [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && no_partial '$D'"
   umount "$MNT"
 else
   echo "note: mount -t tmpfs is not allowed here: the tmpfs cases are skipped (the file-size cases below still run)"
@@ -51,7 +51,7 @@ mkdir -p "$D"; cp -r "$REF/ckpt_00000002" "$D/"
 rc=0; bash -c "trap '' XFSZ; ulimit -f 10000; exec $BIN $ARGS -steps 6 -keep 1 -o $D -resume" > "$SCRATCH/l.out" 2> "$SCRATCH/l.err" || rc=$?
 check "file limit: the step-4 save fails: exit $rc, 'checkpoint at step 4 failed'" last_error "$SCRATCH/l.err" "$rc" 4
 check "file limit: the failing file is named, ckpt_00000002 complete, no partial checkpoint" \
-  bash -c "grep -q 'rank_00000.bin failed' '$SCRATCH/l.err' && [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && $(declare -f no_partial); no_partial '$D'"
+  bash -c "$(declare -f no_partial); grep -q 'rank_00000.bin failed' '$SCRATCH/l.err' && [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && no_partial '$D'"
 continue_elsewhere "$D" "$SCRATCH/l_cont" "$ARGS -steps 6"
 check "file limit: resumed without the limit, bit-identical" same_ckpt "$REF/ckpt_00000006" "$SCRATCH/l_cont/ckpt_00000006"
 summary

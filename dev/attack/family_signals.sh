@@ -27,11 +27,12 @@ for sig in TERM INT USR1; do
   k=$(ls -d "$d"/ckpt_* 2>/dev/null | head -1)
   check "single: SIG$sig after step >= 3 -> exit 4, message, checkpoint" \
     bash -c "[ $rc -eq 4 ] && grep -q 'stopped by a signal after step' '$d.err' && [ -f '$k/DONE' ] && [ '$k' != '$d/ckpt_000000$STEPS' ]"
-  check "single: SIG$sig: the log ends with a stop event at the checkpoint's step" \
-    bash -c "tail -1 '$d/log.jsonl' | grep -q '\"event\":\"stop\",\"step\":$((10#${k##*ckpt_}))'"
+  ks=$(echo "${k##*ckpt_}" | sed 's/^0*//'); ks=${ks:-none}
+  check "single: SIG$sig: the log ends with a stop event at the checkpoint's step ($ks)" \
+    bash -c "tail -1 '$d/log.jsonl' | grep -q '\"event\":\"stop\",\"step\":$ks}'"
   rc=0; eval "$BIN $ARGS -o $d -resume" >> "$d.out" 2>> "$d.err" || rc=$?
   check "single: SIG$sig then -resume: bit-identical to the uninterrupted run" \
-    bash -c "[ $rc -eq 0 ] && $(declare -f same_ckpt steps_losses same_log); same_ckpt '$REF/ckpt_000000$STEPS' '$d/ckpt_000000$STEPS' && same_log '$REF/log.jsonl' '$d/log.jsonl'"
+    bash -c "$(declare -f same_ckpt steps_losses same_log); [ $rc -eq 0 ] && same_ckpt '$REF/ckpt_000000$STEPS' '$d/ckpt_000000$STEPS' && same_log '$REF/log.jsonl' '$d/log.jsonl'"
 done
 # without -o: still a clean stop with its status
 eval "$BIN $TINY -steps 200" > "$SCRATCH/noo.out" 2> "$SCRATCH/noo.err" & bg=$!
@@ -58,7 +59,7 @@ check "2 ranks: SIGTERM to one rank -> exit 4, both ranks stop after step $s0 an
   bash -c "[ $rc -eq 4 ] && [ -n '$s0' ] && [ '$s0' = '$s1' ] && [ -f '$k/DONE' ] && [ -f '$k/rank_00001.bin' ]"
 rc=0; eval "timeout 300 $MPIRUN 2 $BIN $ARGS -o $d -resume" >> "$d.out" 2>> "$d.err" || rc=$?
 check "2 ranks: -resume after the stop is bit-identical to the uninterrupted run" \
-  bash -c "[ $rc -eq 0 ] && $(declare -f same_ckpt steps_losses same_log); same_ckpt '$REF/ckpt_000000$STEPS' '$d/ckpt_000000$STEPS' && same_log '$REF/log.jsonl' '$d/log.jsonl'"
+  bash -c "$(declare -f same_ckpt steps_losses same_log); [ $rc -eq 0 ] && same_ckpt '$REF/ckpt_000000$STEPS' '$d/ckpt_000000$STEPS' && same_log '$REF/log.jsonl' '$d/log.jsonl'"
 
 # scripts/lib.sh: exit 4 is continued at once (no wait, not a stall), and the loop ends 0
 stub=$SCRATCH/stub.sh
