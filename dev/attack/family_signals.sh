@@ -29,7 +29,7 @@ for sig in TERM INT USR1; do
     bash -c "[ $rc -eq 4 ] && grep -q 'stopped by a signal after step' '$d.err' && [ -f '$k/DONE' ] && [ '$k' != '$d/ckpt_000000$STEPS' ]"
   ks=$(echo "${k##*ckpt_}" | sed 's/^0*//'); ks=${ks:-none}
   check "single: SIG$sig: the log ends with a stop event at the checkpoint's step ($ks)" \
-    bash -c "tail -1 '$d/log.jsonl' | grep -q '\"event\":\"stop\",\"step\":$ks}'"
+    bash -c "tail -1 '$d/log.jsonl' | grep -q '\"event\":\"stop\",\"step\":$ks,'"
   rc=0; eval "$BIN $ARGS -o $d -resume" >> "$d.out" 2>> "$d.err" || rc=$?
   check "single: SIG$sig then -resume: bit-identical to the uninterrupted run" \
     bash -c "$(declare -f same_ckpt steps_losses same_log); [ $rc -eq 0 ] && same_ckpt '$REF/ckpt_000000$STEPS' '$d/ckpt_000000$STEPS' && same_log '$REF/log.jsonl' '$d/log.jsonl'"
