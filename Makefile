@@ -22,7 +22,7 @@ else
   MPI_FLAGS =
 endif
 
-.PHONY: all test quickstart data fixtures clean bench
+.PHONY: all test quickstart data fixtures clean bench attack-ckpt
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
 include dev/cuemu/cuemu.mk
@@ -58,6 +58,11 @@ test_planner: test_planner.c llmc/planner.h dev/test_common.h
 
 test_instruments: test_instruments.c llmc/noise.h llmc/spike.h
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror $< -lm -o $@
+
+# the checkpoint / run-lifecycle attack families (doc/run_lifecycle.md); temporary target
+# until the suite runner dev/attack/run.sh (which runs every family) is merged
+attack-ckpt: train_gpt data
+	@rc=0; for f in ckpt kill signals outdir disk hang; do echo "== family_$$f"; bash dev/attack/family_$$f.sh || rc=1; done; exit $$rc
 
 # every test CI runs; each program ends with "N passed, M failed" and fails the target
 test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures data $(if $(MPICC),test_comm)

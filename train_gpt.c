@@ -925,7 +925,7 @@ int main(int argc, char** argv) {
     Train t;
     train_setup(&t, &cfg, &comm);
     run_open_data(&t.run, is_first_stage(&t.model) || is_last_stage(&t.model)); // only these stages read tokens
-    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, hook_load, hook_init, 0.0}; // CPU: GFLOP/s, no MFU
+    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, hook_load, hook_init, 0.0, NULL}; // CPU: GFLOP/s, no MFU; no device communicators
     run_load_weights(&t.run, &hooks);
     if (comm.rank == 0) print_config_table(&t);
     int rc = run_loop(&t.run, &hooks);

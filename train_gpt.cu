@@ -928,6 +928,14 @@ static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out);
 static int hook_save(void* self) { return save_checkpoint((Train*)self); }
 static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) { return load_checkpoint((Train*)self, dir, weights_only, err, n); }
 static void hook_init(void* self) { init_weights((Train*)self); }
+// the step watchdog (another thread) ends a stuck job: NCCL communicators abort so that no
+// kernel keeps waiting on a peer that will never come (ncclCommAbort is safe to call then)
+static void hook_abort(void* self) {
+    DevComm* d = &((Train*)self)->dc;
+    if (!d->nccl) return;
+    ncclComm_t cs[4] = {d->tp, d->dp, d->pp, d->emb};
+    for (int i = 0; i < 4; i++) if (cs[i]) ncclCommAbort(cs[i]); // the job is ending: the result is not checked
+}
 
 #ifndef TESTING
 int main(int argc, char** argv) {
@@ -947,7 +955,7 @@ int main(int argc, char** argv) {
     Train t;
     train_setup(&t, &cfg, &comm);
     run_open_data(&t.run, is_first_stage(&t.model) || is_last_stage(&t.model)); // only these stages read tokens
-    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, hook_load, hook_init, t.peak_tflops};
+    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, hook_load, hook_init, t.peak_tflops, hook_abort};
     run_load_weights(&t.run, &hooks);
     if (comm.rank == 0) print_config_table(&t);
     int rc = run_loop(&t.run, &hooks);

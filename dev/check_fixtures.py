@@ -5,7 +5,7 @@ Reads back what dev/train_gpt.py wrote and checks the file formats (no torch nee
 - fixture.bin: magic/version/record count, every record's header and size, the expected
   record names and shapes, padded wte rows zero in grad/ and final/;
 - init/ckpt_00000000/rank_00000.bin: header fields, n_params = sum of tensor sizes,
-  FNV-1a 64 checksum of the payload, m and v zero, DONE present, no .tmp left;
+  FNV-1a 64 checksum of the header (checksum entry 0) and payload, m and v zero, DONE present, no .tmp left;
 - data_train_000.bin: header and token range;
 - logits/loss consistency: loss recomputed from the stored logits and targets.
 Exits non-zero on any failure.
@@ -101,14 +101,16 @@ def main():
     b = open(os.path.join(ck, "rank_00000.bin"), "rb").read()
     h = struct.unpack_from("<128q", b, 0)
     n = sum(int(np.prod(s)) for s in S.values())
-    check(h[0] == 20261202 and h[1] == 1, "ckpt magic/version")
+    check(h[0] == 20261202 and h[1] == 2, "ckpt magic/version")
     check(list(h[2:8]) == [L, C, NH, T, V, Vp], "ckpt shape")
     check(list(h[8:20]) == [1, 1, 1, 0] + [0] * 8, "ckpt layout/state")
     check(h[20] == seed and h[22] == n and h[23] == 0 and h[24] == n and h[26] == 1,
           "ckpt seed/n_params/opt fields")
     check(all(v == 0 for v in h[27:]) and h[21] == 0, "ckpt unused fields 0")
     check(len(b) == 1024 + 12 * n, "ckpt size")
-    check(fnv1a64(b[1024:]) == h[25] & 0xFFFFFFFFFFFFFFFF, "ckpt checksum")
+    h0 = list(h)
+    h0[25] = 0
+    check(fnv1a64(struct.pack("<128q", *h0) + b[1024:]) == h[25] & 0xFFFFFFFFFFFFFFFF, "ckpt checksum")
     w = np.frombuffer(b, "<f4", n, 1024)
     check(not np.frombuffer(b, "<f4", 2 * n, 1024 + 4 * n).any(), "ckpt m, v zero")
     check(not w[V * C:Vp * C].any(), "ckpt wte padded rows 0")

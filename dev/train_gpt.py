@@ -15,7 +15,7 @@ the C trainer, which loads OUT/init/ckpt_00000000, starts from the same point.
 
 Outputs (OUT = --out):
   OUT/data_train_000.bin           llm.c token shard (uint16 tokens uniform in [0, V))
-  OUT/init/ckpt_00000000/          checkpoint v1 of the initial weights (rank_00000.bin, DONE)
+  OUT/init/ckpt_00000000/          checkpoint (format v2) of the initial weights (rank_00000.bin, DONE)
   OUT/fixture.bin                  tagged records (see write_fixture)
   OUT/fixture_summary.txt          per-step table, human readable
 
@@ -244,18 +244,17 @@ def write_checkpoint(ckdir, P, a):
     w = flat_f32(P).astype("<f4")
     n = w.size
     payload = w.tobytes() + bytes(4 * n) + bytes(4 * n)  # weights, m = 0, v = 0
-    csum = fnv1a64(payload)
-    if csum >= 1 << 63:
-        csum -= 1 << 64  # same bits as int64
     hdr = [0] * 128
-    hdr[0], hdr[1] = 20261202, 1
+    hdr[0], hdr[1] = 20261202, 2      # format version 2: the checksum covers the header too
     hdr[2:8] = [a.L, a.C, a.NH, a.T, a.V, a.Vp]
     hdr[8:12] = [1, 1, 1, 0]          # TP, PP, DP, zero
     hdr[12:16] = [0, 0, 0, 0]         # tp, pp, dp, world rank
     hdr[16:20] = [0, 0, 0, 0]         # step, tokens, samples, adam_t
     hdr[20], hdr[21] = a.seed, 0      # seed, sampler rng state
     hdr[22], hdr[23], hdr[24] = n, 0, n
-    hdr[25], hdr[26] = csum, 1 if a.scaled_init else 0
+    hdr[26] = 1 if a.scaled_init else 0
+    csum = fnv1a64(struct.pack("<128q", *hdr) + payload)  # header with the checksum entry 0, then payload
+    hdr[25] = csum - (1 << 64) if csum >= 1 << 63 else csum  # same bits as int64
     tmp = os.path.join(ckdir, "rank_00000.bin.tmp")
     with open(tmp, "wb") as f:
         f.write(struct.pack("<128q", *hdr))

@@ -1,11 +1,12 @@
 /*
- * checkpoint.h: the checkpoint format (version 1) and its atomic writing.
+ * checkpoint.h: the checkpoint format (version 2), its validation and its atomic writing.
  *
  * A checkpoint is a directory DIR/ckpt_SSSSSSSS (S = optimizer steps completed) holding
- * one file per rank, rank_RRRRR.bin, and an empty DONE marker written last, after every
- * rank's file is complete. Each file is written to NAME.tmp, flushed, fsync'ed and then
- * renamed, so a crash leaves either no file or a whole one; resume only ever considers
- * directories with DONE, so a half-written checkpoint is never picked.
+ * one file per rank, rank_RRRRR.bin, and an empty DONE marker. A save builds the whole
+ * directory under a fresh temporary name (ckpt_SSSSSSSS.tmp), each file written to
+ * NAME.tmp, fsync'ed and renamed, then DONE, and only then renames the directory into
+ * place; so a crash or a full disk leaves either the previous state or a whole new
+ * checkpoint, never a DONE directory that mixes files of two saves (ckpt_rank.h).
  *
  * File: a header of 128 little-endian int64 (CkptField below; unused entries 0), then
  * the payload: weights float32[n_params] (the rank's fp32 master weights, its whole
@@ -13,8 +14,12 @@
  * data-parallel replica whose weights another rank saves), then the AdamW moments
  * m float32[n_opt] and v float32[n_opt], which cover local flat-buffer elements
  * [opt_off, opt_off + n_opt) (the whole buffer without ZeRO; the rank's shard with it).
- * checksum = FNV-1a 64 over all payload bytes. The bf16 working weights of the CUDA
- * trainer are not stored: they are the round-to-nearest of the master weights.
+ * checksum = FNV-1a 64 over the header bytes (with the checksum entry 0) and then every
+ * payload byte, so a flipped bit anywhere in the file is caught. Version 1 (checksum
+ * over the payload only) is refused: its step, tokens and data position cannot be
+ * trusted. Every header field is range-checked (ckpt_header_validate) before any is used
+ * to size or index anything. The bf16 working weights of the CUDA trainer are not
+ * stored: they are the round-to-nearest of the master weights.
  */
 #ifndef LLMC_CHECKPOINT_H
 #define LLMC_CHECKPOINT_H
@@ -28,10 +33,11 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include "layout.h"
 #include "utils.h"
 
 #define CKPT_MAGIC 20261202
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2
 #define CKPT_HEADER_INTS 128
 
 typedef enum {
@@ -47,6 +53,8 @@ typedef enum {
     CK_AUTO_GB,                                      // -ramp auto: current global batch (0: not used)
     CK_NOISE_G2M, CK_NOISE_SM, CK_NOISE_BETAPOW,     // noise-scale EMA state (double bits)
     CK_NOISE_N,
+    CK_SHUFFLE, CK_DATA_HASH,                        // run identity: data order (with CK_SEED)
+    CK_LR, CK_BETA1, CK_BETA2, CK_EPS, CK_WD, CK_CLIP, // recipe when saved (double bits): changes are logged
     CK_VPP,                                          // model chunks per rank that wrote it (0 = 1)
     CK_NUM_FIELDS
 } CkptField;
@@ -83,12 +91,13 @@ static int ckpt_write_rank(const char* dir, int rank, CkptHeader* hdr,
     char path[1100], tmp[1110];
     ckpt_rank_path(path, sizeof(path), dir, rank);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    uint64_t h = FNV1A64_INIT;
+    hdr->h[CK_MAGIC] = CKPT_MAGIC; hdr->h[CK_VERSION] = CKPT_VERSION;
+    hdr->h[CK_N_PARAMS] = (int64_t)n_params; hdr->h[CK_OPT_OFF] = (int64_t)opt_off; hdr->h[CK_N_OPT] = (int64_t)n_opt;
+    hdr->h[CK_CHECKSUM] = 0;
+    uint64_t h = fnv1a64(FNV1A64_INIT, hdr->h, sizeof(hdr->h));
     h = fnv1a64(h, params, n_params * sizeof(float));
     h = fnv1a64(h, m, n_opt * sizeof(float));
     h = fnv1a64(h, v, n_opt * sizeof(float));
-    hdr->h[CK_MAGIC] = CKPT_MAGIC; hdr->h[CK_VERSION] = CKPT_VERSION;
-    hdr->h[CK_N_PARAMS] = (int64_t)n_params; hdr->h[CK_OPT_OFF] = (int64_t)opt_off; hdr->h[CK_N_OPT] = (int64_t)n_opt;
     memcpy(&hdr->h[CK_CHECKSUM], &h, sizeof(h));
     FILE* f = fopen(tmp, "wb");
     if (f == NULL) { fprintf(stderr, "error: cannot write checkpoint file %s: %s\n", tmp, strerror(errno)); return -1; }
@@ -142,43 +151,126 @@ static int64_t ckpt_find_latest(const char* base, char* dir, size_t n) {
     return best;
 }
 
-// Reads and checks a rank file's header. Returns 0, or -1 with a message in err.
+// Every complete checkpoint under base, newest first: fills steps (up to max), returns
+// how many there are (ckpt_* directories holding DONE; temporary ones never match).
+static int ckpt_list_complete(const char* base, int64_t* steps, int max) {
+    DIR* d = opendir(base);
+    if (d == NULL) return 0;
+    int n = 0;
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        long long s;
+        char rest[8], cand[1100];
+        if (sscanf(e->d_name, "ckpt_%lld%7s", &s, rest) != 1 || s < 0) continue;
+        ckpt_dir_name(cand, sizeof(cand), base, s);
+        if (!ckpt_is_done(cand)) continue;
+        if (n < max) steps[n] = s;
+        n++;
+    }
+    closedir(d);
+    int k = n < max ? n : max;
+    for (int a = 1; a < k; a++) // insertion sort, newest first (a handful of entries)
+        for (int b = a; b > 0 && steps[b] > steps[b - 1]; b--) { int64_t t = steps[b]; steps[b] = steps[b - 1]; steps[b - 1] = t; }
+    return n;
+}
+
+// Removes a directory of plain files (a checkpoint directory has no subdirectories).
+static int ckpt_remove_dir(const char* dir) {
+    DIR* d = opendir(dir);
+    if (d == NULL) return errno == ENOENT ? 0 : -1;
+    struct dirent* e;
+    char p[1400];
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+        if (unlink(p) != 0) rc = -1;
+    }
+    closedir(d);
+    if (rmdir(dir) != 0) rc = -1;
+    return rc;
+}
+
+// FNV-1a 64 of a header with its checksum entry taken as 0 (the start of the file checksum)
+static uint64_t ckpt_header_sum(const CkptHeader* hdr) {
+    CkptHeader c = *hdr;
+    c.h[CK_CHECKSUM] = 0;
+    return fnv1a64(FNV1A64_INIT, c.h, sizeof(c.h));
+}
+
+// Limits on what a header may claim: far above any real model, low enough that every
+// size below fits in 64 bits and every division has a nonzero divisor.
+#define CKPT_MAX_DIM (1LL << 24)
+#define CKPT_MAX_RANKS (1LL << 20)
+
+// Range and internal consistency of every field a loader uses, before any is used.
+// file_size: the file's length in bytes (the payload sizes must match it exactly).
+static int ckpt_header_validate(const CkptHeader* hdr, const char* path, int64_t file_size, char* err, size_t errn) {
+    const int64_t* h = hdr->h;
+    #define CKBAD(...) do { int n_ = snprintf(err, errn, "checkpoint file %s has an invalid header: ", path); \
+        if (n_ >= 0 && (size_t)n_ < errn) { snprintf(err + n_, errn - n_, __VA_ARGS__); } return -1; } while (0)
+    if (h[CK_L] < 1 || h[CK_L] > 4096 || h[CK_H] < 1 || h[CK_H] > CKPT_MAX_DIM || h[CK_HEADS] < 1 || h[CK_HEADS] > h[CK_H] ||
+        h[CK_SEQ] < 1 || h[CK_SEQ] > CKPT_MAX_DIM || h[CK_V] < 1 || h[CK_V] > 65536 || h[CK_VP] < h[CK_V] || h[CK_VP] > CKPT_MAX_DIM)
+        CKBAD("model shape out of range (L=%lld H=%lld heads=%lld seq=%lld V=%lld Vp=%lld)", (long long)h[CK_L], (long long)h[CK_H],
+              (long long)h[CK_HEADS], (long long)h[CK_SEQ], (long long)h[CK_V], (long long)h[CK_VP]);
+    if (h[CK_H] % h[CK_HEADS] != 0) CKBAD("heads=%lld do not divide H=%lld", (long long)h[CK_HEADS], (long long)h[CK_H]);
+    if (h[CK_TP] < 1 || h[CK_PP] < 1 || h[CK_DP] < 1 || h[CK_TP] > CKPT_MAX_RANKS || h[CK_PP] > CKPT_MAX_RANKS || h[CK_DP] > CKPT_MAX_RANKS ||
+        h[CK_TP] * h[CK_PP] * h[CK_DP] > CKPT_MAX_RANKS)
+        CKBAD("layout out of range (tp=%lld pp=%lld dp=%lld)", (long long)h[CK_TP], (long long)h[CK_PP], (long long)h[CK_DP]);
+    if (h[CK_HEADS] % h[CK_TP] != 0 || (4 * h[CK_H]) % h[CK_TP] != 0 || h[CK_VP] % h[CK_TP] != 0 || h[CK_L] % h[CK_PP] != 0)
+        CKBAD("layout tp=%lld pp=%lld does not fit the model", (long long)h[CK_TP], (long long)h[CK_PP]);
+    if (h[CK_ZERO] != 0 && h[CK_ZERO] != 1) CKBAD("zero=%lld", (long long)h[CK_ZERO]);
+    if (h[CK_SCALED_INIT] != 0 && h[CK_SCALED_INIT] != 1) CKBAD("scaled_init=%lld", (long long)h[CK_SCALED_INIT]);
+    if (h[CK_SHUFFLE] != 0 && h[CK_SHUFFLE] != 1) CKBAD("shuffle=%lld", (long long)h[CK_SHUFFLE]);
+    if (h[CK_TP_RANK] < 0 || h[CK_TP_RANK] >= h[CK_TP] || h[CK_PP_RANK] < 0 || h[CK_PP_RANK] >= h[CK_PP] ||
+        h[CK_DP_RANK] < 0 || h[CK_DP_RANK] >= h[CK_DP] ||
+        h[CK_RANK] != layout_rank((int)h[CK_TP_RANK], (int)h[CK_DP_RANK], (int)h[CK_PP_RANK], (int)h[CK_TP], (int)h[CK_DP]))
+        CKBAD("rank %lld (tp %lld, pp %lld, dp %lld) is not a rank of layout tp=%lld pp=%lld dp=%lld", (long long)h[CK_RANK],
+              (long long)h[CK_TP_RANK], (long long)h[CK_PP_RANK], (long long)h[CK_DP_RANK], (long long)h[CK_TP], (long long)h[CK_PP], (long long)h[CK_DP]);
+    if (h[CK_STEP] < 0 || h[CK_TOKENS] < 0 || h[CK_SAMPLES] < 0 || h[CK_ADAM_T] < 0 || h[CK_ADAM_T] > h[CK_STEP] ||
+        h[CK_SAMPLES] > (INT64_MAX / h[CK_SEQ]) || h[CK_TOKENS] != h[CK_SAMPLES] * h[CK_SEQ] || (h[CK_STEP] == 0) != (h[CK_SAMPLES] == 0))
+        CKBAD("inconsistent progress (step=%lld tokens=%lld samples=%lld adam_t=%lld)", (long long)h[CK_STEP], (long long)h[CK_TOKENS],
+              (long long)h[CK_SAMPLES], (long long)h[CK_ADAM_T]);
+    if (h[CK_AUTO_GB] < 0 || h[CK_NOISE_N] < 0) CKBAD("auto_gb=%lld noise_n=%lld", (long long)h[CK_AUTO_GB], (long long)h[CK_NOISE_N]);
+    // the payload this rank's layout implies (params.h's sizes from the validated shape)
+    // a bound on any rank's payload: the whole model (exact per-rank sizes: reshard.h)
+    int64_t C = h[CK_H];
+    int64_t bound = h[CK_VP] * C + h[CK_SEQ] * C + h[CK_L] * (12 * C * C + 13 * C) + 2 * C;
+    if (h[CK_N_PARAMS] != 0 && (h[CK_N_PARAMS] < 0 || h[CK_N_PARAMS] > bound))
+        CKBAD("n_params=%lld (at most %lld for this shape and layout)", (long long)h[CK_N_PARAMS], (long long)bound);
+    if (h[CK_N_OPT] < 0 || h[CK_OPT_OFF] < 0 || h[CK_N_OPT] > bound || h[CK_OPT_OFF] > bound - h[CK_N_OPT])
+        CKBAD("optimizer range [%lld, +%lld) out of bounds", (long long)h[CK_OPT_OFF], (long long)h[CK_N_OPT]);
+    if (h[CK_N_PARAMS] > 0 && h[CK_DP_RANK] != 0) CKBAD("a data-parallel replica (dp %lld) holds weights", (long long)h[CK_DP_RANK]);
+    if (!h[CK_ZERO] && h[CK_N_OPT] > 0 && (h[CK_OPT_OFF] != 0 || h[CK_N_OPT] != h[CK_N_PARAMS]))
+        CKBAD("moments [%lld, +%lld) without ZeRO must cover the weights (%lld)", (long long)h[CK_OPT_OFF], (long long)h[CK_N_OPT], (long long)h[CK_N_PARAMS]);
+    int64_t want = (int64_t)sizeof(hdr->h) + 4 * (h[CK_N_PARAMS] + 2 * h[CK_N_OPT]);
+    if (file_size != want) {
+        snprintf(err, errn, "checkpoint file %s is truncated or corrupt (%lld bytes, header implies %lld)", path, (long long)file_size, (long long)want);
+        return -1;
+    }
+    #undef CKBAD
+    return 0;
+}
+
+// Reads a rank file's header and checks magic, version and every field's range against
+// the file (ckpt_header_validate). The checksum is checked by whoever streams the
+// payload (reshard.h). Returns 0, or -1 with a message in err.
 static int ckpt_read_header(const char* path, CkptHeader* hdr, char* err, size_t errn) {
+    struct stat st;
+    if (stat(path, &st) != 0) { snprintf(err, errn, "cannot open checkpoint file %s: %s", path, strerror(errno)); return -1; }
+    if (!S_ISREG(st.st_mode)) { snprintf(err, errn, "checkpoint file %s is not a regular file", path); return -1; }
     FILE* f = fopen(path, "rb");
-    if (f == NULL) { snprintf(err, errn, "cannot open checkpoint file %s", path); return -1; }
+    if (f == NULL) { snprintf(err, errn, "cannot open checkpoint file %s: %s", path, strerror(errno)); return -1; }
     size_t got = fread(hdr->h, sizeof(int64_t), CKPT_HEADER_INTS, f);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
     fclose(f);
     if (got != CKPT_HEADER_INTS) { snprintf(err, errn, "checkpoint file %s is truncated (no complete header)", path); return -1; }
     if (hdr->h[CK_MAGIC] != CKPT_MAGIC) { snprintf(err, errn, "%s is not a checkpoint file (bad magic)", path); return -1; }
     if (hdr->h[CK_VERSION] != CKPT_VERSION) {
-        snprintf(err, errn, "checkpoint %s has format version %lld; this build reads version %d", path, (long long)hdr->h[CK_VERSION], CKPT_VERSION);
+        snprintf(err, errn, "checkpoint %s has format version %lld; this build reads version %d only%s", path, (long long)hdr->h[CK_VERSION], CKPT_VERSION,
+                 hdr->h[CK_VERSION] == 1 ? " (version 1 headers are not covered by the checksum; resume with the build that wrote it)" : "");
         return -1;
     }
-    long want = (long)(sizeof(hdr->h) + 4 * (hdr->h[CK_N_PARAMS] + 2 * hdr->h[CK_N_OPT]));
-    if (size != want) { snprintf(err, errn, "checkpoint file %s is truncated or corrupt (%ld bytes, header implies %ld)", path, size, want); return -1; }
-    return 0;
-}
-
-// Reads a rank file's payload into caller buffers sized from its header, checking the
-// checksum. Returns 0, or -1 with a message in err.
-static int ckpt_read_payload(const char* path, const CkptHeader* hdr, float* params, float* m, float* v, char* err, size_t errn) {
-    FILE* f = fopen(path, "rb");
-    if (f == NULL) { snprintf(err, errn, "cannot open checkpoint file %s", path); return -1; }
-    size_t np = (size_t)hdr->h[CK_N_PARAMS], no = (size_t)hdr->h[CK_N_OPT];
-    fseek(f, sizeof(hdr->h), SEEK_SET);
-    int ok = fread(params, sizeof(float), np, f) == np && fread(m, sizeof(float), no, f) == no &&
-             fread(v, sizeof(float), no, f) == no;
-    fclose(f);
-    if (!ok) { snprintf(err, errn, "checkpoint file %s is truncated", path); return -1; }
-    uint64_t h = FNV1A64_INIT, want;
-    h = fnv1a64(h, params, np * sizeof(float));
-    h = fnv1a64(h, m, no * sizeof(float));
-    h = fnv1a64(h, v, no * sizeof(float));
-    memcpy(&want, &hdr->h[CK_CHECKSUM], sizeof(want));
-    if (h != want) { snprintf(err, errn, "checkpoint file %s is corrupt (checksum mismatch)", path); return -1; }
-    return 0;
+    return ckpt_header_validate(hdr, path, (int64_t)st.st_size, err, errn);
 }
 
 #endif // LLMC_CHECKPOINT_H

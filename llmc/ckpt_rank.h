@@ -2,8 +2,11 @@
  * ckpt_rank.h: saving and loading one rank's share of a checkpoint, on host fp32 buffers
  * (the CUDA trainer copies its master weights and moments down first). Saving: every rank
  * writes its file (format in checkpoint.h): weights from DP rank 0 only (the replicas are
- * equal), AdamW moments from DP rank 0 without ZeRO or from every rank's shard with it;
- * DONE is written once every rank succeeded. Loading goes through reshard.h, so a
+ * equal), AdamW moments from DP rank 0 without ZeRO or from every rank's shard with it.
+ * Every file goes into a fresh DIR/ckpt_N.tmp; once every rank succeeded rank 0 writes
+ * DONE there and renames the directory to DIR/ckpt_N (replacing a stale one of the same
+ * step), so no save ever mixes with files of an earlier one; a failed save removes its
+ * temporary directory. -keep N then prunes all but the newest N complete checkpoints. Loading goes through reshard.h, so a
  * checkpoint of any layout loads into any other.
  */
 #ifndef LLMC_CKPT_RANK_H
@@ -23,7 +26,42 @@
 typedef struct {
     int64_t step, tokens, samples, adam_t; uint64_t rng;
     int64_t auto_gb; double noise_g2m, noise_sm, noise_betapow; int64_t noise_n;
+    uint64_t data_hash;   // identity of the training shards (run.h), saved to refuse a silent change
 } Progress;
+
+static void ckpt_put_f64(CkptHeader* h, int f, double x) { memcpy(&h->h[f], &x, 8); }
+static double ckpt_get_f64(const CkptHeader* h, int f) { double x; memcpy(&x, &h->h[f], 8); return x; }
+
+// Moves a complete temporary checkpoint directory into place as final (rank 0). A
+// directory already at final (a save of the same step that a crash or a failed load left
+// behind) is moved aside first and removed after, because rename cannot replace a
+// non-empty directory.
+static int ckpt_install(const char* tmp, const char* final) {
+    char old[1200];
+    snprintf(old, sizeof(old), "%s.old", final);
+    ckpt_remove_dir(old);
+    struct stat st;
+    int had = stat(final, &st) == 0;
+    if (had && rename(final, old) != 0) { fprintf(stderr, "error: cannot move %s aside: %s\n", final, strerror(errno)); return -1; }
+    if (rename(tmp, final) != 0) { fprintf(stderr, "error: cannot rename %s to %s: %s\n", tmp, final, strerror(errno)); return -1; }
+    if (had) ckpt_remove_dir(old);
+    return 0;
+}
+
+// -keep N: removes every complete checkpoint but the newest N (rank 0, after a save)
+static void ckpt_prune(const char* base, int keep) {
+    if (keep <= 0) return;
+    int n = ckpt_list_complete(base, NULL, 0);
+    if (n <= keep) return;
+    int64_t* steps = (int64_t*)malloc_check(sizeof(int64_t) * n);
+    n = ckpt_list_complete(base, steps, n);
+    for (int i = keep; i < n; i++) {
+        char d[1100];
+        ckpt_dir_name(d, sizeof(d), base, steps[i]);
+        if (ckpt_remove_dir(d) != 0) fprintf(stderr, "warning: -keep: could not remove %s\n", d);
+    }
+    free(steps);
+}
 
 // Returns 0, or -1 if any rank could not write (the previous checkpoint stays).
 static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, const ParamLayout* pl,
@@ -42,13 +80,31 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
     h.h[CK_VPP] = pl->nchunks;
     memcpy(&h.h[CK_NOISE_G2M], &p->noise_g2m, 8); memcpy(&h.h[CK_NOISE_SM], &p->noise_sm, 8);
     memcpy(&h.h[CK_NOISE_BETAPOW], &p->noise_betapow, 8);
+    h.h[CK_SHUFFLE] = c->shuffle; h.h[CK_DATA_HASH] = (int64_t)p->data_hash;
+    ckpt_put_f64(&h, CK_LR, c->lr_auto ? -1.0 : c->lr); ckpt_put_f64(&h, CK_BETA1, c->beta1); ckpt_put_f64(&h, CK_BETA2, c->beta2);
+    ckpt_put_f64(&h, CK_EPS, c->eps); ckpt_put_f64(&h, CK_WD, c->wd); ckpt_put_f64(&h, CK_CLIP, c->clip);
     int writes_weights = comm->dp == 0;
     int writes_moments = c->zero || comm->dp == 0;
-    int rc = ckpt_write_rank(dir, comm->rank, &h, params, writes_weights ? pl->total : 0, m, v, opt_off, writes_moments ? n_opt : 0);
-    int ok = world_sum(comm, rc == 0 ? 0.0 : 1.0) == 0.0;
-    if (ok && comm->rank == 0) ok = ckpt_mark_done(dir) == 0;
+    char tmp[1100];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
+    int ok = 1;
+    if (comm->rank == 0) { // a fresh temporary directory: whatever an earlier attempt left there goes
+        if (ckpt_remove_dir(tmp) != 0 || mkdir_p(tmp) != 0) { fprintf(stderr, "error: cannot create %s: %s\n", tmp, strerror(errno)); ok = 0; }
+    }
     ok = world_sum(comm, ok ? 0.0 : 1.0) == 0.0;
-    if (ok && comm->rank == 0) { printf("checkpoint %s\n", dir); fflush(stdout); }
+    if (ok) {
+        int rc = ckpt_write_rank(tmp, comm->rank, &h, params, writes_weights ? pl->total : 0, m, v, opt_off, writes_moments ? n_opt : 0);
+        ok = world_sum(comm, rc == 0 ? 0.0 : 1.0) == 0.0;
+    }
+    if (comm->rank == 0) {
+        if (ok) ok = ckpt_mark_done(tmp) == 0 && ckpt_install(tmp, dir) == 0;
+        if (!ok) ckpt_remove_dir(tmp); // partial: never left behind
+    }
+    ok = world_sum(comm, ok ? 0.0 : 1.0) == 0.0;
+    if (ok && comm->rank == 0) {
+        printf("checkpoint %s\n", dir); fflush(stdout);
+        ckpt_prune(c->out_dir, c->keep);
+    }
     return ok ? 0 : -1;
 }
 

@@ -78,6 +78,11 @@ typedef struct {
     // modes
     int plan, check, help;
     int world;                                    // -check only: pretend world size
+    // run lifecycle (run.h): retention, step watchdog, ownership of -o, resume identity
+    int keep;                                     // keep the newest N complete checkpoints, 0 = all
+    double timeout;                               // step watchdog seconds; 0 = off, < 0 = auto
+    int overwrite;                                // a fresh run may replace -o's checkpoints
+    int allow_data_change;                        // -resume may change seed, shuffle or shards
 } Config;
 
 static void config_defaults(Config* c) {
@@ -102,6 +107,7 @@ static void config_defaults(Config* c) {
     c->sample_every = 0; c->sample_len = 64;
     c->seed = 1337;
     c->skip_spikes = 0; c->spike_window = 100; c->spike_stop = 5; c->noise_beta = 0.99;
+    c->keep = 0; c->timeout = -1; c->overwrite = 0; c->allow_data_change = 0;
 }
 
 static int round_up(int x, int m) { return ((x + m - 1) / m) * m; }
@@ -231,6 +237,8 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         F64_FLAG("-peak", c->peak_tflops) INT_FLAG("-threads", c->threads)
         F64_FLAG("-skip-spikes", c->skip_spikes) INT_FLAG("-spike-window", c->spike_window)
         INT_FLAG("-spike-stop", c->spike_stop) F64_FLAG("-noise-beta", c->noise_beta)
+        INT_FLAG("-keep", c->keep) INT_FLAG("-overwrite", c->overwrite) INT_FLAG("-allow-data-change", c->allow_data_change)
+        if (strcmp(f, "-timeout") == 0) { NEED(1); if (strcmp(v, "auto") == 0) c->timeout = -1; else if (!parse_f64(v, &c->timeout) || c->timeout < 0) BAD(); i++; continue; }
         if (strcmp(f, "-seed") == 0) { int64_t s; NEED(1); if (!parse_i64(v, &s) || s < 0) BAD(); c->seed = (uint64_t)s; i++; continue; }
         #undef NEED
         #undef BAD
@@ -291,6 +299,9 @@ static int config_validate(Config* c, char* err) {
     if (c->noise_beta < 0 || c->noise_beta >= 1) FAIL("-noise-beta must be in [0, 1)");
     if (c->val_every < 0 || c->val_samples < 0 || c->ckpt_every < 0 || c->sample_every < 0 || c->sample_len < 0)
         FAIL("-val-every, -val-samples, -ckpt-every, -sample-every and -sample-len must be >= 0");
+    if (c->keep < 0) FAIL("-keep must be >= 0 (0 keeps every checkpoint)");
+    if (c->overwrite != 0 && c->overwrite != 1) FAIL("-overwrite takes 0 or 1");
+    if (c->allow_data_change != 0 && c->allow_data_change != 1) FAIL("-allow-data-change takes 0 or 1");
     if (c->sample_every > 0 && c->sample_len >= c->seq) FAIL("-sample-len (%d) must be below the sequence length (%d)", c->sample_len, c->seq);
     #undef FAIL
     c->Vp = round_up(c->V, c->vpad);
@@ -344,6 +355,8 @@ static void config_print_help(FILE* out) {
         "data:    -i GLOB (train shards)  -j GLOB (val shards)  -shuffle 0/1  -val-every STEPS  -val-samples N\n"
         "output:  -o DIR  -log FILE (JSONL; default DIR/log.jsonl)  -ckpt-every STEPS  -resume  -init-from CKPT_DIR\n"
         "         -tokenizer FILE  -sample-every STEPS  -sample-len N  -seed N  -peak TFLOPS  -threads N\n"
+        "run:     -keep N (newest N checkpoints, 0 = all)  -timeout S|auto|0 (step watchdog)  -overwrite 0/1 (fresh run\n"
+        "         replaces -o's checkpoints)  -allow-data-change 0/1 (-resume with another seed/shuffle/shards)\n"
         "guards:  -skip-spikes Z (skip updates above mean + Z sd; NaN/Inf always skipped)  -spike-window N  -spike-stop K\n"
         "         -noise-beta X (EMA of the gradient noise scale, logged as b_simple with dp >= 2)  -ramp auto S I\n"
         "modes:   -check [-world N] (validate flags, model and layout for N ranks, then exit)  -h\n"

@@ -5,15 +5,19 @@
  * keeps its own slice, so resuming in the same layout and in a different one (TP, PP, DP
  * and ZeRO all free to change) is one code path. Same layout: a pure copy, bit-identical.
  * Memory: one layer of one tensor at a time (at most 4H*H floats), never the whole model.
+ * Nothing is sized or indexed from a header before checkpoint.h and ckpt_set_open have
+ * validated it (ranges, the exact set of rank files, agreement of the run-wide fields).
  */
 #ifndef LLMC_RESHARD_H
 #define LLMC_RESHARD_H
 
-#include <glob.h>
+#include <dirent.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "checkpoint.h"
+#include "layout.h"
 #include "params.h"
 #include "utils.h"
 
@@ -30,34 +34,62 @@ static void ckpt_set_close(CkptSet* s) {
     memset(s, 0, sizeof(*s));
 }
 
-// Opens every rank file of a checkpoint directory, checks headers, completeness and
-// checksums. Returns 0, or -1 with a message in err.
+// header fields that differ between the rank files of one checkpoint; all others are
+// run-wide (shape, layout, progress, identity, recipe) and must agree in every file
+static int ckpt_field_per_rank(int f) {
+    return f == CK_TP_RANK || f == CK_PP_RANK || f == CK_DP_RANK || f == CK_RANK || f == CK_N_PARAMS ||
+           f == CK_OPT_OFF || f == CK_N_OPT || f == CK_CHECKSUM;
+}
+
+// Opens every rank file of a checkpoint directory: rank_00000.bin's validated header
+// gives the layout, which fixes the exact set of files (rank_00000 .. rank_{world-1}, no
+// others: a stray file of another layout is an error, not ignored). Each header is
+// validated and compared with the first, each file's checksum verified (header and
+// payload). Returns 0, or -1 with a message in err. Paths are never globbed.
 static int ckpt_set_open(CkptSet* s, const char* dir, char* err, size_t errn) {
     memset(s, 0, sizeof(*s));
-    char pat[1100];
-    snprintf(pat, sizeof(pat), "%s/rank_*.bin", dir);
-    glob_t g;
-    if (glob(pat, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
-        snprintf(err, errn, "no checkpoint files in %s", dir);
+    char p0[1100];
+    CkptHeader h0;
+    ckpt_rank_path(p0, sizeof(p0), dir, 0);
+    if (access(p0, F_OK) != 0) { snprintf(err, errn, "no checkpoint files in %s (rank_00000.bin missing)", dir); return -1; }
+    if (ckpt_read_header(p0, &h0, err, errn) != 0) return -1;
+    int64_t world = h0.h[CK_TP] * h0.h[CK_PP] * h0.h[CK_DP];
+    // count rank_*.bin entries: exactly the layout's files must be there
+    DIR* d = opendir(dir);
+    if (d == NULL) { snprintf(err, errn, "cannot read checkpoint directory %s", dir); return -1; }
+    int64_t nrank = 0;
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        size_t L = strlen(e->d_name);
+        if (strncmp(e->d_name, "rank_", 5) == 0 && L > 9 && strcmp(e->d_name + L - 4, ".bin") == 0) nrank++;
+    }
+    closedir(d);
+    if (nrank != world) {
+        snprintf(err, errn, "checkpoint %s has %lld rank files, its layout (tp=%lld pp=%lld dp=%lld) needs %lld",
+                 dir, (long long)nrank, (long long)h0.h[CK_TP], (long long)h0.h[CK_PP], (long long)h0.h[CK_DP], (long long)world);
         return -1;
     }
-    s->nfiles = (int)g.gl_pathc;
+    s->nfiles = (int)world;
     s->paths = (char**)calloc_check(s->nfiles, sizeof(char*));
     s->hdr = (CkptHeader*)calloc_check(s->nfiles, sizeof(CkptHeader));
     s->pl = (ParamLayout*)calloc_check(s->nfiles, sizeof(ParamLayout));
-    for (int i = 0; i < s->nfiles; i++) s->paths[i] = strdup(g.gl_pathv[i]);
-    globfree(&g);
+    for (int i = 0; i < s->nfiles; i++) {
+        char path[1100];
+        ckpt_rank_path(path, sizeof(path), dir, i);
+        s->paths[i] = strdup(path);
+        if (s->paths[i] == NULL) die("out of memory");
+    }
     for (int i = 0; i < s->nfiles; i++) {
         CkptHeader* h = &s->hdr[i];
         if (ckpt_read_header(s->paths[i], h, err, errn) != 0) return -1;
-        const CkptHeader* h0 = &s->hdr[0];
-        for (int f = CK_L; f <= CK_ZERO; f++) {
-            if (h->h[f] != h0->h[f]) { snprintf(err, errn, "checkpoint %s mixes files of different runs (%s vs %s)", dir, s->paths[0], s->paths[i]); return -1; }
+        for (int f = 0; f < CKPT_HEADER_INTS; f++) {
+            if (!ckpt_field_per_rank(f) && h->h[f] != h0.h[f]) {
+                snprintf(err, errn, "checkpoint %s mixes files of different runs or saves (header entry %d: %s has %lld, %s has %lld)",
+                         dir, f, s->paths[0], (long long)h0.h[f], s->paths[i], (long long)h->h[f]);
+                return -1;
+            }
         }
-        if (h->h[CK_STEP] != h0->h[CK_STEP] || h->h[CK_TOKENS] != h0->h[CK_TOKENS]) {
-            snprintf(err, errn, "checkpoint %s mixes files of different steps", dir);
-            return -1;
-        }
+        if (h->h[CK_RANK] != i) { snprintf(err, errn, "checkpoint file %s says it is rank %lld", s->paths[i], (long long)h->h[CK_RANK]); return -1; }
         param_layout_init(&s->pl[i], (int)h->h[CK_L], (int)h->h[CK_H], (int)h->h[CK_HEADS], (int)h->h[CK_SEQ], (int)h->h[CK_V],
                           (int)h->h[CK_VP], (int)h->h[CK_TP_RANK], (int)h->h[CK_TP], (int)h->h[CK_PP_RANK], (int)h->h[CK_PP]);
         int64_t vpp = h->h[CK_VPP];
@@ -66,23 +98,27 @@ static int ckpt_set_open(CkptSet* s, const char* dir, char* err, size_t errn) {
             return -1;
         }
         param_layout_set_chunks(&s->pl[i], (int)vpp); // 0 (files before -vpp) = 1
-        // verify the checksum by streaming the payload
+        // exact payload sizes of this rank (ckpt_rank.h's save rule)
+        int64_t total = (int64_t)s->pl[i].total, want_np = h->h[CK_DP_RANK] == 0 ? total : 0;
+        int64_t want_off = 0, want_no = h->h[CK_DP_RANK] == 0 ? total : 0;
+        if (h->h[CK_ZERO]) { size_t o, c; zero_shard((size_t)total, (int)h->h[CK_DP], (int)h->h[CK_DP_RANK], &o, &c); want_off = (int64_t)o; want_no = (int64_t)c; }
+        if (h->h[CK_N_PARAMS] != want_np || h->h[CK_N_OPT] != want_no || (want_no > 0 && h->h[CK_OPT_OFF] != want_off)) {
+            snprintf(err, errn, "checkpoint file %s has an invalid header: payload (n_params=%lld opt=[%lld,+%lld)) does not match its rank (want %lld, [%lld,+%lld))",
+                     s->paths[i], (long long)h->h[CK_N_PARAMS], (long long)h->h[CK_OPT_OFF], (long long)h->h[CK_N_OPT],
+                     (long long)want_np, (long long)want_off, (long long)want_no);
+            return -1;
+        }
+        // verify the checksum (header with the checksum entry 0, then the payload)
         FILE* f = fopen(s->paths[i], "rb");
         if (f == NULL) { snprintf(err, errn, "cannot open %s", s->paths[i]); return -1; }
         fseek(f, sizeof(h->h), SEEK_SET);
-        uint64_t sum = FNV1A64_INIT, want;
+        uint64_t sum = ckpt_header_sum(h), want;
         char buf[1 << 16];
         size_t k;
         while ((k = fread(buf, 1, sizeof(buf), f)) > 0) sum = fnv1a64(sum, buf, k);
         fclose(f);
         memcpy(&want, &h->h[CK_CHECKSUM], sizeof(want));
         if (sum != want) { snprintf(err, errn, "checkpoint file %s is corrupt (checksum mismatch)", s->paths[i]); return -1; }
-    }
-    int64_t world = s->hdr[0].h[CK_TP] * s->hdr[0].h[CK_PP] * s->hdr[0].h[CK_DP];
-    if (s->nfiles != world) {
-        snprintf(err, errn, "checkpoint %s has %d rank files, its layout (tp=%lld pp=%lld dp=%lld) needs %lld",
-                 dir, s->nfiles, (long long)s->hdr[0].h[CK_TP], (long long)s->hdr[0].h[CK_PP], (long long)s->hdr[0].h[CK_DP], (long long)world);
-        return -1;
     }
     return 0;
 }

@@ -5,6 +5,10 @@
  * gradient norm, data and tokenizer, the log, the start-up table, and the main loop (log,
  * spike stop, validation, samples, checkpoints). A trainer embeds a Run in its context and
  * plugs its model in through RunHooks.
+ * The run's lifecycle lives here too: the lock on -o and the refusal to reuse another
+ * run's directory (outdir.h), -resume falling back to the newest checkpoint that loads and
+ * checking the run's identity, the log cut back to the resumed step, the graceful stop on
+ * signals (stop.h) and the step watchdog (watchdog.h).
  */
 #ifndef LLMC_RUN_H
 #define LLMC_RUN_H
@@ -22,12 +26,15 @@
 #include "layout.h"
 #include "logger.h"
 #include "noise.h"
+#include "outdir.h"
 #include "params.h"
 #include "rand.h"
 #include "schedule.h"
 #include "spike.h"
+#include "stop.h"
 #include "tokenizer.h"
 #include "utils.h"
+#include "watchdog.h"
 
 typedef struct {
     Config cfg;
@@ -43,6 +50,10 @@ typedef struct {
     NoiseScale noise;                       // gradient noise scale (DP >= 2)
     SpikeGuard spike;                       // loss-spike guard
     int64_t auto_gb;                        // -ramp auto: the current global batch
+    uint64_t data_hash;                     // identity of the training shards (outdir.h)
+    int lock_fd;                            // rank 0: the flock on -o (held until exit), else -1
+    Watchdog wd;                            // step watchdog (-timeout)
+    char events[2048];                      // resume notes for the log, written once it is open
 } Run;
 
 typedef struct {
@@ -60,9 +71,13 @@ static void run_init(Run* R, const Config* cfg, const Comm* comm) {
     noise_init(&R->noise, cfg->noise_beta);
     if (spike_init(&R->spike, cfg->spike_window, 8) != 0) die("out of memory for the spike guard");
     R->auto_gb = cfg->ramp_start > 0 ? cfg->ramp_start : cfg->gb;
+    R->lock_fd = -1;
+    R->wd.fd = -1;
 }
 
 static void run_free(Run* R) {
+    watchdog_stop(&R->wd);
+    if (R->lock_fd >= 0) close(R->lock_fd); // releases the lock on -o
     spike_free(&R->spike);
     if (R->train.paths) dataset_close(&R->train);
     if (R->have_val) dataset_close(&R->val);
@@ -102,14 +117,10 @@ static void run_open_log(Run* R, int append) {
         if (m->rank == 0) snprintf(path, sizeof(path), "%s/log.jsonl", c->out_dir);
         else snprintf(path, sizeof(path), "%s/log_rank%05d.jsonl", c->out_dir, m->rank);
     }
+    // a resume continues the log from the checkpoint's step: later records (of steps the
+    // crashed or stopped attempt took past it) go, so no step is logged twice
+    if (append && path[0] && log_truncate_to_step(path, R->step) != 0) die("cannot rewrite the log %s on resume: check -log / -o", path);
     logger_open(&R->log, path, append, m->rank, m->tp, m->pp, m->dp, m->rank == 0);
-}
-
-// -resume: the newest complete checkpoint under -o, or a one-line error
-static void run_resume_dir(const Run* R, char* dir, size_t n) {
-    const Config* c = &R->cfg;
-    if (c->out_dir[0] == '\0') die("-resume needs -o DIR (where the checkpoints are)");
-    if (ckpt_find_latest(c->out_dir, dir, n) < 0) die("-resume: no complete checkpoint in %s", c->out_dir);
 }
 
 // ----------------------------------------------------------------------------------------
@@ -169,6 +180,7 @@ static Progress run_progress(const Run* R) {
     p.step = R->step; p.tokens = R->tokens; p.samples = R->samples; p.adam_t = R->adam_t; p.rng = R->rng;
     p.auto_gb = R->auto_gb;
     p.noise_g2m = R->noise.g2_m; p.noise_sm = R->noise.s_m; p.noise_betapow = R->noise.beta_pow; p.noise_n = R->noise.n;
+    p.data_hash = R->data_hash;
     return p;
 }
 
@@ -287,36 +299,177 @@ typedef struct {
     int (*load)(void* self, const char* dir, int weights_only, char* err, size_t n); // any layout; 0 or -1 (err)
     void (*init)(void* self);          // fresh weights from the seed
     double peak_tflops;                // device bf16 peak for MFU; <= 0: report GFLOP/s instead
+    void (*abort)(void* self);         // the watchdog ends a stuck job: abort device communicators (NULL: none)
 } RunHooks;
 
-// The starting weights: the newest checkpoint under -o (-resume), a checkpoint's weights
-// (-init-from), or fresh from the seed; then the log (appended to when resuming).
+// -o: rank 0 takes the lock, clears partial saves and refuses a fresh run into a
+// directory holding checkpoints unless -overwrite 1 (which deletes them). Every rank
+// learns the outcome, so a refusal ends the job on all of them.
+static void run_claim_outdir(Run* R) {
+    const Config* c = &R->cfg;
+    if (c->out_dir[0] == '\0') return;
+    char err[1400] = "";
+    int bad = 0;
+    if (R->comm.rank == 0) {
+        R->lock_fd = outdir_lock(c->out_dir, err, sizeof(err));
+        if (R->lock_fd < 0) bad = 1;
+        else {
+            outdir_clean_partial(c->out_dir);
+            int n = ckpt_list_complete(c->out_dir, NULL, 0);
+            if (!c->resume && n > 0) {
+                if (!c->overwrite) {
+                    snprintf(err, sizeof(err), "-o %s holds %d checkpoint(s) of an earlier run: add -resume to continue it, "
+                             "-overwrite 1 to start over (deletes them), or choose another -o", c->out_dir, n);
+                    bad = 1;
+                } else {
+                    printf("-overwrite 1: removed %d checkpoint(s) of the earlier run in %s\n", outdir_remove_checkpoints(c->out_dir), c->out_dir);
+                }
+            }
+        }
+    }
+    if (world_sum(&R->comm, bad) > 0) {
+        if (R->comm.rank == 0) { fprintf(stderr, "error: %s\n", err); fflush(stderr); }
+        exit(1);
+    }
+}
+
+static void run_event(Run* R, const char* fmt, ...) {
+    size_t k = strlen(R->events);
+    va_list ap;
+    va_start(ap, fmt);
+    if (k < sizeof(R->events)) vsnprintf(R->events + k, sizeof(R->events) - k, fmt, ap);
+    va_end(ap);
+}
+
+// After a resume: the data order must be the checkpoint's (seed, shuffle, shards) unless
+// -allow-data-change 1; recipe values may change and are logged as changes.
+static void run_check_identity(Run* R, const char* dir) {
+    const Config* c = &R->cfg;
+    char path[1100], err[1400];
+    CkptHeader h;
+    ckpt_rank_path(path, sizeof(path), dir, 0);
+    if (ckpt_read_header(path, &h, err, sizeof(err)) != 0) die("%s", err);
+    char what[600] = "";
+    size_t k = 0;
+    if ((uint64_t)h.h[CK_SEED] != c->seed) k += snprintf(what + k, sizeof(what) - k, " -seed %llu -> %llu", (unsigned long long)h.h[CK_SEED], (unsigned long long)c->seed);
+    if (h.h[CK_SHUFFLE] != c->shuffle) k += snprintf(what + k, sizeof(what) - k, " -shuffle %lld -> %d", (long long)h.h[CK_SHUFFLE], c->shuffle);
+    if ((uint64_t)h.h[CK_DATA_HASH] != R->data_hash && k < sizeof(what)) k += snprintf(what + k, sizeof(what) - k, " the training shards (-i: names or sizes differ)");
+    if (k > 0) {
+        if (!c->allow_data_change)
+            die("-resume would change the run's data order:%s; resume with the original values, or pass -allow-data-change 1 to accept the change", what);
+        if (R->comm.rank == 0) printf("warning: -allow-data-change 1: the data order changes on resume:%s\n", what);
+        run_event(R, "{\"type\":\"event\",\"event\":\"data_change\",\"step\":%lld,\"what\":\"%s\"}\n", (long long)R->step, what + 1);
+    }
+    struct { const char* name; int f; double now; } rv[] = {
+        {"lr", CK_LR, c->lr_auto ? -1.0 : c->lr}, {"beta1", CK_BETA1, c->beta1}, {"beta2", CK_BETA2, c->beta2},
+        {"eps", CK_EPS, c->eps}, {"wd", CK_WD, c->wd}, {"clip", CK_CLIP, c->clip}};
+    for (size_t i = 0; i < sizeof(rv) / sizeof(rv[0]); i++) {
+        double was = ckpt_get_f64(&h, rv[i].f);
+        if (was == rv[i].now) continue;
+        if (R->comm.rank == 0) printf("resume: -%s changed from %g to %g at step %lld\n", rv[i].name, was, rv[i].now, (long long)R->step);
+        run_event(R, "{\"type\":\"event\",\"event\":\"change\",\"step\":%lld,\"what\":\"%s\",\"old\":%.9g,\"new\":%.9g}\n",
+                  (long long)R->step, rv[i].name, was, rv[i].now);
+    }
+}
+
+// -resume: the newest complete checkpoint that loads on every rank. One that does not
+// (corrupt, stale files, another model) is skipped with the reason; every rank takes the
+// same decision (an all-reduce of the failures per candidate).
+static void run_resume(Run* R, const RunHooks* hk) {
+    const Config* c = &R->cfg;
+    if (c->out_dir[0] == '\0') die("-resume needs -o DIR (where the checkpoints are)");
+    int n = ckpt_list_complete(c->out_dir, NULL, 0);
+    if (n == 0) die("-resume: no complete checkpoint in %s", c->out_dir);
+    int64_t* steps = (int64_t*)malloc_check(sizeof(int64_t) * n);
+    n = ckpt_list_complete(c->out_dir, steps, n);
+    char dir[1100], err[1400], first_err[1400] = "", skipped[4096] = "";
+    int chosen = -1, first_failed = 0;
+    for (int i = 0; i < n && chosen < 0; i++) {
+        ckpt_dir_name(dir, sizeof(dir), c->out_dir, steps[i]);
+        int rc = hk->load(hk->self, dir, 0, err, sizeof(err));
+        int fails = (int)world_sum(&R->comm, rc != 0 ? 1.0 : 0.0);
+        if (fails == 0) { chosen = i; break; }
+        if (i == 0) { first_failed = rc != 0; snprintf(first_err, sizeof(first_err), "%s", rc != 0 ? err : "it does not load on another rank"); }
+        // the reasons are printed once a fallback loads (all failing: one error line below)
+        size_t k = strlen(skipped);
+        if (rc != 0) snprintf(skipped + k, sizeof(skipped) - k, "warning: rank %d: -resume skips %s: %s\n", R->comm.rank, dir, err);
+        else if (R->comm.rank == 0) snprintf(skipped + k, sizeof(skipped) - k, "warning: -resume skips %s: it does not load on %d other rank(s)\n", dir, fails);
+        run_event(R, "{\"type\":\"event\",\"event\":\"skip_checkpoint\",\"checkpoint\":\"ckpt_%08lld\"}\n", (long long)steps[i]);
+    }
+    free(steps);
+    if (chosen < 0) {
+        if (first_failed || (R->comm.rank == 0 && first_err[0])) {
+            if (n == 1) die("-resume: %s", first_err);
+            die("-resume: none of the %d complete checkpoints in %s loads; the newest: %s", n, c->out_dir, first_err);
+        }
+        exit(1);
+    }
+    if (skipped[0]) { fputs(skipped, stderr); fflush(stderr); }
+    run_check_identity(R, dir);
+    if (R->comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)%s\n", dir, (long long)R->step, (long long)R->tokens,
+                                  chosen > 0 ? " (newer checkpoints skipped, see above)" : "");
+    run_event(R, "{\"type\":\"event\",\"event\":\"resume\",\"step\":%lld,\"tokens\":%lld,\"checkpoint\":\"ckpt_%08lld\",\"skipped\":%d}\n",
+              (long long)R->step, (long long)R->tokens, (long long)R->step, chosen);
+}
+
+// The starting weights: the newest loadable checkpoint under -o (-resume), a checkpoint's
+// weights (-init-from), or fresh from the seed; then the log (cut back to the checkpoint
+// and appended to when resuming).
 static void run_load_weights(Run* R, const RunHooks* h) {
     const Config* c = &R->cfg;
-    char err[1024];
+    char err[1400];
+    R->data_hash = data_identity(c->train_glob);
+    run_claim_outdir(R);
     if (c->resume) {
-        char dir[1100];
-        run_resume_dir(R, dir, sizeof(dir));
-        if (h->load(h->self, dir, 0, err, sizeof(err)) != 0) die("%s", err);
-        if (R->comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)\n", dir, (long long)R->step, (long long)R->tokens);
+        run_resume(R, h);
     } else if (c->init_from[0] != '\0') {
         if (h->load(h->self, c->init_from, 1, err, sizeof(err)) != 0) die("%s", err);
     } else {
         h->init(h->self);
     }
     run_open_log(R, c->resume);
+    if (R->log.f && R->events[0]) { fputs(R->events, R->log.f); fflush(R->log.f); }
+    R->events[0] = '\0';
 }
 
-// Trains to -tokens / -steps. Returns the exit status: 0, or 3 after -spike-stop skips in
-// a row (a checkpoint of the weights from before the trouble is saved first).
+// The watchdog of this rank; the heartbeat file is shared by every rank (see watchdog.h).
+static void run_start_watchdog(Run* R, const RunHooks* h) {
+    const Config* c = &R->cfg;
+    Watchdog* w = &R->wd;
+    w->on = c->timeout != 0; w->fixed_s = c->timeout > 0 ? c->timeout : 0;
+    w->rank = R->comm.rank; w->world = R->comm.world; w->mpi = R->comm.mpi;
+    w->abort_fn = h->abort; w->abort_self = h->self;
+    if (!w->on) return;
+    char path[1100];
+    if (c->out_dir[0]) snprintf(path, sizeof(path), "%s/heartbeat", c->out_dir);
+    else {
+        int pid = (int)getpid();
+        world_bcast(&R->comm, &pid, sizeof(pid), 0);
+        snprintf(path, sizeof(path), "/tmp/train_gpt_heartbeat_%d", pid);
+        w->owner = R->comm.rank == 0;
+    }
+    watchdog_open_file(w, path, 0);
+    world_sum(&R->comm, 0.0); // the file exists before the others open it
+    watchdog_open_file(w, path, 1);
+    watchdog_start(w);
+}
+
+// Trains to -tokens / -steps. Returns the exit status (stop.h): 0; 3 after -spike-stop
+// skips in a row (a checkpoint of the weights from before the trouble is saved first);
+// 4 after SIGTERM/SIGINT/SIGUSR1 (the step finishes, a checkpoint is saved with -o).
 static int run_loop(Run* R, const RunHooks* h) {
     const Config* c = &R->cfg;
     int f = c->recompute == RECOMPUTE_FULL ? 4 : 3; // selective's attention rebuild is not in the paper's formula
+    stop_install();
+    run_start_watchdog(R, h);
     while (!run_finished(R)) {
+        watchdog_beat(&R->wd, R->step);
         double t0 = wall_ms();
         R->comm.comm_ms = R->comm.idle_ms = 0;
         StepResult r = h->step(h->self);
         double ms = wall_ms() - t0;
+        watchdog_step_ms(&R->wd, ms);
+        watchdog_beat(&R->wd, R->step);
         StepLog s;
         memset(&s, 0, sizeof(s));
         s.step = R->step; s.loss = r.loss; s.lr = r.lr; s.gnorm = r.gnorm; s.gb = r.gb; s.tokens = R->tokens;
@@ -337,13 +490,29 @@ static int run_loop(Run* R, const RunHooks* h) {
                                            c->spike_stop, spike_kind_name(r.skip), r.loss, r.gnorm, (long long)R->step,
                                            c->out_dir[0] ? c->out_dir : "(no -o)");
             fflush(stderr);
-            return 3;
+            return RUN_EXIT_SPIKE;
         }
         int last = run_finished(R);
         if (R->have_val && (R->step % c->val_every == 0 || last)) logger_val(&R->log, R->step, R->tokens, h->evaluate(h->self));
         if (c->sample_every > 0 && c->sample_len > 0 && (R->step % c->sample_every == 0 || last)) h->sample(h->self, stdout);
+        watchdog_beat(&R->wd, R->step);
+        int saved = 0;
         if (c->out_dir[0] && c->ckpt_every > 0 && (R->step % c->ckpt_every == 0 || last)) {
             if (h->save(h->self) != 0) die("checkpoint at step %lld failed: free disk space or fix -o", (long long)R->step);
+            saved = 1;
+        }
+        watchdog_beat(&R->wd, R->step);
+        // a signal on any rank stops every rank after this same step
+        int sig = stop_requested();
+        if (world_sum(&R->comm, sig ? 1.0 : 0.0) > 0 && !last) {
+            if (c->out_dir[0] && !saved && h->save(h->self) != 0) die("checkpoint on stop at step %lld failed: free disk space or fix -o", (long long)R->step);
+            if (R->log.f) { fprintf(R->log.f, "{\"type\":\"event\",\"event\":\"stop\",\"step\":%lld,\"signal\":%d}\n", (long long)R->step, sig); fflush(R->log.f); }
+            if (R->comm.rank == 0) {
+                if (c->out_dir[0]) fprintf(stderr, "stopped by a signal after step %lld: checkpoint saved in %s; continue with -resume (exit %d)\n", (long long)R->step, c->out_dir, RUN_EXIT_STOPPED);
+                else fprintf(stderr, "stopped by a signal after step %lld: no -o, nothing saved (exit %d)\n", (long long)R->step, RUN_EXIT_STOPPED);
+                fflush(stderr);
+            }
+            return RUN_EXIT_STOPPED;
         }
     }
     return 0;

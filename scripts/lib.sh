@@ -20,6 +20,11 @@
 #   STOP_RC          trainer exit status meaning "stopped on purpose, do not restart"
 #                    (default 3: the spike guard's K consecutive skips)
 #   RESTART_WAIT     seconds between attempts (default 60)
+# Trainer exit statuses (llmc/stop.h): 0 finished; 1 error; 3 spike guard (not restarted);
+# 4 stopped by SIGTERM/SIGINT/SIGUSR1 after saving a checkpoint: continued at once with
+# -resume, or, when this script got the signal too (a preemption or the time limit), it
+# returns 4 so the job can be requeued (it resumes from that checkpoint); 5 the step
+# watchdog ended a stuck job: restarted like a crash.
 
 llmc_has_checkpoint() {
   # a complete checkpoint is a ckpt_* directory holding DONE (written last, atomically)
@@ -65,6 +70,10 @@ llmc_launch() {
 
   local attempt=0 rc=0 before after stalled=0
   local max_restarts="${MAX_RESTARTS:-20}" stop_rc="${STOP_RC:-3}" wait_s="${RESTART_WAIT:-60}"
+  # a signal to this script (Slurm signals the batch shell too) reaches the trainer as well;
+  # the trainer finishes its step and saves; we only remember it, to not start another attempt
+  LLMC_SIGNALLED=0
+  trap 'LLMC_SIGNALLED=1' TERM INT USR1
   while :; do
     resume=()
     if llmc_has_checkpoint "$OUT_DIR"; then resume=(-resume); fi
@@ -73,10 +82,22 @@ llmc_launch() {
     printf '%q ' ${LAUNCH[@]+"${LAUNCH[@]}"} "$TRAINER" "${FLAGS[@]}" ${resume[@]+"${resume[@]}"}; printf '\n'
     rc=0
     ${LAUNCH[@]+"${LAUNCH[@]}"} "$TRAINER" "${FLAGS[@]}" ${resume[@]+"${resume[@]}"} || rc=$?
-    if [ "$rc" -eq 0 ]; then echo "[$(date '+%F %T')] finished"; return 0; fi
+    if [ "$rc" -eq 0 ]; then echo "[$(date '+%F %T')] finished"; trap - TERM INT USR1; return 0; fi
+    if [ "$rc" -eq 4 ]; then # stopped by a signal, with a checkpoint
+      if [ "$LLMC_SIGNALLED" = "1" ]; then
+        echo "[$(date '+%F %T')] stopped by a signal with a checkpoint (exit 4): requeue the job or rerun this script to resume" >&2
+        trap - TERM INT USR1
+        return 4
+      fi
+      echo "[$(date '+%F %T')] the trainer was signalled and saved a checkpoint (exit 4): resuming at once" >&2
+      attempt=$((attempt + 1)); stalled=0
+      if [ "$attempt" -gt "$max_restarts" ]; then echo "[$(date '+%F %T')] giving up after $attempt attempts" >&2; trap - TERM INT USR1; return 4; fi
+      continue
+    fi
     if [ "$rc" -eq "$stop_rc" ]; then
       echo "[$(date '+%F %T')] the trainer stopped on purpose (exit $rc, e.g. the spike guard): not restarting;" \
            "see the log, then resume by hand from the last checkpoint" >&2
+      trap - TERM INT USR1
       return "$rc"
     fi
     after=$(llmc_latest_checkpoint "$OUT_DIR")
@@ -85,6 +106,7 @@ llmc_launch() {
     attempt=$((attempt + 1))
     if [ "$attempt" -gt "$max_restarts" ] || [ "$stalled" -ge 3 ]; then
       echo "[$(date '+%F %T')] giving up after $attempt attempts (exit $rc; $stalled in a row without a new checkpoint)" >&2
+      trap - TERM INT USR1
       return "$rc"
     fi
     echo "[$(date '+%F %T')] exit $rc: restarting in $wait_s s from the latest complete checkpoint" >&2

@@ -85,7 +85,7 @@ cmd=(
   # evaluation, sampling, output
   -val-every "$VAL_EVERY" -val-samples "$VAL_SAMPLES"
   -sample-every "$SAMPLE_EVERY" -sample-len "$SAMPLE_LEN"
-  -o "$OUT" -ckpt-every "$CKPT_EVERY"
+  -o "$OUT" -ckpt-every "$CKPT_EVERY" -overwrite 1   # a demo: a rerun starts over in $OUT
 )
 
 if [ "${DRY_RUN:-0}" = "1" ]; then

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# family_outdir.sh: a run owns its -o directory. A second run (fresh or -resume) into a
+# directory in use is refused, the lock dies with its holder (kill -9); a fresh run never
+# overwrites another run's checkpoints (unless -overwrite 1); two runs started together
+# leave one clean log; after a resume no step is logged twice; -keep N; -resume refuses
+# a changed data order (seed, shuffle, shards) unless -allow-data-change 1 and logs
+# recipe changes.
+source "$(dirname "$0")/ckpt_common.sh"
+need
+E1=$SCRATCH/e1; E2=$SCRATCH/e2
+# 1. the lock
+D=$SCRATCH/lock
+eval "$BIN $TINY -steps 400 -ckpt-every 2 -o $D" > "$SCRATCH/a.out" 2> "$SCRATCH/a.err" & bg=$!
+wait_for "$D/ckpt_*/DONE" 30
+run_tg "$E1" "$E2" "$TINY -steps 5 -o $D -overwrite 1"
+check "lock: a fresh run (even -overwrite 1) into a directory in use is refused" one_line_error "$E2" "$RC" "is in use by another run"
+run_tg "$E1" "$E2" "$TINY -steps 5 -o $D -resume"
+check "lock: a -resume into a directory in use is refused" one_line_error "$E2" "$RC" "is in use by another run"
+for p in $(rank_pids "$D"); do kill -9 "$p"; done; wait "$bg" 2>/dev/null
+run_tg "$E1" "$E2" "$TINY -steps 6 -o $D -resume"
+check "lock: released when its holder is killed (-9): -resume proceeds" [ "$RC" -eq 0 ]
+# 2. reuse
+D=$SCRATCH/reuse
+run_tg "$E1" "$E2" "$TINY -steps 6 -ckpt-every 2 -o $D"
+run_tg "$E1" "$E2" "$TINY -steps 2 -o $D"
+check "reuse: a fresh run into a directory with checkpoints is refused" one_line_error "$E2" "$RC" "holds 3 checkpoint(s) of an earlier run"
+check "reuse: ... and the earlier run's checkpoints and log are untouched" bash -c "[ -f '$D/ckpt_00000006/DONE' ] && [ \$(grep -c '\"type\":\"train\"' '$D/log.jsonl') -eq 6 ]"
+run_tg "$E1" "$E2" "$TINY -steps 2 -ckpt-every 1 -o $D -overwrite 1"
+check "reuse: -overwrite 1 starts over: the old checkpoints are gone, the log is the new run's" \
+  bash -c "[ $RC -eq 0 ] && [ ! -e '$D/ckpt_00000006' ] && [ -f '$D/ckpt_00000002/DONE' ] && [ \$(grep -c '\"type\":\"train\"' '$D/log.jsonl') -eq 2 ]"
+echo x > "$SCRATCH/afile"
+run_tg "$E1" "$E2" "$TINY -steps 2 -o $SCRATCH/afile"
+check "reuse: -o naming a regular file is one error line" one_line_error "$E2" "$RC" "cannot create -o directory"
+# 3. concurrent fresh runs into one directory
+D=$SCRATCH/conc
+eval "timeout 120 $BIN $TINY -steps 6 -ckpt-every 3 -o $D" > "$SCRATCH/c1.out" 2> "$SCRATCH/c1.err" & b1=$!
+eval "timeout 120 $BIN $TINY -steps 6 -ckpt-every 3 -o $D" > "$SCRATCH/c2.out" 2> "$SCRATCH/c2.err" & b2=$!
+r1=0; wait "$b1" || r1=$?; r2=0; wait "$b2" || r2=$?
+ok=0
+{ [ "$r1" -eq 0 ] && one_line_error "$SCRATCH/c2.err" "$r2"; } && ok=1
+{ [ "$r2" -eq 0 ] && one_line_error "$SCRATCH/c1.err" "$r1"; } && ok=1
+check "concurrent: two runs started together on one -o: one trains, the other is refused (rc $r1, $r2)" [ "$ok" -eq 1 ]
+check "concurrent: the log is one run's: 6 valid JSON lines, steps 1-6 once" \
+  bash -c "$PY -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; s=[x[\"step\"] for x in r if x[\"type\"]==\"train\"]; sys.exit(s!=list(range(1,7)))' '$D/log.jsonl'"
+# 4. no step twice in the log after a resume from an older checkpoint
+D=$SCRATCH/log
+run_tg "$E1" "$E2" "$TINY -steps 9 -ckpt-every 4 -o $D"
+rm -rf "$D/ckpt_00000008" "$D/ckpt_00000009"   # as if the run died after step 9 but before those saves
+run_tg "$E1" "$E2" "$TINY -steps 9 -ckpt-every 4 -o $D -resume"
+check "log: resumed from step 4, the log holds steps 1-9 once and a resume event" \
+  bash -c "[ $RC -eq 0 ] && [ \"\$(grep '\"type\":\"train\"' '$D/log.jsonl' | sed -E 's/.*\"step\":([0-9]+),.*/\1/' | tr '\n' ' ')\" = '1 2 3 4 5 6 7 8 9 ' ] && grep -q '\"event\":\"resume\",\"step\":4' '$D/log.jsonl'"
+# 5. -keep
+D=$SCRATCH/keep
+run_tg "$E1" "$E2" "$TINY -steps 10 -ckpt-every 2 -keep 2 -o $D"
+check "-keep 2: only the newest two checkpoints remain (8 and 10)" \
+  bash -c "[ $RC -eq 0 ] && [ \"\$(cd '$D' && ls -d ckpt_* | tr '\n' ' ')\" = 'ckpt_00000008 ckpt_00000010 ' ]"
+run_tg "$E1" "$E2" "$TINY -steps 4 -keep -1 -o $SCRATCH/keepbad"
+check "-keep -1 is one error line" one_line_error "$E2" "$RC" "-keep"
+# 6. the run's identity on resume
+D=$SCRATCH/id
+run_tg "$E1" "$E2" "$TINY -steps 2 -ckpt-every 2 -o $D"
+cp -r "$D" "$SCRATCH/id_base"
+again() { rm -rf "$D"; cp -r "$SCRATCH/id_base" "$D"; run_tg "$E1" "$E2" "$TINY -steps 3 -o $D -resume $1"; }
+again "-seed 7"
+check "identity: -resume -seed 7 is refused" one_line_error "$E2" "$RC" "-seed 1337 -> 7"
+again "-shuffle 0"
+check "identity: -resume -shuffle 0 is refused" one_line_error "$E2" "$RC" "-shuffle 1 -> 0"
+mkdir -p "$SCRATCH/shards"; cp "$KJV" "$SCRATCH/shards/other_000.bin"
+again "-i $SCRATCH/shards/other_000.bin"
+check "identity: -resume with other shards (-i) is refused" one_line_error "$E2" "$RC" "training shards"
+mkdir -p "$SCRATCH/moved"; cp "$KJV" "$SCRATCH/moved/"
+again "-i $SCRATCH/moved/$(basename "$KJV")"
+check "identity: the same shards moved elsewhere resume" [ "$RC" -eq 0 ]
+again "-seed 7 -allow-data-change 1"
+check "identity: -allow-data-change 1 accepts the change with a warning and an event" \
+  bash -c "[ $RC -eq 0 ] && grep -q 'warning: -allow-data-change 1' '$E1' && grep -q '\"event\":\"data_change\"' '$D/log.jsonl'"
+again "-beta2 0.9 -lr 5e-4"
+check "identity: recipe changes (beta2, lr) are allowed and logged as changes" \
+  bash -c "[ $RC -eq 0 ] && grep -q 'beta2 changed from 0.95 to 0.9' '$E1' && grep -q '\"what\":\"beta2\",\"old\":0.95' '$D/log.jsonl' && grep -q '\"what\":\"lr\"' '$D/log.jsonl'"
+summary

@@ -1,0 +1,134 @@
+/*
+ * outdir.h: a run's ownership of its -o directory. A run holds an exclusive flock on
+ * DIR/lock for its whole life (the kernel releases it when the process dies, even by
+ * kill -9), so two runs can never write one directory; it clears what a crashed save
+ * left (ckpt_*.tmp, ckpt_*.old); after a resume it cuts the JSONL log back to the
+ * checkpoint's step, so no step appears twice. Also the identity of the training data
+ * (a hash of the sorted shard names and sizes) that a resume compares with the checkpoint.
+ */
+#ifndef LLMC_OUTDIR_H
+#define LLMC_OUTDIR_H
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "checkpoint.h"
+#include "utils.h"
+
+// Takes the lock on dir (created if missing). Returns the lock's file descriptor (keep it
+// open for the run's life), or -1 with a message in err.
+static int outdir_lock(const char* dir, char* err, size_t n) {
+    struct stat st;
+    if (mkdir_p(dir) != 0) { snprintf(err, n, "cannot create -o directory %s: %s", dir, strerror(errno)); return -1; }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { snprintf(err, n, "cannot create -o directory %s: a file of that name exists", dir); return -1; }
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) { snprintf(err, n, "cannot create the lock file %s: %s", path, strerror(errno)); return -1; }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "?";
+        ssize_t k = pread(fd, pid, sizeof(pid) - 1, 0);
+        if (k > 0) { pid[k] = '\0'; pid[strcspn(pid, "\n")] = '\0'; }
+        snprintf(err, n, "-o %s is in use by another run (pid %s holds %s): wait for it to end or use another -o", dir, pid, path);
+        close(fd);
+        return -1;
+    }
+    char b[32];
+    int len = snprintf(b, sizeof(b), "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, b, len, 0) != len) { /* the pid is only informative */ }
+    return fd;
+}
+
+// Removes ckpt_*.tmp and ckpt_*.old directories (a save that died before its rename).
+// Returns how many were removed.
+static int outdir_clean_partial(const char* dir) {
+    DIR* d = opendir(dir);
+    if (d == NULL) return 0;
+    int n = 0;
+    struct dirent* e;
+    char names[64][300];
+    int k = 0;
+    while ((e = readdir(d)) != NULL && k < 64) {
+        size_t L = strlen(e->d_name);
+        if (strncmp(e->d_name, "ckpt_", 5) == 0 && L > 4 && L < 300 &&
+            (strcmp(e->d_name + L - 4, ".tmp") == 0 || strcmp(e->d_name + L - 4, ".old") == 0))
+            snprintf(names[k++], 300, "%s", e->d_name);
+    }
+    closedir(d);
+    for (int i = 0; i < k; i++) {
+        char p[1400];
+        snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+        if (ckpt_remove_dir(p) == 0) { printf("removed the partial checkpoint %s (a save that did not complete)\n", p); n++; }
+        else fprintf(stderr, "warning: cannot remove the partial checkpoint %s\n", p);
+    }
+    return n;
+}
+
+// Removes every complete checkpoint under dir (-overwrite 1). Returns how many.
+static int outdir_remove_checkpoints(const char* dir) {
+    int n = ckpt_list_complete(dir, NULL, 0);
+    if (n == 0) return 0;
+    int64_t* steps = (int64_t*)malloc_check(sizeof(int64_t) * n);
+    n = ckpt_list_complete(dir, steps, n);
+    for (int i = 0; i < n; i++) {
+        char d[1100];
+        ckpt_dir_name(d, sizeof(d), dir, steps[i]);
+        if (ckpt_remove_dir(d) != 0) die("-overwrite: cannot remove %s: %s", d, strerror(errno));
+    }
+    free(steps);
+    return n;
+}
+
+// Cuts a JSONL log back to the records of steps <= step (records without a step stay).
+// Returns 0, or -1 if the log exists but cannot be rewritten. A missing log is fine.
+static int log_truncate_to_step(const char* path, int64_t step) {
+    FILE* in = fopen(path, "rb");
+    if (in == NULL) return 0;
+    char tmp[1100];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE* out = fopen(tmp, "wb");
+    if (out == NULL) { fclose(in); return -1; }
+    char* line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int ok = 1;
+    while ((len = getline(&line, &cap, in)) > 0) {
+        const char* s = strstr(line, "\"step\":");
+        if (line[len - 1] != '\n') continue; // a torn last line (killed mid-write): drop it
+        if (s != NULL && strtoll(s + 7, NULL, 10) > step) continue;
+        if (fwrite(line, 1, (size_t)len, out) != (size_t)len) ok = 0;
+    }
+    free(line);
+    fclose(in);
+    if (fclose(out) != 0) ok = 0;
+    if (!ok || rename(tmp, path) != 0) { unlink(tmp); return -1; }
+    return 0;
+}
+
+// The training data's identity: FNV-1a 64 over the sorted shard base names and sizes (so
+// moving the shards elsewhere keeps it; adding, removing or changing one does not).
+static uint64_t data_identity(const char* pattern) {
+    uint64_t h = FNV1A64_INIT;
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0) return h;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        const char* base = strrchr(g.gl_pathv[i], '/');
+        base = base ? base + 1 : g.gl_pathv[i];
+        struct stat st;
+        int64_t size = stat(g.gl_pathv[i], &st) == 0 ? (int64_t)st.st_size : -1;
+        h = fnv1a64(h, base, strlen(base) + 1);
+        h = fnv1a64(h, &size, sizeof(size));
+    }
+    globfree(&g);
+    return h;
+}
+
+#endif // LLMC_OUTDIR_H
