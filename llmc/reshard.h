@@ -9,11 +9,11 @@
 #ifndef LLMC_RESHARD_H
 #define LLMC_RESHARD_H
 
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "checkpoint.h"
+#include "dirlist.h"
 #include "params.h"
 #include "utils.h"
 
@@ -34,19 +34,15 @@ static void ckpt_set_close(CkptSet* s) {
 // checksums. Returns 0, or -1 with a message in err.
 static int ckpt_set_open(CkptSet* s, const char* dir, char* err, size_t errn) {
     memset(s, 0, sizeof(*s));
-    char pat[1100];
-    snprintf(pat, sizeof(pat), "%s/rank_*.bin", dir);
-    glob_t g;
-    if (glob(pat, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
+    // never glob(): the directory is a user path (-o, -init-from) that may hold [ or *
+    int nf = dir_list_files(dir, "rank_", ".bin", &s->paths);
+    if (nf <= 0) {
         snprintf(err, errn, "no checkpoint files in %s", dir);
         return -1;
     }
-    s->nfiles = (int)g.gl_pathc;
-    s->paths = (char**)calloc_check(s->nfiles, sizeof(char*));
+    s->nfiles = nf;
     s->hdr = (CkptHeader*)calloc_check(s->nfiles, sizeof(CkptHeader));
     s->pl = (ParamLayout*)calloc_check(s->nfiles, sizeof(ParamLayout));
-    for (int i = 0; i < s->nfiles; i++) s->paths[i] = strdup(g.gl_pathv[i]);
-    globfree(&g);
     for (int i = 0; i < s->nfiles; i++) {
         CkptHeader* h = &s->hdr[i];
         if (ckpt_read_header(s->paths[i], h, err, errn) != 0) return -1;

@@ -3,7 +3,9 @@
  * model, the recipe and the layout for the whole ramp, answer -h, -check [-world N] and
  * -plan, and bring up MPI and the layout's groups. A bad configuration is detected
  * identically by every rank; rank 0 prints the one-line error and every rank exits 1, so
- * nothing hangs.
+ * nothing hangs. The named input files are checked here too (before any work): the
+ * tokenizer loads and covers V, -init-from is a complete checkpoint, -log is not a FIFO,
+ * and -check validates the shards of -i/-j when they are given.
  */
 #ifndef LLMC_STARTUP_H
 #define LLMC_STARTUP_H
@@ -12,7 +14,42 @@
 #include <stdlib.h>
 #include "comm.h"
 #include "config.h"
+#include "dataloader.h"
 #include "planner.h"
+#include "tokenizer.h"
+
+// The files the flags name, checked the same way on every rank. 0, or 1 (err filled).
+static int startup_check_inputs(const Config* c, int argc, char** argv, char* err) {
+    char e[1400];
+    struct stat st;
+    if (c->tokenizer[0] != '\0') {
+        Tokenizer t;
+        if (tokenizer_load(&t, c->tokenizer, e, sizeof(e)) != 0) { snprintf(err, CFG_ERR_LEN, "%s", e); return 1; }
+        uint32_t vocab = t.vocab_size;
+        tokenizer_free(&t);
+        if ((int64_t)vocab < c->V) {
+            snprintf(err, CFG_ERR_LEN, "tokenizer %s has %u tokens, fewer than the vocabulary V=%d: pass the right -V or -tokenizer", c->tokenizer, vocab, c->V);
+            return 1;
+        }
+    }
+    if (c->init_from[0] != '\0') {
+        char done[CFG_PATH_LEN + 16];
+        snprintf(done, sizeof(done), "%s/DONE", c->init_from);
+        if (stat(c->init_from, &st) != 0 || !S_ISDIR(st.st_mode)) { snprintf(err, CFG_ERR_LEN, "-init-from %s is not a checkpoint directory", c->init_from); return 1; }
+        if (stat(done, &st) != 0) { snprintf(err, CFG_ERR_LEN, "-init-from %s has no DONE marker: not a complete checkpoint", c->init_from); return 1; }
+    }
+    // the log itself is opened (non-blocking) later; refusing a FIFO here fails before any work
+    if (c->log_path[0] != '\0' && stat(c->log_path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
+        snprintf(err, CFG_ERR_LEN, "log file %s is %s, not a regular file", c->log_path, safeio_kind(st.st_mode));
+        return 1;
+    }
+    // a real run validates its shards when it opens them; -check does it for shards it is given
+    if (c->check) {
+        if (plan_argv_has(argc, argv, "-i") && dataset_validate_glob(c->train_glob, c->V, e, sizeof(e)) != 0) { snprintf(err, CFG_ERR_LEN, "%s", e); return 1; }
+        if (plan_argv_has(argc, argv, "-j") && c->val_glob[0] != '\0' && dataset_validate_glob(c->val_glob, c->V, e, sizeof(e)) != 0) { snprintf(err, CFG_ERR_LEN, "%s", e); return 1; }
+    }
+    return 0;
+}
 
 static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
     comm_init_single(comm);
@@ -56,6 +93,7 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
         else world = cfg->world;
     }
     if (!bad) bad = config_validate_layout(cfg, world, err) != 0;
+    if (!bad && !cfg->help) bad = startup_check_inputs(cfg, argc, argv, err) != 0;
     if (bad) {
         if (comm->rank == 0) fprintf(stderr, "error: %s\n", err);
 #ifdef USE_MPI
