@@ -18,6 +18,13 @@
 #include "planner.h"
 #include "tokenizer.h"
 
+// -plan, -check and -h answer on stdout: a failed write (stdout on a full disk) is an error
+static int startup_stdout_failed(void) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    fprintf(stderr, "error: writing standard output failed: %s\n", strerror(errno ? errno : EIO));
+    return 1;
+}
+
 // The files the flags name, checked the same way on every rank. 0, or 1 (err filled).
 static int startup_check_inputs(const Config* c, int argc, char** argv, char* err) {
     char e[1400];
@@ -80,7 +87,14 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
             plan.recompute = plan_argv_has(argc, argv, "-recompute") ? cfg->recompute : -1;
             plan.zero = plan_argv_has(argc, argv, "-zero") ? cfg->zero : -1;
             if (cfg->peak_tflops > 0) plan.o_peak = cfg->peak_tflops;
-            rc = plan_run(&plan, stdout);
+            struct stat st; // fopen would block on a FIFO
+            if (plan.csv_path != NULL && stat(plan.csv_path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
+                fprintf(stderr, "error: -plan-csv %s is %s, not a regular file\n", plan.csv_path, safeio_kind(st.st_mode));
+                rc = 2;
+            } else {
+                rc = plan_run(&plan, stdout);
+            }
+            if (startup_stdout_failed()) rc = 1;
         }
 #ifdef USE_MPI
         if (comm->mpi) MPI_Finalize();
@@ -106,6 +120,12 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
         if (comm->rank == 0) {
             if (cfg->help) config_print_help(stdout);
             else printf("check: flags, model and layout are valid (tp=%d pp=%d dp=%d, world %d)\n", cfg->tp, cfg->pp, cfg->dp, world);
+            if (startup_stdout_failed()) {
+#ifdef USE_MPI
+                if (comm->mpi) MPI_Finalize();
+#endif
+                exit(1);
+            }
         }
 #ifdef USE_MPI
         if (comm->mpi) MPI_Finalize();
