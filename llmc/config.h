@@ -125,8 +125,9 @@ static int round_up(int x, int m) {
 // parsing
 
 static int parse_i64(const char* s, int64_t* out) {
-    // accepts integers and scientific notation for round numbers (12e9, 1.5e6)
-    if (s == NULL || *s == '\0') return 0;
+    // accepts integers and scientific notation for round numbers (12e9, 1.5e6); strtod
+    // would skip leading blanks, refused so that a value is exactly what was typed
+    if (s == NULL || *s == '\0' || isspace((unsigned char)*s)) return 0;
     char* end;
     double d = strtod(s, &end);
     if (*end != '\0' || !isfinite(d) || d != floor(d) || fabs(d) > 9.0e18) return 0;
@@ -140,7 +141,7 @@ static int parse_int(const char* s, int* out) {
     return 1;
 }
 static int parse_f64(const char* s, double* out) {
-    if (s == NULL || *s == '\0') return 0;
+    if (s == NULL || *s == '\0' || isspace((unsigned char)*s)) return 0;
     char* end;
     double d = strtod(s, &end);
     if (*end != '\0' || !isfinite(d)) return 0;
