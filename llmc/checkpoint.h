@@ -155,6 +155,11 @@ static int ckpt_read_header(const char* path, CkptHeader* hdr, char* err, size_t
         snprintf(err, errn, "checkpoint %s has format version %lld; this build reads version %d", path, (long long)hdr->h[CK_VERSION], CKPT_VERSION);
         return -1;
     }
+    // sizes are range-checked before any arithmetic (a forged header overflowed here)
+    if (hdr->h[CK_N_PARAMS] < 0 || hdr->h[CK_N_PARAMS] > (1LL << 40) || hdr->h[CK_N_OPT] < 0 || hdr->h[CK_N_OPT] > (1LL << 40)) {
+        snprintf(err, errn, "checkpoint file %s is corrupt (payload sizes %lld, %lld out of range)", path, (long long)hdr->h[CK_N_PARAMS], (long long)hdr->h[CK_N_OPT]);
+        return -1;
+    }
     long want = (long)(sizeof(hdr->h) + 4 * (hdr->h[CK_N_PARAMS] + 2 * hdr->h[CK_N_OPT]));
     if (size != want) { snprintf(err, errn, "checkpoint file %s is truncated or corrupt (%ld bytes, header implies %ld)", path, size, want); return -1; }
     return 0;

@@ -30,6 +30,22 @@ static void ckpt_set_close(CkptSet* s) {
     memset(s, 0, sizeof(*s));
 }
 
+// The header fields a layout is built from, range- and consistency-checked before use
+// (a forged TP/PP of 0 divided by zero, a TP rank >= TP indexed past a buffer; found by
+// dev/fuzz/fuzz_ckpt.c). 0, or -1 with a message in err.
+static int ckpt_header_layout_ok(const CkptHeader* hd, const char* path, char* err, size_t errn) {
+    const int64_t* h = hd->h;
+    int ok = h[CK_L] >= 1 && h[CK_L] <= 4096 && h[CK_H] >= 1 && h[CK_H] <= 131072 && h[CK_HEADS] >= 1 && h[CK_HEADS] <= h[CK_H] &&
+             h[CK_H] % h[CK_HEADS] == 0 && h[CK_SEQ] >= 1 && h[CK_SEQ] <= 1048576 && h[CK_V] >= 1 && h[CK_V] <= 65536 &&
+             h[CK_VP] >= h[CK_V] && h[CK_VP] <= 131072 &&
+             h[CK_TP] >= 1 && h[CK_TP] <= 65536 && h[CK_PP] >= 1 && h[CK_PP] <= 65536 && h[CK_DP] >= 1 && h[CK_DP] <= 16777216 &&
+             h[CK_HEADS] % h[CK_TP] == 0 && h[CK_VP] % h[CK_TP] == 0 && h[CK_L] % h[CK_PP] == 0 &&
+             h[CK_TP_RANK] >= 0 && h[CK_TP_RANK] < h[CK_TP] && h[CK_PP_RANK] >= 0 && h[CK_PP_RANK] < h[CK_PP] &&
+             h[CK_DP_RANK] >= 0 && h[CK_DP_RANK] < h[CK_DP];
+    if (!ok) { snprintf(err, errn, "checkpoint file %s is corrupt (model or layout fields out of range)", path); return -1; }
+    return 0;
+}
+
 // Opens every rank file of a checkpoint directory, checks headers, completeness and
 // checksums. Returns 0, or -1 with a message in err.
 static int ckpt_set_open(CkptSet* s, const char* dir, char* err, size_t errn) {
@@ -54,6 +70,7 @@ static int ckpt_set_open(CkptSet* s, const char* dir, char* err, size_t errn) {
             snprintf(err, errn, "checkpoint %s mixes files of different steps", dir);
             return -1;
         }
+        if (ckpt_header_layout_ok(h, s->paths[i], err, errn) != 0) return -1;
         param_layout_init(&s->pl[i], (int)h->h[CK_L], (int)h->h[CK_H], (int)h->h[CK_HEADS], (int)h->h[CK_SEQ], (int)h->h[CK_V],
                           (int)h->h[CK_VP], (int)h->h[CK_TP_RANK], (int)h->h[CK_TP], (int)h->h[CK_PP_RANK], (int)h->h[CK_PP]);
         // verify the checksum by streaming the payload
