@@ -8,11 +8,18 @@
 
 static char fuzz_dir[64];
 
+static void fuzz_cleanup(void) {
+    char path[128];
+    for (int i = 0; i < 4; i++) { ckpt_rank_path(path, sizeof(path), fuzz_dir, i); unlink(path); }
+    rmdir(fuzz_dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size < 1 || size > (1 << 20)) return 0;
     if (fuzz_dir[0] == '\0') {
         snprintf(fuzz_dir, sizeof(fuzz_dir), "/tmp/fuzz_ckpt.XXXXXX");
         if (mkdtemp(fuzz_dir) == NULL) abort();
+        atexit(fuzz_cleanup);
     }
     int nfiles = 1 + (data[0] & 3), fix = (data[0] >> 2) & 1;
     data++; size--;
