@@ -84,7 +84,7 @@ static int64_t shard_validate(const char* path, int V, char* err, size_t errn) {
     if (fstat(fileno(f), &st) != 0) { snprintf(err, errn, "cannot stat data shard %s", path); fclose(f); return -1; }
     int64_t n = shard_parse_header(h, got < sizeof(h) ? (int64_t)got : (int64_t)st.st_size, path, err, errn);
     if (n < 0) { fclose(f); return -1; }
-    enum { CHUNK = 1 << 20 };
+    const int64_t CHUNK = 1 << 20; // tokens per read
     uint16_t* buf = (uint16_t*)malloc_check(sizeof(uint16_t) * CHUNK);
     for (int64_t done = 0; done < n;) {
         int64_t take = n - done < CHUNK ? n - done : CHUNK;
