@@ -14,7 +14,7 @@
  *
  * Every shard is validated when it is opened (and by -check when -i/-j are given): a
  * regular file (a FIFO would block), header magic/version/count consistent with the file
- * size, and every token id < V (one vectorisable max-scan of the uint16s, ~1 GB/s), so a
+ * size, and every token id < V (one vectorisable max-scan of the uint16s, ~2 GB/s), so a
  * poison token deep in a shard stops the run before step 1, naming shard and offset,
  * instead of killing it (and every resume) when that sample comes up.
  */
