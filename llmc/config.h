@@ -233,7 +233,8 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         F64_FLAG("-minlr-frac", c->minlr_frac) F64_FLAG("-beta1", c->beta1) F64_FLAG("-beta2", c->beta2)
         F64_FLAG("-eps", c->eps) F64_FLAG("-wd", c->wd) F64_FLAG("-clip", c->clip)
         I64_FLAG("-tokens", c->total_tokens)
-        if (strcmp(f, "-steps") == 0) { NEED(1); if (!parse_i64(v, &c->max_steps) || c->max_steps < 1) BAD(); i++; continue; }
+        // -steps -1: no step limit (the default, what the recipe scripts pass); 0 or below -1 is an error
+        if (strcmp(f, "-steps") == 0) { NEED(1); if (!parse_i64(v, &c->max_steps) || (c->max_steps < 1 && c->max_steps != -1)) BAD(); i++; continue; }
         PATH_FLAG("-i", c->train_glob)
         if (strcmp(f, "-j") == 0 && v != NULL && v[0] == '\0') { c->val_glob[0] = '\0'; i++; continue; } // -j '': no validation data
         PATH_FLAG("-j", c->val_glob)

@@ -10,7 +10,7 @@ File format (all little-endian):
 
 Only decoding lives here: encoding text is done offline in Python
 (dev/data/prepare_kjv.py), the trainer only ever needs ids -> bytes.
-Header-only, C11, and valid C++ so it also compiles inside a .cu via nvcc.
+Header-only, C11 with POSIX.1-2008 (open/fstat/fdopen, via safeio.h), and valid C++ so it also compiles inside a .cu via nvcc.
 No global state and no exit(): loading returns an error code and a
 one-line message, so the caller decides whether a missing tokenizer is fatal
 (sampling can still print raw ids without one).

@@ -121,7 +121,7 @@ done <<'TABLE'
 -tokens 0
 -tokens -1
 -steps 0
--steps -1
+-steps -2
 -steps -5
 -skip-spikes -1
 -spike-window 1
