@@ -22,7 +22,7 @@ else
   MPI_FLAGS =
 endif
 
-.PHONY: all test quickstart data fixtures clean bench attack-ckpt
+.PHONY: all test quickstart data fixtures clean bench attack fuzz asan
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
 include dev/cuemu/cuemu.mk
@@ -59,13 +59,32 @@ test_planner: test_planner.c llmc/planner.h dev/test_common.h
 test_instruments: test_instruments.c llmc/noise.h llmc/spike.h
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror $< -lm -o $@
 
-# the checkpoint / run-lifecycle attack families (doc/run_lifecycle.md); temporary target
-# until the suite runner dev/attack/run.sh (which runs every family) is merged
-attack-ckpt: train_gpt data
-	@rc=0; for f in ckpt kill signals outdir disk hang; do echo "== family_$$f"; bash dev/attack/family_$$f.sh || rc=1; done; exit $$rc
+# the reliability suite (doc/reliability.md): the attack families against the trainer,
+# bounded libFuzzer runs of every file and flag parser, the test build under ASan+UBSan
+FUZZ_TARGETS = shard tokenizer flags ckpt
+FUZZ_SECONDS ?= 15
+FUZZ_BINS = $(addprefix dev/fuzz/bin/fuzz_,$(FUZZ_TARGETS))
+SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+dev/fuzz/bin/fuzz_%: dev/fuzz/fuzz_%.c $(HEADERS)
+	@mkdir -p dev/fuzz/bin
+	clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< -lm -o $@
+
+# single process, no MPI, no OpenMP (its runtime is not instrumented)
+test_gpt_asan: test_gpt.c train_gpt.c $(HEADERS) dev/test_common.h
+	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas $< -lm -o $@
+
+attack: train_gpt data
+	bash dev/attack/run.sh
+
+fuzz: $(FUZZ_BINS)
+	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+asan: test_gpt_asan fixtures
+	./test_gpt_asan fixtures --quick
 
 # every test CI runs; each program ends with "N passed, M failed" and fails the target
-test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures data $(if $(MPICC),test_comm)
+test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures data $(if $(MPICC),test_comm) test_gpt_asan $(FUZZ_BINS)
 	./test_planner
 ifneq ($(MPICC),)
 	LLMC_MPI_CHUNK=7 mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) -np 4 ./test_comm
@@ -80,6 +99,9 @@ endif
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
 	$(MAKE) --no-print-directory cuda-build cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test cuda-costmodel
+	./test_gpt_asan fixtures --quick
+	bash dev/attack/run.sh
+	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 quickstart:
 	bash dev/install.sh
@@ -87,5 +109,6 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean: cuda-clean cuemu-clean
-	rm -f train_gpt train_gpt_nompi test_gpt test_comm test_planner test_instruments fixtures.log
+	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_comm test_planner test_instruments fixtures.log
+	rm -rf dev/fuzz/bin
 	rm -rf fixtures

@@ -4,7 +4,9 @@
  * flags; the command-line parser (unknown flags and bad values are errors), the
  * constraint checks of SPEC section 3, and the start-up table rank 0 prints.
  * Parsing and validation never exit: they return a message so that, under MPI, every
- * rank can fail the same way while only rank 0 prints.
+ * rank can fail the same way while only rank 0 prints. Size arithmetic is done in 64
+ * bits against the explicit limits below, so no flag value can overflow an int later
+ * (doc/reliability.md lists them).
  */
 #ifndef LLMC_CONFIG_H
 #define LLMC_CONFIG_H
@@ -17,7 +19,22 @@
 #include <string.h>
 
 #define CFG_ERR_LEN 512
-#define CFG_PATH_LEN 512
+#define CFG_PATH_LEN 512   // paths longer than CFG_PATH_LEN-1 are refused, never truncated
+
+// explicit limits (far above any real run; they keep every product below in range)
+#define CFG_MAX_L 4096
+#define CFG_MAX_H 131072
+#define CFG_MAX_SEQ 1048576
+#define CFG_MAX_MB 1048576
+#define CFG_MAX_VPAD 65536
+#define CFG_MAX_TP 65536
+#define CFG_MAX_PP 65536
+#define CFG_MAX_RANKS 16777216LL          // tp*pp*dp
+#define CFG_MAX_GB 16777216LL             // sequences per step
+#define CFG_MAX_TENSOR 2147483647LL       // elements of one micro-batch activation (mb*seq*max(4H,Vp))
+#define CFG_MAX_PARAMS 8796093022208LL    // 2^43 parameters
+#define CFG_MAX_THREADS 1024
+#define CFG_MAX_SPIKE_WINDOW 1048576
 
 typedef struct { const char* name; int L, H, heads, seq; } ModelPreset;
 
@@ -110,14 +127,19 @@ static void config_defaults(Config* c) {
     c->keep = 0; c->timeout = -1; c->overwrite = 0; c->allow_data_change = 0;
 }
 
-static int round_up(int x, int m) { return ((x + m - 1) / m) * m; }
+// in 64 bits; a result beyond int range is clamped (validation then refuses it)
+static int round_up(int x, int m) {
+    int64_t r = (((int64_t)x + m - 1) / m) * m;
+    return r > 2147483647LL ? 2147483647 : (int)r;
+}
 
 // ---------------------------------------------------------------------------------------
 // parsing
 
 static int parse_i64(const char* s, int64_t* out) {
-    // accepts integers and scientific notation for round numbers (12e9, 1.5e6)
-    if (s == NULL || *s == '\0') return 0;
+    // accepts integers and scientific notation for round numbers (12e9, 1.5e6); strtod
+    // would skip leading blanks, refused so that a value is exactly what was typed
+    if (s == NULL || *s == '\0' || isspace((unsigned char)*s)) return 0;
     char* end;
     double d = strtod(s, &end);
     if (*end != '\0' || !isfinite(d) || d != floor(d) || fabs(d) > 9.0e18) return 0;
@@ -131,7 +153,7 @@ static int parse_int(const char* s, int* out) {
     return 1;
 }
 static int parse_f64(const char* s, double* out) {
-    if (s == NULL || *s == '\0') return 0;
+    if (s == NULL || *s == '\0' || isspace((unsigned char)*s)) return 0;
     char* end;
     double d = strtod(s, &end);
     if (*end != '\0' || !isfinite(d)) return 0;
@@ -176,6 +198,11 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         #define I64_FLAG(name, field) if (strcmp(f, name) == 0) { NEED(1); if (!parse_i64(v, &(field))) BAD(); i++; continue; }
         #define F64_FLAG(name, field) if (strcmp(f, name) == 0) { NEED(1); if (!parse_f64(v, &(field))) BAD(); i++; continue; }
         #define STR_FLAG(name, field) if (strcmp(f, name) == 0) { NEED(1); snprintf(field, sizeof(field), "%s", v); i++; continue; }
+        // a path: never truncated, and a value that looks like a flag (-o -resume) is an error
+        #define PATH_FLAG(name, field) if (strcmp(f, name) == 0) { NEED(1); \
+            if (strlen(v) >= sizeof(field)) { snprintf(err, CFG_ERR_LEN, "path for %s is %zu characters; the limit is %d", f, strlen(v), (int)sizeof(field) - 1); return 1; } \
+            if (v[0] == '-') { snprintf(err, CFG_ERR_LEN, "%s needs a path, got '%s' (a flag?); write ./%s for a file whose name starts with '-'", f, v, v); return 1; } \
+            snprintf(field, sizeof(field), "%s", v); i++; continue; }
         if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) { c->help = 1; continue; }
         if (strcmp(f, "-plan") == 0) { c->plan = 1; continue; }
         if (strcmp(f, "-check") == 0) { c->check = 1; continue; }
@@ -184,7 +211,7 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         INT_FLAG("-L", c->L) INT_FLAG("-H", c->H) INT_FLAG("-heads", c->heads)
         INT_FLAG("-seq", c->seq) INT_FLAG("-V", c->V) INT_FLAG("-vpad", c->vpad)
         INT_FLAG("-scaled-init", c->scaled_init)
-        INT_FLAG("-world", c->world)
+        if (strcmp(f, "-world") == 0) { NEED(1); if (!parse_int(v, &c->world) || c->world < 1 || c->world > CFG_MAX_RANKS) BAD(); i++; continue; }
         INT_FLAG("-tp", c->tp) INT_FLAG("-pp", c->pp) INT_FLAG("-dp", c->dp)
         INT_FLAG("-mb", c->mb) INT_FLAG("-zero", c->zero)
         INT_FLAG("-sp", c->sp) INT_FLAG("-vpp", c->vpp)
@@ -202,8 +229,8 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
             if (v != NULL && strcmp(v, "off") == 0) { c->ramp_start = c->ramp_inc = c->ramp_tokens = 0; c->ramp_auto = 0; i++; continue; }
             if (v != NULL && strcmp(v, "auto") == 0) {
                 NEED(3);
-                if (!parse_i64(argv[i + 2], &c->ramp_start) || !parse_i64(argv[i + 3], &c->ramp_inc)) {
-                    snprintf(err, CFG_ERR_LEN, "bad value for -ramp auto: want START INCREMENT (for example -ramp auto 32 32)");
+                if (!parse_i64(argv[i + 2], &c->ramp_start) || !parse_i64(argv[i + 3], &c->ramp_inc) || c->ramp_start <= 0 || c->ramp_inc <= 0) {
+                    snprintf(err, CFG_ERR_LEN, "bad value for -ramp auto: want positive START INCREMENT (for example -ramp auto 32 32)");
                     return 1;
                 }
                 c->ramp_auto = 1; c->ramp_tokens = 0;
@@ -212,8 +239,8 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
             c->ramp_auto = 0;
             NEED(3);
             if (!parse_i64(argv[i + 1], &c->ramp_start) || !parse_i64(argv[i + 2], &c->ramp_inc) ||
-                !parse_i64(argv[i + 3], &c->ramp_tokens)) {
-                snprintf(err, CFG_ERR_LEN, "bad value for -ramp: want START INCREMENT TOKENS (for example -ramp 32 32 12e9) or -ramp off");
+                !parse_i64(argv[i + 3], &c->ramp_tokens) || c->ramp_start <= 0 || c->ramp_inc <= 0 || c->ramp_tokens <= 0) {
+                snprintf(err, CFG_ERR_LEN, "bad value for -ramp: want positive START INCREMENT TOKENS (for example -ramp 32 32 12e9) or -ramp off");
                 return 1;
             }
             i += 3; continue;
@@ -226,13 +253,17 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         I64_FLAG("-warmup", c->warmup_tokens) I64_FLAG("-decay", c->decay_tokens)
         F64_FLAG("-minlr-frac", c->minlr_frac) F64_FLAG("-beta1", c->beta1) F64_FLAG("-beta2", c->beta2)
         F64_FLAG("-eps", c->eps) F64_FLAG("-wd", c->wd) F64_FLAG("-clip", c->clip)
-        I64_FLAG("-tokens", c->total_tokens) I64_FLAG("-steps", c->max_steps)
-        STR_FLAG("-i", c->train_glob) STR_FLAG("-j", c->val_glob)
+        I64_FLAG("-tokens", c->total_tokens)
+        // -steps -1: no step limit (the default, what the recipe scripts pass); 0 or below -1 is an error
+        if (strcmp(f, "-steps") == 0) { NEED(1); if (!parse_i64(v, &c->max_steps) || (c->max_steps < 1 && c->max_steps != -1)) BAD(); i++; continue; }
+        PATH_FLAG("-i", c->train_glob)
+        if (strcmp(f, "-j") == 0 && v != NULL && v[0] == '\0') { c->val_glob[0] = '\0'; i++; continue; } // -j '': no validation data
+        PATH_FLAG("-j", c->val_glob)
         INT_FLAG("-shuffle", c->shuffle)
         I64_FLAG("-val-every", c->val_every) I64_FLAG("-val-samples", c->val_samples)
-        STR_FLAG("-o", c->out_dir) STR_FLAG("-log", c->log_path)
-        I64_FLAG("-ckpt-every", c->ckpt_every) STR_FLAG("-init-from", c->init_from)
-        STR_FLAG("-tokenizer", c->tokenizer)
+        PATH_FLAG("-o", c->out_dir) PATH_FLAG("-log", c->log_path)
+        I64_FLAG("-ckpt-every", c->ckpt_every) PATH_FLAG("-init-from", c->init_from)
+        PATH_FLAG("-tokenizer", c->tokenizer)
         I64_FLAG("-sample-every", c->sample_every) INT_FLAG("-sample-len", c->sample_len)
         F64_FLAG("-peak", c->peak_tflops) INT_FLAG("-threads", c->threads)
         F64_FLAG("-skip-spikes", c->skip_spikes) INT_FLAG("-spike-window", c->spike_window)
@@ -246,6 +277,7 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         #undef I64_FLAG
         #undef F64_FLAG
         #undef STR_FLAG
+        #undef PATH_FLAG
         if (extra != NULL) {
             int r = extra(user, argc, argv, &i, err);
             if (r == 1) continue;
@@ -265,10 +297,22 @@ static int config_validate(Config* c, char* err) {
     #define FAIL(...) do { snprintf(err, CFG_ERR_LEN, __VA_ARGS__); return 1; } while (0)
     if (c->L <= 0 || c->H <= 0 || c->heads <= 0 || c->seq <= 0 || c->V <= 0 || c->vpad <= 0)
         FAIL("model sizes must be positive (L=%d H=%d heads=%d seq=%d V=%d vpad=%d)", c->L, c->H, c->heads, c->seq, c->V, c->vpad);
+    if (c->L > CFG_MAX_L || c->H > CFG_MAX_H || c->seq > CFG_MAX_SEQ || c->vpad > CFG_MAX_VPAD || c->mb > CFG_MAX_MB)
+        FAIL("model size beyond the limits (L <= %d, H <= %d, seq <= %d, vpad <= %d, mb <= %d)", CFG_MAX_L, CFG_MAX_H, CFG_MAX_SEQ, CFG_MAX_VPAD, CFG_MAX_MB);
     if (c->H % c->heads != 0) FAIL("heads (%d) must divide the hidden size H (%d)", c->heads, c->H);
     if (c->V > 65536) FAIL("V=%d: token shards store uint16 ids, so the vocabulary must be <= 65536", c->V);
     if (c->tp <= 0 || c->pp <= 0 || c->dp < 0 || c->mb <= 0)
         FAIL("layout sizes must be positive (tp=%d pp=%d dp=%d mb=%d)", c->tp, c->pp, c->dp, c->mb);
+    if (c->tp > CFG_MAX_TP || c->pp > CFG_MAX_PP || (int64_t)c->tp * c->pp * (c->dp > 0 ? c->dp : 1) > CFG_MAX_RANKS)
+        FAIL("layout beyond the limits (tp <= %d, pp <= %d, tp*pp*dp <= %lld ranks)", CFG_MAX_TP, CFG_MAX_PP, (long long)CFG_MAX_RANKS);
+    {
+        int64_t Vp = round_up(c->V, c->vpad), wide = 4 * (int64_t)c->H > Vp ? 4 * (int64_t)c->H : Vp;
+        if ((int64_t)c->mb * c->seq * wide > CFG_MAX_TENSOR)
+            FAIL("micro-batch activations of mb*seq*max(4H, Vp) = %lld elements exceed the limit %lld: lower -mb or -seq",
+                 (long long)((int64_t)c->mb * c->seq * wide), (long long)CFG_MAX_TENSOR);
+        double params = 12.0 * c->L * (double)c->H * c->H + (double)Vp * c->H + (double)c->seq * c->H;
+        if (params > (double)CFG_MAX_PARAMS) FAIL("the model has %.3g parameters, beyond the limit of %.3g", params, (double)CFG_MAX_PARAMS);
+    }
     if (c->zero != 0 && c->zero != 1) FAIL("-zero takes 0 or 1");
     if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_SELECTIVE) FAIL("-recompute takes 0, selective or full");
     if (c->sp != 0 && c->sp != 1) FAIL("-sp takes 0 or 1");
@@ -276,7 +320,7 @@ static int config_validate(Config* c, char* err) {
     if (c->scaled_init != 0 && c->scaled_init != 1) FAIL("-scaled-init takes 0 or 1");
     if (c->shuffle != 0 && c->shuffle != 1) FAIL("-shuffle takes 0 or 1");
     if (strcmp(c->comm, "nccl") != 0 && strcmp(c->comm, "mpi") != 0) FAIL("-comm takes nccl or mpi, not '%s'", c->comm);
-    if (c->gb <= 0) FAIL("-gb must be positive");
+    if (c->gb <= 0 || c->gb > CFG_MAX_GB) FAIL("-gb must be in 1..%lld (sequences per step), not %lld", (long long)CFG_MAX_GB, (long long)c->gb);
     if (c->ramp_inc != 0) {
         if (c->ramp_start <= 0 || (c->ramp_tokens <= 0 && !c->ramp_auto) || c->ramp_inc < 0)
             FAIL("-ramp START INCREMENT TOKENS must be positive");
@@ -291,11 +335,21 @@ static int config_validate(Config* c, char* err) {
     if (c->minlr_frac < 0 || c->minlr_frac > 1) FAIL("-minlr-frac must be in [0, 1]");
     if (c->beta1 < 0 || c->beta1 >= 1 || c->beta2 < 0 || c->beta2 >= 1) FAIL("-beta1 and -beta2 must be in [0, 1)");
     if (c->eps <= 0) FAIL("-eps must be positive");
+    // the optimizer computes in fp32: a value that rounds to 0, 1 or infinity there is wrong
+    if ((float)c->eps <= 0.0f) FAIL("-eps %g underflows to 0 in fp32 (smallest useful value ~1e-38)", c->eps);
+    if ((float)c->beta1 >= 1.0f || (float)c->beta2 >= 1.0f) FAIL("-beta1 and -beta2 must stay below 1 in fp32 (%g, %g round to 1)", c->beta1, c->beta2);
+    if (!isfinite((float)c->lr) || !isfinite((float)c->wd) || !isfinite((float)c->clip) || !isfinite((float)c->eps))
+        FAIL("-lr, -wd, -clip and -eps must be finite in fp32");
     if (c->wd < 0) FAIL("-wd must be >= 0");
     if (c->clip < 0) FAIL("-clip must be >= 0 (0 turns clipping off)");
     if (c->total_tokens <= 0) FAIL("-tokens must be positive");
     if (c->skip_spikes < 0) FAIL("-skip-spikes must be >= 0 (0: skip only non-finite steps)");
-    if (c->spike_window < 2 || c->spike_stop < 0) FAIL("-spike-window must be >= 2 and -spike-stop >= 0");
+    if (c->spike_window < 2 || c->spike_window > CFG_MAX_SPIKE_WINDOW || c->spike_stop < 0) FAIL("-spike-window must be in 2..%d and -spike-stop >= 0", CFG_MAX_SPIKE_WINDOW);
+    if (c->threads < 0 || c->threads > CFG_MAX_THREADS) FAIL("-threads must be in 0..%d (0: the default)", CFG_MAX_THREADS);
+    if (c->peak_tflops < 0) FAIL("-peak must be >= 0 TFLOP/s (0: from the device table)");
+    if (c->ckpt_every > 0 && c->out_dir[0] == '\0') FAIL("-ckpt-every needs -o DIR (where the checkpoints go)");
+    if (c->resume && c->out_dir[0] == '\0') FAIL("-resume needs -o DIR (where the checkpoints are)");
+    if (c->resume && c->init_from[0] != '\0') FAIL("-resume and -init-from exclude each other (resume continues a run; -init-from starts a new one from weights)");
     if (c->noise_beta < 0 || c->noise_beta >= 1) FAIL("-noise-beta must be in [0, 1)");
     if (c->val_every < 0 || c->val_samples < 0 || c->ckpt_every < 0 || c->sample_every < 0 || c->sample_len < 0)
         FAIL("-val-every, -val-samples, -ckpt-every, -sample-every and -sample-len must be >= 0");
@@ -312,11 +366,13 @@ static int config_validate(Config* c, char* err) {
 static int config_validate_layout(const Config* c, int world, char* err) {
     #define FAIL(...) do { snprintf(err, CFG_ERR_LEN, __VA_ARGS__); return 1; } while (0)
     int dp = c->dp;
-    if (world % (c->tp * c->pp) != 0)
-        FAIL("world size %d is not a multiple of tp*pp = %d*%d: launch a multiple of %d ranks (mpirun -np N)", world, c->tp, c->pp, c->tp * c->pp);
-    if (dp == 0) dp = world / (c->tp * c->pp);
-    if (c->tp * c->pp * dp != world)
-        FAIL("world size %d != tp*pp*dp = %d*%d*%d: launch tp*pp*dp ranks (mpirun -np %d)", world, c->tp, c->pp, dp, c->tp * c->pp * dp);
+    int64_t tpp = (int64_t)c->tp * c->pp; // 64 bits: tp*pp may exceed int (SIGFPE on a wrapped 0)
+    if (world <= 0 || tpp <= 0) FAIL("world size %d and tp*pp = %lld must be positive", world, (long long)tpp);
+    if (world % tpp != 0)
+        FAIL("world size %d is not a multiple of tp*pp = %d*%d: launch a multiple of %lld ranks (mpirun -np N)", world, c->tp, c->pp, (long long)tpp);
+    if (dp == 0) dp = (int)(world / tpp);
+    if (tpp * dp != world)
+        FAIL("world size %d != tp*pp*dp = %d*%d*%d: launch tp*pp*dp ranks (mpirun -np %lld)", world, c->tp, c->pp, dp, (long long)(tpp * dp));
     if (c->heads % c->tp != 0) FAIL("tp=%d must divide the number of heads (%d)", c->tp, c->heads);
     if ((4 * c->H) % c->tp != 0) FAIL("tp=%d must divide 4H (%d)", c->tp, 4 * c->H);
     if (c->Vp % c->tp != 0) FAIL("tp=%d must divide the padded vocabulary (%d): change -vpad", c->tp, c->Vp);

@@ -11,6 +11,12 @@
  * the identity without shuffling. Step k's global batch is run samples [c_k, c_k + B_k);
  * DP rank d takes the contiguous block [c_k + d*B_k/DP, c_k + (d+1)*B_k/DP) and splits it
  * into micro-batches of mb consecutive samples. A rank reads only its own samples.
+ *
+ * Every shard is validated when it is opened (and by -check when -i/-j are given): a
+ * regular file (a FIFO would block), header magic/version/count consistent with the file
+ * size, and every token id < V (one vectorisable max-scan of the uint16s, ~2 GB/s), so a
+ * poison token deep in a shard stops the run before step 1, naming shard and offset,
+ * instead of killing it (and every resume) when that sample comes up.
  */
 #ifndef LLMC_DATALOADER_H
 #define LLMC_DATALOADER_H
@@ -21,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rand.h"
+#include "safeio.h"
 #include "utils.h"
 
 #define SHARD_MAGIC 20240520
@@ -40,20 +47,84 @@ typedef struct {
     uint16_t* buf;        // (T+1)
 } DataSet;
 
-// Reads a shard header and checks it against the file size. Returns the token count.
-static int64_t shard_check(const char* path) {
-    FILE* f = fopen(path, "rb");
-    if (f == NULL) die("cannot open data shard %s", path);
+// Checks a shard header (the first 256 int32) against the file size. Returns the token
+// count, or -1 with a message in err. Pure: the fuzzer calls it on arbitrary bytes.
+static int64_t shard_parse_header(const int32_t* h, int64_t file_bytes, const char* path, char* err, size_t errn) {
+    if (file_bytes < SHARD_HEADER_BYTES) { snprintf(err, errn, "data shard %s is truncated (no complete 1024-byte header)", path); return -1; }
+    if (h[0] != SHARD_MAGIC) { snprintf(err, errn, "data shard %s has wrong magic %d (want %d): not an llm.c token shard", path, h[0], SHARD_MAGIC); return -1; }
+    if (h[1] != SHARD_VERSION) { snprintf(err, errn, "data shard %s has version %d (want %d)", path, h[1], SHARD_VERSION); return -1; }
+    int64_t n = (int64_t)(uint32_t)h[2];
+    if (file_bytes != SHARD_HEADER_BYTES + 2 * n) {
+        snprintf(err, errn, "data shard %s is truncated or corrupt: header says %lld tokens, file holds %lld bytes (want %lld)",
+                 path, (long long)n, (long long)file_bytes, (long long)(SHARD_HEADER_BYTES + 2 * n));
+        return -1;
+    }
+    return n;
+}
+
+// Index of the first token id >= V in tok[0..n), or -1. The max-reduction loop has no
+// branch, so the compiler vectorises it; only a bad chunk is searched element by element.
+static int64_t shard_scan_tokens(const uint16_t* tok, int64_t n, int V) {
+    uint16_t mx = 0;
+    for (int64_t i = 0; i < n; i++) mx = tok[i] > mx ? tok[i] : mx;
+    if ((int)mx < V) return -1;
+    for (int64_t i = 0; i < n; i++) if ((int)tok[i] >= V) return i;
+    return -1;
+}
+
+// Opens and validates one shard completely (type, header, size, every token < V).
+// Returns the token count, or -1 with a message in err.
+static int64_t shard_validate(const char* path, int V, char* err, size_t errn) {
+    FILE* f = safeio_open_read(path, "data shard", err, errn);
+    if (f == NULL) return -1;
     int32_t h[256];
-    if (fread(h, sizeof(int32_t), 256, f) != 256) die("data shard %s is truncated (no complete 1024-byte header)", path);
-    if (h[0] != SHARD_MAGIC) die("data shard %s has wrong magic %d (want %d): not an llm.c token shard", path, h[0], SHARD_MAGIC);
-    if (h[1] != SHARD_VERSION) die("data shard %s has version %d (want %d)", path, h[1], SHARD_VERSION);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
+    memset(h, 0, sizeof(h));
+    size_t got = fread(h, 1, sizeof(h), f);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) { snprintf(err, errn, "cannot stat data shard %s", path); fclose(f); return -1; }
+    int64_t n = shard_parse_header(h, got < sizeof(h) ? (int64_t)got : (int64_t)st.st_size, path, err, errn);
+    if (n < 0) { fclose(f); return -1; }
+    const int64_t CHUNK = 1 << 20; // tokens per read
+    uint16_t* buf = (uint16_t*)malloc_check(sizeof(uint16_t) * CHUNK);
+    for (int64_t done = 0; done < n;) {
+        int64_t take = n - done < CHUNK ? n - done : CHUNK;
+        if (fread(buf, sizeof(uint16_t), (size_t)take, f) != (size_t)take) {
+            snprintf(err, errn, "data shard %s is unreadable at token %lld", path, (long long)done);
+            free(buf); fclose(f); return -1;
+        }
+        int64_t bad = shard_scan_tokens(buf, take, V);
+        if (bad >= 0) {
+            snprintf(err, errn, "data shard %s: token id %d at token offset %lld is >= the vocabulary size %d: pass the right -V or rebuild the shard",
+                     path, buf[bad], (long long)(done + bad), V);
+            free(buf); fclose(f); return -1;
+        }
+        done += take;
+    }
+    free(buf);
     fclose(f);
-    int64_t n = (uint32_t)h[2];
-    if (size != SHARD_HEADER_BYTES + 2 * n)
-        die("data shard %s is truncated or corrupt: header says %lld tokens, file holds %ld bytes", path, (long long)n, size);
+    return n;
+}
+
+// -check: every shard a glob matches, validated as dataset_open would. 0 ok, 1 when
+// nothing matches (err says so: a dry run may check a recipe away from its data), -1 (err).
+static int dataset_validate_glob(const char* pattern, int V, char* err, size_t errn) {
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
+        snprintf(err, errn, "no data shards match '%s'", pattern);
+        return 1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++)
+        if (shard_validate(g.gl_pathv[i], V, err, errn) < 0) rc = -1;
+    globfree(&g);
+    return rc;
+}
+
+// Validates a shard (see shard_validate) or exits with the one-line error.
+static int64_t shard_check(const char* path, int V) {
+    char err[1400];
+    int64_t n = shard_validate(path, V, err, sizeof(err));
+    if (n < 0) die("%s", err);
     return n;
 }
 
@@ -69,7 +140,7 @@ static void dataset_open(DataSet* ds, const char* pattern, int T, int V, int shu
     int64_t total = 0;
     for (int i = 0; i < ds->nshards; i++) {
         ds->paths[i] = strdup(g.gl_pathv[i]);
-        ds->count[i] = shard_check(ds->paths[i]);
+        ds->count[i] = shard_check(ds->paths[i], V);
         ds->start[i] = total;
         total += ds->count[i];
     }

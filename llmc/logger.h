@@ -2,7 +2,9 @@
  * logger.h: the per-step log. Rank 0 prints one human line per step (fields separated by
  * " | ", each "name value") and every logging rank appends the same fields as one JSON
  * object per line to a JSONL file (type "train", "val" or "event"), which dev/plot.py
- * and the planner's calibration read.
+ * and the planner's calibration read. Every write is checked (a full disk or -log /dev/full
+ * is a one-line error and exit 1, never a silently lost log), and a FIFO is refused as
+ * the log instead of blocking the open.
  */
 #ifndef LLMC_LOGGER_H
 #define LLMC_LOGGER_H
@@ -10,6 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
+#include "safeio.h"
 #include "utils.h"
 
 typedef struct {
@@ -39,13 +42,22 @@ typedef struct {
     FILE* f;             // JSONL, or NULL
     int rank, tp, pp, dp;
     int print;           // print human lines (rank 0)
+    char path[1100];     // for error messages
 } Logger;
+
+// after each record: a failed write (full disk) ends the run with one line
+static void logger_check(Logger* lg) {
+    if (lg->print && (fflush(stdout) != 0 || ferror(stdout))) die("writing standard output failed: %s", strerror(errno ? errno : EIO));
+    if (lg->f && (fflush(lg->f) != 0 || ferror(lg->f))) die("writing log file %s failed: %s", lg->path, strerror(errno ? errno : EIO));
+}
 
 static void logger_open(Logger* lg, const char* path, int append, int rank, int tp, int pp, int dp, int print) {
     lg->f = NULL; lg->rank = rank; lg->tp = tp; lg->pp = pp; lg->dp = dp; lg->print = print;
+    snprintf(lg->path, sizeof(lg->path), "%s", path != NULL ? path : "");
     if (path != NULL && path[0] != '\0') {
-        lg->f = fopen(path, append ? "a" : "w");
-        if (lg->f == NULL) die("cannot open log file %s: check -log / -o", path);
+        char err[1400];
+        lg->f = safeio_open_write(path, append, "log file", err, sizeof(err));
+        if (lg->f == NULL) die("%s: check -log / -o", err);
     }
 }
 
@@ -58,7 +70,6 @@ static void logger_step(Logger* lg, const StepLog* s) {
         if (s->b_simple >= 0) printf(" | B_simple %.1f", s->b_simple);
         if (s->skip) printf(" | SKIPPED %s", s->skip);
         printf("\n");
-        fflush(stdout);
     }
     if (lg->f) {
         fprintf(lg->f, "{\"type\":\"train\",\"step\":%lld,", (long long)s->step);
@@ -75,20 +86,29 @@ static void logger_step(Logger* lg, const StepLog* s) {
         fprintf(lg->f, "\"micro\":%d,\"t_compute_ms\":%.4f,\"t_comm_ms\":%.4f,\"t_idle_ms\":%.4f,"
                 "\"rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d}\n",
                 s->micro, s->t_compute_ms, s->t_comm_ms, s->t_idle_ms, lg->rank, lg->tp, lg->pp, lg->dp);
-        fflush(lg->f);
     }
+    logger_check(lg);
 }
 
 static void logger_val(Logger* lg, int64_t step, int64_t tokens, double val_loss) {
-    if (lg->print) { printf("val  %6lld | val_loss %.6f | tokens %lld\n", (long long)step, val_loss, (long long)tokens); fflush(stdout); }
+    if (lg->print) printf("val  %6lld | val_loss %.6f | tokens %lld\n", (long long)step, val_loss, (long long)tokens);
     if (lg->f) {
         fprintf(lg->f, "{\"type\":\"val\",\"step\":%lld,\"tokens\":%lld,", (long long)step, (long long)tokens);
         json_num(lg->f, "val_loss", val_loss);
         fprintf(lg->f, "\"rank\":%d}\n", lg->rank);
-        fflush(lg->f);
     }
+    logger_check(lg);
 }
 
-static void logger_close(Logger* lg) { if (lg->f) fclose(lg->f); lg->f = NULL; }
+// at the end of the run: the last writes (and the samples on stdout) are checked too
+static void logger_close(Logger* lg) {
+    if (lg->print && (fflush(stdout) != 0 || ferror(stdout))) die("writing standard output failed: %s", strerror(errno ? errno : EIO));
+    if (lg->f) {
+        char err[1400];
+        FILE* f = lg->f;
+        lg->f = NULL;
+        if (safeio_close_write(f, lg->path, "log file", err, sizeof(err)) != 0) die("%s", err);
+    }
+}
 
 #endif // LLMC_LOGGER_H

@@ -281,7 +281,7 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
     if (strcmp(flag, "-plan-workspace") == 0) PLAN_NONNEG(r->k.workspace_gb);
     if (strcmp(flag, "-plan-headroom") == 0) { if (!planx_parse_double(value, &d) || d < 0 || d >= 1) PLAN_BAD("a fraction in [0, 1)"); r->k.headroom = d; return 1; }
     if (strcmp(flag, "-plan-top") == 0) { if (!planx_parse_int(value, &n) || n < 0) PLAN_BAD("an integer >= 0 (0 = all)"); r->top = n; return 1; }
-    if (strcmp(flag, "-plan-csv") == 0) { if (value == NULL || value[0] == '\0') PLAN_BAD("a file path"); r->csv_path = value; return 1; }
+    if (strcmp(flag, "-plan-csv") == 0) { if (value == NULL || value[0] == '\0' || value[0] == '-') PLAN_BAD("a file path (not starting with '-')"); r->csv_path = value; return 1; }
     if (strcmp(flag, "-scaling") == 0) {
         /* comma-separated node counts, e.g. 280,350,420,560 */
         int cnt = 0;
@@ -736,6 +736,14 @@ static inline void planx_table_head(FILE* out) {
     fprintf(out, "     #   TP   PP    DP  mb rc  z     m  TP/PP/DP  mem GiB   iter s  bubble    comm TFLOP/s   MFU\n");
 }
 
+/* Closes a CSV written by the planner; a failed write (full disk, /dev/full) is an error. */
+static inline int planx_csv_close(FILE* f, const char* path) {
+    int bad = ferror(f) != 0;
+    if (fclose(f) != 0) bad = 1;
+    if (bad) fprintf(stderr, "error: plan: writing %s failed (disk full?)\n", path);
+    return bad ? -1 : 0;
+}
+
 static inline void planx_csv_head(FILE* f) {
     fprintf(f, "nodes,gpus,tp,pp,dp,mb,recompute,zero,feasible,reason,m,tp_link,pp_link,dp_link,mem_gib,iter_s,"
                "bubble_frac,comm_frac,tflops_per_gpu,mfu,t_compute_s,t_gemm_s,t_mem_s,t_opt_s,t_comm_s,"
@@ -905,10 +913,10 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
     }
     if (r->csv_path) {
         FILE* f = fopen(r->csv_path, "w");
-        if (f == NULL) { fprintf(stderr, "plan: cannot write %s\n", r->csv_path); free(rows); return 2; }
+        if (f == NULL) { fprintf(stderr, "error: plan: cannot write %s\n", r->csv_path); free(rows); return 2; }
         planx_csv_head(f);
         for (int i = 0; i < n; i++) planx_csv_row(f, &rows[i], r->nodes, world);
-        fclose(f);
+        if (planx_csv_close(f, r->csv_path) != 0) { free(rows); return 2; }
         fprintf(out, "wrote %s (%d rows)\n", r->csv_path, n);
     }
     free(rows);
@@ -940,7 +948,7 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
     FILE* f = NULL;
     if (r->csv_path) {
         f = fopen(r->csv_path, "w");
-        if (f == NULL) { fprintf(stderr, "plan: cannot write %s\n", r->csv_path); return 2; }
+        if (f == NULL) { fprintf(stderr, "error: plan: cannot write %s\n", r->csv_path); return 2; }
         fprintf(f, "nodes,gpus,gb,tp,pp,dp,mb,recompute,zero,m,feasible,reason,mem_gib,iter_s,bubble_frac,comm_frac,"
                    "tflops_per_gpu,rel_first,paper_iter_s,paper_tflops\n");
     }
@@ -981,7 +989,7 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
             if (has) fprintf(f, "%.1f,%.0f\n", ep, et); else fprintf(f, ",\n");
         }
     }
-    if (f) { fclose(f); fprintf(out, "wrote %s\n", r->csv_path); }
+    if (f) { if (planx_csv_close(f, r->csv_path) != 0) return 2; fprintf(out, "wrote %s\n", r->csv_path); }
     return nok > 0 ? 0 : 1;
 }
 

@@ -10,9 +10,9 @@ File format (all little-endian):
 
 Only decoding lives here: encoding text is done offline in Python
 (dev/data/prepare_kjv.py), the trainer only ever needs ids -> bytes.
-Header-only, C11, and valid C++ so it also compiles inside a .cu via nvcc.
-No global state and no exit(): loading returns an error code and prints
-one line to stderr, so the caller decides whether a missing tokenizer is fatal
+Header-only, C11 with POSIX.1-2008 (open/fstat/fdopen, via safeio.h), and valid C++ so it also compiles inside a .cu via nvcc.
+No global state and no exit(): loading returns an error code and a
+one-line message, so the caller decides whether a missing tokenizer is fatal
 (sampling can still print raw ids without one).
 */
 #ifndef LLMC_TOKENIZER_H
@@ -22,6 +22,7 @@ one line to stderr, so the caller decides whether a missing tokenizer is fatal
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "safeio.h"
 
 #define TOKENIZER_MAGIC 20240328u
 #define TOKENIZER_VERSION 2u
@@ -47,31 +48,27 @@ static inline void tokenizer_free(Tokenizer* t) {
     memset(t, 0, sizeof(*t));
 }
 
-// Loads a tokenizer file. Returns 0 on success; on any problem (missing file, bad
-// magic/version, truncated or oversized file) prints one line to stderr, leaves
-// *t zeroed, and returns -1. The file is read completely before anything is
-// trusted, so a corrupt file can cause an error but never an out-of-bounds access.
-static inline int tokenizer_init(Tokenizer* t, const char* filename) {
+// Parses a tokenizer from an open stream (closed here in every case; the fuzzer feeds it
+// arbitrary bytes through fmemopen). Returns 0 on success; on any problem (bad
+// magic/version, truncated or oversized file) writes one line to err, leaves *t zeroed,
+// and returns -1. Everything is read before it is trusted, so a corrupt file can cause
+// an error but never an out-of-bounds access.
+static inline int tokenizer_init_stream(Tokenizer* t, FILE* f, const char* filename, char* err, size_t errn) {
     memset(t, 0, sizeof(*t));
-    FILE* f = fopen(filename, "rb");
-    if (f == NULL) {
-        fprintf(stderr, "tokenizer: cannot open %s\n", filename);
-        return -1;
-    }
     uint32_t header[TOKENIZER_HEADER_WORDS];
     if (fread(header, sizeof(uint32_t), TOKENIZER_HEADER_WORDS, f) != TOKENIZER_HEADER_WORDS) {
-        fprintf(stderr, "tokenizer: %s: file too short for the 1024-byte header\n", filename);
+        snprintf(err, errn, "tokenizer file %s: file too short for the 1024-byte header", filename);
         fclose(f);
         return -1;
     }
     if (header[0] != TOKENIZER_MAGIC) {
-        fprintf(stderr, "tokenizer: %s: bad magic %u (expected %u); not a tokenizer file?\n",
+        snprintf(err, errn, "tokenizer file %s: bad magic %u (expected %u); not a tokenizer file?",
                 filename, header[0], TOKENIZER_MAGIC);
         fclose(f);
         return -1;
     }
     if (header[1] != TOKENIZER_VERSION) {
-        fprintf(stderr, "tokenizer: %s: unsupported version %u (expected %u)\n",
+        snprintf(err, errn, "tokenizer file %s: unsupported version %u (expected %u)",
                 filename, header[1], TOKENIZER_VERSION);
         fclose(f);
         return -1;
@@ -79,19 +76,19 @@ static inline int tokenizer_init(Tokenizer* t, const char* filename) {
     uint32_t vocab = header[2];
     // ids are stored as uint16 in the data shards, so a larger vocab cannot be right
     if (vocab == 0 || vocab > 65536u) {
-        fprintf(stderr, "tokenizer: %s: vocab size %u out of range 1..65536\n", filename, vocab);
+        snprintf(err, errn, "tokenizer file %s: vocab size %u out of range 1..65536", filename, vocab);
         fclose(f);
         return -1;
     }
     if (header[3] >= vocab) {
-        fprintf(stderr, "tokenizer: %s: EOT id %u not below vocab size %u\n", filename, header[3], vocab);
+        snprintf(err, errn, "tokenizer file %s: EOT id %u not below vocab size %u", filename, header[3], vocab);
         fclose(f);
         return -1;
     }
     t->token_table = (char**)calloc(vocab, sizeof(char*));
     t->token_len = (uint8_t*)calloc(vocab, sizeof(uint8_t));
     if (t->token_table == NULL || t->token_len == NULL) {
-        fprintf(stderr, "tokenizer: %s: out of memory\n", filename);
+        snprintf(err, errn, "tokenizer file %s: out of memory", filename);
         fclose(f);
         tokenizer_free(t);
         return -1;
@@ -101,27 +98,27 @@ static inline int tokenizer_init(Tokenizer* t, const char* filename) {
     for (uint32_t i = 0; i < vocab; i++) {
         unsigned char len;
         if (fread(&len, 1, 1, f) != 1) {
-            fprintf(stderr, "tokenizer: %s: truncated at token %u of %u\n", filename, i, vocab);
+            snprintf(err, errn, "tokenizer file %s: truncated at token %u of %u", filename, i, vocab);
             fclose(f);
             tokenizer_free(t);
             return -1;
         }
         if (len == 0) {
-            fprintf(stderr, "tokenizer: %s: token %u has length 0\n", filename, i);
+            snprintf(err, errn, "tokenizer file %s: token %u has length 0", filename, i);
             fclose(f);
             tokenizer_free(t);
             return -1;
         }
         char* bytes = (char*)malloc((size_t)len + 1);
         if (bytes == NULL) {
-            fprintf(stderr, "tokenizer: %s: out of memory\n", filename);
+            snprintf(err, errn, "tokenizer file %s: out of memory", filename);
             fclose(f);
             tokenizer_free(t);
             return -1;
         }
         t->token_table[i] = bytes;  // owned by t from here on, even if the read fails
         if (fread(bytes, 1, len, f) != len) {
-            fprintf(stderr, "tokenizer: %s: truncated in token %u of %u\n", filename, i, vocab);
+            snprintf(err, errn, "tokenizer file %s: truncated in token %u of %u", filename, i, vocab);
             fclose(f);
             tokenizer_free(t);
             return -1;
@@ -131,7 +128,7 @@ static inline int tokenizer_init(Tokenizer* t, const char* filename) {
     }
     // trailing bytes mean the header's vocab size and the table disagree
     if (fgetc(f) != EOF) {
-        fprintf(stderr, "tokenizer: %s: unexpected data after %u tokens\n", filename, vocab);
+        snprintf(err, errn, "tokenizer file %s: unexpected data after %u tokens", filename, vocab);
         fclose(f);
         tokenizer_free(t);
         return -1;
@@ -140,6 +137,23 @@ static inline int tokenizer_init(Tokenizer* t, const char* filename) {
     t->eot_token = header[3];
     t->init_ok = 1;
     return 0;
+}
+
+// Loads a tokenizer file; a FIFO, directory or device is refused (it would block or
+// make no sense) instead of opened. 0, or -1 with a one-line message in err.
+static inline int tokenizer_load(Tokenizer* t, const char* filename, char* err, size_t errn) {
+    memset(t, 0, sizeof(*t));
+    FILE* f = safeio_open_read(filename, "tokenizer file", err, errn);
+    if (f == NULL) return -1;
+    return tokenizer_init_stream(t, f, filename, err, errn);
+}
+
+// As tokenizer_load, printing the message on stderr.
+static inline int tokenizer_init(Tokenizer* t, const char* filename) {
+    char err[1400];
+    if (tokenizer_load(t, filename, err, sizeof(err)) == 0) return 0;
+    fprintf(stderr, "error: %s\n", err);
+    return -1;
 }
 
 // Returns the bytes of token `id` as a NUL-terminated string owned by the tokenizer

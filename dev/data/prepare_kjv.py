@@ -183,7 +183,11 @@ def write_atomic(path, data):
     os.replace(tmp, path)
 
 
-def shard_bytes(tokens):
+def shard_bytes(tokens, vocab):
+    # a token id >= vocab would only kill a training run when its sample comes up
+    bad = next((i for i, t in enumerate(tokens) if not 0 <= t < vocab), None)
+    if bad is not None:
+        die(f"token id {tokens[bad]} at token offset {bad} is outside the vocabulary of {vocab}")
     header = array.array("i", [0] * 256)
     header[0], header[1], header[2] = DATA_MAGIC, DATA_VERSION, len(tokens)
     body = array.array("H", tokens)
@@ -268,8 +272,8 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     p = lambda n: os.path.join(args.out, n)
-    write_atomic(p("kjv_train_000.bin"), shard_bytes(train_tokens))
-    write_atomic(p("kjv_val_000.bin"), shard_bytes(val_tokens))
+    write_atomic(p("kjv_train_000.bin"), shard_bytes(train_tokens, len(table)))
+    write_atomic(p("kjv_val_000.bin"), shard_bytes(val_tokens, len(table)))
     write_atomic(p("kjv_tokenizer.bin"), tokenizer_bin_bytes(table, eot))
     write_atomic(p("kjv_tokenizer.json"), tok.to_str(pretty=True).encode("utf-8"))
     write_atomic(p("tokenizer_check.txt"), check.encode("utf-8"))

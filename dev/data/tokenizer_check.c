@@ -8,6 +8,8 @@ Prints "N passed, M failed" last and exits non-zero on any failure.
 
 usage: tokenizer_check TOKENIZER_BIN CHECK_TXT TMPDIR [SHARD.bin ...]
 */
+// llmc/tokenizer.h opens files with POSIX.1-2008 calls (open, fstat, fdopen: FIFO-safe)
+#define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

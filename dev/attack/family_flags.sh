@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# family_flags.sh: every flag with bad values, table-driven. Each case runs `-check`
+# (which validates and exits at once), expects a one-line `error:` and a non-zero exit;
+# a few valid controls must pass so the family cannot pass by rejecting everything.
+# The planner's flags run under -plan. Also the size-overflow and silent-accept defects
+# of issue 13 (5, 9, 12), each by its exact reproduction.
+source "$(dirname "$0")/lib.sh"
+C=("$TRAIN" -check)
+
+# --- controls: valid configurations are accepted
+expect_ok "control: defaults" -- "${C[@]}"
+expect_ok "control: tiny seq 32" -- "${C[@]}" "${TINY[@]}"
+expect_ok "control: 530b layout on 280 nodes" -- "${C[@]}" -model 530b -tp 8 -pp 35 -world 2240 -mb 1
+expect_ok "control: -ramp 32 32 12e9" -- "${C[@]}" -ramp 32 32 12e9
+expect_ok "control: -ramp auto 32 32" -- "${C[@]}" -ramp auto 32 32
+expect_ok "control: -eps 1e-30" -- "${C[@]}" -eps 1e-30
+expect_ok "control: -threads 1024" -- "${C[@]}" -threads 1024
+expect_ok "control: -steps 1" -- "${C[@]}" -steps 1
+expect_ok "control: -j ''" -- "${C[@]}" -j ''
+expect_ok "control: -o ./-dash" -- "${C[@]}" -o "$WORK/./-dash"
+expect_ok "control: -plan" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b
+
+# --- generic bad values for every numeric flag
+INT_FLAGS=(-L -H -heads -seq -V -vpad -scaled-init -tp -pp -dp -mb -zero -recompute -shuffle
+           -sample-len -threads -spike-window -spike-stop -world)
+I64_FLAGS=(-gb -warmup -decay -tokens -steps -val-every -val-samples -ckpt-every -sample-every -seed)
+F64_FLAGS=(-minlr-frac -beta1 -beta2 -eps -wd -clip -skip-spikes -noise-beta -peak -lr)
+for f in "${INT_FLAGS[@]}" "${I64_FLAGS[@]}" "${F64_FLAGS[@]}"; do
+  for v in "" abc 1x nan inf -inf 1e999 " 1" "1 2"; do
+    expect_err "$f '$v'" -- "${C[@]}" "$f" "$v"
+  done
+  expect_err "$f (no value)" "needs 1 value" -- "${C[@]}" "$f"
+done
+for f in "${INT_FLAGS[@]}" "${I64_FLAGS[@]}"; do
+  expect_err "$f 1.5" -- "${C[@]}" "$f" 1.5
+  expect_err "$f 1e30" -- "${C[@]}" "$f" 1e30
+done
+for f in "${INT_FLAGS[@]}"; do expect_err "$f 4294967297" -- "${C[@]}" "$f" 4294967297; done
+
+# --- per-flag out-of-range values ("flag value [more flags]" per line)
+while IFS= read -r line; do
+  [ -z "$line" ] && continue
+  # shellcheck disable=SC2206
+  args=($line)
+  expect_err "${line}" -- "${C[@]}" "${args[@]}"
+done <<'TABLE'
+-L 0
+-L -1
+-L 5000
+-H 0
+-H -128
+-H 262144 -heads 4
+-H 130 -heads 4
+-heads 0
+-heads 3
+-heads 256
+-seq 0
+-seq -32
+-seq 2000000
+-V 0
+-V -5
+-V 65537
+-V 100000
+-vpad 0
+-vpad -1024
+-vpad 70000
+-vpad 2147483647
+-scaled-init 2
+-scaled-init -1
+-tp 0
+-tp -1
+-tp 3
+-tp 65536 -pp 65536
+-tp 70000
+-pp 0
+-pp -2
+-pp 3
+-pp 70000
+-dp -1
+-dp 2
+-dp 20000000
+-mb 0
+-mb -1
+-mb 2000000
+-mb 100000
+-zero 2
+-zero -1
+-recompute 2
+-shuffle 2
+-shuffle -1
+-comm tcp
+-comm ''
+-model bogus
+-model
+-gb 0
+-gb -1920
+-gb 4294967296
+-gb 1e12
+-lr -1
+-lr autox
+-lr 1e300
+-warmup -1
+-decay -1
+-warmup 100 -decay 50
+-minlr-frac -0.1
+-minlr-frac 1.5
+-beta1 1
+-beta1 -0.1
+-beta2 1
+-beta2 1.5
+-beta2 0.99999999999
+-beta1 0.999999999999
+-eps 0
+-eps -1e-8
+-eps 1e-50
+-eps 1e-300
+-wd -0.1
+-wd 1e300
+-clip -1
+-clip 1e300
+-tokens 0
+-tokens -1
+-steps 0
+-steps -2
+-steps -5
+-skip-spikes -1
+-spike-window 1
+-spike-window 0
+-spike-window 2000000
+-spike-stop -1
+-noise-beta 1
+-noise-beta -0.5
+-val-every -1
+-val-samples -1
+-ckpt-every -1
+-ckpt-every 5
+-sample-every -1
+-sample-len -1
+-sample-every 1 -sample-len 256
+-seed -1
+-seed 1e19
+-peak -1
+-peak -0.5
+-threads -1
+-threads 1025
+-threads 100000
+-world 0
+-world -1
+-world 20000000
+-world 3
+-world 8 -tp 8
+-world 8 -pp 8
+-world 8 -tp 2 -pp 2 -dp 3
+-world 4 -dp 4 -gb 6 -ramp off
+-world 4 -dp 4 -ramp 6 32 1e9 -gb 1926
+-ramp
+-ramp 32
+-ramp 32 32
+-ramp x y z
+-ramp 0 32 1e9
+-ramp -32 32 1e9
+-ramp 32 0 1e9
+-ramp 32 -32 1e9
+-ramp 32 32 0
+-ramp 32 32 -1
+-ramp 4096 32 1e9
+-ramp 32 33 1e9
+-ramp 1920 32 1e9
+-ramp auto
+-ramp auto 32
+-ramp auto 0 32
+-ramp auto 32 0
+-ramp auto -32 32
+-ramp auto x 32
+-resume
+-resume -o x -init-from y
+-init-from /nonexistent/ckpt
+-foo
+--gb 1920
+gb
+-
+--
+-plan -cluster bogus -nodes 1
+-plan -cluster h100 -nodes 0
+-plan -cluster h100 -nodes -3
+-plan -cluster h100 -nodes x
+-plan -cluster h100 -nodes 1 -scaling 1,,2
+-plan -cluster h100 -nodes 1 -scaling x
+-plan -cluster h100 -nodes 1 -scaling 0
+-plan -cluster h100 -nodes 1 -plan-eff 0
+-plan -cluster h100 -nodes 1 -plan-eff 2
+-plan -cluster h100 -nodes 1 -plan-net-eff -1
+-plan -cluster h100 -nodes 1 -plan-hbm-eff 1.5
+-plan -cluster h100 -nodes 1 -plan-headroom 1
+-plan -cluster h100 -nodes 1 -plan-workspace -1
+-plan -cluster h100 -nodes 1 -plan-top -1
+-plan -cluster h100 -nodes 1 -gpus-per-node 0
+-plan -cluster h100 -nodes 1 -gpu-mem -1
+-plan -cluster h100 -nodes 1 -bw-hbm 0
+-plan -cluster h100 -nodes 1 -bw-intra -5
+-plan -cluster h100 -nodes 1 -bw-inter nan
+-plan -cluster h100 -nodes 1 -latency -1
+-plan -cluster h100 -nodes 1 -latency-intra x
+-plan -cluster h100 -nodes 1 -plan-csv -x
+-plan -cluster h100 -nodes 1 -plan-csv
+TABLE
+
+# --- path flags: a value that is a flag, an over-long path (never truncated)
+LONG="$WORK/$(printf 'p%.0s' $(seq 600))"
+for f in -i -j -o -log -init-from -tokenizer; do
+  expect_err "$f -resume (flag taken as a path)" "needs a path" -- "${C[@]}" "$f" -resume
+  expect_err "$f -x" "needs a path" -- "${C[@]}" "$f" -x
+  expect_err "$f 600-character path" "limit is 511" -- "${C[@]}" "$f" "$LONG"
+done
+
+# --- issue 13's exact reproductions (defects 5 and 12), message checked
+expect_err "defect 5: -gb 4294967296" "-gb must be in" -- "${C[@]}" "${TINY[@]}" -gb 4294967296
+expect_err "defect 5: -vpad 2147483647" "vpad <= 65536" -- "${C[@]}" "${TINY[@]}" -vpad 2147483647
+expect_err "defect 5: -check -tp 65536 -pp 65536" "layout beyond the limits" -- "${C[@]}" -tp 65536 -pp 65536
+expect_err "defect 12: -ramp S 0 T" "positive START" -- "${C[@]}" -ramp 32 0 1e9
+expect_err "defect 12: -ramp auto S 0" "positive START" -- "${C[@]}" -ramp auto 32 0
+expect_err "defect 12: -o -resume" "needs a path" -- "${C[@]}" -o -resume
+expect_err "defect 12: -ckpt-every without -o" "needs -o" -- "${C[@]}" -ckpt-every 10
+expect_err "defect 12: tokenizer vocab < V" "fewer than the vocabulary" -- "${C[@]}" -tokenizer "$ROOT/dev/data/kjv/kjv_tokenizer.bin"
+expect_ok  "defect 12 control: tokenizer vocab = V" -- "${C[@]}" -V 8192 -tokenizer "$ROOT/dev/data/kjv/kjv_tokenizer.bin"
+expect_err "defect 12: -resume with -init-from" "exclude each other" -- "${C[@]}" -o "$WORK/o" -resume -init-from "$WORK"
+mkdir -p "$WORK/nodone"
+expect_err "defect 12: -init-from without DONE" "no DONE" -- "${C[@]}" -init-from "$WORK/nodone"
+expect_err "defect 12: -threads unbounded" "-threads must be in" -- "${C[@]}" -threads 1000000
+expect_err "defect 12: -eps underflow in fp32" "underflows" -- "${C[@]}" -eps 1e-46
+expect_err "defect 12: -steps -5" "-steps" -- "${C[@]}" -steps -5
+expect_err "defect 12: -world 0" "-world" -- "${C[@]}" -world 0
+expect_err "defect 12: -peak -1" "-peak" -- "${C[@]}" -peak -1
+expect_err "defect 9: -o 600 characters" "limit is 511" -- "${C[@]}" -o "$LONG"
+# a real run, not only -check: the same limits hold where the numbers are used
+expect_err "defect 5 (run): -gb 4294967296" "-gb must be in" -- "$TRAIN" "${TINY[@]}" -gb 4294967296 -steps 1
+expect_err "defect 5 (run): -vpad 2147483647" "vpad" -- "$TRAIN" "${TINY[@]}" -vpad 2147483647 -steps 1
+attack_done
