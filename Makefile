@@ -2,6 +2,9 @@
 # CI runs; `make quickstart` installs, prepares the corpus, builds and trains `tiny`.
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
+# -ffp-contract=off: a*b+c is never silently fused, so the kernels round the same on every
+# x86 machine (the GEMM fuses explicitly with fmaf; see llmc/cpu_gemm.h)
+CFLAGS += -ffp-contract=off
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation
 LDLIBS = -lm
 PY = /usr/bin/python3
@@ -52,12 +55,18 @@ fixtures:
 test_planner: test_planner.c llmc/planner.h dev/test_common.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -Werror $< -lm -o $@
 
+# the CPU GEMM, bit for bit against a plain fmaf loop (every ISA this CPU has, 1-3 threads)
+test_cpu_gemm: test_cpu_gemm.c llmc/cpu_gemm.h
+	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
+
 test_instruments: test_instruments.c llmc/noise.h llmc/spike.h
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror $< -lm -o $@
 
 # every test CI runs; each program ends with "N passed, M failed" and fails the target
-test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures data
+test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_cpu_gemm fixtures data
 	./test_planner
+	./test_cpu_gemm
+	bash dev/check_cpu_repro.sh
 	./test_instruments
 	bash scripts/check_scripts.sh
 	$(PY) dev/calibrate_planner.py --selftest
@@ -72,5 +81,5 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean: cuda-clean cuemu-clean
-	rm -f train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures.log
+	rm -f train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_cpu_gemm fixtures.log
 	rm -rf fixtures
