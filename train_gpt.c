@@ -762,8 +762,13 @@ int main(int argc, char** argv) {
     // when another process shares it (measured: tiny steps 2x slower under load). libgomp
     // reads OMP_WAIT_POLICY when it loads, so set it (unless the user did) and re-exec once.
     if (getenv("OMP_WAIT_POLICY") == NULL) {
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-        execv("/proc/self/exe", argv); // on failure carry on with the default policy
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1); // the real path keeps the process name
+        if (n > 0) {
+            self[n] = '\0';
+            setenv("OMP_WAIT_POLICY", "passive", 1);
+            execv(self, argv); // on failure carry on with the default policy
+        }
     }
     Config cfg;
     Comm comm;
