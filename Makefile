@@ -2,6 +2,9 @@
 # CI runs; `make quickstart` installs, prepares the corpus, builds and trains `tiny`.
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
+# -ffp-contract=off: a*b+c is never silently fused, so the kernels round the same on every
+# x86 machine (the GEMM fuses explicitly with fmaf; see llmc/cpu_gemm.h)
+CFLAGS += -ffp-contract=off
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation
 LDLIBS = -lm
 PY = /usr/bin/python3
@@ -56,6 +59,10 @@ test_comm: test_comm.c llmc/comm.h llmc/layout.h llmc/utils.h dev/test_common.h
 test_planner: test_planner.c llmc/planner.h dev/test_common.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -Werror $< -lm -o $@
 
+# the CPU GEMM, bit for bit against a plain fmaf loop (every ISA this CPU has, 1-3 threads)
+test_cpu_gemm: test_cpu_gemm.c llmc/cpu_gemm.h
+	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
+
 test_instruments: test_instruments.c llmc/noise.h llmc/spike.h
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror $< -lm -o $@
 
@@ -84,8 +91,10 @@ asan: test_gpt_asan fixtures
 	./test_gpt_asan fixtures --quick
 
 # every test CI runs; each program ends with "N passed, M failed" and fails the target
-test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures data $(if $(MPICC),test_comm) test_gpt_asan $(FUZZ_BINS)
+test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_cpu_gemm fixtures data $(if $(MPICC),test_comm) test_gpt_asan $(FUZZ_BINS)
 	./test_planner
+	./test_cpu_gemm
+	bash dev/check_cpu_repro.sh
 ifneq ($(MPICC),)
 	LLMC_MPI_CHUNK=7 mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) -np 4 ./test_comm
 else
@@ -109,6 +118,6 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean: cuda-clean cuemu-clean
-	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_comm test_planner test_instruments fixtures.log
+	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_comm test_planner test_instruments test_cpu_gemm fixtures.log
 	rm -rf dev/fuzz/bin
 	rm -rf fixtures

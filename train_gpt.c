@@ -39,74 +39,42 @@
 #include "llmc/noise.h"
 #include "llmc/spike.h"
 #include "llmc/run.h"
+#include "llmc/cpu_gemm.h"
 #include <assert.h>
 #include <unistd.h>
 
 // ----------------------------------------------------------------------------------------
 // kernels
 
-// out (N, M) (+)= A (N, K) @ Bm (K, M). Each output row is owned by one thread and summed
-// over k in order; the inner loop over m is contiguous, so it vectorises without
-// reassociating any sum.
-static void gemm_nn(float* out, const float* A, const float* Bm, int N, int K, int M, int accumulate) {
-    const int RB = 8, MB = 256;
-    #pragma omp parallel for schedule(static)
-    for (int n0 = 0; n0 < N; n0 += RB) {
-        int nr = (N - n0) < RB ? (N - n0) : RB;
-        for (int m0 = 0; m0 < M; m0 += MB) {
-            int mw = (M - m0) < MB ? (M - m0) : MB;
-            float acc[8][256];
-            for (int r = 0; r < nr; r++) {
-                if (accumulate) memcpy(acc[r], out + (size_t)(n0 + r) * M + m0, sizeof(float) * mw);
-                else memset(acc[r], 0, sizeof(float) * mw);
-            }
-            for (int k = 0; k < K; k++) {
-                const float* brow = Bm + (size_t)k * M + m0;
-                for (int r = 0; r < nr; r++) {
-                    float a = A[(size_t)(n0 + r) * K + k];
-                    float* ar = acc[r];
-                    #pragma omp simd
-                    for (int m = 0; m < mw; m++) ar[m] += a * brow[m];
-                }
-            }
-            for (int r = 0; r < nr; r++) memcpy(out + (size_t)(n0 + r) * M + m0, acc[r], sizeof(float) * mw);
-        }
-    }
-}
-
-// dst (cols, rows) = src (rows, cols)^T
-static void transpose(float* dst, const float* src, int rows, int cols) {
-    #pragma omp parallel for schedule(static)
-    for (int c = 0; c < cols; c++) {
-        for (int r = 0; r < rows; r++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
-    }
-}
-
-// out (N, OC) = inp (N, IC) @ W (OC, IC)^T + bias (OC). scratch: IC*OC floats.
+// out (N, OC) = inp (N, IC) @ W (OC, IC)^T + bias (OC): the packed GEMM of
+// llmc/cpu_gemm.h reading W in place (NT). scratch: unused (kept for the callers).
 static void matmul_forward(float* out, const float* inp, const float* W, const float* bias,
                            int N, int IC, int OC, float* scratch) {
-    transpose(scratch, W, OC, IC); // (IC, OC)
-    gemm_nn(out, inp, scratch, N, IC, OC, 0);
-    if (bias != NULL) {
-        #pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++) for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
-    }
+    (void)scratch;
+    cpu_gemm(cpu_isa(), N, OC, IC, inp, IC, 1, W, 1, IC, out, OC, 0, bias);
 }
 
 // dinp (N, IC) = dout (N, OC) @ W (OC, IC) (overwrites; may be NULL),
-// dW (OC, IC) += dout^T @ inp, dbias (OC) += sum over N of dout. scratch: OC*N floats.
+// dW (OC, IC) += dout^T @ inp (TN, no transposed copy), dbias (OC) += sum over N of dout,
+// each column summed over n in order. scratch: unused.
 static void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const float* inp,
                             const float* W, int N, int IC, int OC, float* scratch) {
-    if (dinp != NULL) gemm_nn(dinp, dout, W, N, OC, IC, 0);
-    transpose(scratch, dout, N, OC); // (OC, N)
-    gemm_nn(dW, scratch, inp, OC, N, IC, 1);
+    (void)scratch;
+    CpuIsa isa = cpu_isa();
+    if (dinp != NULL) cpu_gemm(isa, N, IC, OC, dout, OC, 1, W, IC, 1, dinp, IC, 0, NULL);
+    cpu_gemm(isa, OC, IC, N, dout, 1, OC, inp, IC, 1, dW, IC, 1, NULL);
     if (dbias != NULL) {
+        const int OB = 256; // column blocks: a (OB) row of partial sums stays in registers/L1
         #pragma omp parallel for schedule(static)
-        for (int o = 0; o < OC; o++) {
-            const float* row = scratch + (size_t)o * N;
-            float s = 0.0f;
-            for (int n = 0; n < N; n++) s += row[n];
-            dbias[o] += s;
+        for (int o0 = 0; o0 < OC; o0 += OB) {
+            int ow = OC - o0 < OB ? OC - o0 : OB;
+            float s[256];
+            for (int o = 0; o < ow; o++) s[o] = 0.0f;
+            for (int n = 0; n < N; n++) {
+                const float* row = dout + (size_t)n * OC + o0;
+                for (int o = 0; o < ow; o++) s[o] += row[o];
+            }
+            for (int o = 0; o < ow; o++) dbias[o0 + o] += s[o];
         }
     }
 }
@@ -881,6 +849,7 @@ static void print_config_table(const Train* t) {
 #ifdef _OPENMP
     table_row("threads", "%d", omp_get_max_threads());
 #endif
+    table_row("cpu kernels", "%s (LLMC_CPU_ISA to force)", cpu_isa_name(cpu_isa()));
     table_rule();
     fflush(stdout);
 }
@@ -909,9 +878,22 @@ static void hook_init(void* self) { Train* t = (Train*)self; param_init(&t->mode
 
 #ifndef TESTING
 int main(int argc, char** argv) {
+    // OpenMP threads that wait by spinning steal the core from the thread they wait for
+    // when another process shares it (measured: tiny steps 2x slower under load). libgomp
+    // reads OMP_WAIT_POLICY when it loads, so set it (unless the user did) and re-exec once.
+    if (getenv("OMP_WAIT_POLICY") == NULL) {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1); // the real path keeps the process name
+        if (n > 0) {
+            self[n] = '\0';
+            setenv("OMP_WAIT_POLICY", "passive", 1);
+            execv(self, argv); // on failure carry on with the default policy
+        }
+    }
     Config cfg;
     Comm comm;
     startup(&cfg, &comm, argc, argv);
+    { CpuIsa isa; char err[160]; if (cpu_isa_choose(&isa, err, sizeof(err)) != 0) die("%s", err); } // before any work
 #ifdef _OPENMP
     // under mpirun, by default share the node's cores among its ranks instead of giving
     // every rank all of them (-threads or OMP_NUM_THREADS override)

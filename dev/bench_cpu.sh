@@ -35,7 +35,7 @@ THREADS=${THREADS:-$(nproc)}
 OUT=${OUT:-out/bench_cpu}
 DATA=${DATA:-dev/data/kjv}                 # token ids < 8192, valid for V=50257
 OPENBLAS_DIR=${OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
-TORCH_SYSTEM=${TORCH_SYSTEM:-1}
+TORCH_SYSTEM=${TORCH_SYSTEM:-0}           # 1: also time PyTorch on libblas.so.3 as the system has it
 SYSTEM_STEPS=${SYSTEM_STEPS:-1}            # netlib BLAS: ~1 minute a step for 125m, so one
 SYSTEM_WARMUP_STEPS=${SYSTEM_WARMUP_STEPS:-0}  # (its time is all in the BLAS: no warm-up effect)
 
@@ -52,6 +52,18 @@ if not steps:
     sys.exit("bench_cpu.sh: train_gpt logged no timed steps")
 rows.append(("train_gpt (C, fp32, OpenMP)", len(steps), statistics.median(r["ms"] for r in steps),
              statistics.median(r["tok_s"] for r in steps), statistics.median(r["tflops"] * 1e3 for r in steps)))
+p = os.path.join(out, "train_gpt_avx2.jsonl")
+if os.path.exists(p):
+    st = [r for r in (json.loads(l) for l in open(p)) if r.get("type") == "train"][warm:]
+    if st:
+        rows.append(("train_gpt, LLMC_CPU_ISA=avx2", len(st), statistics.median(r["ms"] for r in st),
+                     statistics.median(r["tok_s"] for r in st), statistics.median(r["tflops"] * 1e3 for r in st)))
+ceil = {}
+for core in ("auto", "SkylakeX", "Haswell"):
+    p = os.path.join(out, "sgemm_%s.json" % core)
+    if os.path.exists(p) and os.path.getsize(p) > 0:
+        ceil[core] = json.loads(open(p).read())
+        print(f"sgemm 2048^3 (numpy, OpenBLAS core {ceil[core]['corename']}, OPENBLAS_CORETYPE={core}): {ceil[core]['gflops']:.1f} GFLOP/s")
 for name, label in (("torch_system.json", "PyTorch %s, system BLAS"), ("torch_openblas.json", "PyTorch %s + OpenBLAS")):
     p = os.path.join(out, name)
     if os.path.exists(p) and os.path.getsize(p) > 0:
@@ -64,6 +76,17 @@ print(f"| {'implementation':<32} | {'steps':>5} | {'ms/step':>9} | {'tok/s':>7} 
 print(f"|{'-'*34}|{'-'*6}:|{'-'*10}:|{'-'*8}:|{'-'*8}:|{'-'*19}:|")
 for name, n, ms, toks, gf in rows:
     print(f"| {name:<32} | {n:>5} | {ms:>9.1f} | {toks:>7.1f} | {gf:>7.2f} | {base / ms:>17.2f}x |")
+# the ceiling of each ISA: the best OpenBLAS sgemm using at most that ISA
+c512 = max([ceil[c]["gflops"] for c in ("auto", "SkylakeX") if c in ceil] or [0])
+c2 = ceil["Haswell"]["gflops"] if "Haswell" in ceil else 0
+if c512 or c2:
+    print()
+    print("| vs the sgemm ceiling measured in this run | GFLOP/s | ceiling GFLOP/s | fraction |")
+    print("|---|---:|---:|---:|")
+    for name, n, ms, toks, gf in rows:
+        c = c2 if "avx2" in name and c2 else c512 if c512 else c2
+        if name.startswith("PyTorch"): c = max(c512, c2)
+        print(f"| {name} | {gf:.2f} | {c:.1f} | {gf / c:.0%} |")
 EOF_PY
 }
 if [ "$TABLE_ONLY" = "1" ]; then print_table; exit 0; fi
@@ -72,9 +95,10 @@ for f in "$TRAIN_GPT" "$DATA/kjv_train_000.bin" dev/bench_torch.py; do
   [ -e "$f" ] || { echo "bench_cpu.sh: $f is missing: run 'make train_gpt' and 'make data' first" >&2; exit 1; }
 done
 mkdir -p "$OUT"
-rm -f "$OUT"/train_gpt.jsonl "$OUT"/torch_*.json
+rm -f "$OUT"/train_gpt*.jsonl "$OUT"/torch_*.json "$OUT"/sgemm_*.json
 
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; threads $THREADS"
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), nproc $(nproc); threads $THREADS; AVX-512: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no); AVX2+FMA: $(grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && echo yes || echo no)"
+echo "uptime: $(uptime)"
 t_start=$(date +%s)
 
 # --- train_gpt: one micro-batch per step (global batch = micro-batch, no ramp) ------------
@@ -87,6 +111,48 @@ echo "load: $(cat /proc/loadavg)"
 echo "+ ${cmd[*]}"
 "${cmd[@]}" > "$OUT/train_gpt.out"
 grep '^step' "$OUT/train_gpt.out" || true
+
+# --- train_gpt with the AVX2 micro-kernels forced (what an AVX2-only machine computes) --
+if grep -qw avx512f /proc/cpuinfo && [ "${FORCE_AVX2:-1}" = "1" ]; then
+  echo "load: $(cat /proc/loadavg)"
+  echo "+ LLMC_CPU_ISA=avx2 ${cmd[*]/$OUT\/train_gpt.jsonl/$OUT/train_gpt_avx2.jsonl}"
+  LLMC_CPU_ISA=avx2 "${cmd[@]/$OUT\/train_gpt.jsonl/$OUT/train_gpt_avx2.jsonl}" > "$OUT/train_gpt_avx2.out"
+  grep '^step' "$OUT/train_gpt_avx2.out" || true
+fi
+
+# --- the sgemm ceiling: numpy (on OpenBLAS) 2048^3, median of 5 -------------------------
+# OpenBLAS picks its kernels from cpuid; 0.3.21 does not know every CPU (under KVM this
+# Sapphire Rapids-class Xeon is taken for "Prescott", an SSE3 kernel), so the ceiling is
+# also measured with its AVX-512 (SkylakeX) and AVX2 (Haswell) kernels forced, and the
+# best is the ceiling for each ISA.
+for core in auto SkylakeX Haswell; do
+  if [ "$core" = SkylakeX ] && ! grep -qw avx512f /proc/cpuinfo; then continue; fi
+  echo "load: $(cat /proc/loadavg)   sgemm OPENBLAS_CORETYPE=$core"
+  env $( [ "$core" = auto ] || echo OPENBLAS_CORETYPE=$core ) OPENBLAS_NUM_THREADS=$THREADS OMP_NUM_THREADS=$THREADS \
+    "$PY" - "$core" > "$OUT/sgemm_$core.json" <<'EOF_SG'
+import ctypes, ctypes.util, json, statistics, sys, time
+import numpy as np
+core = sys.argv[1]
+name = "?"
+try:
+    for lib in ("libopenblas.so.0", "libopenblasp-r0.3.21.so"):
+        try:
+            ob = ctypes.CDLL(lib); ob.openblas_get_corename.restype = ctypes.c_char_p
+            name = ob.openblas_get_corename().decode(); break
+        except OSError:
+            pass
+except Exception:
+    pass
+n = 2048
+a = np.random.rand(n, n).astype(np.float32); b = np.random.rand(n, n).astype(np.float32)
+a @ b
+ts = []
+for _ in range(5):
+    t = time.perf_counter(); a @ b; ts.append(time.perf_counter() - t)
+print(json.dumps({"core": core, "corename": name, "gflops": 2 * n**3 / statistics.median(ts) / 1e9}))
+EOF_SG
+  cat "$OUT/sgemm_$core.json"
+done
 
 # --- PyTorch baselines -------------------------------------------------------------------
 torch_args=(dev/bench_torch.py -model "$MODEL" -seq "$SEQ" -mb "$MB" -V 50257 -vpad 1024

@@ -8,7 +8,7 @@ SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in build-essential libopenmpi-dev openmpi-bin python3-torch python3-numpy \
-         python3-matplotlib python3-pip bible-kjv clang libclang-rt-14-dev; do
+         python3-matplotlib python3-pip bible-kjv clang libclang-rt-14-dev libopenblas0-pthread; do
   have_pkg "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

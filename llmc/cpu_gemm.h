@@ -1,0 +1,299 @@
+/*
+ * cpu_gemm.h: the CPU trainer's matrix multiply. A packed, register-blocked fp32 GEMM
+ * with micro-kernels for AVX-512, AVX2/FMA and a portable fallback, chosen at run time.
+ *
+ *   C (M, N) = [C +] op(A) (M, K) @ op(B) (K, N) [+ bias (N)]
+ *
+ * Operands are given by strides, so NN, NT and TN (and TT) need no transposed copies:
+ * element (i, k) of op(A) is A[i*a_rs + k*a_cs], element (k, j) of op(B) is
+ * B[k*b_rs + j*b_cs].
+ *
+ * Reproducibility contract (what makes this the reference): every output element is
+ *   acc = accumulate ? C[i][j] : 0;  for k = 0 .. K-1: acc = fmaf(A(i,k), B(k,j), acc);
+ *   C[i][j] = bias ? acc + bias[j] : acc;
+ * in exactly that order, whatever the ISA, blocking or thread count. Vector lanes hold
+ * different output elements (never parts of one sum), blocks over k hand the partial sum
+ * on through C in fp32 (exact), and threads split the outputs only, never k. So the
+ * result is bit-identical across AVX-512 / AVX2 / generic and 1..n threads; the test
+ * (test_cpu_gemm.c) checks that against a plain fmaf loop.
+ *
+ * ISA choice: the best the CPU supports, or env LLMC_CPU_ISA=avx512|avx2|generic to
+ * force one (e.g. to check on an AVX-512 machine what an AVX2 machine computes).
+ */
+#ifndef LLMC_CPU_GEMM_H
+#define LLMC_CPU_GEMM_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_GEMM_X86 1
+#endif
+
+typedef enum { CPU_ISA_GENERIC = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 } CpuIsa;
+
+static const char* cpu_isa_name(CpuIsa isa) {
+    return isa == CPU_ISA_AVX512 ? "avx512" : isa == CPU_ISA_AVX2 ? "avx2" : "generic";
+}
+
+static int cpu_isa_supported(CpuIsa isa) {
+#ifdef CPU_GEMM_X86
+    if (isa == CPU_ISA_AVX512) return __builtin_cpu_supports("avx512f");
+    if (isa == CPU_ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    return isa == CPU_ISA_GENERIC;
+}
+
+// The ISA to use: LLMC_CPU_ISA if set, else the best supported. Returns -1 and fills err
+// for an unknown or unsupported forced value. Stateless (cheap: env + cpuid cache).
+static int cpu_isa_choose(CpuIsa* isa, char* err, size_t n) {
+    const char* e = getenv("LLMC_CPU_ISA");
+    if (e != NULL && *e != '\0' && strcmp(e, "auto") != 0) {
+        CpuIsa want;
+        if (strcmp(e, "avx512") == 0) want = CPU_ISA_AVX512;
+        else if (strcmp(e, "avx2") == 0) want = CPU_ISA_AVX2;
+        else if (strcmp(e, "generic") == 0) want = CPU_ISA_GENERIC;
+        else { snprintf(err, n, "LLMC_CPU_ISA=%s: expected avx512, avx2, generic or auto", e); return -1; }
+        if (!cpu_isa_supported(want)) { snprintf(err, n, "LLMC_CPU_ISA=%s: this CPU does not support it", e); return -1; }
+        *isa = want;
+        return 0;
+    }
+    *isa = cpu_isa_supported(CPU_ISA_AVX512) ? CPU_ISA_AVX512 : cpu_isa_supported(CPU_ISA_AVX2) ? CPU_ISA_AVX2 : CPU_ISA_GENERIC;
+    return 0;
+}
+
+// The chosen ISA; a bad LLMC_CPU_ISA ends the process with one line (callers check it
+// once at start-up with cpu_isa_choose, so this never fires mid-run).
+static CpuIsa cpu_isa(void) {
+    CpuIsa isa;
+    char err[160];
+    if (cpu_isa_choose(&isa, err, sizeof(err)) != 0) { fprintf(stderr, "error: %s\n", err); exit(1); }
+    return isa;
+}
+
+// Cache blocking (floats): a KC x NC panel of B and an MC x KC block of A per thread.
+// Blocking never changes the numbers, only the speed.
+#define GEMM_KC 256
+#define GEMM_MC 96
+#define GEMM_NC 1536
+#define GEMM_MR_MAX 12
+#define GEMM_NR_MAX 32
+
+// Micro-kernel: C tile (mr, nr) at C (row stride ldc) = (load ? C : 0) + Ap @ Bp over kc,
+// Ap packed (kc, mr), Bp packed (kc, nr), both zero-padded to the full tile.
+typedef void (*GemmKernel)(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load);
+
+static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {
+    enum { MR = 4, NR = 16 };
+    float acc[MR][NR];
+    for (int r = 0; r < MR; r++) for (int j = 0; j < NR; j++) acc[r][j] = load ? C[(size_t)r * ldc + j] : 0.0f;
+    for (int k = 0; k < kc; k++) {
+        for (int r = 0; r < MR; r++) {
+            float a = Ap[r];
+            for (int j = 0; j < NR; j++) acc[r][j] = fmaf(a, Bp[j], acc[r][j]);
+        }
+        Ap += MR; Bp += NR;
+    }
+    for (int r = 0; r < MR; r++) for (int j = 0; j < NR; j++) C[(size_t)r * ldc + j] = acc[r][j];
+}
+
+#ifdef CPU_GEMM_X86
+// 6 x 16: 12 ymm accumulators, 2 for B, 1 broadcast (of 16 registers)
+__attribute__((target("avx2,fma")))
+static void gemm_kernel_avx2(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {
+    enum { MR = 6 };
+    __m256 c0[MR], c1[MR];
+    for (int r = 0; r < MR; r++) {
+        c0[r] = load ? _mm256_loadu_ps(C + (size_t)r * ldc) : _mm256_setzero_ps();
+        c1[r] = load ? _mm256_loadu_ps(C + (size_t)r * ldc + 8) : _mm256_setzero_ps();
+    }
+    for (int k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
+        for (int r = 0; r < MR; r++) {
+            __m256 a = _mm256_broadcast_ss(Ap + r);
+            c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
+            c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
+        }
+        Ap += MR; Bp += 16;
+    }
+    for (int r = 0; r < MR; r++) {
+        _mm256_storeu_ps(C + (size_t)r * ldc, c0[r]);
+        _mm256_storeu_ps(C + (size_t)r * ldc + 8, c1[r]);
+    }
+}
+
+// 12 x 32: 24 zmm accumulators, 2 for B, broadcasts (of 32 registers)
+__attribute__((target("avx512f")))
+static void gemm_kernel_avx512(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {
+    enum { MR = 12 };
+    __m512 c0[MR], c1[MR];
+    for (int r = 0; r < MR; r++) {
+        c0[r] = load ? _mm512_loadu_ps(C + (size_t)r * ldc) : _mm512_setzero_ps();
+        c1[r] = load ? _mm512_loadu_ps(C + (size_t)r * ldc + 16) : _mm512_setzero_ps();
+    }
+    for (int k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16);
+        for (int r = 0; r < MR; r++) {
+            __m512 a = _mm512_set1_ps(Ap[r]);
+            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+        }
+        Ap += MR; Bp += 32;
+    }
+    for (int r = 0; r < MR; r++) {
+        _mm512_storeu_ps(C + (size_t)r * ldc, c0[r]);
+        _mm512_storeu_ps(C + (size_t)r * ldc + 16, c1[r]);
+    }
+}
+#endif
+
+typedef struct { GemmKernel kernel; int mr, nr; } GemmArch;
+
+static GemmArch gemm_arch(CpuIsa isa) {
+    GemmArch g = {gemm_kernel_generic, 4, 16};
+#ifdef CPU_GEMM_X86
+    if (isa == CPU_ISA_AVX512) { g.kernel = gemm_kernel_avx512; g.mr = 12; g.nr = 32; }
+    else if (isa == CPU_ISA_AVX2) { g.kernel = gemm_kernel_avx2; g.mr = 6; g.nr = 16; }
+#else
+    (void)isa;
+#endif
+    return g;
+}
+
+// Ap: rows [i0, i0+mc) x k [k0, k0+kc) of op(A) as mr-row micro-panels, each (kc, mr),
+// rows past M zero. Reads along whichever stride is contiguous.
+static void gemm_pack_a(float* Ap, const float* A, ptrdiff_t rs, ptrdiff_t cs, int M, int i0, int mc, int k0, int kc, int mr) {
+    for (int p = 0; p < mc; p += mr) {
+        float* dst = Ap + (size_t)p * kc;
+        if (rs == 1 && i0 + p + mr <= M) { // op(A) = stored^T: the mr rows are contiguous for each k
+            for (int k = 0; k < kc; k++) {
+                const float* src = A + (ptrdiff_t)(i0 + p) + (ptrdiff_t)(k0 + k) * cs;
+                for (int r = 0; r < mr; r++) dst[(size_t)k * mr + r] = src[r];
+            }
+            continue;
+        }
+        for (int r = 0; r < mr; r++) {
+            int i = i0 + p + r;
+            if (i >= M || p + r >= mc) { for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = 0.0f; continue; }
+            const float* src = A + (ptrdiff_t)i * rs + (ptrdiff_t)k0 * cs;
+            if (cs == 1) for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[k];
+            else for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[(ptrdiff_t)k * cs];
+        }
+    }
+}
+
+// Bp: k [k0, k0+kc) x columns [j0, j0+nc) of op(B) as nr-column micro-panels (kc, nr),
+// columns past N zero.
+static void gemm_pack_b(float* Bp, const float* B, ptrdiff_t rs, ptrdiff_t cs, int N, int j0, int nc, int k0, int kc, int nr) {
+    for (int q = 0; q < nc; q += nr) {
+        float* dst = Bp + (size_t)q * kc;
+        int w = nc - q < nr ? nc - q : nr;
+        if (j0 + q + w > N) w = N - (j0 + q);
+        if (w < 0) w = 0;
+        if (cs == 1) { // rows of B contiguous: copy row segments
+            for (int k = 0; k < kc; k++) {
+                const float* src = B + (ptrdiff_t)(k0 + k) * rs + (j0 + q);
+                float* d = dst + (size_t)k * nr;
+                for (int c = 0; c < w; c++) d[c] = src[c];
+                for (int c = w; c < nr; c++) d[c] = 0.0f;
+            }
+        } else { // columns contiguous (B = W^T): read each column along k
+            for (int c = 0; c < nr; c++) {
+                if (c >= w) { for (int k = 0; k < kc; k++) dst[(size_t)k * nr + c] = 0.0f; continue; }
+                const float* src = B + (ptrdiff_t)k0 * rs + (ptrdiff_t)(j0 + q + c) * cs;
+                for (int k = 0; k < kc; k++) dst[(size_t)k * nr + c] = src[(ptrdiff_t)k * rs];
+            }
+        }
+    }
+}
+
+// One thread's sub-problem: rows [m0, m1) x columns [n0, n1) of C, all of k.
+static void gemm_serial(GemmArch ar, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                        const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int accumulate,
+                        int m0, int m1, int n0, int n1, float* Ap, float* Bp) {
+    int mr = ar.mr, nr = ar.nr;
+    float tile[GEMM_MR_MAX * GEMM_NR_MAX];
+    for (int jc = n0; jc < n1; jc += GEMM_NC) {
+        int nc = n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC;
+        int ncp = (nc + nr - 1) / nr * nr;
+        for (int pc = 0; pc < K; pc += GEMM_KC) {
+            int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
+            int load = accumulate || pc > 0;
+            gemm_pack_b(Bp, B, b_rs, b_cs, N, jc, ncp, pc, kc, nr);
+            (void)M;
+            for (int ic = m0; ic < m1; ic += GEMM_MC) {
+                int mc = m1 - ic < GEMM_MC ? m1 - ic : GEMM_MC;
+                int mcp = (mc + mr - 1) / mr * mr;
+                gemm_pack_a(Ap, A, a_rs, a_cs, m1, ic, mcp, pc, kc, mr);
+                for (int jr = 0; jr < nc; jr += nr) {
+                    const float* bp = Bp + (size_t)jr * kc;
+                    int w = nc - jr < nr ? nc - jr : nr;
+                    for (int ir = 0; ir < mc; ir += mr) {
+                        const float* ap = Ap + (size_t)ir * kc;
+                        int h = mc - ir < mr ? mc - ir : mr;
+                        float* c = C + (size_t)(ic + ir) * ldc + (jc + jr);
+                        if (h == mr && w == nr) { ar.kernel(kc, ap, bp, c, ldc, load); continue; }
+                        // edge tile: through a full-size copy, only the valid part written back
+                        for (int r = 0; r < mr; r++) for (int j = 0; j < nr; j++)
+                            tile[r * nr + j] = (load && r < h && j < w) ? c[(size_t)r * ldc + j] : 0.0f;
+                        ar.kernel(kc, ap, bp, tile, nr, 1);
+                        for (int r = 0; r < h; r++) memcpy(c + (size_t)r * ldc, tile + r * nr, sizeof(float) * w);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// C (M, N), row stride ldc. See the top of the file. Parallel over outputs: the larger of
+// M and N is cut into equal whole micro-panel ranges, one per thread (one OpenMP region).
+static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                     const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int accumulate,
+                     const float* bias) {
+    if (M <= 0 || N <= 0) return;
+    GemmArch ar = gemm_arch(isa);
+    double work = (double)M * N * (K > 0 ? K : 1);
+    int split_rows = M >= N;
+    int panels = split_rows ? (M + ar.mr - 1) / ar.mr : (N + ar.nr - 1) / ar.nr;
+    #pragma omp parallel if (work > 2e5)
+    {
+        int nt = 1, id = 0;
+#ifdef _OPENMP
+        nt = omp_get_num_threads(); id = omp_get_thread_num();
+#endif
+        int p0 = (int)((long long)panels * id / nt), p1 = (int)((long long)panels * (id + 1) / nt);
+        int m0 = 0, m1 = M, n0 = 0, n1 = N;
+        if (split_rows) { m0 = p0 * ar.mr; m1 = p1 * ar.mr < M ? p1 * ar.mr : M; }
+        else { n0 = p0 * ar.nr; n1 = p1 * ar.nr < N ? p1 * ar.nr : N; }
+        if (m0 < m1 && n0 < n1) {
+            if (K > 0) {
+                // pack buffers sized by this thread's part (small products stay small)
+                size_t kc = K < GEMM_KC ? (size_t)K : GEMM_KC;
+                size_t mc = (size_t)(m1 - m0) < GEMM_MC ? (size_t)(m1 - m0) : GEMM_MC;
+                size_t nc = (size_t)(n1 - n0) < GEMM_NC ? (size_t)(n1 - n0) : GEMM_NC;
+                size_t na = ((mc + GEMM_MR_MAX) * kc + 15) / 16 * 16, nb = ((nc + GEMM_NR_MAX) * kc + 15) / 16 * 16;
+                float* Ap = (float*)aligned_alloc(64, sizeof(float) * na);
+                float* Bp = (float*)aligned_alloc(64, sizeof(float) * nb);
+                if (Ap == NULL || Bp == NULL) { fprintf(stderr, "error: out of memory in cpu_gemm\n"); exit(1); }
+                gemm_serial(ar, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, m0, m1, n0, n1, Ap, Bp);
+                free(Ap); free(Bp);
+            } else if (!accumulate) {
+                for (int i = m0; i < m1; i++) memset(C + (size_t)i * ldc + n0, 0, sizeof(float) * (n1 - n0));
+            }
+            if (bias != NULL) {
+                for (int i = m0; i < m1; i++) {
+                    float* c = C + (size_t)i * ldc;
+                    for (int j = n0; j < n1; j++) c[j] += bias[j];
+                }
+            }
+        }
+    }
+}
+
+#endif // LLMC_CPU_GEMM_H

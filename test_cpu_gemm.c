@@ -1,0 +1,128 @@
+/*
+ * test_cpu_gemm.c: llmc/cpu_gemm.h against a plain fmaf loop, bit for bit.
+ *
+ * The reference is the contract written out directly: for every output element,
+ * acc = (accumulate ? C : 0), then acc = fmaf(A(i,k), B(k,j), acc) for k = 0..K-1 in
+ * order, then + bias. Every shape (NN, NT, TN, TT), odd sizes around the micro-tile and
+ * cache-block edges, K = 0, accumulate on/off, bias on/off, every ISA this CPU has and
+ * 1, 2 and 3 threads must give exactly the reference's bits.
+ *
+ *   ./test_cpu_gemm          the test
+ *   ./test_cpu_gemm bench    GFLOP/s of the 125m shapes for each ISA (not a test)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include "llmc/cpu_gemm.h"
+
+static uint64_t rng_state = 88172645463325252ull;
+static float frand(void) { // xorshift64: deterministic inputs in [-1, 1)
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static void reference(int M, int N, int K, const float* A, ptrdiff_t ars, ptrdiff_t acs, const float* B, ptrdiff_t brs,
+                      ptrdiff_t bcs, float* C, int ldc, int accumulate, const float* bias) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = accumulate ? C[(size_t)i * ldc + j] : 0.0f;
+            for (int k = 0; k < K; k++) acc = fmaf(A[i * ars + k * acs], B[k * brs + j * bcs], acc);
+            C[(size_t)i * ldc + j] = bias ? acc + bias[j] : acc;
+        }
+}
+
+static int passed = 0, failed = 0;
+
+// one case: shape flags ta/tb (1 = operand stored transposed), C with padding columns
+static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, int accumulate, int use_bias) {
+    int ldc = N + 3; // a row stride wider than N: columns past N must stay untouched
+    size_t na = (size_t)M * (K > 0 ? K : 1), nb = (size_t)(K > 0 ? K : 1) * N;
+    float* A = malloc(sizeof(float) * na);
+    float* B = malloc(sizeof(float) * nb);
+    float* bias = malloc(sizeof(float) * N);
+    float* C0 = malloc(sizeof(float) * (size_t)M * ldc);
+    float* C1 = malloc(sizeof(float) * (size_t)M * ldc);
+    for (size_t i = 0; i < na; i++) A[i] = frand();
+    for (size_t i = 0; i < nb; i++) B[i] = frand();
+    for (int i = 0; i < N; i++) bias[i] = frand();
+    for (size_t i = 0; i < (size_t)M * ldc; i++) C0[i] = C1[i] = frand();
+    ptrdiff_t ars = ta ? 1 : K, acs = ta ? M : 1; // A stored (M, K) or (K, M)
+    ptrdiff_t brs = tb ? 1 : N, bcs = tb ? K : 1; // B stored (K, N) or (N, K)
+    reference(M, N, K, A, ars, acs, B, brs, bcs, C0, ldc, accumulate, use_bias ? bias : NULL);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    cpu_gemm(isa, M, N, K, A, ars, acs, B, brs, bcs, C1, ldc, accumulate, use_bias ? bias : NULL);
+    if (memcmp(C0, C1, sizeof(float) * (size_t)M * ldc) == 0) passed++;
+    else {
+        failed++;
+        size_t bad = 0;
+        while (bad < (size_t)M * ldc && memcmp(&C0[bad], &C1[bad], sizeof(float)) == 0) bad++;
+        printf("FAIL %s threads %d M %d N %d K %d %s%s acc %d bias %d: first difference at (%zu, %zu): %.9g vs %.9g\n",
+               cpu_isa_name(isa), threads, M, N, K, ta ? "T" : "N", tb ? "T" : "N", accumulate, use_bias,
+               bad / ldc, bad % ldc, C0[bad], C1[bad]);
+    }
+    free(A); free(B); free(bias); free(C0); free(C1);
+}
+
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+
+static void bench(void) {
+    // the 125m step at B=4, T=64 (BT=256): forward NT, backward NN (dinp) and TN (dW)
+    struct { const char* name; int M, N, K, ta, tb; } s[] = {
+        {"fc fwd NT 256x3072x768", 256, 3072, 768, 0, 1}, {"fc dinp NN 256x768x3072", 256, 768, 3072, 0, 0},
+        {"fc dW TN 3072x768x256", 3072, 768, 256, 1, 0}, {"head fwd NT 256x50257x768", 256, 50257, 768, 0, 1},
+        {"square NN 2048^3", 2048, 2048, 2048, 0, 0},
+    };
+    for (int isa = CPU_ISA_AVX512; isa >= CPU_ISA_GENERIC; isa--) {
+        if (!cpu_isa_supported((CpuIsa)isa)) continue;
+        for (size_t c = 0; c < sizeof(s) / sizeof(s[0]); c++) {
+            int M = s[c].M, N = s[c].N, K = s[c].K;
+            float* A = malloc(sizeof(float) * M * K); float* B = malloc(sizeof(float) * K * N); float* C = malloc(sizeof(float) * M * N);
+            for (size_t i = 0; i < (size_t)M * K; i++) A[i] = frand();
+            for (size_t i = 0; i < (size_t)K * N; i++) B[i] = frand();
+            ptrdiff_t ars = s[c].ta ? 1 : K, acs = s[c].ta ? M : 1, brs = s[c].tb ? 1 : N, bcs = s[c].tb ? K : 1;
+            double best = 1e30;
+            for (int r = 0; r < 3; r++) {
+                double t0 = now();
+                cpu_gemm((CpuIsa)isa, M, N, K, A, ars, acs, B, brs, bcs, C, N, 0, NULL);
+                double t = now() - t0; if (t < best) best = t;
+            }
+            printf("%-8s %-28s %8.1f GFLOP/s\n", cpu_isa_name((CpuIsa)isa), s[c].name, 2.0 * M * N * K / best * 1e-9);
+            free(A); free(B); free(C);
+        }
+    }
+}
+
+int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) { bench(); return 0; }
+    // sizes around micro-tiles (4/6/12 rows, 16/32 columns) and blocks (KC 256, MC 96)
+    const int Ms[] = {1, 5, 13, 97, 130};
+    const int Ns[] = {1, 17, 33, 70};
+    const int Ks[] = {0, 1, 7, 257, 520};
+    int threads[] = {1, 2, 3};
+    for (int isa = CPU_ISA_GENERIC; isa <= CPU_ISA_AVX512; isa++) {
+        if (!cpu_isa_supported((CpuIsa)isa)) { printf("(%s: not on this CPU, skipped)\n", cpu_isa_name((CpuIsa)isa)); continue; }
+        int before = failed;
+        for (size_t mi = 0; mi < sizeof(Ms) / sizeof(int); mi++)
+        for (size_t ni = 0; ni < sizeof(Ns) / sizeof(int); ni++)
+        for (size_t ki = 0; ki < sizeof(Ks) / sizeof(int); ki++)
+        for (int sh = 0; sh < 4; sh++) {
+            int c = (int)(mi * 7 + ni * 3 + ki + sh); // vary threads/flags across cases
+            check((CpuIsa)isa, threads[c % 3], Ms[mi], Ns[ni], Ks[ki], sh & 1, sh >> 1, c % 2, (c / 2) % 2);
+        }
+        // the trainer's large shapes (one each): a wide NT head slice, a tall TN weight gradient
+        check((CpuIsa)isa, 2, 64, 1601, 96, 0, 1, 0, 0);
+        check((CpuIsa)isa, 2, 1601, 96, 64, 1, 0, 1, 0);
+        check((CpuIsa)isa, 3, 300, 200, 600, 0, 0, 1, 1);
+        printf("%s: %s\n", cpu_isa_name((CpuIsa)isa), failed == before ? "bit-identical to the fmaf reference" : "MISMATCH");
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
