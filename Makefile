@@ -22,7 +22,7 @@ else
   MPI_FLAGS =
 endif
 
-.PHONY: all test quickstart data fixtures clean bench
+.PHONY: all test quickstart data fixtures clean bench test-hf cloze
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
 include dev/cuemu/cuemu.mk
@@ -64,7 +64,17 @@ test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures 
 	bash dev/data/check_tokenizer.sh
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
+	$(MAKE) --no-print-directory test-hf
 	$(MAKE) --no-print-directory cuda-build cuda-check-host cuda-check-emu cuda-emu-test
+
+# Hugging Face export/import and the cloze evaluation vs lm-eval (the venv of dev/install.sh)
+HF_PY ?= $(HOME)/.cache/llmc/hf-venv/bin/python
+test-hf: train_gpt data
+	$(HF_PY) dev/eval/test_hf.py
+
+# the cloze set the README's evaluation uses (dev/eval/kjv_cloze.jsonl)
+cloze: data
+	$(PY) dev/eval/make_cloze.py --out dev/eval/kjv_cloze.jsonl
 
 quickstart:
 	bash dev/install.sh
