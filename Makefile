@@ -25,7 +25,7 @@ else
   MPI_FLAGS =
 endif
 
-.PHONY: all test quickstart data fixtures clean bench attack fuzz asan
+.PHONY: all test quickstart data fixtures clean bench attack fuzz asan test-hf cloze
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
 include dev/cuemu/cuemu.mk
@@ -107,10 +107,20 @@ endif
 	bash dev/data/check_tokenizer.sh
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
+	$(MAKE) --no-print-directory test-hf
 	$(MAKE) --no-print-directory cuda-build cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test cuda-costmodel
 	./test_gpt_asan fixtures --quick
 	bash dev/attack/run.sh
 	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Hugging Face export/import and the cloze evaluation vs lm-eval (the venv of dev/install.sh)
+HF_PY ?= $(HOME)/.cache/llmc/hf-venv/bin/python
+test-hf: train_gpt data
+	$(HF_PY) dev/eval/test_hf.py
+
+# the cloze set the README's evaluation uses (dev/eval/kjv_cloze.jsonl)
+cloze: data
+	$(PY) dev/eval/make_cloze.py --out dev/eval/kjv_cloze.jsonl
 
 quickstart:
 	bash dev/install.sh

@@ -793,9 +793,10 @@ static void sample_text(Train* t, FILE* out) {
     const Config* c = &t->run.cfg;
     int* tokens = (int*)malloc_check(sizeof(int) * g->B * g->T);
     for (int i = 0; i < g->B * g->T; i++) tokens[i] = run_sample_start(&t->run);
+    int n0 = run_sample_prompt(&t->run, tokens, g->T); // -prompt ids or <|endoftext|>
     float* row = (float*)malloc_check(sizeof(float) * c->Vp);
     if (t->run.comm.rank == run_sampler_rank(&t->run)) fprintf(out, "sample: ");
-    for (int pos = 1; pos <= c->sample_len && pos < g->T; pos++) {
+    for (int pos = n0; pos < n0 + c->sample_len && pos < g->T; pos++) {
         run_schedule(t, 1, 1, 0.0f, load_sample_micro, tokens);
         if (is_last_stage(g)) { // this TP rank's Vv columns of the row at pos-1
             memset(row, 0, sizeof(float) * c->Vp);
@@ -806,6 +807,18 @@ static void sample_text(Train* t, FILE* out) {
     }
     run_sample_end(&t->run, out);
     free(tokens); free(row);
+}
+
+// the cloze evaluation's hooks (llmc/eval.h): a forward of a (B, T) token batch, and a
+// logits row of the last stage at this TP rank's vocabulary offset
+static void eval_forward(void* self, const int* tokens) {
+    Train* t = (Train*)self;
+    run_schedule(t, 1, 1, 0.0f, load_sample_micro, (void*)tokens);
+}
+static void eval_row(void* self, int b, int pos, float* row) {
+    GPT* g = &((Train*)self)->model;
+    memset(row, 0, sizeof(float) * g->cfg.Vp);
+    memcpy(row + g->v0, g->acts[0].logits + ((size_t)b * g->T + pos) * g->Vv, sizeof(float) * g->Vv);
 }
 
 // ----------------------------------------------------------------------------------------
@@ -907,7 +920,8 @@ int main(int argc, char** argv) {
     Train t;
     train_setup(&t, &cfg, &comm);
     run_open_data(&t.run, is_first_stage(&t.model) || is_last_stage(&t.model)); // only these stages read tokens
-    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, hook_load, hook_init, 0.0, NULL}; // CPU: GFLOP/s, no MFU; no device communicators
+    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, hook_load, hook_init, 0.0, NULL, // CPU: GFLOP/s, no MFU; no device communicators
+                      {&t, eval_forward, eval_row}};
     run_load_weights(&t.run, &hooks);
     if (comm.rank == 0) print_config_table(&t);
     int rc = run_loop(&t.run, &hooks);

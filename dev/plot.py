@@ -81,6 +81,20 @@ def read_log(path):
     return _dedup(train), _dedup(val)
 
 
+def read_evals(path):
+    """the cloze evaluation records (type "eval": cloze_acc, cloze_ppl; llmc/eval.h)"""
+    out = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            try:
+                r = json.loads(_fix_nonfinite(line.strip()))
+            except ValueError:
+                continue
+            if isinstance(r, dict) and r.get("type") == "eval" and "tokens" in r and "cloze_acc" in r:
+                out.append(r)
+    return out
+
+
 def series(records, key):
     xs, ys = [], []
     for r in records:
@@ -153,9 +167,11 @@ def main():
         label = args.labels[i] if args.labels else (os.path.basename(os.path.dirname(os.path.abspath(path))) or path)
         runs.append((label, train, val))
 
+    evals = {label: read_evals(path) for (label, _, _), path in zip(runs, args.logs)}
+    has_eval = any(evals.values())
     has_bs = any("b_simple" in r for _, t, _ in runs for r in t)
     has_tps = any("tok_s" in r for _, t, _ in runs for r in t)
-    panels = ["loss", "lr", "gb", "gnorm"] + (["b_simple"] if has_bs else []) + (["tok_s"] if has_tps else [])
+    panels = ["loss", "lr", "gb", "gnorm"] + (["b_simple"] if has_bs else []) + (["tok_s"] if has_tps else []) + (["cloze"] if has_eval else [])
     ncols = 2
     nrows = (len(panels) + 1) // 2
     fig, axes = plt.subplots(nrows, ncols, figsize=(13, 3.6 * nrows), squeeze=False)
@@ -207,6 +223,15 @@ def main():
                 ax.plot(x, y, color=c, lw=1.2, label=f"{label} B_simple")
                 xg, yg = finite(*series(train, "gb"))
                 ax.step(xg, yg, where="post", color=c, lw=1.0, ls=":", label=f"{label} global batch")
+        if has_eval and evals[label]:
+            x, y = finite(*series(evals[label], "cloze_acc"))
+            ax_of["cloze"].plot(x, y, color=c, lw=1.4, marker="o", ms=3, label=f"{label} accuracy")
+            x, y = finite(*series(evals[label], "cloze_ppl"), positive=True)
+            if not hasattr(ax_of["cloze"], "_ppl"):
+                ax_of["cloze"]._ppl = ax_of["cloze"].twinx()
+                ax_of["cloze"]._ppl.set_ylabel("target perplexity (dotted)")
+                ax_of["cloze"]._ppl.set_yscale("log")
+            ax_of["cloze"]._ppl.plot(x, y, color=c, lw=1.0, ls=":", label=f"{label} perplexity")
         if has_tps:
             x, y = finite(*series(train, "tok_s"), positive=True)
             ax_of["tok_s"].plot(x, y, color=c, lw=0.8, label=label)
@@ -229,6 +254,7 @@ def main():
         "gnorm": ("gradient norm (before clipping)", "L2 norm"),
         "b_simple": ("gradient noise scale B_simple (EMA) and global batch", "sequences"),
         "tok_s": ("throughput", "tokens/s"),
+        "cloze": ("cloze (last word of a verse): zero-shot accuracy, target perplexity", "accuracy"),
     }
     for name, ax in ax_of.items():
         t, yl = titles[name]

@@ -85,6 +85,10 @@ typedef struct {
     char init_from[CFG_PATH_LEN];                 // start from this checkpoint dir's weights
     char tokenizer[CFG_PATH_LEN];
     int64_t sample_every; int sample_len;
+    int sample_greedy;                            // argmax instead of sampling (deterministic)
+    char prompt[CFG_PATH_LEN];                    // token ids "12,7,99" the sample continues (default <|endoftext|>)
+    int64_t eval_every; char eval_file[CFG_PATH_LEN]; // cloze evaluation (llmc/eval.h)
+    char dump_logits[CFG_PATH_LEN];               // test-only: logits of the first val micro-batch (-steps 0)
     uint64_t seed;
     double peak_tflops;                           // for MFU; 0 = from the device table
     // instruments
@@ -255,7 +259,7 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         F64_FLAG("-eps", c->eps) F64_FLAG("-wd", c->wd) F64_FLAG("-clip", c->clip)
         I64_FLAG("-tokens", c->total_tokens)
         // -steps -1: no step limit (the default, what the recipe scripts pass); 0 or below -1 is an error
-        if (strcmp(f, "-steps") == 0) { NEED(1); if (!parse_i64(v, &c->max_steps) || (c->max_steps < 1 && c->max_steps != -1)) BAD(); i++; continue; }
+        if (strcmp(f, "-steps") == 0) { NEED(1); if (!parse_i64(v, &c->max_steps) || (c->max_steps < 0 && c->max_steps != -1)) BAD(); i++; continue; }
         PATH_FLAG("-i", c->train_glob)
         if (strcmp(f, "-j") == 0 && v != NULL && v[0] == '\0') { c->val_glob[0] = '\0'; i++; continue; } // -j '': no validation data
         PATH_FLAG("-j", c->val_glob)
@@ -265,6 +269,8 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
         I64_FLAG("-ckpt-every", c->ckpt_every) PATH_FLAG("-init-from", c->init_from)
         PATH_FLAG("-tokenizer", c->tokenizer)
         I64_FLAG("-sample-every", c->sample_every) INT_FLAG("-sample-len", c->sample_len)
+        INT_FLAG("-sample-greedy", c->sample_greedy) STR_FLAG("-prompt", c->prompt)
+        I64_FLAG("-eval-every", c->eval_every) STR_FLAG("-eval-file", c->eval_file) STR_FLAG("-dump-logits", c->dump_logits)
         F64_FLAG("-peak", c->peak_tflops) INT_FLAG("-threads", c->threads)
         F64_FLAG("-skip-spikes", c->skip_spikes) INT_FLAG("-spike-window", c->spike_window)
         INT_FLAG("-spike-stop", c->spike_stop) F64_FLAG("-noise-beta", c->noise_beta)
@@ -356,6 +362,10 @@ static int config_validate(Config* c, char* err) {
     if (c->keep < 0) FAIL("-keep must be >= 0 (0 keeps every checkpoint)");
     if (c->overwrite != 0 && c->overwrite != 1) FAIL("-overwrite takes 0 or 1");
     if (c->allow_data_change != 0 && c->allow_data_change != 1) FAIL("-allow-data-change takes 0 or 1");
+    if (c->sample_greedy != 0 && c->sample_greedy != 1) FAIL("-sample-greedy takes 0 or 1");
+    if (c->eval_every < 0) FAIL("-eval-every must be >= 0");
+    if (c->eval_every > 0 && c->eval_file[0] == '\0') FAIL("-eval-every needs -eval-file FILE (a cloze .jsonl: dev/eval/make_cloze.py)");
+    if (c->dump_logits[0] != '\0' && c->max_steps != 0) FAIL("-dump-logits runs with -steps 0 (it evaluates the loaded weights)");
     if (c->sample_every > 0 && c->sample_len >= c->seq) FAIL("-sample-len (%d) must be below the sequence length (%d)", c->sample_len, c->seq);
     #undef FAIL
     c->Vp = round_up(c->V, c->vpad);
@@ -413,6 +423,8 @@ static void config_print_help(FILE* out) {
         "         -tokenizer FILE  -sample-every STEPS  -sample-len N  -seed N  -peak TFLOPS  -threads N\n"
         "run:     -keep N (newest N checkpoints, 0 = all)  -timeout S|auto|0 (step watchdog)  -overwrite 0/1 (fresh run\n"
         "         replaces -o's checkpoints)  -allow-data-change 0/1 (-resume with another seed/shuffle/shards)\n"
+        "         -sample-greedy 0/1  -prompt IDS (\"12,7,99\")  -eval-every STEPS -eval-file CLOZE.jsonl\n"
+        "         -steps 0: evaluate the loaded weights once (val, cloze, sample) and exit  -dump-logits FILE (tests)\n"
         "guards:  -skip-spikes Z (skip updates above mean + Z sd; NaN/Inf always skipped)  -spike-window N  -spike-stop K\n"
         "         -noise-beta X (EMA of the gradient noise scale, logged as b_simple with dp >= 2)  -ramp auto S I\n"
         "modes:   -check [-world N] (validate flags, model and layout for N ranks, then exit)  -h\n"

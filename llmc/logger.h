@@ -30,7 +30,16 @@ typedef struct {
     double g2, trsigma;  // this step's unbiased |G|^2 and tr(Sigma) estimates (valid when b_simple >= 0 or has_noise)
     int has_noise;
     const char* skip;    // NULL, or why the update was skipped ("spike", "nonfinite")
+    double elapsed_s, pct, eta_s; // progress: since start, % of the run done, ETA (< 0 unknown)
 } StepLog;
+
+// 75 -> "1m15s", 4000 -> "1h06m"
+static void fmt_dur(char* b, size_t n, double s) {
+    if (s < 0) { snprintf(b, n, "?"); return; }
+    long t = (long)(s + 0.5);
+    if (t < 3600) snprintf(b, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(b, n, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+}
 
 // JSON has no NaN or Inf: write null
 static void json_num(FILE* f, const char* key, double x) {
@@ -69,7 +78,10 @@ static void logger_step(Logger* lg, const StepLog* s) {
         else printf(" | GFLOP/s %.2f", s->tflops * 1e3);
         if (s->b_simple >= 0) printf(" | B_simple %.1f", s->b_simple);
         if (s->skip) printf(" | SKIPPED %s", s->skip);
-        printf("\n");
+        char el[32], eta[32];
+        fmt_dur(el, sizeof(el), s->elapsed_s); fmt_dur(eta, sizeof(eta), s->eta_s);
+        printf(" | %.1f%% | elapsed %s | ETA %s\n", s->pct, el, eta);
+        fflush(stdout);
     }
     if (lg->f) {
         fprintf(lg->f, "{\"type\":\"train\",\"step\":%lld,", (long long)s->step);
@@ -83,6 +95,8 @@ static void logger_step(Logger* lg, const StepLog* s) {
         if (s->has_noise) { json_num(lg->f, "g2", s->g2); json_num(lg->f, "trsigma", s->trsigma); }
         if (s->b_simple >= 0) json_num(lg->f, "b_simple", s->b_simple);
         if (s->skip) fprintf(lg->f, "\"skip\":\"%s\",", s->skip);
+        fprintf(lg->f, "\"elapsed_s\":%.3f,\"pct\":%.4f,", s->elapsed_s, s->pct);
+        json_num(lg->f, "eta_s", s->eta_s >= 0 ? s->eta_s : NAN);
         fprintf(lg->f, "\"micro\":%d,\"t_compute_ms\":%.4f,\"t_comm_ms\":%.4f,\"t_idle_ms\":%.4f,"
                 "\"rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d}\n",
                 s->micro, s->t_compute_ms, s->t_comm_ms, s->t_idle_ms, lg->rank, lg->tp, lg->pp, lg->dp);

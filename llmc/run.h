@@ -23,6 +23,7 @@
 #include "comm.h"
 #include "config.h"
 #include "dataloader.h"
+#include "eval.h"
 #include "layout.h"
 #include "logger.h"
 #include "noise.h"
@@ -54,6 +55,11 @@ typedef struct {
     int lock_fd;                            // rank 0: the flock on -o (held until exit), else -1
     Watchdog wd;                            // step watchdog (-timeout)
     char events[2048];                      // resume notes for the log, written once it is open
+    ClozeSet cloze;                         // -eval-file (every rank holds it)
+    int have_cloze;
+    int prompt[CFG_PATH_LEN]; int nprompt;  // -prompt token ids
+    double t_start;                         // wall ms when the run started (progress)
+    double win_ms[16]; int64_t win_tok[16], win_step[16]; int win_n; // recent steps (ETA)
 } Run;
 
 typedef struct {
@@ -82,6 +88,7 @@ static void run_free(Run* R) {
     if (R->train.paths) dataset_close(&R->train);
     if (R->have_val) dataset_close(&R->val);
     if (R->have_tok) tokenizer_free(&R->tok);
+    if (R->have_cloze) cloze_free(&R->cloze);
     logger_close(&R->log);
 }
 
@@ -89,6 +96,7 @@ static void run_free(Run* R) {
 // rank takes part in evaluation), the tokenizer.
 static void run_open_data(Run* R, int reads_tokens) {
     const Config* c = &R->cfg;
+    if (R->comm.rank == 0) { printf("checking data shards %s ...\n", c->train_glob); fflush(stdout); }
     if (reads_tokens) {
         dataset_open(&R->train, c->train_glob, c->seq, c->V, c->shuffle, c->seed);
         if (c->val_glob[0] != '\0' && c->val_every > 0) {
@@ -100,6 +108,20 @@ static void run_open_data(Run* R, int reads_tokens) {
     if (c->tokenizer[0] != '\0') {
         if (tokenizer_init(&R->tok, c->tokenizer) != 0) die("cannot load tokenizer %s (see above)", c->tokenizer);
         R->have_tok = 1;
+    }
+    if (c->eval_file[0] != '\0') {
+        char err[1024];
+        if (cloze_load(&R->cloze, c->eval_file, c->V, err, sizeof(err)) != 0) die("%s", err);
+        R->have_cloze = 1;
+    }
+    for (const char* p = c->prompt; *p; ) { // "12,7,99": ids the sample continues
+        char* end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= c->V) die("-prompt wants comma-separated token ids below V=%d, got '%s'", c->V, c->prompt);
+        if (R->nprompt + 1 >= c->seq) die("-prompt has too many tokens for seq %d", c->seq);
+        R->prompt[R->nprompt++] = (int)v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0') die("-prompt wants comma-separated token ids, got '%s'", c->prompt);
     }
 }
 
@@ -230,6 +252,10 @@ static void run_print_config(const Run* R) {
     table_row("val data", "%s", R->have_val ? c->val_glob : "(none)");
     table_row("shuffle / seed", "%d / %llu", c->shuffle, (unsigned long long)c->seed);
     table_row("out dir", "%s", c->out_dir[0] ? c->out_dir : "(none)");
+    if (R->have_cloze) table_row("cloze eval", "%d items every %lld steps", R->cloze.n, (long long)c->eval_every);
+    double done = (double)R->tokens / c->total_tokens;
+    if (c->max_steps > 0 && (double)R->step / c->max_steps > done) done = (double)R->step / c->max_steps;
+    table_row("progress", "step %lld, %.1f%% done; ETA after the first step", (long long)R->step, 100.0 * (done < 1 ? done : 1));
 }
 
 // ----------------------------------------------------------------------------------------
@@ -257,13 +283,16 @@ static int run_sample_next(Run* R, float* row, int last_stage) {
     if (last_stage) {
         tp_allreduce_sum(&R->comm, row, c->Vp);
         float mx = -INFINITY;
-        for (int v = 0; v < c->V; v++) if (row[v] > mx) mx = row[v];
+        int am = 0;
+        for (int v = 0; v < c->V; v++) if (row[v] > mx) { mx = row[v]; am = v; }
+        if (c->sample_greedy) { next = am; goto done; } // the first maximum, as torch.argmax
         double sum = 0.0;
         for (int v = 0; v < c->V; v++) { row[v] = expf(row[v] - mx); sum += row[v]; }
         double u = rng_uniform(&R->rng) * sum, cdf = 0.0;
         next = c->V - 1;
         for (int v = 0; v < c->V; v++) { cdf += row[v]; if (u < cdf) { next = v; break; } }
     }
+done:
     world_bcast(&R->comm, &next, sizeof(next), run_sampler_rank(R));
     return next;
 }
@@ -272,6 +301,14 @@ static int run_sample_next(Run* R, float* row, int last_stage) {
 static int run_sample_start(const Run* R) {
     int eot = R->have_tok ? (int)R->tok.eot_token : 0;
     return eot < R->cfg.V ? eot : 0;
+}
+
+// Fills the start of a sample's tokens (T of them): the -prompt ids, or <|endoftext|>.
+// Returns how many; generation continues at that position.
+static int run_sample_prompt(const Run* R, int* tokens, int T) {
+    for (int i = 0; i < T; i++) tokens[i] = run_sample_start(R);
+    for (int i = 0; i < R->nprompt; i++) tokens[i] = R->prompt[i];
+    return R->nprompt > 0 ? R->nprompt : 1;
 }
 
 static void run_sample_print(const Run* R, FILE* out, int token) {
@@ -300,6 +337,7 @@ typedef struct {
     void (*init)(void* self);          // fresh weights from the seed
     double peak_tflops;                // device bf16 peak for MFU; <= 0: report GFLOP/s instead
     void (*abort)(void* self);         // the watchdog ends a stuck job: abort device communicators (NULL: none)
+    EvalHooks ev;                      // forward of a token batch + a logits row (cloze eval, logits dump)
 } RunHooks;
 
 // -o: rank 0 takes the lock, clears partial saves and refuses a fresh run into a
@@ -418,12 +456,17 @@ static void run_resume(Run* R, const RunHooks* hk) {
 static void run_load_weights(Run* R, const RunHooks* h) {
     const Config* c = &R->cfg;
     char err[1400];
+    double t0 = wall_ms();
     R->data_hash = data_identity(c->train_glob);
     run_claim_outdir(R);
     if (c->resume) {
+        if (R->comm.rank == 0) { printf("loading the newest checkpoint in %s (resharding to this layout) ...\n", c->out_dir); fflush(stdout); }
         run_resume(R, h);
+        if (R->comm.rank == 0) { printf("loaded in %.1f s\n", (wall_ms() - t0) / 1e3); fflush(stdout); }
     } else if (c->init_from[0] != '\0') {
+        if (R->comm.rank == 0) { printf("loading weights from %s (resharding to this layout) ...\n", c->init_from); fflush(stdout); }
         if (h->load(h->self, c->init_from, 1, err, sizeof(err)) != 0) die("%s", err);
+        if (R->comm.rank == 0) { printf("loaded in %.1f s\n", (wall_ms() - t0) / 1e3); fflush(stdout); }
     } else {
         h->init(h->self);
     }
@@ -454,6 +497,61 @@ static void run_start_watchdog(Run* R, const RunHooks* h) {
     watchdog_start(w);
 }
 
+// Progress after a step: percent of the run done and the ETA, from the tokens (and steps,
+// with -steps) left at the speed of the last up to 16 steps.
+static void run_progress_mark(Run* R, double now_ms) {
+    int k = R->win_n % 16;
+    R->win_ms[k] = now_ms; R->win_tok[k] = R->tokens; R->win_step[k] = R->step;
+    R->win_n++;
+}
+
+static void run_progress_est(Run* R, double now_ms, double* pct, double* eta_s) {
+    const Config* c = &R->cfg;
+    run_progress_mark(R, now_ms);  // the window: the run's start, then the last 16 steps
+    int o = R->win_n > 16 ? R->win_n % 16 : 0;
+    double f = (double)R->tokens / c->total_tokens;
+    if (c->max_steps > 0 && (double)R->step / c->max_steps > f) f = (double)R->step / c->max_steps;
+    *pct = 100.0 * (f < 1.0 ? f : 1.0);
+    double dt = (now_ms - R->win_ms[o]) / 1e3, eta = -1.0;
+    int64_t dtok = R->tokens - R->win_tok[o], dstep = R->step - R->win_step[o];
+    if (dt > 0 && dtok > 0) eta = (double)(c->total_tokens - R->tokens) * dt / (double)dtok;
+    if (dt > 0 && c->max_steps > 0 && dstep > 0) {
+        double e2 = (double)(c->max_steps - R->step) * dt / (double)dstep;
+        if (eta < 0 || e2 < eta) eta = e2;
+    }
+    if (run_finished(R)) eta = 0.0;
+    *eta_s = eta;
+}
+
+// -eval-file: the cloze evaluation, logged
+static void run_cloze(Run* R, const RunHooks* h) {
+    if (h->ev.forward == NULL) die("this trainer has no cloze evaluation hooks");
+    if (R->comm.rank == 0) { printf("evaluating cloze %s (%d items) ...\n", R->cfg.eval_file, R->cloze.n); fflush(stdout); }
+    int last = R->comm.pp == R->comm.PP - 1;
+    ClozeResult r = cloze_evaluate(&R->cloze, &h->ev, &R->comm, R->cfg.mb, R->cfg.seq, R->cfg.V, R->cfg.Vp, last, run_sample_start(R));
+    eval_log(&R->log, R->step, R->tokens, &r);
+}
+
+// -steps 0: evaluate the loaded weights once (validation, cloze, logits dump, sample)
+static int run_eval_only(Run* R, const RunHooks* h) {
+    const Config* c = &R->cfg;
+    if (R->have_val) logger_val(&R->log, R->step, R->tokens, h->evaluate(h->self));
+    if (R->have_cloze) run_cloze(R, h);
+    if (c->dump_logits[0] != '\0') {
+        if (!R->have_val) die("-dump-logits needs validation data (-j GLOB and -val-every N)");
+        int B = c->mb, T = c->seq;
+        int* in = (int*)calloc_check((size_t)B * T, sizeof(int));
+        int* tg = (int*)calloc_check((size_t)B * T, sizeof(int));
+        if (R->val.paths) dataset_load_microbatch(&R->val, 0, B, in, tg);
+        int last = R->comm.pp == R->comm.PP - 1;
+        if (eval_dump_logits(&h->ev, &R->comm, in, B, T, c->V, c->Vp, last, run_sampler_rank(R), c->dump_logits) != 0)
+            die("cannot write -dump-logits %s", c->dump_logits);
+        free(in); free(tg);
+    }
+    if (c->sample_len > 0 && (c->sample_every > 0 || R->nprompt > 0)) h->sample(h->self, stdout);
+    return 0;
+}
+
 // Trains to -tokens / -steps. Returns the exit status (stop.h): 0; 3 after -spike-stop
 // skips in a row (a checkpoint of the weights from before the trouble is saved first);
 // 4 after SIGTERM/SIGINT/SIGUSR1 (the step finishes, a checkpoint is saved with -o).
@@ -462,6 +560,9 @@ static int run_loop(Run* R, const RunHooks* h) {
     int f = c->recompute == RECOMPUTE_FULL ? 4 : 3; // selective's attention rebuild is not in the paper's formula
     stop_install();
     run_start_watchdog(R, h);
+    R->t_start = wall_ms();
+    run_progress_mark(R, R->t_start);
+    if (c->max_steps == 0) return run_eval_only(R, h);
     while (!run_finished(R)) {
         watchdog_beat(&R->wd, R->step);
         double t0 = wall_ms();
@@ -481,6 +582,8 @@ static int run_loop(Run* R, const RunHooks* h) {
         s.has_noise = r.has_noise; s.g2 = r.g2; s.trsigma = r.trsigma;
         s.b_simple = R->comm.DP > 1 ? noise_bsimple(&R->noise) : -1.0;
         s.skip = r.skip != SKIP_NONE ? spike_kind_name(r.skip) : NULL;
+        s.elapsed_s = (wall_ms() - R->t_start) / 1e3;
+        run_progress_est(R, wall_ms(), &s.pct, &s.eta_s);
         logger_step(&R->log, &s);
         if (spike_should_stop(&R->spike, c->spike_stop)) {
             // skipped steps leave the weights alone: this checkpoint holds the weights from before the trouble
@@ -494,6 +597,7 @@ static int run_loop(Run* R, const RunHooks* h) {
         }
         int last = run_finished(R);
         if (R->have_val && (R->step % c->val_every == 0 || last)) logger_val(&R->log, R->step, R->tokens, h->evaluate(h->self));
+        if (R->have_cloze && c->eval_every > 0 && (R->step % c->eval_every == 0 || last)) run_cloze(R, h);
         if (c->sample_every > 0 && c->sample_len > 0 && (R->step % c->sample_every == 0 || last)) h->sample(h->self, stdout);
         watchdog_beat(&R->wd, R->step);
         int saved = 0;

@@ -120,7 +120,6 @@ done <<'TABLE'
 -clip 1e300
 -tokens 0
 -tokens -1
--steps 0
 -steps -2
 -steps -5
 -skip-spikes -1

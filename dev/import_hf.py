@@ -1,0 +1,123 @@
+"""
+import_hf.py: a local Hugging Face GPT-2-architecture model directory (config.json +
+model.safetensors, as transformers writes it or dev/export_hf.py does) becomes a
+checkpoint directory this trainer loads with -init-from, in any layout (loading reshards):
+
+    /usr/bin/python3 dev/import_hf.py HF_DIR CKPT_DIR [--vpad 1024]
+    ./train_gpt -L 12 -H 768 -heads 12 -seq 1024 -V 50257 -init-from CKPT_DIR ...
+
+The checkpoint is one rank file (written as layout 1x1x1, step 0, weights only; AdamW
+starts fresh as -init-from does anyway) plus DONE. The vocabulary is padded with zero rows
+to a multiple of --vpad, which must be the -vpad of the run that loads it. Only the GPT-2
+architecture this trainer implements is accepted (tanh GeLU, LayerNorm eps 1e-5, 4H MLP,
+tied head, no layer-index attention scaling); anything else is a one-line error.
+"""
+
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export_hf import (CKPT_FIELDS, CKPT_HEADER_INTS, CKPT_MAGIC, HF_LAYER, PARAMS, CkptError,  # noqa: E402
+                       fnv1a64_fast, full_shapes, read_safetensors)
+
+CKPT_WRITE_VERSION = 1  # the version this build's trainer reads (llmc/checkpoint.h)
+
+
+def load_hf(d):
+    try:
+        cfg = json.load(open(os.path.join(d, "config.json")))
+    except (OSError, ValueError) as e:
+        raise CkptError(f"cannot read {d}/config.json: {e}")
+    if cfg.get("model_type") != "gpt2":
+        raise CkptError(f"{d} is model_type {cfg.get('model_type')!r}; only GPT-2's architecture can be imported")
+    L, C, NH, T, V = cfg["n_layer"], cfg["n_embd"], cfg["n_head"], cfg["n_positions"], cfg["vocab_size"]
+    checks = [(cfg.get("activation_function", "gelu_new") in ("gelu_new", "gelu_pytorch_tanh"), "activation_function must be the tanh GeLU (gelu_new)"),
+              (abs(cfg.get("layer_norm_epsilon", 1e-5) - 1e-5) < 1e-12, "layer_norm_epsilon must be 1e-5"),
+              (cfg.get("n_inner") in (None, 4 * C), "n_inner must be 4*n_embd"),
+              (cfg.get("tie_word_embeddings", True), "the LM head must be tied to the embedding"),
+              (not cfg.get("scale_attn_by_inverse_layer_idx", False), "scale_attn_by_inverse_layer_idx is not supported"),
+              (cfg.get("scale_attn_weights", True), "scale_attn_weights must be true"),
+              (C % NH == 0, "n_head must divide n_embd"), (V <= 65536, "vocab_size must be <= 65536 (uint16 shards)")]
+    for ok, msg in checks:
+        if not ok:
+            raise CkptError(f"{d}: {msg}")
+    path = os.path.join(d, "model.safetensors")
+    if not os.path.exists(path):
+        raise CkptError(f"{d} has no model.safetensors (save with safe_serialization=True)")
+    t = read_safetensors(path)
+    pre = "transformer." if "transformer.wte.weight" in t else ""
+    def get(name, shape):
+        if pre + name not in t:
+            raise CkptError(f"{path} lacks tensor {pre + name}")
+        a = t[pre + name]
+        if list(a.shape) != list(shape):
+            raise CkptError(f"{path}: {pre + name} has shape {list(a.shape)}, config implies {list(shape)}")
+        return a
+    if "lm_head.weight" in t and not np.array_equal(t["lm_head.weight"], get("wte.weight", (V, C))):
+        raise CkptError(f"{path}: lm_head.weight differs from wte.weight (untied head)")
+    return cfg, (L, C, NH, T, V), get
+
+
+def import_hf(d, out, vpad):
+    cfg, (L, C, NH, T, V), get = load_hf(d)
+    Vp = (V + vpad - 1) // vpad * vpad
+    fr, fc = full_shapes(L, C, T, Vp)
+    full = {}
+    wte = np.zeros((Vp, C), dtype=np.float32)
+    wte[:V] = get("wte.weight", (V, C))
+    full["wte"] = wte[None]
+    full["wpe"] = get("wpe.weight", (T, C))[None]
+    full["lnfw"] = get("ln_f.weight", (C,)).reshape(1, C, 1)
+    full["lnfb"] = get("ln_f.bias", (C,)).reshape(1, C, 1)
+    idx = {name: t for t, (name, _, _, _) in enumerate(PARAMS)}
+    for hf, ours, tr in HF_LAYER:
+        t = idx[ours]
+        shape = (fc[t], fr[t]) if tr else (fr[t],)
+        layers = [get(f"h.{l}.{hf}", shape) for l in range(L)]
+        full[ours] = np.stack([a.T if tr else a.reshape(-1, 1) for a in layers])
+    payload = b"".join(np.ascontiguousarray(full[name], dtype="<f4").tobytes() for name, _, _, _ in PARAMS)
+    n_params = len(payload) // 4
+    h = [0] * CKPT_HEADER_INTS
+    vals = {"magic": CKPT_MAGIC, "version": CKPT_WRITE_VERSION, "L": L, "H": C, "heads": NH, "seq": T, "V": V, "Vp": Vp,
+            "tp": 1, "pp": 1, "dp": 1, "zero": 0, "n_params": n_params, "opt_off": 0, "n_opt": 0, "scaled_init": 1}
+    for k, v in vals.items():
+        h[CKPT_FIELDS[k]] = v
+    s = fnv1a64_fast(payload)
+    h[CKPT_FIELDS["checksum"]] = s - (1 << 64) if s >= (1 << 63) else s
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "rank_00000.bin")
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack(f"<{CKPT_HEADER_INTS}q", *h))
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    open(os.path.join(out, "DONE"), "wb").close()
+    return L, C, NH, T, V, Vp
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("hf_dir")
+    ap.add_argument("out", help="checkpoint directory to write (pass it to -init-from)")
+    ap.add_argument("--vpad", type=int, default=1024, help="pad the vocabulary to a multiple of this (the run's -vpad)")
+    a = ap.parse_args()
+    if a.vpad <= 0:
+        print("error: --vpad must be positive", file=sys.stderr)
+        sys.exit(1)
+    try:
+        L, C, NH, T, V, Vp = import_hf(a.hf_dir, a.out, a.vpad)
+    except (CkptError, OSError, ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    print(f"import_hf.py: {a.hf_dir} -> {a.out}: load with ./train_gpt -L {L} -H {C} -heads {NH} -seq {T} -V {V} "
+          f"-vpad {a.vpad} -init-from {a.out}  (Vp={Vp})")
+
+
+if __name__ == "__main__":
+    main()
