@@ -259,6 +259,7 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
     if (M <= 0 || N <= 0) return;
     GemmArch ar = gemm_arch(isa);
     double work = (double)M * N * (K > 0 ? K : 1);
+    (void)work; // only the OpenMP clause reads it
     int split_rows = M >= N;
     int panels = split_rows ? (M + ar.mr - 1) / ar.mr : (N + ar.nr - 1) / ar.nr;
     #pragma omp parallel if (work > 2e5)
