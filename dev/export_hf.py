@@ -45,6 +45,9 @@ CKPT_FIELDS = {name: i for i, name in enumerate([
     "auto_gb",
     "noise_g2m", "noise_sm", "noise_betapow",
     "noise_n",
+    "shuffle", "data_hash",
+    "lr", "beta1", "beta2", "eps", "wd", "clip",
+    "vpp",
 ])}
 
 # llmc/params.h: the tensors in buffer order: (name, layered, split, placement)

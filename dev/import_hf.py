@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_hf import (CKPT_FIELDS, CKPT_HEADER_INTS, CKPT_MAGIC, HF_LAYER, PARAMS, CkptError,  # noqa: E402
                        fnv1a64_fast, full_shapes, read_safetensors)
 
-CKPT_WRITE_VERSION = 1  # the version this build's trainer reads (llmc/checkpoint.h)
+CKPT_WRITE_VERSION = 2  # the version this build's trainer reads (llmc/checkpoint.h)
 
 
 def load_hf(d):
@@ -87,7 +87,8 @@ def import_hf(d, out, vpad):
             "tp": 1, "pp": 1, "dp": 1, "zero": 0, "n_params": n_params, "opt_off": 0, "n_opt": 0, "scaled_init": 1}
     for k, v in vals.items():
         h[CKPT_FIELDS[k]] = v
-    s = fnv1a64_fast(payload)
+    # version 2: FNV-1a 64 over the header (checksum entry 0), then the payload
+    s = fnv1a64_fast(payload, fnv1a64_fast(struct.pack(f"<{CKPT_HEADER_INTS}q", *h)))
     h[CKPT_FIELDS["checksum"]] = s - (1 << 64) if s >= (1 << 63) else s
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "rank_00000.bin")
