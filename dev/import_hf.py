@@ -6,7 +6,7 @@ checkpoint directory this trainer loads with -init-from, in any layout (loading 
     /usr/bin/python3 dev/import_hf.py HF_DIR CKPT_DIR [--vpad 1024]
     ./train_gpt -L 12 -H 768 -heads 12 -seq 1024 -V 50257 -init-from CKPT_DIR ...
 
-The checkpoint is one rank file (written as layout 1x1x1, step 0, weights only; AdamW
+The checkpoint is one rank file (written as layout 1x1x1, step 0, format version 2, weights and zero AdamW moments; AdamW
 starts fresh as -init-from does anyway) plus DONE. The vocabulary is padded with zero rows
 to a multiple of --vpad, which must be the -vpad of the run that loads it. Only the GPT-2
 architecture this trainer implements is accepted (tanh GeLU, LayerNorm eps 1e-5, 4H MLP,
@@ -82,9 +82,11 @@ def import_hf(d, out, vpad):
         full[ours] = np.stack([a.T if tr else a.reshape(-1, 1) for a in layers])
     payload = b"".join(np.ascontiguousarray(full[name], dtype="<f4").tobytes() for name, _, _, _ in PARAMS)
     n_params = len(payload) // 4
+    # a complete single-rank file: weights, then AdamW moments m and v (zero: a fresh optimizer)
+    payload += bytes(8 * n_params)
     h = [0] * CKPT_HEADER_INTS
     vals = {"magic": CKPT_MAGIC, "version": CKPT_WRITE_VERSION, "L": L, "H": C, "heads": NH, "seq": T, "V": V, "Vp": Vp,
-            "tp": 1, "pp": 1, "dp": 1, "zero": 0, "n_params": n_params, "opt_off": 0, "n_opt": 0, "scaled_init": 1}
+            "tp": 1, "pp": 1, "dp": 1, "zero": 0, "n_params": n_params, "opt_off": 0, "n_opt": n_params, "scaled_init": 1}
     for k, v in vals.items():
         h[CKPT_FIELDS[k]] = v
     # version 2: FNV-1a 64 over the header (checksum entry 0), then the payload
