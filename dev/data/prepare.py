@@ -408,7 +408,7 @@ def is_done(out, prefix, settings):
 
 def prepare(doc_source, out, prefix, tok=None, vocab=None, split_fn=None, workers=1,
             shard_tokens=100_000_000, total_bytes=None, settings=None, quiet=False,
-            _fail_after_shards=None):
+            chunk_bytes=CHUNK_BYTES, _fail_after_shards=None):
     """The library entry point.
 
     doc_source: a callable returning a fresh iterator of document strings (called once
@@ -416,9 +416,21 @@ def prepare(doc_source, out, prefix, tok=None, vocab=None, split_fn=None, worker
     tok: a loaded `tokenizers.Tokenizer` with <|endoftext|>, or None to train a BPE of
       `vocab` ids on the train split.
     split_fn(index, text) -> True for val; default hash_split(0.05).
-    Returns the manifest dict. `_fail_after_shards` (tests) raises after that many
-    shard files have been written, as an interrupted run would stop.
+    Returns (manifest dict, tokenizer). On bad input (PrepareError) this prefix's
+    shards are deleted again, so refused ids never leave a shard behind.
+    `_fail_after_shards` (tests) raises RuntimeError after that many shard files,
+    leaving them, as a killed run would.
     """
+    try:
+        return _prepare(doc_source, out, prefix, tok, vocab, split_fn, workers, shard_tokens,
+                        total_bytes, settings, quiet, chunk_bytes, _fail_after_shards)
+    except PrepareError:
+        clean_partial(out, prefix)
+        raise
+
+
+def _prepare(doc_source, out, prefix, tok, vocab, split_fn, workers, shard_tokens,
+             total_bytes, settings, quiet, chunk_bytes, _fail_after_shards):
     split_fn = split_fn or hash_split(0.05)
     if shard_tokens < 1:
         raise PrepareError("--shard-tokens must be >= 1")
@@ -463,7 +475,7 @@ def prepare(doc_source, out, prefix, tok=None, vocab=None, split_fn=None, worker
                 orig(toks)
             w._flush = flush
     prog = Progress(f"{prefix}: tokenizing", total_bytes, quiet)
-    for chunk, ids_list in encode_ordered(tok, labeled(), workers):
+    for chunk, ids_list in encode_ordered(tok, labeled(), workers, chunk_bytes):
         nbytes = 0
         for (is_val, text), ids in zip(chunk, ids_list):
             check_ids(ids, vocab)
@@ -518,6 +530,8 @@ def main(argv=None):
     ap.add_argument("--val-frac", type=float, default=0.05, help="fraction of documents for val (by hash)")
     ap.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard")
     ap.add_argument("--workers", type=int, default=1, help="tokenization processes")
+    ap.add_argument("--chunk-bytes", type=int, default=CHUNK_BYTES,
+                    help="text per tokenization task (tuning; the output does not depend on it)")
     ap.add_argument("--force", action="store_true", help="rebuild even if the manifest matches")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
     args = ap.parse_args(argv)
@@ -529,8 +543,8 @@ def main(argv=None):
               "and use /usr/bin/python3", file=sys.stderr)
         return 1
     try:
-        if args.workers < 1:
-            raise PrepareError("--workers must be >= 1")
+        if args.workers < 1 or args.chunk_bytes < 1:
+            raise PrepareError("--workers and --chunk-bytes must be >= 1")
         paths = expand_inputs(args.inputs)
         if args.tokenizer and not os.path.isfile(args.tokenizer):
             raise PrepareError(f"no such tokenizer file: {args.tokenizer}")
@@ -546,7 +560,7 @@ def main(argv=None):
                        tok=tok, vocab=args.train_bpe, split_fn=hash_split(args.val_frac),
                        workers=args.workers, shard_tokens=args.shard_tokens,
                        total_bytes=sum(os.path.getsize(p) for p in paths), settings=settings,
-                       quiet=args.quiet)
+                       quiet=args.quiet, chunk_bytes=args.chunk_bytes)
     except PrepareError as e:
         print(f"prepare.py: error: {e}", file=sys.stderr)
         return 1
