@@ -226,18 +226,26 @@ def body(tmp):
     r = run_cli(["--out", ob, "--tokenizer", bigp] + inputs)
     check(r.returncode != 0 and r.stderr.count("\n") == 1 and "error:" in r.stderr and "65536" in r.stderr
           and not glob.glob(os.path.join(ob, "*.bin")), f"tokenizer with id 70000 refused: {r.stderr.strip()}")
-    orig = prep.vocab_size
-    prep.vocab_size = lambda t: orig(t) - 100  # the file would claim fewer ids than the model emits
+    orig, calls = prep._encode_chunk, [0]
+
+    def bad_encode(texts):  # the 5th chunk carries an id the vocabulary lacks
+        out = orig(texts)
+        calls[0] += 1
+        if calls[0] == 5:
+            out[0] = out[0] + [VOCAB + 3]
+        return out
+    prep._encode_chunk = bad_encode
     try:
         prep.prepare(lambda: prep.iter_documents(paths), ob, "c", tok=tok, workers=1,
-                     shard_tokens=500, quiet=True)
+                     shard_tokens=500, quiet=True, chunk_bytes=2000)
         msg = None
     except prep.PrepareError as e:
         msg = str(e)
     finally:
-        prep.vocab_size = orig
-    check(msg is not None and "outside the vocabulary" in msg and not glob.glob(os.path.join(ob, "c_*.bin")),
-          f"ids >= vocab refused, no shard left: {msg}")
+        prep._encode_chunk = orig
+    check(calls[0] == 5 and msg is not None and f"id {VOCAB + 3} is outside" in msg
+          and not glob.glob(os.path.join(ob, "c_*")),
+          f"an id >= vocab in a late chunk is refused, shards written before are deleted: {msg}")
     check(prep.check_ids([0, VOCAB - 1], VOCAB) is None, "check_ids accepts ids < vocab")
 
     # loading the tokenizer gives the same shards as training it
