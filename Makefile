@@ -62,6 +62,7 @@ test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments fixtures 
 	bash scripts/check_scripts.sh
 	$(PY) dev/calibrate_planner.py --selftest
 	bash dev/data/check_tokenizer.sh
+	$(PY) dev/data/test_prepare.py
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
 	$(MAKE) --no-print-directory test-hf

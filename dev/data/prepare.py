@@ -535,7 +535,10 @@ def main(argv=None):
     ap.add_argument("--force", action="store_true", help="rebuild even if the manifest matches")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
     args = ap.parse_args(argv)
-    os.environ.setdefault("RAYON_NUM_THREADS", "1")  # parallelism is --workers', not Rust's
+    # parallelism is --workers (processes), not the Rust thread pool; this also keeps
+    # tokenizers quiet about forking after it has been used
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         import tokenizers  # noqa: F401
     except ImportError:
