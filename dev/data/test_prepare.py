@@ -24,10 +24,12 @@ import json
 import os
 import random
 import shutil
+import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -214,6 +216,34 @@ def body(tmp):
     r = run_cli(["--out", oi, "--workers", "3"] + common)
     check(r.returncode == 0 and files_of(oi, "c") == f1 and set(os.listdir(oi)) == set(os.listdir(o1)),
           "rerun after interruption: reference output, no stale or partial shards")
+
+    # a real kill -9 mid-run (a larger input, so there is a moment with shards but no manifest)
+    bigin = os.path.join(tmp, "big.jsonl")
+    with open(os.path.join(tmp, "c.jsonl"), "rb") as f:
+        raw = f.read()
+    with open(bigin, "wb") as f:
+        f.write(raw * 4)
+    kargs = ["--prefix", "k", "--tokenizer", os.path.join(o1, "c_tokenizer.json"), "--shard-tokens", "2000",
+             "--chunk-bytes", "2000", "--workers", "2", bigin]
+    ok_ = os.path.join(tmp, "ok")
+    p = subprocess.Popen([PY, os.path.join(HERE, "prepare.py"), "--quiet", "--out", ok_] + kargs,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t_end = time.time() + 60
+    while time.time() < t_end and p.poll() is None and len(glob.glob(os.path.join(ok_, "k_train_*.bin"))) < 3:
+        time.sleep(0.005)
+    killed = p.poll() is None
+    if killed:
+        os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    partial = glob.glob(os.path.join(ok_, "k_train_*.bin"))
+    check(killed and partial and not os.path.exists(os.path.join(ok_, "k_manifest.json")),
+          f"kill -9 mid-run: {len(partial)} shards, no manifest")
+    r = run_cli(["--out", ok_] + kargs)
+    r2 = run_cli(["--out", os.path.join(tmp, "ok2")] + kargs)
+    fk = files_of(ok_, "k")
+    check(r.returncode == 0 and r2.returncode == 0 and fk == files_of(os.path.join(tmp, "ok2"), "k")
+          and len(fk) > 20 and set(os.listdir(ok_)) == set(os.listdir(os.path.join(tmp, "ok2"))),
+          f"rerun after kill -9 = a fresh run ({len(fk)} files)")
 
     # out-of-vocabulary ids
     tok = prep.load_tokenizer(os.path.join(o1, "c_tokenizer.json"))
