@@ -365,16 +365,17 @@ class Progress:
             self._draw(end="\r" if self.tty else "\n")
 
     def done(self):
-        self._draw(end="\n")
+        self._draw(end="\n", final=True)
 
-    def _draw(self, end):
+    def _draw(self, end, final=False):
         if self.quiet:
             return
         dt = max(time.time() - self.t0, 1e-9)
         mb = self.bytes / 1e6
         pct = ""
         if self.total:
-            f = min(self.bytes / self.total, 1.0)
+            # (text modes strip line ends, so the bytes seen end a little short of the total)
+            f = 1.0 if final else min(self.bytes / self.total, 1.0)
             pct = f"[{'#' * int(f * 20):<20}] {100 * f:5.1f}% "
         print(f"{self.label}: {pct}{mb:,.1f} MB {mb / dt:,.2f} MB/s {self.docs:,} docs "
               f"{self.docs / dt:,.0f} docs/s", end=end, file=sys.stderr, flush=True)
