@@ -67,7 +67,7 @@ def expand_inputs(patterns):
         if not hits:
             raise PrepareError(f"no file matches {p!r}")
         for h in hits:
-            if not os.path.isfile(h):
+            if not os.path.exists(h) or os.path.isdir(h):  # (FIFOs are fine)
                 raise PrepareError(f"not a file: {h}")
             paths.append(h)
     return paths

@@ -29,6 +29,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -217,29 +218,41 @@ def body(tmp):
     check(r.returncode == 0 and files_of(oi, "c") == f1 and set(os.listdir(oi)) == set(os.listdir(o1)),
           "rerun after interruption: reference output, no stale or partial shards")
 
-    # a real kill -9 mid-run (a larger input, so there is a moment with shards but no manifest)
-    bigin = os.path.join(tmp, "big.jsonl")
+    # a real kill -9 mid-run: the input is a FIFO we feed and never close, so the run is
+    # certainly still going (blocked reading) when the shards are there
     with open(os.path.join(tmp, "c.jsonl"), "rb") as f:
-        raw = f.read()
+        raw = f.read() * 2
+    bigin, fifo = os.path.join(tmp, "big.jsonl"), os.path.join(tmp, "fifo.jsonl")
     with open(bigin, "wb") as f:
-        f.write(raw * 4)
+        f.write(raw)
+    os.mkfifo(fifo)
     kargs = ["--prefix", "k", "--tokenizer", os.path.join(o1, "c_tokenizer.json"), "--shard-tokens", "2000",
-             "--chunk-bytes", "2000", "--workers", "2", bigin]
+             "--chunk-bytes", "2000", "--workers", "2"]
     ok_ = os.path.join(tmp, "ok")
-    p = subprocess.Popen([PY, os.path.join(HERE, "prepare.py"), "--quiet", "--out", ok_] + kargs,
+    p = subprocess.Popen([PY, os.path.join(HERE, "prepare.py"), "--quiet", "--out", ok_] + kargs + [fifo],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def feed():
+        try:
+            with open(fifo, "wb") as f:
+                f.write(raw)
+                f.flush()
+                time.sleep(120)  # hold it open: no EOF until the kill
+        except OSError:
+            pass
+    threading.Thread(target=feed, daemon=True).start()
     t_end = time.time() + 60
     while time.time() < t_end and p.poll() is None and len(glob.glob(os.path.join(ok_, "k_train_*.bin"))) < 3:
-        time.sleep(0.005)
+        time.sleep(0.01)
     killed = p.poll() is None
     if killed:
         os.kill(p.pid, signal.SIGKILL)
     p.wait()
     partial = glob.glob(os.path.join(ok_, "k_train_*.bin"))
-    check(killed and partial and not os.path.exists(os.path.join(ok_, "k_manifest.json")),
+    check(killed and len(partial) >= 3 and not os.path.exists(os.path.join(ok_, "k_manifest.json")),
           f"kill -9 mid-run: {len(partial)} shards, no manifest")
-    r = run_cli(["--out", ok_] + kargs)
-    r2 = run_cli(["--out", os.path.join(tmp, "ok2")] + kargs)
+    r = run_cli(["--out", ok_] + kargs + [bigin])
+    r2 = run_cli(["--out", os.path.join(tmp, "ok2")] + kargs + [bigin])
     fk = files_of(ok_, "k")
     check(r.returncode == 0 and r2.returncode == 0 and fk == files_of(os.path.join(tmp, "ok2"), "k")
           and len(fk) > 20 and set(os.listdir(ok_)) == set(os.listdir(os.path.join(tmp, "ok2"))),
