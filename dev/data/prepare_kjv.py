@@ -194,9 +194,7 @@ def main():
     if len(m["train"]) != 1 or len(m["val"]) != 1:
         die("expected exactly one train and one val shard")
     write_atomic(os.path.join(args.out, "tokenizer_check.txt"), check_file_text(tok, table).encode("utf-8"))
-    train_tokens, val_tokens = range(m["train_tokens"]), range(m["val_tokens"])
-
-    n_tr, n_va = len(train_tokens), len(val_tokens)
+    n_tr, n_va = m["train_tokens"], m["val_tokens"]
     print(f"prepare_kjv.py: wrote {args.out}: train {n_tr:,} tokens ({len(train_docs)} books), "
           f"val {n_va:,} tokens ({len(val_docs)} chapters, {100 * n_va / (n_tr + n_va):.1f}%), "
           f"vocab {args.vocab} (EOT id {eot}), {time.time() - t0:.1f}s")
