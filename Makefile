@@ -105,6 +105,7 @@ endif
 	$(PY) dev/calibrate_planner.py --selftest
 	$(PY) dev/test_bench_torch_init.py
 	bash dev/data/check_tokenizer.sh
+	$(PY) dev/data/test_prepare.py
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
 	$(MAKE) --no-print-directory test-hf

@@ -32,10 +32,12 @@ Choices (and why):
   * Determinism: same input and vocab -> byte-identical outputs (checked by sha256 over
     repeated runs). Files are written to a temp name and renamed, so an interrupted
     run never leaves a half file that looks up to date.
+  * The work (BPE training, tokenization, shard/tokenizer files, kjv_manifest.json) is
+    dev/data/prepare.py's `prepare()`; this script supplies the KJV's documents and its
+    chapter split rule as prepare()'s split function.
 """
 
 import argparse
-import array
 import os
 import re
 import shutil
@@ -44,13 +46,14 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import prepare as prep  # noqa: E402  (the general pipeline; this file is its KJV use)
+from prepare import EOT_TEXT, TOK_MAGIC, TOK_VERSION, write_atomic  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-EOT_TEXT = "<|endoftext|>"
-DATA_MAGIC, DATA_VERSION = 20240520, 1
-TOK_MAGIC, TOK_VERSION = 20240328, 2
 VAL_EVERY = 20  # every 20th chapter (global count, 1-based) goes to val
 OUT_NAMES = ["kjv_train_000.bin", "kjv_val_000.bin", "kjv_tokenizer.bin",
-             "kjv_tokenizer.json", "tokenizer_check.txt"]
+             "kjv_tokenizer.json", "tokenizer_check.txt", "kjv_manifest.json"]
 # strings whose token ids the C test decodes and compares; cover plain verse text,
 # newlines (the corpus's line structure), tabs/digits, multi-byte UTF-8 that never
 # occurs in the corpus (byte fallback), and the special token itself
@@ -125,86 +128,6 @@ def split_documents(books):
     return train, val
 
 
-def train_tokenizer(train_docs, vocab):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab - 1, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  special_tokens=[])
-    tok.train_from_iterator(train_docs, trainer=trainer)
-    if tok.get_vocab_size() != vocab - 1:
-        die(f"BPE reached only {tok.get_vocab_size()} tokens, wanted {vocab - 1} (+1 special)")
-    # added after training so it takes the last id
-    tok.add_special_tokens([EOT_TEXT])
-    eot = tok.token_to_id(EOT_TEXT)
-    if eot != vocab - 1 or tok.get_vocab_size() != vocab:
-        die(f"<|endoftext|> got id {eot}, expected {vocab - 1}")
-    return tok, eot
-
-
-def byte_decoder():
-    """Inverse of GPT-2's bytes->unicode map that the ByteLevel pre-tokenizer uses:
-    printable bytes map to themselves, the other 68 bytes to chr(256 + k) in order."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
-    chars, n = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[chr(b)] = b
-        else:
-            chars[chr(256 + n)] = b
-            n += 1
-    return chars
-
-
-def token_bytes_table(tok, vocab, eot):
-    dec = byte_decoder()
-    table = []
-    for i in range(vocab):
-        s = tok.id_to_token(i)
-        if i == eot:
-            b = s.encode("utf-8")  # special token: its literal text
-        else:
-            try:
-                b = bytes(dec[c] for c in s)
-            except KeyError:
-                die(f"token {i} {s!r} has a character outside the byte-level alphabet")
-        if not 1 <= len(b) <= 255:
-            die(f"token {i} is {len(b)} bytes long; the tokenizer file allows 1..255")
-        table.append(b)
-    return table
-
-
-def write_atomic(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
-def shard_bytes(tokens, vocab):
-    # a token id >= vocab would only kill a training run when its sample comes up
-    bad = next((i for i, t in enumerate(tokens) if not 0 <= t < vocab), None)
-    if bad is not None:
-        die(f"token id {tokens[bad]} at token offset {bad} is outside the vocabulary of {vocab}")
-    header = array.array("i", [0] * 256)
-    header[0], header[1], header[2] = DATA_MAGIC, DATA_VERSION, len(tokens)
-    body = array.array("H", tokens)
-    if sys.byteorder != "little":
-        header.byteswap()
-        body.byteswap()
-    return header.tobytes() + body.tobytes()
-
-
-def tokenizer_bin_bytes(table, eot):
-    out = bytearray(struct.pack("<256I", TOK_MAGIC, TOK_VERSION, len(table), eot, *([0] * 252)))
-    for b in table:
-        out.append(len(b))
-        out += b
-    return bytes(out)
-
-
 def escape(s):
     # one check case per line, so tabs/newlines/backslashes in the text are escaped
     return s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
@@ -226,7 +149,8 @@ def up_to_date(out, vocab):
     paths = [os.path.join(out, n) for n in OUT_NAMES]
     if not all(os.path.isfile(p) for p in paths):
         return False
-    script_mtime = os.path.getmtime(os.path.abspath(__file__))
+    script_mtime = max(os.path.getmtime(os.path.abspath(__file__)),
+                       os.path.getmtime(os.path.abspath(prep.__file__)))
     if min(os.path.getmtime(p) for p in paths) <= script_mtime:
         return False
     with open(os.path.join(out, "kjv_tokenizer.bin"), "rb") as f:
@@ -256,29 +180,21 @@ def main():
     t0 = time.time()
     books = read_bible()
     train_docs, val_docs = split_documents(books)
-    tok, eot = train_tokenizer(train_docs, args.vocab)
-    table = token_bytes_table(tok, args.vocab, eot)
-
-    def encode_docs(docs):
-        out = []
-        for enc in tok.encode_batch(docs):
-            out.append(eot)  # EOT precedes each document, as in llm.c's shards
-            out.extend(enc.ids)
-        return out
-
-    train_tokens = encode_docs(train_docs)
-    val_tokens = encode_docs(val_docs)
-    check = check_file_text(tok, table)
-
-    os.makedirs(args.out, exist_ok=True)
-    p = lambda n: os.path.join(args.out, n)
-    write_atomic(p("kjv_train_000.bin"), shard_bytes(train_tokens, len(table)))
-    write_atomic(p("kjv_val_000.bin"), shard_bytes(val_tokens, len(table)))
-    write_atomic(p("kjv_tokenizer.bin"), tokenizer_bin_bytes(table, eot))
-    write_atomic(p("kjv_tokenizer.json"), tok.to_str(pretty=True).encode("utf-8"))
-    write_atomic(p("tokenizer_check.txt"), check.encode("utf-8"))
-
-    n_tr, n_va = len(train_tokens), len(val_tokens)
+    n_train = len(train_docs)
+    try:
+        # the chapter rule above is the split: documents come train first, then val
+        m, tok = prep.prepare(lambda: iter(train_docs + val_docs), args.out, "kjv",
+                              vocab=args.vocab, split_fn=lambda i, _text: i >= n_train,
+                              workers=1, shard_tokens=1 << 40, quiet=True,
+                              settings={"kjv_vocab": args.vocab})
+        table = prep.token_bytes_table(tok, args.vocab)
+    except prep.PrepareError as e:
+        die(str(e))
+    eot = m["eot_id"]
+    if len(m["train"]) != 1 or len(m["val"]) != 1:
+        die("expected exactly one train and one val shard")
+    write_atomic(os.path.join(args.out, "tokenizer_check.txt"), check_file_text(tok, table).encode("utf-8"))
+    n_tr, n_va = m["train_tokens"], m["val_tokens"]
     print(f"prepare_kjv.py: wrote {args.out}: train {n_tr:,} tokens ({len(train_docs)} books), "
           f"val {n_va:,} tokens ({len(val_docs)} chapters, {100 * n_va / (n_tr + n_va):.1f}%), "
           f"vocab {args.vocab} (EOT id {eot}), {time.time() - t0:.1f}s")
