@@ -6,7 +6,10 @@
 #    versions must pass;
 #  - mutation tests on the real llmc headers: removing the first __syncthreads of
 #    ce_stats_kernel (crossentropy.cuh), of block_sum or of block_max (cuda_utils.cuh)
-#    must be reported as a race when CUEMU_MAX_GRID gives each block several rows.
+#    must be reported as a race when CUEMU_MAX_GRID gives each block several rows;
+#  - stream_driver.cu: a pinned buffer rewritten after its cudaMemcpyAsync and before
+#    the host synchronised with the copy must fail; the event-guarded slots, pageable
+#    copies and two streams ordered by an event must pass.
 # Usage: test_detectors.sh "CXX FLAGS..." ROOT BUILD; prints "N passed, M failed".
 set -u
 CXXCMD=$1
@@ -78,6 +81,20 @@ else bad "check_crossentropy builds"; fi
 mutate llmc/crossentropy.cuh "the previous row's reads of sm/ss are done" && build "$TMP/m/dev/cuda/check_crossentropy.cu" "$TMP/ce1" &&
     expect "ce_stats_kernel without its first __syncthreads is reported (CUEMU_MAX_GRID=3)" "shared-memory race .*ce_stats_kernel" \
         env CUEMU_MAX_GRID=3 "$TMP/ce1" || bad "ce_stats mutation built"
+
+S="$BUILD/stream_driver"
+if build "$ROOT/dev/cuemu/stream_driver.cu" "$S"; then
+    expect "pinned buffer rewritten after cudaMemcpyAsync, before any sync, is reported with the call site" \
+        "host wrote pinned buffer before its async copy ran.*stream_driver.cu:[0-9]+" "$S" write_before_sync
+    expect "two pinned slots rewritten without waiting for their events are reported" \
+        "host wrote pinned buffer before its async copy ran" "$S" slots_unguarded
+    expect "two pinned slots, each guarded by an event: correct sums" pass "$S" slots_guarded
+    expect "pageable slots without guard: staged at the call, correct sums" pass "$S" slots_pageable
+    expect "pageable copy snapshots the host buffer at the call" pass "$S" pageable_snapshot
+    expect "a pinned copy on one stream, read on another after cudaStreamWaitEvent" pass "$S" two_streams
+else
+    bad "stream_driver.cu builds under the emulation"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,7 @@
 // dev/cuemu/impl/runtime.h - the CUDA runtime API calls the trainer uses:
 // memory (device memory is host memory, registered so misuse is caught), copies,
-// memset, streams and events (synchronous no-ops; event times are wall time),
+// memset, streams and events (pinned host-to-device copies deferred, see streams.h;
+// event times are wall time),
 // device properties of a plausible fake device, errors, function attributes.
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
@@ -119,7 +120,9 @@ inline bool side_ok(const void* p, size_t n, bool device, Found& f) {
     if (device) return is_dev(f);
     return !(f.kind == MEM_DEVICE || f.kind == MEM_SYMBOL);
 }
-inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+// stream: the stream of an async copy; sync: cudaMemcpy (waits for all earlier work).
+inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, cudaMemcpyKind kind, const void* stream = nullptr,
+                        bool async = false, const char* file = nullptr, int line = 0) {
     if (n == 0) return cudaSuccess;
     if ((int)kind < 0 || (int)kind > 4) return ret(cudaErrorInvalidMemcpyDirection);
     if (kind != cudaMemcpyDefault) {
@@ -133,6 +136,19 @@ inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, c
         if (fd.kind != MEM_NONE && fd.overrun) return bad_pointer(api, "destination", dst, n, fd, "");
         if (fs.kind != MEM_NONE && fs.overrun) return bad_pointer(api, "source", src, n, fs, "");
     }
+    if (!async) {
+        device_sync();
+        memmove(dst, src, n);
+        return cudaSuccess;
+    }
+    // An async copy from pinned memory to the device is done by the copy engine when the
+    // stream reaches it; from pageable memory it is staged at the call, as CUDA does.
+    Found fs = lookup(src, n), fd = lookup(dst, n);
+    if (fs.kind == MEM_PINNED && is_dev(fd)) {
+        enqueue_pinned(stream, dst, src, n, file, line);
+        return cudaSuccess;
+    }
+    stream_op(stream);
     memmove(dst, src, n);
     return cudaSuccess;
 }
@@ -145,6 +161,7 @@ inline cudaError_t alloc(void** p, size_t size, int kind) {
 }
 inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b) {
     if (!p) return cudaSuccess;
+    device_sync();  // cudaFree/cudaFreeHost wait for the device
     int k = unregister_region(p, kind_a, kind_b);
     if (k <= 0) {
         fprintf(stderr, "cuemu: %s(%p): not a pointer returned by the matching allocation call (it is %s)\n", api, p,
@@ -240,7 +257,7 @@ static inline cudaError_t cudaSetDevice(int d) {
 }
 static inline cudaError_t cudaGetDevice(int* d) { if (!d) return cuemu::ret(cudaErrorInvalidValue); *d = cuemu::cur_device(); return cudaSuccess; }
 static inline cudaError_t cudaSetDeviceFlags(unsigned) { return cudaSuccess; }
-static inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize() { cuemu::device_sync(); return cudaSuccess; }
 static inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 static inline cudaError_t cudaDeviceSetLimit(cudaLimit, size_t) { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
@@ -297,29 +314,41 @@ static inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cuemu::r
 static inline cudaError_t cudaFreeHost(void* p) { return cuemu::release("cudaFreeHost", p, cuemu::MEM_PINNED, cuemu::MEM_PINNED); }
 static inline cudaError_t cudaHostRegister(void* p, size_t size, unsigned) { cuemu::register_region(p, size, cuemu::MEM_PINNED); return cudaSuccess; }
 static inline cudaError_t cudaHostUnregister(void* p) {
+    cuemu::device_sync();
     return cuemu::unregister_region(p, cuemu::MEM_PINNED) == cuemu::MEM_PINNED ? cudaSuccess : cuemu::ret(cudaErrorInvalidValue);
 }
 static inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) { return cuemu::copy("cudaMemcpy", dst, src, n, kind); }
-static inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t = 0) {
-    return cuemu::copy("cudaMemcpyAsync", dst, src, n, kind);
+static inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s = 0,
+                                          const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return cuemu::copy("cudaMemcpyAsync", dst, src, n, kind, s, true, file, line);
 }
 static inline cudaError_t cudaMemset(void* p, int value, size_t n) {
     if (n == 0) return cudaSuccess;
     cuemu::Found f;
     if (!cuemu::side_ok(p, n, true, f)) return cuemu::bad_pointer("cudaMemset", "destination", p, n, f, "device memory");
+    cuemu::stream_op(nullptr);
     memset(p, value, n);
     return cudaSuccess;
 }
-static inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t = 0) { return cudaMemset(p, value, n); }
+static inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s = 0) {
+    if (n == 0) return cudaSuccess;
+    cuemu::Found f;
+    if (!cuemu::side_ok(p, n, true, f)) return cuemu::bad_pointer("cudaMemsetAsync", "destination", p, n, f, "device memory");
+    cuemu::stream_op(s);
+    memset(p, value, n);
+    return cudaSuccess;
+}
 template <class T>
 static inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t n, size_t offset = 0, cudaMemcpyKind = cudaMemcpyHostToDevice) {
     if (offset + n > sizeof(T)) return cuemu::ret(cudaErrorInvalidValue);
+    cuemu::device_sync();
     memmove((char*)&symbol + offset, src, n);
     return cudaSuccess;
 }
 template <class T>
 static inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t n, size_t offset = 0, cudaMemcpyKind = cudaMemcpyDeviceToHost) {
     if (offset + n > sizeof(T)) return cuemu::ret(cudaErrorInvalidValue);
+    cuemu::device_sync();
     memmove(dst, (const char*)&symbol + offset, n);
     return cudaSuccess;
 }
@@ -336,29 +365,42 @@ static inline cudaError_t cudaGetSymbolAddress(void** p, const T& symbol) {
 
 // ---------------------------------------------------------------- streams and events
 static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{0, 0}; return cudaSuccess; }
-static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) { *s = new CUstream_st{flags, 0}; return cudaSuccess; }
-static inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned flags, int prio) { *s = new CUstream_st{flags, prio}; return cudaSuccess; }
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) { *s = new CUstream_st{flags, 0}; cuemu::stream_set_flags(*s, flags); return cudaSuccess; }
+static inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned flags, int prio) { *s = new CUstream_st{flags, prio}; cuemu::stream_set_flags(*s, flags); return cudaSuccess; }
 static inline cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return cudaSuccess; }
 static inline bool cuemu_is_special_stream(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (cuemu_is_special_stream(s)) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    cuemu::stream_forget(s);
     delete s;
     return cudaSuccess;
 }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-static inline cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { cuemu::stream_sync(s); return cudaSuccess; }
+static inline cudaError_t cudaStreamQuery(cudaStream_t s) { cuemu::stream_sync(s); return cudaSuccess; }  // always done
 static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st{0, false, 0.0}; return cudaSuccess; }
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { *e = new CUevent_st{flags, false, 0.0}; return cudaSuccess; }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle); delete e; return cudaSuccess; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = 0) {
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
     if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    e->stream = cuemu::stream_key(s);
+    e->seq = cuemu::stream_last(s);  // the event completes with the stream's work issued so far
     e->recorded = true;
     e->t_ms = cuemu::now_ms();
     return cudaSuccess;
 }
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cuemu::ret(cudaErrorInvalidResourceHandle); }
-static inline cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : cuemu::ret(cudaErrorInvalidResourceHandle); }
-static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned = 0) { return e ? cudaSuccess : cuemu::ret(cudaErrorInvalidResourceHandle); }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    if (e->recorded) { cuemu::stream_flush(e->stream); cuemu::stream_retire(e->stream, e->seq); }
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }  // always complete
+// The waiting stream's later work must see the event's stream's work: run its deferred
+// copies now (the host learns nothing, so nothing is retired).
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned = 0) {
+    if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    if (e->recorded) cuemu::stream_flush(e->stream);
+    return cudaSuccess;
+}
 static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms || !start || !end) return cuemu::ret(cudaErrorInvalidValue);
     if ((start->flags | end->flags) & cudaEventDisableTiming) return cuemu::ret(cudaErrorInvalidResourceHandle);
