@@ -108,6 +108,7 @@ $(CUDA_BUILD)-emu/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.c
 cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu
 	CUEMU_DEVICES=8 LLMC_TEST_NCCL_LAYOUTS=1 LLMC_TRAIN_GPT_CU=$(CUDA_BUILD)-emu/train_gpt_cu OMP_NUM_THREADS=1 \
 	    $(CUDA_BUILD)-emu/test_gpt_cu $(or $(FIXTURES),fixtures)
+	bash $(CUEMU_DIR_FOR_CUDA)/test_upload_guard.sh $(abspath $(CUDA_BUILD)-emu/train_gpt_cu)
 
 cuda-clean:
 	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host train_gpt_cu test_gpt_cu
