@@ -50,7 +50,7 @@ CUDA_CHECKS = $(sort $(basename $(notdir $(wildcard $(CUDA_DIR)/check_*.cu))))
 
 CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/dev/cuemu
 CUDA_EMU_CXX ?= g++
-CUDA_EMU_FLAGS = -std=c++17 -O2 -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
+CUDA_EMU_FLAGS = -std=c++17 -O2 -rdynamic -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
 
 .PHONY: cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
 

@@ -1,5 +1,6 @@
-// dev/cuemu/stream_driver.cu - stream programs for the emulation's self-tests
-// (test_detectors.sh): `stream_driver MODE`. The broken ones rewrite a pinned host
+// dev/cuemu/stream_driver.cu - stream and launch-resource programs for the emulation's
+// self-tests (test_detectors.sh): `stream_driver MODE [threads]`. The res_* modes launch
+// kernels that test_detectors.sh lists in a register table of its own (CUEMU_RESOURCES). The broken ones rewrite a pinned host
 // buffer while its cudaMemcpyAsync may not have run yet; the emulation must stop them
 // with "host wrote pinned buffer before its async copy ...". The correct ones must
 // pass and print "ok". Works the same on a GPU for the correct modes.
@@ -124,9 +125,48 @@ static int two_streams() {
     return 0;
 }
 
+// Launch-resource checks (impl/resources.h): the same template kernel at two sizes, so
+// the table row must be found from the instantiation, not the LAUNCH text "res_kernel<N>".
+template <int N>
+__global__ void res_kernel(float* out) {
+    if (threadIdx.x == 0) out[blockIdx.x] = (float)N;
+}
+__global__ void res_plain_kernel(float* out) {
+    DYNAMIC_SMEM(float, buf);
+    buf[threadIdx.x] = 1.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = buf[0];
+}
+template <int N>
+static void launch_res(float* d, int threads) {
+    LAUNCH(res_kernel<N>, 1, threads, 0, 0, d);
+}
+static int resources(const char* m, int threads) {
+    float* d;
+    CK(cudaMalloc(&d, 4096));
+    if (!strcmp(m, "res_tmpl128")) launch_res<128>(d, threads);
+    else if (!strcmp(m, "res_tmpl64")) launch_res<64>(d, threads);
+    else if (!strcmp(m, "res_plain")) LAUNCH(res_plain_kernel, 1, threads, 1024, 0, d);
+    else if (!strcmp(m, "res_smem")) {
+        // 163 KiB of dynamic shared memory: the opt-in maximum of sm_80, so with the
+        // kernel's static shared memory it fits sm_90 (227 KiB) but not sm_80
+        int bytes = 163 * 1024;
+        CK(cudaFuncSetAttribute(res_plain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        LAUNCH(res_plain_kernel, 1, threads, bytes, 0, d);
+    } else if (!strcmp(m, "res_optin")) {
+        // above sm_80's opt-in maximum: cudaFuncSetAttribute itself must refuse it there
+        CK(cudaFuncSetAttribute(res_plain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(d));
+    return 0;
+}
+
 int main(int argc, char** argv) {
     const char* m = argc > 1 ? argv[1] : "";
     int bad;
+    if (!strncmp(m, "res_", 4)) bad = resources(m, argc > 2 ? atoi(argv[2]) : 256);
+    else
     if (!strcmp(m, "slots_guarded")) bad = slots(1, 1);
     else if (!strcmp(m, "slots_unguarded")) bad = slots(0, 1);
     else if (!strcmp(m, "slots_pageable")) bad = slots(0, 0);

@@ -9,7 +9,10 @@
 #    must be reported as a race when CUEMU_MAX_GRID gives each block several rows;
 #  - stream_driver.cu: a pinned buffer rewritten after its cudaMemcpyAsync and before
 #    the host synchronised with the copy must fail; the event-guarded slots, pageable
-#    copies and two streams ordered by an event must pass.
+#    copies and two streams ordered by an event must pass;
+#  - launch resources (impl/resources.h) against a register table written here: too
+#    many registers (template instantiation resolved from the symbol), too many threads,
+#    shared memory over sm_80's opt-in maximum (CUEMU_ARCH=80) must fail.
 # Usage: test_detectors.sh "CXX FLAGS..." ROOT BUILD; prints "N passed, M failed".
 set -u
 CXXCMD=$1
@@ -92,6 +95,20 @@ if build "$ROOT/dev/cuemu/stream_driver.cu" "$S"; then
     expect "pageable slots without guard: staged at the call, correct sums" pass "$S" slots_pageable
     expect "pageable copy snapshots the host buffer at the call" pass "$S" pageable_snapshot
     expect "a pinned copy on one stream, read on another after cudaStreamWaitEvent" pass "$S" two_streams
+    T="$TMP/res.tsv"
+    printf '# test table\nkernel\tregs\tspill_st\tspill_ld\tsmem_static\tmax_threads\nres_kernel<128>\t200\t0\t0\t0\t1024\nres_kernel<64>\t32\t0\t0\t0\t1024\nres_plain_kernel\t40\t0\t0\t1024\t256\n' >"$T"
+    R="too many resources requested for launch"
+    expect "res_kernel<128> (200 registers) x 512 threads exceeds the register file" "$R: 512 threads x 200 registers" \
+        env CUEMU_RESOURCES="$T" "$S" res_tmpl128 512
+    expect "res_kernel<128> x 256 threads fits" pass env CUEMU_RESOURCES="$T" "$S" res_tmpl128 256
+    expect "res_kernel<64> (32 registers) x 512 threads fits" pass env CUEMU_RESOURCES="$T" "$S" res_tmpl64 512
+    expect "512 threads above the kernel's max_threads 256 fail" "$R: 512 threads exceed the kernel's max_threads" \
+        env CUEMU_RESOURCES="$T" "$S" res_plain 512
+    expect "1 KiB static + 163 KiB dynamic shared memory fits sm_90" pass env CUEMU_ARCH=90 CUEMU_RESOURCES="$T" "$S" res_smem
+    expect "1 KiB static + 163 KiB dynamic shared memory fails on sm_80" "$R: 1024 bytes static \\+ 166912 dynamic" \
+        env CUEMU_ARCH=80 CUEMU_RESOURCES="$T" "$S" res_smem
+    expect "cudaFuncSetAttribute with 200 KiB is refused on sm_80" "cudaFuncSetAttribute.*invalid argument" env CUEMU_ARCH=80 "$S" res_optin
+    expect "cudaFuncSetAttribute with 200 KiB is accepted on sm_90" pass env CUEMU_ARCH=90 "$S" res_optin
 else
     bad "stream_driver.cu builds under the emulation"
 fi

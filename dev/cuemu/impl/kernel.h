@@ -10,6 +10,7 @@
 #include "base.h"
 #include "detect.h"
 #include "streams.h"
+#include "resources.h"
 #include <csignal>
 #include <numeric>
 #include <sys/mman.h>
@@ -593,6 +594,10 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
                 "(raise it with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))\n",
                 file, line, name, smem, limit);
         set_error(cudaErrorInvalidValue);
+        return;
+    }
+    if (!check_resources(kernel, name, file, line, nthreads, smem)) {
+        set_error(cudaErrorLaunchOutOfResources);
         return;
     }
     std::lock_guard<std::mutex> lk(e.launch_mu);

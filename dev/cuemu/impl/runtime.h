@@ -8,7 +8,6 @@
 #include "kernel.h"
 
 #define CUDART_VERSION 13000
-#define CUEMU_DEVICE_NAME "cuemu (CPU emulation of an sm_90 GPU)"
 
 enum cudaMemcpyKind {
     cudaMemcpyHostToHost = 0,
@@ -92,7 +91,6 @@ struct cudaFuncAttributes {
 namespace cuemu {
 constexpr size_t kTotalMem = 80ull << 30;  // what cudaMemGetInfo / totalGlobalMem report
 constexpr int kSMs = 132;
-constexpr size_t kSmemOptin = 232448;  // 227 KiB, as on sm_90
 inline int& cur_device() { static int d = 0; return d; }
 inline cudaError_t ret(cudaError_t e) { set_error(e); return e; }
 // 256-byte aligned like cudaMalloc, and exactly `size` bytes, so that a build with
@@ -174,7 +172,7 @@ inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b) {
 }
 inline void fill_props(cudaDeviceProp* p) {
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", CUEMU_DEVICE_NAME);
+    snprintf(p->name, sizeof p->name, "cuemu (CPU emulation of an sm_%d GPU)", arch_limits().arch);
     p->totalGlobalMem = kTotalMem;
     p->sharedMemPerBlock = 48 * 1024;
     p->regsPerBlock = 65536;
@@ -184,7 +182,7 @@ inline void fill_props(cudaDeviceProp* p) {
     p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
     p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
     p->totalConstMem = 65536;
-    p->major = 9;
+    p->major = arch_limits().arch / 10;
     p->minor = 0;
     p->multiProcessorCount = kSMs;
     p->canMapHostMemory = 1;
@@ -195,11 +193,11 @@ inline void fill_props(cudaDeviceProp* p) {
     p->l2CacheSize = 50 * 1024 * 1024;
     p->persistingL2CacheMaxSize = 0;
     p->maxThreadsPerMultiProcessor = 2048;
-    p->sharedMemPerMultiprocessor = 233472;
+    p->sharedMemPerMultiprocessor = arch_limits().smem_per_sm;
     p->regsPerMultiprocessor = 65536;
     p->managedMemory = 1;
     p->cooperativeLaunch = 1;
-    p->sharedMemPerBlockOptin = kSmemOptin;
+    p->sharedMemPerBlockOptin = arch_limits().smem_optin;
     p->maxBlocksPerMultiProcessor = 32;
     p->reservedSharedMemPerBlock = 1024;
     p->clusterLaunch = 1;
@@ -413,7 +411,7 @@ static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cud
 static inline cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
     if (!func) return cuemu::ret(cudaErrorInvalidDeviceFunction);
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        if (value < 0 || (size_t)value > cuemu::kSmemOptin) return cuemu::ret(cudaErrorInvalidValue);
+        if (value < 0 || (size_t)value > cuemu::arch_limits().smem_optin) return cuemu::ret(cudaErrorInvalidValue);
         cuemu::ex().max_dyn_smem[func] = value;
         return cudaSuccess;
     }
@@ -429,8 +427,8 @@ static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const voi
     memset(a, 0, sizeof *a);
     a->maxThreadsPerBlock = 1024;
     a->numRegs = 32;
-    a->ptxVersion = 90;
-    a->binaryVersion = 90;
+    a->ptxVersion = cuemu::arch_limits().arch;
+    a->binaryVersion = cuemu::arch_limits().arch;
     a->maxDynamicSharedSizeBytes = cuemu::dyn_smem_limit(func);
     return cudaSuccess;
 }
@@ -444,7 +442,7 @@ static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, 
     if (!n || blockSize <= 0 || blockSize > 1024) return cuemu::ret(cudaErrorInvalidValue);
     int warps = (blockSize + 31) / 32;
     int by_threads = 64 / warps;
-    int by_smem = dynSmem ? (int)(233472 / (dynSmem + 1024)) : 32;
+    int by_smem = dynSmem ? (int)(cuemu::arch_limits().smem_per_sm / (dynSmem + 1024)) : 32;
     *n = std::max(0, std::min({32, by_threads, by_smem}));
     return cudaSuccess;
 }
