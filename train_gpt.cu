@@ -120,8 +120,9 @@ typedef struct {
     float* lse;        // (B,T) log-sum-exp over the full vocabulary
     float* ce;         // (4, B,T) cross-entropy statistics: local max, global max, sum-exp, target logit
     int* inputs; int* targets;        // (B,T) device
-    int* h_inputs; int* h_targets;    // (B,T) host
-    EmbedBuckets hb;                  // host buckets of the inputs by owned token (first stage)
+    int* h_inputs; int* h_targets;    // (B,T) pinned host
+    EmbedBuckets hb;                  // pinned host buckets of the inputs by owned token (first stage)
+    cudaEvent_t uploaded;             // recorded after this slot's uploads: the host arrays are free again
     int* d_uniq; int* d_off; int* d_pos; // device copies: (B*T) (B*T+1) (B*T)
 } Acts;
 
@@ -251,17 +252,24 @@ static void acts_alloc(GPT* g, Acts* a) {
     a->mem = dev_alloc(ar.off);
     ar.base = (char*)a->mem; ar.off = 0;
     acts_carve(g, a, &ar);
-    a->h_inputs = (int*)calloc_check(BT, sizeof(int));
-    a->h_targets = (int*)calloc_check(BT, sizeof(int));
-    a->hb.uniq = (int*)calloc_check(BT, sizeof(int));
-    a->hb.off = (int*)calloc_check(BT + 1, sizeof(int));
-    a->hb.pos = (int*)calloc_check(BT, sizeof(int));
+    // pinned, so the uploads are asynchronous DMA instead of a staged copy that holds the
+    // host at every micro-batch; acts_host_claim guards their reuse
+    cudaCheck(cudaMallocHost((void**)&a->h_inputs, sizeof(int) * BT));
+    cudaCheck(cudaMallocHost((void**)&a->h_targets, sizeof(int) * BT));
+    cudaCheck(cudaMallocHost((void**)&a->hb.uniq, sizeof(int) * BT));
+    cudaCheck(cudaMallocHost((void**)&a->hb.off, sizeof(int) * (BT + 1)));
+    cudaCheck(cudaMallocHost((void**)&a->hb.pos, sizeof(int) * BT));
+    memset(a->h_inputs, 0, sizeof(int) * BT); memset(a->h_targets, 0, sizeof(int) * BT);
+    memset(a->hb.off, 0, sizeof(int) * (BT + 1));
     a->hb.nu = 0;
+    cudaCheck(cudaEventCreateWithFlags(&a->uploaded, cudaEventDisableTiming));
 }
 
 static void acts_free(Acts* a) {
-    dev_free(a->mem); free(a->layer); free(a->h_inputs); free(a->h_targets);
-    free(a->hb.uniq); free(a->hb.off); free(a->hb.pos);
+    dev_free(a->mem); free(a->layer);
+    cudaCheck(cudaFreeHost(a->h_inputs)); cudaCheck(cudaFreeHost(a->h_targets));
+    cudaCheck(cudaFreeHost(a->hb.uniq)); cudaCheck(cudaFreeHost(a->hb.off)); cudaCheck(cudaFreeHost(a->hb.pos));
+    cudaCheck(cudaEventDestroy(a->uploaded));
 }
 
 static void gpt_carve(GPT* g, Arena* ar) {
@@ -573,8 +581,16 @@ static void acts_upload_tokens(GPT* g, Acts* a) {
             cudaCheck(cudaMemcpyAsync(a->d_pos, a->hb.pos, sizeof(int) * a->hb.off[a->hb.nu], cudaMemcpyHostToDevice, s));
         }
     }
-    // the host arrays are reused for the next micro-batch of this slot only after the
-    // stream has consumed them: a copy from pageable memory returns once it is staged
+    cudaCheck(cudaEventRecord(a->uploaded, s));
+}
+
+// Before the host rewrites a slot's pinned arrays: their last uploads must have run (the
+// copy engine reads them when it gets there). LLMC_TEST_NO_UPLOAD_GUARD=1 skips the wait,
+// for the emulation's test that this race is caught.
+static void acts_host_claim(Acts* a) {
+    const char* v = getenv("LLMC_TEST_NO_UPLOAD_GUARD");
+    if (v != NULL && strcmp(v, "1") == 0) return;
+    cudaCheck(cudaEventSynchronize(a->uploaded));
 }
 
 // Runs this stage's part of m micro-batches through the pipeline with the 1F1B schedule
@@ -613,7 +629,7 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
         int k = plan[i].micro;
         Acts* a = &g->acts[k % g->nslots];
         if (plan[i].kind == ACT_FORWARD) {
-            if (is_first_stage(g) || is_last_stage(g)) { load(t, a, k, user); acts_upload_tokens(g, a); }
+            if (is_first_stage(g) || is_last_stage(g)) { acts_host_claim(a); load(t, a, k, user); acts_upload_tokens(g, a); }
             gpt_forward(g, dc, a, forward_only ? 0.0f : dloss);
         } else {
             gpt_backward(g, dc, a, g->dgrad[k % 2]);

@@ -25,7 +25,7 @@ CUEMU_CXXFLAGS ?= -std=c++17 -O2 -g -Wall -Wextra
 CUEMU_DETECT ?= $(if $(findstring clang,$(shell $(CUEMU_CXX) --version 2>/dev/null | head -1)),0,1)
 CUEMU_DETECT_FLAGS = $(if $(filter 1,$(CUEMU_DETECT)),-g1 -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -Wno-tsan \
     -static-libtsan -L$(abspath $(CUEMU_DIR))/notsan -fsanitize=alignment -fno-sanitize-recover=alignment)
-CUEMU_FLAGS = $(CUEMU_CXXFLAGS) -DCUEMU -I$(CUEMU_DIR)/include -include $(CUEMU_DIR)/cuemu.h $(CUEMU_DETECT_FLAGS)
+CUEMU_FLAGS = $(CUEMU_CXXFLAGS) -rdynamic -DCUEMU -I$(CUEMU_DIR)/include -include $(CUEMU_DIR)/cuemu.h $(CUEMU_DETECT_FLAGS)
 CUEMU_MPI_DEFS = -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
 CUEMU_DEPS = $(wildcard $(CUEMU_DIR)/*.h $(CUEMU_DIR)/include/*.h $(CUEMU_DIR)/impl/*.h) $(CUEMU_DIR)/../../llmc/cuda_common.cuh
 CUEMU_MPIRUN_FLAGS ?= --oversubscribe $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-run-as-root)

@@ -6,7 +6,13 @@
 #    versions must pass;
 #  - mutation tests on the real llmc headers: removing the first __syncthreads of
 #    ce_stats_kernel (crossentropy.cuh), of block_sum or of block_max (cuda_utils.cuh)
-#    must be reported as a race when CUEMU_MAX_GRID gives each block several rows.
+#    must be reported as a race when CUEMU_MAX_GRID gives each block several rows;
+#  - stream_driver.cu: a pinned buffer rewritten after its cudaMemcpyAsync and before
+#    the host synchronised with the copy must fail; the event-guarded slots, pageable
+#    copies and two streams ordered by an event must pass;
+#  - launch resources (impl/resources.h) against a register table written here: too
+#    many registers (template instantiation resolved from the symbol), too many threads,
+#    shared memory over sm_80's opt-in maximum (CUEMU_ARCH=80) must fail.
 # Usage: test_detectors.sh "CXX FLAGS..." ROOT BUILD; prints "N passed, M failed".
 set -u
 CXXCMD=$1
@@ -78,6 +84,34 @@ else bad "check_crossentropy builds"; fi
 mutate llmc/crossentropy.cuh "the previous row's reads of sm/ss are done" && build "$TMP/m/dev/cuda/check_crossentropy.cu" "$TMP/ce1" &&
     expect "ce_stats_kernel without its first __syncthreads is reported (CUEMU_MAX_GRID=3)" "shared-memory race .*ce_stats_kernel" \
         env CUEMU_MAX_GRID=3 "$TMP/ce1" || bad "ce_stats mutation built"
+
+S="$BUILD/stream_driver"
+if build "$ROOT/dev/cuemu/stream_driver.cu" "$S"; then
+    expect "pinned buffer rewritten after cudaMemcpyAsync, before any sync, is reported with the call site" \
+        "host wrote pinned buffer before its async copy ran.*stream_driver.cu:[0-9]+" "$S" write_before_sync
+    expect "two pinned slots rewritten without waiting for their events are reported" \
+        "host wrote pinned buffer before its async copy ran" "$S" slots_unguarded
+    expect "two pinned slots, each guarded by an event: correct sums" pass "$S" slots_guarded
+    expect "pageable slots without guard: staged at the call, correct sums" pass "$S" slots_pageable
+    expect "pageable copy snapshots the host buffer at the call" pass "$S" pageable_snapshot
+    expect "a pinned copy on one stream, read on another after cudaStreamWaitEvent" pass "$S" two_streams
+    T="$TMP/res.tsv"
+    printf '# test table\nkernel\tregs\tspill_st\tspill_ld\tsmem_static\tmax_threads\nres_kernel<128>\t200\t0\t0\t0\t1024\nres_kernel<64>\t32\t0\t0\t0\t1024\nres_plain_kernel\t40\t0\t0\t1024\t256\n' >"$T"
+    R="too many resources requested for launch"
+    expect "res_kernel<128> (200 registers) x 512 threads exceeds the register file" "$R: 512 threads x 200 registers" \
+        env CUEMU_RESOURCES="$T" "$S" res_tmpl128 512
+    expect "res_kernel<128> x 256 threads fits" pass env CUEMU_RESOURCES="$T" "$S" res_tmpl128 256
+    expect "res_kernel<64> (32 registers) x 512 threads fits" pass env CUEMU_RESOURCES="$T" "$S" res_tmpl64 512
+    expect "512 threads above the kernel's max_threads 256 fail" "$R: 512 threads exceed the kernel's max_threads" \
+        env CUEMU_RESOURCES="$T" "$S" res_plain 512
+    expect "1 KiB static + 163 KiB dynamic shared memory fits sm_90" pass env CUEMU_ARCH=90 CUEMU_RESOURCES="$T" "$S" res_smem
+    expect "1 KiB static + 163 KiB dynamic shared memory fails on sm_80" "$R: 1024 bytes static \\+ 166912 dynamic" \
+        env CUEMU_ARCH=80 CUEMU_RESOURCES="$T" "$S" res_smem
+    expect "cudaFuncSetAttribute with 200 KiB is refused on sm_80" "cudaFuncSetAttribute.*invalid argument" env CUEMU_ARCH=80 "$S" res_optin
+    expect "cudaFuncSetAttribute with 200 KiB is accepted on sm_90" pass env CUEMU_ARCH=90 "$S" res_optin
+else
+    bad "stream_driver.cu builds under the emulation"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -88,10 +88,10 @@ enum cudaError {
 typedef enum cudaError cudaError_t;
 
 // ---------------------------------------------------------------- streams and events
-// Everything runs synchronously on the calling host thread: a stream is a tag,
-// an event records the host wall clock when it is recorded.
+// Work runs on the calling host thread (impl/streams.h says what is deferred): a stream
+// is a tag; an event records the host wall clock and the stream position it marks.
 struct CUstream_st { unsigned int flags; int priority; };
-struct CUevent_st { unsigned int flags; bool recorded; double t_ms; };
+struct CUevent_st { unsigned int flags; bool recorded; double t_ms; const void* stream = nullptr; unsigned long long seq = 0; };
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
 #define cudaStreamDefault 0x00

@@ -470,7 +470,8 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
                                             const void* C_, cublasLtMatrixLayout_t Cd, void* D_, cublasLtMatrixLayout_t Dd,
                                             const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSize, cudaStream_t stream) {
     using namespace cuemu;
-    (void)workspace; (void)workspaceSize; (void)stream;
+    (void)workspace; (void)workspaceSize;
+    stream_op(stream);  // runs at the call, after the deferred copies of its stream
     if (!h || h->magic != kLtMagic) return CUBLAS_STATUS_NOT_INITIALIZED;
     LtPlan P;
     cublasStatus_t st = lt_plan(d, Ad, Bd, Cd, Dd, P);

@@ -10,6 +10,8 @@
 #include "base.h"
 #include "detect.h"
 #include "cost.h"
+#include "streams.h"
+#include "resources.h"
 #include <csignal>
 #include <numeric>
 #include <sys/mman.h>
@@ -598,6 +600,10 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
         set_error(cudaErrorInvalidValue);
         return;
     }
+    if (!check_resources(kernel, name, file, line, nthreads, smem)) {
+        set_error(cudaErrorLaunchOutOfResources);
+        return;
+    }
     std::lock_guard<std::mutex> lk(e.launch_mu);
     install_segv_handler();
     e.page = (size_t)sysconf(_SC_PAGESIZE);
@@ -682,7 +688,7 @@ template <class... P, class... A>
 inline void launch(void (*kernel)(P...), const char* name, const char* file, int line, dim3 grid, dim3 block,
                    size_t smem, cudaStream_t stream, A&&... args) {
     static_assert(sizeof...(P) == sizeof...(A), "LAUNCH: the number of arguments does not match the kernel's parameters");
-    (void)stream;  // streams are synchronous: the kernel has finished when launch returns
+    stream_op(stream);  // after the deferred copies of its stream; the kernel has finished when launch returns
     using Tup = std::tuple<typename std::decay<P>::type...>;
     Tup params(std::forward<A>(args)...);
     if (!check_kernel_args(name, file, line, params, std::index_sequence_for<P...>{})) {

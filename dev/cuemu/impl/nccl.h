@@ -452,7 +452,8 @@ static inline ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) 
 }
 
 static inline ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt, ncclRedOp_t op,
-                                         ncclComm_t comm, cudaStream_t) {
+                                         ncclComm_t comm, cudaStream_t stream_) {
+    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclAllReduce", comm, dt, op, true))) return r;
@@ -476,7 +477,8 @@ static inline ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, s
     return ncclSuccess;
 }
 static inline ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t dt, ncclRedOp_t op,
-                                             ncclComm_t comm, cudaStream_t) {
+                                             ncclComm_t comm, cudaStream_t stream_) {
+    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclReduceScatter", comm, dt, op, true))) return r;
@@ -499,7 +501,8 @@ static inline ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuf
     return ncclSuccess;
 }
 static inline ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t dt, ncclComm_t comm,
-                                         cudaStream_t) {
+                                         cudaStream_t stream_) {
+    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclAllGather", comm, dt, 0, false))) return r;
@@ -517,7 +520,8 @@ static inline ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, s
     return ncclSuccess;
 }
 static inline ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
-                                         cudaStream_t) {
+                                         cudaStream_t stream_) {
+    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclBroadcast", comm, dt, 0, false))) return r;
@@ -617,9 +621,11 @@ inline ncclResult_t p2p(bool send, void* buf, size_t count, int dt, int peer, nc
 #endif
 }
 }  // namespace cuemu
-static inline ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t) {
+static inline ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream_) {
+    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
     return cuemu::p2p(true, const_cast<void*>(sendbuff), count, dt, peer, comm);
 }
-static inline ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t) {
+static inline ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream_) {
+    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
     return cuemu::p2p(false, recvbuff, count, dt, peer, comm);
 }

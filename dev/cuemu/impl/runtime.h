@@ -1,6 +1,7 @@
 // dev/cuemu/impl/runtime.h - the CUDA runtime API calls the trainer uses:
 // memory (device memory is host memory, registered so misuse is caught), copies,
-// memset, streams and events (synchronous no-ops; event times are wall time),
+// memset, streams and events (pinned host-to-device copies deferred, see streams.h;
+// event times are wall time),
 // device properties of a plausible fake device, errors, function attributes.
 // Devices: CUEMU_DEVICES per node, of which CUDA_VISIBLE_DEVICES selects this process's
 // (as CUDA does), each with a PCI bus id from its node ordinal.
@@ -9,7 +10,6 @@
 #include "kernel.h"
 
 #define CUDART_VERSION 13000
-#define CUEMU_DEVICE_NAME "cuemu (CPU emulation of an sm_90 GPU)"
 
 enum cudaMemcpyKind {
     cudaMemcpyHostToHost = 0,
@@ -93,7 +93,6 @@ struct cudaFuncAttributes {
 namespace cuemu {
 constexpr size_t kTotalMem = 80ull << 30;  // what cudaMemGetInfo / totalGlobalMem report
 constexpr int kSMs = 132;
-constexpr size_t kSmemOptin = 232448;  // 227 KiB, as on sm_90
 inline int& cur_device() { static int d = 0; return d; }
 inline cudaError_t ret(cudaError_t e) { set_error(e); return e; }
 // 256-byte aligned like cudaMalloc, and exactly `size` bytes, so that a build with
@@ -121,7 +120,9 @@ inline bool side_ok(const void* p, size_t n, bool device, Found& f) {
     if (device) return is_dev(f);
     return !(f.kind == MEM_DEVICE || f.kind == MEM_SYMBOL);
 }
-inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+// stream: the stream of an async copy; sync: cudaMemcpy (waits for all earlier work).
+inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, cudaMemcpyKind kind, const void* stream = nullptr,
+                        bool async = false, const char* file = nullptr, int line = 0) {
     if (n == 0) return cudaSuccess;
     if ((int)kind < 0 || (int)kind > 4) return ret(cudaErrorInvalidMemcpyDirection);
     if (kind != cudaMemcpyDefault) {
@@ -135,6 +136,19 @@ inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, c
         if (fd.kind != MEM_NONE && fd.overrun) return bad_pointer(api, "destination", dst, n, fd, "");
         if (fs.kind != MEM_NONE && fs.overrun) return bad_pointer(api, "source", src, n, fs, "");
     }
+    if (!async) {
+        device_sync();
+        memmove(dst, src, n);
+        return cudaSuccess;
+    }
+    // An async copy from pinned memory to the device is done by the copy engine when the
+    // stream reaches it; from pageable memory it is staged at the call, as CUDA does.
+    Found fs = lookup(src, n), fd = lookup(dst, n);
+    if (fs.kind == MEM_PINNED && is_dev(fd)) {
+        enqueue_pinned(stream, dst, src, n, file, line);
+        return cudaSuccess;
+    }
+    stream_op(stream);
     memmove(dst, src, n);
     return cudaSuccess;
 }
@@ -147,6 +161,7 @@ inline cudaError_t alloc(void** p, size_t size, int kind) {
 }
 inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b) {
     if (!p) return cudaSuccess;
+    device_sync();  // cudaFree/cudaFreeHost wait for the device
     int k = unregister_region(p, kind_a, kind_b);
     if (k <= 0) {
         fprintf(stderr, "cuemu: %s(%p): not a pointer returned by the matching allocation call (it is %s)\n", api, p,
@@ -159,7 +174,7 @@ inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b) {
 }
 inline void fill_props(cudaDeviceProp* p) {
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", CUEMU_DEVICE_NAME);
+    snprintf(p->name, sizeof p->name, "cuemu (CPU emulation of an sm_%d GPU)", arch_limits().arch);
     p->totalGlobalMem = kTotalMem;
     p->sharedMemPerBlock = 48 * 1024;
     p->regsPerBlock = 65536;
@@ -169,7 +184,7 @@ inline void fill_props(cudaDeviceProp* p) {
     p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
     p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
     p->totalConstMem = 65536;
-    p->major = 9;
+    p->major = arch_limits().arch / 10;
     p->minor = 0;
     p->multiProcessorCount = kSMs;
     p->canMapHostMemory = 1;
@@ -180,11 +195,11 @@ inline void fill_props(cudaDeviceProp* p) {
     p->l2CacheSize = 50 * 1024 * 1024;
     p->persistingL2CacheMaxSize = 0;
     p->maxThreadsPerMultiProcessor = 2048;
-    p->sharedMemPerMultiprocessor = 233472;
+    p->sharedMemPerMultiprocessor = arch_limits().smem_per_sm;
     p->regsPerMultiprocessor = 65536;
     p->managedMemory = 1;
     p->cooperativeLaunch = 1;
-    p->sharedMemPerBlockOptin = kSmemOptin;
+    p->sharedMemPerBlockOptin = arch_limits().smem_optin;
     p->maxBlocksPerMultiProcessor = 32;
     p->reservedSharedMemPerBlock = 1024;
     p->clusterLaunch = 1;
@@ -287,7 +302,7 @@ static inline cudaError_t cudaSetDevice(int d) {
 }
 static inline cudaError_t cudaGetDevice(int* d) { if (!d) return cuemu::ret(cudaErrorInvalidValue); *d = cuemu::cur_device(); return cudaSuccess; }
 static inline cudaError_t cudaSetDeviceFlags(unsigned) { return cudaSuccess; }
-static inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+static inline cudaError_t cudaDeviceSynchronize() { cuemu::device_sync(); return cudaSuccess; }
 static inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 static inline cudaError_t cudaDeviceSetLimit(cudaLimit, size_t) { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
@@ -345,29 +360,41 @@ static inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cuemu::r
 static inline cudaError_t cudaFreeHost(void* p) { return cuemu::release("cudaFreeHost", p, cuemu::MEM_PINNED, cuemu::MEM_PINNED); }
 static inline cudaError_t cudaHostRegister(void* p, size_t size, unsigned) { cuemu::register_region(p, size, cuemu::MEM_PINNED); return cudaSuccess; }
 static inline cudaError_t cudaHostUnregister(void* p) {
+    cuemu::device_sync();
     return cuemu::unregister_region(p, cuemu::MEM_PINNED) == cuemu::MEM_PINNED ? cudaSuccess : cuemu::ret(cudaErrorInvalidValue);
 }
 static inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) { return cuemu::copy("cudaMemcpy", dst, src, n, kind); }
-static inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t = 0) {
-    return cuemu::copy("cudaMemcpyAsync", dst, src, n, kind);
+static inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s = 0,
+                                          const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return cuemu::copy("cudaMemcpyAsync", dst, src, n, kind, s, true, file, line);
 }
 static inline cudaError_t cudaMemset(void* p, int value, size_t n) {
     if (n == 0) return cudaSuccess;
     cuemu::Found f;
     if (!cuemu::side_ok(p, n, true, f)) return cuemu::bad_pointer("cudaMemset", "destination", p, n, f, "device memory");
+    cuemu::stream_op(nullptr);
     memset(p, value, n);
     return cudaSuccess;
 }
-static inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t = 0) { return cudaMemset(p, value, n); }
+static inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s = 0) {
+    if (n == 0) return cudaSuccess;
+    cuemu::Found f;
+    if (!cuemu::side_ok(p, n, true, f)) return cuemu::bad_pointer("cudaMemsetAsync", "destination", p, n, f, "device memory");
+    cuemu::stream_op(s);
+    memset(p, value, n);
+    return cudaSuccess;
+}
 template <class T>
 static inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t n, size_t offset = 0, cudaMemcpyKind = cudaMemcpyHostToDevice) {
     if (offset + n > sizeof(T)) return cuemu::ret(cudaErrorInvalidValue);
+    cuemu::device_sync();
     memmove((char*)&symbol + offset, src, n);
     return cudaSuccess;
 }
 template <class T>
 static inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t n, size_t offset = 0, cudaMemcpyKind = cudaMemcpyDeviceToHost) {
     if (offset + n > sizeof(T)) return cuemu::ret(cudaErrorInvalidValue);
+    cuemu::device_sync();
     memmove(dst, (const char*)&symbol + offset, n);
     return cudaSuccess;
 }
@@ -384,29 +411,42 @@ static inline cudaError_t cudaGetSymbolAddress(void** p, const T& symbol) {
 
 // ---------------------------------------------------------------- streams and events
 static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{0, 0}; return cudaSuccess; }
-static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) { *s = new CUstream_st{flags, 0}; return cudaSuccess; }
-static inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned flags, int prio) { *s = new CUstream_st{flags, prio}; return cudaSuccess; }
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) { *s = new CUstream_st{flags, 0}; cuemu::stream_set_flags(*s, flags); return cudaSuccess; }
+static inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned flags, int prio) { *s = new CUstream_st{flags, prio}; cuemu::stream_set_flags(*s, flags); return cudaSuccess; }
 static inline cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return cudaSuccess; }
 static inline bool cuemu_is_special_stream(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread; }
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (cuemu_is_special_stream(s)) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    cuemu::stream_forget(s);
     delete s;
     return cudaSuccess;
 }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-static inline cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { cuemu::stream_sync(s); return cudaSuccess; }
+static inline cudaError_t cudaStreamQuery(cudaStream_t s) { cuemu::stream_sync(s); return cudaSuccess; }  // always done
 static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st{0, false, 0.0}; return cudaSuccess; }
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { *e = new CUevent_st{flags, false, 0.0}; return cudaSuccess; }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle); delete e; return cudaSuccess; }
-static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = 0) {
+static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
     if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    e->stream = cuemu::stream_key(s);
+    e->seq = cuemu::stream_last(s);  // the event completes with the stream's work issued so far
     e->recorded = true;
     e->t_ms = cuemu::now_ms();
     return cudaSuccess;
 }
-static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) { return e ? cudaSuccess : cuemu::ret(cudaErrorInvalidResourceHandle); }
-static inline cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : cuemu::ret(cudaErrorInvalidResourceHandle); }
-static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned = 0) { return e ? cudaSuccess : cuemu::ret(cudaErrorInvalidResourceHandle); }
+static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    if (e->recorded) { cuemu::stream_flush(e->stream); cuemu::stream_retire(e->stream, e->seq); }
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }  // always complete
+// The waiting stream's later work must see the event's stream's work: run its deferred
+// copies now (the host learns nothing, so nothing is retired).
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned = 0) {
+    if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    if (e->recorded) cuemu::stream_flush(e->stream);
+    return cudaSuccess;
+}
 static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     if (!ms || !start || !end) return cuemu::ret(cudaErrorInvalidValue);
     if ((start->flags | end->flags) & cudaEventDisableTiming) return cuemu::ret(cudaErrorInvalidResourceHandle);
@@ -419,7 +459,7 @@ static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cud
 static inline cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
     if (!func) return cuemu::ret(cudaErrorInvalidDeviceFunction);
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        if (value < 0 || (size_t)value > cuemu::kSmemOptin) return cuemu::ret(cudaErrorInvalidValue);
+        if (value < 0 || (size_t)value > cuemu::arch_limits().smem_optin) return cuemu::ret(cudaErrorInvalidValue);
         cuemu::ex().max_dyn_smem[func] = value;
         return cudaSuccess;
     }
@@ -435,8 +475,8 @@ static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const voi
     memset(a, 0, sizeof *a);
     a->maxThreadsPerBlock = 1024;
     a->numRegs = 32;
-    a->ptxVersion = 90;
-    a->binaryVersion = 90;
+    a->ptxVersion = cuemu::arch_limits().arch;
+    a->binaryVersion = cuemu::arch_limits().arch;
     a->maxDynamicSharedSizeBytes = cuemu::dyn_smem_limit(func);
     return cudaSuccess;
 }
@@ -450,7 +490,7 @@ static inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, 
     if (!n || blockSize <= 0 || blockSize > 1024) return cuemu::ret(cudaErrorInvalidValue);
     int warps = (blockSize + 31) / 32;
     int by_threads = 64 / warps;
-    int by_smem = dynSmem ? (int)(233472 / (dynSmem + 1024)) : 32;
+    int by_smem = dynSmem ? (int)(cuemu::arch_limits().smem_per_sm / (dynSmem + 1024)) : 32;
     *n = std::max(0, std::min({32, by_threads, by_smem}));
     return cudaSuccess;
 }
