@@ -9,7 +9,8 @@
 #                        toolkit's warning must not turn the check into SKIPs; CI keeps -Werror).
 #                        NCCL/cuDNN found by dev/cuda/find_libs.sh (toolkit, system, wheels)
 #   2. attention  ~20 s  dev/cuda/check_attention --large: head sizes 64, 128, 160 at T = 2048
-#                        against the fp64 CPU reference (the 1.3b..530b shapes)
+#                        against the fp64 CPU reference (the 1.3b..530b shapes); then (~15 s)
+#                        build/cuda/cudnn_attention: cuDNN against the own flash kernel, timed
 #   3. tests      ~120 s PyTorch fixtures, then test_gpt_cu (bf16 tolerances, CPU trainer, resume)
 #   4. sanitizer  ~60 s  compute-sanitizer memcheck and racecheck on a tiny 2-step run
 #   5. bench      ~120 s 1.3b at sequence 2048: train_gpt_cu and PyTorch (eager, compiled), both
@@ -103,7 +104,7 @@ print_table() {
     fi
     echo "--------------------------------------------------------------------------------------------------"
     echo "NOT exercised here: NCCL between ranks (one GPU: the layouts stage uses -comm mpi; -comm nccl"
-    echo "across GPUs needs 2+), multi-node, cuDNN."
+    echo "across GPUs needs 2+), multi-node; cuDNN attention only if the build found cuDNN (row cudnn)."
     echo "=================================================================================================="
     [ $rc = 0 ] && rc=$FAILED
     exit $rc
@@ -258,6 +259,14 @@ if [ $BUILD_OK = 1 ]; then
     record attention "$(status_of $rc)" "check_attention --large (hs 64/128/160, T 2048): $(verdict "$OUT/attention.log")"
 else
     record attention SKIP "$NOBUILD"
+fi
+# 2b. cuDNN fused attention against the own flash kernel (built by cuda-build when cuDNN is found)
+if [ $BUILD_OK = 1 ] && [ -x build/cuda/cudnn_attention ]; then
+    rc=0
+    run_stage cudnn 60 build/cuda/cudnn_attention || rc=$?
+    record cudnn "$(status_of $rc)" "cuDNN vs own flash, hs 64/128/160, T 2048: $(verdict "$OUT/cudnn.log"); $(grep -c '^BENCH' "$OUT/cudnn.log" 2>/dev/null) timings in $OUT/cudnn.log"
+else
+    record cudnn SKIP "$([ $BUILD_OK = 1 ] && echo 'the build has no cuDNN (make cuda-libs says what was found)' || echo "$NOBUILD")"
 fi
 
 # ---------------------------------------------------------------------------------------
