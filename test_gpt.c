@@ -222,12 +222,13 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
     train_free(&t);
 }
 
-// -recompute 1 rebuilds each block's activations in backward: the same numbers exactly
-static void test_recompute(Fixture* fx, const char* dir) {
+// 8 steps without recomputation and with `mode`: 1 when losses, grad norms and final
+// weights are bit-identical; the activation bytes each keeps per micro-batch in bytes[2]
+static int recompute_matches_none(Fixture* fx, const char* dir, int mode, size_t bytes[2]) {
     Config cfg = fixture_config(fx, dir);
     Train a, b;
     fixture_train(&a, &cfg, dir);
-    cfg.recompute = 1;
+    cfg.recompute = mode;
     fixture_train(&b, &cfg, dir);
     int same = 1;
     for (int s = 0; s < 8; s++) {
@@ -235,9 +236,16 @@ static void test_recompute(Fixture* fx, const char* dir) {
         if (ra.loss != rb.loss || ra.gnorm != rb.gnorm) same = 0;
     }
     same = same && memcmp(a.model.params, b.model.params, sizeof(float) * a.model.pl.total) == 0;
-    check(same, "-recompute 1 gives bit-identical losses, grad norms and weights over 8 steps");
+    bytes[0] = a.model.acts[0].bytes; bytes[1] = b.model.acts[0].bytes;
     train_free(&a);
     train_free(&b);
+    return same;
+}
+
+// -recompute 1 rebuilds each block's activations in backward: the same numbers exactly
+static void test_recompute(Fixture* fx, const char* dir) {
+    size_t bytes[2];
+    check(recompute_matches_none(fx, dir, 1, bytes), "-recompute 1 gives bit-identical losses, grad norms and weights over 8 steps");
 }
 
 // resume continues bit-identically: 8 straight steps == 4 steps, save, load, 4 steps

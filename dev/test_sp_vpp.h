@@ -144,21 +144,10 @@ static void test_chunk_ownership(void) {
 
 // -recompute selective rebuilds the attention probabilities in backward: the same numbers exactly
 static void test_recompute_selective(Fixture* fx, const char* dir) {
-    Config cfg = fixture_config(fx, dir);
-    Train a, b;
-    fixture_train(&a, &cfg, dir);
-    cfg.recompute = RECOMPUTE_SELECTIVE;
-    fixture_train(&b, &cfg, dir);
-    int same = 1;
-    for (int s = 0; s < 8; s++) {
-        StepResult ra = train_step(&a), rb = train_step(&b);
-        if (ra.loss != rb.loss || ra.gnorm != rb.gnorm) same = 0;
-    }
-    same = same && memcmp(a.model.params, b.model.params, sizeof(float) * a.model.pl.total) == 0;
-    check(same, "-recompute selective gives bit-identical losses, grad norms and weights over 8 steps");
-    check(b.model.acts[0].bytes < a.model.acts[0].bytes, "-recompute selective keeps fewer activation bytes (%zu < %zu)", b.model.acts[0].bytes, a.model.acts[0].bytes);
-    train_free(&a);
-    train_free(&b);
+    size_t bytes[2];
+    check(recompute_matches_none(fx, dir, RECOMPUTE_SELECTIVE, bytes),
+          "-recompute selective gives bit-identical losses, grad norms and weights over 8 steps");
+    check(bytes[1] < bytes[0], "-recompute selective keeps fewer activation bytes (%zu < %zu)", bytes[1], bytes[0]);
 }
 
 // Activation bytes per layer against Korthikanti et al. 2022 (eq. 1-5), adapted. Their
