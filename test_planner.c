@@ -17,7 +17,7 @@ static PlanRequest paper_request(int nodes) {
     PlanRequest r;
     plan_request_init(&r);
     plan_model_preset("530b", &r.model);
-    r.nodes = nodes; r.gb = 1920; r.mb = 1; r.tp = 8; r.pp = 35; r.recompute = 1; r.zero = 0;
+    r.nodes = nodes; r.gb = 1920; r.mb = 1; r.tp = 8; r.pp = 35; r.recompute = 1; r.zero = 0; r.sp = 0; r.vpp = 1;
     return r;
 }
 
@@ -26,6 +26,7 @@ static void eval_request(const PlanRequest* r, PlanRow* row) {
     plan_request_cluster(r, &c);
     PlanLayout l;
     l.tp = r->tp; l.pp = r->pp; l.mb = r->mb; l.recompute = r->recompute; l.zero = r->zero;
+    l.sp = r->sp > 0; l.vpp = r->vpp > 0 ? r->vpp : 1;
     l.dp = r->nodes * c.gpus_per_node / (r->tp * r->pp);
     plan_evaluate(&r->model, &c, &r->k, r->nodes, r->gb, &l, row);
 }
@@ -85,7 +86,7 @@ static void test_recommendation(void) {
           best.lay.tp, best.lay.pp, best.lay.dp, best.lay.recompute, best.lay.zero, best.time.iter_s);
     check(best.mem.total <= 0.9 * 80 * 1073741824.0, "recommendation leaves 10%% of the GPU free: %.1f GiB", best.mem.total / 1073741824.0);
     PlanLayout tl;
-    tl.tp = 8; tl.pp = 35; tl.dp = 8; tl.mb = 1; tl.recompute = 0; tl.zero = 1;
+    tl.tp = 8; tl.pp = 35; tl.dp = 8; tl.mb = 1; tl.recompute = 0; tl.zero = 1; tl.sp = 0; tl.vpp = 1;
     PlanRow tight;
     plan_evaluate(&r.model, &c, &r.k, 280, r.gb, &tl, &tight);
     check(tight.feasible && tight.time.iter_s < best.time.iter_s && tight.mem.total > 0.9 * 80 * 1073741824.0,
@@ -115,7 +116,7 @@ static void test_scaling(void) {
     PlanRequest r;
     plan_request_init(&r);
     plan_model_preset("530b", &r.model);
-    r.gb = 1920; r.mb = 1; r.tp = 8; r.pp = 35; r.recompute = 1; r.zero = 0;
+    r.gb = 1920; r.mb = 1; r.tp = 8; r.pp = 35; r.recompute = 1; r.zero = 0; r.sp = 0; r.vpp = 1;
     plan_parse_flag(&r, "-scaling", "280,350,420,560");
     r.csv_path = "test_planner_scaling.tmp.csv"; /* removed below */
     FILE* devnull = fopen("/dev/null", "w");
@@ -190,7 +191,7 @@ static void test_terms(void) {
           "1F1B in-flight micro-batches: min(PP - stage, m)");
     /* memory of stage 0, TP8 PP35 DP8 mb1, recompute, no ZeRO */
     PlanLayout l;
-    l.tp = 8; l.pp = 35; l.dp = 8; l.mb = 1; l.recompute = 1; l.zero = 0;
+    l.tp = 8; l.pp = 35; l.dp = 8; l.mb = 1; l.recompute = 1; l.zero = 0; l.sp = 0; l.vpp = 1;
     PlanMem mem;
     plan_memory_stage(&m, &k, &l, 240, 0, &mem);
     double P0 = 2060874240.0;
@@ -285,7 +286,7 @@ static void test_terms(void) {
     PlanModel tiny;
     plan_model_preset("tiny", &tiny);
     PlanLayout l1;
-    l1.tp = 1; l1.pp = 1; l1.dp = 1; l1.mb = 8; l1.recompute = 0; l1.zero = 0;
+    l1.tp = 1; l1.pp = 1; l1.dp = 1; l1.mb = 8; l1.recompute = 0; l1.zero = 0; l1.sp = 0; l1.vpp = 1;
     plan_time(&tiny, &c, &k, &l1, 64, &t);
     check(t.m == 8 && t.bubble_s == 0 && t.comm_s == 0 && t.tflops > 0, "one GPU: m = 8, no bubble, no communication");
 

@@ -78,14 +78,19 @@ typedef struct {
  * README "Planning a run" and dev/calibrate_planner.py); the other three are typical measured
  * fractions, documented rather than fitted. */
 typedef struct {
-    double gemm_eff;     /* achieved fraction of peak for the model's GEMMs (lumps kernel gaps) */
+    double gemm_eff;     /* achieved fraction of peak for large GEMMs (lumps kernel gaps) */
+    double gemm_dim0;    /* shape term: a GEMM dimension x reaches x/(x + gemm_dim0) of gemm_eff */
     double net_eff;      /* achieved fraction of link bandwidth for NCCL rings and p2p */
     double hbm_eff;      /* achieved fraction of HBM bandwidth for memory-bound kernels */
     double workspace_gb; /* per-GPU fixed extra: CUDA context, cuBLAS workspace, NCCL buffers (GiB) */
     double headroom;     /* the recommendation leaves this fraction of GPU memory free */
 } PlanConsts;
 
-typedef struct { int tp, pp, dp, mb, recompute, zero; } PlanLayout;
+/* recompute: 0 none, 1 full (the paper), 2 selective (config.h's RECOMPUTE_* values);
+ * sp: Megatron sequence parallelism in the TP group; vpp: model chunks per pipeline rank
+ * (1 = plain 1F1B, V > 1 = interleaved 1F1B). */
+enum { PLAN_RC_NONE = 0, PLAN_RC_FULL = 1, PLAN_RC_SELECTIVE = 2 };
+typedef struct { int tp, pp, dp, mb, recompute, zero, sp, vpp; } PlanLayout;
 
 typedef struct {          /* bytes on the worst stage (the one with the largest total) */
     int stage;
@@ -107,13 +112,15 @@ typedef struct {
     double bubble_s;       /* pipe_s - m * slot_s: fill and drain */
     double dp_s;           /* gradient all-reduce (or ZeRO-1 reduce-scatter + all-gather) */
     double emb_s;          /* tied-embedding gradient all-reduce, first <-> last stage */
+    double ln_s;           /* -sp 1: LayerNorm weight/bias gradient all-reduce over TP */
     double norm_s;         /* grad-norm scalar all-reduce (latency) */
     double opt_s;          /* AdamW step, memory bound */
     double iter_s;
     double compute_s, comm_s, idle_s;      /* iter_s = compute_s + comm_s + idle_s */
     double comm_intra_s, comm_inter_s;     /* comm_s split by link (for calibration) */
-    double tflops;         /* per GPU, paper formula (f = 4 with recompute, else 3) */
-    double mfu;            /* model FLOPs (f = 3) / peak */
+    double tflops;         /* per GPU, hardware FLOPs (recompute included; = the paper's formula with f = 4 for full) */
+    double mfu;            /* model FLOPs (f = 3, no recompute) / peak */
+    double hfu;            /* hardware FLOPs / peak */
 } PlanTime;
 
 typedef struct {
@@ -137,6 +144,8 @@ typedef struct {
     int gb, mb;              /* mb = 0: search 1, 2, 4, 8 */
     int tp, pp, dp;          /* 0 = search */
     int recompute, zero;     /* -1 = search */
+    int sp;                  /* -1 = search (0 and 1 where TP > 1) */
+    int vpp;                 /* 0 = search (1 and every V with L % (PP*V) == 0, V <= 8) */
     int top;                 /* rows shown per table, 0 = all */
     int scaling_n;           /* > 0: scaling report over scaling_nodes */
     int scaling_nodes[PLAN_MAX_SCALING];
@@ -193,6 +202,7 @@ static inline PlanConsts plan_default_consts(void) {
      * It is low against cuBLAS's ~80% on these shapes because it carries everything the
      * model does not time explicitly: launch gaps, framework overhead, attention batching. */
     k.gemm_eff = 0.54;
+    k.gemm_dim0 = 0.0;
     /* NCCL's measured bus bandwidth is ~80% of the link rate on NVSwitch and HDR IB. */
     k.net_eff = 0.80;
     /* STREAM-like kernels reach ~80% of HBM peak on A100/H100. */
@@ -213,7 +223,7 @@ static inline void plan_request_init(PlanRequest* r) {
     r->o_peak = r->o_mem = r->o_hbm = r->o_intra = r->o_inter = r->o_latency = r->o_latency_intra = -1.0;
     r->k = plan_default_consts();
     r->nodes = 0; r->gb = 1920; r->mb = 0;
-    r->tp = r->pp = r->dp = 0; r->recompute = -1; r->zero = -1;
+    r->tp = r->pp = r->dp = 0; r->recompute = -1; r->zero = -1; r->sp = -1; r->vpp = 0;
     r->top = 15; r->scaling_n = 0; r->csv_path = NULL;
 }
 
@@ -275,6 +285,7 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
     if (strcmp(flag, "-bw-inter") == 0) PLAN_POS(r->o_inter);
     if (strcmp(flag, "-latency") == 0) PLAN_NONNEG(r->o_latency);
     if (strcmp(flag, "-latency-intra") == 0) PLAN_NONNEG(r->o_latency_intra);
+    if (strcmp(flag, "-plan-gemm-dim") == 0) PLAN_NONNEG(r->k.gemm_dim0);
     if (strcmp(flag, "-plan-eff") == 0) { if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]"); r->k.gemm_eff = d; return 1; }
     if (strcmp(flag, "-plan-net-eff") == 0) { if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]"); r->k.net_eff = d; return 1; }
     if (strcmp(flag, "-plan-hbm-eff") == 0) { if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]"); r->k.hbm_eff = d; return 1; }
@@ -308,7 +319,7 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
 static inline int plan_is_flag(const char* flag) {
     static const char* F[] = {"-cluster", "-nodes", "-gpus-per-node", "-peak", "-gpu-mem", "-bw-hbm", "-bw-intra",
                               "-bw-inter", "-latency", "-latency-intra", "-plan-eff", "-plan-net-eff", "-plan-hbm-eff",
-                              "-plan-workspace", "-plan-headroom", "-plan-top", "-plan-csv", "-scaling"};
+                              "-plan-workspace", "-plan-headroom", "-plan-top", "-plan-csv", "-scaling", "-plan-gemm-dim"};
     for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++) if (strcmp(F[i], flag) == 0) return 1;
     return 0;
 }
@@ -377,6 +388,24 @@ static inline double plan_paper_flops(const PlanModel* m, double gb, int recompu
 static inline double plan_tflops_per_gpu(const PlanModel* m, double gb, int recompute, double iter_s, int gpus) {
     return plan_paper_flops(m, gb, recompute) / (iter_s * gpus) / 1e12;
 }
+/* Model FLOPs per iteration (Korthikanti et al. 2022, MFU): forward + backward of the
+ * transformer, 3 x (24bsH^2 + 4bs^2H) per layer, and of the LM head, 3 x 2bsHV: work the
+ * model needs whatever the implementation. 72BsLH^2(1 + s/(6H) + V/(12LH)). */
+static inline double plan_model_flops(const PlanModel* m, double gb) {
+    double s = m->seq, L = m->L, H = m->H, V = m->V;
+    return 72.0 * gb * s * L * H * H * (1.0 + s / (6.0 * H)) + 6.0 * gb * s * V * H;
+}
+/* Hardware FLOPs: model FLOPs plus what recomputation runs again. Full: every layer's
+ * forward (24bsH^2 + 4bs^2H; the LM head is not recomputed), which makes this exactly the
+ * paper's formula with f = 4. Selective: the attention core's forward, QK^T and P*V,
+ * 4bs^2H per layer. */
+static inline double plan_hw_flops(const PlanModel* m, double gb, int recompute) {
+    double s = m->seq, L = m->L, H = m->H;
+    double x = 0.0;
+    if (recompute == PLAN_RC_FULL) x = 24.0 * gb * s * L * H * H * (1.0 + s / (6.0 * H));
+    if (recompute == PLAN_RC_SELECTIVE) x = 4.0 * gb * s * s * L * H;
+    return plan_model_flops(m, gb) + x;
+}
 
 /* ------------------------------------------------------------------------------------ */
 /* memory                                                                                 */
@@ -400,6 +429,37 @@ static inline int plan_inflight(int pp, int stage, int m) {
     int k = pp - stage;
     return k < m ? k : m;
 }
+/* Bytes one layer keeps between its forward and its backward, for every recompute mode and
+ * SP (Korthikanti et al. 2022, Table 2, without dropout, bf16, attention materialised):
+ *   none:      sbh(8 + 24/t) + 2as^2b/t;  with SP the replicated 8sbh is split too: 32sbh/t + 2as^2b/t
+ *   selective: the attention probabilities 2as^2b/t are dropped (rebuilt in backward)
+ *   full:      the layer input 2sbh, a 1/t shard of it with SP.
+ * The same choices as the trainers (doc/sp_recompute_vpp.md), there in fp32 (2x). */
+static inline double plan_layer_keep_bytes(const PlanModel* m, int tp, int mb, int sp, int rc) {
+    double s = m->seq, b = mb, H = m->H, a = m->heads, t = tp, spd = sp ? t : 1.0;
+    if (rc == PLAN_RC_FULL) return 2.0 * s * b * H / spd;
+    double keep = s * b * H * (8.0 / spd + 24.0 / t);
+    if (rc != PLAN_RC_SELECTIVE) keep += 2.0 * a * s * s * b / t;
+    return keep;
+}
+/* Working set a recomputation rebuilds during one layer's backward: full rebuilds one whole
+ * layer's activations; selective one layer's attention probabilities (one buffer shared
+ * by all layers, as in the CPU trainer). */
+static inline double plan_recompute_work_bytes(const PlanModel* m, int tp, int mb, int sp, int rc) {
+    if (rc == PLAN_RC_FULL) return plan_layer_keep_bytes(m, tp, mb, sp, PLAN_RC_NONE);
+    if (rc == PLAN_RC_SELECTIVE) return 2.0 * m->heads * (double)m->seq * m->seq * mb / tp;
+    return 0.0;
+}
+/* Interleaved 1F1B (V > 1): rank r runs 2(PP-r-1) + (V-1)PP warm-up forwards of model
+ * chunks, so at most that + 1 (chunk, micro-batch) units hold activations (Narayanan et al.
+ * 2021; the bound the trainer's schedule test checks), each of L/(PP*V) layers. Returns
+ * the number of layers' activations held, in units of one layer. */
+static inline double plan_inflight_layers(int L, int pp, int vpp, int stage, int m) {
+    if (vpp <= 1) return (double)plan_inflight(pp, stage, m) * (L / pp);
+    long units = 2L * (pp - stage - 1) + (long)(vpp - 1) * pp + 1;
+    if (units > (long)vpp * m) units = (long)vpp * m;
+    return (double)units * (L / (pp * vpp));
+}
 
 /* Memory of one GPU of one stage (bytes). m = micro-batches per pipeline per iteration. */
 static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, int stage, PlanMem* o) {
@@ -413,18 +473,13 @@ static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, c
     o->weights = 2.0 * o->params;
     o->grads = 4.0 * o->params;
     o->optim = 12.0 * o->params / (l->zero ? l->dp : 1);
-    int layers = md->L / l->pp;
     int inflight = plan_inflight(l->pp, stage, m);
-    if (l->recompute) {
-        /* checkpoints of every in-flight micro-batch, plus one layer's full activations
-         * rebuilt during its backward (the recompute working set) */
-        o->act = (double)inflight * layers * plan_layer_ckpt_bytes(md, l->mb) + plan_layer_act_bytes(md, l->tp, l->mb);
-    } else {
-        o->act = (double)inflight * layers * plan_layer_act_bytes(md, l->tp, l->mb);
-    }
+    /* what every in-flight layer keeps, plus the recompute working set */
+    o->act = plan_inflight_layers(md->L, l->pp, l->vpp, stage, m) * plan_layer_keep_bytes(md, l->tp, l->mb, l->sp, l->recompute) +
+             plan_recompute_work_bytes(md, l->tp, l->mb, l->sp, l->recompute);
     /* buffers every stage has: p2p send/recv of activations and their gradients, the
-     * backward's running dx in/out (6 tensors of b*s*H bf16) */
-    o->extra = 6.0 * 2.0 * sbh;
+     * backward's running dx in/out (6 tensors of b*s*H bf16; 1/TP shards with SP) */
+    o->extra = 6.0 * 2.0 * sbh / (l->sp ? l->tp : 1);
     if (stage == l->pp - 1) {
         /* LM-head stage: bf16 logits and fp32 softmax/grad of b*s*V/TP, final LN in and
          * out (one micro-batch at a time: the last stage runs F then B back to back) */
@@ -468,12 +523,16 @@ static inline double plan_p2p_s(double bytes, double bw_gbps, double lat_us) {
 }
 
 /* One GEMM (batch x [M,K]@[K,N]) in bf16: a roofline, the larger of its FLOPs at
- * gemm_eff of peak and its bytes (A, B read, C written once) at hbm_eff of HBM bandwidth.
+ * the shape's efficiency of peak and its bytes (A, B read, C written once) at hbm_eff of HBM bandwidth.
  * The second term only matters for small models / skinny shards. */
+static inline double plan_gemm_eff(double M, double N, double K, const PlanConsts* k) {
+    double d0 = k->gemm_dim0;
+    return k->gemm_eff * (M / (M + d0)) * (N / (N + d0)) * (K / (K + d0));
+}
 static inline double plan_gemm_s(double M, double N, double K, double batch, const Cluster* c, const PlanConsts* k) {
     double flops = 2.0 * M * N * K * batch;
     double bytes = 2.0 * (M * K + K * N + M * N) * batch;
-    double tc = flops / (k->gemm_eff * c->peak_tflops * 1e12);
+    double tc = flops / (plan_gemm_eff(M, N, K, k) * c->peak_tflops * 1e12);
     double tm = bytes / (k->hbm_eff * c->hbm_gbps * 1e9);
     return tc > tm ? tc : tm;
 }
@@ -484,7 +543,7 @@ static inline double plan_gemm_s(double M, double N, double K, double batch, con
  * residual adds 6sbh each, q/k/v permutes 12sbh/TP, attention-out unpermute 4sbh/TP,
  * GeLU 16sbh/TP, scale+mask+softmax 4*a*s^2*b/TP: 20sbh + 32sbh/TP + 4as^2b/TP.
  * (Biases are fused into GEMM epilogues.) */
-static inline void plan_layer_fwd(const PlanModel* md, int tp, int mb, const Cluster* c, const PlanConsts* k, double* gemm_s, double* mem_s) {
+static inline void plan_layer_fwd_sp(const PlanModel* md, int tp, int mb, int sp, const Cluster* c, const PlanConsts* k, double* gemm_s, double* mem_s) {
     double s = md->seq, b = mb, H = md->H, a = md->heads, d = (double)md->H / md->heads;
     double bs = b * s, hp = a / tp * b; /* attention GEMMs are batched over local heads x batch */
     double g = 0.0;
@@ -495,9 +554,20 @@ static inline void plan_layer_fwd(const PlanModel* md, int tp, int mb, const Clu
     g += plan_gemm_s(bs, 4.0 * H / tp, H, 1, c, k);       /* fc1 (column-parallel) */
     g += plan_gemm_s(bs, H, 4.0 * H / tp, 1, c, k);       /* fc2 (row-parallel) */
     double sbh = s * b * H;
-    double bytes = 20.0 * sbh + 32.0 * sbh / tp + 4.0 * a * s * s * b / tp;
+    /* with SP the LayerNorms and residual adds (the 20sbh) work on a 1/TP shard */
+    double bytes = 20.0 * sbh / (sp ? tp : 1) + 32.0 * sbh / tp + 4.0 * a * s * s * b / tp;
     *gemm_s = g;
     *mem_s = bytes / (k->hbm_eff * c->hbm_gbps * 1e9);
+}
+static inline void plan_layer_fwd(const PlanModel* md, int tp, int mb, const Cluster* c, const PlanConsts* k, double* gemm_s, double* mem_s) {
+    plan_layer_fwd_sp(md, tp, mb, 0, c, k, gemm_s, mem_s);
+}
+/* What selective recomputation runs again per layer: the attention core's forward, Q K^T
+ * and att V (4bs^2H/TP FLOPs) and scale + mask + softmax (4as^2b/TP bytes). */
+static inline void plan_attn_core_fwd(const PlanModel* md, int tp, int mb, const Cluster* c, const PlanConsts* k, double* gemm_s, double* mem_s) {
+    double s = md->seq, a = md->heads, d = (double)md->H / md->heads, hp = a / tp * mb;
+    *gemm_s = plan_gemm_s(s, s, d, hp, c, k) + plan_gemm_s(s, d, s, hp, c, k);
+    *mem_s = 4.0 * a * s * s * mb / tp / (k->hbm_eff * c->hbm_gbps * 1e9);
 }
 
 /* Does a group of ranks {base + stride*i, i < count} span more than one node? Ranks are
@@ -531,18 +601,27 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
     double s = md->seq, b = l->mb, H = md->H, V = md->V;
     double sbh = s * b * H, act_bytes = 2.0 * sbh; /* one bf16 activation tensor [b, s, H] */
     double fg, fm;
-    int layers = md->L / l->pp, passes = 3 + (l->recompute ? 1 : 0);
+    int layers = md->L / l->pp, passes = 3 + (l->recompute == PLAN_RC_FULL ? 1 : 0);
+    double spd = l->sp ? l->tp : 1; /* SP: tensors outside the TP region are 1/TP shards */
     double bw_tp = (tp_inter ? c->inter_gbps : c->intra_gbps) * k->net_eff;
     double lat_tp = tp_inter ? c->latency_us : c->intra_latency_us;
     double bw_pp = (pp_inter ? c->inter_gbps : c->intra_gbps) * k->net_eff;
     double lat_pp = pp_inter ? c->latency_us : c->intra_latency_us;
     double hbm = k->hbm_eff * c->hbm_gbps * 1e9;
-    plan_layer_fwd(md, l->tp, l->mb, c, k, &fg, &fm);
+    plan_layer_fwd_sp(md, l->tp, l->mb, l->sp, c, k, &fg, &fm);
     o->gemm = layers * passes * fg;
     o->mem = layers * passes * fm;
+    if (l->recompute == PLAN_RC_SELECTIVE) {
+        double ag, am;
+        plan_attn_core_fwd(md, l->tp, l->mb, c, k, &ag, &am);
+        o->gemm += layers * ag;
+        o->mem += layers * am;
+    }
     /* TP all-reduces of a [b, s, H] bf16 tensor (Megatron f/g operators): 2 in each block's
-     * forward, 2 in its backward, 2 more in the recomputed forward. */
-    int n_ar = layers * (4 + (l->recompute ? 2 : 0));
+     * forward, 2 in its backward, 2 more in the recomputed forward (full only: selective
+     * recomputes inside the TP region). With SP each becomes a reduce-scatter + all-gather
+     * pair of the same ring volume, so the count and the cost stay. */
+    int n_ar = layers * (4 + (l->recompute == PLAN_RC_FULL ? 2 : 0));
     o->tp = 0.0;
     if (stage == 0) {
         /* embedding gather + position add (fwd ~6sbh bytes), backward scatter-add into fp32
@@ -556,7 +635,7 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
          * their gradient twice (8 bytes per logit); 1 all-reduce of the head input's
          * gradient and 3 tiny ones (max, target logit, sum-exp: 4bs bytes each). */
         o->gemm += 3.0 * plan_gemm_s(b * s, V / l->tp, H, 1, c, k);
-        o->mem += (12.0 * sbh + 8.0 * b * s * V / l->tp) / hbm;
+        o->mem += (12.0 * sbh / spd + 8.0 * b * s * V / l->tp) / hbm;
         n_ar += 1;
         if (l->tp > 1) o->tp += 3.0 * plan_ring_allreduce_s(4.0 * b * s, l->tp, bw_tp, lat_tp);
     }
@@ -564,8 +643,13 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
     /* PP: each TP rank sends its full copy of the boundary activation to the same TP rank
      * of the next stage (no scatter-gather optimisation) and the gradient back. Per slot,
      * an interior stage waits for one receive of each; the end stages for one. */
-    int hops = (stage > 0) + (stage < l->pp - 1);
-    o->pp = hops * plan_p2p_s(act_bytes, bw_pp, lat_pp);
+    /* Interleaved (V chunks): every chunk receives an activation and a gradient per
+     * micro-batch, except chunk 0 of rank 0 (no activation) and chunk V-1 of the last
+     * rank (no gradient): 2V - [first] - [last], V times plain 1F1B's messages. With SP
+     * each TP rank sends its 1/TP sequence shard. */
+    int v = l->vpp > 1 ? l->vpp : 1;
+    int hops = 2 * v - (stage == 0) - (stage == l->pp - 1);
+    o->pp = hops * plan_p2p_s(act_bytes / spd, bw_pp, lat_pp);
     o->tp_inter = tp_inter; o->pp_inter = pp_inter;
 }
 
@@ -597,7 +681,11 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
     }
     o->slot_s = tmax;
     o->slot_gemm_s = worst.gemm; o->slot_mem_s = worst.mem; o->slot_tp_s = worst.tp; o->slot_pp_s = worst.pp;
-    o->pipe_s = sum + (o->m - 1) * tmax;
+    /* Interleaved 1F1B with V chunks: fill and drain cross each stage's 1/V chunk, so the
+     * bubble shrinks V-fold: m * max + (sum - max) / V; equal stages give m t + (PP-1) t/V,
+     * a bubble of (PP-1)/(V m) of the ideal time. V = 1 is the formula above. */
+    double vv = l->vpp > 1 ? l->vpp : 1;
+    o->pipe_s = o->m * tmax + (sum - tmax) / vv;
     o->bubble_s = o->pipe_s - o->m * tmax;
     /* DP: the gradients of the largest stage (its reduction ends the iteration). fp32
      * gradients; plain: one all-reduce; ZeRO-1: reduce-scatter of fp32 gradients, then
@@ -624,19 +712,29 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
      * gradient (4 B): 38 bytes; over the local shard with ZeRO-1. */
     double popt = pmax / (l->zero ? l->dp : 1);
     o->opt_s = 38.0 * popt / (k->hbm_eff * c->hbm_gbps * 1e9);
-    o->iter_s = o->pipe_s + o->dp_s + o->emb_s + o->norm_s + o->opt_s;
+    /* SP: each rank's LayerNorm weight/bias gradients cover its shard; one fp32 all-reduce
+     * over TP of the stage's 4H per layer (+2H final LN) after the micro-batches */
+    if (l->sp && l->tp > 1) {
+        double bw_tp = (tp_i ? c->inter_gbps : c->intra_gbps) * k->net_eff;
+        o->ln_s = plan_ring_allreduce_s(4.0 * (4.0 * md->H * (md->L / l->pp) + 2.0 * md->H), l->tp, bw_tp,
+                                        tp_i ? c->latency_us : c->intra_latency_us);
+    }
+    o->iter_s = o->pipe_s + o->dp_s + o->emb_s + o->ln_s + o->norm_s + o->opt_s;
     /* split for the shares: the busiest stage's m slots are compute + comm; the rest of the
      * pipeline is idle (bubble) */
     double slot_comm = worst.tp + worst.pp;
     o->compute_s = o->m * (worst.gemm + worst.mem) + o->opt_s;
-    o->comm_s = o->m * slot_comm + o->dp_s + o->emb_s + o->norm_s;
+    o->comm_s = o->m * slot_comm + o->dp_s + o->emb_s + o->ln_s + o->norm_s;
     o->idle_s = o->bubble_s;
     comm_slot_intra = (tp_i ? 0.0 : worst.tp) + (pp_i ? 0.0 : worst.pp);
     comm_slot_inter = (tp_i ? worst.tp : 0.0) + (pp_i ? worst.pp : 0.0);
-    o->comm_intra_s = o->m * comm_slot_intra + (dp_i ? 0.0 : o->dp_s) + (emb_inter ? 0.0 : o->emb_s);
-    o->comm_inter_s = o->m * comm_slot_inter + (dp_i ? o->dp_s : 0.0) + (emb_inter ? o->emb_s : 0.0) + o->norm_s;
-    o->tflops = plan_tflops_per_gpu(md, gb, l->recompute, o->iter_s, world);
-    o->mfu = plan_paper_flops(md, gb, 0) / (o->iter_s * world) / (c->peak_tflops * 1e12);
+    o->comm_intra_s = o->m * comm_slot_intra + (dp_i ? 0.0 : o->dp_s) + (emb_inter ? 0.0 : o->emb_s) + (tp_i ? 0.0 : o->ln_s);
+    o->comm_inter_s = o->m * comm_slot_inter + (dp_i ? o->dp_s : 0.0) + (emb_inter ? o->emb_s : 0.0) + (tp_i ? o->ln_s : 0.0) + o->norm_s;
+    /* hardware FLOP/s (recompute counted, comparable with the paper's formula) and MFU
+     * from model FLOPs only, so recomputation is never counted as useful work */
+    o->tflops = plan_hw_flops(md, gb, l->recompute) / (o->iter_s * world) / 1e12;
+    o->hfu = o->tflops / c->peak_tflops;
+    o->mfu = plan_model_flops(md, gb) / (o->iter_s * world) / (c->peak_tflops * 1e12);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -651,7 +749,14 @@ static inline int plan_check_layout(const PlanModel* md, int world, int gb, cons
     if ((4L * md->H) % l->tp) { snprintf(why, n, "4H %d %% tp %d != 0", 4 * md->H, l->tp); return 3; }
     if (md->V % l->tp) { snprintf(why, n, "padded vocab %d %% tp %d != 0", md->V, l->tp); return 3; }
     if (md->L % l->pp) { snprintf(why, n, "layers %d %% pp %d != 0", md->L, l->pp); return 3; }
+    if (l->sp && md->seq % l->tp) { snprintf(why, n, "sp: seq %d %% tp %d != 0", md->seq, l->tp); return 3; }
+    if (l->vpp > 1 && l->pp < 2) { snprintf(why, n, "vpp %d needs pp >= 2", l->vpp); return 3; }
+    if (l->vpp > 1 && md->L % (l->pp * l->vpp)) { snprintf(why, n, "layers %d %% (pp %d * vpp %d) != 0", md->L, l->pp, l->vpp); return 3; }
     if (gb % ((long)l->mb * l->dp)) { snprintf(why, n, "gb %d %% (mb %d * dp %d) != 0", gb, l->mb, l->dp); return 2; }
+    if (l->vpp > 1 && (gb / ((long)l->mb * l->dp)) % l->pp) {
+        snprintf(why, n, "vpp %d: m %ld %% pp %d != 0", l->vpp, gb / ((long)l->mb * l->dp), l->pp);
+        return 2;
+    }
     why[0] = '\0';
     return 0;
 }
@@ -696,10 +801,13 @@ static inline int planx_cmp_rows(const void* a, const void* b) {
     if (x->lay.pp != y->lay.pp) return x->lay.pp - y->lay.pp;
     if (x->lay.mb != y->lay.mb) return x->lay.mb - y->lay.mb;
     if (x->lay.recompute != y->lay.recompute) return y->lay.recompute - x->lay.recompute;
+    if (x->lay.sp != y->lay.sp) return x->lay.sp - y->lay.sp;
+    if (x->lay.vpp != y->lay.vpp) return x->lay.vpp - y->lay.vpp;
     return x->lay.zero - y->lay.zero;
 }
 
 static inline const char* planx_link(int inter, int n) { return n <= 1 ? "-" : (inter ? "IB" : "NV"); }
+static inline const char* planx_rc_name(int rc) { return rc == PLAN_RC_FULL ? "full" : (rc == PLAN_RC_SELECTIVE ? "sel" : (rc == 0 ? "0" : "-")); }
 
 static inline void planx_print_header(const PlanRequest* r, const Cluster* c, FILE* out) {
     const PlanModel* md = &r->model;
@@ -720,20 +828,23 @@ static inline void planx_print_row(const PlanRow* w, int idx, int mark, const ch
     if (w->kind >= 2) {
         char mbs[16];
         if (l->mb > 0) snprintf(mbs, sizeof(mbs), "%d", l->mb); else snprintf(mbs, sizeof(mbs), "-");
-        fprintf(out, "   %4d %4d %4d %5d %3s %2s %2s  %s\n", idx, l->tp, l->pp, l->dp, mbs,
-                l->recompute < 0 ? "-" : (l->recompute ? "1" : "0"), l->zero < 0 ? "-" : (l->zero ? "1" : "0"), w->why);
+        char vs[8];
+        if (l->recompute < 0) snprintf(vs, sizeof(vs), "-"); else snprintf(vs, sizeof(vs), "%d", l->vpp);
+        fprintf(out, "   %4d %4d %4d %5d %3s %4s %2s %2s %2s  %s\n", idx, l->tp, l->pp, l->dp, mbs,
+                planx_rc_name(l->recompute), l->recompute < 0 ? "-" : (l->sp ? "1" : "0"), vs,
+                l->zero < 0 ? "-" : (l->zero ? "1" : "0"), w->why);
         return;
     }
     const PlanTime* t = &w->time;
     const char* txt = w->feasible ? note : w->why;
-    fprintf(out, "%s %4d %4d %4d %5d %3d %2d %2d %5d  %-8s %7.1f %8.2f %6.1f%% %6.1f%% %7.1f %5.1f%%%s%s\n",
-            mark ? " *" : "  ", idx, l->tp, l->pp, l->dp, l->mb, l->recompute, l->zero, t->m, links,
+    fprintf(out, "%s %4d %4d %4d %5d %3d %4s %2d %2d %2d %5d  %-8s %7.1f %8.2f %6.1f%% %6.1f%% %7.1f %5.1f%%%s%s\n",
+            mark ? " *" : "  ", idx, l->tp, l->pp, l->dp, l->mb, planx_rc_name(l->recompute), l->sp, l->vpp, l->zero, t->m, links,
             w->mem.total / 1073741824.0, t->iter_s, 100.0 * t->idle_s / t->iter_s, 100.0 * t->comm_s / t->iter_s,
             t->tflops, 100.0 * t->mfu, txt[0] ? "  " : "", txt);
 }
 
 static inline void planx_table_head(FILE* out) {
-    fprintf(out, "     #   TP   PP    DP  mb rc  z     m  TP/PP/DP  mem GiB   iter s  bubble    comm TFLOP/s   MFU\n");
+    fprintf(out, "     #   TP   PP    DP  mb   rc sp  V  z     m  TP/PP/DP  mem GiB   iter s  bubble    comm  HW TF/s   MFU\n");
 }
 
 /* Closes a CSV written by the planner; a failed write (full disk, /dev/full) is an error. */
@@ -747,19 +858,19 @@ static inline int planx_csv_close(FILE* f, const char* path) {
 static inline void planx_csv_head(FILE* f) {
     fprintf(f, "nodes,gpus,tp,pp,dp,mb,recompute,zero,feasible,reason,m,tp_link,pp_link,dp_link,mem_gib,iter_s,"
                "bubble_frac,comm_frac,tflops_per_gpu,mfu,t_compute_s,t_gemm_s,t_mem_s,t_opt_s,t_comm_s,"
-               "t_comm_intra_s,t_comm_inter_s,t_idle_s,slot_s\n");
+               "t_comm_intra_s,t_comm_inter_s,t_idle_s,slot_s,sp,vpp,hfu,rc_name\n");
 }
 static inline void planx_csv_row(FILE* f, const PlanRow* w, int nodes, int gpus) {
     const PlanLayout* l = &w->lay;
     const PlanTime* t = &w->time;
     fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,\"%s\",", nodes, gpus, l->tp, l->pp, l->dp, l->mb, l->recompute, l->zero,
             w->feasible, w->why);
-    if (w->kind >= 2) { fprintf(f, ",,,,,,,,,,,,,,,,,,\n"); return; }
-    fprintf(f, "%d,%s,%s,%s,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.5f\n",
+    if (w->kind >= 2) { fprintf(f, ",,,,,,,,,,,,,,,,,,,%d,%d,,%s\n", l->sp, l->vpp, planx_rc_name(l->recompute)); return; }
+    fprintf(f, "%d,%s,%s,%s,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.5f,%d,%d,%.4f,%s\n",
             t->m, planx_link(w->tp_inter, l->tp), planx_link(w->pp_inter, l->pp), planx_link(w->dp_inter, l->dp),
             w->mem.total / 1073741824.0, t->iter_s, t->idle_s / t->iter_s, t->comm_s / t->iter_s, t->tflops, t->mfu,
             t->compute_s, t->m * t->slot_gemm_s, t->m * t->slot_mem_s, t->opt_s, t->comm_s, t->comm_intra_s,
-            t->comm_inter_s, t->idle_s, t->slot_s);
+            t->comm_inter_s, t->idle_s, t->slot_s, l->sp, l->vpp, t->hfu, planx_rc_name(l->recompute));
 }
 
 /* All layouts of the request on `nodes` nodes (searching what is 0/-1). Caller frees. */
@@ -778,7 +889,7 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
             int dp = world / (tp * pp);
             if (r->dp > 0 && dp != r->dp) continue;
             PlanLayout l;
-            l.tp = tp; l.pp = pp; l.dp = dp; l.mb = mbs[0]; l.recompute = -1; l.zero = -1;
+            l.tp = tp; l.pp = pp; l.dp = dp; l.mb = mbs[0]; l.recompute = -1; l.zero = -1; l.sp = 0; l.vpp = 1;
             char why[96];
             int kind = plan_check_layout(md, world, r->gb, &l, why, sizeof(why));
             if (kind == 3) { /* shape failure: one row for the (tp, pp) pair */
@@ -790,7 +901,7 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
                 continue;
             }
             for (int im = 0; im < nmb; im++) {
-                l.mb = mbs[im]; l.recompute = -1; l.zero = -1;
+                l.mb = mbs[im]; l.recompute = -1; l.zero = -1; l.sp = 0; l.vpp = 1;
                 if (plan_check_layout(md, world, r->gb, &l, why, sizeof(why)) == 2) {
                     if (r->mb <= 0 && (long)l.mb * dp > r->gb) continue; /* searched mb too big: not a candidate */
                     if (n == cap) { cap *= 2; rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap); }
@@ -800,15 +911,26 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
                     n++;
                     continue;
                 }
-                for (int rc = 1; rc >= 0; rc--) {
+                static const int RC[3] = {PLAN_RC_FULL, PLAN_RC_SELECTIVE, PLAN_RC_NONE};
+                for (int ir = 0; ir < 3; ir++) {
+                    int rc = RC[ir];
                     if (r->recompute >= 0 && rc != r->recompute) continue;
-                    for (int z = 0; z <= 1; z++) {
-                        if (r->zero >= 0 && z != r->zero) continue;
-                        if (r->zero < 0 && z == 1 && dp == 1) continue; /* same as z = 0 */
-                        l.recompute = rc; l.zero = z;
-                        if (n == cap) { cap *= 2; rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap); }
-                        plan_evaluate(md, c, &r->k, nodes, r->gb, &l, &rows[n]);
-                        n++;
+                    for (int sp = 0; sp <= 1; sp++) {
+                        if (r->sp >= 0 && sp != r->sp) continue;
+                        if (r->sp < 0 && sp == 1 && (tp == 1 || md->seq % tp)) continue; /* same as 0, or impossible */
+                        for (int v = 1; v <= 8; v++) {
+                            if (r->vpp > 0 && v != r->vpp) continue;
+                            /* searched V: only those the shape and batch allow */
+                            if (r->vpp <= 0 && v > 1 && (pp < 2 || md->L % (pp * v) || (r->gb / (l.mb * dp)) % pp)) continue;
+                            for (int z = 0; z <= 1; z++) {
+                                if (r->zero >= 0 && z != r->zero) continue;
+                                if (r->zero < 0 && z == 1 && dp == 1) continue; /* same as z = 0 */
+                                l.recompute = rc; l.zero = z; l.sp = sp; l.vpp = v;
+                                if (n == cap) { cap *= 2; rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap); }
+                                plan_evaluate(md, c, &r->k, nodes, r->gb, &l, &rows[n]);
+                                n++;
+                            }
+                        }
                     }
                 }
             }
@@ -841,7 +963,7 @@ static inline int plan_recommend(const PlanRequest* r, const Cluster* c, int nod
 static inline int plan_paper_point(const PlanRequest* r, const Cluster* c, const PlanLayout* l, int nodes, double* iter_s, double* tflops) {
     const PlanModel* md = &r->model;
     if (md->L != 105 || md->H != 20480 || md->heads != 128 || md->seq != 2048 || r->gb != 1920) return 0;
-    if (strcmp(c->name, "selene-a100") != 0 || l->tp != 8 || l->pp != 35 || l->mb != 1 || l->recompute != 1) return 0;
+    if (strcmp(c->name, "selene-a100") != 0 || l->tp != 8 || l->pp != 35 || l->mb != 1 || l->recompute != 1 || l->sp || l->vpp > 1) return 0;
     if (nodes == 280) { *iter_s = 60.1; *tflops = 126; return 1; }
     if (nodes == 350) { *iter_s = 50.2; *tflops = 121; return 1; }
     if (nodes == 420) { *iter_s = 44.4; *tflops = 113; return 1; }
@@ -858,7 +980,9 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
     fprintf(out, "plan for %d nodes = %d GPUs (rank = tp + TP*dp + TP*DP*pp; TP/PP/DP: NV = inside a node, IB = across nodes)\n",
             r->nodes, world);
     fprintf(out, "feasible layouts: %d, ranked by predicted iteration time (rc = recompute, z = ZeRO-1, m = micro-batches per pipeline;\n"
-                 "TFLOP/s per GPU by the paper's formula, f = 4 with recompute; MFU = model FLOPs (f = 3) / peak)\n", nfeas);
+                 "rc = full/sel(ective)/0, sp = sequence parallel, V = chunks per pipeline rank (interleaved 1F1B);\n"
+                 "HW TF/s = hardware FLOP/s per GPU, recompute included (the paper's formula with f = 4 for full);\n"
+                 "MFU = model FLOPs (f = 3, recompute never counted) / peak)\n", nfeas);
     planx_table_head(out);
     int shown = 0, rec = planx_pick(rows, n, c, &r->k);
     double tight = c->mem_gb * 1073741824.0 * (1.0 - r->k.headroom);
@@ -877,8 +1001,8 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         const PlanRow* b = &rows[rec];
         const PlanTime* t = &b->time;
         double ep, et;
-        fprintf(out, "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %d, ZeRO-1 %d: TP %s, PP %s, DP %s\n",
-                b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, b->lay.recompute, b->lay.zero,
+        fprintf(out, "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d: TP %s, PP %s, DP %s\n",
+                b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute), b->lay.sp, b->lay.vpp, b->lay.zero,
                 b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
                 b->lay.pp == 1 ? "none" : (b->pp_inter ? "across nodes" : "inside a node"),
                 b->lay.dp == 1 ? "none" : (b->dp_inter ? "across nodes" : "inside a node"));
@@ -888,12 +1012,12 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
                 b->mem.optim / 1073741824.0, b->mem.act / 1073741824.0, b->mem.extra / 1073741824.0, b->mem.workspace / 1073741824.0);
         fprintf(out, "  iteration %.2f s = pipeline %.2f (slot %.1f ms x (m=%d) + bubble %.2f) + DP %.2f + embedding %.3f + optimizer %.3f\n",
                 t->iter_s, t->pipe_s, 1e3 * t->slot_s, t->m, t->bubble_s, t->dp_s, t->emb_s, t->opt_s);
-        fprintf(out, "  slot %.1f ms = GEMM %.1f + memory-bound %.1f + TP all-reduce %.1f + PP p2p %.1f; "
+        fprintf(out, "  slot %.1f ms = GEMM %.1f + memory-bound %.1f + TP all-reduce (SP: reduce-scatter + all-gather) %.1f + PP p2p %.1f; "
                      "shares: compute %.1f%%, comm %.1f%%, bubble %.1f%%\n",
                 1e3 * t->slot_s, 1e3 * t->slot_gemm_s, 1e3 * t->slot_mem_s, 1e3 * t->slot_tp_s, 1e3 * t->slot_pp_s,
                 100.0 * t->compute_s / t->iter_s, 100.0 * t->comm_s / t->iter_s, 100.0 * t->idle_s / t->iter_s);
-        fprintf(out, "  throughput %.1f TFLOP/s per GPU (paper formula), %.0f tokens/s", t->tflops,
-                (double)r->gb * r->model.seq / t->iter_s);
+        fprintf(out, "  throughput %.1f hardware TFLOP/s per GPU (recompute included), MFU %.1f%%, HFU %.1f%%, %.0f tokens/s", t->tflops,
+                100.0 * t->mfu, 100.0 * t->hfu, (double)r->gb * r->model.seq / t->iter_s);
         if (plan_paper_point(r, c, &b->lay, r->nodes, &ep, &et))
             fprintf(out, "; paper measured %.1f s, %.0f TFLOP/s", ep, et);
         fprintf(out, "\n");
@@ -930,8 +1054,9 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
     int base_nodes = r->nodes > 0 ? r->nodes : r->scaling_nodes[0];
     if (r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0) {
         fam.tp = r->tp; fam.pp = r->pp; fam.mb = r->mb; fam.recompute = r->recompute; fam.zero = r->zero; fam.dp = 0;
-        fprintf(out, "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %d, ZeRO-1 %d (given), global batch %d\n",
-                fam.tp, fam.pp, fam.mb, fam.recompute, fam.zero, r->gb);
+        fam.sp = r->sp > 0 ? 1 : 0; fam.vpp = r->vpp > 0 ? r->vpp : 1;
+        fprintf(out, "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d (given), global batch %d\n",
+                fam.tp, fam.pp, fam.mb, planx_rc_name(fam.recompute), fam.sp, fam.vpp, fam.zero, r->gb);
     } else {
         PlanRow best;
         if (plan_recommend(r, c, base_nodes, &best) != 0) {
@@ -939,12 +1064,12 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
             return 1;
         }
         fam = best.lay; fam.dp = 0;
-        fprintf(out, "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %d, ZeRO-1 %d "
+        fprintf(out, "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d "
                      "(recommended on %d nodes), global batch %d\n",
-                fam.tp, fam.pp, fam.mb, fam.recompute, fam.zero, base_nodes, r->gb);
+                fam.tp, fam.pp, fam.mb, planx_rc_name(fam.recompute), fam.sp, fam.vpp, fam.zero, base_nodes, r->gb);
     }
     fprintf(out, "per-GPU throughput at fixed global batch as the cluster grows (the paper's R4)\n");
-    fprintf(out, "  nodes   GPUs    DP     m  mem GiB   iter s  bubble    comm  TFLOP/s   vs first  paper s  paper TFLOP/s\n");
+    fprintf(out, "  nodes   GPUs    DP     m  mem GiB   iter s  bubble    comm  HW TF/s   MFU   vs first  paper s  paper TFLOP/s\n");
     FILE* f = NULL;
     if (r->csv_path) {
         f = fopen(r->csv_path, "w");
@@ -976,9 +1101,9 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
         if (first == 0.0 && w.feasible) first = t->tflops;
         double rel = first > 0 ? t->tflops / first : 0.0;
         nok += w.feasible;
-        fprintf(out, "  %5d %6d %5d %5d %8.1f %8.2f %6.1f%% %6.1f%% %8.1f %9.1f%%", nodes, world, l.dp, t->m,
+        fprintf(out, "  %5d %6d %5d %5d %8.1f %8.2f %6.1f%% %6.1f%% %8.1f %5.1f%% %9.1f%%", nodes, world, l.dp, t->m,
                 w.mem.total / 1073741824.0, t->iter_s, 100.0 * t->idle_s / t->iter_s, 100.0 * t->comm_s / t->iter_s,
-                t->tflops, 100.0 * rel);
+                t->tflops, 100.0 * t->mfu, 100.0 * rel);
         if (has) fprintf(out, "  %7.1f  %13.0f", ep, et);
         if (!w.feasible) fprintf(out, "  infeasible: %s", w.why);
         fprintf(out, "\n");

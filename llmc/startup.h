@@ -79,10 +79,6 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
     PlanRequest plan;
     plan_request_init(&plan);
     int bad = config_parse(cfg, argc, argv, plan_config_flag, &plan, err) != 0 || config_validate(cfg, err) != 0;
-    if (!bad && cfg->plan && (cfg->recompute == RECOMPUTE_SELECTIVE || cfg->sp || cfg->vpp > 1)) {
-        snprintf(err, sizeof(err), "-plan does not model -recompute selective, -sp 1 or -vpp > 1 yet (plan with -recompute 0/1, -sp 0, -vpp 1)");
-        bad = 1;
-    }
     if (!bad && cfg->plan) { // the layout planner: pure arithmetic, no MPI needed
         int rc = 0;
         if (comm->rank == 0) {
@@ -96,6 +92,8 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
             plan.mb = plan_argv_has(argc, argv, "-mb") ? cfg->mb : 0;
             plan.recompute = plan_argv_has(argc, argv, "-recompute") ? cfg->recompute : -1;
             plan.zero = plan_argv_has(argc, argv, "-zero") ? cfg->zero : -1;
+            plan.sp = plan_argv_has(argc, argv, "-sp") ? cfg->sp : -1;
+            plan.vpp = plan_argv_has(argc, argv, "-vpp") ? cfg->vpp : 0;
             if (cfg->peak_tflops > 0) plan.o_peak = cfg->peak_tflops;
             struct stat st; // fopen would block on a FIFO
             if (plan.csv_path != NULL && stat(plan.csv_path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
