@@ -5,6 +5,7 @@
  *   gcc -O2 -std=c11 -Wall -Wextra -Werror test_planner.c -lm -o test_planner && ./test_planner
  * Also a small CLI for trying the planner without the trainer:
  *   ./test_planner --plan -model 530b -gb 1920 -mb 1 -cluster selene-a100 -nodes 280 [planner flags]
+ *   (-recompute 0/1/2 = none/full/selective, -sp 0/1, -vpp V as integers)
  */
 #include "llmc/planner.h"
 #include "dev/test_common.h"
@@ -353,6 +354,7 @@ static int cli(int argc, char** argv) {
         else if (strcmp(f, "-pp") == 0) ip = &r.pp; else if (strcmp(f, "-dp") == 0) ip = &r.dp;
         else if (strcmp(f, "-mb") == 0) ip = &r.mb; else if (strcmp(f, "-gb") == 0) ip = &r.gb;
         else if (strcmp(f, "-recompute") == 0) ip = &r.recompute; else if (strcmp(f, "-zero") == 0) ip = &r.zero;
+        else if (strcmp(f, "-sp") == 0) ip = &r.sp; else if (strcmp(f, "-vpp") == 0) ip = &r.vpp;
         if (ip != NULL) {
             if (v == NULL || !planx_parse_int(v, ip)) { fprintf(stderr, "bad value for %s\n", f); return 2; }
             i++; continue;
