@@ -14,6 +14,9 @@ static double relerr(double got, double want) { return fabs(got - want) / fabs(w
 /* equal to within a relative 1e-9 (hand-computed values are exact up to rounding) */
 static int same(double got, double want) { return relerr(got, want) < 1e-9; }
 
+/* the shape term of the GEMM efficiency, x/(x + 64) per dimension (planner default) */
+static double u64(double x) { return x / (x + 64.0); }
+
 static PlanRequest paper_request(int nodes) {
     PlanRequest r;
     plan_request_init(&r);
@@ -78,6 +81,7 @@ static void test_recommendation(void) {
     plan_request_init(&r);
     plan_model_preset("530b", &r.model);
     r.nodes = 280; r.gb = 1920; r.mb = 1; /* layout, recompute and ZeRO searched */
+    r.sp = 0; r.vpp = 1;                  /* the paper's techniques only (SP is checked below) */
     Cluster c;
     plan_request_cluster(&r, &c);
     PlanRow best;
@@ -100,6 +104,13 @@ static void test_recommendation(void) {
     plan_evaluate(&r.model, &c, &r.k, 280, r.gb, &l, &w);
     check(w.tp_inter && w.time.iter_s > best.time.iter_s * 1.2,
           "R1: TP 16 (across nodes) predicted slower: %.1f s vs %.1f s", w.time.iter_s, best.time.iter_s);
+    /* with SP, selective and V searched too the recommendation uses SP and is faster */
+    r.sp = -1; r.vpp = 0; r.recompute = -1;
+    PlanRow best2;
+    ok = plan_recommend(&r, &c, 280, &best2);
+    check(ok == 0 && best2.lay.sp == 1 && best2.time.iter_s < best.time.iter_s * 0.97,
+          "searching SP/selective/V: recommended TP %d PP %d sp %d rc %d V %d, %.1f s (without: %.1f s)",
+          best2.lay.tp, best2.lay.pp, best2.lay.sp, best2.lay.recompute, best2.lay.vpp, best2.time.iter_s, best.time.iter_s);
 }
 
 static void test_scaling(void) {
@@ -219,16 +230,24 @@ static void test_terms(void) {
     check(plan_ring_allreduce_s(1e9, 1, 100, 5) == 0.0, "all-reduce over one rank costs nothing");
     check(same(plan_p2p_s(1e9, 25, 5), 0.04 + 5e-6), "p2p 1 GB at 25 GB/s + 5 us = 40.005 ms");
     /* GEMM roofline: 8192^3 compute bound; a matrix-vector product memory bound */
-    check(same(plan_gemm_s(8192, 8192, 8192, 1, &c, &k), 2.0 * 8192.0 * 8192 * 8192 / (k.gemm_eff * 312e12)),
-          "GEMM 8192^3 at gemm_eff x 312 TFLOP/s");
+    check(same(plan_gemm_s(8192, 8192, 8192, 1, &c, &k), 2.0 * 8192.0 * 8192 * 8192 / (0.57 * pow(8192.0 / 8256, 3) * 312e12)),
+          "GEMM 8192^3 at 0.57 x (8192/8256)^3 x 312 TFLOP/s");
+    check(same(plan_gemm_s(2048, 2048, 160, 16, &c, &k), 2.0 * 2048 * 2048 * 160 * 16 / (0.57 * u64(2048) * u64(2048) * (160.0 / 224) * 312e12)),
+          "attention GEMM 2048x2048x160 runs at 160/224 of a large GEMM's efficiency (shape term)");
     check(same(plan_gemm_s(1, 8192, 8192, 1, &c, &k), 2.0 * (8192.0 + 8192.0 * 8192 + 8192) / (0.8 * 2039e9)),
           "GEMM 1x8192x8192 is memory bound: bytes / (0.8 x 2039 GB/s)");
     /* one 530b layer forward on TP 8: all six GEMMs are compute bound */
     double g, mm;
     plan_layer_fwd(&m, 8, 1, &c, &k, &g, &mm);
     double s = 2048, H = 20480, sbh = s * H;
-    double flops = 24.0 * s * H * H / 8 + 4.0 * s * s * H / 8;
-    check(same(g, flops / (k.gemm_eff * 312e12)), "530b layer forward GEMMs: (24bsH^2 + 4bs^2H)/TP FLOPs at gemm_eff = %.2f ms", 1e3 * g);
+    /* six GEMMs, each at 0.57 x its shape term: QKV 2048x7680x20480, QK^T and att V
+     * 2048x2048x160 (x 16 local heads), proj 2048x20480x2560, fc1 2048x10240x20480,
+     * fc2 2048x20480x10240 */
+    double pk = 0.57 * 312e12;
+    double gw = 2.0 * s * 7680 * H / (pk * u64(s) * u64(7680) * u64(H)) + 2 * (2.0 * s * s * 160 * 16 / (pk * u64(s) * u64(s) * u64(160))) +
+                2.0 * s * H * 2560 / (pk * u64(s) * u64(H) * u64(2560)) + 2.0 * s * 10240 * H / (pk * u64(s) * u64(10240) * u64(H)) +
+                2.0 * s * H * 10240 / (pk * u64(s) * u64(H) * u64(10240));
+    check(same(g, gw), "530b layer forward GEMMs: (24bsH^2 + 4bs^2H)/TP FLOPs, each GEMM at its shape's efficiency = %.2f ms", 1e3 * g);
     check(same(mm, (20.0 * sbh + 32.0 * sbh / 8 + 4.0 * 128 * s * s / 8) / (0.8 * 2039e9)),
           "530b layer forward memory-bound traffic 20sbh + 32sbh/TP + 4as^2b/TP = %.2f ms", 1e3 * mm);
 
@@ -255,7 +274,7 @@ static void test_terms(void) {
     check(same(sl.pp, 2 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0)), "middle-stage PP comm = 2 transfers of b*s*H bf16 on IB = %.2f ms", 1e3 * sl.pp);
     check(same(sl.gemm, 3 * 4 * g) && same(sl.mem, 3 * 4 * mm), "middle-stage compute = 3 layers x 4 passes (fwd, bwd 2x, recompute)");
     plan_slot(&m, &c, &k, &l, 34, 0, 1, &sl);
-    double head = 2.0 * s * (51200.0 / 8) * H / (k.gemm_eff * 312e12);
+    double head = 2.0 * s * (51200.0 / 8) * H / (pk * u64(s) * u64(6400) * u64(H));
     check(same(sl.gemm, 3 * 4 * g + 3 * head) && sl.pp < 0.51 * 2 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0),
           "last stage adds the LM-head GEMM 2bsHV/TP x 3 (not recomputed, %.1f ms) and has one p2p per slot", 3e3 * head);
     /* iteration: 1F1B sum + (m-1) max, DP all-reduce, optimizer */
@@ -304,6 +323,96 @@ static void test_terms(void) {
     check(plan_check_layout(&m, 2240, 1920, &b, why, sizeof(why)) == 2, "mb 1 x dp 56 does not divide 1920: %s", why);
     b = l; b.dp = 9;
     check(plan_check_layout(&m, 2240, 1920, &b, why, sizeof(why)) == 3, "tp*pp*dp != world rejected: %s", why);
+}
+
+/* sequence parallelism, selective recomputation, interleaved 1F1B, model vs hardware FLOPs */
+static void test_sp_recompute_vpp(void) {
+    PlanModel m;
+    plan_model_preset("530b", &m);
+    Cluster c;
+    cluster_preset("selene-a100", &c);
+    PlanConsts k = plan_default_consts();
+    double s = 2048, H = 20480, sbh = s * H; /* 41,943,040 */
+    /* Korthikanti et al. 2022 per layer, bf16, without dropout: SP sbh/t (32 + 2as/h)
+     * = 5,242,880 x (32 + 25.6) = 301,989,888; selective drops 2as/h: 5,242,880 x 32 =
+     * 167,772,160; full with SP keeps the 1/t input shard 2sbh/8 = 10,485,760 */
+    check(same(plan_layer_keep_bytes(&m, 8, 1, 1, PLAN_RC_NONE), 301989888.0), "SP activations per 530b layer, TP 8 = sbh/t(32 + 2as/h) = 301,989,888 B");
+    check(same(plan_layer_keep_bytes(&m, 8, 1, 1, PLAN_RC_SELECTIVE), 167772160.0), "SP + selective per layer = 32 sbh/t = 167,772,160 B");
+    check(same(plan_layer_keep_bytes(&m, 8, 1, 0, PLAN_RC_SELECTIVE), 11.0 * sbh), "selective without SP = sbh(8 + 24/8) = 11 sbh");
+    check(same(plan_layer_keep_bytes(&m, 8, 1, 1, PLAN_RC_FULL), 10485760.0) && same(plan_layer_keep_bytes(&m, 8, 1, 0, PLAN_RC_NONE), 595591168.0),
+          "full + SP keeps 2sbh/t = 10,485,760 B; none without SP = the old 595,591,168 B");
+    /* stage 0 of TP8 PP35 mb1, SP + selective: 35 micro-batches x 3 layers x 167,772,160 +
+     * one attention-probability buffer 2*128*2048^2/8 = 134,217,728 */
+    PlanLayout l;
+    l.tp = 8; l.pp = 35; l.dp = 8; l.mb = 1; l.recompute = PLAN_RC_SELECTIVE; l.zero = 0; l.sp = 1; l.vpp = 1;
+    PlanMem mem;
+    plan_memory_stage(&m, &k, &l, 240, 0, &mem);
+    check(same(mem.act, 105.0 * 167772160.0 + 134217728.0) && same(mem.extra, 12.0 * sbh / 8 + 4.0 * 2048 * 35),
+          "stage-0 activations with SP + selective = 105 x 32sbh/t + one probability buffer = %.2f GiB", mem.act / 1073741824.0);
+    /* interleaved in-flight bound: rank 0, PP 35, V 3: 2*34 + 2*35 + 1 = 139 units of 1 layer;
+     * last rank: 0 + 70 + 1 = 71; plain 1F1B rank 0: 35 micro-batches x 3 layers = 105 */
+    check(same(plan_inflight_layers(105, 35, 3, 0, 245), 139.0) && same(plan_inflight_layers(105, 35, 3, 34, 245), 71.0) &&
+          same(plan_inflight_layers(105, 35, 1, 0, 245), 105.0) && same(plan_inflight_layers(105, 35, 3, 0, 2), 6.0),
+          "interleaved in-flight layers: 139 (rank 0), 71 (last), 105 plain, V*m cap 6");
+    /* FLOPs: model 72BsLH^2(1 + s/6H) + 6BsVH = 1.270101e19 for gb 1920; full adds one forward
+     * of the layers (= the paper's f = 4 formula); selective adds 4Bs^2LH = 6.926923e16 */
+    double mf = plan_model_flops(&m, 1920);
+    check(relerr(mf, 1.270101e19) < 1e-6, "530b model FLOPs per iteration, gb 1920 = 1.270101e19 (%.6e)", mf);
+    check(same(plan_hw_flops(&m, 1920, PLAN_RC_FULL), plan_paper_flops(&m, 1920, 1)), "hardware FLOPs with full recompute = the paper's formula with f = 4");
+    check(relerr(plan_hw_flops(&m, 1920, PLAN_RC_SELECTIVE) - mf, 6.926923e16) < 1e-6 && plan_hw_flops(&m, 1920, PLAN_RC_NONE) == mf,
+          "selective adds 4Bs^2LH = 6.926923e16 hardware FLOPs (%.2f%% of model), none adds nothing",
+          100 * (plan_hw_flops(&m, 1920, PLAN_RC_SELECTIVE) / mf - 1));
+    PlanTime t, t0;
+    l.recompute = PLAN_RC_FULL; l.sp = 0;
+    plan_time(&m, &c, &k, &l, 1920, &t);
+    check(same(t.mfu, mf / (t.iter_s * 2240 * 312e12)) && same(t.tflops, plan_paper_flops(&m, 1920, 1) / (t.iter_s * 2240) / 1e12) &&
+          t.hfu > t.mfu * 1.3,
+          "full recompute: MFU counts model FLOPs only (%.1f%%), hardware TFLOP/s the f = 4 formula (HFU %.1f%%)", 100 * t.mfu, 100 * t.hfu);
+    /* slots: SP keeps the TP communication (same ring volume), divides the p2p message by t;
+     * selective adds the attention core (2 GEMMs + softmax) once, no TP all-reduce */
+    PlanSlot a, b;
+    l.recompute = PLAN_RC_NONE; l.sp = 0;
+    plan_slot(&m, &c, &k, &l, 17, 0, 1, &a);
+    l.sp = 1;
+    plan_slot(&m, &c, &k, &l, 17, 0, 1, &b);
+    double fm_sp = (20.0 * sbh / 8 + 32.0 * sbh / 8 + 4.0 * 128 * s * s / 8) / (0.8 * 2039e9);
+    check(same(a.tp, b.tp) && same(b.pp, 2 * plan_p2p_s(2 * sbh / 8, 25 * k.net_eff, 5.0)) && same(b.mem, 3 * 3 * fm_sp),
+          "SP slot: same TP cost (%.2f ms), p2p of the 1/8 shard, LN/residual traffic 20sbh/t", 1e3 * b.tp);
+    l.recompute = PLAN_RC_SELECTIVE;
+    plan_slot(&m, &c, &k, &l, 17, 0, 1, &a);
+    double core = 2 * (2.0 * s * s * 160 * 16 / (0.57 * 312e12 * u64(s) * u64(s) * u64(160)));
+    check(same(a.gemm, b.gemm + 3 * core) && same(a.tp, b.tp) && same(a.mem, b.mem + 3 * 4.0 * 128 * s * s / 8 / (0.8 * 2039e9)),
+          "selective slot: + the attention core's forward per layer (%.1f ms), no extra TP communication", 3e3 * core);
+    /* interleaved: gb 1960 = 245 micro-batches per pipeline (a multiple of 35), V 3 */
+    l.recompute = PLAN_RC_FULL; l.sp = 0; l.vpp = 1;
+    plan_time(&m, &c, &k, &l, 1960, &t0);
+    l.vpp = 3;
+    plan_time(&m, &c, &k, &l, 1960, &t);
+    double sum = 0, mx = 0;
+    PlanSlot sl;
+    for (int j = 0; j < 35; j++) {
+        plan_slot(&m, &c, &k, &l, j, 0, 1, &sl);
+        double x = sl.gemm + sl.mem + sl.tp + sl.pp;
+        sum += x; if (x > mx) mx = x;
+    }
+    check(t.m == 245 && same(t.pipe_s, 245 * mx + (sum - mx) / 3), "interleaved pipeline = m x slowest + (sum - slowest)/V");
+    /* equal stages: bubble = (PP-1)/(V m) of the ideal: 34/(3*245) = 4.63%, plain 34/245 = 13.9% */
+    double fb = t.bubble_s / (t.m * t.slot_s), fb0 = t0.bubble_s / (t0.m * t0.slot_s);
+    check(fabs(fb - 34.0 / 735) < 0.003 && fabs(fb0 - 34.0 / 245) < 0.01,
+          "bubble / ideal: V 3 %.2f%% (formula 4.63%%), V 1 %.2f%% (formula 13.88%%)", 100 * fb, 100 * fb0);
+    plan_slot(&m, &c, &k, &l, 17, 0, 1, &a);
+    plan_slot(&m, &c, &k, &l, 0, 0, 1, &b);
+    check(same(a.pp, 6 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0)) && same(b.pp, 5 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0)),
+          "interleaved p2p per micro-batch: 2V = 6 messages on a middle rank, 5 on rank 0 (V times 1F1B's)");
+    /* constraints */
+    char why[96];
+    l.vpp = 3;
+    check(plan_check_layout(&m, 2240, 1920, &l, why, sizeof(why)) == 2 && strstr(why, "vpp") != NULL, "V 3 with m = 240 (not a multiple of 35) rejected: %s", why);
+    l.vpp = 2;
+    check(plan_check_layout(&m, 2240, 1960, &l, why, sizeof(why)) == 3 && strstr(why, "vpp") != NULL, "V 2 with 105 layers %% 70 rejected: %s", why);
+    PlanModel odd = m;
+    odd.seq = 2044; l.vpp = 1; l.sp = 1;
+    check(plan_check_layout(&odd, 2240, 1920, &l, why, sizeof(why)) == 3 && strstr(why, "sp") != NULL, "SP with seq 2044 %% tp 8 rejected: %s", why);
 }
 
 static void test_plan_run(void) {
@@ -376,6 +485,7 @@ int main(int argc, char** argv) {
     test_memory_530b();
     test_recommendation();
     test_scaling();
+    test_sp_recompute_vpp();
     test_plan_run();
     return test_summary();
 }
