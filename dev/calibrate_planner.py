@@ -47,7 +47,15 @@ def default_planner():
     return "./test_planner --plan"
 
 
-def run_planner(planner, plan_args, tp, pp, dp, mb, gb, recompute, zero, gpn):
+def rc_flag(planner, recompute):
+    """-recompute value for the planner: train_gpt takes 0/1/selective, test_planner integers."""
+    r = str(recompute)
+    if "test_planner" in planner:
+        return {"selective": "2", "full": "1", "none": "0"}.get(r, r)
+    return {"2": "selective"}.get(r, r)
+
+
+def run_planner(planner, plan_args, tp, pp, dp, mb, gb, recompute, zero, gpn, sp=0, vpp=1):
     """Runs the planner on one fixed layout; returns (csv row dict, constants dict)."""
     world = tp * pp * dp
     g = min(gpn, world)
@@ -57,7 +65,8 @@ def run_planner(planner, plan_args, tp, pp, dp, mb, gb, recompute, zero, gpn):
         path = os.path.join(td, "plan.csv")
         cmd = shlex.split(planner) + shlex.split(plan_args) + [
             "-tp", str(tp), "-pp", str(pp), "-dp", str(dp), "-mb", str(mb), "-gb", str(gb),
-            "-recompute", str(recompute), "-zero", str(zero), "-nodes", str(world // g),
+            "-recompute", rc_flag(planner, recompute), "-zero", str(zero), "-sp", str(sp), "-vpp", str(vpp),
+            "-nodes", str(world // g),
             "-gpus-per-node", str(g), "-plan-csv", path]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if not os.path.exists(path):
@@ -253,13 +262,88 @@ def selftest_in(args, truth, base, true_args, layouts, rng, path):
     return 0 if ok else 1
 
 
+# Published A100 (Selene, 80 GB) measurements of Megatron-LM, quoted from the papers.
+# Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
+# Using Megatron-LM", Table 1 (weak scaling; seq 2048, V 51200, full recomputation,
+# TFLOP/s per GPU by their formula with f = 4; micro-batch not given: the planner picks it).
+NARAYANAN_T1 = [  # name, heads, H, L, TP, PP, GPUs, global batch, TFLOP/s per GPU
+    ("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137), ("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138),
+    ("7.5B", 32, 4096, 36, 4, 1, 128, 512, 142), ("18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135),
+    ("39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138), ("76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140),
+    ("145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148), ("310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155),
+    ("529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163), ("1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163)]
+# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+# Tables 3 and 5: iteration seconds with full recomputation and with SP + selective
+# (micro-batch 1, seq 2048, V 51200).
+KORTHIKANTI_T5 = [  # name, heads, H, L, TP, PP, GPUs, global batch, s full, s SP+selective
+    ("22B", 64, 6144, 48, 8, 1, 8, 4, 1.42, 1.10), ("175B", 96, 12288, 96, 8, 8, 64, 64, 18.13, 13.75),
+    ("530B", 128, 20480, 105, 8, 35, 280, 280, 49.05, 37.83), ("1T", 160, 25600, 128, 8, 64, 512, 512, 94.42, 71.49)]
+
+
+def plan_best(planner, plan_args, heads, H, L, tp, pp, gpus, gb, recompute, sp, vpp=None, mb=None):
+    """The planner's fastest feasible row for a published layout (micro-batch and V searched
+    unless given); None when nothing fits."""
+    with tempfile.TemporaryDirectory() as td:
+        path = os.path.join(td, "plan.csv")
+        cmd = shlex.split(planner) + shlex.split(plan_args) + [
+            "-L", str(L), "-H", str(H), "-heads", str(heads), "-seq", "2048", "-V", "51200", "-gb", str(gb),
+            "-tp", str(tp), "-pp", str(pp), "-recompute", rc_flag(planner, recompute), "-zero", "0", "-sp", str(sp),
+            "-nodes", str(gpus // 8), "-cluster", "selene-a100", "-plan-top", "1", "-plan-csv", path]
+        if "train_gpt" in planner:
+            cmd += ["-ramp", "off"]  # the trainer's default ramp need not divide these batches
+        if mb:
+            cmd += ["-mb", str(mb)]
+        if vpp:
+            cmd += ["-vpp", str(vpp)]
+        subprocess.run(cmd, capture_output=True, text=True)
+        if not os.path.exists(path):
+            return None
+        with open(path, newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["feasible"] == "1"]
+    rows.sort(key=lambda r: float(r["iter_s"]))
+    return rows[0] if rows else None
+
+
+def published(args):
+    """Predicted vs published throughput; returns the list of relative errors (throughput)."""
+    errs = []
+    print(f"published A100 Megatron-LM results against the planner ({args.plan_args or 'default constants'})")
+    print("Narayanan et al. 2021 Table 1 (full recompute; TFLOP/s per GPU, f = 4):")
+    for name, heads, H, L, tp, pp, g, gb, tf in NARAYANAN_T1:
+        r = plan_best(args.planner, args.plan_args, heads, H, L, tp, pp, g, gb, 1, 0)
+        if r is None:
+            print(f"  {name:7s} nothing feasible")
+            continue
+        e = float(r["tflops_per_gpu"]) / tf - 1
+        errs.append(e)
+        print(f"  {name:7s} TP {tp} PP {pp:2d} GPUs {g:4d} gb {gb:4d}: mb {r['mb']} V {r['vpp']}, predicted {float(r['tflops_per_gpu']):6.1f}, "
+              f"paper {tf}, error {100 * e:+5.1f}%")
+    print("Korthikanti et al. 2022 Table 5 (micro-batch 1; s per iteration):")
+    for name, heads, H, L, tp, pp, g, gb, tfull, tsel in KORTHIKANTI_T5:
+        for rc, sp, tm, what in ((1, 0, tfull, "full      "), ("selective", 1, tsel, "SP + sel. ")):
+            r = plan_best(args.planner, args.plan_args, heads, H, L, tp, pp, g, gb, rc, sp, vpp=1, mb=1)
+            if r is None:
+                print(f"  {name:5s} {what} nothing feasible")
+                continue
+            e = tm / float(r["iter_s"]) - 1  # as a throughput error, like the first table
+            errs.append(e)
+            print(f"  {name:5s} {what}: predicted {float(r['iter_s']):7.2f} s (MFU {100 * float(r['mfu']):4.1f}%), paper {tm:6.2f} s, "
+                  f"throughput error {100 * e:+5.1f}%")
+    if errs:
+        print(f"throughput error: mean {100 * statistics.mean(errs):+.1f}%, range {100 * min(errs):+.1f}% .. {100 * max(errs):+.1f}%")
+    return errs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="*", help="trainer JSONL log files")
     ap.add_argument("--planner", default=None,
                     help="planner command (default: ./train_gpt -plan, else ./test_planner --plan; --selftest: ./test_planner --plan)")
     ap.add_argument("--plan-args", default="", help="model/cluster/constant flags for the planner, e.g. '-model 1.3b -cluster h100'")
-    ap.add_argument("--recompute", type=int, default=0)
+    ap.add_argument("--recompute", default="0", help="0, 1 (full) or selective")
+    ap.add_argument("--published", action="store_true",
+                    help="compare the planner with published A100 Megatron-LM results (Narayanan 2021 Table 1, Korthikanti 2022 Table 5)")
+    ap.add_argument("--fit-eff", action="store_true", help="with --published: also the -plan-eff that centres those errors")
     ap.add_argument("--zero", type=int, default=0)
     ap.add_argument("--mb", type=int, default=None, help="micro-batch, only if the log lacks 'micro'")
     ap.add_argument("--gpus-per-node", type=int, default=8)
@@ -272,6 +356,14 @@ def main():
         sys.exit(selftest(args))
     if args.planner is None:
         args.planner = default_planner()
+    if args.published:
+        errs = published(args)
+        if args.fit_eff and errs:
+            # throughput is close to proportional to GEMM efficiency: scale the current one
+            m = re.search(r"-plan-eff\s+([0-9.]+)", args.plan_args)
+            eff = float(m.group(1)) if m else 0.57
+            print(f"suggested -plan-eff {eff / (1 + statistics.median(errs)):.3f} (median error to zero; rerun with it to check)")
+        sys.exit(0)
     if not args.logs:
         ap.error("give log files, or --selftest")
     flags, recs = fit(read_logs(args.logs, args.skip), args)
