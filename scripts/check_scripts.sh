@@ -64,6 +64,7 @@ expect_fail() {
 
 # every script, with every model it offers
 expect_pass "run_mtnlg_530b.sh (560 nodes, TP 8 x PP 35 x DP 16)" scripts/run_mtnlg_530b.sh
+expect_pass "run_mtnlg_530b.sh SP=1 RECOMPUTE=selective (the options after the paper)" scripts/run_mtnlg_530b.sh SP=1 RECOMPUTE=selective
 for m in 125m 350m 1.3b 6.7b; do
   expect_pass "run_family.sh MODEL=$m (1 node of 8 GPUs)" scripts/run_family.sh MODEL="$m"
 done
@@ -87,6 +88,8 @@ expect_fail "impossible: 530b with PP 2 x DP 280 (105 layers)" scripts/run_mtnlg
   's/^PP=35 /PP=2 /; s/^DP=16 /DP=280 /' "layers"
 expect_fail "impossible: 530b on 559 nodes (world 4472 != 8 x 35 x 16)" scripts/run_mtnlg_530b.sh \
   's/^NODES=560$/NODES=559/' "world"
+expect_fail "impossible: 530b with VPP=3 (2..120 micro-batches, not multiples of PP 35)" scripts/run_mtnlg_530b.sh \
+  's/-vpp "${VPP:-1}"/-vpp "${VPP:-3}"/' "multiple of pp"
 expect_fail "impossible: tiny with micro-batch 3 (ramp batches 8, 16, ... not divisible)" scripts/run_one_gpu.sh \
   's/GB=480; MB=8 /GB=480; MB=3 /' "ramp" MODEL=tiny
 

@@ -19,6 +19,8 @@ expect_ok "control: -steps 1" -- "${C[@]}" -steps 1
 expect_ok "control: -j ''" -- "${C[@]}" -j ''
 expect_ok "control: -o ./-dash" -- "${C[@]}" -o "$WORK/./-dash"
 expect_ok "control: -plan" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b
+expect_ok "control: -plan with -sp 1 -recompute selective -vpp 2" -- "$TRAIN" -plan -cluster h100 -nodes 4 -model 1.3b -sp 1 -recompute selective -vpp 2
+expect_ok "control: -plan -plan-gemm-dim 0 (shape term off)" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b -plan-gemm-dim 0
 
 # --- generic bad values for every numeric flag
 INT_FLAGS=(-L -H -heads -seq -V -vpad -scaled-init -tp -pp -dp -mb -zero -recompute -shuffle
@@ -202,6 +204,11 @@ gb
 -plan -cluster h100 -nodes 1 -latency-intra x
 -plan -cluster h100 -nodes 1 -plan-csv -x
 -plan -cluster h100 -nodes 1 -plan-csv
+-plan -cluster h100 -nodes 1 -plan-gemm-dim -1
+-plan -cluster h100 -nodes 1 -plan-gemm-dim x
+-plan -cluster h100 -nodes 1 -sp 2
+-plan -cluster h100 -nodes 1 -vpp 0
+-plan -cluster h100 -nodes 1 -recompute half
 TABLE
 
 # --- path flags: a value that is a flag, an over-long path (never truncated)
