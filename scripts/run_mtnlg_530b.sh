@@ -17,6 +17,9 @@
 #                (120 micro-batches at full batch, 2 at the ramp's start) no V > 1 meets
 #                Megatron's constraint (micro-batches a multiple of PP = 35): -check says so.
 #                SP and VPP run in the CPU trainer; train_gpt_cu refuses them (README).
+#                What SP=1 RECOMPUTE=selective (and interleaving, at a batch that allows
+#                it) would give this run: bash scripts/plan_530b_techniques.sh (planner
+#                predictions: 280 nodes 61 -> 45 s per step, doc/planner.md).
 #   EXTRA_FLAGS  extra trainer flags, e.g. "-skip-spikes 4" (the loss-spike guard) or
 #                "-steps 50" (a smoke test); the paper's run used neither instrument
 #   DRY_RUN, CHECK_BIN, MAX_RESTARTS, STOP_RC, RESTART_WAIT: see scripts/lib.sh
