@@ -23,6 +23,9 @@ logging rank, a line {"type":"train", "step", "gb", "ms", "micro", "t_compute_ms
     /usr/bin/python3 dev/calibrate_planner.py runs/log.jsonl [more.jsonl ...] \
         --plan-args "-model 1.3b -cluster h100" --recompute 0 --zero 0 [--gpus-per-node 8]
     /usr/bin/python3 dev/calibrate_planner.py --selftest     # synthetic logs, known answer
+    /usr/bin/python3 dev/calibrate_planner.py --published [--plan-args "-plan-eff 0.73"] [--fit-eff]
+        # the planner against published A100 Megatron-LM results (Narayanan et al. 2021
+        # Table 1, Korthikanti et al. 2022 Table 5), quoted below; doc/planner.md
 
 The micro-batch size is recovered from the log (mb = gb / (dp * micro)); recompute and
 ZeRO are not in the log, so give them. The model, cluster and any constants already in

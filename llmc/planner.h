@@ -21,7 +21,9 @@
  *   model terms the tests call: plan_layer_params_gpu, plan_stage_params, plan_total_params,
  *   plan_layer_act_bytes, plan_memory, plan_time, plan_evaluate, plan_paper_flops,
  *   plan_tflops_per_gpu, plan_ring_allreduce_s, plan_reduce_scatter_s, plan_p2p_s,
- *   plan_gemm_s, plan_layer_fwd, plan_group_crosses_node, plan_check_layout.
+ *   plan_gemm_s, plan_gemm_eff, plan_layer_fwd(_sp), plan_attn_core_fwd, plan_group_crosses_node,
+ *   plan_check_layout; for SP / selective / interleaving plan_layer_keep_bytes,
+ *   plan_recompute_work_bytes, plan_inflight_layers, plan_model_flops, plan_hw_flops.
  *
  * Planner flags (plan_parse_flag): -cluster NAME, -nodes N, -gpus-per-node N, -peak TFLOPS,
  * -gpu-mem GiB, -bw-hbm GBps, -bw-intra GBps, -bw-inter GBps (per GPU, per direction),
