@@ -402,21 +402,21 @@ static inline double plan_paper_flops(const PlanModel* m, double gb, int recompu
 static inline double plan_tflops_per_gpu(const PlanModel* m, double gb, int recompute, double iter_s, int gpus) {
     return plan_paper_flops(m, gb, recompute) / (iter_s * gpus) / 1e12;
 }
-/* Model FLOPs per iteration (Korthikanti et al. 2022, MFU): forward + backward of the
- * transformer, 3 x (24bsH^2 + 4bs^2H) per layer, and of the LM head, 3 x 2bsHV: work the
- * model needs whatever the implementation. 72BsLH^2(1 + s/(6H) + V/(12LH)). */
+/* Model FLOPs per iteration: the paper's formula with f = 3 (SPEC section 5), the same
+ * count the trainers' MFU uses, so -plan and a run report one MFU. Forward + backward of
+ * the transformer, 3 x (24bsH^2 + 4bs^2H) per layer, and of the LM head (4.5bsHV in the
+ * paper's count; Korthikanti et al. 2022 count 6bsHV, 0.05% more at 530B). */
 static inline double plan_model_flops(const PlanModel* m, double gb) {
-    double s = m->seq, L = m->L, H = m->H, V = m->V;
-    return 72.0 * gb * s * L * H * H * (1.0 + s / (6.0 * H)) + 6.0 * gb * s * V * H;
+    return plan_paper_flops(m, gb, 0);
 }
 /* Hardware FLOPs: model FLOPs plus what recomputation runs again. Full: every layer's
- * forward (24bsH^2 + 4bs^2H; the LM head is not recomputed), which makes this exactly the
- * paper's formula with f = 4. Selective: the attention core's forward, QK^T and P*V,
+ * forward (24bsH^2 + 4bs^2H): the paper's formula with f = 4 (whose head term grows with f
+ * as well, 1.5BsVH, 0.04% of the total at 530B). Selective: the attention core's forward, QK^T and P*V,
  * 4bs^2H per layer. */
 static inline double plan_hw_flops(const PlanModel* m, double gb, int recompute) {
     double s = m->seq, L = m->L, H = m->H;
     double x = 0.0;
-    if (recompute == PLAN_RC_FULL) x = 24.0 * gb * s * L * H * H * (1.0 + s / (6.0 * H));
+    if (recompute == PLAN_RC_FULL) return plan_paper_flops(m, gb, 1);
     if (recompute == PLAN_RC_SELECTIVE) x = 4.0 * gb * s * s * L * H;
     return plan_model_flops(m, gb) + x;
 }
