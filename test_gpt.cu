@@ -79,7 +79,7 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     int BT = cfg.mb * cfg.seq;
     fixture_batch(fx, &t);
     cudaCheck(cudaMemset(g->loss_acc, 0, sizeof(double)));
-    gpt_forward(g, &t.dc, a, 0.0f); // evaluation forward: logits kept
+    gpt_forward(g, &t.dc, a, 0, 0.0f); // evaluation forward: logits kept
     double loss = read_loss_sum(g) / BT;
     check(g->Vv == cfg.V, "logits cover the real vocabulary only (%d columns, row stride %d)", g->Vv, g->ldl);
     float* lg = down_bf16(a->logits, (size_t)BT * g->ldl);
@@ -92,8 +92,8 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     free(lg); free(packed);
     // training forward (dlogits fused) and backward
     cudaCheck(cudaMemset(g->grads, 0, sizeof(float) * g->total_pad));
-    gpt_forward(g, &t.dc, a, 1.0f / BT);
-    gpt_backward(g, &t.dc, a, g->dgrad[0]);
+    gpt_forward(g, &t.dc, a, 0, 1.0f / BT);
+    gpt_backward(g, &t.dc, a, 0, g->dgrad[0]);
     float* grads = down_f32(g->grads, g->pl.total);
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
         char name[64];

@@ -108,12 +108,13 @@ typedef struct {
     bf16* fch; bf16* fch_gelu;                   // (B,T,F) pre-activation, GeLU output
 } LayerActs;
 
-// Activations of one micro-batch in flight. With recompute, one set of LayerActs is
-// shared by all layers and only each layer's input x[l] is kept.
+// Activations of one (chunk, micro-batch) unit in flight (one micro-batch without -vpp).
+// With full recompute, one set of LayerActs is shared by all layers and only each layer's
+// input x[j] is kept.
 typedef struct {
     void* mem;
-    bf16* x;           // (nl+1, B, T, C): x[l] = input of local layer l, x[nl] = stage output
-    LayerActs* layer;  // (nl) or (1) with recompute (host array of device pointers)
+    bf16* x;           // (nlc+1, B, T, C): x[j] = input of layer j of the chunk, x[nlc] = chunk output
+    LayerActs* layer;  // (nlc) or (1) with full recompute (host array of device pointers)
     bf16* lnf; float* lnf_mean; float* lnf_rstd; // (B,T,C) (B,T) (B,T)   last stage
     bf16* logits;      // (B,T,ldl) last stage: logits, then dlogits after a training forward
     float* losses;     // (B,T) per-token loss
@@ -130,6 +131,7 @@ typedef struct {
     Config cfg;
     ParamLayout pl;
     int B, T, C, NH, hs, Cl, F, Vl, v0, Vv, ldl; // ldl: row stride of the logits (Vv rounded up to 8)
+    int V, nlc;        // model chunks per rank (-vpp) and layers per chunk
     int attn, gelu_fused; // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores), ATTN_TC (tensor cores) or ATTN_CUDNN
     struct CudnnAttn* cudnn; // cuDNN graphs and workspace (ATTN_CUDNN only)
     size_t total_pad;  // pl.total rounded up to a multiple of DP (equal ZeRO shards for NCCL)
@@ -139,8 +141,9 @@ typedef struct {
     float* m; float* v; size_t opt_off, n_opt, n_shard; // AdamW moments; n_shard: allocated shard
     float* gshard;     // ZeRO-1: reduced gradient shard (n_shard); else grads
     int nslots; Acts* acts;
+    int* slot_unit;    // (nslots) -vpp: the (chunk, micro-batch) unit k*V + c each slot holds, -1 = free
     // micro-batch-sized scratch (device)
-    bf16* dgrad[2];    // (B,T,C) the gradient flowing backward, double-buffered by micro parity
+    bf16* dgrad[2];    // (B,T,C) the gradient flowing backward, double-buffered by backward-unit parity
     bf16* ftmp;        // (B,T,C) row-parallel partial sums in forward
     bf16* dtmp;        // (B,T,C)
     bf16* dres2;       // (B,T,C)
@@ -211,11 +214,14 @@ static void attention_setup(GPT* g) {
 
 static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
 static int is_last_stage(const GPT* g) { return g->pl.pp == g->pl.PP - 1; }
+// chunk c of this rank is the first / last virtual stage (embeddings / head)
+static int is_first_chunk(const GPT* g, int c) { return g->pl.pp == 0 && c == 0; }
+static int is_last_chunk(const GPT* g, int c) { return g->pl.pp == g->pl.PP - 1 && c == g->V - 1; }
 
 static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute == RECOMPUTE_FULL ? 0 : l]; }
 
 static void acts_carve(GPT* g, Acts* a, Arena* ar) {
-    int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->pl.nlayers;
+    int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->nlc;
     size_t BT = (size_t)B * T;
     int nla = g->cfg.recompute == RECOMPUTE_FULL ? 1 : nl;
     TAKE(ar, a->x, (size_t)(nl + 1) * BT * C);
@@ -246,7 +252,7 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
 
 static void acts_alloc(GPT* g, Acts* a) {
     size_t BT = (size_t)g->B * g->T;
-    a->layer = (LayerActs*)calloc_check(g->cfg.recompute == RECOMPUTE_FULL ? 1 : g->pl.nlayers, sizeof(LayerActs));
+    a->layer = (LayerActs*)calloc_check(g->cfg.recompute == RECOMPUTE_FULL ? 1 : g->nlc, sizeof(LayerActs));
     Arena ar = {NULL, 0};
     acts_carve(g, a, &ar);
     a->mem = dev_alloc(ar.off);
@@ -305,6 +311,8 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, c
     g->cfg = *cfg;
     g->stream = stream;
     param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp, comm->PP);
+    param_layout_set_chunks(&g->pl, cfg->vpp); // chunk c holds local layers [c*nlc, (c+1)*nlc): virtual stage c*PP + pp
+    g->V = g->pl.nchunks; g->nlc = g->pl.nlayers / g->V;
     g->B = cfg->mb; g->T = cfg->seq; g->C = cfg->H;
     g->NH = cfg->heads / comm->TP; g->hs = cfg->H / cfg->heads; g->Cl = g->NH * g->hs;
     g->F = 4 * cfg->H / comm->TP; g->Vl = cfg->Vp / comm->TP; g->v0 = comm->tp * g->Vl;
@@ -329,6 +337,8 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, c
     g->nslots = nslots;
     g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
     for (int s = 0; s < nslots; s++) acts_alloc(g, &g->acts[s]);
+    g->slot_unit = (int*)malloc_check(sizeof(int) * nslots);
+    for (int s = 0; s < nslots; s++) g->slot_unit[s] = -1;
     g->h_work = (int*)calloc_check((size_t)g->Vl + 1, sizeof(int));
     int maxcols = 3 * g->Cl;
     if (g->F > maxcols) maxcols = g->F;
@@ -342,7 +352,7 @@ static void gpt_free(GPT* g) {
 #endif
     gemm_free(&g->gemm);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
-    free(g->acts);
+    free(g->acts); free(g->slot_unit);
     dev_free(g->mem);
     free(g->h_work);
 }
@@ -392,14 +402,14 @@ static void attention_backward(GPT* g, LayerActs* la) {
     }
 }
 
-// Forward of layer l (local numbering): x[l] -> x[l+1]
-static void block_forward(GPT* g, DevComm* dc, Acts* a, int l) {
+// Forward of layer j of the unit's chunk, local layer l (parameters): x[j] -> x[j+1]
+static void block_forward(GPT* g, DevComm* dc, Acts* a, int j, int l) {
     int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
     Gemm* mm = &g->gemm;
     cudaStream_t s = g->stream;
-    LayerActs* la = layer_acts(g, a, l);
-    bf16* x = a->x + (size_t)l * BT * C;
-    bf16* y = a->x + (size_t)(l + 1) * BT * C;
+    LayerActs* la = layer_acts(g, a, j);
+    bf16* x = a->x + (size_t)j * BT * C;
+    bf16* y = a->x + (size_t)(j + 1) * BT * C;
     layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BT, C, s);
     matmul_forward(mm, la->qkv, 3 * Cl, la->ln1, P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl);
     attention_forward(g, la);
@@ -414,13 +424,14 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int l) {
     residual_forward(y, NULL, NULL, NULL, la->resid2, g->ftmp, P(PT_FCPROJB, l), NULL, NULL, BT, C, s);
 }
 
-// Backward of layer l: dio holds dL/dx[l+1] (B,T,C) on entry and dL/dx[l] on exit
-static void block_backward(GPT* g, DevComm* dc, Acts* a, int l, bf16* dio) {
+// Backward of layer j of the unit (local layer l): dio holds dL/dx[j+1] (B,T,C) on entry
+// and dL/dx[j] on exit
+static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio) {
     int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
     Gemm* mm = &g->gemm;
     cudaStream_t s = g->stream;
-    LayerActs* la = layer_acts(g, a, l);
-    bf16* x = a->x + (size_t)l * BT * C;
+    LayerActs* la = layer_acts(g, a, j);
+    bf16* x = a->x + (size_t)j * BT * C;
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
     // dfch = (dio @ Wfcproj) * gelu'(fch) and the fc1 bias gradient in one GEMM (DGELU_BGRAD)
     matmul_backward_input_dgelu(mm, g->dfch, G(PT_FCB, l), dio, C, P(PT_FCPROJW, l), la->fch, BT, F, C, g->gelu_fused);
@@ -449,7 +460,7 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int l, bf16* dio) {
 static void head_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
     int BT = g->B * g->T, C = g->C, Vv = g->Vv;
     cudaStream_t s = g->stream;
-    bf16* xL = a->x + (size_t)g->pl.nlayers * BT * C;
+    bf16* xL = a->x + (size_t)g->nlc * BT * C;
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BT, C, s);
     matmul_forward(&g->gemm, a->logits, g->ldl, a->lnf, P(PT_WTE, 0), NULL, BT, C, Vv); // (BT, Vv), row stride ldl
     float* mloc = a->ce;
@@ -473,7 +484,7 @@ static void head_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
 // Writes dL/dx[nl] into dx (the logits buffer holds dlogits from the training forward).
 static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
     int BT = g->B * g->T, C = g->C, Vv = g->Vv;
-    bf16* xL = a->x + (size_t)g->pl.nlayers * BT * C;
+    bf16* xL = a->x + (size_t)g->nlc * BT * C;
     matmul_backward_input(&g->gemm, g->dtmp, a->logits, g->ldl, P(PT_WTE, 0), BT, C, Vv);
     matmul_backward_weight(&g->gemm, G(PT_WTE, 0), a->logits, g->ldl, a->lnf, BT, C, Vv);
     dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C);
@@ -481,25 +492,25 @@ static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
                        BT, C, g->red, g->red_n, g->stream);
 }
 
-// Forward of this stage for the micro-batch in slot a (inputs/targets already loaded).
-// First stage embeds; other stages expect x[0] filled from the previous stage. On the last
-// stage the token losses are added to g->loss_acc; dloss > 0 prepares the backward.
-static void gpt_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
-    if (is_first_stage(g)) embedding_forward(g, dc, a->x, a);
-    for (int l = 0; l < g->pl.nlayers; l++) block_forward(g, dc, a, l);
-    if (is_last_stage(g)) head_forward(g, dc, a, dloss);
+// Forward of chunk c of this rank for the unit in slot a (inputs/targets already loaded).
+// The first virtual stage embeds; others expect x[0] filled from the previous one. On the
+// last virtual stage the token losses are added to g->loss_acc; dloss > 0 prepares the backward.
+static void gpt_forward(GPT* g, DevComm* dc, Acts* a, int c, float dloss) {
+    if (is_first_chunk(g, c)) embedding_forward(g, dc, a->x, a);
+    for (int j = 0; j < g->nlc; j++) block_forward(g, dc, a, j, c * g->nlc + j);
+    if (is_last_chunk(g, c)) head_forward(g, dc, a, dloss);
 }
 
-// Backward of this stage. On the last stage the head starts it (after a training
-// forward); elsewhere dx must hold dL/d(stage output). Leaves dL/d(stage input) in dx;
+// Backward of chunk c. On the last virtual stage the head starts it (after a training
+// forward); elsewhere dx must hold dL/d(chunk output). Leaves dL/d(chunk input) in dx;
 // gradients accumulate (fp32).
-static void gpt_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
-    if (is_last_stage(g)) head_backward(g, dc, a, dx);
-    for (int l = g->pl.nlayers - 1; l >= 0; l--) {
-        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, l); // rebuild this layer's activations
-        block_backward(g, dc, a, l, dx);
+static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx) {
+    if (is_last_chunk(g, c)) head_backward(g, dc, a, dx);
+    for (int j = g->nlc - 1; j >= 0; j--) {
+        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, j, c * g->nlc + j); // rebuild this layer's activations
+        block_backward(g, dc, a, j, c * g->nlc + j, dx);
     }
-    if (is_first_stage(g))
+    if (is_first_chunk(g, c))
         encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), dx, a->d_uniq, a->d_off, a->d_pos, a->hb.nu, g->B, g->T, g->C, g->stream);
 }
 
@@ -593,13 +604,43 @@ static void acts_host_claim(Acts* a) {
     cudaCheck(cudaEventSynchronize(a->uploaded));
 }
 
-// Runs this stage's part of m micro-batches through the pipeline with the 1F1B schedule
-// (forward_only: the evaluation schedule). load(k) fills the host inputs/targets of
-// micro-batch k on the stages that need them. Communication actions that are adjacent in
-// the list form one NCCL group (nccl_comm.cuh), so blocking point-to-point never deadlocks.
+// Runs this rank's part of m micro-batches through the pipeline: 1F1B, or interleaved 1F1B
+// with -vpp (llmc/layout.h; forward_only: the evaluation schedule). load(k) fills the host
+// inputs/targets of micro-batch k where the first or last virtual stage needs them.
+// Communication actions that are adjacent in the list form one NCCL group (nccl_comm.cuh),
+// so blocking point-to-point never deadlocks in 1F1B. The interleaved list needs sends that
+// never wait for their receiver (-comm mpi: comm.h's send ring); NCCL's do wait, so -vpp > 1
+// takes -comm mpi (main refuses it with nccl).
 typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
 
 static int is_comm_action(ActionKind k) { return k != ACT_FORWARD && k != ACT_BACKWARD; }
+
+// The activation slot of unit (chunk c, micro-batch k): 1F1B uses k % PP; interleaved
+// units take the lowest free slot on first touch and give it back after their backward
+// (schedule_slots bounds how many are held at once), as in train_gpt.c.
+static Acts* unit_slot(GPT* g, int c, int k) {
+    if (g->V == 1) return &g->acts[k % g->nslots];
+    int unit = k * g->V + c, free_slot = -1;
+    for (int s = 0; s < g->nslots; s++) {
+        if (g->slot_unit[s] == unit) return &g->acts[s];
+        if (g->slot_unit[s] < 0 && free_slot < 0) free_slot = s;
+    }
+    if (free_slot < 0) die("internal: more pipeline units in flight than activation slots (%d)", g->nslots);
+    g->slot_unit[free_slot] = unit;
+    return &g->acts[free_slot];
+}
+static void unit_release(GPT* g, int c, int k) {
+    for (int s = 0; s < g->nslots && g->V > 1; s++) if (g->slot_unit[s] == k * g->V + c) g->slot_unit[s] = -1;
+}
+
+// The gradient buffer of unit (c, k): alternates along the backward order (the position
+// of the unit among the rank's backwards, interleaved_unit inverted), so a send of one
+// unit's input gradient and the receive of the next never share a buffer; 1F1B: k % 2.
+static bf16* unit_dgrad(GPT* g, int c, int k) {
+    int PP = g->pl.PP, V = g->V;
+    int i = V == 1 ? k : (k / PP) * PP * V + (V - 1 - c) * PP + k % PP;
+    return g->dgrad[i % 2];
+}
 
 static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
     GPT* g = &t->model;
@@ -607,32 +648,37 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
     Comm* comm = &t->run.comm;
     size_t nact = (size_t)g->B * g->T * g->C;
     int n;
-    Action* plan = schedule_1f1b(comm->pp, comm->PP, m, forward_only, &n);
+    Action* plan = schedule_interleaved(comm->pp, comm->PP, g->V, m, forward_only, &n);
     if (plan == NULL) die("out of memory for the pipeline schedule");
     for (int i = 0; i < n;) {
         if (is_comm_action(plan[i].kind)) {
             dc_group_begin(dc);
             for (; i < n && is_comm_action(plan[i].kind); i++) {
-                int k = plan[i].micro;
-                Acts* a = &g->acts[k % g->nslots];
+                int k = plan[i].micro, c = plan[i].chunk, peer, tag;
+                schedule_peer(&plan[i], comm->pp, comm->PP, g->V, &peer, &tag);
                 switch (plan[i].kind) {
-                    case ACT_RECV_ACT: dc_pp_recv_bf16(dc, a->x, nact, comm->pp - 1, 2 * k); break;
-                    case ACT_SEND_ACT: dc_pp_send_bf16(dc, a->x + (size_t)g->pl.nlayers * nact, nact, comm->pp + 1, 2 * k); break;
-                    case ACT_RECV_GRAD: dc_pp_recv_bf16(dc, g->dgrad[k % 2], nact, comm->pp + 1, 2 * k + 1); break;
-                    case ACT_SEND_GRAD: dc_pp_send_bf16(dc, g->dgrad[k % 2], nact, comm->pp - 1, 2 * k + 1); break;
+                    case ACT_RECV_ACT: dc_pp_recv_bf16(dc, unit_slot(g, c, k)->x, nact, peer, tag); break;
+                    case ACT_SEND_ACT:
+                        dc_pp_send_bf16(dc, unit_slot(g, c, k)->x + (size_t)g->nlc * nact, nact, peer, tag);
+                        if (forward_only) unit_release(g, c, k); // later work on the slot is stream-ordered after the send
+                        break;
+                    case ACT_RECV_GRAD: dc_pp_recv_bf16(dc, unit_dgrad(g, c, k), nact, peer, tag); break;
+                    case ACT_SEND_GRAD: dc_pp_send_bf16(dc, unit_dgrad(g, c, k), nact, peer, tag); break;
                     default: break;
                 }
             }
             dc_group_end(dc);
             continue;
         }
-        int k = plan[i].micro;
-        Acts* a = &g->acts[k % g->nslots];
+        int k = plan[i].micro, c = plan[i].chunk;
+        Acts* a = unit_slot(g, c, k);
         if (plan[i].kind == ACT_FORWARD) {
-            if (is_first_stage(g) || is_last_stage(g)) { acts_host_claim(a); load(t, a, k, user); acts_upload_tokens(g, a); }
-            gpt_forward(g, dc, a, forward_only ? 0.0f : dloss);
+            if (is_first_chunk(g, c) || is_last_chunk(g, c)) { acts_host_claim(a); load(t, a, k, user); acts_upload_tokens(g, a); }
+            gpt_forward(g, dc, a, c, forward_only ? 0.0f : dloss);
+            if (forward_only && is_last_chunk(g, c)) unit_release(g, c, k);
         } else {
-            gpt_backward(g, dc, a, g->dgrad[k % 2]);
+            gpt_backward(g, dc, a, c, unit_dgrad(g, c, k));
+            unit_release(g, c, k);
         }
         i++;
     }
@@ -944,7 +990,9 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     select_device(t);
     cudaCheck(cudaStreamCreate(&t->stream));
     devcomm_init(&t->dc, &t->run.comm, t->dc.nccl, t->stream, 1);
-    gpt_build(&t->model, &t->run.cfg, &t->run.comm, comm->PP, t->stream); // 1F1B: at most PP micro-batches in flight
+    // 1F1B: at most PP micro-batches in flight; interleaved: schedule_slots units
+    int nslots = cfg->vpp > 1 ? schedule_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
+    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, t->stream);
 }
 
 static void train_free(Train* t) {
@@ -975,8 +1023,13 @@ int main(int argc, char** argv) {
     Config cfg;
     Comm comm;
     startup(&cfg, &comm, argc, argv); // -h, -check, -plan and bad flags end here, before any GPU work
-    if (cfg.sp || cfg.vpp > 1) { // every rank decides the same, so nothing hangs
-        if (comm.rank == 0) fprintf(stderr, "error: -sp 1 and -vpp > 1 run in the CPU trainer (train_gpt) only; train_gpt_cu takes -sp 0 -vpp 1\n");
+    // every rank decides the same, so nothing hangs
+    int vpp_nccl = cfg.vpp > 1 && strcmp(cfg.comm, "nccl") == 0 && comm.world > 1;
+    if (cfg.sp || vpp_nccl) {
+        if (comm.rank == 0 && cfg.sp) fprintf(stderr, "error: -sp 1 runs in the CPU trainer (train_gpt) only; train_gpt_cu takes -sp 0\n");
+        else if (comm.rank == 0)
+            fprintf(stderr, "error: -vpp %d in train_gpt_cu needs -comm mpi (the interleaved schedule needs sends that do not wait for "
+                            "their receiver; NCCL's do)\n", cfg.vpp);
 #ifdef USE_MPI
         if (comm.mpi) MPI_Finalize();
 #endif
