@@ -386,6 +386,28 @@ static void test_binaries(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
+// lines of s that contain key
+static int count_lines_with(const char* s, const char* key) {
+    int n = 0;
+    for (const char* p = s; (p = strstr(p, key)) != NULL; p += strlen(key)) n++;
+    return n;
+}
+
+// The step-5 checkpoint of the 2x2x2 -vpp 2 run (layout-free) resumes as 1x1x1: steps 6-10
+// within the layout tolerance of the straight 1x1x1 run ref.
+static void test_vpp_resume_single(const char* CU, const char* args, const char* tmp, const RunLog* ref) {
+    char cmd[4000], err[4096], path[1400];
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/vre && cp -r %s/vpp/ckpt_00000005 %s/vre/ && timeout 300 %s %s -o %s/vre -resume",
+             tmp, tmp, tmp, CU, args, tmp);
+    int rc = run_cmd(cmd, err, sizeof(err));
+    RunLog x;
+    snprintf(path, sizeof(path), "%s/vre/log.jsonl", tmp);
+    int ok = rc == 0 && read_runlog(path, &x) == 0 && x.n == 10 && x.loss[5] == 0.0 && ref->n == 10;
+    double wl = 0;
+    for (int st = 6; ok && st <= 10; st++) if (rel_err(x.loss[st], ref->loss[st]) > wl) wl = rel_err(x.loss[st], ref->loss[st]);
+    check(ok && wl <= 1e-2, "a 2x2x2 -vpp 2 checkpoint (step 5) resumes as 1x1x1: steps 6-10 worst loss rel %.1e vs straight 1x1x1 (rc %d)", wl, rc);
+}
+
 // 3D layouts with -comm mpi (host-staged: several ranks share the one GPU) against the
 // single process; with LLMC_TEST_NCCL_LAYOUTS=1 also -comm nccl (needs a GPU per rank, or
 // the emulation with CUEMU_DEVICES=8). Needs mpirun; said and skipped without it.
@@ -416,15 +438,19 @@ static void test_layouts(void) {
     for (int st = 1; okc && okr && st <= 10; st++) if (rel_err(ref.loss[st], cpu.loss[st]) > cl) cl = rel_err(ref.loss[st], cpu.loss[st]);
     check(okc && okr && cl <= 2e-2, "train_gpt_cu 1x1x1 vs train_gpt (CPU fp32): 10 steps, worst loss rel %.1e (rc %d %d)", cl, rc, rcc);
     const char* envx = getenv("CUEMU_DEVICES") ? "-x CUEMU_DEVICES" : "";
-    struct { int tp, pp, dp, zero; const char* comm; } L[] = {
-        {2, 2, 2, 0, "mpi"}, {2, 2, 2, 1, "mpi"}, {1, 4, 2, 1, "mpi"}, {2, 2, 2, 1, "nccl"}, {4, 1, 2, 0, "nccl"},
+    // vpp > 1: the interleaved schedule (with selective recompute); it also saves a
+    // checkpoint at step 5 that resumes below as 1x1x1
+    struct { int tp, pp, dp, zero; const char* comm; int vpp; } L[] = {
+        {2, 2, 2, 0, "mpi", 1}, {2, 2, 2, 1, "mpi", 1}, {1, 4, 2, 1, "mpi", 1}, {2, 2, 2, 1, "mpi", 2}, {2, 2, 2, 1, "nccl", 1}, {4, 1, 2, 0, "nccl", 1},
     };
     int nccl = getenv("LLMC_TEST_NCCL_LAYOUTS") && strcmp(getenv("LLMC_TEST_NCCL_LAYOUTS"), "1") == 0;
     for (size_t i = 0; i < sizeof(L) / sizeof(L[0]); i++) {
         if (strcmp(L[i].comm, "nccl") == 0 && !nccl) continue;
         int np = L[i].tp * L[i].pp * L[i].dp;
-        snprintf(cmd, sizeof(cmd), "timeout 600 mpirun --oversubscribe --allow-run-as-root %s -np %d %s %s -tp %d -pp %d -dp %d -zero %d -comm %s -log %s/l%zu.jsonl",
-                 envx, np, CU, args, L[i].tp, L[i].pp, L[i].dp, L[i].zero, L[i].comm, tmp, i);
+        char extra[1600] = "";
+        if (L[i].vpp > 1) snprintf(extra, sizeof(extra), "-vpp %d -recompute selective -o %s/vpp -ckpt-every 5", L[i].vpp, tmp);
+        snprintf(cmd, sizeof(cmd), "timeout 600 mpirun --oversubscribe --allow-run-as-root %s -np %d %s %s -tp %d -pp %d -dp %d -zero %d -comm %s %s -log %s/l%zu.jsonl",
+                 envx, np, CU, args, L[i].tp, L[i].pp, L[i].dp, L[i].zero, L[i].comm, extra, tmp, i);
         rc = run_cmd(cmd, err, sizeof(err));
         RunLog rl;
         snprintf(path, sizeof(path), "%s/l%zu.jsonl", tmp, i);
@@ -438,8 +464,16 @@ static void test_layouts(void) {
         // bf16: TP partial sums are rounded before their all-reduce, so layouts differ by bf16 rounding
         // and against the CPU trainer with the bf16 bound of the single-GPU comparison
         check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,
-              "train_gpt_cu layout %dx%dx%d%s -comm %s: 10 steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
-              L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", L[i].comm, wl, wc, wg, rc);
+              "train_gpt_cu layout %dx%dx%d%s%s -comm %s: 10 steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
+              L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", L[i].vpp > 1 ? " -vpp 2 -recompute selective" : "", L[i].comm, wl, wc, wg, rc);
+        if (L[i].vpp > 1) test_vpp_resume_single(CU, args, tmp, &ref);
+    }
+    if (nccl) { // NCCL sends wait for their receiver, so the interleaved schedule is refused up front
+        snprintf(cmd, sizeof(cmd), "timeout 300 mpirun --oversubscribe --allow-run-as-root %s -np 4 %s %s -pp 2 -dp 2 -vpp 2 -comm nccl -log %s/n.jsonl",
+                 envx, CU, args, tmp);
+        rc = run_cmd(cmd, err, sizeof(err));
+        check(rc != 0 && strstr(err, "-vpp 2 in train_gpt_cu needs -comm mpi") != NULL && count_lines_with(err, "error:") == 1,
+              "train_gpt_cu -vpp 2 -comm nccl: refused with one error line (rc %d)", rc);
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
