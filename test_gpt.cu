@@ -192,6 +192,47 @@ static void test_recompute(Fixture* fx, const char* dir) {
   if (prev) setenv("LLMC_ATTENTION", saved, 1); else unsetenv("LLMC_ATTENTION");
 }
 
+// Activation bytes per layer against Korthikanti et al. (2022), eq. 2 (sbh(10 + 24/t) +
+// 5as^2b/t bytes, 16-bit activations, no sequence parallelism) adapted to this trainer:
+// no dropout masks (10 -> 8), no probabilities but an fp32 lse (4asb/t) with flash
+// attention, fp32 probabilities (4as^2b/t) with naive attention unless selective recompute
+// shares them, fp32 LayerNorm statistics (16sb); full recompute keeps the input only (2sbh).
+static double korthikanti_bf16(double s, double b, double h, double a, double t, int rc, int naive) {
+    double sbh = s * b * h;
+    if (rc == RECOMPUTE_FULL) return 2.0 * sbh;
+    double att = naive ? (rc == RECOMPUTE_SELECTIVE ? 0.0 : 4.0 * a * s * s * b / t) : 4.0 * a * s * b / t;
+    return sbh * (8.0 + 24.0 / t) + att + 16.0 * s * b;
+}
+
+static void test_act_memory(void) {
+    const char* prev = getenv("LLMC_ATTENTION");
+    char saved[32] = "";
+    if (prev) snprintf(saved, sizeof(saved), "%s", prev);
+    cudaStream_t st;
+    cudaCheck(cudaStreamCreate(&st));
+    int ok = 1, n = 0;
+    char worst[200] = "";
+    for (int naive = 0; naive <= 1; naive++) for (int TP = 1; TP <= 2; TP *= 2) for (int rc = 0; rc <= 2; rc++) {
+        setenv("LLMC_ATTENTION", naive ? "naive" : "flash", 1);
+        Config cfg;
+        config_defaults(&cfg);
+        cfg.L = 4; cfg.H = 64; cfg.heads = 4; cfg.seq = 32; cfg.mb = 2; cfg.V = 300; cfg.vpad = 128; cfg.Vp = 384; cfg.recompute = rc;
+        Comm comm;
+        comm_init_single(&comm);
+        comm.TP = TP; comm.tp = TP - 1; comm.PP = 2; comm.pp = 0; // a first stage: no head buffers
+        GPT g;
+        gpt_build(&g, &cfg, &comm, 1, st);
+        double want = korthikanti_bf16(cfg.seq, cfg.mb, cfg.H, cfg.heads, TP, rc, naive);
+        double got = (double)g.acts[0].layer_bytes;
+        n++;
+        if (got != want) { ok = 0; snprintf(worst, sizeof(worst), "naive %d TP %d rc %d: %.0f B, formula %.0f B", naive, TP, rc, got, want); }
+        gpt_free(&g);
+    }
+    check(ok, "activation bytes kept per layer equal Korthikanti et al.'s formula adapted (bf16, no dropout, lse or fp32 probabilities) in %d cases %s", n, worst);
+    cudaCheck(cudaStreamDestroy(st));
+    if (prev) setenv("LLMC_ATTENTION", saved, 1); else unsetenv("LLMC_ATTENTION");
+}
+
 // the three attention paths train the same model (not bit-identical: different sum orders,
 // and the tensor-core path rounds P and dS to bf16)
 static void test_attention_paths(Fixture* fx, const char* dir) {
@@ -584,6 +625,7 @@ int main(int argc, char** argv) {
         test_resume_bitwise(&fx, dir);
     }
     test_comm_timers();
+    test_act_memory();
     if (!(argc > 2 && strcmp(argv[2], "--no-binaries") == 0)) { test_binaries(); test_layouts(); test_device_choice(); }
     return test_summary();
 }

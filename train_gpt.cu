@@ -125,6 +125,7 @@ typedef struct {
     EmbedBuckets hb;                  // pinned host buckets of the inputs by owned token (first stage)
     cudaEvent_t uploaded;             // recorded after this slot's uploads: the host arrays are free again
     int* d_uniq; int* d_off; int* d_pos; // device copies: (B*T) (B*T+1) (B*T)
+    size_t bytes, layer_bytes;        // activation bytes this unit keeps (no tokens); of them, per layer (incl. its input)
 } Acts;
 
 typedef struct {
@@ -220,6 +221,23 @@ static int is_last_chunk(const GPT* g, int c) { return g->pl.pp == g->pl.PP - 1 
 
 static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute == RECOMPUTE_FULL ? 0 : l]; }
 
+// Activation bytes of one unit, counted from the shapes acts_carve takes (no alignment
+// padding, no token buffers), as train_gpt.c counts them: layer_bytes is what one layer
+// keeps across the pipeline's wait (its bf16 input, plus its stash unless full recompute,
+// whose one working set is rebuilt layer by layer); bytes the whole unit, head included.
+// The probabilities that naive attention shares under selective recompute are counted once
+// per rank by print_act_memory, not here.
+static void acts_count_bytes(const GPT* g, Acts* a) {
+    size_t B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, BT = B * T;
+    size_t att = g->attn != ATTN_NAIVE ? sizeof(float) * B * NH * T                                      // lse
+               : g->cfg.recompute == RECOMPUTE_SELECTIVE ? 0 : sizeof(float) * B * NH * T * T;          // probabilities
+    size_t stash = sizeof(bf16) * (BT * C + BT * 3 * Cl + BT * Cl + 2 * BT * C + 2 * BT * F) + sizeof(float) * 4 * BT + att;
+    int full = g->cfg.recompute == RECOMPUTE_FULL;
+    a->layer_bytes = sizeof(bf16) * BT * C + (full ? 0 : stash);
+    a->bytes = sizeof(bf16) * (size_t)(g->nlc + 1) * BT * C + (size_t)(full ? 1 : g->nlc) * stash;
+    if (is_last_stage(g)) a->bytes += sizeof(bf16) * (BT * C + BT * (size_t)g->ldl) + sizeof(float) * (2 * BT + 6 * BT);
+}
+
 static void acts_carve(GPT* g, Acts* a, Arena* ar) {
     int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->nlc;
     size_t BT = (size_t)B * T;
@@ -246,6 +264,7 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
         TAKE(ar, a->lnf, BT * C); TAKE(ar, a->lnf_mean, BT); TAKE(ar, a->lnf_rstd, BT);
         TAKE(ar, a->logits, BT * g->ldl); TAKE(ar, a->losses, BT); TAKE(ar, a->lse, BT); TAKE(ar, a->ce, 4 * BT);
     }
+    acts_count_bytes(g, a);
     TAKE(ar, a->inputs, BT); TAKE(ar, a->targets, BT);
     TAKE(ar, a->d_uniq, BT); TAKE(ar, a->d_off, BT + 1); TAKE(ar, a->d_pos, BT);
 }
@@ -896,6 +915,23 @@ static const char* device_arch_note(int major, int minor) {
     return "not a build target (sm_80, sm_90): rebuild with CUDA_ARCHS";
 }
 
+// Activation bytes this rank keeps for one micro-batch (one unit per chunk; what the
+// schedule multiplies by its in-flight count) and per layer, as train_gpt.c prints them,
+// and what -recompute selective means with this attention path.
+static void print_act_memory(const GPT* g) {
+    static const char* RC[] = {"0", "full", "selective"};
+    table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], 0, g->V);
+    int shared_att = g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE;
+    size_t shared = shared_att ? sizeof(float) * (size_t)g->B * g->NH * g->T * g->T : 0;
+    table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",
+              (double)g->acts[0].bytes * g->V / 1048576.0, g->acts[0].layer_bytes, g->nslots,
+              ((double)g->acts[0].bytes * g->nslots + shared) / 1048576.0);
+    if (g->cfg.recompute == RECOMPUTE_SELECTIVE)
+        table_row("selective recompute", "%s", shared_att ? "keeps the GEMM inputs; one (B,NH,T,T) probability buffer per rank, rebuilt in backward"
+                                                          : "keeps the GEMM inputs and lse; flash attention stores no probabilities "
+                                                            "(its backward rebuilds them), so it saves and recomputes nothing more");
+}
+
 static void print_config_table(const Train* t) {
     const Config* c = &t->run.cfg;
     const GPT* g = &t->model;
@@ -915,6 +951,7 @@ static void print_config_table(const Train* t) {
 #endif
     table_row("attention", "%s", ATTN_NAMES[g->attn]);
     table_row("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
+    print_act_memory(g);
     table_rule();
     fflush(stdout);
 }
