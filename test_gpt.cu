@@ -484,9 +484,11 @@ static void test_layouts(void) {
     const char* envx = getenv("CUEMU_DEVICES") ? "-x CUEMU_DEVICES" : "";
     // sp: -sp 1 -recompute selective; vpp > 1: the interleaved schedule, and a checkpoint at
     // step 5 that resumes below as 1x1x1
-    struct { int tp, pp, dp, zero; const char* comm; int sp, vpp; } L[] = {
-        {2, 2, 2, 0, "mpi", 0, 1}, {2, 2, 2, 1, "mpi", 0, 1}, {1, 4, 2, 1, "mpi", 0, 1}, {2, 2, 2, 1, "mpi", 1, 2},
-        {2, 2, 2, 1, "nccl", 0, 1}, {4, 1, 2, 0, "nccl", 0, 1}, {2, 2, 2, 1, "nccl", 1, 1},
+    // same: the layout without -sp/-vpp it must match to 1e-5 (only the fp32 sum order of
+    // the LayerNorm gradients differs: a missing TP sum of them moves the norm by ~5e-4)
+    struct { int tp, pp, dp, zero; const char* comm; int sp, vpp, same; } L[] = {
+        {2, 2, 2, 0, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 0, 1, -1}, {1, 4, 2, 1, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 1, 2, 1},
+        {2, 2, 2, 1, "nccl", 0, 1, -1}, {4, 1, 2, 0, "nccl", 0, 1, -1}, {2, 2, 2, 1, "nccl", 1, 1, 4},
     };
     int nccl = getenv("LLMC_TEST_NCCL_LAYOUTS") && strcmp(getenv("LLMC_TEST_NCCL_LAYOUTS"), "1") == 0;
     for (size_t i = 0; i < sizeof(L) / sizeof(L[0]); i++) {
@@ -513,6 +515,18 @@ static void test_layouts(void) {
         check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,
               "train_gpt_cu layout %dx%dx%d%s%s -comm %s: 10 steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
               L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, L[i].comm, wl, wc, wg, rc);
+        if (L[i].same >= 0) {
+            RunLog base;
+            snprintf(path, sizeof(path), "%s/l%d.jsonl", tmp, L[i].same);
+            int okb = ok && read_runlog(path, &base) == 0 && base.n == 10;
+            double sl = 0, sg = 0;
+            for (int st = 1; okb && st <= 10; st++) {
+                if (rel_err(rl.loss[st], base.loss[st]) > sl) sl = rel_err(rl.loss[st], base.loss[st]);
+                if (rel_err(rl.gnorm[st], base.gnorm[st]) > sg) sg = rel_err(rl.gnorm[st], base.gnorm[st]);
+            }
+            check(okb && sl <= 1e-5 && sg <= 1e-5, "train_gpt_cu layout 2x2x2 zero-1%s -comm %s equals it without them: loss rel %.1e, gnorm rel %.1e",
+                  label, L[i].comm, sl, sg);
+        }
         if (L[i].vpp > 1) test_vpp_resume_single(CU, args, tmp, &ref);
     }
     if (nccl) { // NCCL sends wait for their receiver, so the interleaved schedule is refused up front
