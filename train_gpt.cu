@@ -96,15 +96,17 @@ template <class T> static void arena_set(Arena* a, T** p, size_t n) { *p = (T*)a
 // ----------------------------------------------------------------------------------------
 // the model
 
-// Activations of one layer for one micro-batch (device pointers).
+// Activations of one layer for one micro-batch (device pointers). With -sp 1 the rows
+// outside the tensor-parallel region are this rank's sequence shard (B, Ts, C), Ts = T/TP
+// (else Ts = T); everything between the column- and row-parallel GEMMs covers all T.
 typedef struct {
-    bf16* ln1; float* ln1_mean; float* ln1_rstd; // (B,T,C) (B,T) (B,T)
+    bf16* ln1; float* ln1_mean; float* ln1_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
     bf16* qkv;                                   // (B,T,3Cl)
     float* att;                                  // (B,NH,T,T) naive attention only
     float* lse;                                  // (B,NH,T) flash attention (tc, flash) only
     bf16* atty;                                  // (B,T,Cl)
-    bf16* resid2;                                // (B,T,C) x + attention
-    bf16* ln2; float* ln2_mean; float* ln2_rstd; // (B,T,C) (B,T) (B,T)
+    bf16* resid2;                                // (B,Ts,C) x + attention
+    bf16* ln2; float* ln2_mean; float* ln2_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
     bf16* fch; bf16* fch_gelu;                   // (B,T,F) pre-activation, GeLU output
 } LayerActs;
 
@@ -113,9 +115,9 @@ typedef struct {
 // input x[j] is kept.
 typedef struct {
     void* mem;
-    bf16* x;           // (nlc+1, B, T, C): x[j] = input of layer j of the chunk, x[nlc] = chunk output
+    bf16* x;           // (nlc+1, B, Ts, C): x[j] = input of layer j of the chunk, x[nlc] = chunk output (Ts = T/TP with -sp 1, else T)
     LayerActs* layer;  // (nlc) or (1) with full recompute (host array of device pointers)
-    bf16* lnf; float* lnf_mean; float* lnf_rstd; // (B,T,C) (B,T) (B,T)   last stage
+    bf16* lnf; float* lnf_mean; float* lnf_rstd; // (B,Ts,C) (B,Ts) (B,Ts)   last stage
     bf16* logits;      // (B,T,ldl) last stage: logits, then dlogits after a training forward
     float* losses;     // (B,T) per-token loss
     float* lse;        // (B,T) log-sum-exp over the full vocabulary
@@ -310,7 +312,11 @@ static void gpt_carve(GPT* g, Arena* ar) {
     if (g->cfg.zero) TAKE(ar, g->gshard, g->n_shard);
     TAKE(ar, g->dgrad[0], BT * g->C); TAKE(ar, g->dgrad[1], BT * g->C);
     TAKE(ar, g->ftmp, BT * g->C); TAKE(ar, g->dtmp, BT * g->C);
-    if (g->sp) { TAKE(ar, g->gat, BT * g->C); TAKE(ar, g->gdout, BT * g->C); TAKE(ar, g->fsh, BT * g->C); TAKE(ar, g->sptmp, BT * g->C); } TAKE(ar, g->dres2, BT * g->C);
+    TAKE(ar, g->dres2, BT * g->C);
+    if (g->sp) {
+        TAKE(ar, g->gat, BT * g->C); TAKE(ar, g->gdout, BT * g->C);
+        TAKE(ar, g->fsh, (size_t)g->B * g->Ts * g->C); TAKE(ar, g->sptmp, BT * g->C);
+    }
     TAKE(ar, g->dqkv, BT * 3 * g->Cl); TAKE(ar, g->datty, BT * g->Cl); TAKE(ar, g->dfch, BT * g->F);
     TAKE(ar, g->attn_scratch, g->attn != ATTN_NAIVE ? (size_t)g->B * g->NH * g->T : (size_t)g->B * g->NH * g->T * g->T);
     TAKE(ar, g->red, g->red_n);
@@ -467,7 +473,7 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int j, int l) {
     residual_forward(y, NULL, NULL, NULL, la->resid2, mlp, P(PT_FCPROJB, l), NULL, NULL, BTs, C, s);
 }
 
-// Backward of layer j of the unit (local layer l): dio holds dL/dx[j+1] (B,T,C) on entry
+// Backward of layer j of the unit (local layer l): dio holds dL/dx[j+1] (B,Ts,C) on entry
 // and dL/dx[j] on exit
 // (-sp: dio, dres2 and the LayerNorms are (B,Ts,C), gathered before the GEMMs; the
 // conjugates of the column-parallel GEMMs are reduce-scatters.)
