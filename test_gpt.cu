@@ -79,7 +79,7 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     int BT = cfg.mb * cfg.seq;
     fixture_batch(fx, &t);
     cudaCheck(cudaMemset(g->loss_acc, 0, sizeof(double)));
-    gpt_forward(g, &t.dc, a, 0.0f); // evaluation forward: logits kept
+    gpt_forward(g, &t.dc, a, 0, 0.0f); // evaluation forward: logits kept
     double loss = read_loss_sum(g) / BT;
     check(g->Vv == cfg.V, "logits cover the real vocabulary only (%d columns, row stride %d)", g->Vv, g->ldl);
     float* lg = down_bf16(a->logits, (size_t)BT * g->ldl);
@@ -92,8 +92,8 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     free(lg); free(packed);
     // training forward (dlogits fused) and backward
     cudaCheck(cudaMemset(g->grads, 0, sizeof(float) * g->total_pad));
-    gpt_forward(g, &t.dc, a, 1.0f / BT);
-    gpt_backward(g, &t.dc, a, g->dgrad[0]);
+    gpt_forward(g, &t.dc, a, 0, 1.0f / BT);
+    gpt_backward(g, &t.dc, a, 0, g->dgrad[0]);
     float* grads = down_f32(g->grads, g->pl.total);
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
         char name[64];
@@ -190,6 +190,50 @@ static void test_recompute(Fixture* fx, const char* dir) {
     train_free(&a); train_free(&b);
   }
   if (prev) setenv("LLMC_ATTENTION", saved, 1); else unsetenv("LLMC_ATTENTION");
+}
+
+// Activation bytes per layer against Korthikanti et al. (2022), eq. 2 and 4 (sbh(10 + 24/t)
+// + 5as^2b/t bytes, 16-bit activations; with sequence parallelism sbh*34/t + 5as^2b/t)
+// adapted to this trainer: no dropout masks (10 -> 8, 34 -> 32), no probabilities but an
+// fp32 lse (4asb/t) with flash attention, fp32 probabilities (4as^2b/t) with naive
+// attention unless selective recompute shares them, fp32 LayerNorm statistics (16sb, /t
+// with sp); full recompute keeps the input only (2sbh, /t with sp).
+static double korthikanti_bf16(double s, double b, double h, double a, double t, int sp, int rc, int naive) {
+    double sbh = s * b * h, spt = sp ? t : 1.0;
+    if (rc == RECOMPUTE_FULL) return 2.0 * sbh / spt;
+    double att = naive ? (rc == RECOMPUTE_SELECTIVE ? 0.0 : 4.0 * a * s * s * b / t) : 4.0 * a * s * b / t;
+    double lin = sp ? 32.0 / t : 8.0 + 24.0 / t;
+    return sbh * lin + att + 16.0 * s * b / spt;
+}
+
+static void test_act_memory(void) {
+    const char* prev = getenv("LLMC_ATTENTION");
+    char saved[32] = "";
+    if (prev) snprintf(saved, sizeof(saved), "%s", prev);
+    cudaStream_t st;
+    cudaCheck(cudaStreamCreate(&st));
+    int ok = 1, n = 0;
+    char worst[200] = "";
+    for (int naive = 0; naive <= 1; naive++) for (int TP = 1; TP <= 4; TP *= 2) for (int sp = 0; sp <= 1; sp++) for (int rc = 0; rc <= 2; rc++) {
+        if (sp && TP == 1) continue;
+        setenv("LLMC_ATTENTION", naive ? "naive" : "flash", 1);
+        Config cfg;
+        config_defaults(&cfg);
+        cfg.L = 4; cfg.H = 64; cfg.heads = 4; cfg.seq = 32; cfg.mb = 2; cfg.V = 300; cfg.vpad = 128; cfg.Vp = 384; cfg.recompute = rc; cfg.sp = sp;
+        Comm comm;
+        comm_init_single(&comm);
+        comm.TP = TP; comm.tp = TP - 1; comm.PP = 2; comm.pp = 0; // a first stage: no head buffers
+        GPT g;
+        gpt_build(&g, &cfg, &comm, 1, st);
+        double want = korthikanti_bf16(cfg.seq, cfg.mb, cfg.H, cfg.heads, TP, sp, rc, naive);
+        double got = (double)g.acts[0].layer_bytes;
+        n++;
+        if (got != want) { ok = 0; snprintf(worst, sizeof(worst), "naive %d TP %d sp %d rc %d: %.0f B, formula %.0f B", naive, TP, sp, rc, got, want); }
+        gpt_free(&g);
+    }
+    check(ok, "activation bytes kept per layer equal Korthikanti et al.'s formula adapted (bf16, no dropout, lse or fp32 probabilities, -sp) in %d cases %s", n, worst);
+    cudaCheck(cudaStreamDestroy(st));
+    if (prev) setenv("LLMC_ATTENTION", saved, 1); else unsetenv("LLMC_ATTENTION");
 }
 
 // the three attention paths train the same model (not bit-identical: different sum orders,
@@ -386,6 +430,28 @@ static void test_binaries(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
+// lines of s that contain key
+static int count_lines_with(const char* s, const char* key) {
+    int n = 0;
+    for (const char* p = s; (p = strstr(p, key)) != NULL; p += strlen(key)) n++;
+    return n;
+}
+
+// The step-5 checkpoint of the 2x2x2 -sp 1 -vpp 2 run (layout-free) resumes as 1x1x1: steps 6-10
+// within the layout tolerance of the straight 1x1x1 run ref.
+static void test_vpp_resume_single(const char* CU, const char* args, const char* tmp, const RunLog* ref) {
+    char cmd[4000], err[4096], path[1400];
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/vre && cp -r %s/vpp/ckpt_00000005 %s/vre/ && timeout 300 %s %s -o %s/vre -resume",
+             tmp, tmp, tmp, CU, args, tmp);
+    int rc = run_cmd(cmd, err, sizeof(err));
+    RunLog x;
+    snprintf(path, sizeof(path), "%s/vre/log.jsonl", tmp);
+    int ok = rc == 0 && read_runlog(path, &x) == 0 && x.n == 10 && x.loss[5] == 0.0 && ref->n == 10;
+    double wl = 0;
+    for (int st = 6; ok && st <= 10; st++) if (rel_err(x.loss[st], ref->loss[st]) > wl) wl = rel_err(x.loss[st], ref->loss[st]);
+    check(ok && wl <= 1e-2, "a 2x2x2 -sp 1 -vpp 2 checkpoint (step 5) resumes as 1x1x1: steps 6-10 worst loss rel %.1e vs straight 1x1x1 (rc %d)", wl, rc);
+}
+
 // 3D layouts with -comm mpi (host-staged: several ranks share the one GPU) against the
 // single process; with LLMC_TEST_NCCL_LAYOUTS=1 also -comm nccl (needs a GPU per rank, or
 // the emulation with CUEMU_DEVICES=8). Needs mpirun; said and skipped without it.
@@ -416,15 +482,24 @@ static void test_layouts(void) {
     for (int st = 1; okc && okr && st <= 10; st++) if (rel_err(ref.loss[st], cpu.loss[st]) > cl) cl = rel_err(ref.loss[st], cpu.loss[st]);
     check(okc && okr && cl <= 2e-2, "train_gpt_cu 1x1x1 vs train_gpt (CPU fp32): 10 steps, worst loss rel %.1e (rc %d %d)", cl, rc, rcc);
     const char* envx = getenv("CUEMU_DEVICES") ? "-x CUEMU_DEVICES" : "";
-    struct { int tp, pp, dp, zero; const char* comm; } L[] = {
-        {2, 2, 2, 0, "mpi"}, {2, 2, 2, 1, "mpi"}, {1, 4, 2, 1, "mpi"}, {2, 2, 2, 1, "nccl"}, {4, 1, 2, 0, "nccl"},
+    // sp: -sp 1 -recompute selective; vpp > 1: the interleaved schedule, and a checkpoint at
+    // step 5 that resumes below as 1x1x1
+    // same: the layout without -sp/-vpp it must match to 1e-5 (only the fp32 sum order of
+    // the LayerNorm gradients differs: a missing TP sum of them moves the norm by ~5e-4)
+    struct { int tp, pp, dp, zero; const char* comm; int sp, vpp, same; } L[] = {
+        {2, 2, 2, 0, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 0, 1, -1}, {1, 4, 2, 1, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 1, 2, 1},
+        {2, 2, 2, 1, "nccl", 0, 1, -1}, {4, 1, 2, 0, "nccl", 0, 1, -1}, {2, 2, 2, 1, "nccl", 1, 1, 4},
     };
     int nccl = getenv("LLMC_TEST_NCCL_LAYOUTS") && strcmp(getenv("LLMC_TEST_NCCL_LAYOUTS"), "1") == 0;
     for (size_t i = 0; i < sizeof(L) / sizeof(L[0]); i++) {
         if (strcmp(L[i].comm, "nccl") == 0 && !nccl) continue;
         int np = L[i].tp * L[i].pp * L[i].dp;
-        snprintf(cmd, sizeof(cmd), "timeout 600 mpirun --oversubscribe --allow-run-as-root %s -np %d %s %s -tp %d -pp %d -dp %d -zero %d -comm %s -log %s/l%zu.jsonl",
-                 envx, np, CU, args, L[i].tp, L[i].pp, L[i].dp, L[i].zero, L[i].comm, tmp, i);
+        char label[80] = "", extra[1600] = "";
+        if (L[i].sp || L[i].vpp > 1) snprintf(label, sizeof(label), " -sp %d -vpp %d -recompute selective", L[i].sp, L[i].vpp);
+        if (L[i].vpp > 1) snprintf(extra, sizeof(extra), "%s -o %s/vpp -ckpt-every 5", label, tmp);
+        else snprintf(extra, sizeof(extra), "%s", label);
+        snprintf(cmd, sizeof(cmd), "timeout 600 mpirun --oversubscribe --allow-run-as-root %s -np %d %s %s -tp %d -pp %d -dp %d -zero %d -comm %s %s -log %s/l%zu.jsonl",
+                 envx, np, CU, args, L[i].tp, L[i].pp, L[i].dp, L[i].zero, L[i].comm, extra, tmp, i);
         rc = run_cmd(cmd, err, sizeof(err));
         RunLog rl;
         snprintf(path, sizeof(path), "%s/l%zu.jsonl", tmp, i);
@@ -438,8 +513,28 @@ static void test_layouts(void) {
         // bf16: TP partial sums are rounded before their all-reduce, so layouts differ by bf16 rounding
         // and against the CPU trainer with the bf16 bound of the single-GPU comparison
         check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,
-              "train_gpt_cu layout %dx%dx%d%s -comm %s: 10 steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
-              L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", L[i].comm, wl, wc, wg, rc);
+              "train_gpt_cu layout %dx%dx%d%s%s -comm %s: 10 steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
+              L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, L[i].comm, wl, wc, wg, rc);
+        if (L[i].same >= 0) {
+            RunLog base;
+            snprintf(path, sizeof(path), "%s/l%d.jsonl", tmp, L[i].same);
+            int okb = ok && read_runlog(path, &base) == 0 && base.n == 10;
+            double sl = 0, sg = 0;
+            for (int st = 1; okb && st <= 10; st++) {
+                if (rel_err(rl.loss[st], base.loss[st]) > sl) sl = rel_err(rl.loss[st], base.loss[st]);
+                if (rel_err(rl.gnorm[st], base.gnorm[st]) > sg) sg = rel_err(rl.gnorm[st], base.gnorm[st]);
+            }
+            check(okb && sl <= 1e-5 && sg <= 1e-5, "train_gpt_cu layout 2x2x2 zero-1%s -comm %s equals it without them: loss rel %.1e, gnorm rel %.1e",
+                  label, L[i].comm, sl, sg);
+        }
+        if (L[i].vpp > 1) test_vpp_resume_single(CU, args, tmp, &ref);
+    }
+    if (nccl) { // NCCL sends wait for their receiver, so the interleaved schedule is refused up front
+        snprintf(cmd, sizeof(cmd), "timeout 300 mpirun --oversubscribe --allow-run-as-root %s -np 4 %s %s -pp 2 -dp 2 -vpp 2 -comm nccl -log %s/n.jsonl",
+                 envx, CU, args, tmp);
+        rc = run_cmd(cmd, err, sizeof(err));
+        check(rc != 0 && strstr(err, "-vpp 2 in train_gpt_cu needs -comm mpi") != NULL && count_lines_with(err, "error:") == 1,
+              "train_gpt_cu -vpp 2 -comm nccl: refused with one error line (rc %d)", rc);
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
@@ -550,6 +645,7 @@ int main(int argc, char** argv) {
         test_resume_bitwise(&fx, dir);
     }
     test_comm_timers();
+    test_act_memory();
     if (!(argc > 2 && strcmp(argv[2], "--no-binaries") == 0)) { test_binaries(); test_layouts(); test_device_choice(); }
     return test_summary();
 }

@@ -96,25 +96,28 @@ template <class T> static void arena_set(Arena* a, T** p, size_t n) { *p = (T*)a
 // ----------------------------------------------------------------------------------------
 // the model
 
-// Activations of one layer for one micro-batch (device pointers).
+// Activations of one layer for one micro-batch (device pointers). With -sp 1 the rows
+// outside the tensor-parallel region are this rank's sequence shard (B, Ts, C), Ts = T/TP
+// (else Ts = T); everything between the column- and row-parallel GEMMs covers all T.
 typedef struct {
-    bf16* ln1; float* ln1_mean; float* ln1_rstd; // (B,T,C) (B,T) (B,T)
+    bf16* ln1; float* ln1_mean; float* ln1_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
     bf16* qkv;                                   // (B,T,3Cl)
     float* att;                                  // (B,NH,T,T) naive attention only
     float* lse;                                  // (B,NH,T) flash attention (tc, flash) only
     bf16* atty;                                  // (B,T,Cl)
-    bf16* resid2;                                // (B,T,C) x + attention
-    bf16* ln2; float* ln2_mean; float* ln2_rstd; // (B,T,C) (B,T) (B,T)
+    bf16* resid2;                                // (B,Ts,C) x + attention
+    bf16* ln2; float* ln2_mean; float* ln2_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
     bf16* fch; bf16* fch_gelu;                   // (B,T,F) pre-activation, GeLU output
 } LayerActs;
 
-// Activations of one micro-batch in flight. With recompute, one set of LayerActs is
-// shared by all layers and only each layer's input x[l] is kept.
+// Activations of one (chunk, micro-batch) unit in flight (one micro-batch without -vpp).
+// With full recompute, one set of LayerActs is shared by all layers and only each layer's
+// input x[j] is kept.
 typedef struct {
     void* mem;
-    bf16* x;           // (nl+1, B, T, C): x[l] = input of local layer l, x[nl] = stage output
-    LayerActs* layer;  // (nl) or (1) with recompute (host array of device pointers)
-    bf16* lnf; float* lnf_mean; float* lnf_rstd; // (B,T,C) (B,T) (B,T)   last stage
+    bf16* x;           // (nlc+1, B, Ts, C): x[j] = input of layer j of the chunk, x[nlc] = chunk output (Ts = T/TP with -sp 1, else T)
+    LayerActs* layer;  // (nlc) or (1) with full recompute (host array of device pointers)
+    bf16* lnf; float* lnf_mean; float* lnf_rstd; // (B,Ts,C) (B,Ts) (B,Ts)   last stage
     bf16* logits;      // (B,T,ldl) last stage: logits, then dlogits after a training forward
     float* losses;     // (B,T) per-token loss
     float* lse;        // (B,T) log-sum-exp over the full vocabulary
@@ -124,12 +127,15 @@ typedef struct {
     EmbedBuckets hb;                  // pinned host buckets of the inputs by owned token (first stage)
     cudaEvent_t uploaded;             // recorded after this slot's uploads: the host arrays are free again
     int* d_uniq; int* d_off; int* d_pos; // device copies: (B*T) (B*T+1) (B*T)
+    size_t bytes, layer_bytes;        // activation bytes this unit keeps (no tokens); of them, per layer (incl. its input)
 } Acts;
 
 typedef struct {
     Config cfg;
     ParamLayout pl;
     int B, T, C, NH, hs, Cl, F, Vl, v0, Vv, ldl; // ldl: row stride of the logits (Vv rounded up to 8)
+    int V, nlc;        // model chunks per rank (-vpp) and layers per chunk
+    int sp, Ts;        // -sp 1 (TP > 1 only): the residual stream keeps Ts = T/TP sequence rows per rank
     int attn, gelu_fused; // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores), ATTN_TC (tensor cores) or ATTN_CUDNN
     struct CudnnAttn* cudnn; // cuDNN graphs and workspace (ATTN_CUDNN only)
     size_t total_pad;  // pl.total rounded up to a multiple of DP (equal ZeRO shards for NCCL)
@@ -139,9 +145,12 @@ typedef struct {
     float* m; float* v; size_t opt_off, n_opt, n_shard; // AdamW moments; n_shard: allocated shard
     float* gshard;     // ZeRO-1: reduced gradient shard (n_shard); else grads
     int nslots; Acts* acts;
+    int* slot_unit;    // (nslots) -vpp: the (chunk, micro-batch) unit k*V + c each slot holds, -1 = free
     // micro-batch-sized scratch (device)
-    bf16* dgrad[2];    // (B,T,C) the gradient flowing backward, double-buffered by micro parity
+    bf16* dgrad[2];    // (B,T,C) the gradient flowing backward, double-buffered by backward-unit parity
     bf16* ftmp;        // (B,T,C) row-parallel partial sums in forward
+    bf16* gat; bf16* gdout; bf16* fsh; bf16* sptmp; // -sp: gathered input (B,T,C), gathered gradient (B,T,C),
+                                                    // reduce-scatter output (B,Ts,C), collective staging (B,T,C)
     bf16* dtmp;        // (B,T,C)
     bf16* dres2;       // (B,T,C)
     bf16* dqkv;        // (B,T,3Cl)
@@ -211,14 +220,34 @@ static void attention_setup(GPT* g) {
 
 static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
 static int is_last_stage(const GPT* g) { return g->pl.pp == g->pl.PP - 1; }
+// chunk c of this rank is the first / last virtual stage (embeddings / head)
+static int is_first_chunk(const GPT* g, int c) { return g->pl.pp == 0 && c == 0; }
+static int is_last_chunk(const GPT* g, int c) { return g->pl.pp == g->pl.PP - 1 && c == g->V - 1; }
 
 static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute == RECOMPUTE_FULL ? 0 : l]; }
 
+// Activation bytes of one unit, counted from the shapes acts_carve takes (no alignment
+// padding, no token buffers), as train_gpt.c counts them: layer_bytes is what one layer
+// keeps across the pipeline's wait (its bf16 input, plus its stash unless full recompute,
+// whose one working set is rebuilt layer by layer); bytes the whole unit, head included.
+// The probabilities that naive attention shares under selective recompute are counted once
+// per rank by print_act_memory, not here.
+static void acts_count_bytes(const GPT* g, Acts* a) {
+    size_t B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
+    size_t att = g->attn != ATTN_NAIVE ? sizeof(float) * B * NH * T                                      // lse
+               : g->cfg.recompute == RECOMPUTE_SELECTIVE ? 0 : sizeof(float) * B * NH * T * T;          // probabilities
+    size_t stash = sizeof(bf16) * (BTs * C + BT * 3 * Cl + BT * Cl + 2 * BTs * C + 2 * BT * F) + sizeof(float) * 4 * BTs + att;
+    int full = g->cfg.recompute == RECOMPUTE_FULL;
+    a->layer_bytes = sizeof(bf16) * BTs * C + (full ? 0 : stash);
+    a->bytes = sizeof(bf16) * (size_t)(g->nlc + 1) * BTs * C + (size_t)(full ? 1 : g->nlc) * stash;
+    if (is_last_stage(g)) a->bytes += sizeof(bf16) * (BTs * C + BT * (size_t)g->ldl) + sizeof(float) * (2 * BTs + 6 * BT);
+}
+
 static void acts_carve(GPT* g, Acts* a, Arena* ar) {
-    int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->pl.nlayers;
-    size_t BT = (size_t)B * T;
+    int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->nlc;
+    size_t BT = (size_t)B * T, BTs = (size_t)B * g->Ts; // -sp: the residual stream and LayerNorms keep (B,Ts,C)
     int nla = g->cfg.recompute == RECOMPUTE_FULL ? 1 : nl;
-    TAKE(ar, a->x, (size_t)(nl + 1) * BT * C);
+    TAKE(ar, a->x, (size_t)(nl + 1) * BTs * C);
     // -recompute selective: flash attention (tc, flash) never stores the probabilities (its
     // backward rebuilds them from qkv and lse), so selective keeps what no recompute keeps;
     // naive attention shares one probability buffer among the layers and rebuilds it
@@ -226,27 +255,28 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
     if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE) TAKE(ar, att_shared, (size_t)B * NH * T * T);
     for (int l = 0; l < nla; l++) {
         LayerActs* la = &a->layer[l];
-        TAKE(ar, la->ln1, BT * C); TAKE(ar, la->ln1_mean, BT); TAKE(ar, la->ln1_rstd, BT);
+        TAKE(ar, la->ln1, BTs * C); TAKE(ar, la->ln1_mean, BTs); TAKE(ar, la->ln1_rstd, BTs);
         TAKE(ar, la->qkv, BT * 3 * Cl);
         if (g->attn != ATTN_NAIVE) { la->att = NULL; TAKE(ar, la->lse, (size_t)B * NH * T); }
         else if (att_shared != NULL) { la->lse = NULL; la->att = att_shared; }
         else { la->lse = NULL; TAKE(ar, la->att, (size_t)B * NH * T * T); }
         TAKE(ar, la->atty, BT * Cl);
-        TAKE(ar, la->resid2, BT * C);
-        TAKE(ar, la->ln2, BT * C); TAKE(ar, la->ln2_mean, BT); TAKE(ar, la->ln2_rstd, BT);
+        TAKE(ar, la->resid2, BTs * C);
+        TAKE(ar, la->ln2, BTs * C); TAKE(ar, la->ln2_mean, BTs); TAKE(ar, la->ln2_rstd, BTs);
         TAKE(ar, la->fch, BT * F); TAKE(ar, la->fch_gelu, BT * F);
     }
     if (is_last_stage(g)) {
-        TAKE(ar, a->lnf, BT * C); TAKE(ar, a->lnf_mean, BT); TAKE(ar, a->lnf_rstd, BT);
+        TAKE(ar, a->lnf, BTs * C); TAKE(ar, a->lnf_mean, BTs); TAKE(ar, a->lnf_rstd, BTs);
         TAKE(ar, a->logits, BT * g->ldl); TAKE(ar, a->losses, BT); TAKE(ar, a->lse, BT); TAKE(ar, a->ce, 4 * BT);
     }
+    acts_count_bytes(g, a);
     TAKE(ar, a->inputs, BT); TAKE(ar, a->targets, BT);
     TAKE(ar, a->d_uniq, BT); TAKE(ar, a->d_off, BT + 1); TAKE(ar, a->d_pos, BT);
 }
 
 static void acts_alloc(GPT* g, Acts* a) {
     size_t BT = (size_t)g->B * g->T;
-    a->layer = (LayerActs*)calloc_check(g->cfg.recompute == RECOMPUTE_FULL ? 1 : g->pl.nlayers, sizeof(LayerActs));
+    a->layer = (LayerActs*)calloc_check(g->cfg.recompute == RECOMPUTE_FULL ? 1 : g->nlc, sizeof(LayerActs));
     Arena ar = {NULL, 0};
     acts_carve(g, a, &ar);
     a->mem = dev_alloc(ar.off);
@@ -281,7 +311,12 @@ static void gpt_carve(GPT* g, Arena* ar) {
     TAKE(ar, g->v, g->n_shard);
     if (g->cfg.zero) TAKE(ar, g->gshard, g->n_shard);
     TAKE(ar, g->dgrad[0], BT * g->C); TAKE(ar, g->dgrad[1], BT * g->C);
-    TAKE(ar, g->ftmp, BT * g->C); TAKE(ar, g->dtmp, BT * g->C); TAKE(ar, g->dres2, BT * g->C);
+    TAKE(ar, g->ftmp, BT * g->C); TAKE(ar, g->dtmp, BT * g->C);
+    TAKE(ar, g->dres2, BT * g->C);
+    if (g->sp) {
+        TAKE(ar, g->gat, BT * g->C); TAKE(ar, g->gdout, BT * g->C);
+        TAKE(ar, g->fsh, (size_t)g->B * g->Ts * g->C); TAKE(ar, g->sptmp, BT * g->C);
+    }
     TAKE(ar, g->dqkv, BT * 3 * g->Cl); TAKE(ar, g->datty, BT * g->Cl); TAKE(ar, g->dfch, BT * g->F);
     TAKE(ar, g->attn_scratch, g->attn != ATTN_NAIVE ? (size_t)g->B * g->NH * g->T : (size_t)g->B * g->NH * g->T * g->T);
     TAKE(ar, g->red, g->red_n);
@@ -305,6 +340,10 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, c
     g->cfg = *cfg;
     g->stream = stream;
     param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp, comm->PP);
+    param_layout_set_chunks(&g->pl, cfg->vpp); // chunk c holds local layers [c*nlc, (c+1)*nlc): virtual stage c*PP + pp
+    g->V = g->pl.nchunks; g->nlc = g->pl.nlayers / g->V;
+    g->sp = cfg->sp && comm->TP > 1; // one TP rank: nothing to split
+    g->Ts = g->sp ? cfg->seq / comm->TP : cfg->seq;
     g->B = cfg->mb; g->T = cfg->seq; g->C = cfg->H;
     g->NH = cfg->heads / comm->TP; g->hs = cfg->H / cfg->heads; g->Cl = g->NH * g->hs;
     g->F = 4 * cfg->H / comm->TP; g->Vl = cfg->Vp / comm->TP; g->v0 = comm->tp * g->Vl;
@@ -329,6 +368,8 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, c
     g->nslots = nslots;
     g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
     for (int s = 0; s < nslots; s++) acts_alloc(g, &g->acts[s]);
+    g->slot_unit = (int*)malloc_check(sizeof(int) * nslots);
+    for (int s = 0; s < nslots; s++) g->slot_unit[s] = -1;
     g->h_work = (int*)calloc_check((size_t)g->Vl + 1, sizeof(int));
     int maxcols = 3 * g->Cl;
     if (g->F > maxcols) maxcols = g->F;
@@ -342,7 +383,7 @@ static void gpt_free(GPT* g) {
 #endif
     gemm_free(&g->gemm);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
-    free(g->acts);
+    free(g->acts); free(g->slot_unit);
     dev_free(g->mem);
     free(g->h_work);
 }
@@ -361,11 +402,28 @@ static void gpt_upload_weights(GPT* g, const float* h_params) {
 #define P(t, l) (g->params + g->pl.offset[(t)] + (size_t)(l) * g->pl.rows[(t)] * g->pl.cols[(t)])
 #define G(t, l) (g->grads + g->pl.offset[(t)] + (size_t)(l) * g->pl.rows[(t)] * g->pl.cols[(t)])
 
+// -sp 1 (Megatron sequence parallelism, llmc/seqpar.h): the input of a column-parallel GEMM
+// is the all-gather of the rank's sequence shard; the partial sums of a row-parallel GEMM
+// are reduce-scattered to it. Without -sp both are the plain tensor (and an all-reduce).
+static bf16* gather_seq(GPT* g, DevComm* dc, bf16* shard, bf16* full) {
+    if (!g->sp) return shard;
+    dc_sp_allgather_bf16(dc, full, shard, g->B, g->Ts, g->C, g->sptmp);
+    return full;
+}
+// partial (B,T,C) summed over TP: in place, or with -sp this rank's rows into shard (B,Ts,C)
+static bf16* reduce_seq(GPT* g, DevComm* dc, bf16* partial, bf16* shard) {
+    if (!g->sp) { dc_tp_allreduce_bf16(dc, partial, (size_t)g->B * g->T * g->C); return partial; }
+    dc_sp_reduce_scatter_bf16(dc, shard, partial, g->B, g->Ts, g->C, g->sptmp);
+    return shard;
+}
+
 // x (B,T,C) = wte[tokens] + wpe[t], vocab-parallel: each TP rank embeds the rows it owns,
-// TP rank 0 adds the positions, one all-reduce (exact: see encoder.cuh)
+// TP rank 0 adds the positions, one all-reduce (exact: see encoder.cuh); -sp: a
+// reduce-scatter to the rank's (B,Ts,C) shard
 static void embedding_forward(GPT* g, DevComm* dc, bf16* x, const Acts* a) {
-    encoder_forward(x, a->inputs, P(PT_WTE, 0), P(PT_WPE, 0), g->B, g->T, g->C, g->v0, g->Vl, g->pl.tp == 0, g->stream);
-    dc_tp_allreduce_bf16(dc, x, (size_t)g->B * g->T * g->C);
+    bf16* e = g->sp ? g->ftmp : x;
+    encoder_forward(e, a->inputs, P(PT_WTE, 0), P(PT_WPE, 0), g->B, g->T, g->C, g->v0, g->Vl, g->pl.tp == 0, g->stream);
+    reduce_seq(g, dc, e, x);
 }
 
 // atty (B,T,Cl) from qkv (B,T,3Cl)
@@ -392,54 +450,60 @@ static void attention_backward(GPT* g, LayerActs* la) {
     }
 }
 
-// Forward of layer l (local numbering): x[l] -> x[l+1]
-static void block_forward(GPT* g, DevComm* dc, Acts* a, int l) {
-    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
+// Forward of layer j of the unit's chunk, local layer l (parameters): x[j] -> x[j+1]
+// (-sp: x, y, resid2 and the LayerNorms are (B,Ts,C); the GEMMs and attention see all T.)
+static void block_forward(GPT* g, DevComm* dc, Acts* a, int j, int l) {
+    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
     Gemm* mm = &g->gemm;
     cudaStream_t s = g->stream;
-    LayerActs* la = layer_acts(g, a, l);
-    bf16* x = a->x + (size_t)l * BT * C;
-    bf16* y = a->x + (size_t)(l + 1) * BT * C;
-    layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BT, C, s);
-    matmul_forward(mm, la->qkv, 3 * Cl, la->ln1, P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl);
+    LayerActs* la = layer_acts(g, a, j);
+    bf16* x = a->x + (size_t)j * BTs * C;
+    bf16* y = a->x + (size_t)(j + 1) * BTs * C;
+    layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C, s);
+    matmul_forward(mm, la->qkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat), P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl);
     attention_forward(g, la);
     matmul_forward(mm, g->ftmp, C, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C); // partial sum
-    dc_tp_allreduce_bf16(dc, g->ftmp, (size_t)BT * C);
+    bf16* att = reduce_seq(g, dc, g->ftmp, g->fsh);
     // resid2 = x + attn + bias (bias once, after the all-reduce); ln2 = LN(resid2)
-    residual_forward(la->resid2, la->ln2, la->ln2_mean, la->ln2_rstd, x, g->ftmp, P(PT_ATTPROJB, l),
-                     P(PT_LN2W, l), P(PT_LN2B, l), BT, C, s);
-    matmul_forward_gelu(mm, la->fch_gelu, la->fch, la->ln2, P(PT_FCW, l), P(PT_FCB, l), BT, C, F, g->gelu_fused);
+    residual_forward(la->resid2, la->ln2, la->ln2_mean, la->ln2_rstd, x, att, P(PT_ATTPROJB, l),
+                     P(PT_LN2W, l), P(PT_LN2B, l), BTs, C, s);
+    matmul_forward_gelu(mm, la->fch_gelu, la->fch, gather_seq(g, dc, la->ln2, g->gat), P(PT_FCW, l), P(PT_FCB, l), BT, C, F, g->gelu_fused);
     matmul_forward(mm, g->ftmp, C, la->fch_gelu, P(PT_FCPROJW, l), NULL, BT, F, C); // partial sum
-    dc_tp_allreduce_bf16(dc, g->ftmp, (size_t)BT * C);
-    residual_forward(y, NULL, NULL, NULL, la->resid2, g->ftmp, P(PT_FCPROJB, l), NULL, NULL, BT, C, s);
+    bf16* mlp = reduce_seq(g, dc, g->ftmp, g->fsh);
+    residual_forward(y, NULL, NULL, NULL, la->resid2, mlp, P(PT_FCPROJB, l), NULL, NULL, BTs, C, s);
 }
 
-// Backward of layer l: dio holds dL/dx[l+1] (B,T,C) on entry and dL/dx[l] on exit
-static void block_backward(GPT* g, DevComm* dc, Acts* a, int l, bf16* dio) {
-    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T;
+// Backward of layer j of the unit (local layer l): dio holds dL/dx[j+1] (B,Ts,C) on entry
+// and dL/dx[j] on exit
+// (-sp: dio, dres2 and the LayerNorms are (B,Ts,C), gathered before the GEMMs; the
+// conjugates of the column-parallel GEMMs are reduce-scatters.)
+static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio) {
+    int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
     Gemm* mm = &g->gemm;
     cudaStream_t s = g->stream;
-    LayerActs* la = layer_acts(g, a, l);
-    bf16* x = a->x + (size_t)l * BT * C;
+    LayerActs* la = layer_acts(g, a, j);
+    bf16* x = a->x + (size_t)j * BTs * C;
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
     // dfch = (dio @ Wfcproj) * gelu'(fch) and the fc1 bias gradient in one GEMM (DGELU_BGRAD)
-    matmul_backward_input_dgelu(mm, g->dfch, G(PT_FCB, l), dio, C, P(PT_FCPROJW, l), la->fch, BT, F, C, g->gelu_fused);
-    matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dio, C, la->fch_gelu, BT, F, C);
+    bf16* dy = gather_seq(g, dc, dio, g->gdout);
+    matmul_backward_input_dgelu(mm, g->dfch, G(PT_FCB, l), dy, C, P(PT_FCPROJW, l), la->fch, BT, F, C, g->gelu_fused);
+    matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dy, C, la->fch_gelu, BT, F, C);
     matmul_backward_input(mm, g->dtmp, g->dfch, F, P(PT_FCW, l), BT, C, F);
-    matmul_backward_weight(mm, G(PT_FCW, l), g->dfch, F, la->ln2, BT, C, F);
-    dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C); // conjugate of the column-parallel fc1
-    layernorm_backward(g->dres2, dio, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l),
-                       la->ln2_mean, la->ln2_rstd, BT, C, g->red, g->red_n, s);
+    matmul_backward_weight(mm, G(PT_FCW, l), g->dfch, F, gather_seq(g, dc, la->ln2, g->gat), BT, C, F);
+    bf16* dln2 = reduce_seq(g, dc, g->dtmp, g->fsh); // conjugate of the column-parallel fc1
+    layernorm_backward(g->dres2, dio, G(PT_LN2W, l), G(PT_LN2B, l), dln2, la->resid2, P(PT_LN2W, l),
+                       la->ln2_mean, la->ln2_rstd, BTs, C, g->red, g->red_n, s);
     // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
-    matmul_backward_input(mm, g->datty, g->dres2, C, P(PT_ATTPROJW, l), BT, Cl, C);
-    matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), g->dres2, C, la->atty, BT, Cl, C);
+    bf16* dres2 = gather_seq(g, dc, g->dres2, g->gdout);
+    matmul_backward_input(mm, g->datty, dres2, C, P(PT_ATTPROJW, l), BT, Cl, C);
+    matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, C, la->atty, BT, Cl, C);
     if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE) attention_forward(g, la); // rebuild the shared probabilities (atty: the same bits)
     attention_backward(g, la);
     matmul_backward_input(mm, g->dtmp, g->dqkv, 3 * Cl, P(PT_QKVW, l), BT, C, 3 * Cl);
-    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl, la->ln1, BT, C, 3 * Cl);
-    dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C);
-    layernorm_backward(dio, g->dres2, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l),
-                       la->ln1_mean, la->ln1_rstd, BT, C, g->red, g->red_n, s);
+    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat), BT, C, 3 * Cl);
+    bf16* dln1 = reduce_seq(g, dc, g->dtmp, g->fsh);
+    layernorm_backward(dio, g->dres2, G(PT_LN1W, l), G(PT_LN1B, l), dln1, x, P(PT_LN1W, l),
+                       la->ln1_mean, la->ln1_rstd, BTs, C, g->red, g->red_n, s);
 }
 
 // Last stage: final LayerNorm, tied LM head over the local vocabulary slice and the
@@ -447,11 +511,12 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int l, bf16* dio) {
 // are never gathered; padded columns are never computed). Adds the sum of token losses to
 // g->loss_acc. dloss > 0 (training): the logits turn into dlogits = dloss * dL/dlogits.
 static void head_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
-    int BT = g->B * g->T, C = g->C, Vv = g->Vv;
+    int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C, Vv = g->Vv;
     cudaStream_t s = g->stream;
-    bf16* xL = a->x + (size_t)g->pl.nlayers * BT * C;
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BT, C, s);
-    matmul_forward(&g->gemm, a->logits, g->ldl, a->lnf, P(PT_WTE, 0), NULL, BT, C, Vv); // (BT, Vv), row stride ldl
+    bf16* xL = a->x + (size_t)g->nlc * BTs * C;
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BTs, C, s);
+    // (BT, Vv), row stride ldl; -sp: every TP rank's logits cover all T rows of its vocab slice
+    matmul_forward(&g->gemm, a->logits, g->ldl, gather_seq(g, dc, a->lnf, g->gat), P(PT_WTE, 0), NULL, BT, C, Vv);
     float* mloc = a->ce;
     float* mglob = a->ce + BT;
     float* se = a->ce + 2 * (size_t)BT;
@@ -472,35 +537,35 @@ static void head_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
 
 // Writes dL/dx[nl] into dx (the logits buffer holds dlogits from the training forward).
 static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
-    int BT = g->B * g->T, C = g->C, Vv = g->Vv;
-    bf16* xL = a->x + (size_t)g->pl.nlayers * BT * C;
+    int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C, Vv = g->Vv;
+    bf16* xL = a->x + (size_t)g->nlc * BTs * C;
     matmul_backward_input(&g->gemm, g->dtmp, a->logits, g->ldl, P(PT_WTE, 0), BT, C, Vv);
-    matmul_backward_weight(&g->gemm, G(PT_WTE, 0), a->logits, g->ldl, a->lnf, BT, C, Vv);
-    dc_tp_allreduce_bf16(dc, g->dtmp, (size_t)BT * C);
-    layernorm_backward(dx, NULL, G(PT_LNFW, 0), G(PT_LNFB, 0), g->dtmp, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd,
-                       BT, C, g->red, g->red_n, g->stream);
+    matmul_backward_weight(&g->gemm, G(PT_WTE, 0), a->logits, g->ldl, gather_seq(g, dc, a->lnf, g->gat), BT, C, Vv);
+    bf16* dlnf = reduce_seq(g, dc, g->dtmp, g->fsh);
+    layernorm_backward(dx, NULL, G(PT_LNFW, 0), G(PT_LNFB, 0), dlnf, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd,
+                       BTs, C, g->red, g->red_n, g->stream);
 }
 
-// Forward of this stage for the micro-batch in slot a (inputs/targets already loaded).
-// First stage embeds; other stages expect x[0] filled from the previous stage. On the last
-// stage the token losses are added to g->loss_acc; dloss > 0 prepares the backward.
-static void gpt_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
-    if (is_first_stage(g)) embedding_forward(g, dc, a->x, a);
-    for (int l = 0; l < g->pl.nlayers; l++) block_forward(g, dc, a, l);
-    if (is_last_stage(g)) head_forward(g, dc, a, dloss);
+// Forward of chunk c of this rank for the unit in slot a (inputs/targets already loaded).
+// The first virtual stage embeds; others expect x[0] filled from the previous one. On the
+// last virtual stage the token losses are added to g->loss_acc; dloss > 0 prepares the backward.
+static void gpt_forward(GPT* g, DevComm* dc, Acts* a, int c, float dloss) {
+    if (is_first_chunk(g, c)) embedding_forward(g, dc, a->x, a);
+    for (int j = 0; j < g->nlc; j++) block_forward(g, dc, a, j, c * g->nlc + j);
+    if (is_last_chunk(g, c)) head_forward(g, dc, a, dloss);
 }
 
-// Backward of this stage. On the last stage the head starts it (after a training
-// forward); elsewhere dx must hold dL/d(stage output). Leaves dL/d(stage input) in dx;
+// Backward of chunk c. On the last virtual stage the head starts it (after a training
+// forward); elsewhere dx must hold dL/d(chunk output). Leaves dL/d(chunk input) in dx;
 // gradients accumulate (fp32).
-static void gpt_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
-    if (is_last_stage(g)) head_backward(g, dc, a, dx);
-    for (int l = g->pl.nlayers - 1; l >= 0; l--) {
-        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, l); // rebuild this layer's activations
-        block_backward(g, dc, a, l, dx);
+static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx) {
+    if (is_last_chunk(g, c)) head_backward(g, dc, a, dx);
+    for (int j = g->nlc - 1; j >= 0; j--) {
+        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, j, c * g->nlc + j); // rebuild this layer's activations
+        block_backward(g, dc, a, j, c * g->nlc + j, dx);
     }
-    if (is_first_stage(g))
-        encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), dx, a->d_uniq, a->d_off, a->d_pos, a->hb.nu, g->B, g->T, g->C, g->stream);
+    if (is_first_chunk(g, c))
+        encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), gather_seq(g, dc, dx, g->gdout), a->d_uniq, a->d_off, a->d_pos, a->hb.nu, g->B, g->T, g->C, g->stream);
 }
 
 // The flat ranges this rank counts in the squared global norm, within [lo, hi): every
@@ -593,46 +658,81 @@ static void acts_host_claim(Acts* a) {
     cudaCheck(cudaEventSynchronize(a->uploaded));
 }
 
-// Runs this stage's part of m micro-batches through the pipeline with the 1F1B schedule
-// (forward_only: the evaluation schedule). load(k) fills the host inputs/targets of
-// micro-batch k on the stages that need them. Communication actions that are adjacent in
-// the list form one NCCL group (nccl_comm.cuh), so blocking point-to-point never deadlocks.
+// Runs this rank's part of m micro-batches through the pipeline: 1F1B, or interleaved 1F1B
+// with -vpp (llmc/layout.h; forward_only: the evaluation schedule). load(k) fills the host
+// inputs/targets of micro-batch k where the first or last virtual stage needs them.
+// Communication actions that are adjacent in the list form one NCCL group (nccl_comm.cuh),
+// so blocking point-to-point never deadlocks in 1F1B. The interleaved list needs sends that
+// never wait for their receiver (-comm mpi: comm.h's send ring); NCCL's do wait, so -vpp > 1
+// takes -comm mpi (main refuses it with nccl).
 typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
 
 static int is_comm_action(ActionKind k) { return k != ACT_FORWARD && k != ACT_BACKWARD; }
+
+// The activation slot of unit (chunk c, micro-batch k): 1F1B uses k % PP; interleaved
+// units take the lowest free slot on first touch and give it back after their backward
+// (schedule_slots bounds how many are held at once), as in train_gpt.c.
+static Acts* unit_slot(GPT* g, int c, int k) {
+    if (g->V == 1) return &g->acts[k % g->nslots];
+    int unit = k * g->V + c, free_slot = -1;
+    for (int s = 0; s < g->nslots; s++) {
+        if (g->slot_unit[s] == unit) return &g->acts[s];
+        if (g->slot_unit[s] < 0 && free_slot < 0) free_slot = s;
+    }
+    if (free_slot < 0) die("internal: more pipeline units in flight than activation slots (%d)", g->nslots);
+    g->slot_unit[free_slot] = unit;
+    return &g->acts[free_slot];
+}
+static void unit_release(GPT* g, int c, int k) {
+    for (int s = 0; s < g->nslots && g->V > 1; s++) if (g->slot_unit[s] == k * g->V + c) g->slot_unit[s] = -1;
+}
+
+// The gradient buffer of unit (c, k): alternates along the backward order (the position
+// of the unit among the rank's backwards, interleaved_unit inverted), so a send of one
+// unit's input gradient and the receive of the next never share a buffer; 1F1B: k % 2.
+static bf16* unit_dgrad(GPT* g, int c, int k) {
+    int PP = g->pl.PP, V = g->V;
+    int i = V == 1 ? k : (k / PP) * PP * V + (V - 1 - c) * PP + k % PP;
+    return g->dgrad[i % 2];
+}
 
 static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
     GPT* g = &t->model;
     DevComm* dc = &t->dc;
     Comm* comm = &t->run.comm;
-    size_t nact = (size_t)g->B * g->T * g->C;
+    size_t nact = (size_t)g->B * g->Ts * g->C; // with -sp only this rank's sequence shard travels
     int n;
-    Action* plan = schedule_1f1b(comm->pp, comm->PP, m, forward_only, &n);
+    Action* plan = schedule_interleaved(comm->pp, comm->PP, g->V, m, forward_only, &n);
     if (plan == NULL) die("out of memory for the pipeline schedule");
     for (int i = 0; i < n;) {
         if (is_comm_action(plan[i].kind)) {
             dc_group_begin(dc);
             for (; i < n && is_comm_action(plan[i].kind); i++) {
-                int k = plan[i].micro;
-                Acts* a = &g->acts[k % g->nslots];
+                int k = plan[i].micro, c = plan[i].chunk, peer, tag;
+                schedule_peer(&plan[i], comm->pp, comm->PP, g->V, &peer, &tag);
                 switch (plan[i].kind) {
-                    case ACT_RECV_ACT: dc_pp_recv_bf16(dc, a->x, nact, comm->pp - 1, 2 * k); break;
-                    case ACT_SEND_ACT: dc_pp_send_bf16(dc, a->x + (size_t)g->pl.nlayers * nact, nact, comm->pp + 1, 2 * k); break;
-                    case ACT_RECV_GRAD: dc_pp_recv_bf16(dc, g->dgrad[k % 2], nact, comm->pp + 1, 2 * k + 1); break;
-                    case ACT_SEND_GRAD: dc_pp_send_bf16(dc, g->dgrad[k % 2], nact, comm->pp - 1, 2 * k + 1); break;
+                    case ACT_RECV_ACT: dc_pp_recv_bf16(dc, unit_slot(g, c, k)->x, nact, peer, tag); break;
+                    case ACT_SEND_ACT:
+                        dc_pp_send_bf16(dc, unit_slot(g, c, k)->x + (size_t)g->nlc * nact, nact, peer, tag);
+                        if (forward_only) unit_release(g, c, k); // later work on the slot is stream-ordered after the send
+                        break;
+                    case ACT_RECV_GRAD: dc_pp_recv_bf16(dc, unit_dgrad(g, c, k), nact, peer, tag); break;
+                    case ACT_SEND_GRAD: dc_pp_send_bf16(dc, unit_dgrad(g, c, k), nact, peer, tag); break;
                     default: break;
                 }
             }
             dc_group_end(dc);
             continue;
         }
-        int k = plan[i].micro;
-        Acts* a = &g->acts[k % g->nslots];
+        int k = plan[i].micro, c = plan[i].chunk;
+        Acts* a = unit_slot(g, c, k);
         if (plan[i].kind == ACT_FORWARD) {
-            if (is_first_stage(g) || is_last_stage(g)) { acts_host_claim(a); load(t, a, k, user); acts_upload_tokens(g, a); }
-            gpt_forward(g, dc, a, forward_only ? 0.0f : dloss);
+            if (is_first_chunk(g, c) || is_last_chunk(g, c)) { acts_host_claim(a); load(t, a, k, user); acts_upload_tokens(g, a); }
+            gpt_forward(g, dc, a, c, forward_only ? 0.0f : dloss);
+            if (forward_only && is_last_chunk(g, c)) unit_release(g, c, k);
         } else {
-            gpt_backward(g, dc, a, g->dgrad[k % 2]);
+            gpt_backward(g, dc, a, c, unit_dgrad(g, c, k));
+            unit_release(g, c, k);
         }
         i++;
     }
@@ -656,6 +756,13 @@ static double read_loss_sum(GPT* g) {
     return x;
 }
 
+// -sp: the LayerNorm gradients of each rank cover its sequence shard only; sum them over TP
+static void sp_reduce_ln_grads(GPT* g, DevComm* dc) {
+    static const int LN[] = {PT_LN1W, PT_LN1B, PT_LN2W, PT_LN2B, PT_LNFW, PT_LNFB};
+    if (!g->sp) return;
+    for (int i = 0; i < 6; i++) dc_tp_allreduce_f32(dc, g->grads + g->pl.offset[LN[i]], g->pl.numel[LN[i]], 0);
+}
+
 // One optimizer step on the global batch starting at run sample t->run.samples:
 // micro-batches through the pipeline, gradient reductions (tied embedding over the
 // embedding group, then data parallel: all-reduce, or reduce-scatter into this rank's
@@ -673,6 +780,7 @@ static StepResult train_step(Train* t) {
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
     run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
+    sp_reduce_ln_grads(g, dc);
     double loss_sum = is_last_stage(g) ? read_loss_sum(g) : 0.0;
     // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
     r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? loss_sum : 0.0) / ((double)r.gb * c->seq);
@@ -850,6 +958,23 @@ static const char* device_arch_note(int major, int minor) {
     return "not a build target (sm_80, sm_90): rebuild with CUDA_ARCHS";
 }
 
+// Activation bytes this rank keeps for one micro-batch (one unit per chunk; what the
+// schedule multiplies by its in-flight count) and per layer, as train_gpt.c prints them,
+// and what -recompute selective means with this attention path.
+static void print_act_memory(const GPT* g) {
+    static const char* RC[] = {"0", "full", "selective"};
+    table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], g->sp, g->V);
+    int shared_att = g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE;
+    size_t shared = shared_att ? sizeof(float) * (size_t)g->B * g->NH * g->T * g->T : 0;
+    table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",
+              (double)g->acts[0].bytes * g->V / 1048576.0, g->acts[0].layer_bytes, g->nslots,
+              ((double)g->acts[0].bytes * g->nslots + shared) / 1048576.0);
+    if (g->cfg.recompute == RECOMPUTE_SELECTIVE)
+        table_row("selective recompute", "%s", shared_att ? "keeps the GEMM inputs; one (B,NH,T,T) probability buffer per rank, rebuilt in backward"
+                                                          : "keeps the GEMM inputs and lse; flash attention stores no probabilities "
+                                                            "(its backward rebuilds them), so it saves and recomputes nothing more");
+}
+
 static void print_config_table(const Train* t) {
     const Config* c = &t->run.cfg;
     const GPT* g = &t->model;
@@ -869,6 +994,7 @@ static void print_config_table(const Train* t) {
 #endif
     table_row("attention", "%s", ATTN_NAMES[g->attn]);
     table_row("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
+    print_act_memory(g);
     table_rule();
     fflush(stdout);
 }
@@ -944,7 +1070,9 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     select_device(t);
     cudaCheck(cudaStreamCreate(&t->stream));
     devcomm_init(&t->dc, &t->run.comm, t->dc.nccl, t->stream, 1);
-    gpt_build(&t->model, &t->run.cfg, &t->run.comm, comm->PP, t->stream); // 1F1B: at most PP micro-batches in flight
+    // 1F1B: at most PP micro-batches in flight; interleaved: schedule_slots units
+    int nslots = cfg->vpp > 1 ? schedule_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
+    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, t->stream);
 }
 
 static void train_free(Train* t) {
@@ -975,8 +1103,12 @@ int main(int argc, char** argv) {
     Config cfg;
     Comm comm;
     startup(&cfg, &comm, argc, argv); // -h, -check, -plan and bad flags end here, before any GPU work
-    if (cfg.sp || cfg.vpp > 1) { // every rank decides the same, so nothing hangs
-        if (comm.rank == 0) fprintf(stderr, "error: -sp 1 and -vpp > 1 run in the CPU trainer (train_gpt) only; train_gpt_cu takes -sp 0 -vpp 1\n");
+    // every rank decides the same, so nothing hangs
+    int vpp_nccl = cfg.vpp > 1 && strcmp(cfg.comm, "nccl") == 0 && comm.world > 1;
+    if (vpp_nccl) {
+        if (comm.rank == 0)
+            fprintf(stderr, "error: -vpp %d in train_gpt_cu needs -comm mpi (the interleaved schedule needs sends that do not wait for "
+                            "their receiver; NCCL's do)\n", cfg.vpp);
 #ifdef USE_MPI
         if (comm.mpi) MPI_Finalize();
 #endif

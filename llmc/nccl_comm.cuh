@@ -31,6 +31,7 @@
 #include <nccl.h>
 #include "cuda_utils.cuh"
 #include "comm.h"
+#include "seqpar.h"
 
 // event pairs made at start-up; the pool doubles when a step makes more NCCL calls (TP > 1
 // makes several per layer and micro-batch), so every call is timed
@@ -279,6 +280,59 @@ static void dc_dp_allgather_f32(DevComm* d, float* full, size_t total) {
     float* hf = dc_stage_down_f32(d, full, total, 0);
     dp_allgather(c, hf, total);
     dc_stage_up_f32(d, full, hf, total);
+}
+
+// -sp 1 (llmc/seqpar.h's layout): full (B, T, C) <- the (B, Ts, C) sequence shard of every
+// TP rank. NCCL gathers rank-major (TP, B, Ts, C) into tmp (B*T*C) and copies each piece to
+// its rows; -comm mpi stages through the host and uses seqpar.h itself.
+static void dc_sp_allgather_bf16(DevComm* d, bf16* full, const bf16* shard, int B, int Ts, int C, bf16* tmp) {
+    Comm* c = d->host;
+    size_t piece = (size_t)Ts * C, ns = (size_t)B * piece, nf = ns * c->TP;
+    if (d->nccl) {
+        int k = dc_tic(d);
+        ncclCheck(ncclAllGather(shard, tmp, ns, ncclBfloat16, d->tp, d->stream));
+        dc_toc(d, k, 0);
+        for (int r = 0; r < c->TP; r++)
+            for (int b = 0; b < B; b++)
+                cudaCheck(cudaMemcpyAsync(full + ((size_t)b * c->TP + r) * piece, tmp + ((size_t)r * B + b) * piece,
+                                          sizeof(bf16) * piece, cudaMemcpyDeviceToDevice, d->stream));
+        return;
+    }
+    float* hf = dc_hf(d, ns + 2 * nf); // shard | full | seqpar.h's staging
+    uint16_t* hb = dc_hb(d, nf);
+    cudaCheck(cudaMemcpyAsync(hb, shard, sizeof(uint16_t) * ns, cudaMemcpyDeviceToHost, d->stream));
+    cudaCheck(cudaStreamSynchronize(d->stream));
+    for (size_t i = 0; i < ns; i++) hf[i] = host_bf2f(hb[i]);
+    sp_allgather(c, hf + ns, hf, B, Ts, C, hf + ns + nf);
+    for (size_t i = 0; i < nf; i++) hb[i] = host_f2bf(hf[ns + i]);
+    cudaCheck(cudaMemcpyAsync(full, hb, sizeof(uint16_t) * nf, cudaMemcpyHostToDevice, d->stream));
+    cudaCheck(cudaStreamSynchronize(d->stream));
+}
+
+// -sp 1: shard (B, Ts, C) <- this rank's sequence rows of the partial sums full (B, T, C),
+// summed over the TP group (the transpose of dc_sp_allgather_bf16). tmp: B*T*C.
+static void dc_sp_reduce_scatter_bf16(DevComm* d, bf16* shard, const bf16* full, int B, int Ts, int C, bf16* tmp) {
+    Comm* c = d->host;
+    size_t piece = (size_t)Ts * C, ns = (size_t)B * piece, nf = ns * c->TP;
+    if (d->nccl) {
+        for (int r = 0; r < c->TP; r++)
+            for (int b = 0; b < B; b++)
+                cudaCheck(cudaMemcpyAsync(tmp + ((size_t)r * B + b) * piece, full + ((size_t)b * c->TP + r) * piece,
+                                          sizeof(bf16) * piece, cudaMemcpyDeviceToDevice, d->stream));
+        int k = dc_tic(d);
+        ncclCheck(ncclReduceScatter(tmp, shard, ns, ncclBfloat16, ncclSum, d->tp, d->stream));
+        dc_toc(d, k, 0);
+        return;
+    }
+    float* hf = dc_hf(d, 2 * nf + ns); // full | shard | seqpar.h's staging
+    uint16_t* hb = dc_hb(d, nf);
+    cudaCheck(cudaMemcpyAsync(hb, full, sizeof(uint16_t) * nf, cudaMemcpyDeviceToHost, d->stream));
+    cudaCheck(cudaStreamSynchronize(d->stream));
+    for (size_t i = 0; i < nf; i++) hf[i] = host_bf2f(hb[i]);
+    sp_reduce_scatter(c, hf + nf, hf, B, Ts, C, hf + nf + ns);
+    for (size_t i = 0; i < ns; i++) hb[i] = host_f2bf(hf[nf + i]);
+    cudaCheck(cudaMemcpyAsync(shard, hb, sizeof(uint16_t) * ns, cudaMemcpyHostToDevice, d->stream));
+    cudaCheck(cudaStreamSynchronize(d->stream));
 }
 
 // pipeline: bf16 activations or their gradients to / from a neighbouring stage
