@@ -18,6 +18,9 @@
 #                        same synthetic shard in order (-shuffle 0), constant LR; each PyTorch row
 #                        compares step-1 losses (relative 2e-2, bf16): "losses agree" or FAIL
 #                        "LOSSES DIFFER"
+#   5b. profile   ~60 s  ncu kernel durations of a 1-step and a 2-step 1.3b run (their
+#                        difference is one step) by kernel class, beside the cost model's
+#                        per-class PREDICTION (dev/cuda/kernel_times.py); SKIP without ncu
 #   6. layouts    ~60 s  tiny preset: 1x1x1 against 2x2x2 zero-1 -comm mpi (8 ranks, one GPU)
 #   7. kernels    ~60 s  the other dev/cuda kernel checks on the GPU, if time is left
 # QUICK=1 (3 min): build, attention, tests, sanitizer memcheck, the train_gpt_cu benchmark only.
@@ -34,7 +37,8 @@
 # every stage command is replaced by one that exits with the given code (default 0; 124 is a
 # timeout); GPU_CHECK_FAKE_SUMMARY_FAIL=1 makes the benchmark summary step fail;
 # GPU_CHECK_FAKE_ABORT=STAGE kills the script after STAGE; GPU_CHECK_FAKE_MPI=1,
-# GPU_CHECK_FAKE_SANITIZER=0 pretend mpirun is there / compute-sanitizer is not;
+# GPU_CHECK_FAKE_SANITIZER=0, GPU_CHECK_FAKE_NCU=0 pretend mpirun is there / compute-sanitizer,
+# ncu are not;
 # GPU_CHECK_FAKE_CUDA_LOSS, GPU_CHECK_FAKE_TORCH_LOSS set the fake step-1 losses (10.9876, 10.9912;
 # an empty TORCH_LOSS: no loss to compare).
 set -uo pipefail # no -e: a failing stage or summary step must not stop the table
@@ -102,6 +106,10 @@ print_table() {
             printf '%-40s %9s %9s %8s %7s %8s\n' "$name" "$ms" "$toks" "$tf" "$mfu" "$loss"
         done < "$BENCH"
     fi
+    if grep -q '^MEASURED' "$OUT/profile.log" 2>/dev/null; then
+        echo "--------------------------------------------------------------------------------------------------"
+        sed -n '/^MEASURED/,$p' "$OUT/profile.log"
+    fi
     echo "--------------------------------------------------------------------------------------------------"
     echo "NOT exercised here: NCCL between ranks (one GPU: the layouts stage uses -comm mpi; -comm nccl"
     echo "across GPUs needs 2+), multi-node; cuDNN attention only if the build found cuDNN (row cudnn)."
@@ -116,6 +124,7 @@ trap print_table EXIT
 if [ $FAKE_ON = 1 ]; then
     NVCC=fake-nvcc; GPU_NAME="FAKE GPU (GPU_CHECK_FAKE)"; CC_CAP=90; PEAK=${PEAK:-989}; PY=/usr/bin/python3
     HAVE_MPI=${GPU_CHECK_FAKE_MPI:-0}; SANITIZER=$([ "${GPU_CHECK_FAKE_SANITIZER:-1}" = 1 ] && echo fake-compute-sanitizer)
+    NCU=$([ "${GPU_CHECK_FAKE_NCU:-1}" = 1 ] && echo fake-ncu)
 else
 NVCC=$(command -v nvcc || true)
 if [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ]; then NVCC=/usr/local/cuda/bin/nvcc; fi
@@ -146,8 +155,10 @@ HAVE_MPI=0
 if command -v mpirun > /dev/null 2>&1 && command -v mpicxx > /dev/null 2>&1; then HAVE_MPI=1; fi
 SANITIZER=$(command -v compute-sanitizer || true)
 [ -n "$SANITIZER" ] || { [ -n "$NVCC" ] && [ -x "$(dirname "$NVCC")/compute-sanitizer" ] && SANITIZER=$(dirname "$NVCC")/compute-sanitizer; } || true
+NCU=$(command -v ncu || true)
+[ -n "$NCU" ] || NCU=$(ls -d "$(dirname "${NVCC:-/x/x}")/ncu" /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1 || true)
 fi
-log "GPU: ${GPU_NAME:-unknown} (sm_$CC_CAP, peak $PEAK TFLOP/s); nvcc: ${NVCC:-none}; python with torch: ${PY:-none}; compute-sanitizer: ${SANITIZER:-none}"
+log "GPU: ${GPU_NAME:-unknown} (sm_$CC_CAP, peak $PEAK TFLOP/s); nvcc: ${NVCC:-none}; python with torch: ${PY:-none}; compute-sanitizer: ${SANITIZER:-none}; ncu: ${NCU:-none}"
 MPICXX=mpicxx
 [ $HAVE_MPI = 1 ] || MPICXX=/nonexistent/mpicxx
 JOBS=$(nproc 2>/dev/null || echo 4)
@@ -346,6 +357,29 @@ if [ $BUILD_OK = 1 ] && [ -f "$DATA" ]; then
     fi
 else
     record bench SKIP "$NOBUILD or no data"
+fi
+
+# ---------------------------------------------------------------------------------------
+# 5b. profile: each kernel class's measured time per step (Nsight Compute, kernel durations
+# only, clocks left alone; one step = the 2-step run minus the 1-step run) beside the cost
+# model's per-class prediction (dev/cuda/costmodel_pred.tsv from make cuda-costmodel)
+PGPU=H200; case "$GPU_NAME" in *H100*) PGPU=H100 ;; esac
+if [ "$QUICK" = 1 ]; then
+    record profile SKIP "QUICK=1"
+elif [ $BUILD_OK = 1 ] && [ -f "$DATA" ] && [ -n "$NCU" ]; then
+    { echo 'set -e'
+      printf 'NCU=%q; PYK=%q; OUTD=%q\nARGS=(' "$NCU" "${PY:-python3}" "$OUT"; printf ' %q' "${BARGS[@]}"; echo ' )'
+      echo 'for n in 1 2; do'
+      echo '    "$NCU" --clock-control none --csv --print-units base --print-kernel-base function --metrics gpu__time_duration.sum \'
+      echo '        --log-file "$OUTD/ncu_step$n.csv" ./train_gpt_cu "${ARGS[@]}" -steps "$n" > "$OUTD/ncu_run$n.log" 2>&1'
+      echo 'done'
+      echo "\"\$PYK\" dev/cuda/kernel_times.py --one \"\$OUTD/ncu_step1.csv\" --two \"\$OUTD/ncu_step2.csv\" --pred dev/cuda/costmodel_pred.tsv --gpu $PGPU"
+    } > "$OUT/profile.sh"
+    rc=0
+    run_stage profile 100 bash "$OUT/profile.sh" || rc=$?
+    record profile "$(status_of $rc)" "$( [ $rc = 0 ] && tail -n 1 "$OUT/profile.log" || echo "ncu failed or timed out ($OUT/profile.log, $OUT/ncu_run1.log, ncu_run2.log)")"
+else
+    record profile SKIP "$([ -n "$NCU" ] && echo "$NOBUILD or no data" || echo 'ncu (Nsight Compute) not found: no measured per-kernel times')"
 fi
 
 # ---------------------------------------------------------------------------------------

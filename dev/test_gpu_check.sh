@@ -73,5 +73,30 @@ check "$(table)" "script dies after tests: table still printed"
 check "$(is tests PASS && [ -z "$(row layouts)" ] && echo ok)" "script dies after tests: rows up to tests"
 check "$([ $rc = 9 ] && echo ok)" "script dies: its exit code is kept (rc $rc)"
 
+# the profile stage's script, run for real with a stand-in ncu (on PATH as fake-ncu) that writes
+# ncu's CSV: 1 init kernel + 3 kernels per step (2 us layernorm, 1 ms gemm, 0.5 ms flash)
+run GPU_CHECK_FAKE=
+mkdir -p "$tmp/bin"
+cat > "$tmp/bin/fake-ncu" <<'EOF2'
+#!/usr/bin/env bash
+log=""; steps=0
+while [ $# -gt 0 ]; do case $1 in --log-file) log=$2; shift ;; -steps) steps=$2; shift ;; esac; shift; done
+/usr/bin/python3 - "$log" "$steps" <<'EOF3'
+import sys; sys.path.insert(0, "dev/cuda"); from kernel_times import ncu_csv
+n = int(sys.argv[2])
+rows = [("init_weights_kernel", "5,000", "nsecond")] + [("void layernorm_forward_kernel<__nv_bfloat16>(int)", "2,000", "nsecond"), ("nvjet_tst_128x256", "1", "msecond"), ("flash_forward_kernel", "500", "usecond")] * n
+open(sys.argv[1], "w").write(ncu_csv(rows))
+EOF3
+EOF2
+chmod +x "$tmp/bin/fake-ncu"
+prc=0; (cd "$here/.." && PATH="$tmp/bin:$PATH" bash "$tmp/gc/profile.sh") > "$tmp/prof" 2>&1 || prc=$?
+check "$([ $prc = 0 ] && grep -q '^MEASURED' "$tmp/prof" && echo ok)" "profile script runs ncu twice and prints the measured/predicted table (rc $prc)"
+check "$(awk '$1 == "gemm" {print $2}' "$tmp/prof" | grep -qx '1.000' && awk '$1 == "attention" {print $2}' "$tmp/prof" | grep -qx '0.500' && echo ok)" "one step's measured gemm 1.000 ms and attention 0.500 ms (2-step minus 1-step run)"
+check "$(grep -q 'kernel time per step: measured 1.5 ms' "$tmp/prof" && echo ok)" "per-step kernel total 1.5 ms (init kernel cancels)"
+run GPU_CHECK_FAKE= GPU_CHECK_FAKE_NCU=0
+check "$(is profile SKIP && grep -q 'ncu (Nsight Compute) not found' "$tmp/out" && echo ok)" "no ncu: profile SKIP with the reason"
+run GPU_CHECK_FAKE= QUICK=1
+check "$(is profile SKIP && echo ok)" "QUICK=1: profile SKIP"
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

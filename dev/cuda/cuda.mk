@@ -193,7 +193,8 @@ $(CUDA_BUILD)-cost/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wil
 	$(CUDA_COST_CXX) $(CUDA_COST_FLAGS) -x c++ $< -x none -o $@ -lpthread
 
 cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu
-	/usr/bin/python3 $(CUDA_DIR)/costmodel.py --exe $(CUDA_BUILD)-cost/train_gpt_cu --out $(CUDA_BUILD)-cost/counts --selftest
+	/usr/bin/python3 $(CUDA_DIR)/costmodel.py --exe $(CUDA_BUILD)-cost/train_gpt_cu --out $(CUDA_BUILD)-cost/counts --selftest --pred-tsv $(CUDA_DIR)/costmodel_pred.tsv
+	/usr/bin/python3 $(CUDA_DIR)/kernel_times.py --selftest
 
 cuda-clean:
 	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host $(CUDA_BUILD)-cost train_gpt_cu test_gpt_cu
