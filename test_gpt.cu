@@ -224,7 +224,7 @@ static void test_act_memory(void) {
         comm_init_single(&comm);
         comm.TP = TP; comm.tp = TP - 1; comm.PP = 2; comm.pp = 0; // a first stage: no head buffers
         GPT g;
-        gpt_build(&g, &cfg, &comm, 1, st);
+        gpt_build(&g, &cfg, &comm, 1, 2, st);
         double want = korthikanti_bf16(cfg.seq, cfg.mb, cfg.H, cfg.heads, TP, sp, rc, naive);
         double got = (double)g.acts[0].layer_bytes;
         n++;
@@ -430,13 +430,6 @@ static void test_binaries(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
-// lines of s that contain key
-static int count_lines_with(const char* s, const char* key) {
-    int n = 0;
-    for (const char* p = s; (p = strstr(p, key)) != NULL; p += strlen(key)) n++;
-    return n;
-}
-
 // The step-5 checkpoint of the 2x2x2 -sp 1 -vpp 2 run (layout-free) resumes as 1x1x1: steps 6-10
 // within the layout tolerance of the straight 1x1x1 run ref.
 static void test_vpp_resume_single(const char* CU, const char* args, const char* tmp, const RunLog* ref) {
@@ -482,13 +475,14 @@ static void test_layouts(void) {
     for (int st = 1; okc && okr && st <= 10; st++) if (rel_err(ref.loss[st], cpu.loss[st]) > cl) cl = rel_err(ref.loss[st], cpu.loss[st]);
     check(okc && okr && cl <= 2e-2, "train_gpt_cu 1x1x1 vs train_gpt (CPU fp32): 10 steps, worst loss rel %.1e (rc %d %d)", cl, rc, rcc);
     const char* envx = getenv("CUEMU_DEVICES") ? "-x CUEMU_DEVICES" : "";
-    // sp: -sp 1 -recompute selective; vpp > 1: the interleaved schedule, and a checkpoint at
-    // step 5 that resumes below as 1x1x1
+    // sp: -sp 1 -recompute selective; vpp > 1: the interleaved schedule (with NCCL: the phased
+    // list, whose m = 2, 4, 6, 8 steps include PP=2 V=2 m=4, where the old grouping deadlocked),
+    // and with -comm mpi a checkpoint at step 5 that resumes below as 1x1x1
     // same: the layout without -sp/-vpp it must match to 1e-5 (only the fp32 sum order of
     // the LayerNorm gradients differs: a missing TP sum of them moves the norm by ~5e-4)
     struct { int tp, pp, dp, zero; const char* comm; int sp, vpp, same; } L[] = {
         {2, 2, 2, 0, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 0, 1, -1}, {1, 4, 2, 1, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 1, 2, 1},
-        {2, 2, 2, 1, "nccl", 0, 1, -1}, {4, 1, 2, 0, "nccl", 0, 1, -1}, {2, 2, 2, 1, "nccl", 1, 1, 4},
+        {2, 2, 2, 1, "nccl", 0, 1, -1}, {4, 1, 2, 0, "nccl", 0, 1, -1}, {2, 2, 2, 1, "nccl", 1, 1, 4}, {2, 2, 2, 1, "nccl", 1, 2, 4},
     };
     int nccl = getenv("LLMC_TEST_NCCL_LAYOUTS") && strcmp(getenv("LLMC_TEST_NCCL_LAYOUTS"), "1") == 0;
     for (size_t i = 0; i < sizeof(L) / sizeof(L[0]); i++) {
@@ -496,7 +490,8 @@ static void test_layouts(void) {
         int np = L[i].tp * L[i].pp * L[i].dp;
         char label[80] = "", extra[1600] = "";
         if (L[i].sp || L[i].vpp > 1) snprintf(label, sizeof(label), " -sp %d -vpp %d -recompute selective", L[i].sp, L[i].vpp);
-        if (L[i].vpp > 1) snprintf(extra, sizeof(extra), "%s -o %s/vpp -ckpt-every 5", label, tmp);
+        int vpp_ckpt = L[i].vpp > 1 && strcmp(L[i].comm, "mpi") == 0;
+        if (vpp_ckpt) snprintf(extra, sizeof(extra), "%s -o %s/vpp -ckpt-every 5", label, tmp);
         else snprintf(extra, sizeof(extra), "%s", label);
         snprintf(cmd, sizeof(cmd), "timeout 600 mpirun --oversubscribe --allow-run-as-root %s -np %d %s %s -tp %d -pp %d -dp %d -zero %d -comm %s %s -log %s/l%zu.jsonl",
                  envx, np, CU, args, L[i].tp, L[i].pp, L[i].dp, L[i].zero, L[i].comm, extra, tmp, i);
@@ -527,14 +522,7 @@ static void test_layouts(void) {
             check(okb && sl <= 1e-5 && sg <= 1e-5, "train_gpt_cu layout 2x2x2 zero-1%s -comm %s equals it without them: loss rel %.1e, gnorm rel %.1e",
                   label, L[i].comm, sl, sg);
         }
-        if (L[i].vpp > 1) test_vpp_resume_single(CU, args, tmp, &ref);
-    }
-    if (nccl) { // NCCL sends wait for their receiver, so the interleaved schedule is refused up front
-        snprintf(cmd, sizeof(cmd), "timeout 300 mpirun --oversubscribe --allow-run-as-root %s -np 4 %s %s -pp 2 -dp 2 -vpp 2 -comm nccl -log %s/n.jsonl",
-                 envx, CU, args, tmp);
-        rc = run_cmd(cmd, err, sizeof(err));
-        check(rc != 0 && strstr(err, "-vpp 2 in train_gpt_cu needs -comm mpi") != NULL && count_lines_with(err, "error:") == 1,
-              "train_gpt_cu -vpp 2 -comm nccl: refused with one error line (rc %d)", rc);
+        if (vpp_ckpt) test_vpp_resume_single(CU, args, tmp, &ref);
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);

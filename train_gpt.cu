@@ -147,7 +147,9 @@ typedef struct {
     int nslots; Acts* acts;
     int* slot_unit;    // (nslots) -vpp: the (chunk, micro-batch) unit k*V + c each slot holds, -1 = free
     // micro-batch-sized scratch (device)
-    bf16* dgrad[2];    // (B,T,C) the gradient flowing backward, double-buffered by backward-unit parity
+    int ndgrad; bf16** dgrad; // (ndgrad) of (B,T,C): the gradient flowing backward; 1F1B: two, by
+                       // backward parity; -vpp: a pool of ndgrad handed to units (layout.h's schedule_grad_buffers)
+    UnitPool dgrad_pool; // -vpp: which unit holds each gradient buffer
     bf16* ftmp;        // (B,T,C) row-parallel partial sums in forward
     bf16* gat; bf16* gdout; bf16* fsh; bf16* sptmp; // -sp: gathered input (B,T,C), gathered gradient (B,T,C),
                                                     // reduce-scatter output (B,Ts,C), collective staging (B,T,C)
@@ -310,7 +312,7 @@ static void gpt_carve(GPT* g, Arena* ar) {
     TAKE(ar, g->m, g->n_shard);
     TAKE(ar, g->v, g->n_shard);
     if (g->cfg.zero) TAKE(ar, g->gshard, g->n_shard);
-    TAKE(ar, g->dgrad[0], BT * g->C); TAKE(ar, g->dgrad[1], BT * g->C);
+    for (int i = 0; i < g->ndgrad; i++) TAKE(ar, g->dgrad[i], BT * g->C);
     TAKE(ar, g->ftmp, BT * g->C); TAKE(ar, g->dtmp, BT * g->C);
     TAKE(ar, g->dres2, BT * g->C);
     if (g->sp) {
@@ -335,8 +337,11 @@ static int env_flag(const char* name, const char* on, const char* off, int dflt)
 
 // Builds the model for one rank on the device: parameter table, buffers, activation slots.
 // The optimizer range [opt_off, opt_off + n_opt) is the whole buffer; ZeRO narrows it.
-static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, cudaStream_t stream) {
+static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, int ndgrad, cudaStream_t stream) {
     memset(g, 0, sizeof(*g));
+    g->ndgrad = ndgrad;
+    g->dgrad = (bf16**)calloc_check(ndgrad, sizeof(bf16*));
+    if (!pool_init(&g->dgrad_pool, ndgrad)) die("out of host memory for the gradient buffer pool");
     g->cfg = *cfg;
     g->stream = stream;
     param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp, comm->PP);
@@ -384,6 +389,7 @@ static void gpt_free(GPT* g) {
     gemm_free(&g->gemm);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
     free(g->acts); free(g->slot_unit);
+    pool_free(&g->dgrad_pool); free(g->dgrad);
     dev_free(g->mem);
     free(g->h_work);
 }
@@ -662,9 +668,10 @@ static void acts_host_claim(Acts* a) {
 // with -vpp (llmc/layout.h; forward_only: the evaluation schedule). load(k) fills the host
 // inputs/targets of micro-batch k where the first or last virtual stage needs them.
 // Communication actions that are adjacent in the list form one NCCL group (nccl_comm.cuh),
-// so blocking point-to-point never deadlocks in 1F1B. The interleaved list needs sends that
-// never wait for their receiver (-comm mpi: comm.h's send ring); NCCL's do wait, so -vpp > 1
-// takes -comm mpi (main refuses it with nccl).
+// so blocking point-to-point never deadlocks in 1F1B. The plain interleaved list needs sends
+// that never wait for their receiver (-comm mpi: comm.h's send ring); NCCL's do wait, so with
+// NCCL the interleaved list is phased (pipeline_plan; dev/cuda/check_pp_groups.cu simulates
+// every layout).
 typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
 
 static int is_comm_action(ActionKind k) { return k != ACT_FORWARD && k != ACT_BACKWARD; }
@@ -687,13 +694,23 @@ static void unit_release(GPT* g, int c, int k) {
     for (int s = 0; s < g->nslots && g->V > 1; s++) if (g->slot_unit[s] == k * g->V + c) g->slot_unit[s] = -1;
 }
 
-// The gradient buffer of unit (c, k): alternates along the backward order (the position
-// of the unit among the rank's backwards, interleaved_unit inverted), so a send of one
-// unit's input gradient and the receive of the next never share a buffer; 1F1B: k % 2.
+// The gradient buffer of unit (c, k). 1F1B: alternates with the micro-batch, so the send of
+// one unit's input gradient and the receive of the next never share a buffer. Interleaved:
+// the pool's buffer for the unit, taken on first touch and given back when the group that
+// sends it has ended (release_dgrad), so no group reads and writes one buffer.
 static bf16* unit_dgrad(GPT* g, int c, int k) {
-    int PP = g->pl.PP, V = g->V;
-    int i = V == 1 ? k : (k / PP) * PP * V + (V - 1 - c) * PP + k % PP;
-    return g->dgrad[i % 2];
+    if (g->V == 1) return g->dgrad[k % 2];
+    int i = pool_get(&g->dgrad_pool, k * g->V + c);
+    if (i < 0) die("internal: more pipeline units hold gradients than gradient buffers (%d)", g->ndgrad);
+    return g->dgrad[i];
+}
+
+// Interleaved with NCCL, whose sends wait for their receiver: the phased list (llmc/layout.h,
+// a group per phase); otherwise the plain list (a group per run of adjacent comm actions).
+static Action* pipeline_plan(const GPT* g, const DevComm* dc, int stage, int PP, int m, int forward_only, int** phase, int* n) {
+    *phase = NULL;
+    if (g->V > 1 && dc->nccl) return schedule_phased(stage, PP, g->V, m, forward_only, phase, n);
+    return schedule_interleaved(stage, PP, g->V, m, forward_only, n);
 }
 
 static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
@@ -701,27 +718,35 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
     DevComm* dc = &t->dc;
     Comm* comm = &t->run.comm;
     size_t nact = (size_t)g->B * g->Ts * g->C; // with -sp only this rank's sequence shard travels
-    int n;
-    Action* plan = schedule_interleaved(comm->pp, comm->PP, g->V, m, forward_only, &n);
+    int* release = (int*)malloc_check(sizeof(int) * (g->nslots + 1)), nrel = 0; // slots freed by a group's sends
+    int n, *phase;
+    Action* plan = pipeline_plan(g, dc, comm->pp, comm->PP, m, forward_only, &phase, &n);
     if (plan == NULL) die("out of memory for the pipeline schedule");
     for (int i = 0; i < n;) {
         if (is_comm_action(plan[i].kind)) {
             dc_group_begin(dc);
-            for (; i < n && is_comm_action(plan[i].kind); i++) {
+            for (int first = i; i < n && is_comm_action(plan[i].kind) && (phase == NULL || phase[i] == phase[first]); i++) {
                 int k = plan[i].micro, c = plan[i].chunk, peer, tag;
                 schedule_peer(&plan[i], comm->pp, comm->PP, g->V, &peer, &tag);
                 switch (plan[i].kind) {
                     case ACT_RECV_ACT: dc_pp_recv_bf16(dc, unit_slot(g, c, k)->x, nact, peer, tag); break;
                     case ACT_SEND_ACT:
                         dc_pp_send_bf16(dc, unit_slot(g, c, k)->x + (size_t)g->nlc * nact, nact, peer, tag);
-                        if (forward_only) unit_release(g, c, k); // later work on the slot is stream-ordered after the send
+                        if (forward_only) release[nrel++] = k * g->V + c; // later work on the slot is stream-ordered after the group
                         break;
                     case ACT_RECV_GRAD: dc_pp_recv_bf16(dc, unit_dgrad(g, c, k), nact, peer, tag); break;
-                    case ACT_SEND_GRAD: dc_pp_send_bf16(dc, unit_dgrad(g, c, k), nact, peer, tag); break;
+                    case ACT_SEND_GRAD:
+                        dc_pp_send_bf16(dc, unit_dgrad(g, c, k), nact, peer, tag);
+                        if (g->V > 1) pool_release(&g->dgrad_pool, k * g->V + c, 1);
+                        break;
                     default: break;
                 }
             }
             dc_group_end(dc);
+            // buffers given back inside the group are free once it has ended
+            for (int r = 0; r < nrel; r++) unit_release(g, release[r] % g->V, release[r] / g->V);
+            nrel = 0;
+            if (g->V > 1) pool_group_end(&g->dgrad_pool);
             continue;
         }
         int k = plan[i].micro, c = plan[i].chunk;
@@ -733,11 +758,12 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
         } else {
             gpt_backward(g, dc, a, c, unit_dgrad(g, c, k));
             unit_release(g, c, k);
+            if (g->V > 1 && grad_frees_now(&plan[i], comm->pp, comm->PP)) pool_release(&g->dgrad_pool, k * g->V + c, 0);
         }
         i++;
     }
     dc_pp_flush(dc);
-    free(plan);
+    free(plan); free(phase); free(release);
 }
 
 typedef struct { int64_t first; int64_t gb; DataSet* ds; } BatchRef;
@@ -961,7 +987,7 @@ static const char* device_arch_note(int major, int minor) {
 // Activation bytes this rank keeps for one micro-batch (one unit per chunk; what the
 // schedule multiplies by its in-flight count) and per layer, as train_gpt.c prints them,
 // and what -recompute selective means with this attention path.
-static void print_act_memory(const GPT* g) {
+static void print_act_memory(const GPT* g, int nccl) {
     static const char* RC[] = {"0", "full", "selective"};
     table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], g->sp, g->V);
     int shared_att = g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE;
@@ -969,6 +995,9 @@ static void print_act_memory(const GPT* g) {
     table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",
               (double)g->acts[0].bytes * g->V / 1048576.0, g->acts[0].layer_bytes, g->nslots,
               ((double)g->acts[0].bytes * g->nslots + shared) / 1048576.0);
+    if (g->V > 1)
+        table_row("pipeline gradient buffers", "%d x %.3f MiB (%s)", g->ndgrad, (double)g->B * g->T * g->C * sizeof(bf16) / 1048576.0,
+                  nccl ? "phased NCCL schedule: a send may wait until its receiver needs it" : "interleaved schedule");
     if (g->cfg.recompute == RECOMPUTE_SELECTIVE)
         table_row("selective recompute", "%s", shared_att ? "keeps the GEMM inputs; one (B,NH,T,T) probability buffer per rank, rebuilt in backward"
                                                           : "keeps the GEMM inputs and lse; flash attention stores no probabilities "
@@ -994,7 +1023,7 @@ static void print_config_table(const Train* t) {
 #endif
     table_row("attention", "%s", ATTN_NAMES[g->attn]);
     table_row("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
-    print_act_memory(g);
+    print_act_memory(g, t->dc.nccl);
     table_rule();
     fflush(stdout);
 }
@@ -1072,7 +1101,10 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     devcomm_init(&t->dc, &t->run.comm, t->dc.nccl, t->stream, 1);
     // 1F1B: at most PP micro-batches in flight; interleaved: schedule_slots units
     int nslots = cfg->vpp > 1 ? schedule_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
-    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, t->stream);
+    // gradient buffers: two for 1F1B; interleaved, what the largest step of the run needs
+    int ndgrad = schedule_grad_buffers_max(comm->pp, comm->PP, cfg->vpp, (int)(cfg->gb / ((int64_t)cfg->mb * comm->DP)), t->dc.nccl);
+    if (ndgrad < 0) die("out of host memory for the pipeline schedule");
+    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, ndgrad, t->stream);
 }
 
 static void train_free(Train* t) {
@@ -1103,17 +1135,6 @@ int main(int argc, char** argv) {
     Config cfg;
     Comm comm;
     startup(&cfg, &comm, argc, argv); // -h, -check, -plan and bad flags end here, before any GPU work
-    // every rank decides the same, so nothing hangs
-    int vpp_nccl = cfg.vpp > 1 && strcmp(cfg.comm, "nccl") == 0 && comm.world > 1;
-    if (vpp_nccl) {
-        if (comm.rank == 0)
-            fprintf(stderr, "error: -vpp %d in train_gpt_cu needs -comm mpi (the interleaved schedule needs sends that do not wait for "
-                            "their receiver; NCCL's do)\n", cfg.vpp);
-#ifdef USE_MPI
-        if (comm.mpi) MPI_Finalize();
-#endif
-        return 1;
-    }
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #endif

@@ -151,4 +151,188 @@ static void schedule_peer(const Action* a, int stage, int PP, int V, int* peer, 
     *tag = 2 * (a->micro * V + rc) + dir;
 }
 
+
+/*
+ * Phased interleaved schedule, for blocking sends (NCCL). An NCCL send waits on the stream
+ * until its receiver posts the matching receive, and NCCL matches messages between two
+ * ranks by order, not by tag. Posting each run of adjacent communication actions of the
+ * interleaved list as one group deadlocks in many layouts (the tests show which), so with
+ * -vpp > 1 and NCCL the list is rearranged in phases, as Megatron's batched p2p does:
+ * all stages are simulated together in rounds (in round r every stage whose next unit's
+ * inputs arrived before r computes it); every message then travels in the phase just
+ * before the round its receiver computes with it, and sender and receiver both post it in
+ * that phase's group. A stage's compute of round r only needs phases < r, and phase j of
+ * one stage only waits for its peers' phase j, which in turn needs only phases < j: no
+ * layout can deadlock. Within a phase, messages of one link are ordered by the round that
+ * produced them on both sides, so NCCL's order matching pairs the right ones. Computes keep
+ * their order, so results do not change; receives come exactly where the plain list has
+ * them, so a stage holds the same activation slots; a send may wait until its receiver
+ * needs it, so gradients being sent back are held longer (schedule_grad_buffers).
+ * Returns the stage's list and, in *phase, the phase of each action (-1 for computes);
+ * adjacent actions with equal phase form one group. NULL if out of memory.
+ */
+typedef struct { int t; int prod; int kind; Action a; int phase; } PhasedItem;
+
+static int phased_cmp(const void* x, const void* y) {
+    const PhasedItem* a = (const PhasedItem*)x; const PhasedItem* b = (const PhasedItem*)y;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    if (a->prod != b->prod) return a->prod < b->prod ? -1 : 1;
+    return a->kind - b->kind;
+}
+
+// message index: receiving stage, direction (0 activation, 1 gradient), micro-batch, receiving chunk
+static size_t phased_msg(int to, int dir, int k, int c, int m, int V) { return (((size_t)to * 2 + dir) * m + k) * V + c; }
+// the message a send of `stage` carries (as its receiver names it)
+static size_t phased_send_msg(const Action* a, int stage, int PP, int V, int m) {
+    if (a->kind == ACT_SEND_ACT) return phased_msg((stage + 1) % PP, 0, a->micro, stage == PP - 1 ? a->chunk + 1 : a->chunk, m, V);
+    return phased_msg((stage + PP - 1) % PP, 1, a->micro, stage == 0 ? a->chunk - 1 : a->chunk, m, V);
+}
+
+static Action* schedule_phased(int stage, int PP, int V, int m, int forward_only, int** phase, int* n) {
+    Action** plans = (Action**)calloc(PP, sizeof(Action*));
+    int* len = (int*)calloc(PP, sizeof(int));
+    int* pos = (int*)calloc(PP, sizeof(int));
+    size_t nmsg = (size_t)PP * 2 * m * V;
+    int* made = (int*)calloc(nmsg, sizeof(int)); // round that produced each message (0: not yet)
+    int* need = (int*)calloc(nmsg, sizeof(int)); // round whose compute consumes it
+    int* round_of = NULL; // (len[stage]) round of each action of `stage`
+    Action* out = NULL; int* ph = NULL; PhasedItem* items = NULL;
+    int ok = plans && len && pos && made && need;
+    for (int s = 0; ok && s < PP; s++) { plans[s] = schedule_interleaved(s, PP, V, m, forward_only, &len[s]); ok = plans[s] != NULL; }
+    if (ok) { round_of = (int*)calloc(len[stage] + 1, sizeof(int)); ok = round_of != NULL; }
+    // rounds: each stage computes its next unit once every receive before it has arrived
+    int left = 0;
+    for (int s = 0; ok && s < PP; s++) left += len[s];
+    for (int r = 1; ok && left > 0; r++) {
+        int progress = 0;
+        for (int s = 0; s < PP; s++) {
+            int i = pos[s], ready = 1;
+            for (; i < len[s] && (plans[s][i].kind == ACT_RECV_ACT || plans[s][i].kind == ACT_RECV_GRAD); i++) {
+                const Action* a = &plans[s][i];
+                int d = made[phased_msg(s, a->kind == ACT_RECV_GRAD, a->micro, a->chunk, m, V)];
+                if (d == 0 || d >= r) ready = 0;
+            }
+            if (!ready || i >= len[s]) continue;
+            for (int j = pos[s]; j < i; j++) {
+                const Action* a = &plans[s][j];
+                need[phased_msg(s, a->kind == ACT_RECV_GRAD, a->micro, a->chunk, m, V)] = r;
+            }
+            for (i++; i < len[s] && (plans[s][i].kind == ACT_SEND_ACT || plans[s][i].kind == ACT_SEND_GRAD); i++)
+                made[phased_send_msg(&plans[s][i], s, PP, V, m)] = r;
+            if (s == stage) for (int j = pos[s]; j < i; j++) round_of[j] = r;
+            left -= i - pos[s];
+            pos[s] = i;
+            progress = 1;
+        }
+        if (!progress) ok = 0; // cannot happen for lists the tests accept; refuse rather than spin
+    }
+    int ns = ok ? len[stage] : 0;
+    if (ok) {
+        items = (PhasedItem*)malloc(sizeof(PhasedItem) * (ns + 1));
+        out = (Action*)malloc(sizeof(Action) * (ns + 1));
+        ph = (int*)malloc(sizeof(int) * (ns + 1));
+        ok = items && out && ph;
+    }
+    for (int i = 0; ok && i < ns; i++) {
+        const Action* a = &plans[stage][i];
+        PhasedItem* it = &items[i];
+        it->a = *a; it->kind = a->kind; it->prod = 0; it->phase = -1;
+        if (a->kind == ACT_FORWARD || a->kind == ACT_BACKWARD) { it->t = 2 * round_of[i]; continue; }
+        size_t msg = (a->kind == ACT_SEND_ACT || a->kind == ACT_SEND_GRAD)
+                         ? phased_send_msg(a, stage, PP, V, m)
+                         : phased_msg(stage, a->kind == ACT_RECV_GRAD, a->micro, a->chunk, m, V);
+        it->phase = need[msg] - 1;
+        it->prod = made[msg];
+        it->t = 2 * it->phase + 1;
+    }
+    if (ok) {
+        qsort(items, ns, sizeof(PhasedItem), phased_cmp);
+        for (int i = 0; i < ns; i++) { out[i] = items[i].a; ph[i] = items[i].phase; }
+        *n = ns; *phase = ph;
+    } else { free(out); free(ph); out = NULL; }
+    for (int s = 0; plans && s < PP; s++) free(plans[s]);
+    free(plans); free(len); free(pos); free(made); free(need); free(round_of); free(items);
+    return out;
+}
+
+/*
+ * Gradient buffers of the interleaved schedule: a pool of buffers, each held by one unit
+ * from its RECV_GRAD (or its BACKWARD where the unit is the last virtual stage) until its
+ * SEND_GRAD's group has ended (or its BACKWARD, on virtual stage 0). A release inside a
+ * group takes effect when the group ends, so no group both reads and writes one buffer.
+ */
+typedef struct { int n; int* unit; int* pending; } UnitPool; // unit: k*V + c or -1; pending: released at group end
+
+static int pool_init(UnitPool* p, int n) {
+    p->n = n; p->unit = (int*)malloc(sizeof(int) * n); p->pending = (int*)malloc(sizeof(int) * n);
+    if (p->unit == NULL || p->pending == NULL) return 0;
+    for (int i = 0; i < n; i++) { p->unit[i] = -1; p->pending[i] = 0; }
+    return 1;
+}
+static void pool_free(UnitPool* p) { free(p->unit); free(p->pending); p->unit = p->pending = NULL; p->n = 0; }
+// the buffer of `unit`, taken from the free ones on first touch; -1 when none is free
+static int pool_get(UnitPool* p, int unit) {
+    int free_i = -1;
+    for (int i = 0; i < p->n; i++) {
+        if (p->unit[i] == unit) return i;
+        if (p->unit[i] < 0 && free_i < 0) free_i = i;
+    }
+    if (free_i >= 0) p->unit[free_i] = unit;
+    return free_i;
+}
+static void pool_release(UnitPool* p, int unit, int at_group_end) {
+    for (int i = 0; i < p->n; i++) if (p->unit[i] == unit) { if (at_group_end) p->pending[i] = 1; else p->unit[i] = -1; }
+}
+static void pool_group_end(UnitPool* p) {
+    for (int i = 0; i < p->n; i++) if (p->pending[i]) { p->pending[i] = 0; p->unit[i] = -1; }
+}
+static int pool_held(const UnitPool* p) { int h = 0; for (int i = 0; i < p->n; i++) h += p->unit[i] >= 0; return h; }
+
+// The gradient-pool events of action a (stage `stage`): the unit's buffer is taken at
+// RECV_GRAD or at BACKWARD on the last virtual stage, released at group end after
+// SEND_GRAD or right after BACKWARD on virtual stage 0.
+static int grad_takes(const Action* a, int stage, int PP, int V) {
+    return a->kind == ACT_RECV_GRAD || (a->kind == ACT_BACKWARD && a->chunk * PP + stage == PP * V - 1);
+}
+static int grad_frees_now(const Action* a, int stage, int PP) { return a->kind == ACT_BACKWARD && a->chunk * PP + stage == 0; }
+
+// The most gradient buffers `stage` holds at once with list a (phase: the groups, or
+// NULL for runs of adjacent communication actions).
+static int schedule_grad_buffers(const Action* a, const int* phase, int n, int stage, int PP, int V) {
+    UnitPool p;
+    if (!pool_init(&p, n + 1)) return -1; // room for every unit: the count is never capped
+    int most = 0;
+    for (int i = 0; i < n; i++) {
+        int unit = a[i].micro * V + a[i].chunk;
+        if (grad_takes(&a[i], stage, PP, V)) pool_get(&p, unit);
+        int h = pool_held(&p);
+        if (h > most) most = h;
+        if (grad_frees_now(&a[i], stage, PP)) pool_release(&p, unit, 0);
+        if (a[i].kind == ACT_SEND_GRAD) pool_release(&p, unit, 1);
+        int comm = a[i].kind != ACT_FORWARD && a[i].kind != ACT_BACKWARD;
+        int next_comm = i + 1 < n && a[i + 1].kind != ACT_FORWARD && a[i + 1].kind != ACT_BACKWARD;
+        int group_ends = comm && (!next_comm || (phase != NULL && phase[i + 1] != phase[i]));
+        if (group_ends) pool_group_end(&p);
+    }
+    pool_free(&p);
+    return most;
+}
+
+// Gradient buffers `stage` needs for every step a run can make: the most over the
+// micro-batch counts PP, 2PP, ... up to m_max (-vpp needs multiples of PP); phased: the NCCL
+// list. Two (the 1F1B double buffer) at least; -1 if out of memory.
+static int schedule_grad_buffers_max(int stage, int PP, int V, int m_max, int phased) {
+    int most = 2;
+    for (int m = PP; V > 1 && m <= m_max; m += PP) {
+        int n, *phase = NULL;
+        Action* a = phased ? schedule_phased(stage, PP, V, m, 0, &phase, &n) : schedule_interleaved(stage, PP, V, m, 0, &n);
+        if (a == NULL) return -1;
+        int k = schedule_grad_buffers(a, phase, n, stage, PP, V);
+        free(a); free(phase);
+        if (k < 0) return -1;
+        if (k > most) most = k;
+    }
+    return most;
+}
+
 #endif // LLMC_LAYOUT_H

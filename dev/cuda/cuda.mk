@@ -10,7 +10,7 @@
 #   cuda-check-run    runs them (needs a GPU)
 #   cuda-check-emu    builds the kernel checks with g++ under the CPU emulation (dev/cuemu)
 #                     and runs them (no GPU needed); check_matmul needs cuemu's cuBLASLt
-#   cuda-check-host   the host-only check of the grouped NCCL pipeline schedule (g++), the
+#   cuda-check-host   the host-only check of the NCCL pipeline groups, 1F1B and phased (g++), the
 #                     NCCL/cuDNN discovery on fake wheel layouts (test_find_libs.sh) and
 #                     dev/gpu_check.sh's stage logic and table in its dry-run mode
 #   cuda-emu-test     train_gpt.cu and test_gpt.cu built unchanged under the CPU emulation
