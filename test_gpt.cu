@@ -80,7 +80,7 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     fixture_batch(fx, &t);
     cudaCheck(cudaMemset(g->loss_acc, 0, sizeof(double)));
     gpt_forward(g, &t.dc, a, 0, 0.0f); // evaluation forward: logits kept
-    double loss = read_loss_sum(g) / BT;
+    double loss = read_loss_sum(g, &t.dc) / BT;
     check(g->Vv == cfg.V, "logits cover the real vocabulary only (%d columns, row stride %d)", g->Vv, g->ldl);
     float* lg = down_bf16(a->logits, (size_t)BT * g->ldl);
     float* packed = (float*)malloc_check(sizeof(float) * (size_t)BT * cfg.V);
@@ -93,7 +93,7 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     // training forward (dlogits fused) and backward
     cudaCheck(cudaMemset(g->grads, 0, sizeof(float) * g->total_pad));
     gpt_forward(g, &t.dc, a, 0, 1.0f / BT);
-    gpt_backward(g, &t.dc, a, 0, g->dgrad[0]);
+    gpt_backward(g, &t.dc, a, 0, g->dgrad[0], 1);
     float* grads = down_f32(g->grads, g->pl.total);
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
         char name[64];
@@ -224,7 +224,7 @@ static void test_act_memory(void) {
         comm_init_single(&comm);
         comm.TP = TP; comm.tp = TP - 1; comm.PP = 2; comm.pp = 0; // a first stage: no head buffers
         GPT g;
-        gpt_build(&g, &cfg, &comm, 1, 2, st);
+        gpt_build(&g, &cfg, &comm, 1, 2, 0, st);
         double want = korthikanti_bf16(cfg.seq, cfg.mb, cfg.H, cfg.heads, TP, sp, rc, naive);
         double got = (double)g.acts[0].layer_bytes;
         n++;
@@ -328,7 +328,7 @@ static int run_cmd(const char* cmd, char* errbuf, size_t n) {
 }
 
 #define NSTEPS 10
-typedef struct { double loss[NSTEPS + 1], gnorm[NSTEPS + 1]; char raw[NSTEPS + 1][200]; int n; } RunLog;
+typedef struct { double loss[NSTEPS + 1], gnorm[NSTEPS + 1], overlap[NSTEPS + 1]; int micro[NSTEPS + 1], syncs[NSTEPS + 1]; char raw[NSTEPS + 1][200]; int n; } RunLog;
 
 static int read_runlog(const char* path, RunLog* rl) {
     memset(rl, 0, sizeof(*rl));
@@ -343,6 +343,9 @@ static int read_runlog(const char* path, RunLog* rl) {
         p = strstr(line, "\"gnorm\":"); if (!p || sscanf(p, "\"gnorm\":%lf", &gnorm) != 1) continue;
         if (step < 1 || step > NSTEPS) continue;
         rl->loss[step] = loss; rl->gnorm[step] = gnorm;
+        p = strstr(line, "\"micro\":"); rl->micro[step] = p ? atoi(p + 8) : -1;
+        p = strstr(line, "\"host_syncs\":"); rl->syncs[step] = p ? atoi(p + 13) : -1;
+        p = strstr(line, "\"t_overlap_ms\":"); rl->overlap[step] = p ? atof(p + 15) : -1.0;
         char* e = strstr(line, ",\"ms\""); size_t len = e ? (size_t)(e - line) : 0; if (len > 199) len = 199;
         memcpy(rl->raw[step], line, len); rl->raw[step][len] = 0;
         if (step > rl->n) rl->n = (int)step;
@@ -474,6 +477,13 @@ static void test_layouts(void) {
     double cl = 0;
     for (int st = 1; okc && okr && st <= 10; st++) if (rel_err(ref.loss[st], cpu.loss[st]) > cl) cl = rel_err(ref.loss[st], cpu.loss[st]);
     check(okc && okr && cl <= 2e-2, "train_gpt_cu 1x1x1 vs train_gpt (CPU fp32): 10 steps, worst loss rel %.1e (rc %d %d)", cl, rc, rcc);
+    // host waits per step with NCCL on a stage that uploads tokens: one per micro-batch (the
+    // slot guard), one for the loss and norms, one at the end (the ramp gives 4..16 micro-batches)
+    int sync_ok = okr, bad_step = 0;
+    for (int st = 1; okr && st <= 10; st++)
+        if (ref.micro[st] < 1 || ref.syncs[st] != ref.micro[st] + 2) { sync_ok = 0; if (!bad_step) bad_step = st; }
+    check(sync_ok, "train_gpt_cu 1x1x1: every step logs micro-batches + 2 host syncs (step 1: %d micro, %d syncs; first bad step %d)",
+          ref.micro[1], ref.syncs[1], bad_step);
     const char* envx = getenv("CUEMU_DEVICES") ? "-x CUEMU_DEVICES" : "";
     // sp: -sp 1 -recompute selective; vpp > 1: the interleaved schedule (with NCCL: the phased
     // list, whose m = 2, 4, 6, 8 steps include PP=2 V=2 m=4, where the old grouping deadlocked),
@@ -510,6 +520,12 @@ static void test_layouts(void) {
         check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,
               "train_gpt_cu layout %dx%dx%d%s%s -comm %s: 10 steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
               L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, L[i].comm, wl, wc, wg, rc);
+        if (strcmp(L[i].comm, "nccl") == 0) { // rank 0 (first stage) uploads tokens: micro-batches + 2 waits per step
+            int sync_ok = ok;
+            for (int st = 1; ok && st <= 10; st++) if (rl.micro[st] < 1 || rl.syncs[st] != rl.micro[st] + 2) sync_ok = 0;
+            check(sync_ok, "train_gpt_cu layout %dx%dx%d%s -comm nccl, rank 0: micro-batches + 2 host syncs per step (step 10: %d, %d)",
+                  L[i].tp, L[i].pp, L[i].dp, label, ok ? rl.micro[10] : -1, ok ? rl.syncs[10] : -1);
+        }
         if (L[i].same >= 0) {
             RunLog base;
             snprintf(path, sizeof(path), "%s/l%d.jsonl", tmp, L[i].same);
@@ -523,6 +539,29 @@ static void test_layouts(void) {
                   label, L[i].comm, sl, sg);
         }
         if (vpp_ckpt) test_vpp_resume_single(CU, args, tmp, &ref);
+    }
+    if (nccl) { // the DP buckets overlapped with the backward (default) vs one reduction after it
+        snprintf(cmd, sizeof(cmd), "LLMC_DP_OVERLAP=0 timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_DP_OVERLAP -np 8 %s %s -tp 2 -pp 2 -dp 2 -zero 1 -comm nccl -log %s/nov.jsonl",
+                 envx, CU, args, tmp);
+        rc = run_cmd(cmd, err, sizeof(err));
+        RunLog on, off;
+        snprintf(path, sizeof(path), "%s/l4.jsonl", tmp);
+        int ok = read_runlog(path, &on) == 0 && on.n == 10;
+        snprintf(path, sizeof(path), "%s/nov.jsonl", tmp);
+        ok = ok && rc == 0 && read_runlog(path, &off) == 0 && off.n == 10;
+        int same = ok, ran = ok;
+        for (int st = 1; ok && st <= 10; st++) {
+            if (on.loss[st] != off.loss[st] || on.gnorm[st] != off.gnorm[st]) same = 0;
+            if (!(on.overlap[st] > 0.0) || off.overlap[st] != 0.0) ran = 0;
+        }
+        // each element is reduced once by the same NCCL sum in both: identical here (NCCL's
+        // own order on GPUs could differ by rounding)
+        check(same, "train_gpt_cu 2x2x2 zero-1 -comm nccl: DP buckets overlapped with the backward equal one reduction after it, bit for bit (rc %d)", rc);
+        check(ran, "  ... and the log shows the overlapped reduction time (t_overlap_ms > 0, step 1 %.3f ms) only when on", ok ? on.overlap[1] : -1.0);
+        snprintf(cmd, sizeof(cmd), "LLMC_DP_OVERLAP=yes timeout 300 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_DP_OVERLAP -np 2 %s %s -dp 2 -comm nccl -log %s/bad.jsonl",
+                 envx, CU, args, tmp);
+        rc = run_cmd(cmd, err, sizeof(err));
+        check(rc != 0 && strstr(err, "LLMC_DP_OVERLAP=yes: use 1 (default) or 0") != NULL, "LLMC_DP_OVERLAP=yes: refused with a message (rc %d)", rc);
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);

@@ -143,7 +143,10 @@ typedef struct {
     float* grads;      // (total_pad) fp32 gradients, accumulated over the micro-batches
     float* master;     // (n_opt) fp32 master weights of flat elements [opt_off, opt_off+n_opt)
     float* m; float* v; size_t opt_off, n_opt, n_shard; // AdamW moments; n_shard: allocated shard
-    float* gshard;     // ZeRO-1: reduced gradient shard (n_shard); else grads
+    float* gshard;     // ZeRO-1: reduced gradient shard (n_shard; with -overlap the owner's slice of grads); else grads
+    int overlap;       // DP reduction in buckets on the communication stream (DevComm.overlap)
+    int nbuckets;      // buckets launched this step (one per local layer, then the rest)
+    double* gn_pre;    // (nlayers + 1) each bucket's squared norm before its DP reduction (noise scale)
     int nslots; Acts* acts;
     int* slot_unit;    // (nslots) -vpp: the (chunk, micro-batch) unit k*V + c each slot holds, -1 = free
     // micro-batch-sized scratch (device)
@@ -161,7 +164,8 @@ typedef struct {
     float* attn_scratch; // naive: (B,NH,T,T) pre-softmax gradient; flash, tc: (B,NH,T) rowsum(dO * O)
     float* red; size_t red_n; // LayerNorm dw/db partial sums
     double* loss_acc;  // (1) sum of token losses of this rank, this step
-    double* gn;        // (1 + GN_BLOCKS) grad-norm result and partials
+    double* gn;        // (2 + GN_BLOCKS) two squared-norm results, then the partials
+    double* h_stats;   // (3) pinned: loss sum, squared norm before and after the DP reduction, read with one wait
     void* mem;
     int* h_work;       // (Vl + 1) host bucket scratch
     Gemm gemm;
@@ -311,7 +315,7 @@ static void gpt_carve(GPT* g, Arena* ar) {
     TAKE(ar, g->master, g->n_shard);
     TAKE(ar, g->m, g->n_shard);
     TAKE(ar, g->v, g->n_shard);
-    if (g->cfg.zero) TAKE(ar, g->gshard, g->n_shard);
+    if (g->cfg.zero && !g->overlap) TAKE(ar, g->gshard, g->n_shard);
     for (int i = 0; i < g->ndgrad; i++) TAKE(ar, g->dgrad[i], BT * g->C);
     TAKE(ar, g->ftmp, BT * g->C); TAKE(ar, g->dtmp, BT * g->C);
     TAKE(ar, g->dres2, BT * g->C);
@@ -323,7 +327,7 @@ static void gpt_carve(GPT* g, Arena* ar) {
     TAKE(ar, g->attn_scratch, g->attn != ATTN_NAIVE ? (size_t)g->B * g->NH * g->T : (size_t)g->B * g->NH * g->T * g->T);
     TAKE(ar, g->red, g->red_n);
     TAKE(ar, g->loss_acc, 1);
-    TAKE(ar, g->gn, 1 + GN_BLOCKS);
+    TAKE(ar, g->gn, 2 + GN_BLOCKS + g->pl.nlayers + 1);
 }
 
 static int env_flag(const char* name, const char* on, const char* off, int dflt) {
@@ -337,8 +341,9 @@ static int env_flag(const char* name, const char* on, const char* off, int dflt)
 
 // Builds the model for one rank on the device: parameter table, buffers, activation slots.
 // The optimizer range [opt_off, opt_off + n_opt) is the whole buffer; ZeRO narrows it.
-static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, int ndgrad, cudaStream_t stream) {
+static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, int ndgrad, int overlap, cudaStream_t stream) {
     memset(g, 0, sizeof(*g));
+    g->overlap = overlap;
     g->ndgrad = ndgrad;
     g->dgrad = (bf16**)calloc_check(ndgrad, sizeof(bf16*));
     if (!pool_init(&g->dgrad_pool, ndgrad)) die("out of host memory for the gradient buffer pool");
@@ -370,12 +375,15 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     ar.base = (char*)g->mem; ar.off = 0;
     gpt_carve(g, &ar);
     if (!cfg->zero) g->gshard = g->grads;
+    else if (g->overlap) g->gshard = g->grads + g->opt_off; // the buckets reduce each owner's slice in place
+    g->gn_pre = g->gn + 2 + GN_BLOCKS;
     g->nslots = nslots;
     g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
     for (int s = 0; s < nslots; s++) acts_alloc(g, &g->acts[s]);
     g->slot_unit = (int*)malloc_check(sizeof(int) * nslots);
     for (int s = 0; s < nslots; s++) g->slot_unit[s] = -1;
     g->h_work = (int*)calloc_check((size_t)g->Vl + 1, sizeof(int));
+    cudaCheck(cudaMallocHost((void**)&g->h_stats, 3 * sizeof(double))); // pinned: the reads are DMA, never a staged copy
     int maxcols = 3 * g->Cl;
     if (g->F > maxcols) maxcols = g->F;
     if (g->C > maxcols) maxcols = g->C;
@@ -390,6 +398,7 @@ static void gpt_free(GPT* g) {
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
     free(g->acts); free(g->slot_unit);
     pool_free(&g->dgrad_pool); free(g->dgrad);
+    cudaCheck(cudaFreeHost(g->h_stats));
     dev_free(g->mem);
     free(g->h_work);
 }
@@ -564,11 +573,16 @@ static void gpt_forward(GPT* g, DevComm* dc, Acts* a, int c, float dloss) {
 // Backward of chunk c. On the last virtual stage the head starts it (after a training
 // forward); elsewhere dx must hold dL/d(chunk output). Leaves dL/d(chunk input) in dx;
 // gradients accumulate (fp32).
-static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx) {
+static void dp_bucket_launch(GPT* g, DevComm* dc, int l);
+
+// last: this is chunk c's last backward of the step, so each layer's gradients are final
+// once its backward has run: with overlap its DP reduction starts then (dp_bucket_launch).
+static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last) {
     if (is_last_chunk(g, c)) head_backward(g, dc, a, dx);
     for (int j = g->nlc - 1; j >= 0; j--) {
         if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, j, c * g->nlc + j); // rebuild this layer's activations
         block_backward(g, dc, a, j, c * g->nlc + j, dx);
+        if (last && g->overlap) dp_bucket_launch(g, dc, c * g->nlc + j);
     }
     if (is_first_chunk(g, c))
         encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), gather_seq(g, dc, dx, g->gdout), a->d_uniq, a->d_off, a->d_pos, a->hb.nu, g->B, g->T, g->C, g->stream);
@@ -593,14 +607,74 @@ static RangeList grad_norm_ranges(const GPT* g, size_t lo, size_t hi) {
 }
 
 // Sum of squared gradients (fp64) of grads (element i = flat element lo + i) over [lo, hi)
-static double gpt_grad_sumsq(GPT* g, const float* grads, size_t lo, size_t hi) {
+// into g->gn[slot] on the device; the host reads it later with the step's other statistics.
+static void gpt_grad_sumsq(GPT* g, const float* grads, size_t lo, size_t hi, int slot) {
     RangeList r = grad_norm_ranges(g, lo, hi);
-    if (r.n == 0) return 0.0;
-    sumsq(g->gn, g->gn + 1, grads, &r, g->stream);
-    double out = 0.0;
-    cudaCheck(cudaMemcpyAsync(&out, g->gn, sizeof(double), cudaMemcpyDeviceToHost, g->stream));
-    cudaCheck(cudaStreamSynchronize(g->stream));
-    return out;
+    if (r.n == 0) { cudaCheck(cudaMemsetAsync(g->gn + slot, 0, sizeof(double), g->stream)); return; }
+    sumsq(g->gn + slot, g->gn + 2, grads, &r, g->stream);
+}
+
+// ---------------------------------------------------------------------------------------
+// Overlapped data-parallel reduction (-comm nccl, DP > 1). A bucket is one local layer's
+// gradients (its per-layer slices of the twelve layer tensors; with -sp the LayerNorm ones
+// wait for their TP sum at the end), reduced on the communication stream as soon as the
+// layer's last backward of the step has run, while the backward of the layers below goes on.
+// The last bucket (embeddings, final LayerNorm, and the LayerNorms with -sp) follows the
+// embedding all-reduce. Each element is reduced once, by the same NCCL sum as without
+// buckets, so only NCCL's own order could differ (the emulation's is the same: identical).
+
+static const int LAYER_TENSORS[] = {PT_LN1W, PT_LN1B, PT_QKVW, PT_QKVB, PT_ATTPROJW, PT_ATTPROJB,
+                                    PT_LN2W, PT_LN2B, PT_FCW, PT_FCB, PT_FCPROJW, PT_FCPROJB};
+static int is_ln_tensor(int t) { return t == PT_LN1W || t == PT_LN1B || t == PT_LN2W || t == PT_LN2B; }
+
+// flat ranges of bucket l (a local layer), or of the last bucket (l < 0)
+static int bucket_ranges(const GPT* g, int l, size_t* lo, size_t* hi) {
+    int n = 0;
+    if (l >= 0) {
+        for (size_t i = 0; i < sizeof(LAYER_TENSORS) / sizeof(LAYER_TENSORS[0]); i++) {
+            int t = LAYER_TENSORS[i];
+            if (g->sp && is_ln_tensor(t)) continue;
+            size_t per = (size_t)g->pl.rows[t] * g->pl.cols[t];
+            lo[n] = g->pl.offset[t] + (size_t)l * per; hi[n] = lo[n] + per; n++;
+        }
+        return n;
+    }
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        int layer_tensor = 0;
+        for (size_t i = 0; i < sizeof(LAYER_TENSORS) / sizeof(LAYER_TENSORS[0]); i++) layer_tensor |= LAYER_TENSORS[i] == t;
+        if ((layer_tensor && !(g->sp && is_ln_tensor(t))) || g->pl.numel[t] == 0) continue;
+        lo[n] = g->pl.offset[t]; hi[n] = lo[n] + g->pl.numel[t]; n++;
+    }
+    return n;
+}
+
+// Bucket l (l < 0: the last one): its squared norm before the reduction into gn_pre (the
+// noise scale needs each replica's), then its reduction on the communication stream.
+static void dp_bucket_launch(GPT* g, DevComm* dc, int l) {
+    size_t lo[NUM_PARAM_TENSORS], hi[NUM_PARAM_TENSORS];
+    int n = bucket_ranges(g, l, lo, hi);
+    double* slot = g->gn_pre + (l >= 0 ? l : g->pl.nlayers);
+    RangeList r;
+    memset(&r, 0, sizeof(r));
+    for (int i = 0; i < n; i++) {
+        RangeList p = grad_norm_ranges(g, lo[i], hi[i]);
+        for (int k = 0; k < p.n; k++) { r.lo[r.n] = lo[i] + p.lo[k]; r.hi[r.n] = lo[i] + p.hi[k]; r.n++; }
+    }
+    if (r.n > 0) sumsq(slot, g->gn + 2, g->grads, &r, g->stream);
+    else cudaCheck(cudaMemsetAsync(slot, 0, sizeof(double), g->stream));
+    dc_dp_bucket_f32(dc, g->grads, lo, hi, n, g->total_pad / dc->host->DP, g->cfg.zero);
+    g->nbuckets++;
+}
+
+// The last bucket, then the compute stream waits for all of them; gn[0] = this replica's
+// squared norm before the reduction (the buckets' in a fixed order).
+static void dp_buckets_finish(GPT* g, DevComm* dc) {
+    dp_bucket_launch(g, dc, -1);
+    if (g->nbuckets != g->pl.nlayers + 1)
+        die("internal: %d DP buckets reduced this step, expected %d (one per local layer and the rest)", g->nbuckets, g->pl.nlayers + 1);
+    g->nbuckets = 0;
+    dc_dp_bucket_join(dc);
+    LAUNCH(sumsq_finish_kernel, 1, 256, 0, g->stream, g->gn, (const double*)g->gn_pre, g->pl.nlayers + 1);
 }
 
 // AdamW on flat elements [opt_off, opt_off + n_opt): master weights (index i - opt_off),
@@ -658,10 +732,10 @@ static void acts_upload_tokens(GPT* g, Acts* a) {
 // Before the host rewrites a slot's pinned arrays: their last uploads must have run (the
 // copy engine reads them when it gets there). LLMC_TEST_NO_UPLOAD_GUARD=1 skips the wait,
 // for the emulation's test that this race is caught.
-static void acts_host_claim(Acts* a) {
+static void acts_host_claim(DevComm* dc, Acts* a) {
     const char* v = getenv("LLMC_TEST_NO_UPLOAD_GUARD");
     if (v != NULL && strcmp(v, "1") == 0) return;
-    cudaCheck(cudaEventSynchronize(a->uploaded));
+    dc_wait_event(dc, a->uploaded);
 }
 
 // Runs this rank's part of m micro-batches through the pipeline: 1F1B, or interleaved 1F1B
@@ -719,9 +793,12 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
     Comm* comm = &t->run.comm;
     size_t nact = (size_t)g->B * g->Ts * g->C; // with -sp only this rank's sequence shard travels
     int* release = (int*)malloc_check(sizeof(int) * (g->nslots + 1)), nrel = 0; // slots freed by a group's sends
+    int* last_bw = (int*)malloc_check(sizeof(int) * g->V); // each chunk's last backward in the list
     int n, *phase;
     Action* plan = pipeline_plan(g, dc, comm->pp, comm->PP, m, forward_only, &phase, &n);
     if (plan == NULL) die("out of memory for the pipeline schedule");
+    for (int c = 0; c < g->V; c++) last_bw[c] = -1;
+    for (int i = 0; i < n; i++) if (plan[i].kind == ACT_BACKWARD) last_bw[plan[i].chunk] = i;
     for (int i = 0; i < n;) {
         if (is_comm_action(plan[i].kind)) {
             dc_group_begin(dc);
@@ -752,18 +829,18 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
         int k = plan[i].micro, c = plan[i].chunk;
         Acts* a = unit_slot(g, c, k);
         if (plan[i].kind == ACT_FORWARD) {
-            if (is_first_chunk(g, c) || is_last_chunk(g, c)) { acts_host_claim(a); load(t, a, k, user); acts_upload_tokens(g, a); }
+            if (is_first_chunk(g, c) || is_last_chunk(g, c)) { acts_host_claim(dc, a); load(t, a, k, user); acts_upload_tokens(g, a); }
             gpt_forward(g, dc, a, c, forward_only ? 0.0f : dloss);
             if (forward_only && is_last_chunk(g, c)) unit_release(g, c, k);
         } else {
-            gpt_backward(g, dc, a, c, unit_dgrad(g, c, k));
+            gpt_backward(g, dc, a, c, unit_dgrad(g, c, k), i == last_bw[c]);
             unit_release(g, c, k);
             if (g->V > 1 && grad_frees_now(&plan[i], comm->pp, comm->PP)) pool_release(&g->dgrad_pool, k * g->V + c, 0);
         }
         i++;
     }
     dc_pp_flush(dc);
-    free(plan); free(phase); free(release);
+    free(plan); free(phase); free(release); free(last_bw);
 }
 
 typedef struct { int64_t first; int64_t gb; DataSet* ds; } BatchRef;
@@ -775,11 +852,10 @@ static void load_train_micro(Train* t, Acts* a, int k, void* user) {
 }
 
 // the sum of token losses this rank accumulated on the device since the last reset
-static double read_loss_sum(GPT* g) {
-    double x = 0.0;
-    cudaCheck(cudaMemcpyAsync(&x, g->loss_acc, sizeof(double), cudaMemcpyDeviceToHost, g->stream));
-    cudaCheck(cudaStreamSynchronize(g->stream));
-    return x;
+static double read_loss_sum(GPT* g, DevComm* dc) {
+    cudaCheck(cudaMemcpyAsync(g->h_stats, g->loss_acc, sizeof(double), cudaMemcpyDeviceToHost, g->stream));
+    dc_wait_stream(dc, g->stream);
+    return g->h_stats[0];
 }
 
 // -sp: the LayerNorm gradients of each rank cover its sequence shard only; sum them over TP
@@ -801,23 +877,32 @@ static StepResult train_step(Train* t) {
     DevComm* dc = &t->dc;
     const Config* c = &t->run.cfg;
     StepResult r = run_step_plan(&t->run); // batch, LR, micro-batches from the recipe
+    long syncs0 = dc->host_syncs;
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
     cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
     run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
     sp_reduce_ln_grads(g, dc);
-    double loss_sum = is_last_stage(g) ? read_loss_sum(g) : 0.0;
-    // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
-    r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? loss_sum : 0.0) / ((double)r.gb * c->seq);
     if (is_first_stage(g) || is_last_stage(g)) dc_emb_allreduce_f32(dc, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
     // |G_small|^2: each replica's squared norm before the DP reduction (mean over replicas)
-    double small_sumsq = comm->DP > 1 ? world_sum(comm, gpt_grad_sumsq(g, g->grads, 0, g->pl.total)) / comm->DP : 0.0;
-    if (c->zero) dc_dp_reduce_scatter_f32(dc, g->grads, g->gshard, g->pl.total);
-    else dc_dp_allreduce_f32(dc, g->grads, g->pl.total);
+    if (g->overlap) dp_buckets_finish(g, dc); // the layers' buckets were launched during the backward
+    else {
+        if (comm->DP > 1) gpt_grad_sumsq(g, g->grads, 0, g->pl.total, 0);
+        if (c->zero) dc_dp_reduce_scatter_f32(dc, g->grads, g->gshard, g->pl.total);
+        else dc_dp_allreduce_f32(dc, g->grads, g->pl.total);
+    }
     // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
-    double sumsq_local = (c->zero || comm->dp == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
-    r.gnorm = sqrt(world_sum(comm, sumsq_local));
+    int count_norm = c->zero || comm->dp == 0;
+    if (count_norm) gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt, 1);
+    // one host wait for the loss and both norms (the spike guard and clipping need them here)
+    cudaCheck(cudaMemcpyAsync(g->h_stats, g->loss_acc, sizeof(double), cudaMemcpyDeviceToHost, g->stream));
+    cudaCheck(cudaMemcpyAsync(g->h_stats + 1, g->gn, 2 * sizeof(double), cudaMemcpyDeviceToHost, g->stream));
+    dc_wait_stream(dc, g->stream);
+    // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
+    r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? g->h_stats[0] : 0.0) / ((double)r.gb * c->seq);
+    double small_sumsq = comm->DP > 1 ? world_sum(comm, g->h_stats[1]) / comm->DP : 0.0;
+    r.gnorm = sqrt(world_sum(comm, count_norm ? g->h_stats[2] : 0.0));
     // noise scale and spike guard: every rank sees the same global loss and norm, so every
     // rank takes the same decision
     float gscale = run_step_judge(&t->run, &r, small_sumsq);
@@ -825,8 +910,8 @@ static StepResult train_step(Train* t) {
         gpt_adamw(g, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->run.adam_t, gscale);
         if (c->zero) dc_dp_allgather_bf16(dc, g->params, g->pl.total); // every DP rank updated its shard
     }
-    dc_collect_time(dc);
-    cudaCheck(cudaStreamSynchronize(g->stream));
+    dc_collect_time(dc); // the step's end: waits for the stream
+    r.host_syncs = (int)(dc->host_syncs - syncs0);
     run_step_done(&t->run, &r); // a skipped step still consumes its batch
     return r;
 }
@@ -838,7 +923,7 @@ static double evaluate(Train* t) {
     BatchRef br = {0, n, &t->run.val};
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
     run_schedule(t, (int)(n / ((int64_t)t->run.cfg.mb * t->run.comm.DP)), 1, 0.0f, load_train_micro, &br);
-    double sum = is_last_stage(g) ? read_loss_sum(g) : 0.0;
+    double sum = is_last_stage(g) ? read_loss_sum(g, &t->dc) : 0.0;
     return world_sum(&t->run.comm, (is_last_stage(g) && t->run.comm.tp == 0) ? sum : 0.0) / ((double)n * t->run.cfg.seq);
 }
 
@@ -1004,6 +1089,9 @@ static void print_act_memory(const GPT* g, int nccl) {
                                                             "(its backward rebuilds them), so it saves and recomputes nothing more");
 }
 
+// Host waits per training step with NCCL: one per micro-batch on the stages that upload
+// tokens (a slot's pinned inputs are rewritten only after its previous upload ran), one for
+// the loss and the norms (the spike guard and clipping decide on the host), one at the end.
 static void print_config_table(const Train* t) {
     const Config* c = &t->run.cfg;
     const GPT* g = &t->model;
@@ -1024,6 +1112,10 @@ static void print_config_table(const Train* t) {
     table_row("attention", "%s", ATTN_NAMES[g->attn]);
     table_row("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
     print_act_memory(g, t->dc.nccl);
+    if (t->dc.nccl)
+        table_row("host syncs / step", "%s", is_first_stage(g) || is_last_stage(g) ? "2 + 1 per micro-batch (uploads' slot guard; loss and norms; step end)"
+                                                                                  : "2 (loss and norms; step end)");
+    else table_row("host syncs / step", "%s", "each host-staged collective waits (-comm mpi); counted in the log (host_syncs)");
     table_rule();
     fflush(stdout);
 }
@@ -1104,7 +1196,7 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     // gradient buffers: two for 1F1B; interleaved, what the largest step of the run needs
     int ndgrad = schedule_grad_buffers_max(comm->pp, comm->PP, cfg->vpp, (int)(cfg->gb / ((int64_t)cfg->mb * comm->DP)), t->dc.nccl);
     if (ndgrad < 0) die("out of host memory for the pipeline schedule");
-    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, ndgrad, t->stream);
+    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, ndgrad, t->dc.overlap, t->stream);
 }
 
 static void train_free(Train* t) {

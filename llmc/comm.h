@@ -44,6 +44,7 @@ typedef struct {
 #endif
     size_t chunk;                 // most elements one MPI call moves (see the top)
     double comm_ms, idle_ms;      // time inside collectives / waiting on pipeline peers, this step
+    double overlap_ms;            // CUDA trainer: DP reduction on the communication stream, overlapping compute
 } Comm;
 
 #define COMM_CHUNK_DEFAULT ((size_t)1 << 30)

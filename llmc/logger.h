@@ -24,8 +24,10 @@ typedef struct {
     double tok_s;        // tokens per second, whole job
     double tflops;       // model TFLOP/s per device, paper formula (f=4 with recompute, else 3)
     double mfu;          // model FLOPs (f=3) over the device peak; < 0 when unknown (CPU)
-    double t_compute_ms, t_comm_ms, t_idle_ms; // this rank's split of the step
+    double t_compute_ms, t_comm_ms, t_idle_ms; // this rank's split of the step (compute = wall - comm - idle)
+    double t_overlap_ms; // communication that ran beside compute (not in the split)
     int micro;           // micro-batches per DP rank this step
+    int host_syncs;      // host waits on the device during the step (CUDA trainer); < 0: not counted
     double b_simple;     // gradient noise scale (sequences); < 0 when not measured
     double g2, trsigma;  // this step's unbiased |G|^2 and tr(Sigma) estimates (valid when b_simple >= 0 or has_noise)
     int has_noise;
@@ -95,8 +97,10 @@ static void logger_step(Logger* lg, const StepLog* s) {
         if (s->has_noise) { json_num(lg->f, "g2", s->g2); json_num(lg->f, "trsigma", s->trsigma); }
         if (s->b_simple >= 0) json_num(lg->f, "b_simple", s->b_simple);
         if (s->skip) fprintf(lg->f, "\"skip\":\"%s\",", s->skip);
+        if (s->host_syncs >= 0) fprintf(lg->f, "\"host_syncs\":%d,", s->host_syncs);
         fprintf(lg->f, "\"elapsed_s\":%.3f,\"pct\":%.4f,", s->elapsed_s, s->pct);
         json_num(lg->f, "eta_s", s->eta_s >= 0 ? s->eta_s : NAN);
+        fprintf(lg->f, "\"t_overlap_ms\":%.4f,", s->t_overlap_ms);
         fprintf(lg->f, "\"micro\":%d,\"t_compute_ms\":%.4f,\"t_comm_ms\":%.4f,\"t_idle_ms\":%.4f,"
                 "\"rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d}\n",
                 s->micro, s->t_compute_ms, s->t_comm_ms, s->t_idle_ms, lg->rank, lg->tp, lg->pp, lg->dp);

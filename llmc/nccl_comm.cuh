@@ -46,7 +46,16 @@ typedef struct {
     uint16_t* hb; size_t hb_n;
     // NCCL time on the stream: one event pair per call (ev: (ev_cap, 2)), summed when the step ends
     cudaEvent_t* ev; int* ev_kind; int nev, ev_cap, timing, group_timer;
+    long host_syncs;            // host waits on the device so far (dc_wait_*): a step's count is printed and tested
+    // overlapped DP reduction (NCCL, DP > 1, unless LLMC_DP_OVERLAP=0): buckets reduce on cstream
+    // while the compute stream runs on; ev_ready orders each bucket after its gradients, ev_reduced
+    // the optimizer after every bucket
+    int overlap; cudaStream_t cstream; cudaEvent_t ev_ready, ev_reduced;
 } DevComm;
+
+// Every host wait on the device goes through these two, so a step's waits can be counted.
+static void dc_wait_stream(DevComm* d, cudaStream_t s) { d->host_syncs++; cudaCheck(cudaStreamSynchronize(s)); }
+static void dc_wait_event(DevComm* d, cudaEvent_t e) { d->host_syncs++; cudaCheck(cudaEventSynchronize(e)); }
 
 #ifdef USE_MPI
 static ncclComm_t dc_nccl_for(MPI_Comm mc) {
@@ -87,6 +96,17 @@ static void devcomm_init(DevComm* d, Comm* c, int use_nccl, cudaStream_t stream,
     }
 #endif
     if (timing) dc_timers_grow(d, DC_TIMERS_INITIAL);
+    const char* ov = getenv("LLMC_DP_OVERLAP");
+    if (ov != NULL && strcmp(ov, "0") != 0 && strcmp(ov, "1") != 0) {
+        fprintf(stderr, "error: environment LLMC_DP_OVERLAP=%s: use 1 (default) or 0\n", ov);
+        exit(1);
+    }
+    d->overlap = use_nccl && c->DP > 1 && !(ov != NULL && strcmp(ov, "0") == 0);
+    if (d->overlap) {
+        cudaCheck(cudaStreamCreateWithFlags(&d->cstream, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&d->ev_reduced, cudaEventDisableTiming));
+    }
 }
 
 static void devcomm_free(DevComm* d) {
@@ -97,6 +117,7 @@ static void devcomm_free(DevComm* d) {
     if (d->hf) cudaFreeHost(d->hf);
     if (d->hb) cudaFreeHost(d->hb);
     if (d->ev) { for (int i = 0; i < 2 * d->ev_cap; i++) cudaEventDestroy(d->ev[i]); free(d->ev); free(d->ev_kind); }
+    if (d->overlap) { cudaStreamDestroy(d->cstream); cudaEventDestroy(d->ev_ready); cudaEventDestroy(d->ev_reduced); }
     memset(d, 0, sizeof(*d));
 }
 
@@ -117,27 +138,31 @@ static uint16_t* dc_hb(DevComm* d, size_t n) {
     return d->hb;
 }
 
-// timing of NCCL work on the stream (kind 0: collective, 1: pipeline receive side)
-static int dc_tic(DevComm* d) {
+// timing of NCCL work on a stream (kind 0: collective, 1: pipeline receive side, 2: DP
+// reduction on the communication stream, beside compute)
+static int dc_tic_on(DevComm* d, cudaStream_t s) {
     if (!d->timing || !d->nccl) return -1;
     if (d->nev == d->ev_cap) dc_timers_grow(d, 2 * d->ev_cap); // the first such step only: the pool keeps its size
     int i = d->nev++;
-    cudaCheck(cudaEventRecord(d->ev[2 * i], d->stream));
+    cudaCheck(cudaEventRecord(d->ev[2 * i], s));
     return i;
 }
-static void dc_toc(DevComm* d, int i, int kind) {
+static void dc_toc_on(DevComm* d, int i, int kind, cudaStream_t s) {
     if (i < 0) return;
     d->ev_kind[i] = kind;
-    cudaCheck(cudaEventRecord(d->ev[2 * i + 1], d->stream));
+    cudaCheck(cudaEventRecord(d->ev[2 * i + 1], s));
 }
-// adds the step's NCCL time to the host Comm's counters (syncs the stream)
+static int dc_tic(DevComm* d) { return dc_tic_on(d, d->stream); }
+static void dc_toc(DevComm* d, int i, int kind) { dc_toc_on(d, i, kind, d->stream); }
+// the end of a step: waits for the stream and adds the step's NCCL time to the host Comm's counters
 static void dc_collect_time(DevComm* d) {
-    if (d->nev == 0) return;
-    cudaCheck(cudaStreamSynchronize(d->stream));
+    dc_wait_stream(d, d->stream);
     for (int i = 0; i < d->nev; i++) {
         float ms = 0.0f;
         cudaCheck(cudaEventElapsedTime(&ms, d->ev[2 * i], d->ev[2 * i + 1]));
-        if (d->ev_kind[i] == 0) d->host->comm_ms += ms; else d->host->idle_ms += ms;
+        if (d->ev_kind[i] == 0) d->host->comm_ms += ms;
+        else if (d->ev_kind[i] == 1) d->host->idle_ms += ms;
+        else d->host->overlap_ms += ms;
     }
     d->nev = 0;
 }
@@ -149,7 +174,7 @@ static float* dc_stage_down_bf16(DevComm* d, const bf16* buf, size_t n) {
     uint16_t* hb = dc_hb(d, n);
     float* hf = dc_hf(d, n);
     cudaCheck(cudaMemcpyAsync(hb, buf, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, d->stream));
-    cudaCheck(cudaStreamSynchronize(d->stream));
+    dc_wait_stream(d, d->stream);
     for (size_t i = 0; i < n; i++) hf[i] = host_bf2f(hb[i]);
     return hf;
 }
@@ -157,17 +182,17 @@ static void dc_stage_up_bf16(DevComm* d, bf16* buf, const float* hf, size_t n) {
     uint16_t* hb = dc_hb(d, n);
     for (size_t i = 0; i < n; i++) hb[i] = host_f2bf(hf[i]);
     cudaCheck(cudaMemcpyAsync(buf, hb, sizeof(uint16_t) * n, cudaMemcpyHostToDevice, d->stream));
-    cudaCheck(cudaStreamSynchronize(d->stream));
+    dc_wait_stream(d, d->stream);
 }
 static float* dc_stage_down_f32(DevComm* d, const float* buf, size_t n, size_t extra) {
     float* hf = dc_hf(d, n + extra);
     cudaCheck(cudaMemcpyAsync(hf, buf, sizeof(float) * n, cudaMemcpyDeviceToHost, d->stream));
-    cudaCheck(cudaStreamSynchronize(d->stream));
+    dc_wait_stream(d, d->stream);
     return hf;
 }
 static void dc_stage_up_f32(DevComm* d, float* buf, const float* hf, size_t n) {
     cudaCheck(cudaMemcpyAsync(buf, hf, sizeof(float) * n, cudaMemcpyHostToDevice, d->stream));
-    cudaCheck(cudaStreamSynchronize(d->stream));
+    dc_wait_stream(d, d->stream);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -230,6 +255,34 @@ static void dc_dp_allreduce_f32(DevComm* d, float* buf, size_t n) {
     float* hf = dc_stage_down_f32(d, buf, n, 0);
     dp_allreduce_sum(d->host, hf, n);
     dc_stage_up_f32(d, buf, hf, n);
+}
+
+// Overlapped DP reduction of the flat ranges [lo[i], hi[i]) of grads (total_pad = DP * per
+// elements), on the communication stream once the compute stream's work so far (the ranges'
+// last gradient contributions) is done. Without ZeRO each range is all-reduced in place; with
+// ZeRO-1 each part of it goes to the DP rank whose shard holds it (ncclReduce in place: the
+// shards are the equal slices [r*per, (r+1)*per), as in dc_dp_reduce_scatter_f32), so the
+// owner's slice of grads ends as its reduced shard. One NCCL group per bucket.
+static void dc_dp_bucket_f32(DevComm* d, float* grads, const size_t* lo, const size_t* hi, int n, size_t per, int zero) {
+    cudaCheck(cudaEventRecord(d->ev_ready, d->stream));
+    cudaCheck(cudaStreamWaitEvent(d->cstream, d->ev_ready, 0));
+    int k = dc_tic_on(d, d->cstream);
+    ncclCheck(ncclGroupStart());
+    for (int i = 0; i < n; i++) {
+        if (!zero) { ncclCheck(ncclAllReduce(grads + lo[i], grads + lo[i], hi[i] - lo[i], ncclFloat, ncclSum, d->dp, d->cstream)); continue; }
+        for (int r = (int)(lo[i] / per); r < d->host->DP && (size_t)r * per < hi[i]; r++) {
+            size_t a = lo[i] > (size_t)r * per ? lo[i] : (size_t)r * per;
+            size_t b = hi[i] < (size_t)(r + 1) * per ? hi[i] : (size_t)(r + 1) * per;
+            if (a < b) ncclCheck(ncclReduce(grads + a, grads + a, b - a, ncclFloat, ncclSum, r, d->dp, d->cstream));
+        }
+    }
+    ncclCheck(ncclGroupEnd());
+    dc_toc_on(d, k, 2, d->cstream);
+}
+// the compute stream waits for every bucket launched so far
+static void dc_dp_bucket_join(DevComm* d) {
+    cudaCheck(cudaEventRecord(d->ev_reduced, d->cstream));
+    cudaCheck(cudaStreamWaitEvent(d->stream, d->ev_reduced, 0));
 }
 
 // ZeRO-1: shard (this rank's zero_shard of total) = sum over DP of full. full holds
@@ -301,12 +354,12 @@ static void dc_sp_allgather_bf16(DevComm* d, bf16* full, const bf16* shard, int 
     float* hf = dc_hf(d, ns + 2 * nf); // shard | full | seqpar.h's staging
     uint16_t* hb = dc_hb(d, nf);
     cudaCheck(cudaMemcpyAsync(hb, shard, sizeof(uint16_t) * ns, cudaMemcpyDeviceToHost, d->stream));
-    cudaCheck(cudaStreamSynchronize(d->stream));
+    dc_wait_stream(d, d->stream);
     for (size_t i = 0; i < ns; i++) hf[i] = host_bf2f(hb[i]);
     sp_allgather(c, hf + ns, hf, B, Ts, C, hf + ns + nf);
     for (size_t i = 0; i < nf; i++) hb[i] = host_f2bf(hf[ns + i]);
     cudaCheck(cudaMemcpyAsync(full, hb, sizeof(uint16_t) * nf, cudaMemcpyHostToDevice, d->stream));
-    cudaCheck(cudaStreamSynchronize(d->stream));
+    dc_wait_stream(d, d->stream);
 }
 
 // -sp 1: shard (B, Ts, C) <- this rank's sequence rows of the partial sums full (B, T, C),
@@ -327,12 +380,12 @@ static void dc_sp_reduce_scatter_bf16(DevComm* d, bf16* shard, const bf16* full,
     float* hf = dc_hf(d, 2 * nf + ns); // full | shard | seqpar.h's staging
     uint16_t* hb = dc_hb(d, nf);
     cudaCheck(cudaMemcpyAsync(hb, full, sizeof(uint16_t) * nf, cudaMemcpyDeviceToHost, d->stream));
-    cudaCheck(cudaStreamSynchronize(d->stream));
+    dc_wait_stream(d, d->stream);
     for (size_t i = 0; i < nf; i++) hf[i] = host_bf2f(hb[i]);
     sp_reduce_scatter(c, hf + nf, hf, B, Ts, C, hf + nf + ns);
     for (size_t i = 0; i < ns; i++) hb[i] = host_f2bf(hf[nf + i]);
     cudaCheck(cudaMemcpyAsync(shard, hb, sizeof(uint16_t) * ns, cudaMemcpyHostToDevice, d->stream));
-    cudaCheck(cudaStreamSynchronize(d->stream));
+    dc_wait_stream(d, d->stream);
 }
 
 // pipeline: bf16 activations or their gradients to / from a neighbouring stage

@@ -64,6 +64,7 @@ typedef struct {
 
 typedef struct {
     double loss, gnorm, lr; int64_t gb; int micro; int clipped;
+    int host_syncs;                         // host waits on the device in this step (CUDA trainer; -1: not counted)
     int has_noise; double g2, trsigma;      // this step's noise-scale estimates (DP >= 2)
     SkipKind skip;                          // the update was skipped (weights unchanged)
 } StepResult;
@@ -156,6 +157,7 @@ static StepResult run_step_plan(const Run* R) {
     r.gb = c->ramp_auto ? R->auto_gb : schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, R->samples);
     r.lr = schedule_lr(R->lr_peak, c->minlr_frac, c->warmup_tokens, c->decay_tokens, R->tokens);
     r.micro = (int)(r.gb / ((int64_t)c->mb * R->comm.DP));
+    r.host_syncs = -1;
     return r;
 }
 
@@ -566,7 +568,7 @@ static int run_loop(Run* R, const RunHooks* h) {
     while (!run_finished(R)) {
         watchdog_beat(&R->wd, R->step);
         double t0 = wall_ms();
-        R->comm.comm_ms = R->comm.idle_ms = 0;
+        R->comm.comm_ms = R->comm.idle_ms = R->comm.overlap_ms = 0;
         StepResult r = h->step(h->self);
         double ms = wall_ms() - t0;
         watchdog_step_ms(&R->wd, ms);
@@ -579,7 +581,8 @@ static int run_loop(Run* R, const RunHooks* h) {
         // MFU: model FLOPs (f = 3, recomputation not counted) over the device peak
         s.mfu = h->peak_tflops > 0 ? model_flops(3, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / R->comm.world / 1e12 / h->peak_tflops : -1;
         s.t_comm_ms = R->comm.comm_ms; s.t_idle_ms = R->comm.idle_ms; s.t_compute_ms = ms - s.t_comm_ms - s.t_idle_ms;
-        s.has_noise = r.has_noise; s.g2 = r.g2; s.trsigma = r.trsigma;
+        s.t_overlap_ms = R->comm.overlap_ms;
+        s.has_noise = r.has_noise; s.g2 = r.g2; s.trsigma = r.trsigma; s.host_syncs = r.host_syncs;
         s.b_simple = R->comm.DP > 1 ? noise_bsimple(&R->noise) : -1.0;
         s.skip = r.skip != SKIP_NONE ? spike_kind_name(r.skip) : NULL;
         s.elapsed_s = (wall_ms() - R->t_start) / 1e3;
