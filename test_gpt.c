@@ -307,12 +307,16 @@ static void test_resume_bitwise(Fixture* fx, const char* dir) {
 
 // runs a command, returns its exit status; stderr captured into errbuf
 static int run_cmd(const char* cmd, char* errbuf, size_t n) {
-    char full[4096];
-    snprintf(full, sizeof(full), "%s > /tmp/llmc_test_out.txt 2> /tmp/llmc_test_err.txt", cmd);
+    char full[4400], out[64], errf[64];
+    // per-process names: test runs of other checkouts may run at the same time
+    snprintf(out, sizeof(out), "/tmp/llmc_test_out_%d.txt", (int)getpid());
+    snprintf(errf, sizeof(errf), "/tmp/llmc_test_err_%d.txt", (int)getpid());
+    snprintf(full, sizeof(full), "%s > %s 2> %s", cmd, out, errf);
     int rc = system(full);
     errbuf[0] = 0;
-    FILE* f = fopen("/tmp/llmc_test_err.txt", "r");
+    FILE* f = fopen(errf, "r");
     if (f) { size_t k = fread(errbuf, 1, n - 1, f); errbuf[k] = 0; fclose(f); }
+    unlink(out); unlink(errf);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
