@@ -109,7 +109,7 @@ endif
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
 	$(MAKE) --no-print-directory test-hf
-	$(MAKE) --no-print-directory cuda-build cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test cuda-costmodel
+	$(MAKE) --no-print-directory cuda-build cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test cuda-emu-detect cuda-costmodel
 	./test_gpt_asan fixtures --quick
 	bash dev/attack/run.sh
 	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)

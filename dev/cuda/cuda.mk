@@ -18,6 +18,8 @@
 #                     them: PyTorch fixtures, the CPU trainer, resume, 3D layouts with both
 #                     backends (8 emulated GPUs). Needs train_gpt and the fixtures (make test
 #                     builds both). No GPU needed.
+#   cuda-emu-detect   train_gpt.cu's own steps (1x1x1, 2x2x2 sp+vpp over NCCL) under the emulation's race and
+#                     alignment detectors, and a deleted ce_stats barrier that must be reported
 #   cuda-clean
 #   cuda-resources    regenerates dev/cuda/resources_sm*.tsv (per-kernel registers, spills,
 #                     static shared memory, max threads) from train_gpt_cu's ptxas -v log
@@ -80,7 +82,7 @@ CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/dev/cuemu
 CUDA_EMU_CXX ?= g++
 CUDA_EMU_FLAGS = -std=c++17 -O2 -rdynamic -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
 
-.PHONY: cuda-costmodel cuda-cudnn-note cuda-cudnn-attention cuda-resources cuda-resources-check cuda-libs cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
+.PHONY: cuda-emu-detect cuda-costmodel cuda-cudnn-note cuda-cudnn-attention cuda-resources cuda-resources-check cuda-libs cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
 
 ifeq ($(NVCC),)
 cuda-build cuda-check-build:
@@ -179,6 +181,14 @@ cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu
 	CUEMU_DEVICES=8 LLMC_TEST_NCCL_LAYOUTS=1 LLMC_TRAIN_GPT_CU=$(CUDA_BUILD)-emu/train_gpt_cu OMP_NUM_THREADS=1 \
 	    $(CUDA_BUILD)-emu/test_gpt_cu $(or $(FIXTURES),fixtures)
 	bash $(CUEMU_DIR_FOR_CUDA)/test_upload_guard.sh $(abspath $(CUDA_BUILD)-emu/train_gpt_cu)
+
+# train_gpt.cu's own steps under the emulation's race/alignment detectors (GCC only)
+cuda-emu-detect:
+ifeq ($(CUEMU_DETECT),1)
+	bash $(CUDA_DIR)/check_trainer_detect.sh "$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) $(CUEMU_DETECT_FLAGS)" $(CUDA_ROOT) $(CUDA_BUILD)-emu-detect
+else
+	@echo "cuda-emu-detect: CUEMU_DETECT=0 (or clang): the trainer under the detectors NOT run"
+endif
 
 # the per-kernel cost model (dev/cuda/costmodel.py): train_gpt.cu under the emulation, built
 # with clang's load/store instrumentation so every global-memory access of a kernel is counted
