@@ -85,7 +85,7 @@ __device__ __forceinline__ float2 ln_stats(const x128 xr[LN_MAX_PACKS], int C) {
 
 // out (N, C), mean/rstd (N), inp (N, C), w/b (C)
 template <bool VEC>
-__global__ void layernorm_forward_kernel(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w,
+__global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_forward_kernel(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w,
                                          const bf16* b, int N, int C) {
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         const bf16* x = inp + (size_t)row * C;
@@ -109,7 +109,7 @@ __global__ void layernorm_forward_kernel(bf16* out, float* mean, float* rstd, co
 // resid = a + b (+ bias); if out: out = LN(resid) * w + lb. resid may alias a or b (each
 // element is read and written by one thread).
 template <bool VEC>
-__global__ void residual_forward_kernel(bf16* resid, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
+__global__ void __launch_bounds__(LN_MAX_THREADS) residual_forward_kernel(bf16* resid, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
                                         const bf16* bias, const bf16* w, const bf16* lb, int N, int C) {
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         size_t base = (size_t)row * C;
@@ -196,7 +196,7 @@ __device__ __forceinline__ void ln_sum_partials(float* d0, float* d1, const floa
 // dinp = dresid + LN backward of dout; dw/db += column sums (see the top of the file).
 // partial: (G, 2, C) then (ncl, 2, C) of the scratch; tickets: (1 + ncl) at its start.
 template <bool VEC>
-__global__ void layernorm_backward_kernel(bf16* dinp, const bf16* dresid, float* dw, float* db, const bf16* dout,
+__global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16* dinp, const bf16* dresid, float* dw, float* db, const bf16* dout,
                                           const bf16* inp, const bf16* w, const float* mean, const float* rstd, int N,
                                           int C, float* partial, unsigned* tickets) {
     DYNAMIC_SMEM(float, acc); // (2, C): this block's sums of g * norm (dw) and g (db)
