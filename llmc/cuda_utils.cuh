@@ -150,21 +150,27 @@ __device__ __forceinline__ x128 f4_to_x128(const float f[4]) {
 // computes from the x128 is the same either way.
 template <bool VEC>
 __device__ __forceinline__ x128 ldx_bf16(const bf16* p, size_t c, size_t n) {
-    if (VEC) return ld128(p + c);
-    unsigned h[8];
+    if constexpr (VEC) {
+        return ld128(p + c);
+    } else {
+        unsigned h[8];
 #pragma unroll
-    for (int j = 0; j < 8; j++) h[j] = c + j < n ? (unsigned)__bfloat16_as_ushort(p[c + j]) : 0u;
-    x128 r;
-    r.u = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
-    return r;
+        for (int j = 0; j < 8; j++) h[j] = c + j < n ? (unsigned)__bfloat16_as_ushort(p[c + j]) : 0u;
+        x128 r;
+        r.u = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
+        return r;
+    }
 }
 // p[c .. min(c+8, n)) = the 8 bf16 of v
 template <bool VEC>
 __device__ __forceinline__ void stx_bf16(bf16* p, size_t c, size_t n, x128 v) {
-    if (VEC) { st128(p + c, v); return; }
+    if constexpr (VEC) {
+        st128(p + c, v);
+    } else {
 #pragma unroll
-    for (int j = 0; j < 8; j++)
-        if (c + j < n) p[c + j] = __ushort_as_bfloat16((unsigned short)(x128_word(v, j / 2) >> (16 * (j % 2))));
+        for (int j = 0; j < 8; j++)
+            if (c + j < n) p[c + j] = __ushort_as_bfloat16((unsigned short)(x128_word(v, j / 2) >> (16 * (j % 2))));
+    }
 }
 template <bool VEC>
 __device__ __forceinline__ void load_bf16x8(float f[8], const bf16* p, size_t c, size_t n) { x128_to_f8(f, ldx_bf16<VEC>(p, c, n)); }
@@ -173,15 +179,21 @@ __device__ __forceinline__ void store_bf16x8(bf16* p, size_t c, size_t n, const 
 // 8 consecutive float: two packed loads/stores, or guarded scalar ones
 template <bool VEC>
 __device__ __forceinline__ void load_f32x8(float f[8], const float* p, size_t c, size_t n) {
-    if (VEC) { x128_to_f4(f, ld128(p + c)); x128_to_f4(f + 4, ld128(p + c + 4)); return; }
+    if constexpr (VEC) {
+        x128_to_f4(f, ld128(p + c)); x128_to_f4(f + 4, ld128(p + c + 4));
+    } else {
 #pragma unroll
-    for (int j = 0; j < 8; j++) f[j] = c + j < n ? p[c + j] : 0.0f;
+        for (int j = 0; j < 8; j++) f[j] = c + j < n ? p[c + j] : 0.0f;
+    }
 }
 template <bool VEC>
 __device__ __forceinline__ void store_f32x8(float* p, size_t c, size_t n, const float f[8]) {
-    if (VEC) { st128(p + c, f4_to_x128(f)); st128(p + c + 4, f4_to_x128(f + 4)); return; }
+    if constexpr (VEC) {
+        st128(p + c, f4_to_x128(f)); st128(p + c + 4, f4_to_x128(f + 4));
+    } else {
 #pragma unroll
-    for (int j = 0; j < 8; j++) if (c + j < n) p[c + j] = f[j];
+        for (int j = 0; j < 8; j++) if (c + j < n) p[c + j] = f[j];
+    }
 }
 
 // host: may a kernel use packed access? n (a row length or element count) a multiple of

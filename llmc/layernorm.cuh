@@ -12,8 +12,9 @@
  *                            same kernel (no second pass over dout and inp)
  *
  * Rows: one block per row (grid-stride over rows); thread t owns the 8-column packs at
- * c = 8 (t + blockDim.x k), k < LN_MAX_PACKS, and keeps them in registers, so every
- * element is read once and written once. Loads and stores are 16 bytes (x128,
+ * c = 8 (t + blockDim.x k), k < P, and keeps them in registers, so every element is read
+ * once and written once. P (a template argument, so the packs stay in registers) is 1 up to
+ * C = 4096 (every preset but 530b) and LN_MAX_PACKS above. Loads and stores are 16 bytes (x128,
  * cuda_utils.cuh) when C % 8 == 0 and every pointer is 16-byte aligned; otherwise the
  * scalar instantiation of the same kernel runs (same arithmetic in the same order: the
  * same bits). Row sums: each thread's packs in order, then block_sum (fixed butterfly):
@@ -48,6 +49,16 @@ static inline int ln_threads(int C) {
     if (CEIL_DIV(C, 8 * t) > LN_MAX_PACKS) die("layernorm: C = %d above %d (LN_MAX_PACKS)", C, 8 * LN_MAX_PACKS * LN_MAX_THREADS);
     return t;
 }
+// packs per thread the kernels are instantiated for: 1 (C <= 8 * LN_MAX_THREADS) or LN_MAX_PACKS
+static inline int ln_packs(int C, int threads) { return CEIL_DIV(C, 8 * threads) <= 1 ? 1 : LN_MAX_PACKS; }
+// launches kernel<VEC, P> for the runtime vec and P (the four instantiations)
+#define LN_LAUNCH(kernel, vec, P, grid, block, smem, stream, ...)                                                      \
+    do {                                                                                                               \
+        if (vec && P == 1) LAUNCH((kernel<true, 1>), grid, block, smem, stream, __VA_ARGS__);                          \
+        else if (vec) LAUNCH((kernel<true, LN_MAX_PACKS>), grid, block, smem, stream, __VA_ARGS__);                     \
+        else if (P == 1) LAUNCH((kernel<false, 1>), grid, block, smem, stream, __VA_ARGS__);                           \
+        else LAUNCH((kernel<false, LN_MAX_PACKS>), grid, block, smem, stream, __VA_ARGS__);                             \
+    } while (0)
 static inline int ln_rows_grid(int N) { return GRID_STRIDE_CAP(N < (1 << 20) ? N : (1 << 20)); }
 
 // out = (x - m) * rs * w + b for the 8 columns of one pack
@@ -61,10 +72,11 @@ __device__ __forceinline__ x128 ln_affine8(x128 xr, float m, float rs, x128 wr, 
 
 // mean and rstd of the row whose packs this thread holds in xr (elements past C are 0 and
 // are left out of the variance)
-__device__ __forceinline__ float2 ln_stats(const x128 xr[LN_MAX_PACKS], int C) {
+template <int P>
+__device__ __forceinline__ float2 ln_stats(const x128 xr[P], int C) {
     float s = 0.0f;
 #pragma unroll
-    for (int k = 0; k < LN_MAX_PACKS; k++) {
+    for (int k = 0; k < P; k++) {
         float x[8];
         x128_to_f8(x, xr[k]);
 #pragma unroll
@@ -73,7 +85,7 @@ __device__ __forceinline__ float2 ln_stats(const x128 xr[LN_MAX_PACKS], int C) {
     float m = block_sum(s) / C;
     float v = 0.0f;
 #pragma unroll
-    for (int k = 0; k < LN_MAX_PACKS; k++) {
+    for (int k = 0; k < P; k++) {
         int c = 8 * (threadIdx.x + blockDim.x * k);
         float x[8];
         x128_to_f8(x, xr[k]);
@@ -84,21 +96,21 @@ __device__ __forceinline__ float2 ln_stats(const x128 xr[LN_MAX_PACKS], int C) {
 }
 
 // out (N, C), mean/rstd (N), inp (N, C), w/b (C)
-template <bool VEC>
+template <bool VEC, int P>
 __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_forward_kernel(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w,
                                          const bf16* b, int N, int C) {
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         const bf16* x = inp + (size_t)row * C;
-        x128 xr[LN_MAX_PACKS];
+        x128 xr[P];
 #pragma unroll
-        for (int k = 0; k < LN_MAX_PACKS; k++) {
+        for (int k = 0; k < P; k++) {
             int c = 8 * (threadIdx.x + blockDim.x * k);
             xr[k] = c < C ? ldx_bf16<VEC>(x, c, C) : x128{make_uint4(0, 0, 0, 0)};
         }
-        float2 st = ln_stats(xr, C);
+        float2 st = ln_stats<P>(xr, C);
         bf16* o = out + (size_t)row * C;
 #pragma unroll
-        for (int k = 0; k < LN_MAX_PACKS; k++) {
+        for (int k = 0; k < P; k++) {
             int c = 8 * (threadIdx.x + blockDim.x * k);
             if (c < C) stx_bf16<VEC>(o, c, C, ln_affine8(xr[k], st.x, st.y, ldx_bf16<VEC>(w, c, C), ldx_bf16<VEC>(b, c, C)));
         }
@@ -108,14 +120,14 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_forward_kernel(bf16*
 
 // resid = a + b (+ bias); if out: out = LN(resid) * w + lb. resid may alias a or b (each
 // element is read and written by one thread).
-template <bool VEC>
+template <bool VEC, int P>
 __global__ void __launch_bounds__(LN_MAX_THREADS) residual_forward_kernel(bf16* resid, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
                                         const bf16* bias, const bf16* w, const bf16* lb, int N, int C) {
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         size_t base = (size_t)row * C;
-        x128 rr[LN_MAX_PACKS];
+        x128 rr[P];
 #pragma unroll
-        for (int k = 0; k < LN_MAX_PACKS; k++) {
+        for (int k = 0; k < P; k++) {
             int c = 8 * (threadIdx.x + blockDim.x * k);
             rr[k] = x128{make_uint4(0, 0, 0, 0)};
             if (c >= C) continue;
@@ -129,9 +141,9 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) residual_forward_kernel(bf16* 
             stx_bf16<VEC>(resid + base, c, C, rr[k]);
         }
         if (out == NULL) continue;
-        float2 st = ln_stats(rr, C);
+        float2 st = ln_stats<P>(rr, C);
 #pragma unroll
-        for (int k = 0; k < LN_MAX_PACKS; k++) {
+        for (int k = 0; k < P; k++) {
             int c = 8 * (threadIdx.x + blockDim.x * k);
             if (c < C) stx_bf16<VEC>(out + base, c, C, ln_affine8(rr[k], st.x, st.y, ldx_bf16<VEC>(w, c, C), ldx_bf16<VEC>(lb, c, C)));
         }
@@ -175,10 +187,14 @@ __device__ __forceinline__ void ln_sum_partials(float* d0, float* d1, const floa
         if (c >= C) break;
         for (int h = 0; h < 2; h++) {
             float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, f[8];
-            for (int i = 0; i < n; i++) {
+#pragma unroll 8
+            for (int i = 0; i < n; i++) { // unrolled: 8 independent L2 loads in flight per thread
                 const float* p = src + (size_t)i * 2 * C + (size_t)h * C;
-                if (VEC) { x128_to_f4(f, ld128_cg(p + c)); x128_to_f4(f + 4, ld128_cg(p + c + 4)); }
-                else for (int j = 0; j < 8; j++) f[j] = c + j < C ? __ldcg(p + c + j) : 0.0f;
+                if constexpr (VEC) {
+                    x128_to_f4(f, ld128_cg(p + c)); x128_to_f4(f + 4, ld128_cg(p + c + 4));
+                } else {
+                    for (int j = 0; j < 8; j++) f[j] = c + j < C ? __ldcg(p + c + j) : 0.0f;
+                }
 #pragma unroll
                 for (int j = 0; j < 8; j++) s[j] += f[j];
             }
@@ -195,16 +211,16 @@ __device__ __forceinline__ void ln_sum_partials(float* d0, float* d1, const floa
 
 // dinp = dresid + LN backward of dout; dw/db += column sums (see the top of the file).
 // partial: (G, 2, C) then (ncl, 2, C) of the scratch; tickets: (1 + ncl) at its start.
-template <bool VEC>
+template <bool VEC, int P>
 __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16* dinp, const bf16* dresid, float* dw, float* db, const bf16* dout,
                                           const bf16* inp, const bf16* w, const float* mean, const float* rstd, int N,
                                           int C, float* partial, unsigned* tickets) {
     DYNAMIC_SMEM(float, acc); // (2, C): this block's sums of g * norm (dw) and g (db)
     __shared__ unsigned ticket;
     int t = threadIdx.x, BS = blockDim.x, G = gridDim.x, ncl = CEIL_DIV(G, LN_FAN);
-    x128 wr[LN_MAX_PACKS];
+    x128 wr[P];
 #pragma unroll
-    for (int k = 0; k < LN_MAX_PACKS; k++) {
+    for (int k = 0; k < P; k++) {
         int c = 8 * (t + BS * k);
         wr[k] = x128{make_uint4(0, 0, 0, 0)};
         if (c >= C) continue;
@@ -214,10 +230,10 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16
     for (int row = blockIdx.x; row < N; row += G) {
         size_t base = (size_t)row * C;
         float m = mean[row], rs = rstd[row];
-        x128 xr[LN_MAX_PACKS], gr[LN_MAX_PACKS];
+        x128 xr[P], gr[P];
         float mg = 0.0f, mgn = 0.0f;
 #pragma unroll
-        for (int k = 0; k < LN_MAX_PACKS; k++) {
+        for (int k = 0; k < P; k++) {
             int c = 8 * (t + BS * k);
             xr[k] = gr[k] = x128{make_uint4(0, 0, 0, 0)};
             if (c >= C) continue;
@@ -237,7 +253,7 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16
         float2 r = block_sum2(mg, mgn);
         mg = r.x / C; mgn = r.y / C;
 #pragma unroll
-        for (int k = 0; k < LN_MAX_PACKS; k++) {
+        for (int k = 0; k < P; k++) {
             int c = 8 * (t + BS * k);
             if (c >= C) continue;
             float x[8], g[8], wf[8], d[8], res[8];
@@ -277,19 +293,17 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16
 static void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b,
                               int N, int C, cudaStream_t s) {
     if (N == 0) return;
-    int th = ln_threads(C), g = ln_rows_grid(N);
-    if (vec16_ok(C, 8, out, inp, w, b)) LAUNCH(layernorm_forward_kernel<true>, g, th, 0, s, out, mean, rstd, inp, w, b, N, C);
-    else LAUNCH(layernorm_forward_kernel<false>, g, th, 0, s, out, mean, rstd, inp, w, b, N, C);
+    int th = ln_threads(C), g = ln_rows_grid(N), P = ln_packs(C, th);
+    LN_LAUNCH(layernorm_forward_kernel, vec16_ok(C, 8, out, inp, w, b), P, g, th, 0, s, out, mean, rstd, inp, w, b, N, C);
 }
 
 // resid (N, C) = a + b + bias; out = LN(resid) unless out is NULL
 static void residual_forward(bf16* resid, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
                              const bf16* bias, const bf16* w, const bf16* lb, int N, int C, cudaStream_t s) {
     if (N == 0) return;
-    int th = ln_threads(C), g = ln_rows_grid(N);
-    if (vec16_ok(C, 8, resid, out, a, b, bias, w, lb))
-        LAUNCH(residual_forward_kernel<true>, g, th, 0, s, resid, out, mean, rstd, a, b, bias, w, lb, N, C);
-    else LAUNCH(residual_forward_kernel<false>, g, th, 0, s, resid, out, mean, rstd, a, b, bias, w, lb, N, C);
+    int th = ln_threads(C), g = ln_rows_grid(N), P = ln_packs(C, th);
+    LN_LAUNCH(residual_forward_kernel, vec16_ok(C, 8, resid, out, a, b, bias, w, lb), P, g, th, 0, s, resid, out, mean, rstd,
+              a, b, bias, w, lb, N, C);
 }
 
 // dinp (N, C) = dresid + LN'(dout); dw, db (C) fp32 +=. scratch: scratch_n >=
@@ -301,17 +315,16 @@ static void layernorm_backward(bf16* dinp, const bf16* dresid, float* dw, float*
     if (N == 0) return;
     size_t need = layernorm_backward_scratch(N, C);
     if (scratch_n < need) die("layernorm_backward: scratch of %zu floats is below the %zu needed for N = %d, C = %d", scratch_n, need, N, C);
-    int th = ln_threads(C), G = ln_bwd_grid(N);
+    int th = ln_threads(C), G = ln_bwd_grid(N), P = ln_packs(C, th);
     size_t smem = 2 * (size_t)C * sizeof(float);
     unsigned* tickets = (unsigned*)scratch;
     float* partial = scratch + LN_TICKETS;
     bool vec = vec16_ok(C, 8, dinp, dresid, dw, db, dout, inp, w, scratch);
-    if (smem > 48 * 1024) { // 2C floats above 48 KiB: C > 6144
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (smem > 48 * 1024) { // 2C floats above 48 KiB: C > 6144, only the LN_MAX_PACKS instantiations
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<true, LN_MAX_PACKS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<false, LN_MAX_PACKS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     }
-    if (vec) LAUNCH(layernorm_backward_kernel<true>, G, th, smem, s, dinp, dresid, dw, db, dout, inp, w, mean, rstd, N, C, partial, tickets);
-    else LAUNCH(layernorm_backward_kernel<false>, G, th, smem, s, dinp, dresid, dw, db, dout, inp, w, mean, rstd, N, C, partial, tickets);
+    LN_LAUNCH(layernorm_backward_kernel, vec, P, G, th, smem, s, dinp, dresid, dw, db, dout, inp, w, mean, rstd, N, C, partial, tickets);
 }
 
 #endif // LLMC_LAYERNORM_CUH
