@@ -176,23 +176,47 @@ template <bool VEC>
 __device__ __forceinline__ void load_bf16x8(float f[8], const bf16* p, size_t c, size_t n) { x128_to_f8(f, ldx_bf16<VEC>(p, c, n)); }
 template <bool VEC>
 __device__ __forceinline__ void store_bf16x8(bf16* p, size_t c, size_t n, const float f[8]) { stx_bf16<VEC>(p, c, n, f8_to_x128(f)); }
-// 8 consecutive float: two packed loads/stores, or guarded scalar ones
+// 4 consecutive elements (fp32 kernels: thread t's 16 bytes of fp32 sit next to thread
+// t+1's, so a warp request is contiguous; the bf16 side is then 8 bytes, a uint2)
 template <bool VEC>
-__device__ __forceinline__ void load_f32x8(float f[8], const float* p, size_t c, size_t n) {
+__device__ __forceinline__ void load_f32x4(float f[4], const float* p, size_t c, size_t n) {
     if constexpr (VEC) {
-        x128_to_f4(f, ld128(p + c)); x128_to_f4(f + 4, ld128(p + c + 4));
+        x128_to_f4(f, ld128(p + c));
     } else {
 #pragma unroll
-        for (int j = 0; j < 8; j++) f[j] = c + j < n ? p[c + j] : 0.0f;
+        for (int j = 0; j < 4; j++) f[j] = c + j < n ? p[c + j] : 0.0f;
     }
 }
 template <bool VEC>
-__device__ __forceinline__ void store_f32x8(float* p, size_t c, size_t n, const float f[8]) {
+__device__ __forceinline__ void store_f32x4(float* p, size_t c, size_t n, const float f[4]) {
     if constexpr (VEC) {
-        st128(p + c, f4_to_x128(f)); st128(p + c + 4, f4_to_x128(f + 4));
+        st128(p + c, f4_to_x128(f));
     } else {
 #pragma unroll
-        for (int j = 0; j < 8; j++) if (c + j < n) p[c + j] = f[j];
+        for (int j = 0; j < 4; j++) if (c + j < n) p[c + j] = f[j];
+    }
+}
+template <bool VEC>
+__device__ __forceinline__ void load_bf16x4(float f[4], const bf16* p, size_t c, size_t n) {
+    if constexpr (VEC) {
+        uint2 u = *reinterpret_cast<const uint2*>(p + c);
+        f[0] = __uint_as_float(u.x << 16); f[1] = __uint_as_float(u.x & 0xffff0000u);
+        f[2] = __uint_as_float(u.y << 16); f[3] = __uint_as_float(u.y & 0xffff0000u);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++) f[j] = c + j < n ? bf(p[c + j]) : 0.0f;
+    }
+}
+template <bool VEC>
+__device__ __forceinline__ void store_bf16x4(bf16* p, size_t c, size_t n, const float f[4]) {
+    if constexpr (VEC) {
+        unsigned h[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) h[j] = __bfloat16_as_ushort(to_bf(f[j]));
+        *reinterpret_cast<uint2*>(p + c) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; j++) if (c + j < n) p[c + j] = to_bf(f[j]);
     }
 }
 
@@ -217,34 +241,34 @@ static inline int grid_for(size_t n, int block) {
     return GRID_STRIDE_CAP(g < 1 ? 1 : (int)g);
 }
 
-// out[i] = bf16(in[i]) for n elements (round to nearest even). Each thread takes 8
-// consecutive elements per step (VEC: two 16-byte loads, one 16-byte store).
+// out[i] = bf16(in[i]) for n elements (round to nearest even). Each thread takes 4
+// consecutive elements per step (VEC: one 16-byte fp32 access, one 8-byte bf16 access).
 template <bool VEC>
 __global__ void cast_f32_to_bf16_kernel(bf16* out, const float* in, size_t n) {
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n; i += (size_t)gridDim.x * blockDim.x * 8) {
-        float f[8];
-        load_f32x8<VEC>(f, in, i, n);
-        store_bf16x8<VEC>(out, i, n, f);
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += (size_t)gridDim.x * blockDim.x * 4) {
+        float f[4];
+        load_f32x4<VEC>(f, in, i, n);
+        store_bf16x4<VEC>(out, i, n, f);
     }
 }
 template <bool VEC>
 __global__ void cast_bf16_to_f32_kernel(float* out, const bf16* in, size_t n) {
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n; i += (size_t)gridDim.x * blockDim.x * 8) {
-        float f[8];
-        load_bf16x8<VEC>(f, in, i, n);
-        store_f32x8<VEC>(out, i, n, f);
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += (size_t)gridDim.x * blockDim.x * 4) {
+        float f[4];
+        load_bf16x4<VEC>(f, in, i, n);
+        store_f32x4<VEC>(out, i, n, f);
     }
 }
 
 static void cast_f32_to_bf16(bf16* out, const float* in, size_t n, cudaStream_t s) {
     if (n == 0) return;
-    int g = grid_for(CEIL_DIV(n, 8), 256);
+    int g = grid_for(CEIL_DIV(n, 4), 256);
     if (vec16_ok(n, 8, out, in)) LAUNCH(cast_f32_to_bf16_kernel<true>, g, 256, 0, s, out, in, n);
     else LAUNCH(cast_f32_to_bf16_kernel<false>, g, 256, 0, s, out, in, n);
 }
 static void cast_bf16_to_f32(float* out, const bf16* in, size_t n, cudaStream_t s) {
     if (n == 0) return;
-    int g = grid_for(CEIL_DIV(n, 8), 256);
+    int g = grid_for(CEIL_DIV(n, 4), 256);
     if (vec16_ok(n, 8, out, in)) LAUNCH(cast_bf16_to_f32_kernel<true>, g, 256, 0, s, out, in, n);
     else LAUNCH(cast_bf16_to_f32_kernel<false>, g, 256, 0, s, out, in, n);
 }

@@ -167,44 +167,42 @@ static inline size_t layernorm_backward_scratch(int Nmax, int C) {
     return LN_TICKETS + (G + ncl) * 2 * (size_t)C;
 }
 
-// this thread's packs of a (2, C) fp32 partial: dst = src (block b's slot, 16-byte stores)
+// The partials are (2, C) fp32 read and written as one flat array of 2C floats, 4
+// consecutive floats per thread and step (a warp covers 512 contiguous bytes: coalesced).
+// VEC needs C % 4 == 0 (so no float4 straddles the dw/db halves) and aligned pointers.
+
+// dst (2C) = the block's shared sums src (2C); the caller has passed a barrier
 template <bool VEC>
 __device__ __forceinline__ void ln_copy_partial(float* dst, const float* src, int C) {
-    for (int k = 0; k < LN_MAX_PACKS; k++) {
-        int c = 8 * (threadIdx.x + blockDim.x * k);
-        if (c >= C) break;
-        float f[8];
-        load_f32x8<VEC>(f, src, c, C); store_f32x8<VEC>(dst, c, C, f);
-        load_f32x8<VEC>(f, src + C, c, C); store_f32x8<VEC>(dst + C, c, C, f);
+    int n = 2 * C;
+    if constexpr (VEC) {
+        for (int f = 4 * threadIdx.x; f < n; f += 4 * blockDim.x) st128(dst + f, ld128(src + f));
+    } else {
+        for (int f = threadIdx.x; f < n; f += blockDim.x) dst[f] = src[f];
     }
 }
-// d0 (C) (+)= sum over i < n of src[i][0], d1 (C) likewise of src[i][1] (src (n, 2, C)),
+// d0 (C) (+)= sum over i < m of src[i][0], d1 (C) likewise of src[i][1] (src (m, 2, C)),
 // in order i = 0, 1, ... from 0 (L2 loads: other blocks of this launch wrote src)
 template <bool VEC>
-__device__ __forceinline__ void ln_sum_partials(float* d0, float* d1, const float* src, int n, int C, bool accumulate) {
-    for (int k = 0; k < LN_MAX_PACKS; k++) {
-        int c = 8 * (threadIdx.x + blockDim.x * k);
-        if (c >= C) break;
-        for (int h = 0; h < 2; h++) {
-            float s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, f[8];
+__device__ __forceinline__ void ln_sum_partials(float* d0, float* d1, const float* src, int m, int C, bool accumulate) {
+    const int W = VEC ? 4 : 1; // floats per thread and step
+    int n = 2 * C;
+    for (int f = W * threadIdx.x; f < n; f += W * blockDim.x) {
+        float s[4] = {0, 0, 0, 0}, v[4];
 #pragma unroll 8
-            for (int i = 0; i < n; i++) { // unrolled: 8 independent L2 loads in flight per thread
-                const float* p = src + (size_t)i * 2 * C + (size_t)h * C;
-                if constexpr (VEC) {
-                    x128_to_f4(f, ld128_cg(p + c)); x128_to_f4(f + 4, ld128_cg(p + c + 4));
-                } else {
-                    for (int j = 0; j < 8; j++) f[j] = c + j < C ? __ldcg(p + c + j) : 0.0f;
-                }
+        for (int i = 0; i < m; i++) { // unrolled: 8 independent L2 loads in flight per thread
+            const float* p = src + (size_t)i * n + f;
+            if constexpr (VEC) x128_to_f4(v, ld128_cg(p));
+            else v[0] = __ldcg(p);
 #pragma unroll
-                for (int j = 0; j < 8; j++) s[j] += f[j];
-            }
-            float* d = h == 0 ? d0 : d1;
-            if (accumulate) {
-                load_f32x8<VEC>(f, d, c, C);
-#pragma unroll
-                for (int j = 0; j < 8; j++) s[j] = f[j] + s[j];
-            }
-            store_f32x8<VEC>(d, c, C, s);
+            for (int j = 0; j < W; j++) s[j] += v[j];
+        }
+        float* d = f < C ? d0 + f : d1 + (f - C);
+        if constexpr (VEC) {
+            if (accumulate) { x128_to_f4(v, ld128(d)); for (int j = 0; j < 4; j++) s[j] = v[j] + s[j]; }
+            st128(d, f4_to_x128(s));
+        } else {
+            *d = accumulate ? *d + s[0] : s[0];
         }
     }
 }
@@ -270,6 +268,7 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16
     }
     // the tree: this block's partial, then its cluster, then all clusters
     float* mine = partial + (size_t)blockIdx.x * 2 * C;
+    __syncthreads(); // acc is copied out in another thread-to-column mapping
     ln_copy_partial<VEC>(mine, acc, C);
     __threadfence();  // the partial is visible to every block before the ticket is taken
     __syncthreads();
