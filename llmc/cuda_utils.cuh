@@ -94,22 +94,17 @@ __device__ __forceinline__ bf16 to_bf(float x) { return __float2bfloat16(x); }
 // the packed and the scalar code compute identical values.
 //
 // Conditions, checked on the host by vec16_ok before a packed kernel is chosen: every
-// pointer 16-byte aligned and every row length (C) a multiple of the pack (8 bf16, 4
-// float), so every packed access is aligned. Otherwise the launcher takes the scalar
+// pointer 16-byte aligned and the row length (C) or element count a multiple of 8, so
+// every packed access is aligned (16 bytes for 8 bf16 or 4 float; 8 bytes, a uint2, for
+// the 4 bf16 beside 4 float in the fp32 kernels). Otherwise the launcher takes the scalar
 // instantiation of the same kernel (same arithmetic, same order: the same bits), never an
 // error. A packed access through a misaligned pointer faults on a GPU and is reported by
 // the emulation's alignment detector (make cuda-check-emu).
-#define X128_BF16 8 // bf16 per 16 bytes
-#define X128_F32 4  // float per 16 bytes
 struct x128 {
     uint4 u;
 };
 __device__ __forceinline__ x128 ld128(const void* p) { x128 r; r.u = *reinterpret_cast<const uint4*>(p); return r; }
 __device__ __forceinline__ void st128(void* p, x128 v) { *reinterpret_cast<uint4*>(p) = v.u; }
-// streaming variants for data read or written once (evict-first: do not push the weights
-// and reused activations out of L2)
-__device__ __forceinline__ x128 ld128_cs(const void* p) { x128 r; r.u = __ldcs(reinterpret_cast<const uint4*>(p)); return r; }
-__device__ __forceinline__ void st128_cs(void* p, x128 v) { __stcs(reinterpret_cast<uint4*>(p), v.u); }
 // L2 only (not L1): data written by another block of the same launch
 __device__ __forceinline__ x128 ld128_cg(const void* p) { x128 r; r.u = __ldcg(reinterpret_cast<const uint4*>(p)); return r; }
 
