@@ -162,7 +162,7 @@ typedef struct {
     bf16* datty;       // (B,T,Cl)
     bf16* dfch;        // (B,T,F)
     float* attn_scratch; // naive: (B,NH,T,T) pre-softmax gradient; flash, tc: (B,NH,T) rowsum(dO * O)
-    float* red; size_t red_n; // LayerNorm dw/db partial sums
+    float* red; size_t red_n; // LayerNorm backward scratch: dw/db partial sums and tickets (zeroed once)
     double* loss_acc;  // (1) sum of token losses of this rank, this step
     double* gn;        // (2 + GN_BLOCKS) two squared-norm results, then the partials
     double* h_stats;   // (3) pinned: loss sum, squared norm before and after the DP reduction, read with one wait
@@ -367,7 +367,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     if (cfg->zero) { zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt); g->n_shard = per; }
     else { g->opt_off = 0; g->n_opt = g->pl.total; g->n_shard = g->pl.total; }
     size_t BT = (size_t)g->B * g->T;
-    g->red_n = 2 * (size_t)g->C * 32;
+    g->red_n = layernorm_backward_scratch((int)BT, g->C); // LayerNorm dw/db partials and tickets
     if (g->red_n < BT) g->red_n = BT;
     Arena ar = {NULL, 0};
     gpt_carve(g, &ar);

@@ -52,16 +52,25 @@ static void embed_buckets_build(EmbedBuckets* e, const int* tokens, int BT, int 
     for (int u = 0; u < e->nu; u++) work[e->uniq[u]] = 0; // leave the scratch zeroed
 }
 
-// x (BT, C); tokens (BT); wte (Vl, C); wpe (T, C)
+// x (BT, C); tokens (BT); wte (Vl, C); wpe (T, C). Each thread takes 8 consecutive columns
+// of one row per step (CP = ceil(C / 8) packs per row; VEC: 16-byte loads and stores, the
+// scalar instantiation for misaligned pointers or C % 8 != 0, same arithmetic).
+template <bool VEC>
 __global__ void encoder_forward_kernel(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, int BT, int T, int C,
                                        int v0, int Vl, int add_pos) {
-    size_t total = (size_t)BT * C;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int n = (int)(i / C), c = (int)(i % C);
+    int CP = (C + 7) / 8;
+    size_t total = (size_t)BT * CP;
+    for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (size_t)gridDim.x * blockDim.x) {
+        int n = (int)(p / CP), c = (int)(p % CP) * 8;
         int r = tokens[n] - v0;
-        float v = (r >= 0 && r < Vl) ? bf(wte[(size_t)r * C + c]) : 0.0f;
-        if (add_pos) v += bf(wpe[(size_t)(n % T) * C + c]);
-        x[i] = to_bf(v);
+        float v[8], q[8];
+        if (r >= 0 && r < Vl) load_bf16x8<VEC>(v, wte + (size_t)r * C, c, C);
+        else for (int j = 0; j < 8; j++) v[j] = 0.0f;
+        if (add_pos) {
+            load_bf16x8<VEC>(q, wpe + (size_t)(n % T) * C, c, C);
+            for (int j = 0; j < 8; j++) v[j] += q[j];
+        }
+        store_bf16x8<VEC>(x + (size_t)n * C, c, C, v);
     }
 }
 
@@ -90,8 +99,9 @@ __global__ void encoder_backward_wpe_kernel(float* dwpe, const bf16* dx, int B, 
 
 static void encoder_forward(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, int B, int T, int C, int v0,
                             int Vl, int add_pos, cudaStream_t s) {
-    size_t n = (size_t)B * T * C;
-    LAUNCH(encoder_forward_kernel, grid_for(n, 256), 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0, Vl, add_pos);
+    int g = grid_for((size_t)B * T * CEIL_DIV(C, 8), 256);
+    if (vec16_ok(C, 8, x, wte, wpe)) LAUNCH(encoder_forward_kernel<true>, g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0, Vl, add_pos);
+    else LAUNCH(encoder_forward_kernel<false>, g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0, Vl, add_pos);
 }
 
 // d_uniq/d_off/d_pos: the device copies of a host EmbedBuckets with nu buckets.

@@ -2,13 +2,14 @@
  * check_adamw.cu: llmc/adamw.cuh against train_gpt.c's AdamW formula evaluated on the
  * CPU in fp32 (the same operations in the same order: results must agree to a few fp32
  * ulps), with and without weight decay and clipping scale, and the bf16 copy equal to
- * the round-to-nearest of the new master weight.
+ * the round-to-nearest of the new master weight; with n % 8 == 0 the scalar path on
+ * misaligned copies must give the packed path's bits.
  */
 #include "check_common.h"
 #include "../../llmc/adamw.cuh"
 
 int main(void) {
-    const size_t sizes[] = {1, 1000, 5003};
+    const size_t sizes[] = {1, 1000, 5003, 4096};
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         size_t n = sizes[k];
         for (int variant = 0; variant < 2; variant++) {
@@ -42,6 +43,18 @@ int main(void) {
             check(ck_err(gp, rp, n, 1e-9, 1e-6) <= 1 && ck_err(gm, rm, n, 1e-12, 1e-6) <= 1 && ck_err(gv, rv, n, 1e-15, 1e-6) <= 1,
                "adamw n=%zu wd=%.1f gscale=%.2f: master, m, v", n, wd, gscale);
             check(ck_err(gb, rb, n, 0, 1e-6) <= 1 || ck_err(gb, rp, n, 0, 4e-3) <= 1, "adamw n=%zu: bf16 copy is the rounded master", n);
+            if (n % 8 == 0) { // the scalar path on a misaligned master: the packed path's bits
+                void *q1, *q2;
+                float* p0 = (float*)ck_up(p, 4 * n);
+                float* m0 = (float*)ck_up(m, 4 * n);
+                float* v0 = (float*)ck_up(v, 4 * n);
+                float* mp = (float*)ck_misaligned(&q1, p0, 4 * n, 4);
+                bf16* mb = (bf16*)ck_misaligned(&q2, dpb, 2 * n, 2);
+                adamw_update(mp, mb, dgr, m0, v0, n, lr, b1, b2, bc1, bc2, eps, wd, gscale, 0);
+                check(ck_same_bits(mp, dp, 4 * n) && ck_same_bits(m0, dm, 4 * n) && ck_same_bits(v0, dv, 4 * n) && ck_same_bits(mb, dpb, 2 * n),
+                      "adamw n=%zu wd=%.1f misaligned (scalar path): the packed path's bits", n, wd);
+                dev_free(q1); dev_free(q2); dev_free(p0); dev_free(m0); dev_free(v0);
+            }
             free(p); free(gr); free(m); free(v); free(rp); free(rm); free(rv); free(rb); free(gp); free(gm); free(gv); free(gb);
             dev_free(dp); dev_free(dgr); dev_free(dm); dev_free(dv); dev_free(dpb);
         }

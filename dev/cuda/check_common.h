@@ -78,6 +78,27 @@ static double ck_err(const float* got, const double* want, size_t n, double atol
     return worst;
 }
 
+// A device copy of `bytes` bytes of dev at an address that is NOT 16-byte aligned (base +
+// off, off in 1..15; 2 for bf16, 4 for float keeps the element alignment): kernels with
+// 16-byte packed access must take their scalar path on it. *base: what to dev_free.
+static void* ck_misaligned(void** base, const void* dev, size_t bytes, size_t off) {
+    *base = dev_alloc(bytes + 16);
+    char* p = (char*)*base + off;
+    cudaCheck(cudaMemcpy(p, dev, bytes, cudaMemcpyDeviceToDevice));
+    return p;
+}
+
+// bitwise equality of two device buffers
+static int ck_same_bits(const void* a, const void* b, size_t bytes) {
+    char* ha = (char*)malloc_check(bytes + 1);
+    char* hb = (char*)malloc_check(bytes + 1);
+    cudaCheck(cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost));
+    int same = memcmp(ha, hb, bytes) == 0;
+    free(ha); free(hb);
+    return same;
+}
+
 // max |x| of a reference (sets the absolute tolerance of a comparison)
 static double ck_maxabs(const double* x, size_t n) {
     double m = 0.0;

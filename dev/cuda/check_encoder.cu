@@ -3,7 +3,8 @@
  * forward (tokens outside the slice [v0, v0+Vl) embed to 0; positions added or not), and
  * the backward through the host-built token buckets (repeated tokens summed in position
  * order) onto existing fp32 gradients; also the TP identity: the sum over two vocab slices
- * of the per-rank embeddings (rank 0 adding positions) equals the single-rank result.
+ * of the per-rank embeddings (rank 0 adding positions) equals the single-rank result; with
+ * C % 8 == 0 the scalar path on a misaligned wte must give the packed path's bits.
  */
 #include "check_common.h"
 #include "../../llmc/encoder.cuh"
@@ -31,6 +32,15 @@ static void check_size(int B, int T, int C, int V, int Vl, int v0) {
         float* out = ck_down_bf16(dout, (size_t)BT * C);
         check(ck_err(out, ref, (size_t)BT * C, 0, 1e-6) <= 1, "encoder_forward B=%d T=%d C=%d slice [%d,%d) add_pos=%d (exact)", B, T, C, v0, v0 + Vl, add_pos);
         free(out);
+    }
+    if (C % 8 == 0) { // the scalar path on a misaligned wte copy: the packed path's bits
+        void *b1, *b2;
+        bf16* mwte = (bf16*)ck_misaligned(&b1, dwte, 2 * (size_t)Vl * C, 2);
+        bf16* mout = (bf16*)ck_misaligned(&b2, dout, 2 * (size_t)BT * C, 2);
+        encoder_forward(dout, dtok, dwte, dwpe, B, T, C, v0, Vl, 1, 0);
+        encoder_forward(mout, dtok, mwte, dwpe, B, T, C, v0, Vl, 1, 0);
+        check(ck_same_bits(mout, dout, 2 * (size_t)BT * C), "encoder_forward B=%d T=%d C=%d misaligned (scalar path): the packed path's bits", B, T, C);
+        dev_free(b1); dev_free(b2);
     }
     // backward
     EmbedBuckets eb;
@@ -96,6 +106,7 @@ int main(void) {
     check_size(1, 5, 33, 30, 11, 7);
     check_size(2, 17, 64, 50, 50, 0);
     check_size(3, 40, 100, 1000, 300, 600);
+    check_size(2, 33, 264, 200, 120, 40); // C % 8 == 0 but not a multiple of 256
     check_tp_sum(2, 9, 40, 64);
     return test_summary();
 }

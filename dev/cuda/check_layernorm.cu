@@ -2,8 +2,13 @@
  * check_layernorm.cu: llmc/layernorm.cuh against a CPU reference (fp64 on the same bf16
  * inputs): layernorm_forward, residual_forward (with and without the fused LayerNorm),
  * layernorm_backward (dinp with the residual gradient fused in, also in place; dw/db
- * accumulated onto existing values). Sizes include C not a multiple of 32 and N not a
- * multiple of the 8 rows a block takes.
+ * accumulated onto existing values, inside the backward kernel). Sizes include C not a
+ * multiple of 8 (the scalar instantiations), C up to the 20480 of the 530b preset (5 packs
+ * per thread, 160 KiB of dynamic shared memory), and N large enough for the dw/db tree to
+ * have both levels (512 blocks, 16 clusters). With C % 8 == 0 every kernel is also run on
+ * misaligned copies (the scalar path) and must give the packed path's bits. One scratch
+ * serves every size (the tickets must come back to 0 after every launch). make
+ * cuda-check-emu also runs it with CUEMU_MAX_GRID=3 (every block takes many rows).
  */
 #include "check_common.h"
 #include "../../llmc/layernorm.cuh"
@@ -22,7 +27,7 @@ static void ln_ref(double* out, double* mean, double* rstd, const float* x, cons
     }
 }
 
-static void check_size(int N, int C) {
+static void check_size(int N, int C, float* scratch, size_t scratch_n) {
     size_t NC = (size_t)N * C;
     bf16 *dx, *dw, *db, *da, *dbias, *dg, *dres;
     float* x = ck_rand_bf16(&dx, NC, 2.0f);
@@ -86,8 +91,6 @@ static void check_size(int N, int C) {
     float *ddw, *ddb;
     float* dw0 = ck_rand_f32(&ddw, C, 1.0f);
     float* db0 = ck_rand_f32(&ddb, C, 1.0f);
-    size_t scratch_n = 2 * (size_t)C * 32;
-    float* scratch = (float*)dev_alloc(4 * scratch_n);
     double* rdin = (double*)malloc_check(8 * NC);
     double* rdw = (double*)malloc_check(8 * C);
     double* rdb = (double*)malloc_check(8 * C);
@@ -118,15 +121,62 @@ static void check_size(int N, int C) {
     layernorm_backward(dresid, NULL, ddw, ddb, dg, dx, dw, dmean, drstd, N, C, scratch, scratch_n, 0);
     float* gdw2 = ck_down_f32(ddw, C);
     check(memcmp(gdw, gdw2, 4 * C) == 0, "layernorm_backward N=%d C=%d dw bit-identical on a rerun", N, C);
+    {   // dresid NULL: dinp = LN' alone
+        float* gd = ck_down_bf16(dresid, NC);
+        double* rr = (double*)malloc_check(8 * NC);
+        for (size_t i = 0; i < NC; i++) rr[i] = rdin[i] - res[i];
+        check(ck_err(gd, rr, NC, 2e-3 * ck_maxabs(rr, NC), 8e-3) <= 1, "layernorm_backward N=%d C=%d dinp without dresid", N, C);
+        free(gd); free(rr);
+    }
+
+    // the scalar instantiations on misaligned copies give the packed path's bits
+    if (C % 8 == 0) {
+        void *b1, *b2, *b3, *b4, *b5, *b6, *b7;
+        layernorm_forward(dout, dmean, drstd, dx, dw, db, N, C, 0);
+        bf16* mx = (bf16*)ck_misaligned(&b1, dx, 2 * NC, 2);
+        bf16* mo = (bf16*)ck_misaligned(&b2, dout, 2 * NC, 2);
+        float* mmean = (float*)ck_misaligned(&b3, dmean, 4 * N, 4);
+        float* mrstd = (float*)ck_misaligned(&b4, drstd, 4 * N, 4);
+        layernorm_forward(mo, mmean, mrstd, mx, dw, db, N, C, 0);
+        check(ck_same_bits(mo, dout, 2 * NC) && ck_same_bits(mmean, dmean, 4 * N) && ck_same_bits(mrstd, drstd, 4 * N),
+              "layernorm_forward N=%d C=%d misaligned (scalar path): the packed path's bits", N, C);
+        residual_forward(dresid, dout, dmean, drstd, dx, da, dbias, dw, db, N, C, 0);
+        bf16* mr = (bf16*)ck_misaligned(&b5, dresid, 2 * NC, 2);
+        residual_forward(mr, mo, mmean, mrstd, mx, da, dbias, dw, db, N, C, 0);
+        check(ck_same_bits(mr, dresid, 2 * NC) && ck_same_bits(mo, dout, 2 * NC) && ck_same_bits(mrstd, drstd, 4 * N),
+              "residual_forward N=%d C=%d misaligned (scalar path): the packed path's bits", N, C);
+        // backward: dw, db from the same start; dinp from dresid = res (dg, a fresh copy)
+        cudaCheck(cudaMemcpy(dmean, hm, 4 * N, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(drstd, hr, 4 * N, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(ddw, dw0, 4 * C, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(ddb, db0, 4 * C, cudaMemcpyHostToDevice));
+        float* mdw = (float*)ck_misaligned(&b6, ddw, 4 * C, 4);
+        float* mdb = (float*)ck_misaligned(&b7, ddb, 4 * C, 4);
+        layernorm_backward(dresid, da, ddw, ddb, dg, dx, dw, dmean, drstd, N, C, scratch, scratch_n, 0);
+        layernorm_backward(mr, da, mdw, mdb, dg, mx, dw, dmean, drstd, N, C, scratch, scratch_n, 0);
+        check(ck_same_bits(mr, dresid, 2 * NC) && ck_same_bits(mdw, ddw, 4 * C) && ck_same_bits(mdb, ddb, 4 * C),
+              "layernorm_backward N=%d C=%d misaligned (scalar path): the packed path's bits", N, C);
+        dev_free(b1); dev_free(b2); dev_free(b3); dev_free(b4); dev_free(b5); dev_free(b6); dev_free(b7);
+    }
     free(gdin); free(gdw); free(gdb); free(gdw2);
     free(x); free(w); free(b); free(a); free(bias); free(g); free(res); free(hm); free(hr); free(dw0); free(db0);
     free(ref); free(rm); free(rs); free(rdin); free(rdw); free(rdb);
     dev_free(dx); dev_free(dw); dev_free(db); dev_free(da); dev_free(dbias); dev_free(dg); dev_free(dres);
-    dev_free(dout); dev_free(dresid); dev_free(dmean); dev_free(drstd); dev_free(ddw); dev_free(ddb); dev_free(scratch);
+    dev_free(dout); dev_free(dresid); dev_free(dmean); dev_free(drstd); dev_free(ddw); dev_free(ddb);
 }
 
 int main(void) {
-    const int sizes[][2] = {{1, 32}, {7, 96}, {37, 130}, {130, 64}, {64, 768}};
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) check_size(sizes[i][0], sizes[i][1]);
+    // N = 1000: 125 backward blocks in 4 clusters; N = 4100: 512 blocks (capped), 16 clusters
+    const int sizes[][2] = {{1, 32}, {7, 96}, {37, 130}, {130, 64}, {64, 768}, {9, 2056}, {5, 4099}, {1000, 64},
+                            {4100, 24}, {3, 20480}};
+    const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    size_t scratch_n = 0;
+    for (int i = 0; i < nsizes; i++) {
+        size_t n = layernorm_backward_scratch(sizes[i][0], sizes[i][1]);
+        if (n > scratch_n) scratch_n = n;
+    }
+    float* scratch = (float*)dev_alloc(4 * scratch_n); // zeroed: the tickets start at 0
+    for (int i = 0; i < nsizes; i++) check_size(sizes[i][0], sizes[i][1], scratch, scratch_n);
+    dev_free(scratch);
     return test_summary();
 }

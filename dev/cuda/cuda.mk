@@ -9,7 +9,8 @@
 #   cuda-check-build  the standalone kernel checks dev/cuda/check_*.cu (nvcc, same flags)
 #   cuda-check-run    runs them (needs a GPU)
 #   cuda-check-emu    builds the kernel checks with g++ under the CPU emulation (dev/cuemu)
-#                     and runs them (no GPU needed); check_matmul needs cuemu's cuBLASLt
+#                     and runs them (no GPU needed); check_matmul needs cuemu's cuBLASLt; the
+#                     grid-stride kernels' checks run again with the grid capped at 3 blocks
 #   cuda-check-host   the host-only check of the NCCL pipeline groups, 1F1B and phased (g++), the
 #                     NCCL/cuDNN discovery on fake wheel layouts (test_find_libs.sh) and
 #                     dev/gpu_check.sh's stage logic and table in its dry-run mode
@@ -159,6 +160,10 @@ cuda-check-emu: $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS))
 	@set -e; for c in $(CUDA_CHECKS); do echo "== $$c (CPU emulation)"; $(CUDA_BUILD)-emu/$$c; done
 	@echo "== check_attention --large 192 (CPU emulation; dev/gpu_check.sh runs T = 2048 on the GPU)"
 	@$(CUDA_BUILD)-emu/check_attention --large 192
+	@echo "== check_layernorm, check_gelu, check_encoder, check_adamw with CUEMU_MAX_GRID=3 (each block loops over many rows/packs)"
+	@set -e; for c in check_layernorm check_gelu check_encoder check_adamw; do \
+	    CUEMU_MAX_GRID=3 $(CUDA_BUILD)-emu/$$c > $(CUDA_BUILD)-emu/$$c.grid3.log 2>&1 || { cat $(CUDA_BUILD)-emu/$$c.grid3.log; exit 1; }; \
+	    echo "$$c (CUEMU_MAX_GRID=3): $$(tail -n 1 $(CUDA_BUILD)-emu/$$c.grid3.log)"; done
 
 cuda-check-host: $(CUDA_DIR)/check_pp_groups.cu $(CUDA_ROOT)/llmc/layout.h
 	@mkdir -p $(CUDA_BUILD)-host
