@@ -297,6 +297,8 @@ inline void stream_sync(const void* s) {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
     StreamState* st = stream_state(s);
+    // the legacy stream also waits for the work issued so far on the blocking streams
+    if (st->key == nullptr) issue(nullptr, std::function<void()>(), {}, "cudaStreamSynchronize", nullptr, 0);
     run_until(st, st->last_seq);
     host_learns(st->vc);
 }
