@@ -1,10 +1,14 @@
 // dev/cuemu/stream_driver.cu - stream and launch-resource programs for the emulation's
 // self-tests (test_detectors.sh): `stream_driver MODE [threads]`. The res_* modes launch
-// kernels that test_detectors.sh lists in a register table of its own (CUEMU_RESOURCES). The broken ones rewrite a pinned host
-// buffer while its cudaMemcpyAsync may not have run yet; the emulation must stop them
-// with "host wrote pinned buffer before its async copy ...". The correct ones must
-// pass and print "ok". Works the same on a GPU for the correct modes.
+// kernels that test_detectors.sh lists in a register table of its own (CUEMU_RESOURCES).
+// The broken stream modes rewrite a pinned host buffer while its cudaMemcpyAsync may not
+// have run yet, read a pinned D2H destination before synchronising with the copy, or
+// leave out an event between two streams (a kernel pair, a non-blocking stream and
+// cudaMemcpy, the data-parallel all-reduce overlap); the emulation must stop them (or
+// they get wrong numbers). The correct ones must pass and print "ok". The correct modes
+// work the same on a GPU (link -lnccl for the dp_* modes).
 #include <cuda_runtime.h>
+#include <nccl.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -125,6 +129,143 @@ static int two_streams() {
     return 0;
 }
 
+__global__ void fill_kernel(int* x, int n, int v) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = v;
+}
+
+// A kernel on stream b reads what a kernel on stream a wrote. Without the event the
+// two may run in either order on a GPU: the emulation reports the race at the second
+// launch, and with the detector off (CUEMU_STREAM_RACES=0) b's sum runs first (it is
+// what the host waits for) and sees the poisoned buffer, a wrong sum.
+static int cross(int with_event) {
+    const int n = 256;
+    int *d, *dsum, got = 0;
+    cudaStream_t a, b;
+    cudaEvent_t e;
+    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CK(cudaMalloc(&d, n * sizeof(int)));
+    CK(cudaMalloc(&dsum, sizeof(int)));
+    LAUNCH(fill_kernel, 2, 64, 0, a, d, n, 3);
+    if (with_event) {
+        CK(cudaEventRecord(e, a));
+        CK(cudaStreamWaitEvent(b, e, 0));
+    }
+    LAUNCH(sum_kernel, 1, 32, 0, b, d, n, dsum);
+    CK(cudaMemcpyAsync(&got, dsum, sizeof(int), cudaMemcpyDeviceToHost, b));  // pageable: returns when done
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(d));
+    CK(cudaFree(dsum));
+    CK(cudaEventDestroy(e));
+    CK(cudaStreamDestroy(a));
+    CK(cudaStreamDestroy(b));
+    if (got != 3 * n) { fprintf(stderr, "cross-stream read: sum %d, expected %d\n", got, 3 * n); return 1; }
+    return 0;
+}
+
+// A device-to-host copy into pinned memory completes when the stream reaches it: the
+// host may read the destination only after synchronising with the copy (stream or
+// event). when = 0 reads it right after the call (broken: the emulation fills the
+// destination with poison at the call, the data arrives at the synchronisation).
+static int d2h(int when) {
+    const int n = 64;
+    int *d, *h;
+    cudaStream_t s;
+    cudaEvent_t e;
+    CK(cudaStreamCreate(&s));
+    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CK(cudaMalloc(&d, n * sizeof(int)));
+    CK(cudaMallocHost(&h, n * sizeof(int)));
+    LAUNCH(fill_kernel, 1, 64, 0, s, d, n, 5);
+    CK(cudaMemcpyAsync(h, d, n * sizeof(int), cudaMemcpyDeviceToHost, s));
+    CK(cudaEventRecord(e, s));
+    if (when == 1) CK(cudaStreamSynchronize(s));
+    if (when == 2) CK(cudaEventSynchronize(e));
+    int bad = 0, first = h[0];
+    for (int i = 0; i < n; i++) bad += h[i] != 5;
+    CK(cudaStreamSynchronize(s));
+    CK(cudaFreeHost(h));
+    CK(cudaFree(d));
+    CK(cudaEventDestroy(e));
+    CK(cudaStreamDestroy(s));
+    if (bad) { fprintf(stderr, "host read of the pinned D2H destination: %d of %d wrong (h[0] = %d, expected 5)\n", bad, n, first); return 1; }
+    return 0;
+}
+
+// The legacy default stream (cudaMemcpy) waits for the earlier work of blocking streams,
+// not for cudaStreamNonBlocking ones: reading a non-blocking stream's output with
+// cudaMemcpy without synchronising is a race.
+static int legacy(unsigned flags) {
+    const int n = 64;
+    int *d, got[n];
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, flags));
+    CK(cudaMalloc(&d, n * sizeof(int)));
+    LAUNCH(fill_kernel, 1, 64, 0, s, d, n, 7);
+    CK(cudaMemcpy(got, d, sizeof got, cudaMemcpyDeviceToHost));
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(d));
+    CK(cudaStreamDestroy(s));
+    for (int i = 0; i < n; i++)
+        if (got[i] != 7) { fprintf(stderr, "legacy stream read: got[%d] = %d, expected 7\n", i, got[i]); return 1; }
+    return 0;
+}
+
+// The data-parallel overlap: the backward pass writes gradients on the compute stream,
+// the all-reduce runs on a communication stream after an event, the optimizer waits for
+// the all-reduce's event. mode 1 leaves out the communication stream's wait (the
+// all-reduce may read the gradients before the backward pass wrote them), mode 2 the
+// compute stream's wait (the optimizer may read the reduced gradients too early, and the
+// next backward pass may overwrite gradients the all-reduce is still reading).
+__global__ void backward_kernel(float* grad, int n, int step) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) grad[i] = (float)(step + 1) * 0.5f;
+}
+__global__ void sgd_kernel(float* param, const float* grad, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) param[i] -= grad[i];
+}
+static int dp_overlap(int mode) {
+    const int n = 1024, steps = 3;
+    float *grad, *reduced, *param;
+    cudaStream_t compute, comm;
+    cudaEvent_t grads_ready, reduced_ready;
+    ncclComm_t nc;
+    ncclUniqueId id;
+    if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&nc, 1, id, 0) != ncclSuccess) { fprintf(stderr, "nccl init\n"); return 1; }
+    CK(cudaStreamCreate(&compute));
+    CK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&grads_ready, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&reduced_ready, cudaEventDisableTiming));
+    CK(cudaMalloc(&grad, n * sizeof(float)));
+    CK(cudaMalloc(&reduced, n * sizeof(float)));
+    CK(cudaMalloc(&param, n * sizeof(float)));
+    CK(cudaMemsetAsync(param, 0, n * sizeof(float), compute));
+    for (int step = 0; step < steps; step++) {
+        LAUNCH(backward_kernel, 4, 128, 0, compute, grad, n, step);
+        CK(cudaEventRecord(grads_ready, compute));
+        if (mode != 1) CK(cudaStreamWaitEvent(comm, grads_ready, 0));
+        if (ncclAllReduce(grad, reduced, n, ncclFloat, ncclSum, nc, comm) != ncclSuccess) { fprintf(stderr, "all-reduce\n"); return 1; }
+        CK(cudaEventRecord(reduced_ready, comm));
+        if (mode != 2) CK(cudaStreamWaitEvent(compute, reduced_ready, 0));
+        LAUNCH(sgd_kernel, 4, 128, 0, compute, param, reduced, n);
+    }
+    float h[n];
+    CK(cudaMemcpyAsync(h, param, sizeof h, cudaMemcpyDeviceToHost, compute));
+    CK(cudaDeviceSynchronize());
+    ncclCommDestroy(nc);
+    CK(cudaFree(grad));
+    CK(cudaFree(reduced));
+    CK(cudaFree(param));
+    CK(cudaEventDestroy(grads_ready));
+    CK(cudaEventDestroy(reduced_ready));
+    CK(cudaStreamDestroy(compute));
+    CK(cudaStreamDestroy(comm));
+    const float want = -(0.5f + 1.0f + 1.5f);  // exact in fp32
+    for (int i = 0; i < n; i++)
+        if (h[i] != want) { fprintf(stderr, "dp overlap: param[%d] = %g, expected %g\n", i, h[i], want); return 1; }
+    return 0;
+}
+
 // Launch-resource checks (impl/resources.h): the same template kernel at two sizes, so
 // the table row must be found from the instantiation, not the LAUNCH text "res_kernel<N>".
 template <int N>
@@ -173,6 +314,16 @@ int main(int argc, char** argv) {
     else if (!strcmp(m, "pageable_snapshot")) bad = pageable_snapshot();
     else if (!strcmp(m, "write_before_sync")) bad = write_before_sync();
     else if (!strcmp(m, "two_streams")) bad = two_streams();
+    else if (!strcmp(m, "cross_no_event")) bad = cross(0);
+    else if (!strcmp(m, "cross_event")) bad = cross(1);
+    else if (!strcmp(m, "d2h_read_early")) bad = d2h(0);
+    else if (!strcmp(m, "d2h_stream_sync")) bad = d2h(1);
+    else if (!strcmp(m, "d2h_event_sync")) bad = d2h(2);
+    else if (!strcmp(m, "legacy_blocking")) bad = legacy(cudaStreamDefault);
+    else if (!strcmp(m, "legacy_nonblocking")) bad = legacy(cudaStreamNonBlocking);
+    else if (!strcmp(m, "dp_overlap")) bad = dp_overlap(0);
+    else if (!strcmp(m, "dp_no_comm_wait")) bad = dp_overlap(1);
+    else if (!strcmp(m, "dp_no_compute_wait")) bad = dp_overlap(2);
     else { fprintf(stderr, "error: unknown mode '%s'\n", m); return 2; }
     if (bad) return 1;
     printf("ok\n");

@@ -539,6 +539,7 @@ static void test_warp() {
             close(fd[0]);
             dup2(fd[1], 2);
             LAUNCH(k, 1, 32, 0, 0, dp);
+            cudaDeviceSynchronize();  // the kernel runs when the host waits for it
             _exit(0);
         }
         close(fd[1]);
@@ -738,6 +739,7 @@ static void test_runtime() {
     cudaCheck(cudaMemcpy(h2.data(), pinned, n * sizeof(float), cudaMemcpyDefault));
     check(h2 == h, "cudaMemcpy H2D, async D2D and D2H on a stream, Default");
     cudaCheck(cudaMemsetAsync(d2, 0, n * sizeof(float), st));
+    cudaCheck(cudaStreamSynchronize(st));  // st is non-blocking: without this the two memsets race
     cudaCheck(cudaMemset(d2, 0, (n / 2) * sizeof(float)));
     std::vector<float> z = dev_download(d2, n);
     int bad = 0;

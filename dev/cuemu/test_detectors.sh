@@ -8,8 +8,11 @@
 #    ce_stats_kernel (crossentropy.cuh), of block_sum or of block_max (cuda_utils.cuh)
 #    must be reported as a race when CUEMU_MAX_GRID gives each block several rows;
 #  - stream_driver.cu: a pinned buffer rewritten after its cudaMemcpyAsync and before
-#    the host synchronised with the copy must fail; the event-guarded slots, pageable
-#    copies and two streams ordered by an event must pass;
+#    the host synchronised with the copy must fail; so must a kernel on one stream
+#    reading another stream's output without an event, cudaMemcpy after a non-blocking
+#    stream's kernel, a pinned D2H destination read before the copy was synchronised,
+#    and the data-parallel all-reduce overlap without either of its two event waits;
+#    the event-guarded versions, pageable copies and blocking-stream order must pass;
 #  - launch resources (impl/resources.h) against a register table written here: too
 #    many registers (template instantiation resolved from the symbol), too many threads,
 #    shared memory over sm_80's opt-in maximum (CUEMU_ARCH=80) must fail.
@@ -95,6 +98,34 @@ if build "$ROOT/dev/cuemu/stream_driver.cu" "$S"; then
     expect "pageable slots without guard: staged at the call, correct sums" pass "$S" slots_pageable
     expect "pageable copy snapshots the host buffer at the call" pass "$S" pageable_snapshot
     expect "a pinned copy on one stream, read on another after cudaStreamWaitEvent" pass "$S" two_streams
+    X="cross-stream race on 0x[0-9a-f]+ "
+    expect "a kernel on stream b reading what stream a wrote, no event: both launch sites reported" \
+        "$X.*fill_kernel at .*stream_driver.cu:[0-9]+ on stream .* writes it, and sum_kernel at .*stream_driver.cu:[0-9]+ on stream .* reads it" \
+        "$S" cross_no_event
+    for seed in 1 2 3; do
+        expect "the same with the detector off: b runs before a, the sum is wrong (seed $seed)" "cross-stream read: sum -256, expected 768" \
+            env CUEMU_STREAM_RACES=0 CUEMU_SEED=$seed "$S" cross_no_event
+    done
+    expect "for comparison, CUEMU_STREAMS=eager (run at the call) hides the missing event" pass \
+        env CUEMU_STREAM_RACES=0 CUEMU_STREAMS=eager "$S" cross_no_event
+    expect "the same two kernels ordered by cudaEventRecord + cudaStreamWaitEvent: exact sum" pass "$S" cross_event
+    expect "the host reading a pinned D2H destination before synchronising sees poison" \
+        "host read of the pinned D2H destination: 64 of 64 wrong \\(h\\[0\\] = -1" "$S" d2h_read_early
+    expect "... after cudaStreamSynchronize: exact" pass "$S" d2h_stream_sync
+    expect "... after cudaEventSynchronize on an event recorded after the copy: exact" pass "$S" d2h_event_sync
+    expect "cudaMemcpy (legacy stream) after a kernel on a blocking stream: ordered, exact" pass "$S" legacy_blocking
+    expect "cudaMemcpy after a kernel on a cudaStreamNonBlocking stream: reported" \
+        "$X.*fill_kernel at .*on stream .* writes it, and cudaMemcpy at .*stream_driver.cu:[0-9]+ on the default stream reads it" \
+        "$S" legacy_nonblocking
+    expect "data-parallel overlap (compute stream, all-reduce on a comm stream, events both ways): exact" pass "$S" dp_overlap
+    expect "... without the comm stream's cudaStreamWaitEvent: backward kernel vs ncclAllReduce reported" \
+        "$X.*backward_kernel at .*stream_driver.cu:[0-9]+ on stream .* writes it, and ncclAllReduce at .*stream_driver.cu:[0-9]+" \
+        "$S" dp_no_comm_wait
+    expect "... and with the detector off the all-reduce reads unwritten gradients (NaN)" "dp overlap: param\\[0\\] = -?nan" \
+        env CUEMU_STREAM_RACES=0 "$S" dp_no_comm_wait
+    expect "... without the compute stream's cudaStreamWaitEvent: ncclAllReduce vs the optimizer kernel reported" \
+        "$X.*ncclAllReduce at .*stream_driver.cu:[0-9]+ on stream .* writes it, and sgd_kernel at .*stream_driver.cu:[0-9]+" \
+        "$S" dp_no_compute_wait
     T="$TMP/res.tsv"
     printf '# test table\nkernel\tregs\tspill_st\tspill_ld\tsmem_static\tmax_threads\nres_kernel<128>\t200\t0\t0\t0\t1024\nres_kernel<64>\t32\t0\t0\t0\t1024\nres_plain_kernel\t40\t0\t0\t1024\t256\n' >"$T"
     R="too many resources requested for launch"

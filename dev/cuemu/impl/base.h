@@ -88,10 +88,31 @@ enum cudaError {
 typedef enum cudaError cudaError_t;
 
 // ---------------------------------------------------------------- streams and events
-// Work runs on the calling host thread (impl/streams.h says what is deferred): a stream
-// is a tag; an event records the host wall clock and the stream position it marks.
+// Work runs on the calling host thread, queued per stream (impl/streams.h): a stream is
+// a tag; an event records the host wall clock, the stream position it marks and the
+// vector clock of what happened before it (for the cross-stream hazard detector).
+namespace cuemu {
+// Vector clock: entry i = how many operations of stream i are known to have happened.
+struct VClock {
+    std::vector<uint64_t> c;
+    uint64_t get(int i) const { return (size_t)i < c.size() ? c[(size_t)i] : 0; }
+    void set(int i, uint64_t v) { if ((size_t)i >= c.size()) c.resize((size_t)i + 1, 0); c[(size_t)i] = v; }
+    void join(const VClock& o) {
+        if (o.c.size() > c.size()) c.resize(o.c.size(), 0);
+        for (size_t i = 0; i < o.c.size(); i++) c[i] = std::max(c[i], o.c[i]);
+    }
+};
+struct StreamState;
+}  // namespace cuemu
 struct CUstream_st { unsigned int flags; int priority; };
-struct CUevent_st { unsigned int flags; bool recorded; double t_ms; const void* stream = nullptr; unsigned long long seq = 0; };
+struct CUevent_st {
+    unsigned int flags;
+    bool recorded;
+    double t_ms;
+    cuemu::StreamState* stream = nullptr;
+    uint64_t seq = 0;
+    cuemu::VClock vc;
+};
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
 #define cudaStreamDefault 0x00

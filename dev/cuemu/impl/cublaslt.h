@@ -465,13 +465,19 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
     return CUBLAS_STATUS_SUCCESS;
 }
 
+namespace cuemu {
+inline void lt_compute(const LtPlan& P, const cublasLtMatmulDescOpaque_t* d, const cublasLtMatrixLayoutOpaque_t* Ad,
+                       const cublasLtMatrixLayoutOpaque_t* Bd, const cublasLtMatrixLayoutOpaque_t* Cd,
+                       const cublasLtMatrixLayoutOpaque_t* Dd, float al, float be, const void* A_, const void* B_,
+                       const void* C_, void* D_);
+}  // namespace cuemu
 static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void* alpha, const void* A_,
                                             cublasLtMatrixLayout_t Ad, const void* B_, cublasLtMatrixLayout_t Bd, const void* beta,
                                             const void* C_, cublasLtMatrixLayout_t Cd, void* D_, cublasLtMatrixLayout_t Dd,
-                                            const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSize, cudaStream_t stream) {
+                                            const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSize, cudaStream_t stream,
+                                            const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     (void)workspace; (void)workspaceSize;
-    stream_op(stream);  // runs at the call, after the deferred copies of its stream
     if (!h || h->magic != kLtMagic) return CUBLAS_STATUS_NOT_INITIALIZED;
     LtPlan P;
     cublasStatus_t st = lt_plan(d, Ad, Bd, Cd, Dd, P);
@@ -502,6 +508,33 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
         if (!d->aux) return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "epilogue %u needs CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", P.epi);
         if ((st = lt_check_ptr("aux", d->aux, lt_span(m, n, d->aux_ld, P.batch, d->aux_bstride, xs)))) return st;
     }
+    // What it reads and writes (streams.h's hazard detector), then the product itself,
+    // queued on the stream with copies of the descriptors (the caller may destroy them).
+    std::vector<Access> acc;
+    if (k > 0) {
+        acc.push_back({A_, lt_span(Ad->rows, Ad->cols, Ad->ld, P.batch, Ad->stride, es), false});
+        acc.push_back({B_, lt_span(Bd->rows, Bd->cols, Bd->ld, P.batch, Bd->stride, es), false});
+    }
+    if (be != 0.0f) acc.push_back({C_, lt_span(m, n, Cd->ld, P.batch, Cd->stride, cs), false});
+    acc.push_back({D_, lt_span(m, n, Dd->ld, P.batch, Dd->stride, cs), true});
+    if (P.use_bias || P.bgrad_rows || P.bgrada || P.bgradb)
+        acc.push_back({d->bias, (size_t)(bias_len + (P.batch - 1) * d->bias_bstride) * bs, !P.use_bias});
+    if (P.aux_out || P.dgelu) acc.push_back({d->aux, lt_span(m, n, d->aux_ld, P.batch, d->aux_bstride, xs), P.aux_out});
+    issue(stream, [P, dc = *d, Ac = *Ad, Bc = *Bd, Cc = *Cd, Dc = *Dd, al, be, A_, B_, C_, D_] {
+        lt_compute(P, &dc, &Ac, &Bc, &Cc, &Dc, al, be, A_, B_, C_, D_);
+    }, acc, "cublasLtMatmul", file, line);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace cuemu {
+// D = epilogue(alpha op(A) op(B) + beta C), run when the stream reaches the matmul.
+inline void lt_compute(const LtPlan& P, const cublasLtMatmulDescOpaque_t* d, const cublasLtMatrixLayoutOpaque_t* Ad,
+                       const cublasLtMatrixLayoutOpaque_t* Bd, const cublasLtMatrixLayoutOpaque_t* Cd,
+                       const cublasLtMatrixLayoutOpaque_t* Dd, float al, float be, const void* A_, const void* B_,
+                       const void* C_, void* D_) {
+    const int64_t m = P.m, n = P.n, k = P.k;
+    size_t es = lt_size(P.atype), cs = lt_size(P.ctype);
+    size_t bs = lt_size(P.bias_type), xs = lt_size(P.aux_type);
     std::vector<float> Am((size_t)m * k), Bn((size_t)n * k), bg;
     const int64_t lda = Ad->ld, ldb = Bd->ld, ldc = Cd->ld, ldd = Dd->ld;
     for (int64_t b = 0; b < P.batch; b++) {
@@ -552,5 +585,5 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
                 lt_store(P.bias_type, (void*)bias, j, s);
             }
     }
-    return CUBLAS_STATUS_SUCCESS;
 }
+}  // namespace cuemu

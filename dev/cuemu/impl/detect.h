@@ -304,6 +304,10 @@ CUEMU_HOOK void __tsan_read_range(void* p, unsigned long n) {
 CUEMU_HOOK void __tsan_write_range(void* p, unsigned long n) {
     if (cuemu::t_active) cuemu::access(p, n, true, (uintptr_t)__builtin_return_address(0));
 }
+// Vtable pointer stores (the emulation's std::shared_ptr control blocks, streams.h):
+// host-side bookkeeping, never a kernel's memory access.
+CUEMU_HOOK void __tsan_vptr_update(void*, void*) {}
+CUEMU_HOOK void __tsan_vptr_read(void*) {}
 CUEMU_HOOK void __tsan_init() {}
 #include "detect_atomics.h"
 #endif

@@ -578,9 +578,9 @@ inline int dyn_smem_limit(const void* kernel) {
     return it == e.max_dyn_smem.end() ? 48 * 1024 : it->second;
 }
 
-// Runs a whole grid. body(ctx) runs one thread of the kernel.
-inline void run_grid(const void* kernel, const char* name, const char* file, int line, dim3 grid, dim3 block,
-                     size_t smem, void (*body)(void*), void* ctx) {
+// The launch checks a GPU makes at the launch (the error is there for cudaGetLastError
+// right after it): configuration, dynamic shared memory, the register table.
+inline bool grid_ok(const void* kernel, const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem) {
     Exec& e = ex();
     if (e.in_kernel) die("kernel %s launched from inside a kernel (dynamic parallelism is not emulated)", name);
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
@@ -589,7 +589,7 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
         fprintf(stderr, "cuemu: %s:%d: launch of %s with grid (%u,%u,%u) block (%u,%u,%u): invalid configuration\n", file,
                 line, name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
         set_error(cudaErrorInvalidConfiguration);
-        return;
+        return false;
     }
     int limit = dyn_smem_limit(kernel);
     if (smem > (size_t)limit) {
@@ -598,12 +598,20 @@ inline void run_grid(const void* kernel, const char* name, const char* file, int
                 "(raise it with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))\n",
                 file, line, name, smem, limit);
         set_error(cudaErrorInvalidValue);
-        return;
+        return false;
     }
     if (!check_resources(kernel, name, file, line, nthreads, smem)) {
         set_error(cudaErrorLaunchOutOfResources);
-        return;
+        return false;
     }
+    return true;
+}
+
+// Runs a whole grid (checked by grid_ok at the launch). body(ctx) runs one thread of the kernel.
+inline void run_grid(const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem,
+                     void (*body)(void*), void* ctx) {
+    Exec& e = ex();
+    unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     std::lock_guard<std::mutex> lk(e.launch_mu);
     install_segv_handler();
     e.page = (size_t)sysconf(_SC_PAGESIZE);
@@ -683,25 +691,49 @@ inline bool check_kernel_args(const char* name, const char* file, int line, cons
     return !bad;
 }
 
+// What a kernel may touch, for the cross-stream hazard detector (streams.h): the whole
+// allocation behind every pointer argument, read-only when the parameter is `const T*`.
+// (Pointers inside struct arguments are not seen.)
+template <class P, class T>
+inline void kernel_access(const T& v, std::vector<Access>& acc) {
+    if constexpr (std::is_pointer<P>::value && !std::is_function<typename std::remove_pointer<P>::type>::value) {
+        if (v == nullptr) return;
+        Found f = lookup((const void*)v, 0);
+        if (f.kind == MEM_NONE) return;
+        acc.push_back(Access{(const void*)f.base, f.size, !std::is_const<typename std::remove_pointer<P>::type>::value});
+    }
+}
+template <class... P, class Tup, size_t... I>
+inline void kernel_accesses(const Tup& t, std::vector<Access>& acc, std::index_sequence<I...>) {
+    (void)t; (void)acc;
+    (kernel_access<typename std::decay<P>::type>(std::get<I>(t), acc), ...);
+}
+
 // The launch: what LAUNCH(kernel, grid, block, smem, stream, args...) calls under CUEMU.
+// The arguments are copied at the call (as a GPU captures kernel parameters) and the
+// grid runs when its stream's queue runs (streams.h).
 template <class... P, class... A>
 inline void launch(void (*kernel)(P...), const char* name, const char* file, int line, dim3 grid, dim3 block,
                    size_t smem, cudaStream_t stream, A&&... args) {
     static_assert(sizeof...(P) == sizeof...(A), "LAUNCH: the number of arguments does not match the kernel's parameters");
-    stream_op(stream);  // after the deferred copies of its stream; the kernel has finished when launch returns
     using Tup = std::tuple<typename std::decay<P>::type...>;
-    Tup params(std::forward<A>(args)...);
-    if (!check_kernel_args(name, file, line, params, std::index_sequence_for<P...>{})) {
+    auto params = std::make_shared<Tup>(std::forward<A>(args)...);
+    if (!check_kernel_args(name, file, line, *params, std::index_sequence_for<P...>{})) {
         set_error(cudaErrorIllegalAddress);
         return;
     }
-    struct Ctx { void (*k)(P...); Tup* t; };
-    Ctx ctx{kernel, &params};
-    auto body = [](void* p) {
-        Ctx* c = static_cast<Ctx*>(p);
-        std::apply(c->k, *c->t);  // each thread gets its own copy of the parameters
-    };
-    run_grid(reinterpret_cast<const void*>(kernel), name, file, line, grid, block, smem, +body, &ctx);
+    if (!grid_ok(reinterpret_cast<const void*>(kernel), name, file, line, grid, block, smem)) return;
+    std::vector<Access> acc;
+    kernel_accesses<P...>(*params, acc, std::index_sequence_for<P...>{});
+    issue(stream, [kernel, name, file, line, grid, block, smem, params] {
+        struct Ctx { void (*k)(P...); Tup* t; };
+        Ctx ctx{kernel, params.get()};
+        auto body = [](void* p) {
+            Ctx* c = static_cast<Ctx*>(p);
+            std::apply(c->k, *c->t);  // each thread gets its own copy of the parameters
+        };
+        run_grid(name, file, line, grid, block, smem, +body, &ctx);
+    }, acc, name, file, line);
 }
 
 inline void* dynamic_smem() {

@@ -14,7 +14,8 @@
 // Send/recv: ungrouped ncclSend is MPI_Ssend (it waits for the receiver, as an
 // NCCL send kernel does, so an unordered exchange deadlocks here as on a GPU);
 // inside ncclGroupStart/End sends and receives are posted non-blocking and
-// completed at ncclGroupEnd. Streams are ignored (everything is synchronous).
+// completed at ncclGroupEnd. Every call runs at the call, after the work its stream
+// waits for (streams.h: a blocking MPI call cannot wait for a synchronisation point).
 // Without <mpi.h> (or with CUEMU_NCCL_NO_MPI) only 1-rank communicators work.
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
@@ -265,6 +266,12 @@ inline ncclResult_t rs_chunks(const char* opname, const void* send, size_t count
 }
 #endif
 
+// An NCCL call runs at the call (it blocks in MPI: deferred to a synchronisation point,
+// it could wait on a peer that waits on this rank's host), after what its stream waits
+// for; its buffers go to the hazard detector like those of a queued operation.
+inline void nccl_now(const void* stream, const std::vector<Access>& acc, const char* what, const char* file, int line) {
+    issue(stream, std::function<void()>(), acc, what, file, line, true);
+}
 inline ncclResult_t check_coll(const char* op, ncclComm* c, int dt, int redop, bool reduces) {
     if (!comm_ok(c)) return nccl_fail(ncclInvalidArgument, "%s: invalid communicator", op);
     if (nccl_size(dt) == 0) return nccl_fail(ncclInvalidArgument, "%s: invalid datatype %d", op, dt);
@@ -452,13 +459,13 @@ static inline ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) 
 }
 
 static inline ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt, ncclRedOp_t op,
-                                         ncclComm_t comm, cudaStream_t stream_) {
-    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
+                                         ncclComm_t comm, cudaStream_t stream_, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclAllReduce", comm, dt, op, true))) return r;
     size_t bytes = count * nccl_size(dt);
     if ((r = check_buf("ncclAllReduce", "sendbuff", sendbuff, bytes)) || (r = check_buf("ncclAllReduce", "recvbuff", recvbuff, bytes))) return r;
+    nccl_now(stream_, {{sendbuff, bytes, false}, {recvbuff, bytes, true}}, "ncclAllReduce", file, line);
     if (comm->size == 1) {
         if (sendbuff != recvbuff) memmove(recvbuff, sendbuff, bytes);
         return ncclSuccess;
@@ -477,8 +484,7 @@ static inline ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, s
     return ncclSuccess;
 }
 static inline ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t dt, ncclRedOp_t op,
-                                             ncclComm_t comm, cudaStream_t stream_) {
-    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
+                                             ncclComm_t comm, cudaStream_t stream_, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclReduceScatter", comm, dt, op, true))) return r;
@@ -486,6 +492,7 @@ static inline ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuf
     if ((r = check_buf("ncclReduceScatter", "sendbuff", sendbuff, bytes * comm->size)) ||
         (r = check_buf("ncclReduceScatter", "recvbuff", recvbuff, bytes)))
         return r;
+    nccl_now(stream_, {{sendbuff, bytes * comm->size, false}, {recvbuff, bytes, true}}, "ncclReduceScatter", file, line);
     if (comm->size == 1) {
         if (sendbuff != recvbuff) memmove(recvbuff, sendbuff, bytes);
         return ncclSuccess;
@@ -501,13 +508,14 @@ static inline ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuf
     return ncclSuccess;
 }
 static inline ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t dt, ncclComm_t comm,
-                                         cudaStream_t stream_) {
-    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
+                                         cudaStream_t stream_, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclAllGather", comm, dt, 0, false))) return r;
     size_t bytes = sendcount * nccl_size(dt);
     if ((r = check_buf("ncclAllGather", "sendbuff", sendbuff, bytes)) || (r = check_buf("ncclAllGather", "recvbuff", recvbuff, bytes * comm->size))) return r;
+    // in place (sendbuff is this rank's part of recvbuff): the write covers the read
+    nccl_now(stream_, {{sendbuff, bytes, false}, {recvbuff, bytes * comm->size, true}}, "ncclAllGather", file, line);
     if (comm->size == 1) {
         if (sendbuff != recvbuff) memmove(recvbuff, sendbuff, bytes);
         return ncclSuccess;
@@ -520,8 +528,7 @@ static inline ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, s
     return ncclSuccess;
 }
 static inline ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
-                                         cudaStream_t stream_) {
-    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
+                                         cudaStream_t stream_, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclBroadcast", comm, dt, 0, false))) return r;
@@ -529,6 +536,7 @@ static inline ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, s
     size_t bytes = count * nccl_size(dt);
     if (comm->rank == root && (r = check_buf("ncclBroadcast", "sendbuff", sendbuff, bytes))) return r;
     if ((r = check_buf("ncclBroadcast", "recvbuff", recvbuff, bytes))) return r;
+    nccl_now(stream_, {{comm->rank == root ? sendbuff : nullptr, bytes, false}, {recvbuff, bytes, true}}, "ncclBroadcast", file, line);
     if (comm->rank == root && sendbuff != recvbuff) memmove(recvbuff, sendbuff, bytes);
 #if CUEMU_NCCL_MPI
     if (comm->size > 1) {
@@ -538,11 +546,12 @@ static inline ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, s
 #endif
     return ncclSuccess;
 }
-static inline ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s) {
-    return ncclBroadcast(buff, buff, count, dt, root, comm, s);
+static inline ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s,
+                                     const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return ncclBroadcast(buff, buff, count, dt, root, comm, s, file, line);
 }
 static inline ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
-                                      ncclComm_t comm, cudaStream_t s) {
+                                      ncclComm_t comm, cudaStream_t s, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclReduce", comm, dt, op, true))) return r;
@@ -550,9 +559,12 @@ static inline ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size
     size_t bytes = count * nccl_size(dt);
     void* tmp = nullptr;
     if (cudaMalloc(&tmp, bytes ? bytes : 1) != cudaSuccess) return ncclUnhandledCudaError;
-    r = ncclAllReduce(sendbuff, tmp, count, dt, op, comm, s);
+    r = ncclAllReduce(sendbuff, tmp, count, dt, op, comm, s, file, line);
     if (r == ncclSuccess && comm->rank == root) {
-        if ((r = check_buf("ncclReduce", "recvbuff", recvbuff, bytes)) == ncclSuccess) memmove(recvbuff, tmp, bytes);
+        if ((r = check_buf("ncclReduce", "recvbuff", recvbuff, bytes)) == ncclSuccess) {
+            nccl_now(s, {{recvbuff, bytes, true}}, "ncclReduce", file, line);
+            memmove(recvbuff, tmp, bytes);
+        }
     }
     cudaFree(tmp);
     return r;
@@ -588,13 +600,15 @@ static inline ncclResult_t ncclGroupEnd() {
 }
 
 namespace cuemu {
-inline ncclResult_t p2p(bool send, void* buf, size_t count, int dt, int peer, ncclComm* c) {
+inline ncclResult_t p2p(bool send, void* buf, size_t count, int dt, int peer, ncclComm* c, const void* stream, const char* file,
+                        int line) {
     const char* op = send ? "ncclSend" : "ncclRecv";
     ncclResult_t r;
     if ((r = check_coll(op, c, dt, 0, false))) return r;
     if (peer < 0 || peer >= c->size) return nccl_fail(ncclInvalidArgument, "%s: peer %d of %d", op, peer, c->size);
     size_t bytes = count * nccl_size(dt);
     if ((r = check_buf(op, send ? "sendbuff" : "recvbuff", buf, bytes))) return r;
+    nccl_now(stream, {{buf, bytes, !send}}, op, file, line);
     NcclGroup& g = nccl_state();
     if (peer == c->rank) {
         if (g.depth == 0)
@@ -621,11 +635,11 @@ inline ncclResult_t p2p(bool send, void* buf, size_t count, int dt, int peer, nc
 #endif
 }
 }  // namespace cuemu
-static inline ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream_) {
-    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
-    return cuemu::p2p(true, const_cast<void*>(sendbuff), count, dt, peer, comm);
+static inline ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream_,
+                                    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return cuemu::p2p(true, const_cast<void*>(sendbuff), count, dt, peer, comm, stream_, file, line);
 }
-static inline ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream_) {
-    cuemu::stream_op(stream_);  // runs at the call, after the deferred copies of its stream
-    return cuemu::p2p(false, recvbuff, count, dt, peer, comm);
+static inline ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream_,
+                                    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return cuemu::p2p(false, recvbuff, count, dt, peer, comm, stream_, file, line);
 }

@@ -1,7 +1,7 @@
 // dev/cuemu/impl/runtime.h - the CUDA runtime API calls the trainer uses:
 // memory (device memory is host memory, registered so misuse is caught), copies,
-// memset, streams and events (pinned host-to-device copies deferred, see streams.h;
-// event times are wall time),
+// memset, streams and events (operations queued per stream, see streams.h; event
+// times are wall time),
 // device properties of a plausible fake device, errors, function attributes.
 // Devices: CUEMU_DEVICES per node, of which CUDA_VISIBLE_DEVICES selects this process's
 // (as CUDA does), each with a PCI bus id from its node ordinal.
@@ -136,20 +136,39 @@ inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, c
         if (fd.kind != MEM_NONE && fd.overrun) return bad_pointer(api, "destination", dst, n, fd, "");
         if (fs.kind != MEM_NONE && fs.overrun) return bad_pointer(api, "source", src, n, fs, "");
     }
-    if (!async) {
-        device_sync();
-        memmove(dst, src, n);
-        return cudaSuccess;
-    }
-    // An async copy from pinned memory to the device is done by the copy engine when the
-    // stream reaches it; from pageable memory it is staged at the call, as CUDA does.
     Found fs = lookup(src, n), fd = lookup(dst, n);
-    if (fs.kind == MEM_PINNED && is_dev(fd)) {
-        enqueue_pinned(stream, dst, src, n, file, line);
+    std::vector<Access> acc{{dst, n, true}, {src, n, false}};
+    if (!async) {
+        // cudaMemcpy: an operation of the legacy stream that the host waits for
+        issue(nullptr, [=] { memmove(dst, src, n); }, acc, api, file, line, true);
+        stream_sync(nullptr);
         return cudaSuccess;
     }
-    stream_op(stream);
-    memmove(dst, src, n);
+    if (fd.kind == MEM_NONE) {
+        // into pageable memory the call returns when the copy is done (CUDA stages it)
+        issue(stream, [=] { memmove(dst, src, n); }, acc, api, file, line, true);
+        stream_sync(stream);
+        return cudaSuccess;
+    }
+    if (fs.kind == MEM_NONE) {
+        // from pageable memory: staged at the call, so the host may rewrite it at once
+        auto stage = std::make_shared<std::vector<unsigned char>>((const unsigned char*)src, (const unsigned char*)src + n);
+        issue(stream, [=] { memmove(dst, stage->data(), n); }, acc, api, file, line);
+        return cudaSuccess;
+    }
+    if (fd.kind == MEM_PINNED && config().poison && !pinned_source_pending(dst, n)) {
+        // A pinned destination gets the data only when the copy runs (at the host's
+        // synchronisation with it): until then it holds poison, so a host read before
+        // the synchronisation sees NaN / -1 instead of passing by luck.
+        memset(dst, 0xff, n);
+    }
+    if (fs.kind == MEM_PINNED) {
+        // the copy engine reads the pinned source when the stream reaches the copy
+        PinnedCopy c{0, 0, dst, src, n, std::vector<unsigned char>((const unsigned char*)src, (const unsigned char*)src + n), file, line, false};
+        issue(stream, std::function<void()>(), acc, api, file, line, false, &c);
+        return cudaSuccess;
+    }
+    issue(stream, [=] { memmove(dst, src, n); }, acc, api, file, line);
     return cudaSuccess;
 }
 inline cudaError_t alloc(void** p, size_t size, int kind) {
@@ -169,6 +188,7 @@ inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b) {
         return ret(cudaErrorInvalidValue);
     }
     detect_forget(p);
+    forget_accesses(p);
     free(p);
     return cudaSuccess;
 }
@@ -363,26 +383,29 @@ static inline cudaError_t cudaHostUnregister(void* p) {
     cuemu::device_sync();
     return cuemu::unregister_region(p, cuemu::MEM_PINNED) == cuemu::MEM_PINNED ? cudaSuccess : cuemu::ret(cudaErrorInvalidValue);
 }
-static inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) { return cuemu::copy("cudaMemcpy", dst, src, n, kind); }
+static inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* file = __builtin_FILE(),
+                                     int line = __builtin_LINE()) {
+    return cuemu::copy("cudaMemcpy", dst, src, n, kind, nullptr, false, file, line);
+}
 static inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s = 0,
                                           const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     return cuemu::copy("cudaMemcpyAsync", dst, src, n, kind, s, true, file, line);
 }
-static inline cudaError_t cudaMemset(void* p, int value, size_t n) {
+namespace cuemu {
+inline cudaError_t memset_op(const char* api, void* p, int value, size_t n, const void* s, const char* file, int line) {
     if (n == 0) return cudaSuccess;
-    cuemu::Found f;
-    if (!cuemu::side_ok(p, n, true, f)) return cuemu::bad_pointer("cudaMemset", "destination", p, n, f, "device memory");
-    cuemu::stream_op(nullptr);
-    memset(p, value, n);
+    Found f;
+    if (!side_ok(p, n, true, f)) return bad_pointer(api, "destination", p, n, f, "device memory");
+    issue(s, [=] { memset(p, value, n); }, {{p, n, true}}, api, file, line);
     return cudaSuccess;
 }
-static inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s = 0) {
-    if (n == 0) return cudaSuccess;
-    cuemu::Found f;
-    if (!cuemu::side_ok(p, n, true, f)) return cuemu::bad_pointer("cudaMemsetAsync", "destination", p, n, f, "device memory");
-    cuemu::stream_op(s);
-    memset(p, value, n);
-    return cudaSuccess;
+}  // namespace cuemu
+static inline cudaError_t cudaMemset(void* p, int value, size_t n, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return cuemu::memset_op("cudaMemset", p, value, n, nullptr, file, line);
+}
+static inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s = 0, const char* file = __builtin_FILE(),
+                                          int line = __builtin_LINE()) {
+    return cuemu::memset_op("cudaMemsetAsync", p, value, n, s, file, line);
 }
 template <class T>
 static inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t n, size_t offset = 0, cudaMemcpyKind = cudaMemcpyHostToDevice) {
@@ -410,7 +433,7 @@ static inline cudaError_t cudaGetSymbolAddress(void** p, const T& symbol) {
 }
 
 // ---------------------------------------------------------------- streams and events
-static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{0, 0}; return cudaSuccess; }
+static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{0, 0}; cuemu::stream_set_flags(*s, 0); return cudaSuccess; }
 static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) { *s = new CUstream_st{flags, 0}; cuemu::stream_set_flags(*s, flags); return cudaSuccess; }
 static inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned flags, int prio) { *s = new CUstream_st{flags, prio}; cuemu::stream_set_flags(*s, flags); return cudaSuccess; }
 static inline cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return cudaSuccess; }
@@ -423,28 +446,27 @@ static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { cuemu::stream_sync(s); return cudaSuccess; }
 static inline cudaError_t cudaStreamQuery(cudaStream_t s) { cuemu::stream_sync(s); return cudaSuccess; }  // always done
-static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st{0, false, 0.0}; return cudaSuccess; }
-static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { *e = new CUevent_st{flags, false, 0.0}; return cudaSuccess; }
+static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st{0, false, 0.0, nullptr, 0, {}}; return cudaSuccess; }
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { *e = new CUevent_st{flags, false, 0.0, nullptr, 0, {}}; return cudaSuccess; }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle); delete e; return cudaSuccess; }
 static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
     if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
-    e->stream = cuemu::stream_key(s);
-    e->seq = cuemu::stream_last(s);  // the event completes with the stream's work issued so far
+    cuemu::event_record(s, e->stream, e->seq, e->vc);  // completes with the stream's work issued so far
     e->recorded = true;
     e->t_ms = cuemu::now_ms();
     return cudaSuccess;
 }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
-    if (e->recorded) { cuemu::stream_flush(e->stream); cuemu::stream_retire(e->stream, e->seq); }
+    if (e->recorded) cuemu::event_sync(e->stream, e->seq, e->vc);
     return cudaSuccess;
 }
 static inline cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }  // always complete
-// The waiting stream's later work must see the event's stream's work: run its deferred
-// copies now (the host learns nothing, so nothing is retired).
-static inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned = 0) {
+// The waiting stream's later work runs after the event's stream reached the event and
+// happens after everything the event covers (the host learns nothing).
+static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned = 0) {
     if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
-    if (e->recorded) cuemu::stream_flush(e->stream);
+    if (e->recorded) cuemu::stream_wait(s, e->stream, e->seq, e->vc);
     return cudaSuccess;
 }
 static inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

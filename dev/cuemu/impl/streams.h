@@ -1,22 +1,30 @@
-// dev/cuemu/impl/streams.h - what the emulation models of CUDA streams: host-to-device
-// copies from pinned memory are deferred (they read the host buffer when they run, as
-// a DMA engine does), and the host must not write such a buffer until it has
-// synchronised with the copy. Everything else still runs at the call, after the
-// deferred copies its stream (and the legacy default stream) has queued.
+// dev/cuemu/impl/streams.h - CUDA streams as queues. Every stream operation (kernel,
+// memset, copy, cuBLASLt matmul, event record) is queued on its stream as a closure
+// whose arguments were captured at the call, and queues run only at synchronisation
+// points, in a seeded interleaving that respects stream order, events and the legacy
+// default stream. So a missing event dependency between two streams gives the consumer
+// stale data, as on a GPU that happens to run the producer late. Alongside, a
+// vector-clock hazard detector reports two operations on different streams that touch
+// one allocation (at least one writing) with no happens-before path between them, and
+// the host must not write a pinned source before its copy ran (the copy reads it when
+// it runs). NCCL calls run at the call, after what their stream waits for (MPI blocks).
+// CUEMU_STREAMS=eager runs every operation at the call (only pinned uploads deferred).
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
 #include "base.h"
 #include <deque>
+#include <functional>
 #include <memory>
 
 namespace cuemu {
 
-// One cudaMemcpyAsync host-to-device from pinned memory, from the call until the host
-// synchronises with it. `snap` is the source as it was at the call: at run time and
-// at the synchronisation the source must still hold exactly those bytes, otherwise
-// the host wrote it while the copy may not have run yet (a race on every GPU).
+// One cudaMemcpyAsync from pinned memory, from the call until the host synchronises
+// with it. `snap` is the source as it was at the call: at run time and at the
+// synchronisation the source must still hold exactly those bytes, otherwise the host
+// wrote it while the copy may not have run yet (a race on every GPU).
 struct PinnedCopy {
     uint64_t seq;
+    uint64_t clock;  // of its stream (vector clocks below)
     void* dst;
     const void* src;
     size_t n;
@@ -25,18 +33,80 @@ struct PinnedCopy {
     int line;
     bool ran;
 };
+
+// An operation that must have run before another can: stream `st` up to issue number `seq`.
+struct Wait { StreamState* st; uint64_t seq; };
+struct Op {
+    uint64_t seq;              // global issue number (increasing over all streams)
+    std::function<void()> run;  // empty for markers (event records, waits)
+    std::vector<Wait> waits;   // cross-stream dependencies (events, legacy stream)
+};
 struct StreamState {
-    uint64_t last_seq = 0;      // of the last operation issued on the stream
+    int id = 0;                 // creation order: index into the vector clocks
+    const void* key = nullptr;  // nullptr: the legacy default stream
     bool nonblocking = false;   // cudaStreamNonBlocking: no implicit order with the legacy stream
-    std::deque<PinnedCopy> q;   // issue order
+    uint64_t last_seq = 0;      // of the last operation issued on the stream
+    uint64_t clock = 0;         // operations issued on the stream
+    VClock vc;                  // what the stream's next operation happens after
+    std::deque<Op> ops;         // issued, not yet run (issue order)
+    std::deque<PinnedCopy> pinned;  // pinned-source copies not yet synchronised with
+};
+// One recorded access of a queued operation, for the hazard detector.
+struct Access { const void* p; size_t n; bool w; };
+struct AccessRec {
+    uintptr_t lo, hi;
+    bool w;
+    int sid;
+    uint64_t clock;
+    const char* what;
+    const char* file;
+    int line;
 };
 struct Streams {
     std::recursive_mutex mu;
     uint64_t seq = 0;
-    std::map<const void*, StreamState> st;  // key nullptr: the default (legacy / per-thread) stream
+    uint64_t rng = 0;
+    bool eager = false, races = true, init = false;
+    std::map<const void*, StreamState*> live;      // key nullptr: the legacy (and per-thread) default stream
+    std::vector<std::unique_ptr<StreamState>> all;  // every stream ever used, destroyed ones too (events may point there)
+    VClock host;                                     // what the host has synchronised with
+    std::map<uintptr_t, std::vector<AccessRec>> acc; // by allocation base
 };
-inline Streams& streams() { static Streams s; return s; }
+inline Streams& streams() {
+    static Streams s;
+    if (!s.init) {
+        s.init = true;
+        s.rng = config().seed ^ 0x57ea3500dull;
+        const char* m = getenv("CUEMU_STREAMS");
+#ifdef CUEMU_COST
+        s.eager = true;  // the cost model attributes cuBLASLt calls to the kernels around them
+#endif
+        if (m && !strcmp(m, "eager")) s.eager = true;
+        else if (m && *m && strcmp(m, "deferred") != 0) fprintf(stderr, "cuemu: CUEMU_STREAMS=%s unknown (deferred|eager); using deferred\n", m);
+        if (const char* r = getenv("CUEMU_STREAM_RACES")) s.races = atoi(r) != 0;
+    }
+    return s;
+}
 inline const void* stream_key(const void* s) { return (s == nullptr || s == (const void*)0x1 || s == (const void*)0x2) ? nullptr : s; }
+inline StreamState* stream_state(const void* s) {
+    Streams& S = streams();
+    const void* k = stream_key(s);
+    auto it = S.live.find(k);
+    if (it != S.live.end()) return it->second;
+    S.all.push_back(std::make_unique<StreamState>());
+    StreamState* st = S.all.back().get();
+    st->id = (int)S.all.size() - 1;
+    st->key = k;
+    S.live[k] = st;
+    return st;
+}
+inline const char* stream_name(int sid, char* buf, size_t n) {
+    Streams& S = streams();
+    const StreamState* st = S.all[(size_t)sid].get();
+    if (st->key == nullptr) snprintf(buf, n, "the default stream");
+    else snprintf(buf, n, "stream %p", st->key);
+    return buf;
+}
 
 [[noreturn]] inline void pinned_race(const PinnedCopy& c, const char* when) {
     size_t i = 0;
@@ -52,102 +122,219 @@ inline void run_pinned(PinnedCopy& c) {
     memmove(c.dst, c.src, c.n);
     c.ran = true;
 }
-// Runs the deferred copies of stream s (and of the default stream, whose earlier work
-// every blocking stream waits for; running work early is always a valid schedule).
-inline void stream_flush(const void* s) {
+
+// Is [p, p+n) (part of) the source of a pinned copy the host has not synchronised with?
+inline bool pinned_source_pending(const void* p, size_t n) {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
-    const void* k = stream_key(s);
-    if (k == nullptr) {
-        for (auto& kv : S.st)
-            for (auto& c : kv.second.q) run_pinned(c);
-        return;
-    }
-    for (const void* kk : {(const void*)nullptr, k}) {
-        auto it = S.st.find(kk);
-        if (it != S.st.end())
-            for (auto& c : it->second.q) run_pinned(c);
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    for (auto& up : S.all)
+        for (const PinnedCopy& c : up->pinned)
+            if ((uintptr_t)c.src < hi && lo < (uintptr_t)c.src + c.n) return true;
+    return false;
+}
+
+// ---------------------------------------------------------------- running the queues
+inline bool reached(const StreamState* st, uint64_t seq) { return st->ops.empty() || st->ops.front().seq > seq; }
+// Runs stream st's operations up to issue number `upto`, each after what it waits for
+// (those run first, in a seeded order). Waits always point to earlier issue numbers, so
+// this terminates and never needs an operation of st beyond the front.
+inline void run_until(StreamState* st, uint64_t upto) {
+    Streams& S = streams();
+    while (!reached(st, upto)) {
+        Op& f = st->ops.front();
+        if (!f.waits.empty()) {
+            std::vector<Wait> w = std::move(f.waits);
+            f.waits.clear();
+            for (size_t i = w.size(); i > 1; i--) std::swap(w[i - 1], w[splitmix64(S.rng) % i]);
+            for (const Wait& x : w) run_until(x.st, x.seq);
+            continue;  // the front is still f (nothing else can run st's ops)
+        }
+        std::function<void()> fn = std::move(f.run);
+        st->ops.pop_front();
+        if (fn) fn();
     }
 }
-// An operation is issued on s: it is ordered after the deferred copies before it.
-inline uint64_t stream_op(const void* s) {
+// The host has learned that what `v` covers has happened: pinned sources become the
+// host's again (checked once more: a write in between raced with the copy on a GPU
+// even though the emulation had run it already).
+inline void host_learns(const VClock& v) {
+    Streams& S = streams();
+    S.host.join(v);
+    for (auto& up : S.all) {
+        StreamState* st = up.get();
+        while (!st->pinned.empty() && st->pinned.front().clock <= S.host.get(st->id)) {
+            PinnedCopy& c = st->pinned.front();
+            run_pinned(c);
+            if (memcmp(c.src, c.snap.data(), c.n) != 0) pinned_race(c, "ran (the host had not synchronised with it)");
+            st->pinned.pop_front();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the hazard detector
+inline bool overlap(const AccessRec& a, uintptr_t lo, uintptr_t hi) { return a.lo < hi && lo < a.hi; }
+// Operation (stream sid, clock, vc) with accesses `acc`: any earlier access of another
+// stream to an overlapping range, one of the two writing, that does not happen before
+// it is a race on every GPU that runs the streams concurrently.
+inline void check_and_record(int sid, uint64_t clock, const VClock& vc, const std::vector<Access>& accs, const char* what,
+                             const char* file, int line) {
+    Streams& S = streams();
+    if (!S.races) return;
+    for (const Access& a : accs) {
+        if (a.n == 0 || a.p == nullptr) continue;
+        Found f = lookup(a.p, a.n);
+        if (f.kind == MEM_NONE) continue;  // pageable host memory: staged at the call
+        uintptr_t lo = (uintptr_t)a.p, hi = lo + a.n;
+        std::vector<AccessRec>& L = S.acc[f.base];
+        size_t out = 0;
+        for (size_t i = 0; i < L.size(); i++) {
+            AccessRec& r = L[i];
+            if (S.host.get(r.sid) >= r.clock) continue;  // the host has synchronised with it: before everything to come
+            // the new access makes an earlier one of its stream redundant when it covers it
+            // and writes if that one wrote (a later conflict with it conflicts with this one)
+            if (r.sid == sid && r.lo >= lo && r.hi <= hi && (a.w || !r.w)) continue;
+            if (r.sid != sid && (r.w || a.w) && overlap(r, lo, hi) && vc.get(r.sid) < r.clock) {
+                char s1[64], s2[64];
+                die("cross-stream race on %p + [%zu, %zu) (allocation %p, %zu bytes): %s at %s:%d on %s %s it, and "
+                    "%s at %s:%d on %s %s it, with no event or synchronisation ordering the two (record an event "
+                    "after the first and cudaStreamWaitEvent on the second's stream; CUEMU_STREAM_RACES=0 disables "
+                    "this check)",
+                    (void*)f.base, (size_t)(std::max(lo, r.lo) - f.base), (size_t)(std::min(hi, r.hi) - f.base),
+                    (void*)f.base, f.size, r.what, r.file ? r.file : "?", r.line, stream_name(r.sid, s1, sizeof s1),
+                    r.w ? "writes" : "reads", what, file ? file : "?", line, stream_name(sid, s2, sizeof s2),
+                    a.w ? "writes" : "reads");
+            }
+            L[out++] = r;
+        }
+        L.resize(out);
+        L.push_back(AccessRec{lo, hi, a.w, sid, clock, what, file, line});
+    }
+}
+inline void forget_accesses(const void* base) {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
-    stream_flush(s);
-    uint64_t q = ++S.seq;
-    S.st[stream_key(s)].last_seq = q;
+    S.acc.erase((uintptr_t)base);
+}
+
+// ---------------------------------------------------------------- issuing
+// Queues `fn` on stream s (fn may be empty: a marker). Returns its issue number.
+// now: run it (and what it depends on) before returning, as the eager mode does for
+// every operation and as a synchronous call (NCCL, copies to pageable memory) needs.
+inline uint64_t issue(const void* s, std::function<void()> fn, const std::vector<Access>& accs, const char* what,
+                      const char* file, int line, bool now = false, PinnedCopy* pc = nullptr) {
+    Streams& S = streams();
+    std::lock_guard<std::recursive_mutex> lk(S.mu);
+    StreamState* st = stream_state(s);
+    Op op;
+    op.seq = ++S.seq;
+    // Legacy default stream: its operations wait for the earlier work of every blocking
+    // stream, and a blocking stream's operations wait for the earlier legacy work.
+    if (st->key == nullptr) {
+        for (auto& up : S.all) {
+            StreamState* t = up.get();
+            if (t == st || t->nonblocking || t->clock == 0) continue;
+            st->vc.join(t->vc);
+            if (!t->ops.empty()) op.waits.push_back(Wait{t, t->last_seq});
+        }
+    } else if (!st->nonblocking) {
+        StreamState* lg = stream_state(nullptr);
+        if (lg->clock > 0) {
+            st->vc.join(lg->vc);
+            if (!lg->ops.empty()) op.waits.push_back(Wait{lg, lg->last_seq});
+        }
+    }
+    st->vc.join(S.host);
+    st->clock++;
+    st->vc.set(st->id, st->clock);
+    st->last_seq = op.seq;
+    check_and_record(st->id, st->clock, st->vc, accs, what, file, line);
+    if (pc) {
+        pc->seq = op.seq;
+        pc->clock = st->clock;
+        st->pinned.push_back(std::move(*pc));
+        PinnedCopy* c = &st->pinned.back();  // deque: stays put while others are added or retired
+        op.run = [c] { run_pinned(*c); };
+    } else {
+        op.run = std::move(fn);
+    }
+    uint64_t q = op.seq;
+    st->ops.push_back(std::move(op));
+    if (now || (S.eager && !pc)) run_until(st, q);
     return q;
 }
 inline void stream_set_flags(const void* s, unsigned flags) {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
-    S.st[stream_key(s)].nonblocking = (flags & 0x01) != 0;
+    stream_state(s)->nonblocking = (flags & 0x01) != 0;
 }
-inline void enqueue_pinned(const void* s, void* dst, const void* src, size_t n, const char* file, int line) {
+// cudaStreamWaitEvent: the stream's later operations wait for `ev_st` up to `seq` and
+// happen after what the event's vector clock covers.
+inline void stream_wait(const void* s, StreamState* ev_st, uint64_t seq, const VClock& ev_vc) {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
-    stream_flush(s);  // stream order: what was queued before runs first
-    uint64_t q = ++S.seq;
-    StreamState& ss = S.st[stream_key(s)];
-    ss.last_seq = q;
-    PinnedCopy c{q, dst, src, n, std::vector<unsigned char>((const unsigned char*)src, (const unsigned char*)src + n), file, line, false};
-    ss.q.push_back(std::move(c));
+    StreamState* st = stream_state(s);
+    st->vc.join(ev_vc);
+    Op op;
+    op.seq = ++S.seq;
+    if (!reached(ev_st, seq)) op.waits.push_back(Wait{ev_st, seq});
+    st->last_seq = op.seq;
+    st->ops.push_back(std::move(op));
+    if (S.eager) run_until(st, st->last_seq);
 }
-// The host has synchronised with stream s up to operation `upto`: the copies up to there
-// have run, and their sources become the host's again (checked once more: a write in
-// between raced with the copy on a GPU even though the emulation ran it already).
-inline void retire_queue(StreamState& ss, uint64_t upto) {
-    while (!ss.q.empty() && ss.q.front().seq <= upto) {
-        PinnedCopy& c = ss.q.front();
-        run_pinned(c);
-        if (memcmp(c.src, c.snap.data(), c.n) != 0) pinned_race(c, "ran (the host had not synchronised with it)");
-        ss.q.pop_front();
-    }
-}
-inline void stream_retire(const void* s, uint64_t upto) {
+// cudaEventRecord: a marker on the stream (on the legacy stream it also waits for the
+// blocking streams); the event completes when the stream has run up to it.
+inline void event_record(const void* s, StreamState*& ev_st, uint64_t& seq, VClock& ev_vc) {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
-    const void* k = stream_key(s);
-    if (k == nullptr) {  // the legacy stream waits for the earlier work of every blocking stream
-        for (auto& kv : S.st)
-            if (kv.first == nullptr || !kv.second.nonblocking) retire_queue(kv.second, upto);
-        return;
-    }
-    StreamState& ss = S.st[k];
-    retire_queue(ss, upto);
-    // a blocking stream's operations wait for the earlier default-stream work
-    if (!ss.nonblocking) retire_queue(S.st[nullptr], upto);
+    seq = issue(s, std::function<void()>(), {}, "cudaEventRecord", nullptr, 0);
+    ev_st = stream_state(s);
+    ev_vc = ev_st->vc;
 }
+
+// ---------------------------------------------------------------- synchronisation
 inline void stream_sync(const void* s) {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
-    stream_flush(s);
-    stream_retire(s, S.seq);
+    StreamState* st = stream_state(s);
+    // the legacy stream also waits for the work issued so far on the blocking streams
+    if (st->key == nullptr) issue(nullptr, std::function<void()>(), {}, "cudaStreamSynchronize", nullptr, 0);
+    run_until(st, st->last_seq);
+    host_learns(st->vc);
 }
+inline void event_sync(StreamState* ev_st, uint64_t seq, const VClock& ev_vc) {
+    Streams& S = streams();
+    std::lock_guard<std::recursive_mutex> lk(S.mu);
+    run_until(ev_st, seq);
+    host_learns(ev_vc);
+}
+// Every stream, in a seeded interleaving: each step runs the front operation of a
+// stream picked at random (after what it waits for).
 inline void device_sync() {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
-    for (auto& kv : S.st) {
-        for (auto& c : kv.second.q) run_pinned(c);
-        retire_queue(kv.second, S.seq);
+    for (;;) {
+        std::vector<StreamState*> busy;
+        for (auto& up : S.all)
+            if (!up->ops.empty()) busy.push_back(up.get());
+        if (busy.empty()) break;
+        StreamState* st = busy[splitmix64(S.rng) % busy.size()];
+        run_until(st, st->ops.front().seq);
     }
+    VClock v;
+    for (auto& up : S.all) v.join(up->vc);
+    host_learns(v);
 }
-inline uint64_t stream_last(const void* s) {
-    Streams& S = streams();
-    std::lock_guard<std::recursive_mutex> lk(S.mu);
-    return S.st[stream_key(s)].last_seq;
-}
-// A destroyed stream's work still completes: its queue joins the default stream's.
+// cudaStreamDestroy: the stream's work runs (on a GPU it completes later; the host
+// learns nothing, so its pinned copies stay checked until a later synchronisation).
 inline void stream_forget(const void* s) {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
-    auto it = S.st.find(stream_key(s));
-    if (it == S.st.end() || it->first == nullptr) return;
-    for (auto& c : it->second.q) run_pinned(c);
-    auto& d = S.st[nullptr].q;
-    for (auto& c : it->second.q) d.push_back(std::move(c));
-    std::sort(d.begin(), d.end(), [](const PinnedCopy& a, const PinnedCopy& b) { return a.seq < b.seq; });
-    S.st.erase(it);
+    const void* k = stream_key(s);
+    auto it = S.live.find(k);
+    if (it == S.live.end() || k == nullptr) return;
+    run_until(it->second, it->second->last_seq);
+    S.live.erase(it);
 }
 
 }  // namespace cuemu
