@@ -9,7 +9,9 @@
 #   - 2x2x2 ZeRO-1 -sp 1 -vpp 2 -recompute selective over emulated NCCL (8 processes; the
 #     phased pipeline schedule, the overlapped DP buckets): clean;
 #   - the same 1x1x1 run with the first __syncthreads of ce_stats_kernel deleted (the barrier
-#     that protects the previous row's reads): must be reported as a shared-memory race.
+#     that protects the previous row's reads): must be reported as a shared-memory race;
+#   - 1x1x2 over NCCL with the communication stream's wait of the overlapped DP buckets
+#     deleted: the losses must change.
 # Usage: check_trainer_detect.sh "MPICXX FLAGS..." ROOT BUILD; prints "N passed, M failed".
 set -uo pipefail
 CXX=$1 ROOT=$2 BUILD=$3
@@ -50,9 +52,15 @@ if build "$ROOT" "$T"; then
     export OMP_NUM_THREADS=1
     clean "train_gpt_cu 1x1x1 -recompute selective, 3 steps, grids capped at 2 blocks: no detector report" \
         env CUEMU_MAX_GRID=2 "$T" "${ARGS[@]}" -recompute selective
-    clean "train_gpt_cu 2x2x2 zero-1 -sp 1 -vpp 2 -recompute selective -comm nccl (8 processes), 3 steps: no detector report" \
-        env CUEMU_DEVICES=8 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x OMP_NUM_THREADS -np 8 \
-        "$T" "${ARGS[@]}" -tp 2 -pp 2 -dp 2 -zero 1 -sp 1 -vpp 2 -recompute selective -comm nccl
+    # the stream detector judges kernels by whole allocations: it cannot check the DP buckets
+    # overlapping the backward (other slices of the gradient buffer are written meanwhile), so
+    # that run has it off and a second one checks the same layout without the overlap
+    clean "train_gpt_cu 2x2x2 zero-1 -sp 1 -vpp 2 -recompute selective -comm nccl (8 processes), 3 steps: no race/alignment report" \
+        env CUEMU_DEVICES=8 CUEMU_STREAM_RACES=0 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x CUEMU_STREAM_RACES \
+        -x OMP_NUM_THREADS -np 8 "$T" "${ARGS[@]}" -tp 2 -pp 2 -dp 2 -zero 1 -sp 1 -vpp 2 -recompute selective -comm nccl
+    clean "  ... the same with LLMC_DP_OVERLAP=0: no race/alignment/stream report" \
+        env CUEMU_DEVICES=8 LLMC_DP_OVERLAP=0 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x LLMC_DP_OVERLAP \
+        -x OMP_NUM_THREADS -np 8 "$T" "${ARGS[@]}" -tp 2 -pp 2 -dp 2 -zero 1 -sp 1 -vpp 2 -recompute selective -comm nccl
 else
     bad "train_gpt.cu builds under the emulation with the detectors"
 fi
@@ -67,6 +75,25 @@ if awk 'BEGIN{done = 0} { if (!done && index($0, "__syncthreads(); // the previo
     else bad "ce_stats_kernel mutation was not reported (exit $rc)" "$out"; fi
 else
     bad "the ce_stats_kernel mutation applies and builds"
+fi
+# the overlapped DP buckets without the communication stream's wait for the gradients
+# (llmc/nccl_comm.cuh): the reduction then runs before the backward that produces them
+# (the emulation runs queued work late), so the losses must change. (The compute stream's
+# wait for the reductions cannot be shown: emulated NCCL runs at the call.)
+wait="cudaStreamWaitEvent(d->cstream, d->ev_ready, 0)"
+rm -rf "$TMP/m" && mkdir -p "$TMP/m" && cp "$ROOT/train_gpt.cu" "$TMP/m/" && cp -r "$ROOT/llmc" "$TMP/m/llmc"
+if awk -v pat="$wait" 'BEGIN{done = 0} { if (!done && index($0, pat)) { done = 1; next } print } END { if (!done) exit 1 }' \
+        "$ROOT/llmc/nccl_comm.cuh" >"$TMP/m/llmc/nccl_comm.cuh" && build "$TMP/m" "$TMP/mut"; then
+    # 1x1x2: no TP or pipeline NCCL call on the compute stream makes its queue run early
+    for bin in "$T" "$TMP/mut"; do
+        env CUEMU_DEVICES=8 CUEMU_STREAM_RACES=0 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES \
+            -x CUEMU_STREAM_RACES -x OMP_NUM_THREADS -np 2 "$bin" "${ARGS[@]}" -dp 2 -comm nccl -log "$TMP/$(basename "$bin").jsonl" >/dev/null 2>&1
+    done
+    a=$(grep -o '"loss":[^,]*' "$TMP/train_gpt_cu.jsonl" 2>/dev/null | tr '\n' ' '); b=$(grep -o '"loss":[^,]*' "$TMP/mut.jsonl" 2>/dev/null | tr '\n' ' ')
+    if [ -n "$a" ] && [ "$a" != "$b" ]; then ok "DP buckets without $wait: the losses change (reduced before the backward ran)"
+    else bad "DP buckets without $wait gave the same losses ($a)"; fi
+else
+    bad "the mutation removing $wait applies and builds"
 fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

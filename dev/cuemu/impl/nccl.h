@@ -566,7 +566,7 @@ static inline ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size
             memmove(recvbuff, tmp, bytes);
         }
     }
-    cudaFree(tmp);
+    release("ncclReduce scratch", tmp, MEM_DEVICE, MEM_DEVICE, false); // no cudaFree: that would synchronise the device and hide races
     return r;
 }
 

@@ -178,9 +178,9 @@ inline cudaError_t alloc(void** p, size_t size, int kind) {
     register_region(*p, size, kind);
     return cudaSuccess;
 }
-inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b) {
+inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b, bool sync = true) {
     if (!p) return cudaSuccess;
-    device_sync();  // cudaFree/cudaFreeHost wait for the device
+    if (sync) device_sync();  // cudaFree/cudaFreeHost wait for the device (the emulation's own scratch does not)
     int k = unregister_region(p, kind_a, kind_b);
     if (k <= 0) {
         fprintf(stderr, "cuemu: %s(%p): not a pointer returned by the matching allocation call (it is %s)\n", api, p,
@@ -322,7 +322,23 @@ static inline cudaError_t cudaSetDevice(int d) {
 }
 static inline cudaError_t cudaGetDevice(int* d) { if (!d) return cuemu::ret(cudaErrorInvalidValue); *d = cuemu::cur_device(); return cudaSuccess; }
 static inline cudaError_t cudaSetDeviceFlags(unsigned) { return cudaSuccess; }
-static inline cudaError_t cudaDeviceSynchronize() { cuemu::device_sync(); return cudaSuccess; }
+namespace cuemu {
+// CUEMU_SYNC_LOG=FILE: the number of host waits on the device (cudaDeviceSynchronize,
+// cudaStreamSynchronize, cudaEventSynchronize, blocking cudaMemcpy; the queries too) is written to FILE at exit,
+// so a test can count a program's synchronisations without trusting the program's own count.
+inline long& sync_count() {
+    static long n = [] {
+        if (getenv("CUEMU_SYNC_LOG") != nullptr)
+            atexit([] {
+                FILE* f = fopen(getenv("CUEMU_SYNC_LOG"), "w");
+                if (f) { fprintf(f, "%ld\n", sync_count()); fclose(f); }
+            });
+        return 0L;
+    }();
+    return n;
+}
+}  // namespace cuemu
+static inline cudaError_t cudaDeviceSynchronize() { cuemu::sync_count()++; cuemu::device_sync(); return cudaSuccess; }
 static inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 static inline cudaError_t cudaDeviceSetLimit(cudaLimit, size_t) { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
@@ -385,6 +401,7 @@ static inline cudaError_t cudaHostUnregister(void* p) {
 }
 static inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* file = __builtin_FILE(),
                                      int line = __builtin_LINE()) {
+    cuemu::sync_count()++; // blocking: the host waits for the device
     return cuemu::copy("cudaMemcpy", dst, src, n, kind, nullptr, false, file, line);
 }
 static inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s = 0,
@@ -444,8 +461,8 @@ static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
     delete s;
     return cudaSuccess;
 }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { cuemu::stream_sync(s); return cudaSuccess; }
-static inline cudaError_t cudaStreamQuery(cudaStream_t s) { cuemu::stream_sync(s); return cudaSuccess; }  // always done
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { cuemu::sync_count()++; cuemu::stream_sync(s); return cudaSuccess; }
+static inline cudaError_t cudaStreamQuery(cudaStream_t s) { cuemu::sync_count()++; cuemu::stream_sync(s); return cudaSuccess; }  // always done
 static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st{0, false, 0.0, nullptr, 0, {}}; return cudaSuccess; }
 static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { *e = new CUevent_st{flags, false, 0.0, nullptr, 0, {}}; return cudaSuccess; }
 static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle); delete e; return cudaSuccess; }
@@ -458,6 +475,7 @@ static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
 }
 static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    cuemu::sync_count()++;
     if (e->recorded) cuemu::event_sync(e->stream, e->seq, e->vc);
     return cudaSuccess;
 }
