@@ -16,7 +16,8 @@
 #   VPP [1]      model chunks per pipeline rank (interleaved 1F1B). With the paper's batch
 #                (120 micro-batches at full batch, 2 at the ramp's start) no V > 1 meets
 #                Megatron's constraint (micro-batches a multiple of PP = 35): -check says so.
-#                SP and VPP run in the CPU trainer; train_gpt_cu refuses them (README).
+#                SP and VPP run in both trainers (train_gpt_cu: both backends; -vpp over NCCL
+#                uses the phased schedule, README "Sequence parallelism ...").
 #                What SP=1 RECOMPUTE=selective (and interleaving, at a batch that allows
 #                it) would give this run: bash scripts/plan_530b_techniques.sh (planner
 #                predictions: 280 nodes 61 -> 45 s per step, doc/planner.md).
