@@ -5,6 +5,9 @@ CFLAGS ?= -O3 -march=native
 # -ffp-contract=off: a*b+c is never silently fused, so the kernels round the same on every
 # x86 machine (the GEMM fuses explicitly with fmaf; see llmc/cpu_gemm.h)
 CFLAGS += -ffp-contract=off
+# -fno-math-errno: sqrtf need not set errno, so loops with it (AdamW) use vector square roots
+# and divides, which round exactly like the scalar ones (IEEE): the bits stay the same
+CFLAGS += -fno-math-errno
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation
 LDLIBS = -lm
 PY = /usr/bin/python3

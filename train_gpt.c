@@ -645,15 +645,21 @@ static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int6
         if (a >= b) continue;
         float wd = PARAM_INFO[tn].decay ? (float)c->wd : 0.0f;
         float flr = (float)lr;
-        #pragma omp parallel for schedule(static)
-        for (size_t i = a; i < b; i++) {
-            size_t j = i - lo;
-            float gr = grads[j] * gscale;
-            float m = b1 * g->m[j] + (1.0f - b1) * gr;
-            float v = b2 * g->v[j] + (1.0f - b2) * gr * gr;
-            g->m[j] = m; g->v[j] = v;
+        // distinct buffers, element-wise: restrict lets the loop use vector divides and
+        // square roots (IEEE-exact like the scalar ones, so the bits do not change)
+        float* restrict pp = params + a;
+        float* restrict pm = g->m + (a - lo);
+        float* restrict pv = g->v + (a - lo);
+        const float* restrict pg = grads + (a - lo);
+        size_t n = b - a;
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float gr = pg[i] * gscale;
+            float m = b1 * pm[i] + (1.0f - b1) * gr;
+            float v = b2 * pv[i] + (1.0f - b2) * gr * gr;
+            pm[i] = m; pv[i] = v;
             float mhat = m / bc1, vhat = v / bc2;
-            params[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+            pp[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * pp[i]);
         }
     }
 }
