@@ -143,7 +143,7 @@ typedef struct {
     float* grads;      // (total_pad) fp32 gradients, accumulated over the micro-batches
     float* master;     // (n_opt) fp32 master weights of flat elements [opt_off, opt_off+n_opt)
     float* m; float* v; size_t opt_off, n_opt, n_shard; // AdamW moments; n_shard: allocated shard
-    float* gshard;     // ZeRO-1: reduced gradient shard (n_shard; with -overlap the owner's slice of grads); else grads
+    float* gshard;     // ZeRO-1: reduced gradient shard (n_shard; with the overlapped DP reduction, the owner's slice of grads); else grads
     int overlap;       // DP reduction in buckets on the communication stream (DevComm.overlap)
     int nbuckets;      // buckets launched this step (one per local layer, then the rest)
     double* gn_pre;    // (nlayers + 1) each bucket's squared norm before its DP reduction (noise scale)
@@ -623,27 +623,23 @@ static void gpt_grad_sumsq(GPT* g, const float* grads, size_t lo, size_t hi, int
 // embedding all-reduce. Each element is reduced once, by the same NCCL sum as without
 // buckets, so only NCCL's own order could differ (the emulation's is the same: identical).
 
-static const int LAYER_TENSORS[] = {PT_LN1W, PT_LN1B, PT_QKVW, PT_QKVB, PT_ATTPROJW, PT_ATTPROJB,
-                                    PT_LN2W, PT_LN2B, PT_FCW, PT_FCB, PT_FCPROJW, PT_FCPROJB};
-static int is_ln_tensor(int t) { return t == PT_LN1W || t == PT_LN1B || t == PT_LN2W || t == PT_LN2B; }
+// the per-layer tensors are the enum's run PT_LN1W .. PT_FCPROJB (llmc/params.h); with -sp
+// the LayerNorm ones among them go in the last bucket, after their TP sum
+static int in_layer_bucket(const GPT* g, int t) {
+    int ln = t == PT_LN1W || t == PT_LN1B || t == PT_LN2W || t == PT_LN2B;
+    return t >= PT_LN1W && t <= PT_FCPROJB && !(g->sp && ln);
+}
 
 // flat ranges of bucket l (a local layer), or of the last bucket (l < 0)
 static int bucket_ranges(const GPT* g, int l, size_t* lo, size_t* hi) {
     int n = 0;
-    if (l >= 0) {
-        for (size_t i = 0; i < sizeof(LAYER_TENSORS) / sizeof(LAYER_TENSORS[0]); i++) {
-            int t = LAYER_TENSORS[i];
-            if (g->sp && is_ln_tensor(t)) continue;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (l >= 0 && in_layer_bucket(g, t)) { // this layer's slice
             size_t per = (size_t)g->pl.rows[t] * g->pl.cols[t];
             lo[n] = g->pl.offset[t] + (size_t)l * per; hi[n] = lo[n] + per; n++;
+        } else if (l < 0 && !in_layer_bucket(g, t) && g->pl.numel[t] > 0) { // the whole tensor
+            lo[n] = g->pl.offset[t]; hi[n] = lo[n] + g->pl.numel[t]; n++;
         }
-        return n;
-    }
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        int layer_tensor = 0;
-        for (size_t i = 0; i < sizeof(LAYER_TENSORS) / sizeof(LAYER_TENSORS[0]); i++) layer_tensor |= LAYER_TENSORS[i] == t;
-        if ((layer_tensor && !(g->sp && is_ln_tensor(t))) || g->pl.numel[t] == 0) continue;
-        lo[n] = g->pl.offset[t]; hi[n] = lo[n] + g->pl.numel[t]; n++;
     }
     return n;
 }
@@ -771,7 +767,7 @@ static void unit_release(GPT* g, int c, int k) {
 // The gradient buffer of unit (c, k). 1F1B: alternates with the micro-batch, so the send of
 // one unit's input gradient and the receive of the next never share a buffer. Interleaved:
 // the pool's buffer for the unit, taken on first touch and given back when the group that
-// sends it has ended (release_dgrad), so no group reads and writes one buffer.
+// sends it has ended (pool_release, pool_group_end), so no group reads and writes one buffer.
 static bf16* unit_dgrad(GPT* g, int c, int k) {
     if (g->V == 1) return g->dgrad[k % 2];
     int i = pool_get(&g->dgrad_pool, k * g->V + c);
