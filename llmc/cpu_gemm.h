@@ -104,52 +104,56 @@ static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float*
 }
 
 #ifdef CPU_GEMM_X86
+// The accumulators are named variables, not arrays: with __m256 c[6] gcc spilled them to the
+// stack inside the k loop (a store per FMA pair: ~35% of peak). Written out, they stay in
+// registers. The per-element order (one fma per k, k ascending) is the same either way.
+#define GEMM_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define GEMM_ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
 // 6 x 16: 12 ymm accumulators, 2 for B, 1 broadcast (of 16 registers)
 __attribute__((target("avx2,fma")))
 static void gemm_kernel_avx2(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {
-    enum { MR = 6 };
-    __m256 c0[MR], c1[MR];
-    for (int r = 0; r < MR; r++) {
-        c0[r] = load ? _mm256_loadu_ps(C + (size_t)r * ldc) : _mm256_setzero_ps();
-        c1[r] = load ? _mm256_loadu_ps(C + (size_t)r * ldc + 8) : _mm256_setzero_ps();
+#define DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+    GEMM_ROWS6(DECL)
+#undef DECL
+    if (load) {
+#define LOAD(r) c##r##0 = _mm256_loadu_ps(C + (size_t)r * ldc); c##r##1 = _mm256_loadu_ps(C + (size_t)r * ldc + 8);
+        GEMM_ROWS6(LOAD)
+#undef LOAD
     }
     for (int k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8);
-        for (int r = 0; r < MR; r++) {
-            __m256 a = _mm256_broadcast_ss(Ap + r);
-            c0[r] = _mm256_fmadd_ps(a, b0, c0[r]);
-            c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
-        }
-        Ap += MR; Bp += 16;
+        __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8), a;
+#define FMA(r) a = _mm256_broadcast_ss(Ap + r); c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1);
+        GEMM_ROWS6(FMA)
+#undef FMA
+        Ap += 6; Bp += 16;
     }
-    for (int r = 0; r < MR; r++) {
-        _mm256_storeu_ps(C + (size_t)r * ldc, c0[r]);
-        _mm256_storeu_ps(C + (size_t)r * ldc + 8, c1[r]);
-    }
+#define STORE(r) _mm256_storeu_ps(C + (size_t)r * ldc, c##r##0); _mm256_storeu_ps(C + (size_t)r * ldc + 8, c##r##1);
+    GEMM_ROWS6(STORE)
+#undef STORE
 }
 
 // 12 x 32: 24 zmm accumulators, 2 for B, broadcasts (of 32 registers)
 __attribute__((target("avx512f")))
 static void gemm_kernel_avx512(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {
-    enum { MR = 12 };
-    __m512 c0[MR], c1[MR];
-    for (int r = 0; r < MR; r++) {
-        c0[r] = load ? _mm512_loadu_ps(C + (size_t)r * ldc) : _mm512_setzero_ps();
-        c1[r] = load ? _mm512_loadu_ps(C + (size_t)r * ldc + 16) : _mm512_setzero_ps();
+#define DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+    GEMM_ROWS12(DECL)
+#undef DECL
+    if (load) {
+#define LOAD(r) c##r##0 = _mm512_loadu_ps(C + (size_t)r * ldc); c##r##1 = _mm512_loadu_ps(C + (size_t)r * ldc + 16);
+        GEMM_ROWS12(LOAD)
+#undef LOAD
     }
     for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16);
-        for (int r = 0; r < MR; r++) {
-            __m512 a = _mm512_set1_ps(Ap[r]);
-            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
-        }
-        Ap += MR; Bp += 32;
+        __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16), a;
+#define FMA(r) a = _mm512_set1_ps(Ap[r]); c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1);
+        GEMM_ROWS12(FMA)
+#undef FMA
+        Ap += 12; Bp += 32;
     }
-    for (int r = 0; r < MR; r++) {
-        _mm512_storeu_ps(C + (size_t)r * ldc, c0[r]);
-        _mm512_storeu_ps(C + (size_t)r * ldc + 16, c1[r]);
-    }
+#define STORE(r) _mm512_storeu_ps(C + (size_t)r * ldc, c##r##0); _mm512_storeu_ps(C + (size_t)r * ldc + 16, c##r##1);
+    GEMM_ROWS12(STORE)
+#undef STORE
 }
 #endif
 
