@@ -11,7 +11,8 @@
 #   cuda-check-emu    builds the kernel checks with g++ under the CPU emulation (dev/cuemu)
 #                     and runs them (no GPU needed); check_matmul needs cuemu's cuBLASLt; the
 #                     grid-stride kernels' checks run again with the grid capped at 3 blocks
-#   cuda-check-host   the host-only check of the NCCL pipeline groups, 1F1B and phased (g++), the
+#   cuda-check-host   the host-only check of the NCCL pipeline (g++): groups (1F1B and phased) and
+#                     the overlapped link streams, deadlock- and hazard-free in every layout; the
 #                     NCCL/cuDNN discovery on fake wheel layouts (test_find_libs.sh) and
 #                     dev/gpu_check.sh's stage logic and table in its dry-run mode
 #   cuda-emu-test     train_gpt.cu and test_gpt.cu built unchanged under the CPU emulation
