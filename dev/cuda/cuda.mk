@@ -21,7 +21,9 @@
 #                     backends (8 emulated GPUs). Needs train_gpt and the fixtures (make test
 #                     builds both). No GPU needed.
 #   cuda-emu-detect   train_gpt.cu's own steps (1x1x1, 2x2x2 sp+vpp over NCCL) under the emulation's race and
-#                     alignment detectors, and a deleted ce_stats barrier that must be reported
+#                     alignment detectors (the pipeline link streams included), and deleted waits
+#                     that must be caught (a ce_stats barrier, the DP buckets' event, the compute
+#                     stream's wait for a pipeline transfer)
 #   cuda-clean
 #   cuda-resources    regenerates dev/cuda/resources_sm*.tsv (per-kernel registers, spills,
 #                     static shared memory, max threads) from train_gpt_cu's ptxas -v log
