@@ -556,6 +556,21 @@ static void test_layouts(void) {
             check(sync_ok, "train_gpt_cu layout %dx%dx%d%s -comm nccl, rank 0: micro-batches + 2 host syncs per step (step 10: %d, %d)",
                   L[i].tp, L[i].pp, L[i].dp, label, ok ? rl.micro[10] : -1, ok ? rl.syncs[10] : -1);
         }
+        if (strcmp(L[i].comm, "nccl") == 0 && L[i].pp > 1 && (L[i].vpp > 1 || !L[i].sp)) {
+            // the pipeline's messages on their link streams (default) vs one NCCL group per run
+            // of communication actions on the compute stream: the same numbers, bit for bit (the
+            // same kernels in the same order on the same data), and the same host waits
+            snprintf(cmd, sizeof(cmd), "LLMC_PP_OVERLAP=0 %s timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x CUEMU_STREAM_RACES -x LLMC_PP_OVERLAP -np %d %s %s -tp %d -pp %d -dp %d -zero %d -comm nccl %s -log %s/g%zu.jsonl",
+                     races, envx, np, CU, args, L[i].tp, L[i].pp, L[i].dp, L[i].zero, extra, tmp, i);
+            int rg = run_cmd(cmd, err, sizeof(err));
+            RunLog gl;
+            snprintf(path, sizeof(path), "%s/g%zu.jsonl", tmp, i);
+            int okg = ok && rg == 0 && read_runlog(path, &gl) == 0 && gl.n == 10, same = okg;
+            for (int st = 1; okg && st <= 10; st++)
+                if (gl.loss[st] != rl.loss[st] || gl.gnorm[st] != rl.gnorm[st] || gl.syncs[st] != rl.syncs[st]) same = 0;
+            check(same, "train_gpt_cu layout %dx%dx%d%s%s -comm nccl: pipeline link streams equal LLMC_PP_OVERLAP=0 (grouped) bit for bit, same host syncs (rc %d)",
+                  L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, rg);
+        }
         if (L[i].same >= 0) {
             RunLog base;
             snprintf(path, sizeof(path), "%s/l%d.jsonl", tmp, L[i].same);
@@ -592,6 +607,10 @@ static void test_layouts(void) {
                  envx, CU, args, tmp);
         rc = run_cmd(cmd, err, sizeof(err));
         check(rc != 0 && strstr(err, "LLMC_DP_OVERLAP=yes: use 1 (default) or 0") != NULL, "LLMC_DP_OVERLAP=yes: refused with a message (rc %d)", rc);
+        snprintf(cmd, sizeof(cmd), "LLMC_PP_OVERLAP=on timeout 300 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_PP_OVERLAP -np 2 %s %s -pp 2 -comm nccl -log %s/bad.jsonl",
+                 envx, CU, args, tmp);
+        rc = run_cmd(cmd, err, sizeof(err));
+        check(rc != 0 && strstr(err, "LLMC_PP_OVERLAP=on: use 1 (default) or 0") != NULL, "LLMC_PP_OVERLAP=on: refused with a message (rc %d)", rc);
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);

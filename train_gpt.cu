@@ -153,6 +153,7 @@ typedef struct {
     int ndgrad; bf16** dgrad; // (ndgrad) of (B,T,C): the gradient flowing backward; 1F1B: two, by
                        // backward parity; -vpp: a pool of ndgrad handed to units (layout.h's schedule_grad_buffers)
     UnitPool dgrad_pool; // -vpp: which unit holds each gradient buffer
+    PpBuf* ppbuf;      // (nslots + ndgrad) the overlapped pipeline's events of each slot, then each gradient buffer
     bf16* ftmp;        // (B,T,C) row-parallel partial sums in forward
     bf16* gat; bf16* gdout; bf16* fsh; bf16* sptmp; // -sp: gathered input (B,T,C), gathered gradient (B,T,C),
                                                     // reduce-scatter output (B,Ts,C), collective staging (B,T,C)
@@ -316,7 +317,6 @@ static void gpt_carve(GPT* g, Arena* ar) {
     TAKE(ar, g->m, g->n_shard);
     TAKE(ar, g->v, g->n_shard);
     if (g->cfg.zero && !g->overlap) TAKE(ar, g->gshard, g->n_shard);
-    for (int i = 0; i < g->ndgrad; i++) TAKE(ar, g->dgrad[i], BT * g->C);
     TAKE(ar, g->ftmp, BT * g->C); TAKE(ar, g->dtmp, BT * g->C);
     TAKE(ar, g->dres2, BT * g->C);
     if (g->sp) {
@@ -377,6 +377,11 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     if (!cfg->zero) g->gshard = g->grads;
     else if (g->overlap) g->gshard = g->grads + g->opt_off; // the buckets reduce each owner's slice in place
     g->gn_pre = g->gn + 2 + GN_BLOCKS;
+    // own allocations, not the arena: the emulation's stream detector sees a kernel's access
+    // as its whole allocation, and these travel on the pipeline links beside compute
+    for (int i = 0; i < ndgrad; i++) g->dgrad[i] = (bf16*)dev_alloc(sizeof(bf16) * BT * g->C);
+    g->ppbuf = (PpBuf*)calloc_check((size_t)nslots + ndgrad, sizeof(PpBuf));
+    for (int i = 0; i < nslots + ndgrad; i++) dc_ppbuf_init(&g->ppbuf[i]);
     g->nslots = nslots;
     g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
     for (int s = 0; s < nslots; s++) acts_alloc(g, &g->acts[s]);
@@ -397,7 +402,9 @@ static void gpt_free(GPT* g) {
     gemm_free(&g->gemm);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
     free(g->acts); free(g->slot_unit);
-    pool_free(&g->dgrad_pool); free(g->dgrad);
+    for (int i = 0; i < g->ndgrad; i++) dev_free(g->dgrad[i]);
+    for (int i = 0; i < g->nslots + g->ndgrad; i++) dc_ppbuf_free(&g->ppbuf[i]);
+    pool_free(&g->dgrad_pool); free(g->dgrad); free(g->ppbuf);
     cudaCheck(cudaFreeHost(g->h_stats));
     dev_free(g->mem);
     free(g->h_work);
@@ -737,11 +744,15 @@ static void acts_host_claim(DevComm* dc, Acts* a) {
 // Runs this rank's part of m micro-batches through the pipeline: 1F1B, or interleaved 1F1B
 // with -vpp (llmc/layout.h; forward_only: the evaluation schedule). load(k) fills the host
 // inputs/targets of micro-batch k where the first or last virtual stage needs them.
-// Communication actions that are adjacent in the list form one NCCL group (nccl_comm.cuh),
-// so blocking point-to-point never deadlocks in 1F1B. The plain interleaved list needs sends
-// that never wait for their receiver (-comm mpi: comm.h's send ring); NCCL's do wait, so with
-// NCCL the interleaved list is phased (pipeline_plan; dev/cuda/check_pp_groups.cu simulates
-// every layout).
+// With NCCL each message goes on its own link's stream (nccl_comm.cuh's overlapped pipeline:
+// a send waits for the compute so far, a receive for its buffer, the compute for a buffer's
+// transfer only before it touches the buffer), so a stage computes while its activations
+// travel; LLMC_PP_OVERLAP=0 posts the communication actions that are adjacent in the list as
+// one NCCL group on the compute stream instead, so blocking point-to-point never deadlocks
+// in 1F1B. The plain interleaved list needs sends that never wait for their receiver (-comm
+// mpi: comm.h's send ring); NCCL's do wait, so with NCCL the interleaved list is phased
+// (pipeline_plan), which also gives both ends of each link one order.
+// dev/cuda/check_pp_groups.cu simulates every layout, both ways.
 typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
 
 static int is_comm_action(ActionKind k) { return k != ACT_FORWARD && k != ACT_BACKWARD; }
@@ -768,12 +779,15 @@ static void unit_release(GPT* g, int c, int k) {
 // one unit's input gradient and the receive of the next never share a buffer. Interleaved:
 // the pool's buffer for the unit, taken on first touch and given back when the group that
 // sends it has ended (pool_release, pool_group_end), so no group reads and writes one buffer.
-static bf16* unit_dgrad(GPT* g, int c, int k) {
-    if (g->V == 1) return g->dgrad[k % 2];
+static int unit_dgrad_index(GPT* g, int c, int k) {
+    if (g->V == 1) return k % 2;
     int i = pool_get(&g->dgrad_pool, k * g->V + c);
     if (i < 0) die("internal: more pipeline units hold gradients than gradient buffers (%d)", g->ndgrad);
-    return g->dgrad[i];
+    return i;
 }
+// the overlapped pipeline's events of a slot and of gradient buffer i
+static PpBuf* slot_buf(GPT* g, const Acts* a) { return &g->ppbuf[a - g->acts]; }
+static PpBuf* dgrad_buf(GPT* g, int i) { return &g->ppbuf[g->nslots + i]; }
 
 // Interleaved with NCCL, whose sends wait for their receiver: the phased list (llmc/layout.h,
 // a group per phase); otherwise the plain list (a group per run of adjacent comm actions).
@@ -795,28 +809,49 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
     if (plan == NULL) die("out of memory for the pipeline schedule");
     for (int c = 0; c < g->V; c++) last_bw[c] = -1;
     for (int i = 0; i < n; i++) if (plan[i].kind == ACT_BACKWARD) last_bw[plan[i].chunk] = i;
+    int ov = dc->pp_overlap; // each message on its link's stream (nccl_comm.cuh), else one group per run
+    dc_pp_begin(dc, g->ppbuf, g->nslots + g->ndgrad);
     for (int i = 0; i < n;) {
         if (is_comm_action(plan[i].kind)) {
-            dc_group_begin(dc);
+            if (!ov) dc_group_begin(dc);
             for (int first = i; i < n && is_comm_action(plan[i].kind) && (phase == NULL || phase[i] == phase[first]); i++) {
                 int k = plan[i].micro, c = plan[i].chunk, peer, tag;
                 schedule_peer(&plan[i], comm->pp, comm->PP, g->V, &peer, &tag);
                 switch (plan[i].kind) {
-                    case ACT_RECV_ACT: dc_pp_recv_bf16(dc, unit_slot(g, c, k)->x, nact, peer, tag); break;
-                    case ACT_SEND_ACT:
-                        dc_pp_send_bf16(dc, unit_slot(g, c, k)->x + (size_t)g->nlc * nact, nact, peer, tag);
-                        if (forward_only) release[nrel++] = k * g->V + c; // later work on the slot is stream-ordered after the group
+                    case ACT_RECV_ACT: {
+                        Acts* a = unit_slot(g, c, k);
+                        if (ov) dc_pp_irecv_bf16(dc, slot_buf(g, a), a->x, nact, peer);
+                        else dc_pp_recv_bf16(dc, a->x, nact, peer, tag);
                         break;
-                    case ACT_RECV_GRAD: dc_pp_recv_bf16(dc, unit_dgrad(g, c, k), nact, peer, tag); break;
-                    case ACT_SEND_GRAD:
-                        dc_pp_send_bf16(dc, unit_dgrad(g, c, k), nact, peer, tag);
+                    }
+                    case ACT_SEND_ACT: {
+                        Acts* a = unit_slot(g, c, k);
+                        if (ov) dc_pp_isend_bf16(dc, slot_buf(g, a), a->x + (size_t)g->nlc * nact, nact, peer);
+                        else dc_pp_send_bf16(dc, a->x + (size_t)g->nlc * nact, nact, peer, tag);
+                        // grouped: later work on the slot is stream-ordered after the group; overlapped:
+                        // the slot's next receive and compute wait for this send (its PpBuf)
+                        if (forward_only) release[nrel++] = k * g->V + c;
+                        break;
+                    }
+                    case ACT_RECV_GRAD: {
+                        int d = unit_dgrad_index(g, c, k);
+                        if (ov) dc_pp_irecv_bf16(dc, dgrad_buf(g, d), g->dgrad[d], nact, peer);
+                        else dc_pp_recv_bf16(dc, g->dgrad[d], nact, peer, tag);
+                        break;
+                    }
+                    case ACT_SEND_GRAD: {
+                        int d = unit_dgrad_index(g, c, k);
+                        if (ov) dc_pp_isend_bf16(dc, dgrad_buf(g, d), g->dgrad[d], nact, peer);
+                        else dc_pp_send_bf16(dc, g->dgrad[d], nact, peer, tag);
                         if (g->V > 1) pool_release(&g->dgrad_pool, k * g->V + c, 1);
                         break;
+                    }
                     default: break;
                 }
             }
-            dc_group_end(dc);
-            // buffers given back inside the group are free once it has ended
+            if (!ov) dc_group_end(dc);
+            // buffers given back inside the group are free once it has ended (overlapped: the
+            // same bookkeeping, so every unit gets the same buffers; the events order the reuse)
             for (int r = 0; r < nrel; r++) unit_release(g, release[r] % g->V, release[r] / g->V);
             nrel = 0;
             if (g->V > 1) pool_group_end(&g->dgrad_pool);
@@ -824,17 +859,24 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
         }
         int k = plan[i].micro, c = plan[i].chunk;
         Acts* a = unit_slot(g, c, k);
+        PpBuf* sb = slot_buf(g, a);
+        dc_pp_acquire(dc, sb); // overlapped: a receive into the slot has arrived, a send from it is done
         if (plan[i].kind == ACT_FORWARD) {
             if (is_first_chunk(g, c) || is_last_chunk(g, c)) { acts_host_claim(dc, a); load(t, a, k, user); acts_upload_tokens(g, a); }
             gpt_forward(g, dc, a, c, forward_only ? 0.0f : dloss);
+            dc_pp_used(dc, sb);
             if (forward_only && is_last_chunk(g, c)) unit_release(g, c, k);
         } else {
-            gpt_backward(g, dc, a, c, unit_dgrad(g, c, k), i == last_bw[c]);
+            int d = unit_dgrad_index(g, c, k);
+            dc_pp_acquire(dc, dgrad_buf(g, d));
+            gpt_backward(g, dc, a, c, g->dgrad[d], i == last_bw[c]);
+            dc_pp_used(dc, sb); dc_pp_used(dc, dgrad_buf(g, d));
             unit_release(g, c, k);
             if (g->V > 1 && grad_frees_now(&plan[i], comm->pp, comm->PP)) pool_release(&g->dgrad_pool, k * g->V + c, 0);
         }
         i++;
     }
+    dc_pp_end(dc); // the compute stream waits for the last transfers
     dc_pp_flush(dc);
     free(plan); free(phase); free(release); free(last_bw);
 }
@@ -1187,6 +1229,7 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     select_device(t);
     cudaCheck(cudaStreamCreate(&t->stream));
     devcomm_init(&t->dc, &t->run.comm, t->dc.nccl, t->stream, 1);
+    dc_pp_links_init(&t->dc, cfg->vpp > 1 ? cfg->vpp : 1); // the overlapped pipeline's links, warmed up
     // 1F1B: at most PP micro-batches in flight; interleaved: schedule_slots units
     int nslots = cfg->vpp > 1 ? schedule_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
     // gradient buffers: two for 1F1B; interleaved, what the largest step of the run needs
@@ -1216,6 +1259,7 @@ static void hook_abort(void* self) {
     if (!d->nccl) return;
     ncclComm_t cs[4] = {d->tp, d->dp, d->pp, d->emb};
     for (int i = 0; i < 4; i++) if (cs[i]) ncclCommAbort(cs[i]); // the job is ending: the result is not checked
+    for (int i = 0; i < d->nlinks; i++) ncclCommAbort(d->link[i].comm);
 }
 
 #ifndef TESTING

@@ -17,10 +17,20 @@
  * all-gather of the updated weights bf16 (the rounded fp32 master shards).
  *
  * Pipeline point-to-point with NCCL blocks the stream until the peer posts the matching
- * operation, so the trainer groups the communication actions that are adjacent in its
- * 1F1B list (dc_group_begin/end: e.g. send activations + receive gradients), as Megatron
- * does; dev/cuda/check_pp_groups.cu simulates every PP <= 8 and micro-batch count <= 16
- * to show it never deadlocks. With -comm mpi sends are buffered (comm.h) and grouping is a no-op.
+ * operation, and NCCL matches a pair's messages by order. Overlapped (the default with NCCL
+ * and PP > 1; dc_pp_*): one 2-rank communicator and one stream per ordered pair of
+ * neighbouring stages (a link: only sends on the sender's end, only receives on the
+ * receiver's, both in the schedule's per-pair order), warmed up at start-up in one global
+ * order. A send's link stream waits for the compute stream's work so far, a receive's only
+ * for its buffer to be free (PpBuf's events), and the compute stream waits for a transfer
+ * only before it touches that buffer: a stage computes while its activations travel, and
+ * the sends of neighbours no longer hold their compute streams in lock-step. Sends and
+ * receives of different links are never in one ncclGroup (a group with several streams
+ * joins them all). LLMC_PP_OVERLAP=0: the grouped path, the communication actions that are
+ * adjacent in the schedule as one group on the compute stream (dc_group_begin/end: e.g. send
+ * activations + receive gradients), as Megatron does. dev/cuda/check_pp_groups.cu simulates
+ * both for every layout the trainer runs (PP <= 8, V <= 4) to show neither deadlocks. With
+ * -comm mpi sends are buffered (comm.h) and grouping is a no-op.
  *
  * ZeRO-1 with NCCL needs equal shards: buffers given to the reduce-scatter / all-gather
  * hold DP * ceil(n / DP) elements (zero_shard's split, the tail zero-padded).
@@ -37,6 +47,24 @@
 // makes several per layer and micro-batch), so every call is timed
 #define DC_TIMERS_INITIAL 4096
 
+// a stage has at most four links: to and from each of its two neighbours (with -vpp the
+// last and the first stage are neighbours too; with PP = 2 the two neighbours coincide)
+#define DC_MAX_LINKS 4
+typedef struct {
+    int from, to;               // pipeline stages: messages travel from -> to only
+    ncclComm_t comm;            // 2 ranks: from is NCCL rank 0, to is rank 1
+    cudaStream_t stream;        // this end's stream: only sends (from) or only receives (to)
+    cudaEvent_t done;           // the compute stream's join at the end of a schedule
+} PpLink;
+
+// A buffer that pipeline messages travel from or into (an activation slot, a gradient
+// buffer), under the overlapped pipeline: the events that order the link streams and the
+// compute stream around it. used: recorded on the compute stream after the last compute
+// that touched it (a receive into it waits for it); comm: recorded on a link stream after
+// the last send from / receive into it (the compute stream, and a later transfer on
+// another link, wait for it). pending: the compute stream has not yet waited for comm.
+typedef struct { cudaEvent_t used, comm; int used_set, comm_set, pending; } PpBuf;
+
 typedef struct {
     Comm* host;                 // the layout's MPI groups and host collectives
     int nccl;                   // 1: NCCL, 0: host-staged over MPI
@@ -51,6 +79,13 @@ typedef struct {
     // while the compute stream runs on; ev_ready orders each bucket after its gradients, ev_reduced
     // the optimizer after every bucket
     int overlap; cudaStream_t cstream; cudaEvent_t ev_ready, ev_reduced;
+    // pipeline links (NCCL, PP > 1, unless LLMC_PP_OVERLAP=0): one 2-rank communicator and
+    // one stream per ordered pair of neighbouring stages that exchange messages (rank 0 of
+    // the pair sends, rank 1 receives); only the links this rank is an end of
+    int pp_overlap, nlinks;
+    PpLink link[DC_MAX_LINKS];
+    cudaEvent_t ev_pp;          // scratch: compute-stream points the link streams wait for
+    bf16* warm;                 // (2 * DC_MAX_LINKS) the warm-up messages, one element per link end
 } DevComm;
 
 // Every host wait on the device goes through these two, so a step's waits can be counted.
@@ -110,6 +145,14 @@ static void devcomm_init(DevComm* d, Comm* c, int use_nccl, cudaStream_t stream,
 }
 
 static void devcomm_free(DevComm* d) {
+    for (int i = 0; i < d->nlinks; i++) {
+        PpLink* L = &d->link[i];
+        cudaCheck(cudaStreamSynchronize(L->stream)); // its last transfers are done before the communicator goes
+        ncclCommDestroy(L->comm);
+        cudaStreamDestroy(L->stream);
+        cudaEventDestroy(L->done);
+    }
+    if (d->pp_overlap) { cudaEventDestroy(d->ev_pp); dev_free(d->warm); }
     if (d->tp) ncclCommDestroy(d->tp);
     if (d->dp) ncclCommDestroy(d->dp);
     if (d->pp) ncclCommDestroy(d->pp);
@@ -414,4 +457,135 @@ static void dc_group_end(DevComm* d) {
 }
 static void dc_pp_flush(DevComm* d) { if (!d->nccl) pp_flush(d->host); }
 
+
+// ---------------------------------------------------------------------------------------
+// overlapped pipeline (LLMC_PP_OVERLAP, default on with NCCL and PP > 1)
+
+// Do stages a and b exchange messages? Neighbours, and with -vpp (V > 1) also the last and
+// the first stage (activations wrap to the next chunk, gradients back).
+static int dc_pp_neighbours(int a, int b, int PP, int V) {
+    if (a == b) return 0;
+    if (a - b == 1 || b - a == 1) return 1;
+    return V > 1 && ((a == 0 && b == PP - 1) || (a == PP - 1 && b == 0));
+}
+
+// The links, made by every rank (the splits are collective over the PP group, in the same
+// order everywhere: the ordered pairs sorted by (from, to)), then warmed up: NCCL's first
+// use of a point-to-point connection may block the host in a handshake with the peer, so
+// each link carries one element first, all of them in that one global order (each rank's
+// sequence is a subsequence of it: no two ranks can wait on each other in a cycle), and the
+// host waits for them before any step. V: model chunks per rank (-vpp). Call after
+// devcomm_init on every rank.
+static void dc_pp_links_init(DevComm* d, int V) {
+    Comm* c = d->host;
+    const char* ov = getenv("LLMC_PP_OVERLAP");
+    if (ov != NULL && strcmp(ov, "0") != 0 && strcmp(ov, "1") != 0) {
+        fprintf(stderr, "error: environment LLMC_PP_OVERLAP=%s: use 1 (default) or 0\n", ov);
+        exit(1);
+    }
+    d->pp_overlap = d->nccl && c->PP > 1 && !(ov != NULL && strcmp(ov, "0") == 0);
+#ifdef USE_MPI
+    if (!d->pp_overlap) return;
+    int me = c->pp;
+    for (int from = 0; from < c->PP; from++)
+        for (int to = 0; to < c->PP; to++) {
+            if (!dc_pp_neighbours(from, to, c->PP, V)) continue;
+            int member = me == from || me == to;
+            MPI_Comm sub;
+            mpiCheck(MPI_Comm_split(c->pp_comm, member ? 0 : MPI_UNDEFINED, me == from ? 0 : 1, &sub));
+            if (!member) continue;
+            if (d->nlinks == DC_MAX_LINKS) { fprintf(stderr, "internal: more than %d pipeline links\n", DC_MAX_LINKS); exit(1); }
+            PpLink* L = &d->link[d->nlinks++];
+            L->from = from; L->to = to;
+            L->comm = dc_nccl_for(sub); // blocks on the pair only
+            mpiCheck(MPI_Comm_free(&sub));
+            cudaCheck(cudaStreamCreateWithFlags(&L->stream, cudaStreamNonBlocking));
+            cudaCheck(cudaEventCreateWithFlags(&L->done, cudaEventDisableTiming));
+        }
+    cudaCheck(cudaEventCreateWithFlags(&d->ev_pp, cudaEventDisableTiming));
+    d->warm = (bf16*)dev_alloc(sizeof(bf16) * 2 * DC_MAX_LINKS);
+    cudaCheck(cudaEventRecord(d->ev_pp, d->stream)); // after dev_alloc's zeroing (d->stream is a blocking stream)
+    for (int i = 0; i < d->nlinks; i++) { // d->link is already in the global (from, to) order
+        PpLink* L = &d->link[i];
+        cudaCheck(cudaStreamWaitEvent(L->stream, d->ev_pp, 0));
+        if (L->from == me) ncclCheck(ncclSend(d->warm + 2 * i, 1, ncclBfloat16, 1, L->comm, L->stream));
+        else ncclCheck(ncclRecv(d->warm + 2 * i + 1, 1, ncclBfloat16, 0, L->comm, L->stream));
+    }
+    for (int i = 0; i < d->nlinks; i++) dc_wait_stream(d, d->link[i].stream);
+#else
+    (void)V;
+    d->pp_overlap = 0; // one process: no pipeline
+#endif
+}
+
+static PpLink* dc_pp_link(DevComm* d, int from, int to) {
+    for (int i = 0; i < d->nlinks; i++) if (d->link[i].from == from && d->link[i].to == to) return &d->link[i];
+    fprintf(stderr, "internal: no pipeline link %d -> %d on stage %d\n", from, to, d->host->pp);
+    exit(1);
+}
+
+static void dc_ppbuf_init(PpBuf* b) {
+    memset(b, 0, sizeof(*b));
+    cudaCheck(cudaEventCreateWithFlags(&b->used, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&b->comm, cudaEventDisableTiming));
+}
+static void dc_ppbuf_free(PpBuf* b) { cudaEventDestroy(b->used); cudaEventDestroy(b->comm); memset(b, 0, sizeof(*b)); }
+
+// The start of a schedule: every link stream waits for the compute stream's work so far
+// (whatever touched the buffers before), and the buffers' events start afresh.
+static void dc_pp_begin(DevComm* d, PpBuf* bufs, int nbufs) {
+    if (!d->pp_overlap) return;
+    cudaCheck(cudaEventRecord(d->ev_pp, d->stream));
+    for (int i = 0; i < d->nlinks; i++) cudaCheck(cudaStreamWaitEvent(d->link[i].stream, d->ev_pp, 0));
+    for (int i = 0; i < nbufs; i++) bufs[i].used_set = bufs[i].comm_set = bufs[i].pending = 0;
+}
+// Send n bf16 of buf (b: its events) to stage to_stage on that link's stream, once the
+// compute stream's work so far has produced them and an earlier transfer of the buffer on
+// another link is done.
+static void dc_pp_isend_bf16(DevComm* d, PpBuf* b, const bf16* buf, size_t n, int to_stage) {
+    PpLink* L = dc_pp_link(d, d->host->pp, to_stage);
+    cudaCheck(cudaEventRecord(d->ev_pp, d->stream));
+    cudaCheck(cudaStreamWaitEvent(L->stream, d->ev_pp, 0));
+    if (b->comm_set) cudaCheck(cudaStreamWaitEvent(L->stream, b->comm, 0));
+    ncclCheck(ncclSend(buf, n, ncclBfloat16, 1, L->comm, L->stream));
+    cudaCheck(cudaEventRecord(b->comm, L->stream));
+    b->comm_set = b->pending = 1;
+}
+// Receive n bf16 into buf from stage from_stage on that link's stream, once the buffer is
+// free: the compute that last used it and its last transfer are done (GPU-side waits only).
+static void dc_pp_irecv_bf16(DevComm* d, PpBuf* b, bf16* buf, size_t n, int from_stage) {
+    PpLink* L = dc_pp_link(d, from_stage, d->host->pp);
+    if (b->used_set) cudaCheck(cudaStreamWaitEvent(L->stream, b->used, 0));
+    if (b->comm_set) cudaCheck(cudaStreamWaitEvent(L->stream, b->comm, 0));
+    ncclCheck(ncclRecv(buf, n, ncclBfloat16, 0, L->comm, L->stream));
+    cudaCheck(cudaEventRecord(b->comm, L->stream));
+    b->comm_set = b->pending = 1;
+}
+// Before compute touches b: the compute stream waits for its last transfer (a receive's
+// data has arrived, a send no longer reads it). The time the compute stream spends in this
+// wait is pipeline idle time (kind 1): the stage waiting for a neighbour.
+static void dc_pp_acquire(DevComm* d, PpBuf* b) {
+    if (!d->pp_overlap || !b->pending) return;
+    int k = dc_tic(d);
+    cudaCheck(cudaStreamWaitEvent(d->stream, b->comm, 0));
+    dc_toc(d, k, 1);
+    b->pending = 0;
+}
+// After compute touched b: a later receive into it waits for this point.
+static void dc_pp_used(DevComm* d, PpBuf* b) {
+    if (!d->pp_overlap) return;
+    cudaCheck(cudaEventRecord(b->used, d->stream));
+    b->used_set = 1;
+}
+// The end of a schedule: the compute stream waits for every link stream (the last sends
+// are done before anything after the schedule reuses a buffer or the step ends).
+static void dc_pp_end(DevComm* d) {
+    if (!d->pp_overlap) return;
+    int k = dc_tic(d);
+    for (int i = 0; i < d->nlinks; i++) {
+        cudaCheck(cudaEventRecord(d->link[i].done, d->link[i].stream));
+        cudaCheck(cudaStreamWaitEvent(d->stream, d->link[i].done, 0));
+    }
+    dc_toc(d, k, 1);
+}
 #endif // LLMC_NCCL_COMM_CUH

@@ -11,7 +11,11 @@
 #   - the same 1x1x1 run with the first __syncthreads of ce_stats_kernel deleted (the barrier
 #     that protects the previous row's reads): must be reported as a shared-memory race;
 #   - 1x1x2 over NCCL with the communication stream's wait of the overlapped DP buckets
-#     deleted: the losses must change.
+#     deleted: the losses must change;
+#   - 1x2x1 over NCCL with the compute stream's wait for a pipeline transfer deleted
+#     (dc_pp_acquire): the stream detector must report the race with the link stream.
+# The LLMC_DP_OVERLAP=0 run has the stream detector on, so it checks the pipeline's link
+# streams (the default with NCCL and PP > 1) against the compute stream.
 # Usage: check_trainer_detect.sh "MPICXX FLAGS..." ROOT BUILD; prints "N passed, M failed".
 set -uo pipefail
 CXX=$1 ROOT=$2 BUILD=$3
@@ -92,6 +96,20 @@ if awk -v pat="$wait" 'BEGIN{done = 0} { if (!done && index($0, pat)) { done = 1
     a=$(grep -o '"loss":[^,]*' "$TMP/train_gpt_cu.jsonl" 2>/dev/null | tr '\n' ' '); b=$(grep -o '"loss":[^,]*' "$TMP/mut.jsonl" 2>/dev/null | tr '\n' ' ')
     if [ -n "$a" ] && [ "$a" != "$b" ]; then ok "DP buckets without $wait: the losses change (reduced before the backward ran)"
     else bad "DP buckets without $wait gave the same losses ($a)"; fi
+else
+    bad "the mutation removing $wait applies and builds"
+fi
+# the overlapped pipeline without the compute stream's wait for a buffer's transfer: compute
+# then writes a slot or gradient buffer a link stream is still sending from / receiving into
+wait="cudaCheck(cudaStreamWaitEvent(d->stream, b->comm, 0));"
+rm -rf "$TMP/m" && mkdir -p "$TMP/m" && cp "$ROOT/train_gpt.cu" "$TMP/m/" && cp -r "$ROOT/llmc" "$TMP/m/llmc"
+if awk -v pat="$wait" 'BEGIN{done = 0} { if (!done && index($0, pat)) { done = 1; next } print } END { if (!done) exit 1 }' \
+        "$ROOT/llmc/nccl_comm.cuh" >"$TMP/m/llmc/nccl_comm.cuh" && build "$TMP/m" "$TMP/mutpp"; then
+    out=$(env CUEMU_DEVICES=8 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x OMP_NUM_THREADS \
+        -np 2 "$TMP/mutpp" "${ARGS[@]}" -pp 2 -comm nccl 2>&1); rc=$?
+    if [ $rc -ne 0 ] && grep -q 'cross-stream race' <<<"$out"; then
+        ok "pipeline link streams without the compute stream's wait for a transfer (dc_pp_acquire): the stream detector reports the race"
+    else bad "pipeline link streams without the compute stream's wait for a transfer: no race reported (exit $rc)" "$out"; fi
 else
     bad "the mutation removing $wait applies and builds"
 fi

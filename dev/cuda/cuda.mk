@@ -11,7 +11,8 @@
 #   cuda-check-emu    builds the kernel checks with g++ under the CPU emulation (dev/cuemu)
 #                     and runs them (no GPU needed); check_matmul needs cuemu's cuBLASLt; the
 #                     grid-stride kernels' checks run again with the grid capped at 3 blocks
-#   cuda-check-host   the host-only check of the NCCL pipeline groups, 1F1B and phased (g++), the
+#   cuda-check-host   the host-only check of the NCCL pipeline (g++): groups (1F1B and phased) and
+#                     the overlapped link streams, deadlock- and hazard-free in every layout; the
 #                     NCCL/cuDNN discovery on fake wheel layouts (test_find_libs.sh) and
 #                     dev/gpu_check.sh's stage logic and table in its dry-run mode
 #   cuda-emu-test     train_gpt.cu and test_gpt.cu built unchanged under the CPU emulation
@@ -20,7 +21,9 @@
 #                     backends (8 emulated GPUs). Needs train_gpt and the fixtures (make test
 #                     builds both). No GPU needed.
 #   cuda-emu-detect   train_gpt.cu's own steps (1x1x1, 2x2x2 sp+vpp over NCCL) under the emulation's race and
-#                     alignment detectors, and a deleted ce_stats barrier that must be reported
+#                     alignment detectors (the pipeline link streams included), and deleted waits
+#                     that must be caught (a ce_stats barrier, the DP buckets' event, the compute
+#                     stream's wait for a pipeline transfer)
 #   cuda-clean
 #   cuda-resources    regenerates dev/cuda/resources_sm*.tsv (per-kernel registers, spills,
 #                     static shared memory, max threads) from train_gpt_cu's ptxas -v log

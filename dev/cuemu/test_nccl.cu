@@ -350,6 +350,36 @@ int main(int argc, char** argv) {
         cudaCheck(cudaFree(s));
         cudaCheck(cudaFree(d));
     }
+    {  // send and receive on their own streams, ungrouped, completed lazily: every rank first
+       // sends to its right neighbour (stream ss), then receives from its left one (stream sr),
+       // and a copy on a third stream waits for the receive's event. On a GPU the send kernel
+       // waits for its receive while the other stream goes on; a send that blocked the host at
+       // the call (as MPI_Ssend) would hang every rank here, each before posting its receive.
+        const int n = 1 << 16, right = (R + 1) % N, left = (R + N - 1) % N;
+        std::vector<float> h(n);
+        for (int i = 0; i < n; i++) h[i] = (float)(R * 1000000 + i);
+        float *s = dev_upload(h), *d = dev_alloc<float>(n), *e = dev_alloc<float>(n);
+        cudaStream_t ss, sr, cs;
+        cudaEvent_t got;
+        cudaCheck(cudaStreamCreateWithFlags(&ss, cudaStreamNonBlocking));
+        cudaCheck(cudaStreamCreateWithFlags(&sr, cudaStreamNonBlocking));
+        cudaCheck(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&got, cudaEventDisableTiming));
+        ncclCheck(ncclSend(s, n, ncclFloat, right, world, ss));
+        ncclCheck(ncclRecv(d, n, ncclFloat, left, world, sr));
+        cudaCheck(cudaEventRecord(got, sr));
+        cudaCheck(cudaStreamWaitEvent(cs, got, 0));
+        cudaCheck(cudaMemcpyAsync(e, d, sizeof(float) * n, cudaMemcpyDeviceToDevice, cs));
+        cudaCheck(cudaStreamSynchronize(cs)); // runs the receive's completion, then the copy
+        std::vector<float> g = dev_download(e, n);
+        int bad = 0;
+        for (int i = 0; i < n; i++) bad += g[i] != (float)(left * 1000000 + i);
+        cudaCheck(cudaStreamSynchronize(ss));
+        check(bad == 0, "ungrouped ncclSend then ncclRecv on two streams (ring, all send first) complete lazily and deliver after an event", "%d wrong", bad);
+        cudaCheck(cudaEventDestroy(got));
+        cudaCheck(cudaStreamDestroy(ss)); cudaCheck(cudaStreamDestroy(sr)); cudaCheck(cudaStreamDestroy(cs));
+        cudaCheck(cudaFree(s)); cudaCheck(cudaFree(d)); cudaCheck(cudaFree(e));
+    }
     check(ncclGroupEnd() == ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart is ncclInvalidUsage");
     {  // a 1-rank communicator
         ncclUniqueId id1;

@@ -11,11 +11,18 @@
 // Collectives are deterministic, and every rank gets bit-identical results:
 // reductions go "reduce-scatter then all-gather" with each chunk reduced in rank
 // order 0..n-1 (bf16 rounded after every addition, as NCCL's bf16 rings do).
-// Send/recv: ungrouped ncclSend is MPI_Ssend (it waits for the receiver, as an
-// NCCL send kernel does, so an unordered exchange deadlocks here as on a GPU);
-// inside ncclGroupStart/End sends and receives are posted non-blocking and
-// completed at ncclGroupEnd. Every call runs at the call, after the work its stream
-// waits for (streams.h: a blocking MPI call cannot wait for a synchronisation point).
+// Send/recv are posted at the call (MPI_Issend / MPI_Irecv, after the work their stream
+// waits for, which includes the stream's earlier send/recv: one NCCL kernel after the
+// other) and complete lazily, as an operation queued on the stream that waits for the
+// request (MPI_Wait): it runs when later work needs it (an event recorded after it that
+// is waited on or synchronised, the stream's next NCCL call, a stream or device sync,
+// ncclCommDestroy). A send completes only once its receive is posted (Issend), as an NCCL
+// send kernel does, so an unordered exchange on one stream deadlocks here as on a GPU,
+// while sends and receives on different streams overlap as they do there. Inside
+// ncclGroupStart/End the completions are queued at ncclGroupEnd, so a group's operations
+// are all posted before any of them is waited for (grouped rings never deadlock).
+// Collectives run at the call, after the work their stream waits for (streams.h: a
+// blocking MPI call cannot wait for a synchronisation point).
 // Without <mpi.h> (or with CUEMU_NCCL_NO_MPI) only 1-rank communicators work.
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
@@ -27,6 +34,7 @@
 #define CUEMU_NCCL_MPI 0
 #endif
 #include <climits>
+#include <memory>
 #include <string>
 
 #define NCCL_MAJOR 2
@@ -106,16 +114,25 @@ struct ncclComm {
     bool local;  // 1-rank communicator without MPI
     struct SelfMsg { void* buf; size_t bytes; };
     std::vector<SelfMsg> self_sends, self_recvs;  // grouped send/recv to self
+#if CUEMU_NCCL_MPI
+    // posted send/recv requests whose completion may not have run yet (ncclCommDestroy
+    // waits for them; a completion sets its request to MPI_REQUEST_NULL)
+    std::vector<std::shared_ptr<MPI_Request>> posted;
+#endif
 };
 
 namespace cuemu {
 constexpr int kNcclMagic = 0x4e43454d;
 constexpr char kIdMagic[16] = "cuemu-nccl-id1";
 struct NcclId { char magic[16]; int world_rank; int counter; int world_size; };
+#if CUEMU_NCCL_MPI
+// a posted send/recv of a group: its completion is queued on `stream` at ncclGroupEnd
+struct PendingP2p { const void* stream; std::shared_ptr<MPI_Request> req; std::vector<Access> acc; const char* what; const char* file; int line; };
+#endif
 struct NcclGroup {
     int depth = 0;
 #if CUEMU_NCCL_MPI
-    std::vector<MPI_Request> reqs;
+    std::vector<PendingP2p> pending;
 #endif
     std::vector<ncclComm*> self_comms;
     int counter = 0;
@@ -429,6 +446,9 @@ static inline ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm) return ncclSuccess;
     if (!cuemu::comm_ok(comm)) return cuemu::nccl_fail(ncclInvalidArgument, "ncclCommDestroy: invalid communicator");
 #if CUEMU_NCCL_MPI
+    if (cuemu::mpi_up()) // its send/recv must be done before the communicator goes (completions queued later find MPI_REQUEST_NULL)
+        for (auto& r : comm->posted) MPI_Wait(r.get(), MPI_STATUS_IGNORE);
+    comm->posted.clear();
     if (!comm->local && comm->mpi != MPI_COMM_NULL && cuemu::mpi_up()) MPI_Comm_free(&comm->mpi);
 #endif
     comm->magic = 0;
@@ -570,6 +590,18 @@ static inline ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size
     return r;
 }
 
+#if CUEMU_NCCL_MPI
+namespace cuemu {
+// The completion of a posted send/recv: an operation on its stream that waits for the
+// request (lazy: it runs when later work on or after the stream needs it, never at the
+// call). The buffer access is the completion's: until it has run the transfer may be
+// reading or writing the buffer, so the hazard detector holds other streams to it.
+inline void queue_completion(const PendingP2p& p) {
+    std::shared_ptr<MPI_Request> req = p.req;
+    issue(p.stream, [req] { MPI_Wait(req.get(), MPI_STATUS_IGNORE); }, p.acc, p.what, p.file, p.line, false, nullptr, true);
+}
+}  // namespace cuemu
+#endif
 static inline ncclResult_t ncclGroupStart() { cuemu::nccl_state().depth++; return ncclSuccess; }
 static inline ncclResult_t ncclGroupEnd() {
     using namespace cuemu;
@@ -591,10 +623,9 @@ static inline ncclResult_t ncclGroupEnd() {
     }
     g.self_comms.clear();
 #if CUEMU_NCCL_MPI
-    if (!g.reqs.empty()) {
-        MPI_Waitall((int)g.reqs.size(), g.reqs.data(), MPI_STATUSES_IGNORE);
-        g.reqs.clear();
-    }
+    std::vector<PendingP2p> pend = std::move(g.pending);
+    g.pending.clear();
+    for (PendingP2p& p : pend) queue_completion(p);
 #endif
     return res;
 }
@@ -608,9 +639,9 @@ inline ncclResult_t p2p(bool send, void* buf, size_t count, int dt, int peer, nc
     if (peer < 0 || peer >= c->size) return nccl_fail(ncclInvalidArgument, "%s: peer %d of %d", op, peer, c->size);
     size_t bytes = count * nccl_size(dt);
     if ((r = check_buf(op, send ? "sendbuff" : "recvbuff", buf, bytes))) return r;
-    nccl_now(stream, {{buf, bytes, !send}}, op, file, line);
     NcclGroup& g = nccl_state();
     if (peer == c->rank) {
+        nccl_now(stream, {{buf, bytes, !send}}, op, file, line);
         if (g.depth == 0)
             return nccl_fail(ncclInvalidUsage, "%s to self outside ncclGroupStart/End would hang on real NCCL", op);
         (send ? c->self_sends : c->self_recvs).push_back(ncclComm::SelfMsg{buf, bytes});
@@ -619,16 +650,21 @@ inline ncclResult_t p2p(bool send, void* buf, size_t count, int dt, int peer, nc
     }
 #if CUEMU_NCCL_MPI
     if (!fits_int(bytes)) return nccl_fail(ncclInvalidArgument, "%s: %zu bytes too large for the MPI emulation", op, bytes);
-    if (g.depth > 0) {
-        MPI_Request req;
-        if (send) MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi, &req);
-        else MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi, &req);
-        g.reqs.push_back(req);
-    } else if (send) {
-        MPI_Ssend(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi);
-    } else {
-        MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi, MPI_STATUS_IGNORE);
+    // the stream's earlier work (its earlier send/recv completions too) runs first, as a
+    // kernel starts after it; then the operation is posted and its completion queued
+    nccl_now(stream, {}, op, file, line);
+    std::shared_ptr<MPI_Request> req = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
+    if (send) MPI_Issend(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi, req.get());
+    else MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi, req.get());
+    c->posted.push_back(req);
+    if (c->posted.size() > 64) { // forget completed ones
+        size_t o = 0;
+        for (size_t i = 0; i < c->posted.size(); i++) if (*c->posted[i] != MPI_REQUEST_NULL) c->posted[o++] = c->posted[i];
+        c->posted.resize(o);
     }
+    PendingP2p p{stream, req, {{buf, bytes, !send}}, op, file, line};
+    if (g.depth > 0) g.pending.push_back(std::move(p));
+    else queue_completion(p);
     return ncclSuccess;
 #else
     return nccl_fail(ncclInternalError, "%s: no MPI", op);

@@ -7,7 +7,8 @@
 // vector-clock hazard detector reports two operations on different streams that touch
 // one allocation (at least one writing) with no happens-before path between them, and
 // the host must not write a pinned source before its copy ran (the copy reads it when
-// it runs). NCCL calls run at the call, after what their stream waits for (MPI blocks).
+// it runs). NCCL collectives run at the call, after what their stream waits for (MPI
+// blocks); NCCL send/recv are posted then and complete as a queued operation (nccl.h).
 // CUEMU_STREAMS=eager runs every operation at the call (only pinned uploads deferred).
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
@@ -221,8 +222,10 @@ inline void forget_accesses(const void* base) {
 // Queues `fn` on stream s (fn may be empty: a marker). Returns its issue number.
 // now: run it (and what it depends on) before returning, as the eager mode does for
 // every operation and as a synchronous call (NCCL, copies to pageable memory) needs.
+// lazy: never run at the call, not even in the eager mode (an NCCL point-to-point
+// completion: it blocks in MPI until the peer posts, so it runs when later work needs it).
 inline uint64_t issue(const void* s, std::function<void()> fn, const std::vector<Access>& accs, const char* what,
-                      const char* file, int line, bool now = false, PinnedCopy* pc = nullptr) {
+                      const char* file, int line, bool now = false, PinnedCopy* pc = nullptr, bool lazy = false) {
     Streams& S = streams();
     std::lock_guard<std::recursive_mutex> lk(S.mu);
     StreamState* st = stream_state(s);
@@ -260,7 +263,7 @@ inline uint64_t issue(const void* s, std::function<void()> fn, const std::vector
     }
     uint64_t q = op.seq;
     st->ops.push_back(std::move(op));
-    if (now || (S.eager && !pc)) run_until(st, q);
+    if (now || (S.eager && !pc && !lazy)) run_until(st, q);
     return q;
 }
 inline void stream_set_flags(const void* s, unsigned flags) {
