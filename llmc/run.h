@@ -105,7 +105,13 @@ static void run_open_data(Run* R, int reads_tokens) {
             R->have_val = 1;
         }
     }
-    R->have_val = (int)world_sum(&R->comm, R->have_val) > 0;
+    // every rank runs the same number of validation micro-batches (run_val_samples), but only
+    // the stages that read tokens opened the set: the others take its size from them (all
+    // readers opened the same files, so the mean is their common count)
+    double readers = world_sum(&R->comm, R->have_val);
+    double ns = world_sum(&R->comm, R->have_val ? (double)R->val.nsamples : 0.0);
+    R->have_val = readers > 0;
+    if (R->have_val && !R->val.paths) R->val.nsamples = (int64_t)(ns / readers + 0.5);
     if (c->tokenizer[0] != '\0') {
         if (tokenizer_init(&R->tok, c->tokenizer) != 0) die("cannot load tokenizer %s (see above)", c->tokenizer);
         R->have_tok = 1;

@@ -36,4 +36,10 @@ for v in -1 abc; do
   run_tg "$SCRATCH/b.out" "$SCRATCH/b.err" "$TINY -steps 2 -timeout $v"
   check "-timeout $v is one error line" one_line_error "$SCRATCH/b.err" "$RC" "-timeout"
 done
+# validation with 3 stages: the middle stage reads no tokens, so it once ran a different
+# number of validation micro-batches than its neighbours and the job hung
+d=$SCRATCH/pv
+rc=0; eval "timeout 120 $MPIRUN 3 $BIN $TINY -j '${KJV%_train_*}_val_*.bin' -pp 3 -L 3 -steps 3 -val-every 2 -val-samples 8 -o $d" > "$d.out" 2> "$d.err" || rc=$?
+check "3 stages with validation (the middle stage reads no tokens): the job ends, exit $rc (want 0), val_loss printed" \
+  bash -c "[ $rc -eq 0 ] && grep -q 'val_loss' '$d.out'"
 summary
