@@ -7,6 +7,9 @@
  * cache-block edges, K = 0, accumulate on/off, bias on/off, every ISA this CPU has and
  * 1, 2 and 3 threads must give exactly the reference's bits.
  *
+ * Also llmc/cpu_math.h's exp_vec: within 4 ulp of double exp over its range, NaN kept, and
+ * the vectorized loop giving the same bits as one-at-a-time scalar calls.
+ *
  *   ./test_cpu_gemm          the test
  *   ./test_cpu_gemm bench    GFLOP/s of the 125m shapes for each ISA (not a test)
  */
@@ -20,6 +23,7 @@
 #include <omp.h>
 #endif
 #include "llmc/cpu_gemm.h"
+#include "llmc/cpu_math.h"
 
 static uint64_t rng_state = 88172645463325252ull;
 static float frand(void) { // xorshift64: deterministic inputs in [-1, 1)
@@ -38,6 +42,7 @@ static void reference(int M, int N, int K, const float* A, ptrdiff_t ars, ptrdif
 }
 
 static int passed = 0, failed = 0;
+static CpuGemmWork work; // pack buffers for 3 threads: used by the 1- and 3-thread cases, 2 threads allocate per call
 
 // one case: shape flags ta/tb (1 = operand stored transposed), C with padding columns
 static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, int accumulate, int use_bias) {
@@ -58,7 +63,7 @@ static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, 
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
-    cpu_gemm(isa, M, N, K, A, ars, acs, B, brs, bcs, C1, ldc, accumulate, use_bias ? bias : NULL);
+    cpu_gemm(isa, M, N, K, A, ars, acs, B, brs, bcs, C1, ldc, accumulate, use_bias ? bias : NULL, (threads & 1) ? &work : NULL);
     if (memcmp(C0, C1, sizeof(float) * (size_t)M * ldc) == 0) passed++;
     else {
         failed++;
@@ -69,6 +74,46 @@ static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, 
                bad / ldc, bad % ldc, C0[bad], C1[bad]);
     }
     free(A); free(B); free(bias); free(C0); free(C1);
+}
+
+// ulps between two finite floats of the same sign region (via the ordered integer line)
+static int64_t ulp_diff(float a, float b) {
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4); memcpy(&ib, &b, 4);
+    int64_t la = ia < 0 ? (int64_t)INT32_MIN - ia : ia, lb = ib < 0 ? (int64_t)INT32_MIN - ib : ib;
+    return la > lb ? la - lb : lb - la;
+}
+
+// one element at a time, never vectorized: what the loop below must reproduce bit for bit
+__attribute__((noinline, optimize("no-tree-vectorize"))) static void exp_scalar(float* y, const float* x, int n) {
+    for (int i = 0; i < n; i++) y[i] = exp_vec(x[i]);
+}
+__attribute__((noinline)) static void exp_loop(float* y, const float* x, int n) {
+    for (int i = 0; i < n; i++) y[i] = exp_vec(x[i]); // vectorized by gcc at the CPU's width
+}
+
+static void check_exp(void) {
+    enum { N = 1 << 21 };
+    float* x = malloc(sizeof(float) * N); float* y0 = malloc(sizeof(float) * N); float* y1 = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) x[i] = -87.0f + 175.0f * (float)i / (float)(N - 1); // the whole range, evenly
+    x[0] = -87.0f; x[1] = 88.0f; x[2] = 0.0f; x[3] = -0.0f; x[4] = 1e-30f; x[5] = 0.34657359f; x[6] = -0.34657359f;
+    exp_scalar(y0, x, N);
+    exp_loop(y1, x, N);
+    int64_t worst = 0; int at = 0;
+    for (int i = 0; i < N; i++) {
+        int64_t u = ulp_diff(y0[i], (float)exp((double)x[i]));
+        if (u > worst) { worst = u; at = i; }
+    }
+    if (worst <= 4) passed++;
+    else { failed++; printf("FAIL exp_vec: %lld ulp from exp at x = %.9g (%.9g vs %.9g)\n", (long long)worst, x[at], y0[at], exp((double)x[at])); }
+    if (memcmp(y0, y1, sizeof(float) * N) == 0) passed++;
+    else { failed++; printf("FAIL exp_vec: the vectorized loop differs from scalar calls\n"); }
+    // outside the range: clamped (not inf / 0), NaN stays NaN
+    float big = exp_vec(1000.0f), small = exp_vec(-1000.0f), nan = exp_vec(NAN);
+    if (big == exp_vec(88.0f) && small == exp_vec(-87.0f) && isnan(nan)) passed++;
+    else { failed++; printf("FAIL exp_vec: exp(1000) %g, exp(-1000) %g, exp(NaN) %g\n", big, small, nan); }
+    printf("exp_vec: worst %lld ulp from double exp over [-87, 88]\n", (long long)worst);
+    free(x); free(y0); free(y1);
 }
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
@@ -91,7 +136,7 @@ static void bench(void) {
             double best = 1e30;
             for (int r = 0; r < 3; r++) {
                 double t0 = now();
-                cpu_gemm((CpuIsa)isa, M, N, K, A, ars, acs, B, brs, bcs, C, N, 0, NULL);
+                cpu_gemm((CpuIsa)isa, M, N, K, A, ars, acs, B, brs, bcs, C, N, 0, NULL, &work);
                 double t = now() - t0; if (t < best) best = t;
             }
             printf("%-8s %-28s %8.1f GFLOP/s\n", cpu_isa_name((CpuIsa)isa), s[c].name, 2.0 * M * N * K / best * 1e-9);
@@ -101,11 +146,12 @@ static void bench(void) {
 }
 
 int main(int argc, char** argv) {
+    if (cpu_gemm_work_alloc(&work, 3) != 0) { printf("out of memory\n"); return 1; }
     if (argc > 1 && strcmp(argv[1], "bench") == 0) { bench(); return 0; }
     // sizes around micro-tiles (4/6/12 rows, 16/32 columns) and blocks (KC 256, MC 96)
     const int Ms[] = {1, 5, 13, 97, 130};
     const int Ns[] = {1, 17, 33, 70};
-    const int Ks[] = {0, 1, 7, 257, 520};
+    const int Ks[] = {0, 1, 7, 13, 257, 520}; // 13, 257: the 8-deep transposing packs' tails
     int threads[] = {1, 2, 3};
     for (int isa = CPU_ISA_GENERIC; isa <= CPU_ISA_AVX512; isa++) {
         if (!cpu_isa_supported((CpuIsa)isa)) { printf("(%s: not on this CPU, skipped)\n", cpu_isa_name((CpuIsa)isa)); continue; }
@@ -123,6 +169,7 @@ int main(int argc, char** argv) {
         check((CpuIsa)isa, 3, 300, 200, 600, 0, 0, 1, 1);
         printf("%s: %s\n", cpu_isa_name((CpuIsa)isa), failed == before ? "bit-identical to the fmaf reference" : "MISMATCH");
     }
+    check_exp();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

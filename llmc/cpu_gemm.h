@@ -170,44 +170,124 @@ static GemmArch gemm_arch(CpuIsa isa) {
     return g;
 }
 
+#ifdef CPU_GEMM_X86
+// 8 x 8 transpose in registers: r[i] lane j -> r[j] lane i (data movement only)
+__attribute__((target("avx2")))
+static inline void gemm_transpose8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20); r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20); r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31); r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31); r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+// dst[k * ld + c] = src[c * ss + k] for c < n (<= 8), k < kc: a transposing copy, 8 x 8
+// blocks in registers (the scalar form was a third of the step's packing time). Rows c >= n
+// read as zero; only lanes c < n are written.
+__attribute__((target("avx2")))
+static void gemm_transpose_copy(float* dst, ptrdiff_t ld, const float* src, ptrdiff_t ss, int n, int kc) {
+    static const int lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    __m256i mask = _mm256_loadu_si256((const __m256i*)(lanes + 8 - n));
+    int k = 0;
+    for (; k + 8 <= kc; k += 8) {
+        __m256 r[8];
+        for (int c = 0; c < 8; c++) r[c] = c < n ? _mm256_loadu_ps(src + (ptrdiff_t)c * ss + k) : _mm256_setzero_ps();
+        gemm_transpose8(r);
+        for (int q = 0; q < 8; q++) {
+            if (n == 8) _mm256_storeu_ps(dst + (ptrdiff_t)(k + q) * ld, r[q]);
+            else _mm256_maskstore_ps(dst + (ptrdiff_t)(k + q) * ld, mask, r[q]);
+        }
+    }
+    for (; k < kc; k++)
+        for (int c = 0; c < n; c++) dst[(ptrdiff_t)k * ld + c] = src[(ptrdiff_t)c * ss + k];
+}
+#endif
+
+// dst[k * ld + c] = src[c * ss + k] for c < n, k < kc (vector blocks where the CPU has AVX2)
+static void gemm_transpose_pack(CpuIsa isa, float* dst, ptrdiff_t ld, const float* src, ptrdiff_t ss, int n, int kc) {
+#ifdef CPU_GEMM_X86
+    if (isa != CPU_ISA_GENERIC) {
+        for (int c = 0; c < n; c += 8) gemm_transpose_copy(dst + c, ld, src + (ptrdiff_t)c * ss, ss, n - c < 8 ? n - c : 8, kc);
+        return;
+    }
+#else
+    (void)isa;
+#endif
+    for (int c = 0; c < n; c++)
+        for (int k = 0; k < kc; k++) dst[(ptrdiff_t)k * ld + c] = src[(ptrdiff_t)c * ss + k];
+}
+
+// d[0..n) = s[0..n): constant-length copies for the tile widths, so they become vector moves
+static inline void gemm_copy(float* d, const float* s, int n) {
+    if (n == 16) { for (int c = 0; c < 16; c++) d[c] = s[c]; }
+    else if (n == 32) { for (int c = 0; c < 32; c++) d[c] = s[c]; }
+    else if (n == 6) { for (int c = 0; c < 6; c++) d[c] = s[c]; }
+    else if (n == 12) { for (int c = 0; c < 12; c++) d[c] = s[c]; }
+    else { for (int c = 0; c < n; c++) d[c] = s[c]; }
+}
+
 // Ap: rows [i0, i0+mc) x k [k0, k0+kc) of op(A) as mr-row micro-panels, each (kc, mr),
 // rows past M zero. Reads along whichever stride is contiguous.
-static void gemm_pack_a(float* Ap, const float* A, ptrdiff_t rs, ptrdiff_t cs, int M, int i0, int mc, int k0, int kc, int mr) {
-    for (int p = 0; p < mc; p += mr) {
-        float* dst = Ap + (size_t)p * kc;
-        if (rs == 1 && i0 + p + mr <= M) { // op(A) = stored^T: the mr rows are contiguous for each k
-            for (int k = 0; k < kc; k++) {
-                const float* src = A + (ptrdiff_t)(i0 + p) + (ptrdiff_t)(k0 + k) * cs;
-                for (int r = 0; r < mr; r++) dst[(size_t)k * mr + r] = src[r];
-            }
-            continue;
+static void gemm_pack_a(CpuIsa isa, float* Ap, const float* A, ptrdiff_t rs, ptrdiff_t cs, int M, int i0, int mc, int k0, int kc, int mr) {
+    int full = 0; // micro-panels with all mr rows inside M
+    while (full + mr <= mc && i0 + full + mr <= M) full += mr;
+    if (rs == 1 && full > 0) {
+        // op(A) = stored^T: for each k the rows are contiguous. k outer, so each stored row is
+        // read once, front to back (panel by panel it was a strided walk: cold-cache slow)
+        for (int k = 0; k < kc; k++) {
+            const float* src = A + (ptrdiff_t)i0 + (ptrdiff_t)(k0 + k) * cs;
+            for (int p = 0; p < full; p += mr) gemm_copy(Ap + (size_t)p * kc + (size_t)k * mr, src + p, mr);
         }
+    } else if (cs == 1) { // rows contiguous along k: a transposing copy per panel
+        for (int p = 0; p < full; p += mr) gemm_transpose_pack(isa, Ap + (size_t)p * kc, mr, A + (ptrdiff_t)(i0 + p) * rs + k0, rs, mr, kc);
+    } else {
+        full = 0;
+    }
+    for (int p = full; p < mc; p += mr) { // the rest, element by element (rows past M zero)
+        float* dst = Ap + (size_t)p * kc;
         for (int r = 0; r < mr; r++) {
             int i = i0 + p + r;
             if (i >= M || p + r >= mc) { for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = 0.0f; continue; }
             const float* src = A + (ptrdiff_t)i * rs + (ptrdiff_t)k0 * cs;
-            if (cs == 1) for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[k];
-            else for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[(ptrdiff_t)k * cs];
+            for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[(ptrdiff_t)k * cs];
         }
     }
 }
 
 // Bp: k [k0, k0+kc) x columns [j0, j0+nc) of op(B) as nr-column micro-panels (kc, nr),
 // columns past N zero.
-static void gemm_pack_b(float* Bp, const float* B, ptrdiff_t rs, ptrdiff_t cs, int N, int j0, int nc, int k0, int kc, int nr) {
+static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptrdiff_t cs, int N, int j0, int nc, int k0, int kc, int nr) {
+    if (cs == 1) {
+        // rows of B contiguous: k outer, each row segment read once front to back and spread
+        // over the panels (panel by panel it was a strided walk through cold memory)
+        for (int k = 0; k < kc; k++) {
+            const float* src = B + (ptrdiff_t)(k0 + k) * rs + j0;
+            for (int q = 0; q < nc; q += nr) {
+                float* d = Bp + (size_t)q * kc + (size_t)k * nr;
+                int w = nc - q < nr ? nc - q : nr;
+                if (j0 + q + w > N) w = N - (j0 + q);
+                if (w == nr) { gemm_copy(d, src + q, nr); continue; }
+                for (int c = 0; c < nr; c++) d[c] = c < w ? src[q + c] : 0.0f;
+            }
+        }
+        return;
+    }
     for (int q = 0; q < nc; q += nr) {
         float* dst = Bp + (size_t)q * kc;
         int w = nc - q < nr ? nc - q : nr;
         if (j0 + q + w > N) w = N - (j0 + q);
         if (w < 0) w = 0;
-        if (cs == 1) { // rows of B contiguous: copy row segments
-            for (int k = 0; k < kc; k++) {
-                const float* src = B + (ptrdiff_t)(k0 + k) * rs + (j0 + q);
-                float* d = dst + (size_t)k * nr;
-                for (int c = 0; c < w; c++) d[c] = src[c];
-                for (int c = w; c < nr; c++) d[c] = 0.0f;
-            }
-        } else { // columns contiguous (B = W^T): read each column along k
+        if (rs == 1) { // columns contiguous (B = W^T): a transposing copy
+            if (w > 0) gemm_transpose_pack(isa, dst, nr, B + k0 + (ptrdiff_t)(j0 + q) * cs, cs, w, kc);
+            for (int c = w; c < nr; c++) for (int k = 0; k < kc; k++) dst[(size_t)k * nr + c] = 0.0f;
+        } else { // neither stride contiguous: element by element
             for (int c = 0; c < nr; c++) {
                 if (c >= w) { for (int k = 0; k < kc; k++) dst[(size_t)k * nr + c] = 0.0f; continue; }
                 const float* src = B + (ptrdiff_t)k0 * rs + (ptrdiff_t)(j0 + q + c) * cs;
@@ -218,7 +298,7 @@ static void gemm_pack_b(float* Bp, const float* B, ptrdiff_t rs, ptrdiff_t cs, i
 }
 
 // One thread's sub-problem: rows [m0, m1) x columns [n0, n1) of C, all of k.
-static void gemm_serial(GemmArch ar, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
+static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                         const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int accumulate,
                         int m0, int m1, int n0, int n1, float* Ap, float* Bp) {
     int mr = ar.mr, nr = ar.nr;
@@ -229,12 +309,12 @@ static void gemm_serial(GemmArch ar, int M, int N, int K, const float* A, ptrdif
         for (int pc = 0; pc < K; pc += GEMM_KC) {
             int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
             int load = accumulate || pc > 0;
-            gemm_pack_b(Bp, B, b_rs, b_cs, N, jc, ncp, pc, kc, nr);
+            gemm_pack_b(isa, Bp, B, b_rs, b_cs, N, jc, ncp, pc, kc, nr);
             (void)M;
             for (int ic = m0; ic < m1; ic += GEMM_MC) {
                 int mc = m1 - ic < GEMM_MC ? m1 - ic : GEMM_MC;
                 int mcp = (mc + mr - 1) / mr * mr;
-                gemm_pack_a(Ap, A, a_rs, a_cs, m1, ic, mcp, pc, kc, mr);
+                gemm_pack_a(isa, Ap, A, a_rs, a_cs, m1, ic, mcp, pc, kc, mr);
                 for (int jr = 0; jr < nc; jr += nr) {
                     const float* bp = Bp + (size_t)jr * kc;
                     int w = nc - jr < nr ? nc - jr : nr;
@@ -255,18 +335,38 @@ static void gemm_serial(GemmArch ar, int M, int N, int K, const float* A, ptrdif
     }
 }
 
+// Pack buffers for up to `threads` OpenMP threads, made once by the caller: allocating them
+// per call cost page faults and TLB shootdowns in every GEMM (~2.5% of a 125m step).
+typedef struct { float* mem; int threads; } CpuGemmWork;
+
+// floats of one thread's pack buffers: an (MC + MR) x KC block of A, a (NC + NR) x KC panel of B
+#define GEMM_WORK_A ((((size_t)GEMM_MC + GEMM_MR_MAX) * GEMM_KC + 15) / 16 * 16)
+#define GEMM_WORK_B ((((size_t)GEMM_NC + GEMM_NR_MAX) * GEMM_KC + 15) / 16 * 16)
+
+// Returns 0, or -1 when out of memory. The pages are touched here, not in the first step.
+static int cpu_gemm_work_alloc(CpuGemmWork* w, int threads) {
+    size_t n = (size_t)(threads > 0 ? threads : 1) * (GEMM_WORK_A + GEMM_WORK_B);
+    w->threads = threads > 0 ? threads : 1;
+    w->mem = (float*)aligned_alloc(64, sizeof(float) * n);
+    if (w->mem == NULL) return -1;
+    memset(w->mem, 0, sizeof(float) * n);
+    return 0;
+}
+static void cpu_gemm_work_free(CpuGemmWork* w) { free(w->mem); w->mem = NULL; w->threads = 0; }
+
 // C (M, N), row stride ldc. See the top of the file. Parallel over outputs: the larger of
 // M and N is cut into equal whole micro-panel ranges, one per thread (one OpenMP region).
+// work: pack buffers for at least this region's threads, or NULL (allocated per call).
 static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                      const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int accumulate,
-                     const float* bias) {
+                     const float* bias, const CpuGemmWork* work) {
     if (M <= 0 || N <= 0) return;
     GemmArch ar = gemm_arch(isa);
-    double work = (double)M * N * (K > 0 ? K : 1);
-    (void)work; // only the OpenMP clause reads it
+    double work_flops = (double)M * N * (K > 0 ? K : 1);
+    (void)work_flops; // only the OpenMP clause reads it
     int split_rows = M >= N;
     int panels = split_rows ? (M + ar.mr - 1) / ar.mr : (N + ar.nr - 1) / ar.nr;
-    #pragma omp parallel if (work > 2e5)
+    #pragma omp parallel if (work_flops > 2e5)
     {
         int nt = 1, id = 0;
 #ifdef _OPENMP
@@ -278,16 +378,21 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
         else { n0 = p0 * ar.nr; n1 = p1 * ar.nr < N ? p1 * ar.nr : N; }
         if (m0 < m1 && n0 < n1) {
             if (K > 0) {
-                // pack buffers sized by this thread's part (small products stay small)
-                size_t kc = K < GEMM_KC ? (size_t)K : GEMM_KC;
-                size_t mc = (size_t)(m1 - m0) < GEMM_MC ? (size_t)(m1 - m0) : GEMM_MC;
-                size_t nc = (size_t)(n1 - n0) < GEMM_NC ? (size_t)(n1 - n0) : GEMM_NC;
-                size_t na = ((mc + GEMM_MR_MAX) * kc + 15) / 16 * 16, nb = ((nc + GEMM_NR_MAX) * kc + 15) / 16 * 16;
-                float* Ap = (float*)aligned_alloc(64, sizeof(float) * na);
-                float* Bp = (float*)aligned_alloc(64, sizeof(float) * nb);
-                if (Ap == NULL || Bp == NULL) { fprintf(stderr, "error: out of memory in cpu_gemm\n"); exit(1); }
-                gemm_serial(ar, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, m0, m1, n0, n1, Ap, Bp);
-                free(Ap); free(Bp);
+                float *Ap, *Bp, *own = NULL;
+                if (work != NULL && work->mem != NULL && nt <= work->threads) {
+                    Ap = work->mem + (size_t)id * (GEMM_WORK_A + GEMM_WORK_B);
+                    Bp = Ap + GEMM_WORK_A;
+                } else { // pack buffers sized by this thread's part (small products stay small)
+                    size_t kc = K < GEMM_KC ? (size_t)K : GEMM_KC;
+                    size_t mc = (size_t)(m1 - m0) < GEMM_MC ? (size_t)(m1 - m0) : GEMM_MC;
+                    size_t nc = (size_t)(n1 - n0) < GEMM_NC ? (size_t)(n1 - n0) : GEMM_NC;
+                    size_t na = ((mc + GEMM_MR_MAX) * kc + 15) / 16 * 16, nb = ((nc + GEMM_NR_MAX) * kc + 15) / 16 * 16;
+                    own = (float*)aligned_alloc(64, sizeof(float) * (na + nb));
+                    if (own == NULL) { fprintf(stderr, "error: out of memory in cpu_gemm\n"); exit(1); }
+                    Ap = own; Bp = own + na;
+                }
+                gemm_serial(isa, ar, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, m0, m1, n0, n1, Ap, Bp);
+                free(own);
             } else if (!accumulate) {
                 for (int i = m0; i < m1; i++) memset(C + (size_t)i * ldc + n0, 0, sizeof(float) * (n1 - n0));
             }
