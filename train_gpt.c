@@ -155,25 +155,54 @@ static void gelu_backward(float* dinp, const float* inp, const float* dout, size
 
 // Causal self-attention over the local heads.
 // qkv (B, T, 3Cl) laid out [Q | K | V], head h at dims [h*hs, (h+1)*hs) of each block;
-// att (B, NH, T, T) softmax probabilities (upper triangle 0); out (B, T, Cl)
-static void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int hs) {
+// att (B, NH, T, T) softmax probabilities (upper triangle 0); out (B, T, Cl).
+// ht (B, NH, hs, T) (+ 32 floats) scratch: each head's keys (forward) or values (backward) transposed,
+// so a query's scores against all keys are one vector loop over t2; each score is still
+// the sum over i in order of q[i] k[i] (the bits of a dot product per score).
+static void head_transpose(float* ht, const float* qkv, int part, int B, int T, int NH, int hs) {
+    int Cl = NH * hs, C3 = 3 * Cl;
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+    for (int h = 0; h < NH; h++) {
+        float* dst = ht + ((size_t)b * NH + h) * hs * T;
+        for (int t = 0; t < T; t++) {
+            const float* src = qkv + ((size_t)b * T + t) * C3 + part * Cl + h * hs;
+            for (int i = 0; i < hs; i++) dst[(size_t)i * T + t] = src[i];
+        }
+    }
+}
+
+// out[t2] = sum over i = 0..hs-1 (in order, from 0) of x[i] mt[i*T + t2], for t2 < n.
+// 32 outputs at a time stay in registers across i. mt must be readable up to 31 floats
+// past each row's n (the lanes past n are computed and dropped; ht is padded for that).
+static void dot_rows(float* restrict out, const float* restrict x, const float* restrict mt, int hs, int T, int n) {
+    for (int t0 = 0; t0 < n; t0 += 32) {
+        float acc[32];
+        for (int j = 0; j < 32; j++) acc[j] = 0.0f;
+        for (int i = 0; i < hs; i++) {
+            float xi = x[i];
+            const float* r = mt + (size_t)i * T + t0;
+            for (int j = 0; j < 32; j++) acc[j] += xi * r[j];
+        }
+        int w = n - t0 < 32 ? n - t0 : 32;
+        for (int j = 0; j < w; j++) out[t0 + j] = acc[j];
+    }
+}
+
+static void attention_forward(float* out, float* att, float* ht, const float* qkv, int B, int T, int NH, int hs) {
     int Cl = NH * hs, C3 = 3 * Cl;
     float scale = 1.0f / sqrtf((float)hs);
+    head_transpose(ht, qkv, 1, B, T, NH, hs); // keys
     #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
     for (int h = 0; h < NH; h++)
     for (int t = 0; t < T; t++) {
         const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+        const float* kt = ht + ((size_t)b * NH + h) * hs * T; // (hs, T)
         float* a = att + (((size_t)b * NH + h) * T + t) * T;
+        dot_rows(a, q, kt, hs, T, t + 1);
         float mx = -INFINITY;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float* k = qkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
-            float s = 0.0f;
-            for (int i = 0; i < hs; i++) s += q[i] * k[i];
-            s *= scale;
-            a[t2] = s;
-            if (s > mx) mx = s;
-        }
+        for (int t2 = 0; t2 <= t; t2++) { a[t2] *= scale; if (a[t2] > mx) mx = a[t2]; }
         for (int t2 = 0; t2 <= t; t2++) a[t2] = exp_vec(a[t2] - mx); // vectorized
         float sum = 0.0f;
         for (int t2 = 0; t2 <= t; t2++) sum += a[t2]; // in order
@@ -190,41 +219,53 @@ static void attention_forward(float* out, float* att, const float* qkv, int B, i
 }
 
 // dqkv (B, T, 3Cl) overwritten. Each (b, h) pair is owned by one thread, so the
-// accumulations into dk and dv over t are race-free and in a fixed order.
-static void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+// accumulations into dk and dv over t are race-free and in a fixed order. They run in
+// contiguous (T, hs) buffers of the thread (no aliasing with dq, no 3Cl-strided rows).
+static void attention_backward(float* dqkv, float* ht, const float* dout, const float* qkv, const float* att,
                                int B, int T, int NH, int hs) {
     int Cl = NH * hs, C3 = 3 * Cl;
     float scale = 1.0f / sqrtf((float)hs);
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++) {
-        for (int t = 0; t < T; t++) {
-            float* base = dqkv + ((size_t)b * T + t) * C3 + h * hs;
-            for (int i = 0; i < hs; i++) { base[i] = 0.0f; base[Cl + i] = 0.0f; base[2 * Cl + i] = 0.0f; }
-        }
+    head_transpose(ht, qkv, 2, B, T, NH, hs); // values
+    #pragma omp parallel
+    {
         float* datt = (float*)malloc_check(sizeof(float) * T);
-        for (int t = 0; t < T; t++) {
-            const float* a = att + (((size_t)b * NH + h) * T + t) * T;
-            const float* go = dout + ((size_t)b * T + t) * Cl + h * hs;
-            float dot = 0.0f;
-            for (int t2 = 0; t2 <= t; t2++) {
-                const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * Cl + h * hs;
-                float* dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * Cl + h * hs;
-                float s = 0.0f;
-                for (int i = 0; i < hs; i++) { s += go[i] * v[i]; dv[i] += a[t2] * go[i]; }
-                datt[t2] = s;
-                dot += a[t2] * s;
+        float* dq = (float*)malloc_check(sizeof(float) * hs);
+        float* dkv = (float*)malloc_check(sizeof(float) * 2 * (size_t)T * hs); // (2, T, hs)
+        #pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            float* restrict dk = dkv;
+            float* restrict dv = dkv + (size_t)T * hs;
+            memset(dkv, 0, sizeof(float) * 2 * (size_t)T * hs);
+            const float* vt = ht + ((size_t)b * NH + h) * hs * T; // (hs, T)
+            for (int t = 0; t < T; t++) {
+                const float* a = att + (((size_t)b * NH + h) * T + t) * T;
+                const float* go = dout + ((size_t)b * T + t) * Cl + h * hs;
+                dot_rows(datt, go, vt, hs, T, t + 1); // datt[t2] = sum over i of go[i] v[t2][i]
+                float dot = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    float at = a[t2];
+                    float* dvr = dv + (size_t)t2 * hs;
+                    for (int i = 0; i < hs; i++) dvr[i] += at * go[i];
+                    dot += at * datt[t2];
+                }
+                const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+                for (int i = 0; i < hs; i++) dq[i] = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    float dpre = a[t2] * (datt[t2] - dot) * scale;
+                    const float* k = qkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
+                    float* dkr = dk + (size_t)t2 * hs;
+                    for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dkr[i] += dpre * q[i]; }
+                }
+                memcpy(dqkv + ((size_t)b * T + t) * C3 + h * hs, dq, sizeof(float) * hs);
             }
-            const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-            float* dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
-            for (int t2 = 0; t2 <= t; t2++) {
-                float dpre = a[t2] * (datt[t2] - dot) * scale;
-                const float* k = qkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
-                float* dk = dqkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
-                for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dk[i] += dpre * q[i]; }
+            for (int t = 0; t < T; t++) {
+                float* base = dqkv + ((size_t)b * T + t) * C3 + h * hs;
+                memcpy(base + Cl, dk + (size_t)t * hs, sizeof(float) * hs);
+                memcpy(base + 2 * Cl, dv + (size_t)t * hs, sizeof(float) * hs);
             }
         }
-        free(datt);
+        free(datt); free(dq); free(dkv);
     }
 }
 
@@ -275,6 +316,7 @@ typedef struct {
     float* att_shared; float* atty_re; // selective: (B,NH,T,T) probabilities, (B,T,Cl) rebuilt output
     // backward scratch, sized by the micro-batch
     float* dx; float* dtmp; float* dres2; float* dqkv; float* datty; float* dfch; float* dfch2;
+    float* head_t;  // (B,NH,hs,T) attention's keys / values transposed per head
     float* gat; float* gdout; float* ptmp; float* sptmp; // -sp: gathered input, gathered grad, partial sums, collective staging (B,T,C)
     CpuGemmWork gemm_work; // pack buffers of every GEMM (one set per OpenMP thread)
 } GPT;
@@ -362,6 +404,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
     g->dres2 = (float*)calloc_check(BT * g->C, sizeof(float));
     g->dqkv = (float*)calloc_check(BT * 3 * g->Cl, sizeof(float));
     g->datty = (float*)calloc_check(BT * g->Cl, sizeof(float));
+    g->head_t = (float*)calloc_check(BT * g->Cl + 32, sizeof(float)); // + 32: dot_rows reads past the end
     g->dfch = (float*)calloc_check(BT * g->F, sizeof(float));
     g->dfch2 = (float*)calloc_check(BT * g->F, sizeof(float));
     if (g->sp) {
@@ -378,7 +421,7 @@ static void gpt_free(GPT* g) {
     free(g->params); free(g->grads); free(g->m); free(g->v);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
     free(g->acts); free(g->slot_unit); free(g->att_shared); free(g->atty_re);
-    free(g->dx); free(g->dtmp); free(g->dres2); free(g->dqkv); free(g->datty); free(g->dfch); free(g->dfch2);
+    free(g->dx); free(g->dtmp); free(g->dres2); free(g->dqkv); free(g->datty); free(g->head_t); free(g->dfch); free(g->dfch2);
     free(g->gat); free(g->gdout); free(g->ptmp); free(g->sptmp);
     cpu_gemm_work_free(&g->gemm_work);
 }
@@ -452,7 +495,7 @@ static void block_forward(GPT* g, Comm* comm, Acts* a, int j, int l) {
     layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C);
     const float* ln1 = gather_seq(g, comm, la->ln1, g->gat); // (B,T,C)
     matmul_forward(la->qkv, ln1, P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl, &g->gemm_work);
-    attention_forward(la->atty, la->att, la->qkv, B, T, g->NH, g->hs);
+    attention_forward(la->atty, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
     float* po = rowpar_out(g, la->resid2);
     matmul_forward(po, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C, &g->gemm_work); // partial sum
     reduce_seq(g, comm, po, la->resid2);
@@ -492,9 +535,9 @@ static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const floa
     const float* dres2 = gather_seq(g, comm, g->dres2, g->gdout);
     // selective: rebuild the probabilities from the kept qkv (the same deterministic code, so
     // the same bits); atty itself was kept, as the input of the projection GEMM
-    if (g->cfg.recompute == RECOMPUTE_SELECTIVE) attention_forward(g->atty_re, la->att, la->qkv, B, T, g->NH, g->hs);
+    if (g->cfg.recompute == RECOMPUTE_SELECTIVE) attention_forward(g->atty_re, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
     matmul_backward(g->datty, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C, &g->gemm_work);
-    attention_backward(g->dqkv, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
+    attention_backward(g->dqkv, g->head_t, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
     const float* ln1 = gather_seq(g, comm, la->ln1, g->gat);
     pd = rowpar_out(g, g->dtmp);
     matmul_backward(pd, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C, 3 * Cl, &g->gemm_work);
