@@ -110,28 +110,31 @@ static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float*
 #define GEMM_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define GEMM_ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
-// 6 x 16: 12 ymm accumulators, 2 for B, 1 broadcast (of 16 registers)
-__attribute__((target("avx2,fma")))
-static void gemm_kernel_avx2(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {
-#define DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
-    GEMM_ROWS6(DECL)
-#undef DECL
-    if (load) {
-#define LOAD(r) c##r##0 = _mm256_loadu_ps(C + (size_t)r * ldc); c##r##1 = _mm256_loadu_ps(C + (size_t)r * ldc + 8);
-        GEMM_ROWS6(LOAD)
-#undef LOAD
+// 6 x 16: 12 ymm accumulators, 2 for B, 1 broadcast (of 16 registers). ROWS(X) names the
+// rows computed: all 6, or the first 4 or 2 of a 6-row packed panel for the last tile when
+// M % 6 is 4 or 2 (M = 256, 1024, ...: one such tile per column panel), which otherwise
+// went through a copy with the missing rows computed as zeros.
+#define GEMM_ROWS4(X) X(0) X(1) X(2) X(3)
+#define GEMM_ROWS2(X) X(0) X(1)
+#define GEMM_AVX2_KERNEL(NAME, ROWS)                                                                      \
+    __attribute__((target("avx2,fma")))                                                                    \
+    static void NAME(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {              \
+        ROWS(GEMM_AVX2_DECL)                                                                               \
+        if (load) { ROWS(GEMM_AVX2_LOAD) }                                                                 \
+        for (int k = 0; k < kc; k++) {                                                                     \
+            __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8), a;                                \
+            ROWS(GEMM_AVX2_FMA)                                                                            \
+            Ap += 6; Bp += 16;                                                                             \
+        }                                                                                                  \
+        ROWS(GEMM_AVX2_STORE)                                                                              \
     }
-    for (int k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8), a;
-#define FMA(r) a = _mm256_broadcast_ss(Ap + r); c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1);
-        GEMM_ROWS6(FMA)
-#undef FMA
-        Ap += 6; Bp += 16;
-    }
-#define STORE(r) _mm256_storeu_ps(C + (size_t)r * ldc, c##r##0); _mm256_storeu_ps(C + (size_t)r * ldc + 8, c##r##1);
-    GEMM_ROWS6(STORE)
-#undef STORE
-}
+#define GEMM_AVX2_DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+#define GEMM_AVX2_LOAD(r) c##r##0 = _mm256_loadu_ps(C + (size_t)r * ldc); c##r##1 = _mm256_loadu_ps(C + (size_t)r * ldc + 8);
+#define GEMM_AVX2_FMA(r) a = _mm256_broadcast_ss(Ap + r); c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1);
+#define GEMM_AVX2_STORE(r) _mm256_storeu_ps(C + (size_t)r * ldc, c##r##0); _mm256_storeu_ps(C + (size_t)r * ldc + 8, c##r##1);
+GEMM_AVX2_KERNEL(gemm_kernel_avx2, GEMM_ROWS6)
+GEMM_AVX2_KERNEL(gemm_kernel_avx2_r4, GEMM_ROWS4)
+GEMM_AVX2_KERNEL(gemm_kernel_avx2_r2, GEMM_ROWS2)
 
 // 12 x 32: 24 zmm accumulators, 2 for B, broadcasts (of 32 registers)
 __attribute__((target("avx512f")))
@@ -157,13 +160,18 @@ static void gemm_kernel_avx512(int kc, const float* Ap, const float* Bp, float* 
 }
 #endif
 
-typedef struct { GemmKernel kernel; int mr, nr; } GemmArch;
+// kernel: the full mr x nr tile; rows[h]: a kernel for the first h rows of a full-width tile
+// (NULL: that edge goes through a full-size copy)
+typedef struct { GemmKernel kernel; int mr, nr; GemmKernel rows[GEMM_MR_MAX + 1]; } GemmArch;
 
 static GemmArch gemm_arch(CpuIsa isa) {
-    GemmArch g = {gemm_kernel_generic, 4, 16};
+    GemmArch g = {gemm_kernel_generic, 4, 16, {NULL}};
 #ifdef CPU_GEMM_X86
     if (isa == CPU_ISA_AVX512) { g.kernel = gemm_kernel_avx512; g.mr = 12; g.nr = 32; }
-    else if (isa == CPU_ISA_AVX2) { g.kernel = gemm_kernel_avx2; g.mr = 6; g.nr = 16; }
+    else if (isa == CPU_ISA_AVX2) {
+        g.kernel = gemm_kernel_avx2; g.mr = 6; g.nr = 16;
+        g.rows[4] = gemm_kernel_avx2_r4; g.rows[2] = gemm_kernel_avx2_r2;
+    }
 #else
     (void)isa;
 #endif
@@ -322,7 +330,15 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
                         const float* ap = Ap + (size_t)ir * kc;
                         int h = mc - ir < mr ? mc - ir : mr;
                         float* c = C + (size_t)(ic + ir) * ldc + (jc + jr);
+                        if (load && ir + mr < mc) { // the next tile's C rows: from memory while this one computes
+                            for (int r = 0; r < mr; r++) {
+                                const char* pf = (const char*)(c + (size_t)(mr + r) * ldc);
+                                __builtin_prefetch(pf, 1, 3);
+                                if (nr > 16) __builtin_prefetch(pf + 64, 1, 3);
+                            }
+                        }
                         if (h == mr && w == nr) { ar.kernel(kc, ap, bp, c, ldc, load); continue; }
+                        if (w == nr && ar.rows[h] != NULL) { ar.rows[h](kc, ap, bp, c, ldc, load); continue; }
                         // edge tile: through a full-size copy, only the valid part written back
                         for (int r = 0; r < mr; r++) for (int j = 0; j < nr; j++)
                             tile[r * nr + j] = (load && r < h && j < w) ? c[(size_t)r * ldc + j] : 0.0f;
