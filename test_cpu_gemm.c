@@ -7,7 +7,8 @@
  * cache-block edges, K = 0, accumulate on/off, bias on/off, every ISA this CPU has and
  * 1, 2 and 3 threads must give exactly the reference's bits.
  *
- * Also llmc/cpu_math.h's exp_vec: within 4 ulp of double exp over its range, NaN kept, and
+ * The packs alone for every ISA's tile shape (so the AVX-512 12 x 32 packing is checked on
+ * any machine). Also llmc/cpu_math.h's exp_vec: within 4 ulp of double exp over its range, NaN kept, and
  * the vectorized loop giving the same bits as one-at-a-time scalar calls.
  *
  *   ./test_cpu_gemm          the test
@@ -92,6 +93,59 @@ __attribute__((noinline)) static void exp_loop(float* y, const float* x, int n) 
     for (int i = 0; i < n; i++) y[i] = exp_vec(x[i]); // vectorized by gcc at the CPU's width
 }
 
+// The packs alone, for every micro-tile shape of every ISA (4/6/12 rows, 16/32 columns), with
+// the scalar and the AVX2 transposing copies: the AVX-512 kernel's 12 x 32 packing is checked
+// even on a machine without AVX-512. Expected layout written out directly.
+static void check_packs(void) {
+    const int M = 29, K = 21; // odd: partial micro-panels, k tails of the 8-deep transposes
+    float* A = malloc(sizeof(float) * M * K);
+    for (int i = 0; i < M * K; i++) A[i] = frand();
+    float* got = malloc(sizeof(float) * 64 * 64);
+    float* want = malloc(sizeof(float) * 64 * 64);
+    int bad = 0, cases = 0;
+    for (int isa = CPU_ISA_GENERIC; isa <= CPU_ISA_AVX2; isa++) {
+        if (!cpu_isa_supported((CpuIsa)isa)) continue;
+        for (int t = 0; t < 2; t++) { // stored (M, K) or (K, M): op = stored or stored^T
+            ptrdiff_t rs = t ? 1 : K, cs = t ? M : 1;
+            const int mrs[] = {4, 6, 12}, nrs[] = {16, 32};
+            for (int m = 0; m < 3; m++) { // A: rows [i0, i0+mc) of an M-row operand, k [k0, k0+kc)
+                int mr = mrs[m], i0 = 4, k0 = 3, kc = K - 3;
+                int mc = (M - i0 + mr - 1) / mr * mr;
+                for (int p = 0; p < mc; p += mr)
+                    for (int k = 0; k < kc; k++)
+                        for (int r = 0; r < mr; r++) {
+                            int i = i0 + p + r;
+                            want[p * kc + k * mr + r] = i < M ? A[i * rs + (k0 + k) * cs] : 0.0f;
+                        }
+                memset(got, 0xff, sizeof(float) * 64 * 64);
+                gemm_pack_a((CpuIsa)isa, got, A, rs, cs, M, i0, mc, k0, kc, mr);
+                cases++;
+                if (memcmp(got, want, sizeof(float) * mc * kc) != 0) { bad++; printf("FAIL pack_a %s mr %d %s\n", cpu_isa_name((CpuIsa)isa), mr, t ? "T" : "N"); }
+            }
+            for (int q = 0; q < 2; q++) { // B = this operand as (K', N') = op(.) with N' = M columns
+                int nr = nrs[q], j0 = 2, k0 = 1, kc = K - 1;
+                int nc = (M - j0 + nr - 1) / nr * nr;
+                // op(B)(k, j) = A[j * rs + k * cs]: element (k, j) at B[k * brs + j * bcs]
+                ptrdiff_t brs = cs, bcs = rs;
+                for (int p = 0; p < nc; p += nr)
+                    for (int k = 0; k < kc; k++)
+                        for (int c = 0; c < nr; c++) {
+                            int j = j0 + p + c;
+                            want[p * kc + k * nr + c] = j < M ? A[(k0 + k) * brs + j * bcs] : 0.0f;
+                        }
+                memset(got, 0xff, sizeof(float) * 64 * 64);
+                gemm_pack_b((CpuIsa)isa, got, A, brs, bcs, M, j0, nc, k0, kc, nr);
+                cases++;
+                if (memcmp(got, want, sizeof(float) * nc * kc) != 0) { bad++; printf("FAIL pack_b %s nr %d %s\n", cpu_isa_name((CpuIsa)isa), nr, t ? "T" : "N"); }
+            }
+        }
+    }
+    if (bad == 0) passed++;
+    else failed++;
+    printf("packs: %d layouts, %d wrong\n", cases, bad);
+    free(A); free(got); free(want);
+}
+
 static void check_exp(void) {
     enum { N = 1 << 21 };
     float* x = malloc(sizeof(float) * N); float* y0 = malloc(sizeof(float) * N); float* y1 = malloc(sizeof(float) * N);
@@ -169,6 +223,7 @@ int main(int argc, char** argv) {
         check((CpuIsa)isa, 3, 300, 200, 600, 0, 0, 1, 1);
         printf("%s: %s\n", cpu_isa_name((CpuIsa)isa), failed == before ? "bit-identical to the fmaf reference" : "MISMATCH");
     }
+    check_packs();
     check_exp();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
