@@ -820,14 +820,12 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
                 switch (plan[i].kind) {
                     case ACT_RECV_ACT: {
                         Acts* a = unit_slot(g, c, k);
-                        if (ov) dc_pp_irecv_bf16(dc, slot_buf(g, a), a->x, nact, peer);
-                        else dc_pp_recv_bf16(dc, a->x, nact, peer, tag);
+                        dc_pp_recv_bf16(dc, slot_buf(g, a), a->x, nact, peer, tag);
                         break;
                     }
                     case ACT_SEND_ACT: {
                         Acts* a = unit_slot(g, c, k);
-                        if (ov) dc_pp_isend_bf16(dc, slot_buf(g, a), a->x + (size_t)g->nlc * nact, nact, peer);
-                        else dc_pp_send_bf16(dc, a->x + (size_t)g->nlc * nact, nact, peer, tag);
+                        dc_pp_send_bf16(dc, slot_buf(g, a), a->x + (size_t)g->nlc * nact, nact, peer, tag);
                         // grouped: later work on the slot is stream-ordered after the group; overlapped:
                         // the slot's next receive and compute wait for this send (its PpBuf)
                         if (forward_only) release[nrel++] = k * g->V + c;
@@ -835,14 +833,12 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
                     }
                     case ACT_RECV_GRAD: {
                         int d = unit_dgrad_index(g, c, k);
-                        if (ov) dc_pp_irecv_bf16(dc, dgrad_buf(g, d), g->dgrad[d], nact, peer);
-                        else dc_pp_recv_bf16(dc, g->dgrad[d], nact, peer, tag);
+                        dc_pp_recv_bf16(dc, dgrad_buf(g, d), g->dgrad[d], nact, peer, tag);
                         break;
                     }
                     case ACT_SEND_GRAD: {
                         int d = unit_dgrad_index(g, c, k);
-                        if (ov) dc_pp_isend_bf16(dc, dgrad_buf(g, d), g->dgrad[d], nact, peer);
-                        else dc_pp_send_bf16(dc, g->dgrad[d], nact, peer, tag);
+                        dc_pp_send_bf16(dc, dgrad_buf(g, d), g->dgrad[d], nact, peer, tag);
                         if (g->V > 1) pool_release(&g->dgrad_pool, k * g->V + c, 1);
                         break;
                     }

@@ -431,13 +431,14 @@ static void dc_sp_reduce_scatter_bf16(DevComm* d, bf16* shard, const bf16* full,
     dc_wait_stream(d, d->stream);
 }
 
-// pipeline: bf16 activations or their gradients to / from a neighbouring stage
-static void dc_pp_send_bf16(DevComm* d, const bf16* buf, size_t n, int to_stage, int tag) {
+// pipeline: bf16 activations or their gradients to / from a neighbouring stage, inside one
+// group per run of messages (LLMC_PP_OVERLAP=0, or -comm mpi); dc_pp_send_bf16 below picks
+static void dc_pp_group_send_bf16(DevComm* d, const bf16* buf, size_t n, int to_stage, int tag) {
     if (d->nccl) { ncclCheck(ncclSend(buf, n, ncclBfloat16, to_stage, d->pp, d->stream)); return; } // inside a group
     float* hf = dc_stage_down_bf16(d, buf, n);
     pp_send(d->host, hf, n, to_stage, tag); // copies into comm.h's send ring
 }
-static void dc_pp_recv_bf16(DevComm* d, bf16* buf, size_t n, int from_stage, int tag) {
+static void dc_pp_group_recv_bf16(DevComm* d, bf16* buf, size_t n, int from_stage, int tag) {
     if (d->nccl) { ncclCheck(ncclRecv(buf, n, ncclBfloat16, from_stage, d->pp, d->stream)); return; } // inside a group
     float* hf = dc_hf(d, n);
     pp_recv(d->host, hf, n, from_stage, tag);
@@ -560,6 +561,16 @@ static void dc_pp_irecv_bf16(DevComm* d, PpBuf* b, bf16* buf, size_t n, int from
     ncclCheck(ncclRecv(buf, n, ncclBfloat16, 0, L->comm, L->stream));
     cudaCheck(cudaEventRecord(b->comm, L->stream));
     b->comm_set = b->pending = 1;
+}
+// A message of the schedule: on its link's stream when the links overlap (b: the buffer's
+// events), else inside the caller's group (tag: the host ring's message tag).
+static void dc_pp_send_bf16(DevComm* d, PpBuf* b, const bf16* buf, size_t n, int to_stage, int tag) {
+    if (d->pp_overlap) dc_pp_isend_bf16(d, b, buf, n, to_stage);
+    else dc_pp_group_send_bf16(d, buf, n, to_stage, tag);
+}
+static void dc_pp_recv_bf16(DevComm* d, PpBuf* b, bf16* buf, size_t n, int from_stage, int tag) {
+    if (d->pp_overlap) dc_pp_irecv_bf16(d, b, buf, n, from_stage);
+    else dc_pp_group_recv_bf16(d, buf, n, from_stage, tag);
 }
 // Before compute touches b: the compute stream waits for its last transfer (a receive's
 // data has arrived, a send no longer reads it). The time the compute stream spends in this
