@@ -413,7 +413,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
         g->ptmp = (float*)calloc_check(BT * g->C, sizeof(float));
         g->sptmp = (float*)calloc_check(BT * g->C, sizeof(float));
     }
-    if (cpu_gemm_work_alloc(&g->gemm_work, omp_get_max_threads()) != 0) die("out of memory for the GEMM pack buffers");
+    if (cpu_gemm_work_alloc(&g->gemm_work, cpu_gemm_max_threads()) != 0) die("out of memory for the GEMM pack buffers");
 }
 
 static void gpt_free(GPT* g) {

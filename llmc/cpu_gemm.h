@@ -359,6 +359,15 @@ typedef struct { float* mem; int threads; } CpuGemmWork;
 #define GEMM_WORK_A ((((size_t)GEMM_MC + GEMM_MR_MAX) * GEMM_KC + 15) / 16 * 16)
 #define GEMM_WORK_B ((((size_t)GEMM_NC + GEMM_NR_MAX) * GEMM_KC + 15) / 16 * 16)
 
+// The most threads a later OpenMP region may use (1 in a build without OpenMP).
+static int cpu_gemm_max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 // Returns 0, or -1 when out of memory. The pages are touched here, not in the first step.
 static int cpu_gemm_work_alloc(CpuGemmWork* w, int threads) {
     size_t n = (size_t)(threads > 0 ? threads : 1) * (GEMM_WORK_A + GEMM_WORK_B);
