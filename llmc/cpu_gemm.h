@@ -355,9 +355,12 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
 // per call cost page faults and TLB shootdowns in every GEMM (~2.5% of a 125m step).
 typedef struct { float* mem; int threads; } CpuGemmWork;
 
-// floats of one thread's pack buffers: an (MC + MR) x KC block of A, a (NC + NR) x KC panel of B
-#define GEMM_WORK_A ((((size_t)GEMM_MC + GEMM_MR_MAX) * GEMM_KC + 15) / 16 * 16)
-#define GEMM_WORK_B ((((size_t)GEMM_NC + GEMM_NR_MAX) * GEMM_KC + 15) / 16 * 16)
+// floats of one thread's pack buffers for blocks of at most mc rows, nc columns, kc deep:
+// an (mc + MR) x kc block of A and an (nc + NR) x kc panel of B, each a multiple of 16
+static void gemm_pack_floats(size_t mc, size_t nc, size_t kc, size_t* na, size_t* nb) {
+    *na = ((mc + GEMM_MR_MAX) * kc + 15) / 16 * 16;
+    *nb = ((nc + GEMM_NR_MAX) * kc + 15) / 16 * 16;
+}
 
 // The most threads a later OpenMP region may use (1 in a build without OpenMP).
 static int cpu_gemm_max_threads(void) {
@@ -370,7 +373,9 @@ static int cpu_gemm_max_threads(void) {
 
 // Returns 0, or -1 when out of memory. The pages are touched here, not in the first step.
 static int cpu_gemm_work_alloc(CpuGemmWork* w, int threads) {
-    size_t n = (size_t)(threads > 0 ? threads : 1) * (GEMM_WORK_A + GEMM_WORK_B);
+    size_t na, nb;
+    gemm_pack_floats(GEMM_MC, GEMM_NC, GEMM_KC, &na, &nb);
+    size_t n = (size_t)(threads > 0 ? threads : 1) * (na + nb);
     w->threads = threads > 0 ? threads : 1;
     w->mem = (float*)aligned_alloc(64, sizeof(float) * n);
     if (w->mem == NULL) return -1;
@@ -404,14 +409,16 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
         if (m0 < m1 && n0 < n1) {
             if (K > 0) {
                 float *Ap, *Bp, *own = NULL;
+                size_t na, nb;
                 if (work != NULL && work->mem != NULL && nt <= work->threads) {
-                    Ap = work->mem + (size_t)id * (GEMM_WORK_A + GEMM_WORK_B);
-                    Bp = Ap + GEMM_WORK_A;
+                    gemm_pack_floats(GEMM_MC, GEMM_NC, GEMM_KC, &na, &nb);
+                    Ap = work->mem + (size_t)id * (na + nb);
+                    Bp = Ap + na;
                 } else { // pack buffers sized by this thread's part (small products stay small)
                     size_t kc = K < GEMM_KC ? (size_t)K : GEMM_KC;
                     size_t mc = (size_t)(m1 - m0) < GEMM_MC ? (size_t)(m1 - m0) : GEMM_MC;
                     size_t nc = (size_t)(n1 - n0) < GEMM_NC ? (size_t)(n1 - n0) : GEMM_NC;
-                    size_t na = ((mc + GEMM_MR_MAX) * kc + 15) / 16 * 16, nb = ((nc + GEMM_NR_MAX) * kc + 15) / 16 * 16;
+                    gemm_pack_floats(mc, nc, kc, &na, &nb);
                     own = (float*)aligned_alloc(64, sizeof(float) * (na + nb));
                     if (own == NULL) { fprintf(stderr, "error: out of memory in cpu_gemm\n"); exit(1); }
                     Ap = own; Bp = own + na;
