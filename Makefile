@@ -31,7 +31,7 @@ else
   MPI_FLAGS =
 endif
 
-.PHONY: all test quickstart data fixtures clean bench attack fuzz asan test-hf cloze
+.PHONY: all test test-bins quickstart data fixtures clean bench attack fuzz asan test-hf cloze
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
 include dev/cuemu/cuemu.mk
@@ -97,7 +97,14 @@ asan: test_gpt_asan fixtures
 	./test_gpt_asan fixtures --quick
 
 # every test CI runs; each program ends with "N passed, M failed" and fails the target
-test: train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_cpu_gemm fixtures data $(if $(MPICC),test_comm) test_gpt_asan $(FUZZ_BINS)
+# The binaries (and fixtures, corpus) first, TEST_JOBS at a time: most builds and the
+# fixture writer are single-threaded, and one after another they took a third of the run.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_BINS = train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_cpu_gemm fixtures data \
+    $(if $(MPICC),test_comm) test_gpt_asan $(FUZZ_BINS) $(CUEMU_TEST_BINS) $(CUDA_TEST_BINS)
+test-bins: $(TEST_BINS)
+test:
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-bins
 	./test_planner
 	./test_cpu_gemm
 	bash dev/check_cpu_repro.sh

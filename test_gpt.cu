@@ -437,19 +437,25 @@ static void test_binaries(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
-// The step-5 checkpoint of the 2x2x2 -sp 1 -vpp 2 run (layout-free) resumes as 1x1x1: steps 6-10
-// within the layout tolerance of the straight 1x1x1 run ref.
+// The 3D layout runs: LAYOUT_STEPS steps over the ramp 4 -> 16 (global batches 4, 4, 8, 12, 16, 16:
+// with DP = 2 the pipeline sees m = 2, 4, 6, 8 micro-batches); the -comm mpi -vpp run checkpoints
+// at LAYOUT_CKPT. (Ten steps over a slower ramp took half again as long: 8-process emulated runs.)
+enum { LAYOUT_STEPS = 6, LAYOUT_CKPT = 3 };
+
+// The step-LAYOUT_CKPT checkpoint of the 2x2x2 -sp 1 -vpp 2 run (layout-free) resumes as 1x1x1:
+// the steps after it within the layout tolerance of the straight 1x1x1 run ref.
 static void test_vpp_resume_single(const char* CU, const char* args, const char* tmp, const RunLog* ref) {
     char cmd[4000], err[4096], path[1400];
-    snprintf(cmd, sizeof(cmd), "mkdir -p %s/vre && cp -r %s/vpp/ckpt_00000005 %s/vre/ && timeout 300 %s %s -o %s/vre -resume",
-             tmp, tmp, tmp, CU, args, tmp);
+    snprintf(cmd, sizeof(cmd), "mkdir -p %s/vre && cp -r %s/vpp/ckpt_%08d %s/vre/ && timeout 300 %s %s -o %s/vre -resume",
+             tmp, tmp, LAYOUT_CKPT, tmp, CU, args, tmp);
     int rc = run_cmd(cmd, err, sizeof(err));
     RunLog x;
     snprintf(path, sizeof(path), "%s/vre/log.jsonl", tmp);
-    int ok = rc == 0 && read_runlog(path, &x) == 0 && x.n == 10 && x.loss[5] == 0.0 && ref->n == 10;
+    int ok = rc == 0 && read_runlog(path, &x) == 0 && x.n == LAYOUT_STEPS && x.loss[LAYOUT_CKPT] == 0.0 && ref->n == LAYOUT_STEPS;
     double wl = 0;
-    for (int st = 6; ok && st <= 10; st++) if (rel_err(x.loss[st], ref->loss[st]) > wl) wl = rel_err(x.loss[st], ref->loss[st]);
-    check(ok && wl <= 1e-2, "a 2x2x2 -sp 1 -vpp 2 checkpoint (step 5) resumes as 1x1x1: steps 6-10 worst loss rel %.1e vs straight 1x1x1 (rc %d)", wl, rc);
+    for (int st = LAYOUT_CKPT + 1; ok && st <= LAYOUT_STEPS; st++) if (rel_err(x.loss[st], ref->loss[st]) > wl) wl = rel_err(x.loss[st], ref->loss[st]);
+    check(ok && wl <= 1e-2, "a 2x2x2 -sp 1 -vpp 2 checkpoint (step %d) resumes as 1x1x1: steps %d-%d worst loss rel %.1e vs straight 1x1x1 (rc %d)",
+          LAYOUT_CKPT, LAYOUT_CKPT + 1, LAYOUT_STEPS, wl, rc);
 }
 
 // 3D layouts with -comm mpi (host-staged: several ranks share the one GPU) against the
@@ -464,8 +470,8 @@ static void test_layouts(void) {
     char data[1200], args[3000], cmd[4000], err[4096], path[1400];
     snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
     write_pattern_shard(data, 40000, 300);
-    snprintf(args, sizeof(args), "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 16 -ramp 4 4 1536 -lr 2e-3 -warmup 2000 "
-             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 1 -steps 10", data);
+    snprintf(args, sizeof(args), "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 16 -ramp 4 4 768 -lr 2e-3 -warmup 2000 "
+             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 1 -steps %d", data, LAYOUT_STEPS);
     RunLog ref;
     snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -log %s/ref.jsonl", CU, args, tmp);
     int rc = run_cmd(cmd, err, sizeof(err));
@@ -475,16 +481,16 @@ static void test_layouts(void) {
     snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 timeout 300 %s %s -log %s/cpu.jsonl", bin_cpu(), args, tmp);
     int rcc = run_cmd(cmd, err, sizeof(err));
     snprintf(path, sizeof(path), "%s/cpu.jsonl", tmp);
-    int okc = rcc == 0 && read_runlog(path, &cpu) == 0 && cpu.n == 10;
+    int okc = rcc == 0 && read_runlog(path, &cpu) == 0 && cpu.n == LAYOUT_STEPS;
     snprintf(path, sizeof(path), "%s/ref.jsonl", tmp);
-    int okr = rc == 0 && read_runlog(path, &ref) == 0 && ref.n == 10;
+    int okr = rc == 0 && read_runlog(path, &ref) == 0 && ref.n == LAYOUT_STEPS;
     double cl = 0;
-    for (int st = 1; okc && okr && st <= 10; st++) if (rel_err(ref.loss[st], cpu.loss[st]) > cl) cl = rel_err(ref.loss[st], cpu.loss[st]);
-    check(okc && okr && cl <= 2e-2, "train_gpt_cu 1x1x1 vs train_gpt (CPU fp32): 10 steps, worst loss rel %.1e (rc %d %d)", cl, rc, rcc);
+    for (int st = 1; okc && okr && st <= LAYOUT_STEPS; st++) if (rel_err(ref.loss[st], cpu.loss[st]) > cl) cl = rel_err(ref.loss[st], cpu.loss[st]);
+    check(okc && okr && cl <= 2e-2, "train_gpt_cu 1x1x1 vs train_gpt (CPU fp32): %d steps, worst loss rel %.1e (rc %d %d)", LAYOUT_STEPS, cl, rc, rcc);
     // host waits per step with NCCL on a stage that uploads tokens: one per micro-batch (the
     // slot guard), one for the loss and norms, one at the end (the ramp gives 4..16 micro-batches)
     int sync_ok = okr, bad_step = 0;
-    for (int st = 1; okr && st <= 10; st++)
+    for (int st = 1; okr && st <= LAYOUT_STEPS; st++)
         if (ref.micro[st] < 1 || ref.syncs[st] != ref.micro[st] + 2) { sync_ok = 0; if (!bad_step) bad_step = st; }
     check(sync_ok, "train_gpt_cu 1x1x1: every step logs micro-batches + 2 host syncs (step 1: %d micro, %d syncs; first bad step %d)",
           ref.micro[1], ref.syncs[1], bad_step);
@@ -494,8 +500,8 @@ static void test_layouts(void) {
         for (int r = 0; r < 2; r++) {
             char a2[3000], logf[1400];
             snprintf(a2, sizeof(a2), "%s", args);
-            char* p = strstr(a2, "-steps 10");
-            if (p) p[7] = r == 0 ? '1' : '2', p[8] = ' ';
+            char* p = strstr(a2, "-steps ");
+            if (p) p[7] = r == 0 ? '1' : '2'; // LAYOUT_STEPS has one digit
             snprintf(logf, sizeof(logf), "%s/syncs%d.txt", tmp, r);
             snprintf(cmd, sizeof(cmd), "CUEMU_SYNC_LOG=%s timeout 300 %s %s", logf, CU, a2);
             int rs = run_cmd(cmd, err, sizeof(err));
@@ -525,7 +531,7 @@ static void test_layouts(void) {
         char label[80] = "", extra[1600] = "";
         if (L[i].sp || L[i].vpp > 1) snprintf(label, sizeof(label), " -sp %d -vpp %d -recompute selective", L[i].sp, L[i].vpp);
         int vpp_ckpt = L[i].vpp > 1 && strcmp(L[i].comm, "mpi") == 0;
-        if (vpp_ckpt) snprintf(extra, sizeof(extra), "%s -o %s/vpp -ckpt-every 5", label, tmp);
+        if (vpp_ckpt) snprintf(extra, sizeof(extra), "%s -o %s/vpp -ckpt-every %d", label, tmp, LAYOUT_CKPT);
         else snprintf(extra, sizeof(extra), "%s", label);
         // NCCL with DP > 1 overlaps the DP buckets with the backward on a second stream: the
         // emulation's stream detector sees a kernel's accesses as its whole allocation, and the
@@ -538,9 +544,9 @@ static void test_layouts(void) {
         rc = run_cmd(cmd, err, sizeof(err));
         RunLog rl;
         snprintf(path, sizeof(path), "%s/l%zu.jsonl", tmp, i);
-        int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == 10 && okc && okr;
+        int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == LAYOUT_STEPS && okc && okr;
         double wl = 0, wg = 0, wc = 0;
-        for (int st = 1; ok && st <= 10; st++) {
+        for (int st = 1; ok && st <= LAYOUT_STEPS; st++) {
             if (rel_err(rl.loss[st], ref.loss[st]) > wl) wl = rel_err(rl.loss[st], ref.loss[st]);
             if (rel_err(rl.gnorm[st], ref.gnorm[st]) > wg) wg = rel_err(rl.gnorm[st], ref.gnorm[st]);
             if (rel_err(rl.loss[st], cpu.loss[st]) > wc) wc = rel_err(rl.loss[st], cpu.loss[st]);
@@ -548,13 +554,13 @@ static void test_layouts(void) {
         // bf16: TP partial sums are rounded before their all-reduce, so layouts differ by bf16 rounding
         // and against the CPU trainer with the bf16 bound of the single-GPU comparison
         check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,
-              "train_gpt_cu layout %dx%dx%d%s%s -comm %s: 10 steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
-              L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, L[i].comm, wl, wc, wg, rc);
+              "train_gpt_cu layout %dx%dx%d%s%s -comm %s: %d steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
+              L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, L[i].comm, LAYOUT_STEPS, wl, wc, wg, rc);
         if (strcmp(L[i].comm, "nccl") == 0) { // rank 0 (first stage) uploads tokens: micro-batches + 2 waits per step
             int sync_ok = ok;
-            for (int st = 1; ok && st <= 10; st++) if (rl.micro[st] < 1 || rl.syncs[st] != rl.micro[st] + 2) sync_ok = 0;
-            check(sync_ok, "train_gpt_cu layout %dx%dx%d%s -comm nccl, rank 0: micro-batches + 2 host syncs per step (step 10: %d, %d)",
-                  L[i].tp, L[i].pp, L[i].dp, label, ok ? rl.micro[10] : -1, ok ? rl.syncs[10] : -1);
+            for (int st = 1; ok && st <= LAYOUT_STEPS; st++) if (rl.micro[st] < 1 || rl.syncs[st] != rl.micro[st] + 2) sync_ok = 0;
+            check(sync_ok, "train_gpt_cu layout %dx%dx%d%s -comm nccl, rank 0: micro-batches + 2 host syncs per step (step %d: %d, %d)",
+                  L[i].tp, L[i].pp, L[i].dp, label, LAYOUT_STEPS, ok ? rl.micro[LAYOUT_STEPS] : -1, ok ? rl.syncs[LAYOUT_STEPS] : -1);
         }
         if (strcmp(L[i].comm, "nccl") == 0 && L[i].pp > 1 && (L[i].vpp > 1 || !L[i].sp)) {
             // the pipeline's messages on their link streams (default) vs one NCCL group per run
@@ -565,8 +571,8 @@ static void test_layouts(void) {
             int rg = run_cmd(cmd, err, sizeof(err));
             RunLog gl;
             snprintf(path, sizeof(path), "%s/g%zu.jsonl", tmp, i);
-            int okg = ok && rg == 0 && read_runlog(path, &gl) == 0 && gl.n == 10, same = okg;
-            for (int st = 1; okg && st <= 10; st++)
+            int okg = ok && rg == 0 && read_runlog(path, &gl) == 0 && gl.n == LAYOUT_STEPS, same = okg;
+            for (int st = 1; okg && st <= LAYOUT_STEPS; st++)
                 if (gl.loss[st] != rl.loss[st] || gl.gnorm[st] != rl.gnorm[st] || gl.syncs[st] != rl.syncs[st]) same = 0;
             check(same, "train_gpt_cu layout %dx%dx%d%s%s -comm nccl: pipeline link streams equal LLMC_PP_OVERLAP=0 (grouped) bit for bit, same host syncs (rc %d)",
                   L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, rg);
@@ -574,9 +580,9 @@ static void test_layouts(void) {
         if (L[i].same >= 0) {
             RunLog base;
             snprintf(path, sizeof(path), "%s/l%d.jsonl", tmp, L[i].same);
-            int okb = ok && read_runlog(path, &base) == 0 && base.n == 10;
+            int okb = ok && read_runlog(path, &base) == 0 && base.n == LAYOUT_STEPS;
             double sl = 0, sg = 0;
-            for (int st = 1; okb && st <= 10; st++) {
+            for (int st = 1; okb && st <= LAYOUT_STEPS; st++) {
                 if (rel_err(rl.loss[st], base.loss[st]) > sl) sl = rel_err(rl.loss[st], base.loss[st]);
                 if (rel_err(rl.gnorm[st], base.gnorm[st]) > sg) sg = rel_err(rl.gnorm[st], base.gnorm[st]);
             }
@@ -591,11 +597,11 @@ static void test_layouts(void) {
         rc = run_cmd(cmd, err, sizeof(err));
         RunLog on, off;
         snprintf(path, sizeof(path), "%s/l4.jsonl", tmp);
-        int ok = read_runlog(path, &on) == 0 && on.n == 10;
+        int ok = read_runlog(path, &on) == 0 && on.n == LAYOUT_STEPS;
         snprintf(path, sizeof(path), "%s/nov.jsonl", tmp);
-        ok = ok && rc == 0 && read_runlog(path, &off) == 0 && off.n == 10;
+        ok = ok && rc == 0 && read_runlog(path, &off) == 0 && off.n == LAYOUT_STEPS;
         int same = ok, ran = ok;
-        for (int st = 1; ok && st <= 10; st++) {
+        for (int st = 1; ok && st <= LAYOUT_STEPS; st++) {
             if (on.loss[st] != off.loss[st] || on.gnorm[st] != off.gnorm[st]) same = 0;
             if (!(on.overlap[st] > 0.0) || off.overlap[st] != 0.0) ran = 0;
         }

@@ -37,10 +37,20 @@ EOF
 ARGS=(-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 8 -ramp 4 4 512 -lr 2e-3 -warmup 2000 -decay 8000
       -tokens 1e9 -i "$TMP/p.bin" -j '' -shuffle 1 -seed 7 -threads 1 -steps 3)
 
-# build SRC_ROOT OUT: train_gpt.cu of SRC_ROOT with the detectors
+# build SRC_ROOT OUT: train_gpt.cu of SRC_ROOT with the detectors, in the background (the four
+# builds are single-threaded and took a minute each one after another); built OUT waits for it
 build() {
     # shellcheck disable=SC2086
-    $CXX -x c++ "$1/train_gpt.cu" -x none -o "$2" -lpthread 2>"$TMP/build.log" || { cat "$TMP/build.log" | head -20; return 1; }
+    ( $CXX -x c++ "$1/train_gpt.cu" -x none -o "$2" -lpthread 2>"$2.log" || { head -20 "$2.log"; rm -f "$2"; exit 1; } ) &
+    eval "pid_$(basename "$2")=$!"
+}
+built() { local v="pid_$(basename "$1")"; [ -n "${!v:-}" ] && wait "${!v}" && [ -x "$1" ]; }
+# mutant NAME FILE PATTERN: a copy of the sources in $TMP/NAME with the first line of llmc/FILE
+# that contains PATTERN deleted, built to $TMP/NAME/train_gpt_cu; fails when PATTERN is absent
+mutant() {
+    mkdir -p "$TMP/$1" && cp "$ROOT/train_gpt.cu" "$TMP/$1/" && cp -r "$ROOT/llmc" "$TMP/$1/llmc" &&
+    awk -v pat="$3" 'BEGIN{done = 0} { if (!done && index($0, pat)) { done = 1; next } print } END { if (!done) exit 1 }' \
+        "$ROOT/llmc/$2" >"$TMP/$1/llmc/$2" && build "$TMP/$1" "$TMP/$1/train_gpt_cu"
 }
 # clean NAME CMD...: exit 0 and no emulation report
 clean() {
@@ -52,7 +62,14 @@ clean() {
 }
 
 T="$BUILD/train_gpt_cu"
-if build "$ROOT" "$T"; then
+build "$ROOT" "$T"
+wait_ce="__syncthreads(); // the previous row's reads of sm/ss are done"
+wait_dp="cudaStreamWaitEvent(d->cstream, d->ev_ready, 0)"
+wait_pp="cudaCheck(cudaStreamWaitEvent(d->stream, b->comm, 0));"
+mutant ce crossentropy.cuh "$wait_ce"; ce_ok=$?
+mutant dp nccl_comm.cuh "$wait_dp"; dp_ok=$?
+mutant pp nccl_comm.cuh "$wait_pp"; pp_ok=$?
+if built "$T"; then
     export OMP_NUM_THREADS=1
     clean "train_gpt_cu 1x1x1 -recompute selective, 3 steps, grids capped at 2 blocks: no detector report" \
         env CUEMU_MAX_GRID=2 "$T" "${ARGS[@]}" -recompute selective
@@ -70,10 +87,8 @@ else
 fi
 
 # the mutation: a copy of the sources with ce_stats_kernel's first barrier deleted
-mkdir -p "$TMP/m" && cp "$ROOT/train_gpt.cu" "$TMP/m/" && cp -r "$ROOT/llmc" "$TMP/m/llmc"
-if awk 'BEGIN{done = 0} { if (!done && index($0, "__syncthreads(); // the previous row'"'"'s reads of sm/ss are done")) { done = 1; next } print }
-        END { if (!done) exit 1 }' "$ROOT/llmc/crossentropy.cuh" >"$TMP/m/llmc/crossentropy.cuh" && build "$TMP/m" "$TMP/mut"; then
-    out=$(env CUEMU_MAX_GRID=2 OMP_NUM_THREADS=1 "$TMP/mut" "${ARGS[@]}" -steps 1 2>&1); rc=$?
+if [ $ce_ok -eq 0 ] && built "$TMP/ce/train_gpt_cu"; then
+    out=$(env CUEMU_MAX_GRID=2 OMP_NUM_THREADS=1 "$TMP/ce/train_gpt_cu" "${ARGS[@]}" -steps 1 2>&1); rc=$?
     if [ $rc -ne 0 ] && grep -q 'shared-memory race .*ce_stats_kernel' <<<"$out"; then
         ok "ce_stats_kernel without its first __syncthreads: the trainer's run is stopped with a shared-memory race report"
     else bad "ce_stats_kernel mutation was not reported (exit $rc)" "$out"; fi
@@ -84,16 +99,14 @@ fi
 # (llmc/nccl_comm.cuh): the reduction then runs before the backward that produces them
 # (the emulation runs queued work late), so the losses must change. (The compute stream's
 # wait for the reductions cannot be shown: emulated NCCL runs at the call.)
-wait="cudaStreamWaitEvent(d->cstream, d->ev_ready, 0)"
-rm -rf "$TMP/m" && mkdir -p "$TMP/m" && cp "$ROOT/train_gpt.cu" "$TMP/m/" && cp -r "$ROOT/llmc" "$TMP/m/llmc"
-if awk -v pat="$wait" 'BEGIN{done = 0} { if (!done && index($0, pat)) { done = 1; next } print } END { if (!done) exit 1 }' \
-        "$ROOT/llmc/nccl_comm.cuh" >"$TMP/m/llmc/nccl_comm.cuh" && build "$TMP/m" "$TMP/mut"; then
+wait=$wait_dp
+if [ $dp_ok -eq 0 ] && built "$TMP/dp/train_gpt_cu"; then
     # 1x1x2: no TP or pipeline NCCL call on the compute stream makes its queue run early
-    for bin in "$T" "$TMP/mut"; do
+    for bin in "$T" "$TMP/dp/train_gpt_cu"; do
         env CUEMU_DEVICES=8 CUEMU_STREAM_RACES=0 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES \
-            -x CUEMU_STREAM_RACES -x OMP_NUM_THREADS -np 2 "$bin" "${ARGS[@]}" -dp 2 -comm nccl -log "$TMP/$(basename "$bin").jsonl" >/dev/null 2>&1
+            -x CUEMU_STREAM_RACES -x OMP_NUM_THREADS -np 2 "$bin" "${ARGS[@]}" -dp 2 -comm nccl -log "$bin.jsonl" >/dev/null 2>&1
     done
-    a=$(grep -o '"loss":[^,]*' "$TMP/train_gpt_cu.jsonl" 2>/dev/null | tr '\n' ' '); b=$(grep -o '"loss":[^,]*' "$TMP/mut.jsonl" 2>/dev/null | tr '\n' ' ')
+    a=$(grep -o '"loss":[^,]*' "$T.jsonl" 2>/dev/null | tr '\n' ' '); b=$(grep -o '"loss":[^,]*' "$TMP/dp/train_gpt_cu.jsonl" 2>/dev/null | tr '\n' ' ')
     if [ -n "$a" ] && [ "$a" != "$b" ]; then ok "DP buckets without $wait: the losses change (reduced before the backward ran)"
     else bad "DP buckets without $wait gave the same losses ($a)"; fi
 else
@@ -101,12 +114,10 @@ else
 fi
 # the overlapped pipeline without the compute stream's wait for a buffer's transfer: compute
 # then writes a slot or gradient buffer a link stream is still sending from / receiving into
-wait="cudaCheck(cudaStreamWaitEvent(d->stream, b->comm, 0));"
-rm -rf "$TMP/m" && mkdir -p "$TMP/m" && cp "$ROOT/train_gpt.cu" "$TMP/m/" && cp -r "$ROOT/llmc" "$TMP/m/llmc"
-if awk -v pat="$wait" 'BEGIN{done = 0} { if (!done && index($0, pat)) { done = 1; next } print } END { if (!done) exit 1 }' \
-        "$ROOT/llmc/nccl_comm.cuh" >"$TMP/m/llmc/nccl_comm.cuh" && build "$TMP/m" "$TMP/mutpp"; then
+wait=$wait_pp
+if [ $pp_ok -eq 0 ] && built "$TMP/pp/train_gpt_cu"; then
     out=$(env CUEMU_DEVICES=8 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x OMP_NUM_THREADS \
-        -np 2 "$TMP/mutpp" "${ARGS[@]}" -pp 2 -comm nccl 2>&1); rc=$?
+        -np 2 "$TMP/pp/train_gpt_cu" "${ARGS[@]}" -pp 2 -comm nccl 2>&1); rc=$?
     if [ $rc -ne 0 ] && grep -q 'cross-stream race' <<<"$out"; then
         ok "pipeline link streams without the compute stream's wait for a transfer (dc_pp_acquire): the stream detector reports the race"
     else bad "pipeline link streams without the compute stream's wait for a transfer: no race reported (exit $rc)" "$out"; fi

@@ -214,6 +214,11 @@ cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu
 	/usr/bin/python3 $(CUDA_DIR)/costmodel.py --exe $(CUDA_BUILD)-cost/train_gpt_cu --out $(CUDA_BUILD)-cost/counts --selftest --pred-tsv $(CUDA_DIR)/costmodel_pred.tsv
 	/usr/bin/python3 $(CUDA_DIR)/kernel_times.py --selftest
 
+# every binary the CUDA tests above run, so `make test` can build them side by side up front
+# (make -j; the tests then run one after another): nvcc builds only where nvcc is
+CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) $(CUDA_BUILD)/sass_old_sm90.cubin) \
+    $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu) $(CUDA_BUILD)-cost/train_gpt_cu
+
 cuda-clean:
 	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host $(CUDA_BUILD)-cost train_gpt_cu test_gpt_cu
 

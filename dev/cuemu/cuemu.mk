@@ -45,7 +45,8 @@ $(CUEMU_BUILD)/test_nccl: $(CUEMU_DIR)/test_nccl.cu $(CUEMU_DEPS)
 	@mkdir -p $(@D)
 	$(CUEMU_MPICXX) $(CUEMU_FLAGS) $(CUEMU_MPI_DEFS) -x c++ $< -x none -o $@
 
-cuemu-test: $(CUEMU_BUILD)/test_cuemu $(if $(CUEMU_HAVE_MPI),$(CUEMU_BUILD)/test_nccl)
+CUEMU_TEST_BINS = $(CUEMU_BUILD)/test_cuemu $(if $(CUEMU_HAVE_MPI),$(CUEMU_BUILD)/test_nccl)
+cuemu-test: $(CUEMU_TEST_BINS)
 	bash $(CUEMU_DIR)/test_build_errors.sh "$(CUEMU_CXX)" $(CUEMU_DIR)
 	$(CUEMU_BUILD)/test_cuemu
 ifeq ($(CUEMU_DETECT),1)
