@@ -108,8 +108,9 @@ static void check_packs(void) {
         for (int t = 0; t < 2; t++) { // stored (M, K) or (K, M): op = stored or stored^T
             ptrdiff_t rs = t ? 1 : K, cs = t ? M : 1;
             const int mrs[] = {4, 6, 12}, nrs[] = {16, 32};
-            for (int m = 0; m < 3; m++) { // A: rows [i0, i0+mc) of an M-row operand, k [k0, k0+kc)
-                int mr = mrs[m], i0 = 4, k0 = 3, kc = K - 3;
+            for (int m = 0; m < 6; m++) { // A: rows [i0, i0+mc) of an M-row operand, k [k0, k0+kc)
+                // i0 = 5: 24 rows, whole panels for every mr (the last one's stores end the buffer)
+                int mr = mrs[m % 3], i0 = m < 3 ? 4 : 5, k0 = 3, kc = K - 3;
                 int mc = (M - i0 + mr - 1) / mr * mr;
                 for (int p = 0; p < mc; p += mr)
                     for (int k = 0; k < kc; k++)
@@ -121,6 +122,9 @@ static void check_packs(void) {
                 gemm_pack_a((CpuIsa)isa, got, A, rs, cs, M, i0, mc, k0, kc, mr);
                 cases++;
                 if (memcmp(got, want, sizeof(float) * mc * kc) != 0) { bad++; printf("FAIL pack_a %s mr %d %s\n", cpu_isa_name((CpuIsa)isa), mr, t ? "T" : "N"); }
+                // nothing past the 8 floats of slack the 8-wide stores may use
+                for (int i = mc * kc + 8; i < 64 * 64; i++)
+                    if (((uint32_t*)got)[i] != 0xffffffffu) { bad++; printf("FAIL pack_a %s mr %d %s wrote float %d past the panel\n", cpu_isa_name((CpuIsa)isa), mr, t ? "T" : "N", i - mc * kc); break; }
             }
             for (int q = 0; q < 2; q++) { // B = this operand as (K', N') = op(.) with N' = M columns
                 int nr = nrs[q], j0 = 2, k0 = 1, kc = K - 1;

@@ -198,18 +198,22 @@ static inline void gemm_transpose8(__m256 r[8]) {
 
 // dst[k * ld + c] = src[c * ss + k] for c < n (<= 8), k < kc: a transposing copy, 8 x 8
 // blocks in registers (the scalar form was a third of the step's packing time). Rows c >= n
-// read as zero; only lanes c < n are written.
+// read as zero; only lanes c < n are written, except when ld == n (a dense panel, e.g. 6-row
+// A panels): then each row is stored 8 wide in increasing k, its extra lanes landing in the
+// next row, which the next store overwrites; the last row's 8 - n extra floats land past the
+// panel, where the caller writes later or has slack (masked stores cost several times more).
 __attribute__((target("avx2")))
 static void gemm_transpose_copy(float* dst, ptrdiff_t ld, const float* src, ptrdiff_t ss, int n, int kc) {
     static const int lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
     __m256i mask = _mm256_loadu_si256((const __m256i*)(lanes + 8 - n));
+    int wide = n == 8 || ld == n;
     int k = 0;
     for (; k + 8 <= kc; k += 8) {
         __m256 r[8];
         for (int c = 0; c < 8; c++) r[c] = c < n ? _mm256_loadu_ps(src + (ptrdiff_t)c * ss + k) : _mm256_setzero_ps();
         gemm_transpose8(r);
         for (int q = 0; q < 8; q++) {
-            if (n == 8) _mm256_storeu_ps(dst + (ptrdiff_t)(k + q) * ld, r[q]);
+            if (wide) _mm256_storeu_ps(dst + (ptrdiff_t)(k + q) * ld, r[q]);
             else _mm256_maskstore_ps(dst + (ptrdiff_t)(k + q) * ld, mask, r[q]);
         }
     }
@@ -242,7 +246,8 @@ static inline void gemm_copy(float* d, const float* s, int n) {
 }
 
 // Ap: rows [i0, i0+mc) x k [k0, k0+kc) of op(A) as mr-row micro-panels, each (kc, mr),
-// rows past M zero. Reads along whichever stride is contiguous.
+// rows past M zero. Reads along whichever stride is contiguous. May write up to 8 floats past
+// Ap[mc * kc] (8-wide stores of the transposing copy): the pack buffers have MR_MAX * kc slack.
 static void gemm_pack_a(CpuIsa isa, float* Ap, const float* A, ptrdiff_t rs, ptrdiff_t cs, int M, int i0, int mc, int k0, int kc, int mr) {
     int full = 0; // micro-panels with all mr rows inside M
     while (full + mr <= mc && i0 + full + mr <= M) full += mr;
@@ -273,16 +278,21 @@ static void gemm_pack_a(CpuIsa isa, float* Ap, const float* A, ptrdiff_t rs, ptr
 // columns past N zero.
 static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptrdiff_t cs, int N, int j0, int nc, int k0, int kc, int nr) {
     if (cs == 1) {
-        // rows of B contiguous: k outer, each row segment read once front to back and spread
-        // over the panels (panel by panel it was a strided walk through cold memory)
-        for (int k = 0; k < kc; k++) {
-            const float* src = B + (ptrdiff_t)(k0 + k) * rs + j0;
+        // rows of B contiguous: 8 rows at a time, each row segment read once front to back
+        // (panel by panel it was a strided walk through cold memory), the 8 rows then spread
+        // over the panels, 8 consecutive lines to each (one row at a time spread its stores
+        // over nc / nr lines 16 KiB apart, all in one L1 set)
+        for (int kb = 0; kb < kc; kb += 8) {
+            int ke = kb + 8 < kc ? kb + 8 : kc;
             for (int q = 0; q < nc; q += nr) {
-                float* d = Bp + (size_t)q * kc + (size_t)k * nr;
                 int w = nc - q < nr ? nc - q : nr;
                 if (j0 + q + w > N) w = N - (j0 + q);
-                if (w == nr) { gemm_copy(d, src + q, nr); continue; }
-                for (int c = 0; c < nr; c++) d[c] = c < w ? src[q + c] : 0.0f;
+                for (int k = kb; k < ke; k++) {
+                    const float* src = B + (ptrdiff_t)(k0 + k) * rs + j0 + q;
+                    float* d = Bp + (size_t)q * kc + (size_t)k * nr;
+                    if (w == nr) { gemm_copy(d, src, nr); continue; }
+                    for (int c = 0; c < nr; c++) d[c] = c < w ? src[c] : 0.0f;
+                }
             }
         }
         return;

@@ -42,9 +42,10 @@ ARGS=(-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 8 -ramp 4 4 512 -lr
 build() {
     # shellcheck disable=SC2086
     ( $CXX -x c++ "$1/train_gpt.cu" -x none -o "$2" -lpthread 2>"$2.log" || { head -20 "$2.log"; rm -f "$2"; exit 1; } ) &
-    eval "pid_$(basename "$2")=$!"
+    pids[$2]=$!
 }
-built() { local v="pid_$(basename "$1")"; [ -n "${!v:-}" ] && wait "${!v}" && [ -x "$1" ]; }
+declare -A pids
+built() { [ -n "${pids[$1]:-}" ] && wait "${pids[$1]}" && [ -x "$1" ]; }
 # mutant NAME FILE PATTERN: a copy of the sources in $TMP/NAME with the first line of llmc/FILE
 # that contains PATTERN deleted, built to $TMP/NAME/train_gpt_cu; fails when PATTERN is absent
 mutant() {

@@ -51,7 +51,7 @@ EPI_NAMES = {1: "", 4: " +bias", 164: " +GELU_AUX_BIAS", 208: " +DGELU_BGRAD", 5
 # counted shapes: (L, B, T, C, heads, V); head size 128 like the 1.3b preset
 BASE = dict(L=2, B=2, T=32, C=256, heads=2, V=520)
 VARY = [dict(), dict(L=3), dict(B=4), dict(T=64), dict(C=384, heads=3), dict(V=1040)]
-HELD_OUT = dict(L=3, B=3, T=48, C=512, heads=4, V=780)
+HELD_OUT = dict(L=3, B=3, T=48, C=384, heads=3, V=780)
 TARGET = dict(L=24, B=4, T=2048, C=2048, heads=16, V=50257)  # 1.3b
 
 
