@@ -67,9 +67,10 @@ build "$ROOT" "$T"
 wait_ce="__syncthreads(); // the previous row's reads of sm/ss are done"
 wait_dp="cudaStreamWaitEvent(d->cstream, d->ev_ready, 0)"
 wait_pp="cudaCheck(cudaStreamWaitEvent(d->stream, b->comm, 0));"
-mutant ce crossentropy.cuh "$wait_ce"; ce_ok=$?
-mutant dp nccl_comm.cuh "$wait_dp"; dp_ok=$?
-mutant pp nccl_comm.cuh "$wait_pp"; pp_ok=$?
+# (a mutant whose pattern is missing starts no build: built then fails for it)
+mutant ce crossentropy.cuh "$wait_ce"
+mutant dp nccl_comm.cuh "$wait_dp"
+mutant pp nccl_comm.cuh "$wait_pp"
 if built "$T"; then
     export OMP_NUM_THREADS=1
     clean "train_gpt_cu 1x1x1 -recompute selective, 3 steps, grids capped at 2 blocks: no detector report" \
@@ -88,7 +89,7 @@ else
 fi
 
 # the mutation: a copy of the sources with ce_stats_kernel's first barrier deleted
-if [ $ce_ok -eq 0 ] && built "$TMP/ce/train_gpt_cu"; then
+if built "$TMP/ce/train_gpt_cu"; then
     out=$(env CUEMU_MAX_GRID=2 OMP_NUM_THREADS=1 "$TMP/ce/train_gpt_cu" "${ARGS[@]}" -steps 1 2>&1); rc=$?
     if [ $rc -ne 0 ] && grep -q 'shared-memory race .*ce_stats_kernel' <<<"$out"; then
         ok "ce_stats_kernel without its first __syncthreads: the trainer's run is stopped with a shared-memory race report"
@@ -101,7 +102,7 @@ fi
 # (the emulation runs queued work late), so the losses must change. (The compute stream's
 # wait for the reductions cannot be shown: emulated NCCL runs at the call.)
 wait=$wait_dp
-if [ $dp_ok -eq 0 ] && built "$TMP/dp/train_gpt_cu"; then
+if built "$TMP/dp/train_gpt_cu"; then
     # 1x1x2: no TP or pipeline NCCL call on the compute stream makes its queue run early
     for bin in "$T" "$TMP/dp/train_gpt_cu"; do
         env CUEMU_DEVICES=8 CUEMU_STREAM_RACES=0 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES \
@@ -116,7 +117,7 @@ fi
 # the overlapped pipeline without the compute stream's wait for a buffer's transfer: compute
 # then writes a slot or gradient buffer a link stream is still sending from / receiving into
 wait=$wait_pp
-if [ $pp_ok -eq 0 ] && built "$TMP/pp/train_gpt_cu"; then
+if built "$TMP/pp/train_gpt_cu"; then
     out=$(env CUEMU_DEVICES=8 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x OMP_NUM_THREADS \
         -np 2 "$TMP/pp/train_gpt_cu" "${ARGS[@]}" -pp 2 -comm nccl 2>&1); rc=$?
     if [ $rc -ne 0 ] && grep -q 'cross-stream race' <<<"$out"; then
