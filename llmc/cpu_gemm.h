@@ -236,13 +236,14 @@ static void gemm_transpose_pack(CpuIsa isa, float* dst, ptrdiff_t ld, const floa
         for (int k = 0; k < kc; k++) dst[(ptrdiff_t)k * ld + c] = src[(ptrdiff_t)c * ss + k];
 }
 
-// d[0..n) = s[0..n): constant-length copies for the tile widths, so they become vector moves
+// d[0..n) = s[0..n): constant-length memcpy for the tile widths, so they become vector moves
+// (element loops stayed scalar moves: gcc cannot rule out that d and s overlap)
 static inline void gemm_copy(float* d, const float* s, int n) {
-    if (n == 16) { for (int c = 0; c < 16; c++) d[c] = s[c]; }
-    else if (n == 32) { for (int c = 0; c < 32; c++) d[c] = s[c]; }
-    else if (n == 6) { for (int c = 0; c < 6; c++) d[c] = s[c]; }
-    else if (n == 12) { for (int c = 0; c < 12; c++) d[c] = s[c]; }
-    else { for (int c = 0; c < n; c++) d[c] = s[c]; }
+    if (n == 16) memcpy(d, s, sizeof(float) * 16);
+    else if (n == 32) memcpy(d, s, sizeof(float) * 32);
+    else if (n == 6) memcpy(d, s, sizeof(float) * 6);
+    else if (n == 12) memcpy(d, s, sizeof(float) * 12);
+    else memcpy(d, s, sizeof(float) * (size_t)n);
 }
 
 // Ap: rows [i0, i0+mc) x k [k0, k0+kc) of op(A) as mr-row micro-panels, each (kc, mr),
