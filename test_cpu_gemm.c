@@ -207,7 +207,8 @@ int main(int argc, char** argv) {
     if (cpu_gemm_work_alloc(&work, 3) != 0) { printf("out of memory\n"); return 1; }
     if (argc > 1 && strcmp(argv[1], "bench") == 0) { bench(); return 0; }
     // sizes around micro-tiles (4/6/12 rows, 16/32 columns) and blocks (KC 256, MC 96)
-    const int Ms[] = {1, 5, 8, 13, 97, 130}; // 8, 130: the 2- and 4-row AVX2 edge kernels
+    // 8, 130: the 2- and 4-row AVX2 edge kernels; 8 and the 64-row case below: AVX-512's 8 and 4
+    const int Ms[] = {1, 5, 8, 13, 97, 130};
     const int Ns[] = {1, 17, 33, 70};
     const int Ks[] = {0, 1, 7, 13, 257, 520}; // 13, 257: the 8-deep transposing packs' tails
     int threads[] = {1, 2, 3};

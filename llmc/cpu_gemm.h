@@ -107,57 +107,80 @@ static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float*
 // The accumulators are named variables, not arrays: with __m256 c[6] gcc spilled them to the
 // stack inside the k loop (a store per FMA pair: ~35% of peak). Written out, they stay in
 // registers. The per-element order (one fma per k, k ascending) is the same either way.
-#define GEMM_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define GEMM_ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-
-// 6 x 16: 12 ymm accumulators, 2 for B, 1 broadcast (of 16 registers). ROWS(X) names the
-// rows computed: all 6, or the first 4 or 2 of a 6-row packed panel for the last tile when
-// M % 6 is 4 or 2 (M = 256, 1024, ...: one such tile per column panel), which otherwise
-// went through a copy with the missing rows computed as zeros.
-#define GEMM_ROWS4(X) X(0) X(1) X(2) X(3)
+//
+// One kernel body for both vector widths, written against the GV_* names that each ISA
+// defines just before it instantiates its kernels: tile (MR, 2 vectors), per k two B vectors
+// and one broadcast of A per row. ROWS(X) names the rows computed: all MR, or the first few
+// of an MR-row packed panel for the last tile of a column panel when M % MR leaves them
+// (M = 256: 4 rows for both widths), which otherwise went through a copy with the missing
+// rows computed as zeros. AVX2 (tested on every CI machine) and AVX-512 share this text.
 #define GEMM_ROWS2(X) X(0) X(1)
-#define GEMM_AVX2_KERNEL(NAME, ROWS)                                                                      \
-    __attribute__((target("avx2,fma")))                                                                    \
+#define GEMM_ROWS4(X) X(0) X(1) X(2) X(3)
+#define GEMM_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define GEMM_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define GEMM_ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define GEMM_VEC_KERNEL(NAME, ROWS, MR)                                                                   \
+    __attribute__((target(GV_TARGET)))                                                                     \
     static void NAME(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {              \
-        ROWS(GEMM_AVX2_DECL)                                                                               \
-        if (load) { ROWS(GEMM_AVX2_LOAD) }                                                                 \
+        ROWS(GEMM_V_DECL)                                                                                  \
+        if (load) { ROWS(GEMM_V_LOAD) }                                                                    \
         for (int k = 0; k < kc; k++) {                                                                     \
-            __m256 b0 = _mm256_load_ps(Bp), b1 = _mm256_load_ps(Bp + 8), a;                                \
-            ROWS(GEMM_AVX2_FMA)                                                                            \
-            Ap += 6; Bp += 16;                                                                             \
+            GV_T b0 = GV_LOAD(Bp), b1 = GV_LOAD(Bp + GV_W), a;                                             \
+            ROWS(GEMM_V_FMA)                                                                               \
+            Ap += (MR); Bp += 2 * GV_W;                                                                    \
         }                                                                                                  \
-        ROWS(GEMM_AVX2_STORE)                                                                              \
+        ROWS(GEMM_V_STORE)                                                                                 \
     }
-#define GEMM_AVX2_DECL(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
-#define GEMM_AVX2_LOAD(r) c##r##0 = _mm256_loadu_ps(C + (size_t)r * ldc); c##r##1 = _mm256_loadu_ps(C + (size_t)r * ldc + 8);
-#define GEMM_AVX2_FMA(r) a = _mm256_broadcast_ss(Ap + r); c##r##0 = _mm256_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm256_fmadd_ps(a, b1, c##r##1);
-#define GEMM_AVX2_STORE(r) _mm256_storeu_ps(C + (size_t)r * ldc, c##r##0); _mm256_storeu_ps(C + (size_t)r * ldc + 8, c##r##1);
-GEMM_AVX2_KERNEL(gemm_kernel_avx2, GEMM_ROWS6)
-GEMM_AVX2_KERNEL(gemm_kernel_avx2_r4, GEMM_ROWS4)
-GEMM_AVX2_KERNEL(gemm_kernel_avx2_r2, GEMM_ROWS2)
+#define GEMM_V_DECL(r) GV_T c##r##0 = GV_ZERO(), c##r##1 = GV_ZERO();
+#define GEMM_V_LOAD(r) c##r##0 = GV_LOADU(C + (size_t)r * ldc); c##r##1 = GV_LOADU(C + (size_t)r * ldc + GV_W);
+#define GEMM_V_FMA(r) a = GV_BCAST(Ap + r); c##r##0 = GV_FMA(a, b0, c##r##0); c##r##1 = GV_FMA(a, b1, c##r##1);
+#define GEMM_V_STORE(r) GV_STOREU(C + (size_t)r * ldc, c##r##0); GV_STOREU(C + (size_t)r * ldc + GV_W, c##r##1);
 
-// 12 x 32: 24 zmm accumulators, 2 for B, broadcasts (of 32 registers)
-__attribute__((target("avx512f")))
-static void gemm_kernel_avx512(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {
-#define DECL(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
-    GEMM_ROWS12(DECL)
-#undef DECL
-    if (load) {
-#define LOAD(r) c##r##0 = _mm512_loadu_ps(C + (size_t)r * ldc); c##r##1 = _mm512_loadu_ps(C + (size_t)r * ldc + 16);
-        GEMM_ROWS12(LOAD)
-#undef LOAD
-    }
-    for (int k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_load_ps(Bp), b1 = _mm512_load_ps(Bp + 16), a;
-#define FMA(r) a = _mm512_set1_ps(Ap[r]); c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0); c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1);
-        GEMM_ROWS12(FMA)
-#undef FMA
-        Ap += 12; Bp += 32;
-    }
-#define STORE(r) _mm512_storeu_ps(C + (size_t)r * ldc, c##r##0); _mm512_storeu_ps(C + (size_t)r * ldc + 16, c##r##1);
-    GEMM_ROWS12(STORE)
-#undef STORE
-}
+// AVX2: 6 x 16, 12 ymm accumulators, 2 for B, 1 broadcast (of 16 registers)
+#define GV_TARGET "avx2,fma"
+#define GV_T __m256
+#define GV_W 8
+#define GV_ZERO _mm256_setzero_ps
+#define GV_LOAD _mm256_load_ps
+#define GV_LOADU _mm256_loadu_ps
+#define GV_STOREU _mm256_storeu_ps
+#define GV_FMA _mm256_fmadd_ps
+#define GV_BCAST _mm256_broadcast_ss
+GEMM_VEC_KERNEL(gemm_kernel_avx2, GEMM_ROWS6, 6)
+GEMM_VEC_KERNEL(gemm_kernel_avx2_r4, GEMM_ROWS4, 6)
+GEMM_VEC_KERNEL(gemm_kernel_avx2_r2, GEMM_ROWS2, 6)
+#undef GV_TARGET
+#undef GV_T
+#undef GV_W
+#undef GV_ZERO
+#undef GV_LOAD
+#undef GV_LOADU
+#undef GV_STOREU
+#undef GV_FMA
+#undef GV_BCAST
+
+// AVX-512: 12 x 32, 24 zmm accumulators, 2 for B, broadcasts (of 32 registers)
+#define GV_TARGET "avx512f"
+#define GV_T __m512
+#define GV_W 16
+#define GV_ZERO _mm512_setzero_ps
+#define GV_LOAD _mm512_load_ps
+#define GV_LOADU _mm512_loadu_ps
+#define GV_STOREU _mm512_storeu_ps
+#define GV_FMA _mm512_fmadd_ps
+#define GV_BCAST(p) _mm512_set1_ps(*(p))
+GEMM_VEC_KERNEL(gemm_kernel_avx512, GEMM_ROWS12, 12)
+GEMM_VEC_KERNEL(gemm_kernel_avx512_r8, GEMM_ROWS8, 12)
+GEMM_VEC_KERNEL(gemm_kernel_avx512_r4, GEMM_ROWS4, 12)
+#undef GV_TARGET
+#undef GV_T
+#undef GV_W
+#undef GV_ZERO
+#undef GV_LOAD
+#undef GV_LOADU
+#undef GV_STOREU
+#undef GV_FMA
+#undef GV_BCAST
 #endif
 
 // kernel: the full mr x nr tile; rows[h]: a kernel for the first h rows of a full-width tile
@@ -167,7 +190,10 @@ typedef struct { GemmKernel kernel; int mr, nr; GemmKernel rows[GEMM_MR_MAX + 1]
 static GemmArch gemm_arch(CpuIsa isa) {
     GemmArch g = {gemm_kernel_generic, 4, 16, {NULL}};
 #ifdef CPU_GEMM_X86
-    if (isa == CPU_ISA_AVX512) { g.kernel = gemm_kernel_avx512; g.mr = 12; g.nr = 32; }
+    if (isa == CPU_ISA_AVX512) {
+        g.kernel = gemm_kernel_avx512; g.mr = 12; g.nr = 32;
+        g.rows[8] = gemm_kernel_avx512_r8; g.rows[4] = gemm_kernel_avx512_r4;
+    }
     else if (isa == CPU_ISA_AVX2) {
         g.kernel = gemm_kernel_avx2; g.mr = 6; g.nr = 16;
         g.rows[4] = gemm_kernel_avx2_r4; g.rows[2] = gemm_kernel_avx2_r2;
