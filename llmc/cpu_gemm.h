@@ -108,79 +108,62 @@ static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float*
 // stack inside the k loop (a store per FMA pair: ~35% of peak). Written out, they stay in
 // registers. The per-element order (one fma per k, k ascending) is the same either way.
 //
-// One kernel body for both vector widths, written against the GV_* names that each ISA
-// defines just before it instantiates its kernels: tile (MR, 2 vectors), per k two B vectors
-// and one broadcast of A per row. ROWS(X) names the rows computed: all MR, or the first few
-// of an MR-row packed panel for the last tile of a column panel when M % MR leaves them
-// (M = 256: 4 rows for both widths), which otherwise went through a copy with the missing
-// rows computed as zeros. AVX2 (tested on every CI machine) and AVX-512 share this text.
-#define GEMM_ROWS2(X) X(0) X(1)
-#define GEMM_ROWS4(X) X(0) X(1) X(2) X(3)
-#define GEMM_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define GEMM_ROWS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define GEMM_ROWS12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#define GEMM_VEC_KERNEL(NAME, ROWS, MR)                                                                   \
-    __attribute__((target(GV_TARGET)))                                                                     \
+// One kernel body for both vector widths, written against GV(I, name): the ISA I's entry of
+// the tables below. Tile (MR, 2 vectors); per k two B vectors and one broadcast of A per
+// row. ROWS(X, I) names the rows computed: all MR, or the first few of an MR-row packed
+// panel for the last tile of a column panel when M % MR leaves them (M = 256: 4 rows for
+// both widths), which otherwise went through a copy with the missing rows computed as
+// zeros. AVX2 (tested on every CI machine) and AVX-512 share this text.
+#define GV(I, name) GV_##I##_##name
+#define GEMM_ROWS2(X, I) X(0, I) X(1, I)
+#define GEMM_ROWS4(X, I) GEMM_ROWS2(X, I) X(2, I) X(3, I)
+#define GEMM_ROWS6(X, I) GEMM_ROWS4(X, I) X(4, I) X(5, I)
+#define GEMM_ROWS8(X, I) GEMM_ROWS6(X, I) X(6, I) X(7, I)
+#define GEMM_ROWS12(X, I) GEMM_ROWS8(X, I) X(8, I) X(9, I) X(10, I) X(11, I)
+#define GEMM_VEC_KERNEL(NAME, ROWS, MR, I)                                                                \
+    __attribute__((target(GV(I, TARGET))))                                                                 \
     static void NAME(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {              \
-        ROWS(GEMM_V_DECL)                                                                                  \
-        if (load) { ROWS(GEMM_V_LOAD) }                                                                    \
+        ROWS(GEMM_V_DECL, I)                                                                               \
+        if (load) { ROWS(GEMM_V_LOAD, I) }                                                                 \
         for (int k = 0; k < kc; k++) {                                                                     \
-            GV_T b0 = GV_LOAD(Bp), b1 = GV_LOAD(Bp + GV_W), a;                                             \
-            ROWS(GEMM_V_FMA)                                                                               \
-            Ap += (MR); Bp += 2 * GV_W;                                                                    \
+            GV(I, T) b0 = GV(I, LOAD)(Bp), b1 = GV(I, LOAD)(Bp + GV(I, W)), a;                             \
+            ROWS(GEMM_V_FMA, I)                                                                            \
+            Ap += (MR); Bp += 2 * GV(I, W);                                                                \
         }                                                                                                  \
-        ROWS(GEMM_V_STORE)                                                                                 \
+        ROWS(GEMM_V_STORE, I)                                                                              \
     }
-#define GEMM_V_DECL(r) GV_T c##r##0 = GV_ZERO(), c##r##1 = GV_ZERO();
-#define GEMM_V_LOAD(r) c##r##0 = GV_LOADU(C + (size_t)r * ldc); c##r##1 = GV_LOADU(C + (size_t)r * ldc + GV_W);
-#define GEMM_V_FMA(r) a = GV_BCAST(Ap + r); c##r##0 = GV_FMA(a, b0, c##r##0); c##r##1 = GV_FMA(a, b1, c##r##1);
-#define GEMM_V_STORE(r) GV_STOREU(C + (size_t)r * ldc, c##r##0); GV_STOREU(C + (size_t)r * ldc + GV_W, c##r##1);
+#define GEMM_V_DECL(r, I) GV(I, T) c##r##0 = GV(I, ZERO)(), c##r##1 = GV(I, ZERO)();
+#define GEMM_V_LOAD(r, I) c##r##0 = GV(I, LOADU)(C + (size_t)r * ldc); c##r##1 = GV(I, LOADU)(C + (size_t)r * ldc + GV(I, W));
+#define GEMM_V_FMA(r, I) a = GV(I, BCAST)(Ap + r); c##r##0 = GV(I, FMA)(a, b0, c##r##0); c##r##1 = GV(I, FMA)(a, b1, c##r##1);
+#define GEMM_V_STORE(r, I) GV(I, STOREU)(C + (size_t)r * ldc, c##r##0); GV(I, STOREU)(C + (size_t)r * ldc + GV(I, W), c##r##1);
 
 // AVX2: 6 x 16, 12 ymm accumulators, 2 for B, 1 broadcast (of 16 registers)
-#define GV_TARGET "avx2,fma"
-#define GV_T __m256
-#define GV_W 8
-#define GV_ZERO _mm256_setzero_ps
-#define GV_LOAD _mm256_load_ps
-#define GV_LOADU _mm256_loadu_ps
-#define GV_STOREU _mm256_storeu_ps
-#define GV_FMA _mm256_fmadd_ps
-#define GV_BCAST _mm256_broadcast_ss
-GEMM_VEC_KERNEL(gemm_kernel_avx2, GEMM_ROWS6, 6)
-GEMM_VEC_KERNEL(gemm_kernel_avx2_r4, GEMM_ROWS4, 6)
-GEMM_VEC_KERNEL(gemm_kernel_avx2_r2, GEMM_ROWS2, 6)
-#undef GV_TARGET
-#undef GV_T
-#undef GV_W
-#undef GV_ZERO
-#undef GV_LOAD
-#undef GV_LOADU
-#undef GV_STOREU
-#undef GV_FMA
-#undef GV_BCAST
+#define GV_avx2_TARGET "avx2,fma"
+#define GV_avx2_T __m256
+#define GV_avx2_W 8
+#define GV_avx2_ZERO _mm256_setzero_ps
+#define GV_avx2_LOAD _mm256_load_ps
+#define GV_avx2_LOADU _mm256_loadu_ps
+#define GV_avx2_STOREU _mm256_storeu_ps
+#define GV_avx2_FMA _mm256_fmadd_ps
+#define GV_avx2_BCAST _mm256_broadcast_ss
+GEMM_VEC_KERNEL(gemm_kernel_avx2, GEMM_ROWS6, 6, avx2)
+GEMM_VEC_KERNEL(gemm_kernel_avx2_r4, GEMM_ROWS4, 6, avx2)
+GEMM_VEC_KERNEL(gemm_kernel_avx2_r2, GEMM_ROWS2, 6, avx2)
 
 // AVX-512: 12 x 32, 24 zmm accumulators, 2 for B, broadcasts (of 32 registers)
-#define GV_TARGET "avx512f"
-#define GV_T __m512
-#define GV_W 16
-#define GV_ZERO _mm512_setzero_ps
-#define GV_LOAD _mm512_load_ps
-#define GV_LOADU _mm512_loadu_ps
-#define GV_STOREU _mm512_storeu_ps
-#define GV_FMA _mm512_fmadd_ps
-#define GV_BCAST(p) _mm512_set1_ps(*(p))
-GEMM_VEC_KERNEL(gemm_kernel_avx512, GEMM_ROWS12, 12)
-GEMM_VEC_KERNEL(gemm_kernel_avx512_r8, GEMM_ROWS8, 12)
-GEMM_VEC_KERNEL(gemm_kernel_avx512_r4, GEMM_ROWS4, 12)
-#undef GV_TARGET
-#undef GV_T
-#undef GV_W
-#undef GV_ZERO
-#undef GV_LOAD
-#undef GV_LOADU
-#undef GV_STOREU
-#undef GV_FMA
-#undef GV_BCAST
+#define GV_avx512_TARGET "avx512f"
+#define GV_avx512_T __m512
+#define GV_avx512_W 16
+#define GV_avx512_ZERO _mm512_setzero_ps
+#define GV_avx512_LOAD _mm512_load_ps
+#define GV_avx512_LOADU _mm512_loadu_ps
+#define GV_avx512_STOREU _mm512_storeu_ps
+#define GV_avx512_FMA _mm512_fmadd_ps
+#define GV_avx512_BCAST(p) _mm512_set1_ps(*(p))
+GEMM_VEC_KERNEL(gemm_kernel_avx512, GEMM_ROWS12, 12, avx512)
+GEMM_VEC_KERNEL(gemm_kernel_avx512_r8, GEMM_ROWS8, 12, avx512)
+GEMM_VEC_KERNEL(gemm_kernel_avx512_r4, GEMM_ROWS4, 12, avx512)
 #endif
 
 // kernel: the full mr x nr tile; rows[h]: a kernel for the first h rows of a full-width tile
