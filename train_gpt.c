@@ -338,7 +338,7 @@ static void acts_alloc(GPT* g, Acts* a) {
     int nla = g->cfg.recompute == RECOMPUTE_FULL ? 1 : nl;
     size_t total = (size_t)(nl + 1) * BTs * C + (size_t)nla * per_layer;
     if (is_last_stage(g)) total += BTs * C + 2 * BTs + BT * g->Vl + 2 * BT;
-    a->mem = (float*)calloc_check(total, sizeof(float));
+    a->mem = (float*)calloc_big(total, sizeof(float));
     float* p = a->mem;
     #define TAKE(ptr, n) do { (ptr) = p; p += (n); } while (0)
     TAKE(a->x, (size_t)(nl + 1) * BTs * C);
@@ -382,14 +382,14 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
     g->NH = cfg->heads / comm->TP; g->hs = cfg->H / cfg->heads; g->Cl = g->NH * g->hs;
     g->F = 4 * cfg->H / comm->TP; g->Vl = cfg->Vp / comm->TP; g->v0 = comm->tp * g->Vl;
     g->Vv = cfg->V - g->v0; if (g->Vv < 0) g->Vv = 0; if (g->Vv > g->Vl) g->Vv = g->Vl;
-    g->params = (float*)calloc_check(g->pl.total, sizeof(float));
-    g->grads = (float*)calloc_check(g->pl.total, sizeof(float));
+    g->params = (float*)calloc_big(g->pl.total, sizeof(float));
+    g->grads = (float*)calloc_big(g->pl.total, sizeof(float));
     // ZeRO-1: AdamW state and the update cover only this DP rank's shard of the flat buffer
     if (cfg->zero) zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt);
     else { g->opt_off = 0; g->n_opt = g->pl.total; }
-    g->gshard = cfg->zero ? (float*)calloc_check(g->n_opt, sizeof(float)) : g->grads;
-    g->m = (float*)calloc_check(g->n_opt, sizeof(float));
-    g->v = (float*)calloc_check(g->n_opt, sizeof(float));
+    g->gshard = cfg->zero ? (float*)calloc_big(g->n_opt, sizeof(float)) : g->grads;
+    g->m = (float*)calloc_big(g->n_opt, sizeof(float));
+    g->v = (float*)calloc_big(g->n_opt, sizeof(float));
     size_t BT = (size_t)g->B * g->T;
     if (cfg->recompute == RECOMPUTE_SELECTIVE) {
         g->att_shared = (float*)calloc_check((size_t)g->B * g->NH * g->T * g->T, sizeof(float));
