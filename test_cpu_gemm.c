@@ -5,7 +5,9 @@
  * acc = (accumulate ? C : 0), then acc = fmaf(A(i,k), B(k,j), acc) for k = 0..K-1 in
  * order, then + bias. Every shape (NN, NT, TN, TT), odd sizes around the micro-tile and
  * cache-block edges, K = 0, accumulate on/off, bias on/off, every ISA this CPU has and
- * 1, 2 and 3 threads must give exactly the reference's bits.
+ * 1, 2 and 3 threads must give exactly the reference's bits, through both ways cpu_gemm
+ * runs threads: chunks handed out dynamically around a jointly packed shared operand, and
+ * per-thread packs of both operands (a few cases with the shared buffer taken away).
  *
  * The packs alone for every ISA's tile shape (so the AVX-512 12 x 32 packing is checked on
  * any machine). Also llmc/cpu_math.h's exp_vec: within 4 ulp of double exp over its range, NaN kept, and
@@ -44,6 +46,7 @@ static void reference(int M, int N, int K, const float* A, ptrdiff_t ars, ptrdif
 
 static int passed = 0, failed = 0;
 static CpuGemmWork work; // pack buffers for 3 threads: used by the 1- and 3-thread cases, 2 threads allocate per call
+static int per_thread_packs = 0; // 1: the 3-thread cases get no shared buffer (cpu_gemm's other path)
 
 // one case: shape flags ta/tb (1 = operand stored transposed), C with padding columns
 static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, int accumulate, int use_bias) {
@@ -64,14 +67,16 @@ static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, 
 #ifdef _OPENMP
     omp_set_num_threads(threads);
 #endif
-    cpu_gemm(isa, M, N, K, A, ars, acs, B, brs, bcs, C1, ldc, accumulate, use_bias ? bias : NULL, (threads & 1) ? &work : NULL);
+    CpuGemmWork w = work;
+    if (per_thread_packs) w.shared_cap = 0;
+    cpu_gemm(isa, M, N, K, A, ars, acs, B, brs, bcs, C1, ldc, accumulate, use_bias ? bias : NULL, (threads & 1) ? &w : NULL);
     if (memcmp(C0, C1, sizeof(float) * (size_t)M * ldc) == 0) passed++;
     else {
         failed++;
         size_t bad = 0;
         while (bad < (size_t)M * ldc && memcmp(&C0[bad], &C1[bad], sizeof(float)) == 0) bad++;
-        printf("FAIL %s threads %d M %d N %d K %d %s%s acc %d bias %d: first difference at (%zu, %zu): %.9g vs %.9g\n",
-               cpu_isa_name(isa), threads, M, N, K, ta ? "T" : "N", tb ? "T" : "N", accumulate, use_bias,
+        printf("FAIL %s threads %d%s M %d N %d K %d %s%s acc %d bias %d: first difference at (%zu, %zu): %.9g vs %.9g\n",
+               cpu_isa_name(isa), threads, per_thread_packs ? " (per-thread packs)" : "", M, N, K, ta ? "T" : "N", tb ? "T" : "N", accumulate, use_bias,
                bad / ldc, bad % ldc, C0[bad], C1[bad]);
     }
     free(A); free(B); free(bias); free(C0); free(C1);
@@ -109,8 +114,9 @@ static void check_packs(void) {
             ptrdiff_t rs = t ? 1 : K, cs = t ? M : 1;
             const int mrs[] = {4, 6, 12}, nrs[] = {16, 32};
             for (int m = 0; m < 6; m++) { // A: rows [i0, i0+mc) of an M-row operand, k [k0, k0+kc)
-                // i0 = 5: 24 rows, whole panels for every mr (the last one's stores end the buffer)
-                int mr = mrs[m % 3], i0 = m < 3 ? 4 : 5, k0 = 3, kc = K - 3;
+                // i0 = 5: 24 rows, whole panels for every mr (the last one's stores end the buffer);
+                // kc 18 ends in a scalar k tail, kc 16 in an 8-deep transpose (its last row's store)
+                int mr = mrs[m % 3], i0 = m < 3 ? 4 : 5, k0 = 3, kc = m < 3 ? K - 3 : K - 5;
                 int mc = (M - i0 + mr - 1) / mr * mr;
                 for (int p = 0; p < mc; p += mr)
                     for (int k = 0; k < kc; k++)
@@ -122,8 +128,8 @@ static void check_packs(void) {
                 gemm_pack_a((CpuIsa)isa, got, A, rs, cs, M, i0, mc, k0, kc, mr);
                 cases++;
                 if (memcmp(got, want, sizeof(float) * mc * kc) != 0) { bad++; printf("FAIL pack_a %s mr %d %s\n", cpu_isa_name((CpuIsa)isa), mr, t ? "T" : "N"); }
-                // nothing past the 8 floats of slack the 8-wide stores may use
-                for (int i = mc * kc + 8; i < 64 * 64; i++)
+                // nothing past the panels: threads pack neighbouring slices of one shared buffer
+                for (int i = mc * kc; i < 64 * 64; i++)
                     if (((uint32_t*)got)[i] != 0xffffffffu) { bad++; printf("FAIL pack_a %s mr %d %s wrote float %d past the panel\n", cpu_isa_name((CpuIsa)isa), mr, t ? "T" : "N", i - mc * kc); break; }
             }
             for (int q = 0; q < 2; q++) { // B = this operand as (K', N') = op(.) with N' = M columns
@@ -226,6 +232,14 @@ int main(int argc, char** argv) {
         check((CpuIsa)isa, 2, 64, 1601, 96, 0, 1, 0, 0);
         check((CpuIsa)isa, 2, 1601, 96, 64, 1, 0, 1, 0);
         check((CpuIsa)isa, 3, 300, 200, 600, 0, 0, 1, 1);
+        // the same through per-thread packs of both operands (what a shared operand too large
+        // for the work's shared buffer takes), and both paths from 1 to 3 threads
+        per_thread_packs = 1;
+        check((CpuIsa)isa, 3, 64, 1601, 96, 0, 1, 0, 0);
+        check((CpuIsa)isa, 3, 1601, 96, 64, 1, 0, 1, 0);
+        check((CpuIsa)isa, 3, 300, 200, 600, 0, 0, 1, 1);
+        check((CpuIsa)isa, 3, 97, 70, 520, 1, 1, 0, 1);
+        per_thread_packs = 0;
         printf("%s: %s\n", cpu_isa_name((CpuIsa)isa), failed == before ? "bit-identical to the fmaf reference" : "MISMATCH");
     }
     check_packs();

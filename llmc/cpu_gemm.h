@@ -209,8 +209,9 @@ static inline void gemm_transpose8(__m256 r[8]) {
 // blocks in registers (the scalar form was a third of the step's packing time). Rows c >= n
 // read as zero; only lanes c < n are written, except when ld == n (a dense panel, e.g. 6-row
 // A panels): then each row is stored 8 wide in increasing k, its extra lanes landing in the
-// next row, which the next store overwrites; the last row's 8 - n extra floats land past the
-// panel, where the caller writes later or has slack (masked stores cost several times more).
+// next rows, which the next stores overwrite (masked stores cost several times more). The
+// last rows, whose extra lanes would land past the panel, are stored masked: nothing outside
+// the panel is written, so threads may pack neighbouring panels of one buffer at once.
 __attribute__((target("avx2")))
 static void gemm_transpose_copy(float* dst, ptrdiff_t ld, const float* src, ptrdiff_t ss, int n, int kc) {
     static const int lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -222,7 +223,7 @@ static void gemm_transpose_copy(float* dst, ptrdiff_t ld, const float* src, ptrd
         for (int c = 0; c < 8; c++) r[c] = c < n ? _mm256_loadu_ps(src + (ptrdiff_t)c * ss + k) : _mm256_setzero_ps();
         gemm_transpose8(r);
         for (int q = 0; q < 8; q++) {
-            if (wide) _mm256_storeu_ps(dst + (ptrdiff_t)(k + q) * ld, r[q]);
+            if (wide && (ld != n || (ptrdiff_t)(k + q) * ld + 8 <= (ptrdiff_t)kc * ld)) _mm256_storeu_ps(dst + (ptrdiff_t)(k + q) * ld, r[q]);
             else _mm256_maskstore_ps(dst + (ptrdiff_t)(k + q) * ld, mask, r[q]);
         }
     }
@@ -256,8 +257,7 @@ static inline void gemm_copy(float* d, const float* s, int n) {
 }
 
 // Ap: rows [i0, i0+mc) x k [k0, k0+kc) of op(A) as mr-row micro-panels, each (kc, mr),
-// rows past M zero. Reads along whichever stride is contiguous. May write up to 8 floats past
-// Ap[mc * kc] (8-wide stores of the transposing copy): the pack buffers have MR_MAX * kc slack.
+// rows past M zero. Reads along whichever stride is contiguous; writes nothing past Ap[mc * kc].
 static void gemm_pack_a(CpuIsa isa, float* Ap, const float* A, ptrdiff_t rs, ptrdiff_t cs, int M, int i0, int mc, int k0, int kc, int mr) {
     int full = 0; // micro-panels with all mr rows inside M
     while (full + mr <= mc && i0 + full + mr <= M) full += mr;
@@ -325,11 +325,15 @@ static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptr
     }
 }
 
-// One thread's sub-problem: rows [m0, m1) x columns [n0, n1) of C, all of k.
+// One thread's sub-problem: rows [m0, m1) x columns [n0, n1) of C, all of k. sa / sb: op(A)
+// for all M rows / op(B) for all N columns already packed for every k block (block pc at
+// sa + Mp * pc, Mp = M rounded up to mr; likewise sb + Np * pc), or NULL: packed here into
+// the thread's Ap / Bp.
 static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                         const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int accumulate,
-                        int m0, int m1, int n0, int n1, float* Ap, float* Bp) {
+                        int m0, int m1, int n0, int n1, float* Ap, float* Bp, const float* sa, const float* sb) {
     int mr = ar.mr, nr = ar.nr;
+    size_t Mp = (size_t)(M + mr - 1) / mr * mr, Np = (size_t)(N + nr - 1) / nr * nr;
     float tile[GEMM_MR_MAX * GEMM_NR_MAX];
     for (int jc = n0; jc < n1; jc += GEMM_NC) {
         int nc = n1 - jc < GEMM_NC ? n1 - jc : GEMM_NC;
@@ -337,17 +341,18 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
         for (int pc = 0; pc < K; pc += GEMM_KC) {
             int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
             int load = accumulate || pc > 0;
-            gemm_pack_b(isa, Bp, B, b_rs, b_cs, N, jc, ncp, pc, kc, nr);
-            (void)M;
+            const float* bk = sb != NULL ? sb + Np * pc + (size_t)jc * kc : Bp;
+            if (sb == NULL) gemm_pack_b(isa, Bp, B, b_rs, b_cs, N, jc, ncp, pc, kc, nr);
             for (int ic = m0; ic < m1; ic += GEMM_MC) {
                 int mc = m1 - ic < GEMM_MC ? m1 - ic : GEMM_MC;
                 int mcp = (mc + mr - 1) / mr * mr;
-                gemm_pack_a(isa, Ap, A, a_rs, a_cs, m1, ic, mcp, pc, kc, mr);
+                const float* ak = sa != NULL ? sa + Mp * pc + (size_t)ic * kc : Ap;
+                if (sa == NULL) gemm_pack_a(isa, Ap, A, a_rs, a_cs, m1, ic, mcp, pc, kc, mr);
                 for (int jr = 0; jr < nc; jr += nr) {
-                    const float* bp = Bp + (size_t)jr * kc;
+                    const float* bp = bk + (size_t)jr * kc;
                     int w = nc - jr < nr ? nc - jr : nr;
                     for (int ir = 0; ir < mc; ir += mr) {
-                        const float* ap = Ap + (size_t)ir * kc;
+                        const float* ap = ak + (size_t)ir * kc;
                         int h = mc - ir < mr ? mc - ir : mr;
                         float* c = C + (size_t)(ic + ir) * ldc + (jc + jr);
                         if (load && ir + mr < mc) { // the next tile's C rows: from memory while this one computes
@@ -371,9 +376,20 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
     }
 }
 
+// With several threads the outputs are cut into GEMM_CHUNKS chunks per thread, handed out
+// dynamically: in a shared VM the two threads of a 2-core guest ran 7-25% apart per GEMM
+// (measured on the 125m step's shapes), and with one half each the faster one idled for the
+// difference. The operand every chunk needs whole (op(A) when the chunks split the columns,
+// op(B) when they split the rows) is then packed once, by all threads together, into a shared
+// buffer of at most GEMM_SHARED_MAX floats (256 rows x K 4096: the widest layer of 350m at
+// B x T = 256); a larger one is packed per thread and the outputs cut into one part per thread.
+#define GEMM_CHUNKS 8
+#define GEMM_SHARED_MAX ((size_t)1 << 22)
+
 // Pack buffers for up to `threads` OpenMP threads, made once by the caller: allocating them
-// per call cost page faults and TLB shootdowns in every GEMM (~2.5% of a 125m step).
-typedef struct { float* mem; int threads; } CpuGemmWork;
+// per call cost page faults and TLB shootdowns in every GEMM (~2.5% of a 125m step). shared:
+// the jointly packed operand, shared_cap floats (a test sets it lower to force the other path).
+typedef struct { float* mem; int threads; float* shared; size_t shared_cap; } CpuGemmWork;
 
 // floats of one thread's pack buffers for blocks of at most mc rows, nc columns, kc deep:
 // an (mc + MR) x kc block of A and an (nc + NR) x kc panel of B, each a multiple of 16
@@ -395,17 +411,19 @@ static int cpu_gemm_max_threads(void) {
 static int cpu_gemm_work_alloc(CpuGemmWork* w, int threads) {
     size_t na, nb;
     gemm_pack_floats(GEMM_MC, GEMM_NC, GEMM_KC, &na, &nb);
-    size_t n = (size_t)(threads > 0 ? threads : 1) * (na + nb);
     w->threads = threads > 0 ? threads : 1;
-    w->mem = (float*)aligned_alloc(64, sizeof(float) * n);
+    size_t n = (size_t)w->threads * (na + nb), ns = w->threads > 1 ? GEMM_SHARED_MAX : 0;
+    w->mem = (float*)aligned_alloc(64, sizeof(float) * (n + ns));
     if (w->mem == NULL) return -1;
-    memset(w->mem, 0, sizeof(float) * n);
+    memset(w->mem, 0, sizeof(float) * (n + ns));
+    w->shared = ns > 0 ? w->mem + n : NULL;
+    w->shared_cap = ns;
     return 0;
 }
-static void cpu_gemm_work_free(CpuGemmWork* w) { free(w->mem); w->mem = NULL; w->threads = 0; }
+static void cpu_gemm_work_free(CpuGemmWork* w) { free(w->mem); w->mem = NULL; w->shared = NULL; w->shared_cap = 0; w->threads = 0; }
 
-// C (M, N), row stride ldc. See the top of the file. Parallel over outputs: the larger of
-// M and N is cut into equal whole micro-panel ranges, one per thread (one OpenMP region).
+// C (M, N), row stride ldc. See the top of the file. Parallel over outputs only: the larger of
+// M and N is cut into chunks of whole micro-panels (one OpenMP region; see GEMM_CHUNKS).
 // work: pack buffers for at least this region's threads, or NULL (allocated per call).
 static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
                      const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int accumulate,
@@ -413,41 +431,66 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
     if (M <= 0 || N <= 0) return;
     GemmArch ar = gemm_arch(isa);
     double work_flops = (double)M * N * (K > 0 ? K : 1);
-    (void)work_flops; // only the OpenMP clause reads it
+    int parallel = work_flops > 2e5 && cpu_gemm_max_threads() > 1;
     int split_rows = M >= N;
     int panels = split_rows ? (M + ar.mr - 1) / ar.mr : (N + ar.nr - 1) / ar.nr;
-    #pragma omp parallel if (work_flops > 2e5)
+    // the shared operand: op(A) for all Mp rows when splitting columns, op(B) for all Np
+    // columns when splitting rows, every k block
+    size_t Mp = (size_t)(M + ar.mr - 1) / ar.mr * ar.mr, Np = (size_t)(N + ar.nr - 1) / ar.nr * ar.nr;
+    size_t need = (split_rows ? Np : Mp) * (size_t)(K > 0 ? K : 0);
+    float *shared = NULL, *shared_own = NULL;
+    if (parallel && K > 0 && need <= GEMM_SHARED_MAX) {
+        if (work == NULL) shared = shared_own = (float*)aligned_alloc(64, sizeof(float) * ((need + 15) / 16 * 16));
+        else if (work->shared != NULL && need <= work->shared_cap) shared = work->shared;
+    }
+    #pragma omp parallel if (parallel)
     {
         int nt = 1, id = 0;
 #ifdef _OPENMP
         nt = omp_get_num_threads(); id = omp_get_thread_num();
 #endif
-        int p0 = (int)((long long)panels * id / nt), p1 = (int)((long long)panels * (id + 1) / nt);
-        int m0 = 0, m1 = M, n0 = 0, n1 = N;
-        if (split_rows) { m0 = p0 * ar.mr; m1 = p1 * ar.mr < M ? p1 * ar.mr : M; }
-        else { n0 = p0 * ar.nr; n1 = p1 * ar.nr < N ? p1 * ar.nr : N; }
-        if (m0 < m1 && n0 < n1) {
-            if (K > 0) {
-                float *Ap, *Bp, *own = NULL;
-                size_t na, nb;
-                if (work != NULL && work->mem != NULL && nt <= work->threads) {
-                    gemm_pack_floats(GEMM_MC, GEMM_NC, GEMM_KC, &na, &nb);
-                    Ap = work->mem + (size_t)id * (na + nb);
-                    Bp = Ap + na;
-                } else { // pack buffers sized by this thread's part (small products stay small)
-                    size_t kc = K < GEMM_KC ? (size_t)K : GEMM_KC;
-                    size_t mc = (size_t)(m1 - m0) < GEMM_MC ? (size_t)(m1 - m0) : GEMM_MC;
-                    size_t nc = (size_t)(n1 - n0) < GEMM_NC ? (size_t)(n1 - n0) : GEMM_NC;
-                    gemm_pack_floats(mc, nc, kc, &na, &nb);
-                    own = (float*)aligned_alloc(64, sizeof(float) * (na + nb));
-                    if (own == NULL) { fprintf(stderr, "error: out of memory in cpu_gemm\n"); exit(1); }
-                    Ap = own; Bp = own + na;
-                }
-                gemm_serial(isa, ar, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, m0, m1, n0, n1, Ap, Bp);
-                free(own);
-            } else if (!accumulate) {
-                for (int i = m0; i < m1; i++) memset(C + (size_t)i * ldc + n0, 0, sizeof(float) * (n1 - n0));
+        const float* sa = NULL;
+        const float* sb = NULL;
+        int chunks = nt;
+        if (shared != NULL && nt > 1) { // pack the shared operand together: each thread a slice of every k block
+            int units = split_rows ? (int)(Np / ar.nr) : (int)(Mp / ar.mr);
+            int u0 = (int)((long long)units * id / nt), u1 = (int)((long long)units * (id + 1) / nt);
+            for (int pc = 0; pc < K && u0 < u1; pc += GEMM_KC) {
+                int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
+                if (split_rows) gemm_pack_b(isa, shared + Np * pc + (size_t)u0 * ar.nr * kc, B, b_rs, b_cs, N, u0 * ar.nr, (u1 - u0) * ar.nr, pc, kc, ar.nr);
+                else gemm_pack_a(isa, shared + Mp * pc + (size_t)u0 * ar.mr * kc, A, a_rs, a_cs, M, u0 * ar.mr, (u1 - u0) * ar.mr, pc, kc, ar.mr);
             }
+            if (split_rows) sb = shared; else sa = shared;
+            chunks = nt * GEMM_CHUNKS < panels ? nt * GEMM_CHUNKS : panels;
+            #pragma omp barrier
+        }
+        float *Ap = NULL, *Bp = NULL, *own = NULL;
+        if (K > 0) {
+            size_t na, nb;
+            if (work != NULL && work->mem != NULL && nt <= work->threads) {
+                gemm_pack_floats(GEMM_MC, GEMM_NC, GEMM_KC, &na, &nb);
+                Ap = work->mem + (size_t)id * (na + nb);
+                Bp = Ap + na;
+            } else { // pack buffers sized by the problem (small products stay small)
+                size_t kc = K < GEMM_KC ? (size_t)K : GEMM_KC;
+                size_t mc = (size_t)M < GEMM_MC ? (size_t)M : GEMM_MC;
+                size_t nc = (size_t)N < GEMM_NC ? (size_t)N : GEMM_NC;
+                gemm_pack_floats(mc, nc, kc, &na, &nb);
+                own = (float*)aligned_alloc(64, sizeof(float) * (na + nb));
+                if (own == NULL) { fprintf(stderr, "error: out of memory in cpu_gemm\n"); exit(1); }
+                Ap = own; Bp = own + na;
+            }
+        }
+        // chunks in order, each to whichever thread is free (the bits do not depend on which)
+        #pragma omp for schedule(dynamic, 1)
+        for (int ch = 0; ch < chunks; ch++) {
+            int p0 = (int)((long long)panels * ch / chunks), p1 = (int)((long long)panels * (ch + 1) / chunks);
+            int m0 = 0, m1 = M, n0 = 0, n1 = N;
+            if (split_rows) { m0 = p0 * ar.mr; m1 = p1 * ar.mr < M ? p1 * ar.mr : M; }
+            else { n0 = p0 * ar.nr; n1 = p1 * ar.nr < N ? p1 * ar.nr : N; }
+            if (m0 >= m1 || n0 >= n1) continue;
+            if (K > 0) gemm_serial(isa, ar, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, m0, m1, n0, n1, Ap, Bp, sa, sb);
+            else if (!accumulate) for (int i = m0; i < m1; i++) memset(C + (size_t)i * ldc + n0, 0, sizeof(float) * (n1 - n0));
             if (bias != NULL) {
                 for (int i = m0; i < m1; i++) {
                     float* c = C + (size_t)i * ldc;
@@ -455,7 +498,9 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
                 }
             }
         }
+        free(own);
     }
+    free(shared_own);
 }
 
 #endif // LLMC_CPU_GEMM_H
