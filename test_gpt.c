@@ -158,8 +158,12 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     check(e < 1e-5, "logits match PyTorch (rel L2 %.2e)", e);
     double wl = ((const float*)fx_get(fx, "loss")->data)[0];
     check(rel_err(loss, wl) < 1e-5, "loss %.7f matches PyTorch %.7f (rel %.2e)", loss, wl, rel_err(loss, wl));
-    memset(g->grads, 0, sizeof(float) * g->pl.total);
+    // stale values from a previous step must not leak in: grads_begin zeroes only the
+    // small tensors, the GEMMs overwrite the rest
+    for (size_t k = 0; k < g->pl.total; k++) g->grads[k] = NAN;
+    grads_begin(g);
     gpt_backward(g, &t.run.comm, a, 0, 1.0f / BT);
+    grads_end(g);
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
         char name[64];
         snprintf(name, sizeof(name), "grad/%s", PARAM_INFO[tn].name);
@@ -836,13 +840,15 @@ static void test_noise_scale_vs_bruteforce(void) {
     float* total = (float*)calloc_check(g->pl.total, sizeof(float));
     double mean_sq = 0;
     for (int d = 0; d < DP; d++) {
-        memset(g->grads, 0, sizeof(float) * g->pl.total);
+        for (size_t k = 0; k < g->pl.total; k++) g->grads[k] = NAN; // nothing stale may survive grads_begin
+        grads_begin(g);
         for (int i = 0; i < (int)(B / (DP * cfg.mb)); i++) {
             Acts* a = &g->acts[0];
             dataset_load_microbatch(&t.run.train, microbatch_first_sample(0, B, DP, d, cfg.mb, i), cfg.mb, a->inputs, a->targets);
             gpt_forward(g, &t.run.comm, a, 0);
             gpt_backward(g, &t.run.comm, a, 0, (float)(1.0 / ((double)B * cfg.seq)));
         }
+        grads_end(g);
         mean_sq += gpt_grad_sumsq(g, g->grads, 0, g->pl.total) / DP;
         for (size_t k = 0; k < g->pl.total; k++) total[k] += g->grads[k];
     }

@@ -55,13 +55,14 @@ static void matmul_forward(float* out, const float* inp, const float* W, const f
 }
 
 // dinp (N, IC) = dout (N, OC) @ W (OC, IC) (overwrites; may be NULL),
-// dW (OC, IC) += dout^T @ inp (TN, no transposed copy), dbias (OC) += sum over N of dout,
-// each column summed over n in order. work: the GEMM's pack buffers.
-static void matmul_backward(float* dinp, float* dW, float* dbias, const float* dout, const float* inp,
+// dW (OC, IC) += dout^T @ inp (TN, no transposed copy; = when dw_first: the step's first
+// write, see grads_begin), dbias (OC) += sum over N of dout, each column summed over n in
+// order. work: the GEMM's pack buffers.
+static void matmul_backward(float* dinp, float* dW, int dw_first, float* dbias, const float* dout, const float* inp,
                             const float* W, int N, int IC, int OC, const CpuGemmWork* work) {
     CpuIsa isa = cpu_isa();
     if (dinp != NULL) cpu_gemm(isa, N, IC, OC, dout, OC, 1, W, IC, 1, dinp, IC, 0, NULL, work);
-    cpu_gemm(isa, OC, IC, N, dout, 1, OC, inp, IC, 1, dW, IC, 1, NULL, work);
+    cpu_gemm(isa, OC, IC, N, dout, 1, OC, inp, IC, 1, dW, IC, !dw_first, NULL, work);
     if (dbias != NULL) {
         const int OB = 256; // column blocks: a (OB) row of partial sums stays in registers/L1
         #pragma omp parallel for schedule(static)
@@ -319,6 +320,7 @@ typedef struct {
     float* head_t;  // (B,NH,hs,T) attention's keys / values transposed per head
     float* gat; float* gdout; float* ptmp; float* sptmp; // -sp: gathered input, gathered grad, partial sums, collective staging (B,T,C)
     CpuGemmWork gemm_work; // pack buffers of every GEMM (one set per OpenMP thread)
+    unsigned char* gfresh; // (NUM_PARAM_TENSORS, pl.nlayers): gradient not yet written this step (grads_begin)
 } GPT;
 
 static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
@@ -414,6 +416,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
         g->sptmp = (float*)calloc_check(BT * g->C, sizeof(float));
     }
     if (cpu_gemm_work_alloc(&g->gemm_work, cpu_gemm_max_threads()) != 0) die("out of memory for the GEMM pack buffers");
+    g->gfresh = (unsigned char*)calloc_check((size_t)NUM_PARAM_TENSORS * (g->pl.nlayers > 0 ? g->pl.nlayers : 1), 1);
 }
 
 static void gpt_free(GPT* g) {
@@ -424,10 +427,36 @@ static void gpt_free(GPT* g) {
     free(g->dx); free(g->dtmp); free(g->dres2); free(g->dqkv); free(g->datty); free(g->head_t); free(g->dfch); free(g->dfch2);
     free(g->gat); free(g->gdout); free(g->ptmp); free(g->sptmp);
     cpu_gemm_work_free(&g->gemm_work);
+    free(g->gfresh);
 }
 
 #define P(t, l) param_ptr(&g->pl, g->params, (t), (l))
 #define G(t, l) param_ptr(&g->pl, g->grads, (t), (l))
+
+// Gradients start a step at zero without a sweep over all of them (at 125m that memset
+// was ~6% of a step): the weight matrices written by a dW GEMM are overwritten by their
+// first GEMM of the step (accumulate off: the same bits as adding to zeros) and added to
+// by later micro-batches; only the small tensors are zeroed up front. grads_end zeroes
+// whatever the step did not write.
+static int grad_by_gemm(int t) { return t == PT_WTE || t == PT_QKVW || t == PT_ATTPROJW || t == PT_FCW || t == PT_FCPROJW; }
+static void grads_begin(GPT* g) {
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (!grad_by_gemm(t)) memset(g->grads + g->pl.offset[t], 0, sizeof(float) * g->pl.numel[t]);
+        for (int l = 0; l < g->pl.nl[t]; l++) g->gfresh[t * g->pl.nlayers + l] = grad_by_gemm(t);
+    }
+}
+// 1 when tensor t, local layer l has not been written yet this step; marks it written
+static int grad_first(GPT* g, int t, int l) {
+    unsigned char* f = &g->gfresh[t * g->pl.nlayers + l];
+    int first = *f;
+    *f = 0;
+    return first;
+}
+static void grads_end(GPT* g) {
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        for (int l = 0; l < g->pl.nl[t]; l++)
+            if (grad_first(g, t, l)) memset(G(t, l), 0, sizeof(float) * g->pl.rows[t] * g->pl.cols[t]);
+}
 
 // Sequence parallelism in three helpers; without it they are the plain TP code path.
 // The input of a column-parallel GEMM: this rank's rows, all-gathered along the sequence.
@@ -472,6 +501,7 @@ static void embedding_backward(GPT* g, const float* dx, const int* tokens) {
     int B = g->B, T = g->T, C = g->C;
     float* dwte = G(PT_WTE, 0);
     float* dwpe = G(PT_WPE, 0);
+    if (grad_first(g, PT_WTE, 0)) memset(dwte, 0, sizeof(float) * g->Vl * C); // no head on this rank
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < C; i++) {
         for (int n = 0; n < B * T; n++) {
@@ -523,11 +553,11 @@ static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const floa
     float* x = a->x + (size_t)j * BTs * C;
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
     const float* dfull = gather_seq(g, comm, dout, g->gdout);
-    matmul_backward(g->dfch2, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dfull, la->fch_gelu, P(PT_FCPROJW, l), BT, F, C, &g->gemm_work);
+    matmul_backward(g->dfch2, G(PT_FCPROJW, l), grad_first(g, PT_FCPROJW, l), G(PT_FCPROJB, l), dfull, la->fch_gelu, P(PT_FCPROJW, l), BT, F, C, &g->gemm_work);
     gelu_backward(g->dfch, la->fch, g->dfch2, (size_t)BT * F);
     const float* ln2 = gather_seq(g, comm, la->ln2, g->gat); // stored as a shard, gathered again
     float* pd = rowpar_out(g, g->dtmp);
-    matmul_backward(pd, G(PT_FCW, l), G(PT_FCB, l), g->dfch, ln2, P(PT_FCW, l), BT, C, F, &g->gemm_work);
+    matmul_backward(pd, G(PT_FCW, l), grad_first(g, PT_FCW, l), G(PT_FCB, l), g->dfch, ln2, P(PT_FCW, l), BT, C, F, &g->gemm_work);
     reduce_seq(g, comm, pd, g->dtmp); // conjugate of the column-parallel fc1
     memcpy(g->dres2, dout, sizeof(float) * BTs * C);
     layernorm_backward(g->dres2, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l), la->ln2_mean, la->ln2_rstd, BTs, C);
@@ -536,11 +566,11 @@ static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const floa
     // selective: rebuild the probabilities from the kept qkv (the same deterministic code, so
     // the same bits); atty itself was kept, as the input of the projection GEMM
     if (g->cfg.recompute == RECOMPUTE_SELECTIVE) attention_forward(g->atty_re, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
-    matmul_backward(g->datty, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C, &g->gemm_work);
+    matmul_backward(g->datty, G(PT_ATTPROJW, l), grad_first(g, PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C, &g->gemm_work);
     attention_backward(g->dqkv, g->head_t, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
     const float* ln1 = gather_seq(g, comm, la->ln1, g->gat);
     pd = rowpar_out(g, g->dtmp);
-    matmul_backward(pd, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C, 3 * Cl, &g->gemm_work);
+    matmul_backward(pd, G(PT_QKVW, l), grad_first(g, PT_QKVW, l), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C, 3 * Cl, &g->gemm_work);
     reduce_seq(g, comm, pd, g->dtmp);
     if (din != g->dres2) memcpy(din, g->dres2, sizeof(float) * BTs * C);
     layernorm_backward(din, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd, BTs, C);
@@ -610,7 +640,9 @@ static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
     float* pd = rowpar_out(g, g->dtmp);
     if (Vv > 0) {
         const float* lnf = gather_seq(g, comm, a->lnf, g->gat);
-        matmul_backward(pd, G(PT_WTE, 0), NULL, a->logits, lnf, P(PT_WTE, 0), BT, C, Vv, &g->gemm_work);
+        int first = grad_first(g, PT_WTE, 0);
+        if (first) memset(G(PT_WTE, 0) + (size_t)Vv * C, 0, sizeof(float) * (g->Vl - Vv) * C); // padded rows: the GEMM writes the first Vv
+        matmul_backward(pd, G(PT_WTE, 0), first, NULL, a->logits, lnf, P(PT_WTE, 0), BT, C, Vv, &g->gemm_work);
     } else {
         memset(pd, 0, sizeof(float) * BT * C);
     }
@@ -807,9 +839,10 @@ static StepResult train_step(Train* t) {
     const Config* c = &t->run.cfg;
     StepResult r = run_step_plan(&t->run); // batch, LR, micro-batches from the recipe
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
-    memset(g->grads, 0, sizeof(float) * g->pl.total);
+    grads_begin(g);
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
     double loss_sum = run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
+    grads_end(g);
     sp_reduce_ln_grads(g, comm);
     // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
     r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? loss_sum : 0.0) / ((double)r.gb * c->seq);
