@@ -4,7 +4,8 @@
  * The reference is the contract written out directly: for every output element,
  * acc = (accumulate ? C : 0), then acc = fmaf(A(i,k), B(k,j), acc) for k = 0..K-1 in
  * order, then + bias. Every shape (NN, NT, TN, TT), odd sizes around the micro-tile and
- * cache-block edges, K = 0, accumulate on/off, bias on/off, every ISA this CPU has and
+ * cache-block edges, K = 0, accumulate on/off, non-temporal stores (CPU_GEMM_STREAM, with C
+ * aligned for them, and unaligned: the fallback), bias on/off, every ISA this CPU has and
  * 1, 2 and 3 threads must give exactly the reference's bits, through both ways cpu_gemm
  * runs threads: chunks handed out dynamically around a jointly packed shared operand, and
  * per-thread packs of both operands (a few cases with the shared buffer taken away).
@@ -48,15 +49,21 @@ static int passed = 0, failed = 0;
 static CpuGemmWork work; // pack buffers for 3 threads: used by the 1- and 3-thread cases, 2 threads allocate per call
 static int per_thread_packs = 0; // 1: the 3-thread cases get no shared buffer (cpu_gemm's other path)
 
-// one case: shape flags ta/tb (1 = operand stored transposed), C with padding columns
-static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, int accumulate, int use_bias) {
+// one case: shape flags ta/tb (1 = operand stored transposed), cpu_gemm flags, C with padding
+// columns. With CPU_GEMM_STREAM, C is 64-byte aligned with a row stride of whole 64 bytes (the
+// non-temporal stores run) unless `unaligned`.
+static int unaligned = 0;
+static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, int flags, int use_bias) {
+    int accumulate = flags & CPU_GEMM_ACCUMULATE;
     int ldc = N + 3; // a row stride wider than N: columns past N must stay untouched
+    if ((flags & CPU_GEMM_STREAM) && !unaligned) ldc = (N + 3 + 15) / 16 * 16;
     size_t na = (size_t)M * (K > 0 ? K : 1), nb = (size_t)(K > 0 ? K : 1) * N;
     float* A = malloc(sizeof(float) * na);
     float* B = malloc(sizeof(float) * nb);
     float* bias = malloc(sizeof(float) * N);
     float* C0 = malloc(sizeof(float) * (size_t)M * ldc);
-    float* C1 = malloc(sizeof(float) * (size_t)M * ldc);
+    float* C1mem = aligned_alloc(64, sizeof(float) * (((size_t)M * ldc + 16) / 16 * 16 + 16));
+    float* C1 = C1mem + ((flags & CPU_GEMM_STREAM) && unaligned ? 1 : 0);
     for (size_t i = 0; i < na; i++) A[i] = frand();
     for (size_t i = 0; i < nb; i++) B[i] = frand();
     for (int i = 0; i < N; i++) bias[i] = frand();
@@ -69,17 +76,18 @@ static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, 
 #endif
     CpuGemmWork w = work;
     if (per_thread_packs) w.shared_cap = 0;
-    cpu_gemm(isa, M, N, K, A, ars, acs, B, brs, bcs, C1, ldc, accumulate, use_bias ? bias : NULL, (threads & 1) ? &w : NULL);
+    cpu_gemm(isa, M, N, K, A, ars, acs, B, brs, bcs, C1, ldc, flags, use_bias ? bias : NULL, (threads & 1) ? &w : NULL);
     if (memcmp(C0, C1, sizeof(float) * (size_t)M * ldc) == 0) passed++;
     else {
         failed++;
         size_t bad = 0;
         while (bad < (size_t)M * ldc && memcmp(&C0[bad], &C1[bad], sizeof(float)) == 0) bad++;
-        printf("FAIL %s threads %d%s M %d N %d K %d %s%s acc %d bias %d: first difference at (%zu, %zu): %.9g vs %.9g\n",
-               cpu_isa_name(isa), threads, per_thread_packs ? " (per-thread packs)" : "", M, N, K, ta ? "T" : "N", tb ? "T" : "N", accumulate, use_bias,
+        printf("FAIL %s threads %d%s M %d N %d K %d %s%s flags %d%s bias %d: first difference at (%zu, %zu): %.9g vs %.9g\n",
+               cpu_isa_name(isa), threads, per_thread_packs ? " (per-thread packs)" : "", M, N, K, ta ? "T" : "N", tb ? "T" : "N", flags,
+               (flags & CPU_GEMM_STREAM) && unaligned ? " (unaligned C)" : "", use_bias,
                bad / ldc, bad % ldc, C0[bad], C1[bad]);
     }
-    free(A); free(B); free(bias); free(C0); free(C1);
+    free(A); free(B); free(bias); free(C0); free(C1mem);
 }
 
 // ulps between two finite floats of the same sign region (via the ordered integer line)
@@ -226,12 +234,17 @@ int main(int argc, char** argv) {
         for (size_t ki = 0; ki < sizeof(Ks) / sizeof(int); ki++)
         for (int sh = 0; sh < 4; sh++) {
             int c = (int)(mi * 7 + ni * 3 + ki + sh); // vary threads/flags across cases
-            check((CpuIsa)isa, threads[c % 3], Ms[mi], Ns[ni], Ks[ki], sh & 1, sh >> 1, c % 2, (c / 2) % 2);
+            int flags = c % 2 ? CPU_GEMM_ACCUMULATE : (c / 4) % 2 ? CPU_GEMM_STREAM : 0;
+            unaligned = (c / 8) % 2;
+            check((CpuIsa)isa, threads[c % 3], Ms[mi], Ns[ni], Ks[ki], sh & 1, sh >> 1, flags, (c / 2) % 2);
         }
         // the trainer's large shapes (one each): a wide NT head slice, a tall TN weight gradient
         check((CpuIsa)isa, 2, 64, 1601, 96, 0, 1, 0, 0);
         check((CpuIsa)isa, 2, 1601, 96, 64, 1, 0, 1, 0);
         check((CpuIsa)isa, 3, 300, 200, 600, 0, 0, 1, 1);
+        unaligned = 0; // a weight gradient's first write: TN, non-temporal stores
+        check((CpuIsa)isa, 2, 1601, 96, 64, 1, 0, CPU_GEMM_STREAM, 0);
+        check((CpuIsa)isa, 3, 130, 600, 300, 1, 0, CPU_GEMM_STREAM, 1);
         // the same through per-thread packs of both operands (what a shared operand too large
         // for the work's shared buffer takes), and both paths from 1 to 3 threads
         per_thread_packs = 1;

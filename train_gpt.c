@@ -56,13 +56,13 @@ static void matmul_forward(float* out, const float* inp, const float* W, const f
 
 // dinp (N, IC) = dout (N, OC) @ W (OC, IC) (overwrites; may be NULL),
 // dW (OC, IC) += dout^T @ inp (TN, no transposed copy; = when dw_first: the step's first
-// write, see grads_begin), dbias (OC) += sum over N of dout, each column summed over n in
+// write, see grads_begin, with non-temporal stores: nothing reads it before the optimizer), dbias (OC) += sum over N of dout, each column summed over n in
 // order. work: the GEMM's pack buffers.
 static void matmul_backward(float* dinp, float* dW, int dw_first, float* dbias, const float* dout, const float* inp,
                             const float* W, int N, int IC, int OC, const CpuGemmWork* work) {
     CpuIsa isa = cpu_isa();
     if (dinp != NULL) cpu_gemm(isa, N, IC, OC, dout, OC, 1, W, IC, 1, dinp, IC, 0, NULL, work);
-    cpu_gemm(isa, OC, IC, N, dout, 1, OC, inp, IC, 1, dW, IC, !dw_first, NULL, work);
+    cpu_gemm(isa, OC, IC, N, dout, 1, OC, inp, IC, 1, dW, IC, dw_first ? CPU_GEMM_STREAM : CPU_GEMM_ACCUMULATE, NULL, work);
     if (dbias != NULL) {
         const int OB = 256; // column blocks: a (OB) row of partial sums stays in registers/L1
         #pragma omp parallel for schedule(static)

@@ -4,12 +4,16 @@
  *
  *   C (M, N) = [C +] op(A) (M, K) @ op(B) (K, N) [+ bias (N)]
  *
+ * flags: CPU_GEMM_ACCUMULATE adds to C; CPU_GEMM_STREAM (when not accumulating) writes C
+ * with non-temporal stores, for outputs nothing reads soon (the weight gradients): no read
+ * for ownership of lines about to be overwritten, and the caches keep the operands.
+ *
  * Operands are given by strides, so NN, NT and TN (and TT) need no transposed copies:
  * element (i, k) of op(A) is A[i*a_rs + k*a_cs], element (k, j) of op(B) is
  * B[k*b_rs + j*b_cs].
  *
  * Reproducibility contract (what makes this the reference): every output element is
- *   acc = accumulate ? C[i][j] : 0;  for k = 0 .. K-1: acc = fmaf(A(i,k), B(k,j), acc);
+ *   acc = ACCUMULATE ? C[i][j] : 0;  for k = 0 .. K-1: acc = fmaf(A(i,k), B(k,j), acc);
  *   C[i][j] = bias ? acc + bias[j] : acc;
  * in exactly that order, whatever the ISA, blocking or thread count. Vector lanes hold
  * different output elements (never parts of one sum), blocks over k hand the partial sum
@@ -26,6 +30,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -45,6 +50,7 @@
 #endif
 
 typedef enum { CPU_ISA_GENERIC = 0, CPU_ISA_AVX2 = 1, CPU_ISA_AVX512 = 2 } CpuIsa;
+enum { CPU_GEMM_ACCUMULATE = 1, CPU_GEMM_STREAM = 2 }; // cpu_gemm's flags
 
 static const char* cpu_isa_name(CpuIsa isa) {
     return isa == CPU_ISA_AVX512 ? "avx512" : isa == CPU_ISA_AVX2 ? "avx2" : "generic";
@@ -93,14 +99,15 @@ static CpuIsa cpu_isa(void) {
 #define GEMM_MR_MAX 12
 #define GEMM_NR_MAX 32
 
-// Micro-kernel: C tile (mr, nr) at C (row stride ldc) = (load ? C : 0) + Ap @ Bp over kc,
-// Ap packed (kc, mr), Bp packed (kc, nr), both zero-padded to the full tile.
+// Micro-kernel: C tile (mr, nr) at C (row stride ldc) = (load & 1 ? C : 0) + Ap @ Bp over kc,
+// Ap packed (kc, mr), Bp packed (kc, nr), both zero-padded to the full tile. load & 2: store
+// the tile with non-temporal stores (vector kernels; C rows aligned to the vector width).
 typedef void (*GemmKernel)(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load);
 
 static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {
     enum { MR = 4, NR = 16 };
     float acc[MR][NR];
-    for (int r = 0; r < MR; r++) for (int j = 0; j < NR; j++) acc[r][j] = load ? C[(size_t)r * ldc + j] : 0.0f;
+    for (int r = 0; r < MR; r++) for (int j = 0; j < NR; j++) acc[r][j] = (load & 1) ? C[(size_t)r * ldc + j] : 0.0f;
     for (int k = 0; k < kc; k++) {
         for (int r = 0; r < MR; r++) {
             float a = Ap[r];
@@ -132,17 +139,18 @@ static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float*
     __attribute__((target(GV(I, TARGET))))                                                                 \
     static void NAME(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {              \
         ROWS(GEMM_V_DECL, I)                                                                               \
-        if (load) { ROWS(GEMM_V_LOAD, I) }                                                                 \
+        if (load & 1) { ROWS(GEMM_V_LOAD, I) }                                                             \
         for (int k = 0; k < kc; k++) {                                                                     \
             GV(I, T) b0 = GV(I, LOAD)(Bp), b1 = GV(I, LOAD)(Bp + GV(I, W)), a;                             \
             ROWS(GEMM_V_FMA, I)                                                                            \
             Ap += (MR); Bp += 2 * GV(I, W);                                                                \
         }                                                                                                  \
-        ROWS(GEMM_V_STORE, I)                                                                              \
+        if (load & 2) { ROWS(GEMM_V_STREAM, I) } else { ROWS(GEMM_V_STORE, I) }                           \
     }
 #define GEMM_V_DECL(r, I) GV(I, T) c##r##0 = GV(I, ZERO)(), c##r##1 = GV(I, ZERO)();
 #define GEMM_V_LOAD(r, I) c##r##0 = GV(I, LOADU)(C + (size_t)r * ldc); c##r##1 = GV(I, LOADU)(C + (size_t)r * ldc + GV(I, W));
 #define GEMM_V_FMA(r, I) a = GV(I, BCAST)(Ap + r); c##r##0 = GV(I, FMA)(a, b0, c##r##0); c##r##1 = GV(I, FMA)(a, b1, c##r##1);
+#define GEMM_V_STREAM(r, I) GV(I, STREAM)(C + (size_t)r * ldc, c##r##0); GV(I, STREAM)(C + (size_t)r * ldc + GV(I, W), c##r##1);
 #define GEMM_V_STORE(r, I) GV(I, STOREU)(C + (size_t)r * ldc, c##r##0); GV(I, STOREU)(C + (size_t)r * ldc + GV(I, W), c##r##1);
 
 // AVX2: 6 x 16, 12 ymm accumulators, 2 for B, 1 broadcast (of 16 registers)
@@ -153,6 +161,7 @@ static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float*
 #define GV_avx2_LOAD _mm256_load_ps
 #define GV_avx2_LOADU _mm256_loadu_ps
 #define GV_avx2_STOREU _mm256_storeu_ps
+#define GV_avx2_STREAM _mm256_stream_ps
 #define GV_avx2_FMA _mm256_fmadd_ps
 #define GV_avx2_BCAST _mm256_broadcast_ss
 GEMM_VEC_KERNEL(gemm_kernel_avx2, GEMM_ROWS6, 6, avx2)
@@ -167,6 +176,7 @@ GEMM_VEC_KERNEL(gemm_kernel_avx2_r2, GEMM_ROWS2, 6, avx2)
 #define GV_avx512_LOAD _mm512_load_ps
 #define GV_avx512_LOADU _mm512_loadu_ps
 #define GV_avx512_STOREU _mm512_storeu_ps
+#define GV_avx512_STREAM _mm512_stream_ps
 #define GV_avx512_FMA _mm512_fmadd_ps
 #define GV_avx512_BCAST(p) _mm512_set1_ps(*(p))
 GEMM_VEC_KERNEL(gemm_kernel_avx512, GEMM_ROWS12, 12, avx512)
@@ -338,9 +348,15 @@ static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptr
 // sa + Mp * pc, Mp = M rounded up to mr; likewise sb + Np * pc), or NULL: packed here into
 // the thread's Ap / Bp.
 static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                        const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int accumulate,
+                        const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int flags,
                         int m0, int m1, int n0, int n1, float* Ap, float* Bp, const float* sa, const float* sb) {
     int mr = ar.mr, nr = ar.nr;
+    int accumulate = flags & CPU_GEMM_ACCUMULATE;
+    // non-temporal stores need every full tile's rows aligned to the vector (the nr-column
+    // panels start at multiples of nr floats: 64 B or more)
+    size_t va = isa == CPU_ISA_AVX512 ? 64 : 32;
+    int stream = (flags & CPU_GEMM_STREAM) && !accumulate && isa != CPU_ISA_GENERIC &&
+                 (uintptr_t)C % va == 0 && ((size_t)ldc * sizeof(float)) % va == 0;
     size_t Mp = (size_t)(M + mr - 1) / mr * mr, Np = (size_t)(N + nr - 1) / nr * nr;
     float tile[GEMM_MR_MAX * GEMM_NR_MAX];
     for (int jc = n0; jc < n1; jc += GEMM_NC) {
@@ -349,6 +365,7 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
         for (int pc = 0; pc < K; pc += GEMM_KC) {
             int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
             int load = accumulate || pc > 0;
+            int st = stream && pc + GEMM_KC >= K ? 2 : 0; // the last k block writes C for good
             const float* bk = sb != NULL ? sb + Np * pc + (size_t)jc * kc : Bp;
             if (sb == NULL) gemm_pack_b(isa, Bp, B, b_rs, b_cs, N, jc, ncp, pc, kc, nr);
             for (int ic = m0; ic < m1; ic += GEMM_MC) {
@@ -370,7 +387,7 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
                                 if (nr > 16) __builtin_prefetch(pf + 64, 1, 3);
                             }
                         }
-                        if (h == mr && w == nr) { ar.kernel(kc, ap, bp, c, ldc, load); continue; }
+                        if (h == mr && w == nr) { ar.kernel(kc, ap, bp, c, ldc, load | st); continue; }
                         if (w == nr && ar.rows[h] != NULL) { ar.rows[h](kc, ap, bp, c, ldc, load); continue; }
                         // edge tile: through a full-size copy, only the valid part written back
                         for (int r = 0; r < mr; r++) for (int j = 0; j < nr; j++)
@@ -391,8 +408,14 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
 // op(B) when they split the rows) is then packed once, by all threads together, into a shared
 // buffer of at most GEMM_SHARED_MAX floats (256 rows x K 4096: the widest layer of 350m at
 // B x T = 256); a larger one is packed per thread and the outputs cut into one part per thread.
+// Every chunk reads all of the shared operand: past GEMM_SHARED_L2 floats (more than a core's
+// L2 keeps beside the rest) it streams from L3 per chunk, so those GEMMs take
+// GEMM_CHUNKS_BIG chunks per thread (the 125m step's K = 2304 / 3072 products: ~3% of the
+// step on a 2-core AVX-512 guest, measured per step toggled in one binary).
 #define GEMM_CHUNKS 8
+#define GEMM_CHUNKS_BIG 3
 #define GEMM_SHARED_MAX ((size_t)1 << 22)
+#define GEMM_SHARED_L2 ((size_t)1 << 18)
 
 // Pack buffers for up to `threads` OpenMP threads, made once by the caller: allocating them
 // per call cost page faults and TLB shootdowns in every GEMM (~2.5% of a 125m step). shared:
@@ -432,10 +455,12 @@ static void cpu_gemm_work_free(CpuGemmWork* w) { free(w->mem); w->mem = NULL; w-
 
 // C (M, N), row stride ldc. See the top of the file. Parallel over outputs only: the larger of
 // M and N is cut into chunks of whole micro-panels (one OpenMP region; see GEMM_CHUNKS).
-// work: pack buffers for at least this region's threads, or NULL (allocated per call).
+// flags: CPU_GEMM_ACCUMULATE, CPU_GEMM_STREAM. work: pack buffers for at least this region's
+// threads, or NULL (allocated per call).
 static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                     const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int accumulate,
+                     const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int flags,
                      const float* bias, const CpuGemmWork* work) {
+    int accumulate = flags & CPU_GEMM_ACCUMULATE;
     if (M <= 0 || N <= 0) return;
     GemmArch ar = gemm_arch(isa);
     double work_flops = (double)M * N * (K > 0 ? K : 1);
@@ -469,7 +494,8 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
                 else gemm_pack_a(isa, shared + Mp * pc + (size_t)u0 * ar.mr * kc, A, a_rs, a_cs, M, u0 * ar.mr, (u1 - u0) * ar.mr, pc, kc, ar.mr);
             }
             if (split_rows) sb = shared; else sa = shared;
-            chunks = nt * GEMM_CHUNKS < panels ? nt * GEMM_CHUNKS : panels;
+            int per = need > GEMM_SHARED_L2 ? GEMM_CHUNKS_BIG : GEMM_CHUNKS;
+            chunks = nt * per < panels ? nt * per : panels;
             #pragma omp barrier
         }
         float *Ap = NULL, *Bp = NULL, *own = NULL;
@@ -497,8 +523,11 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
             if (split_rows) { m0 = p0 * ar.mr; m1 = p1 * ar.mr < M ? p1 * ar.mr : M; }
             else { n0 = p0 * ar.nr; n1 = p1 * ar.nr < N ? p1 * ar.nr : N; }
             if (m0 >= m1 || n0 >= n1) continue;
-            if (K > 0) gemm_serial(isa, ar, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, accumulate, m0, m1, n0, n1, Ap, Bp, sa, sb);
+            if (K > 0) gemm_serial(isa, ar, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, flags, m0, m1, n0, n1, Ap, Bp, sa, sb);
             else if (!accumulate) for (int i = m0; i < m1; i++) memset(C + (size_t)i * ldc + n0, 0, sizeof(float) * (n1 - n0));
+#ifdef CPU_GEMM_X86
+            if (flags & CPU_GEMM_STREAM) _mm_sfence(); // the non-temporal stores land before the bias or anyone reads C
+#endif
             if (bias != NULL) {
                 for (int i = m0; i < m1; i++) {
                     float* c = C + (size_t)i * ldc;
