@@ -745,14 +745,22 @@ static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int6
         float* restrict pv = g->v + (a - lo);
         const float* restrict pg = grads + (a - lo);
         size_t n = b - a;
-        #pragma omp parallel for simd schedule(static)
-        for (size_t i = 0; i < n; i++) {
-            float gr = pg[i] * gscale;
-            float m = b1 * pm[i] + (1.0f - b1) * gr;
-            float v = b2 * pv[i] + (1.0f - b2) * gr * gr;
-            pm[i] = m; pv[i] = v;
-            float mhat = m / bc1, vhat = v / bc2;
-            pp[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * pp[i]);
+        // a line (16 floats) at a time, each of the four streams prefetched 2 KiB ahead: the
+        // loop is memory-bound, and the hardware prefetcher alone left it at ~70 ms for the
+        // 125m bench's 124M parameters (~59 ms with this; the arithmetic is the same)
+        #pragma omp parallel for schedule(static)
+        for (size_t i0 = 0; i0 < n; i0 += 16) {
+            CPU_PREFETCH(pp + i0 + 512); CPU_PREFETCH(pm + i0 + 512); CPU_PREFETCH(pv + i0 + 512); CPU_PREFETCH(pg + i0 + 512);
+            size_t ie = i0 + 16 < n ? i0 + 16 : n;
+            #pragma omp simd
+            for (size_t i = i0; i < ie; i++) {
+                float gr = pg[i] * gscale;
+                float m = b1 * pm[i] + (1.0f - b1) * gr;
+                float v = b2 * pv[i] + (1.0f - b2) * gr * gr;
+                pm[i] = m; pv[i] = v;
+                float mhat = m / bc1, vhat = v / bc2;
+                pp[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * pp[i]);
+            }
         }
     }
 }
