@@ -190,6 +190,32 @@ static void dot_rows(float* restrict out, const float* restrict x, const float* 
     }
 }
 
+// out[i] = sum over r = r0..r1-1 (in order, from 0) of w[r * ws] rows[r * rs + i], i < hs:
+// a weighted sum of rows, 32 outputs at a time in registers (not read-modify-write of out
+// per row, which bound attention on load/store ports).
+static void sum_rows(float* restrict out, const float* restrict w, ptrdiff_t ws, const float* restrict rows, ptrdiff_t rs,
+                     int r0, int r1, int hs) {
+    for (int i0 = 0; i0 < hs; i0 += 32) {
+        int n = hs - i0 < 32 ? hs - i0 : 32;
+        float acc[32];
+        for (int j = 0; j < 32; j++) acc[j] = 0.0f;
+        if (n == 32) {
+            for (int r = r0; r < r1; r++) {
+                float wr = w[r * ws];
+                const float* x = rows + r * rs + i0;
+                for (int j = 0; j < 32; j++) acc[j] += wr * x[j];
+            }
+        } else {
+            for (int r = r0; r < r1; r++) {
+                float wr = w[r * ws];
+                const float* x = rows + r * rs + i0;
+                for (int j = 0; j < n; j++) acc[j] += wr * x[j];
+            }
+        }
+        for (int j = 0; j < n; j++) out[i0 + j] = acc[j];
+    }
+}
+
 static void attention_forward(float* out, float* att, float* ht, const float* qkv, int B, int T, int NH, int hs) {
     int Cl = NH * hs, C3 = 3 * Cl;
     float scale = 1.0f / sqrtf((float)hs);
@@ -210,18 +236,15 @@ static void attention_forward(float* out, float* att, float* ht, const float* qk
         float inv = 1.0f / sum;
         for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
         for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
-        float* o = out + ((size_t)b * T + t) * Cl + h * hs;
-        for (int i = 0; i < hs; i++) o[i] = 0.0f;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * Cl + h * hs;
-            for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
-        }
+        // out[t] = sum over t2 <= t of a[t2] v[t2]
+        sum_rows(out + ((size_t)b * T + t) * Cl + h * hs, a, 1, qkv + (size_t)b * T * C3 + 2 * Cl + h * hs, C3, 0, t + 1, hs);
     }
 }
 
-// dqkv (B, T, 3Cl) overwritten. Each (b, h) pair is owned by one thread, so the
-// accumulations into dk and dv over t are race-free and in a fixed order. They run in
-// contiguous (T, hs) buffers of the thread (no aliasing with dq, no 3Cl-strided rows).
+// dqkv (B, T, 3Cl) overwritten. Each (b, h) pair is owned by one thread. Its score
+// gradients dp (T, T) are formed row by row first; then every output row is one weighted
+// sum of rows in registers, over the same terms in the same order as accumulating them one
+// t at a time: dq[t] over t2 <= t, dk[t2] and dv[t2] over t >= t2.
 static void attention_backward(float* dqkv, float* ht, const float* dout, const float* qkv, const float* att,
                                int B, int T, int NH, int hs) {
     int Cl = NH * hs, C3 = 3 * Cl;
@@ -229,44 +252,30 @@ static void attention_backward(float* dqkv, float* ht, const float* dout, const 
     head_transpose(ht, qkv, 2, B, T, NH, hs); // values
     #pragma omp parallel
     {
-        float* datt = (float*)malloc_check(sizeof(float) * T);
-        float* dq = (float*)malloc_check(sizeof(float) * hs);
-        float* dkv = (float*)malloc_check(sizeof(float) * 2 * (size_t)T * hs); // (2, T, hs)
+        float* dp = (float*)malloc_check(sizeof(float) * ((size_t)T * T + 32)); // (T, T) + dot_rows' overhang
         #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            float* restrict dk = dkv;
-            float* restrict dv = dkv + (size_t)T * hs;
-            memset(dkv, 0, sizeof(float) * 2 * (size_t)T * hs);
             const float* vt = ht + ((size_t)b * NH + h) * hs * T; // (hs, T)
+            const float* ab = att + ((size_t)b * NH + h) * T * T;  // (T, T)
+            const float* qb = qkv + (size_t)b * T * C3 + h * hs;   // row t at t * C3
+            const float* kb = qb + Cl, *gb = dout + (size_t)b * T * Cl + h * hs;
+            float* db = dqkv + (size_t)b * T * C3 + h * hs;
             for (int t = 0; t < T; t++) {
-                const float* a = att + (((size_t)b * NH + h) * T + t) * T;
-                const float* go = dout + ((size_t)b * T + t) * Cl + h * hs;
-                dot_rows(datt, go, vt, hs, T, t + 1); // datt[t2] = sum over i of go[i] v[t2][i]
+                const float* a = ab + (size_t)t * T;
+                float* d = dp + (size_t)t * T;
+                dot_rows(d, gb + (size_t)t * Cl, vt, hs, T, t + 1); // d[t2] = dL/da = sum over i of go[i] v[t2][i]
                 float dot = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    float at = a[t2];
-                    float* dvr = dv + (size_t)t2 * hs;
-                    for (int i = 0; i < hs; i++) dvr[i] += at * go[i];
-                    dot += at * datt[t2];
-                }
-                const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-                for (int i = 0; i < hs; i++) dq[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    float dpre = a[t2] * (datt[t2] - dot) * scale;
-                    const float* k = qkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
-                    float* dkr = dk + (size_t)t2 * hs;
-                    for (int i = 0; i < hs; i++) { dq[i] += dpre * k[i]; dkr[i] += dpre * q[i]; }
-                }
-                memcpy(dqkv + ((size_t)b * T + t) * C3 + h * hs, dq, sizeof(float) * hs);
+                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * d[t2];
+                for (int t2 = 0; t2 <= t; t2++) d[t2] = a[t2] * (d[t2] - dot) * scale; // dL/d(score)
+                sum_rows(db + (size_t)t * C3, d, 1, kb, C3, 0, t + 1, hs); // dq[t]
             }
-            for (int t = 0; t < T; t++) {
-                float* base = dqkv + ((size_t)b * T + t) * C3 + h * hs;
-                memcpy(base + Cl, dk + (size_t)t * hs, sizeof(float) * hs);
-                memcpy(base + 2 * Cl, dv + (size_t)t * hs, sizeof(float) * hs);
+            for (int t2 = 0; t2 < T; t2++) {
+                sum_rows(db + (size_t)t2 * C3 + Cl, dp + t2, T, qb, C3, t2, T, hs);     // dk[t2]
+                sum_rows(db + (size_t)t2 * C3 + 2 * Cl, ab + t2, T, gb, Cl, t2, T, hs); // dv[t2]
             }
         }
-        free(datt); free(dq); free(dkv);
+        free(dp);
     }
 }
 
