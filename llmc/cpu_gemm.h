@@ -312,6 +312,10 @@ static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptr
         // over nc / nr lines 16 KiB apart, all in one L1 set)
         for (int kb = 0; kb < kc; kb += 8) {
             int ke = kb + 8 < kc ? kb + 8 : kc;
+            for (int k = ke; k < ke + 8 && k < kc; k++) { // the next 8 rows, from memory while these are copied
+                const char* q = (const char*)(B + (ptrdiff_t)(k0 + k) * rs + j0);
+                for (int o = 0; o < nc * (int)sizeof(float); o += 64) CPU_PREFETCH(q + o);
+            }
             for (int q = 0; q < nc; q += nr) {
                 int w = nc - q < nr ? nc - q : nr;
                 if (j0 + q + w > N) w = N - (j0 + q);
@@ -380,7 +384,7 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
                         const float* ap = ak + (size_t)ir * kc;
                         int h = mc - ir < mr ? mc - ir : mr;
                         float* c = C + (size_t)(ic + ir) * ldc + (jc + jr);
-                        if (load && ir + mr < mc) { // the next tile's C rows: from memory while this one computes
+                        if (!st && ir + mr < mc) { // the next tile's C rows (read or only written: owned either way) while this one computes
                             for (int r = 0; r < mr; r++) {
                                 const char* pf = (const char*)(c + (size_t)(mr + r) * ldc);
                                 __builtin_prefetch(pf, 1, 3);
