@@ -118,15 +118,20 @@ static void layernorm_backward(float* dinp, float* dw, float* db, const float* d
             d[i] += s * (dn - mg - norm * mgn);
         }
     }
+    // dw, db: column sums over n in order, 64 columns at a time along the rows (a column at a
+    // time walked the (N, C) arrays with a stride of C)
     #pragma omp parallel for schedule(static)
-    for (int i = 0; i < C; i++) {
-        float sw = 0.0f, sb = 0.0f;
+    for (int i0 = 0; i0 < C; i0 += 64) {
+        int w = C - i0 < 64 ? C - i0 : 64;
+        float sw[64], sb[64];
+        for (int i = 0; i < w; i++) { sw[i] = 0.0f; sb[i] = 0.0f; }
         for (int n = 0; n < N; n++) {
-            float g = dout[(size_t)n * C + i];
-            sw += g * (inp[(size_t)n * C + i] - mean[n]) * rstd[n];
-            sb += g;
+            const float* g = dout + (size_t)n * C + i0;
+            const float* x = inp + (size_t)n * C + i0;
+            float m = mean[n], s = rstd[n];
+            for (int i = 0; i < w; i++) { sw[i] += g[i] * (x[i] - m) * s; sb[i] += g[i]; }
         }
-        dw[i] += sw; db[i] += sb;
+        for (int i = 0; i < w; i++) { dw[i0 + i] += sw[i]; db[i0 + i] += sb[i]; }
     }
 }
 
@@ -599,24 +604,41 @@ static double head_forward(GPT* g, Comm* comm, Acts* a) {
     float* tl = (float*)malloc_check(sizeof(float) * BT);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < BT; n++) {
+        // 16 running maxima, then theirs: a max is exact, so any order gives the same value
+        // (NaNs are skipped either way; a zero maximum's sign changes no exp or sum below)
         const float* row = a->logits + (size_t)n * Vv;
-        float m = -INFINITY;
-        for (int v = 0; v < Vv; v++) if (row[v] > m) m = row[v];
+        float m16[16], m = -INFINITY;
+        for (int j = 0; j < 16; j++) m16[j] = -INFINITY;
+        int v = 0;
+        for (; v + 16 <= Vv; v += 16)
+            for (int j = 0; j < 16; j++) m16[j] = row[v + j] > m16[j] ? row[v + j] : m16[j];
+        for (; v < Vv; v++) m = row[v] > m ? row[v] : m;
+        for (int j = 0; j < 16; j++) m = m16[j] > m ? m16[j] : m;
         mx[n] = m;
     }
     tp_allreduce_max(comm, mx, BT);
+    // sum-exp of each row: the exps vectorized a block at a time, summed in order. Four rows
+    // at a time, so their four in-order sums run as independent chains (one chain waited on
+    // every add)
     #pragma omp parallel for schedule(static)
-    for (int n = 0; n < BT; n++) {
-        const float* row = a->logits + (size_t)n * Vv;
-        float s = 0.0f, e[1024]; // the exps vectorized a block at a time, summed in order
+    for (int n0 = 0; n0 < BT; n0 += 4) {
+        int nr = BT - n0 < 4 ? BT - n0 : 4;
+        float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, e[4][1024];
         for (int v0 = 0; v0 < Vv; v0 += 1024) {
             int w = Vv - v0 < 1024 ? Vv - v0 : 1024;
-            for (int v = 0; v < w; v++) e[v] = exp_vec(row[v0 + v] - mx[n]);
-            for (int v = 0; v < w; v++) s += e[v];
+            for (int r = 0; r < nr; r++) {
+                const float* row = a->logits + (size_t)(n0 + r) * Vv + v0;
+                float m = mx[n0 + r];
+                for (int v = 0; v < w; v++) e[r][v] = exp_vec(row[v] - m);
+            }
+            if (nr == 4) for (int v = 0; v < w; v++) { s[0] += e[0][v]; s[1] += e[1][v]; s[2] += e[2][v]; s[3] += e[3][v]; }
+            else for (int r = 0; r < nr; r++) for (int v = 0; v < w; v++) s[r] += e[r][v];
         }
-        se[n] = s;
-        int tgt = a->targets[n] - g->v0;
-        tl[n] = (tgt >= 0 && tgt < Vv) ? row[tgt] : 0.0f;
+        for (int r = 0; r < nr; r++) {
+            int n = n0 + r, tgt = a->targets[n] - g->v0;
+            se[n] = s[r];
+            tl[n] = (tgt >= 0 && tgt < Vv) ? a->logits[(size_t)n * Vv + tgt] : 0.0f;
+        }
     }
     tp_allreduce_sum(comm, se, BT);
     tp_allreduce_sum(comm, tl, BT);
