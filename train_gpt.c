@@ -80,21 +80,27 @@ static void matmul_backward(float* dinp, float* dW, int dw_first, float* dbias, 
 }
 
 // out (N, C) = LN(inp) * w + b; mean, rstd (N)
+// The row statistics are sums over i in order; LN_ROWS rows at a time, so that many
+// in-order chains run side by side (one chain waited on every add).
+#define LN_ROWS 4
 static void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                               const float* w, const float* b, int N, int C) {
     #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float* x = inp + (size_t)n * C;
-        float m = 0.0f;
-        for (int i = 0; i < C; i++) m += x[i];
-        m /= C;
-        float v = 0.0f;
-        for (int i = 0; i < C; i++) { float d = x[i] - m; v += d * d; }
-        v /= C;
-        float s = 1.0f / sqrtf(v + 1e-5f);
-        float* o = out + (size_t)n * C;
-        for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * w[i] + b[i];
-        mean[n] = m; rstd[n] = s;
+    for (int n0 = 0; n0 < N; n0 += LN_ROWS) {
+        int nr = N - n0 < LN_ROWS ? N - n0 : LN_ROWS;
+        const float* x[LN_ROWS];
+        float m[LN_ROWS], v[LN_ROWS];
+        for (int r = 0; r < LN_ROWS; r++) { x[r] = inp + (size_t)(n0 + (r < nr ? r : 0)) * C; m[r] = 0.0f; v[r] = 0.0f; }
+        for (int i = 0; i < C; i++) for (int r = 0; r < LN_ROWS; r++) m[r] += x[r][i];
+        for (int r = 0; r < LN_ROWS; r++) m[r] /= C;
+        for (int i = 0; i < C; i++) for (int r = 0; r < LN_ROWS; r++) { float d = x[r][i] - m[r]; v[r] += d * d; }
+        for (int r = 0; r < nr; r++) {
+            float vr = v[r] / C;
+            float s = 1.0f / sqrtf(vr + 1e-5f);
+            float* o = out + (size_t)(n0 + r) * C;
+            for (int i = 0; i < C; i++) o[i] = (x[r][i] - m[r]) * s * w[i] + b[i];
+            mean[n0 + r] = m[r]; rstd[n0 + r] = s;
+        }
     }
 }
 
@@ -102,20 +108,27 @@ static void layernorm_forward(float* out, float* mean, float* rstd, const float*
 static void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                                const float* w, const float* mean, const float* rstd, int N, int C) {
     #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        const float* x = inp + (size_t)n * C;
-        const float* g = dout + (size_t)n * C;
-        float m = mean[n], s = rstd[n];
-        float mg = 0.0f, mgn = 0.0f;
-        for (int i = 0; i < C; i++) {
-            float norm = (x[i] - m) * s, dn = w[i] * g[i];
-            mg += dn; mgn += dn * norm;
+    for (int n0 = 0; n0 < N; n0 += LN_ROWS) {
+        int nr = N - n0 < LN_ROWS ? N - n0 : LN_ROWS;
+        const float* x[LN_ROWS]; const float* g[LN_ROWS];
+        float m[LN_ROWS], s[LN_ROWS], mg[LN_ROWS], mgn[LN_ROWS];
+        for (int r = 0; r < LN_ROWS; r++) {
+            int n = n0 + (r < nr ? r : 0);
+            x[r] = inp + (size_t)n * C; g[r] = dout + (size_t)n * C;
+            m[r] = mean[n]; s[r] = rstd[n]; mg[r] = 0.0f; mgn[r] = 0.0f;
         }
-        mg /= C; mgn /= C;
-        float* d = dinp + (size_t)n * C;
-        for (int i = 0; i < C; i++) {
-            float norm = (x[i] - m) * s, dn = w[i] * g[i];
-            d[i] += s * (dn - mg - norm * mgn);
+        for (int i = 0; i < C; i++)
+            for (int r = 0; r < LN_ROWS; r++) {
+                float norm = (x[r][i] - m[r]) * s[r], dn = w[i] * g[r][i];
+                mg[r] += dn; mgn[r] += dn * norm;
+            }
+        for (int r = 0; r < nr; r++) {
+            float mgr = mg[r] / C, mgnr = mgn[r] / C;
+            float* d = dinp + (size_t)(n0 + r) * C;
+            for (int i = 0; i < C; i++) {
+                float norm = (x[r][i] - m[r]) * s[r], dn = w[i] * g[r][i];
+                d[i] += s[r] * (dn - mgr - norm * mgnr);
+            }
         }
     }
     // dw, db: column sums over n in order, 64 columns at a time along the rows (a column at a
