@@ -312,10 +312,6 @@ static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptr
         // over nc / nr lines 16 KiB apart, all in one L1 set)
         for (int kb = 0; kb < kc; kb += 8) {
             int ke = kb + 8 < kc ? kb + 8 : kc;
-            for (int k = ke; k < ke + 8 && k < kc; k++) { // the next 8 rows, from memory while these are copied
-                const char* q = (const char*)(B + (ptrdiff_t)(k0 + k) * rs + j0);
-                for (int o = 0; o < nc * (int)sizeof(float); o += 64) CPU_PREFETCH(q + o);
-            }
             for (int q = 0; q < nc; q += nr) {
                 int w = nc - q < nr ? nc - q : nr;
                 if (j0 + q + w > N) w = N - (j0 + q);
