@@ -414,8 +414,30 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
 // step on a 2-core AVX-512 guest, measured per step toggled in one binary).
 #define GEMM_CHUNKS 8
 #define GEMM_CHUNKS_BIG 3
+#define GEMM_CHUNKS_MAX 64
 #define GEMM_SHARED_MAX ((size_t)1 << 22)
 #define GEMM_SHARED_L2 ((size_t)1 << 18)
+
+// Chunk boundaries cb[0..n] (n returned) over `panels` panels for nt threads: each chunk
+// 1/(2 nt) of what is left (a big first share, small last ones), at most about `want`
+// chunks (fewer when each chunk re-reads a large shared operand) and GEMM_CHUNKS_MAX.
+static int gemm_chunks_guided(int panels, int nt, int want, int* cb) {
+    int n = 0, p = 0;
+    cb[0] = 0;
+    if (want <= nt) { // equal parts: one per thread (no shared operand)
+        for (int c = 1; c <= want; c++) cb[c] = (int)((long long)panels * c / want);
+        return want;
+    }
+    int div = 2 * nt * want / (nt * GEMM_CHUNKS); // 2 nt for the usual count, less for fewer chunks
+    if (div < nt) div = nt;
+    while (p < panels) {
+        int s = (panels - p + div - 1) / div;
+        if (n == GEMM_CHUNKS_MAX - 1) s = panels - p;
+        p += s;
+        cb[++n] = p;
+    }
+    return n;
+}
 
 // Pack buffers for up to `threads` OpenMP threads, made once by the caller: allocating them
 // per call cost page faults and TLB shootdowns in every GEMM (~2.5% of a 125m step). shared:
@@ -515,10 +537,14 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
                 Ap = own; Bp = own + na;
             }
         }
-        // chunks in order, each to whichever thread is free (the bits do not depend on which)
+        // chunks in order, each to whichever thread is free (the bits do not depend on which):
+        // sizes decreasing (guided), so the last ones, where one thread may wait for the
+        // other, are small
+        int cb[GEMM_CHUNKS_MAX + 1];
+        chunks = gemm_chunks_guided(panels, nt, chunks, cb);
         #pragma omp for schedule(dynamic, 1)
         for (int ch = 0; ch < chunks; ch++) {
-            int p0 = (int)((long long)panels * ch / chunks), p1 = (int)((long long)panels * (ch + 1) / chunks);
+            int p0 = cb[ch], p1 = cb[ch + 1];
             int m0 = 0, m1 = M, n0 = 0, n1 = N;
             if (split_rows) { m0 = p0 * ar.mr; m1 = p1 * ar.mr < M ? p1 * ar.mr : M; }
             else { n0 = p0 * ar.nr; n1 = p1 * ar.nr < N ? p1 * ar.nr : N; }
