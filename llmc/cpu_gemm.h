@@ -401,16 +401,17 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
     }
 }
 
-// With several threads the outputs are cut into GEMM_CHUNKS chunks per thread, handed out
-// dynamically: in a shared VM the two threads of a 2-core guest ran 7-25% apart per GEMM
+// With several threads the outputs are cut into about GEMM_CHUNKS chunks per thread, handed
+// out dynamically: in a shared VM the two threads of a 2-core guest ran 7-25% apart per GEMM
 // (measured on the 125m step's shapes), and with one half each the faster one idled for the
-// difference. The operand every chunk needs whole (op(A) when the chunks split the columns,
+// difference. The chunks shrink as they go (gemm_chunks_guided), so the wait at the end is
+// short. The operand every chunk needs whole (op(A) when the chunks split the columns,
 // op(B) when they split the rows) is then packed once, by all threads together, into a shared
 // buffer of at most GEMM_SHARED_MAX floats (256 rows x K 4096: the widest layer of 350m at
 // B x T = 256); a larger one is packed per thread and the outputs cut into one part per thread.
 // Every chunk reads all of the shared operand: past GEMM_SHARED_L2 floats (more than a core's
-// L2 keeps beside the rest) it streams from L3 per chunk, so those GEMMs take
-// GEMM_CHUNKS_BIG chunks per thread (the 125m step's K = 2304 / 3072 products: ~3% of the
+// L2 keeps beside the rest) it streams from L3 per chunk, so those GEMMs take fewer chunks,
+// about GEMM_CHUNKS_BIG per thread (the 125m step's K = 2304 / 3072 products: ~3% of the
 // step on a 2-core AVX-512 guest, measured per step toggled in one binary).
 #define GEMM_CHUNKS 8
 #define GEMM_CHUNKS_BIG 3
