@@ -55,9 +55,10 @@ static void matmul_forward(float* out, const float* inp, const float* W, const f
 }
 
 // dinp (N, IC) = dout (N, OC) @ W (OC, IC) (overwrites; may be NULL),
-// dW (OC, IC) += dout^T @ inp (TN, no transposed copy; = when dw_first: the step's first
-// write, see grads_begin, with non-temporal stores: nothing reads it before the optimizer), dbias (OC) += sum over N of dout, each column summed over n in
-// order. work: the GEMM's pack buffers.
+// dW (OC, IC) += dout^T @ inp (TN, no transposed copy); with dw_first (the step's first
+// write, see grads_begin) dW = instead, in non-temporal stores: nothing reads it before the
+// optimizer. dbias (OC) += sum over N of dout, each column summed over n in order.
+// work: the GEMM's pack buffers.
 static void matmul_backward(float* dinp, float* dW, int dw_first, float* dbias, const float* dout, const float* inp,
                             const float* W, int N, int IC, int OC, const CpuGemmWork* work) {
     CpuIsa isa = cpu_isa();
