@@ -1050,8 +1050,11 @@ int main(int argc, char** argv) {
     // futex wake-up per region, which in a VM made the 125m step's GEMMs ~10% slower. A short
     // spin (GOMP_SPINCOUNT=30000, ~0.85 ms of pauses) covers the gaps between a step's
     // back-to-back regions and still sleeps through long waits. libgomp reads it when it
-    // loads, so set it (unless the user set a policy or count) and re-exec once.
-    if (getenv("OMP_WAIT_POLICY") == NULL && getenv("GOMP_SPINCOUNT") == NULL) {
+    // loads, so set it (unless the user set a policy or count) and re-exec once. Not when the
+    // user asked for thread binding: libgomp has then already bound this thread to one place,
+    // and the new process would inherit that one-CPU mask (all threads on one core: 2x slower).
+    if (getenv("OMP_WAIT_POLICY") == NULL && getenv("GOMP_SPINCOUNT") == NULL && getenv("OMP_PROC_BIND") == NULL &&
+        getenv("OMP_PLACES") == NULL && getenv("GOMP_CPU_AFFINITY") == NULL) {
         char self[4096];
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1); // the real path keeps the process name
         if (n > 0) {

@@ -3,7 +3,8 @@
 # count and whichever GEMM micro-kernel runs (LLMC_CPU_ISA=avx512|avx2|generic, every one
 # this CPU has). Trains `tiny` for 3 steps on the KJV corpus with an evaluation and a
 # sample, and compares the step losses and gradient norms (all 9 printed digits of the
-# JSONL log), the validation loss and the sample text against the first configuration.
+# JSONL log), the validation loss and the sample text against the first configuration. And
+# that asking for thread binding (OMP_PROC_BIND) keeps every CPU.
 # Ends with "N passed, M failed"; non-zero exit on any difference.
 set -uo pipefail
 TRAIN_GPT=${TRAIN_GPT:-./train_gpt}
@@ -40,6 +41,17 @@ for isa in $isas; do
     else echo "FAIL $name != $ref:"; diff "$OUT/$ref.txt" "$OUT/$name.txt" | head -6; failed=$((failed + 1)); fi
   done
 done
+# thread binding asked for (OMP_PROC_BIND): every CPU of this shell stays an OpenMP place.
+# libgomp binds the first thread to place 0 when it loads; a process that re-executed itself
+# then (to set GOMP_SPINCOUNT) inherited that one-CPU mask, and all threads shared one core.
+ncpu=$(nproc)
+if [ "$ncpu" -ge 2 ]; then
+  OMP_PROC_BIND=true OMP_DISPLAY_ENV=true "$TRAIN_GPT" -model tiny -seq 64 -V 8192 -vpad 1024 -i "$DATA/kjv_train_*.bin" \
+    -mb 4 -gb 4 -ramp off -steps 1 -threads 2 > "$OUT/bind.out" 2>&1
+  places=$(grep "OMP_PLACES" "$OUT/bind.out" | tail -1 | grep -o "{" | wc -l)
+  if [ "$places" -eq "$ncpu" ]; then echo "ok   OMP_PROC_BIND=true: $places OpenMP places for $ncpu CPUs"; passed=$((passed + 1))
+  else echo "FAIL OMP_PROC_BIND=true: $places OpenMP places for $ncpu CPUs: $(grep OMP_PLACES "$OUT/bind.out" | tr -s ' ' | tr '\n' ' ')"; failed=$((failed + 1)); fi
+fi
 # a bad value is refused with one line, before any work
 if LLMC_CPU_ISA=sse9 "$TRAIN_GPT" -model tiny -i "$DATA/kjv_train_*.bin" -steps 1 > "$OUT/bad.out" 2>&1; then
   echo "FAIL LLMC_CPU_ISA=sse9 was accepted"; failed=$((failed + 1))
