@@ -749,7 +749,7 @@ static double gpt_grad_sumsq(const GPT* g, const float* grads, size_t lo, size_t
             size_t n = e - s, i = 0;
             double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
             // 2 KiB ahead: a read-only stream from memory otherwise waits on every line
-            // (125m: 17 ms -> ~12 ms for 496 MB); the sums are the same
+            // (125m: 17-19 ms -> 14-16 ms for 496 MB); the sums are the same
             for (; i + 64 <= n; i += 64) {
                 CPU_PREFETCH(gp + i + 512); CPU_PREFETCH(gp + i + 528); CPU_PREFETCH(gp + i + 544); CPU_PREFETCH(gp + i + 560);
                 for (int u = 0; u < 64; u += 8)

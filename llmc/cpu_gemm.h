@@ -401,39 +401,36 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
     }
 }
 
-// With several threads the outputs are cut into about GEMM_CHUNKS chunks per thread, handed
-// out dynamically: in a shared VM the two threads of a 2-core guest ran 7-25% apart per GEMM
-// (measured on the 125m step's shapes), and with one half each the faster one idled for the
-// difference. The chunks shrink as they go (gemm_chunks_guided), so the wait at the end is
-// short. The operand every chunk needs whole (op(A) when the chunks split the columns,
+// With several threads the outputs are cut into chunks handed out dynamically: in a shared
+// VM the two threads of a 2-core guest ran 7-25% apart per GEMM (measured on the 125m step's
+// shapes), and with one half each the faster one idled for the difference. The chunks shrink
+// as they go (gemm_chunks_guided), so the wait at the end is short. The operand every chunk needs whole (op(A) when the chunks split the columns,
 // op(B) when they split the rows) is then packed once, by all threads together, into a shared
 // buffer of at most GEMM_SHARED_MAX floats (256 rows x K 4096: the widest layer of 350m at
 // B x T = 256); a larger one is packed per thread and the outputs cut into one part per thread.
 // Every chunk reads all of the shared operand: past GEMM_SHARED_L2 floats (more than a core's
-// L2 keeps beside the rest) it streams from L3 per chunk, so those GEMMs take fewer chunks,
-// about GEMM_CHUNKS_BIG per thread (the 125m step's K = 2304 / 3072 products: ~3% of the
-// step on a 2-core AVX-512 guest, measured per step toggled in one binary).
-#define GEMM_CHUNKS 8
-#define GEMM_CHUNKS_BIG 3
-#define GEMM_CHUNKS_MAX 64
+// L2 keeps beside the rest) it streams from L3 per chunk, so those GEMMs take fewer, larger
+// chunks (the 125m step's K = 2304 / 3072 products: ~3% of the step on a 2-core AVX-512
+// guest, measured per step toggled in one binary).
 #define GEMM_SHARED_MAX ((size_t)1 << 22)
 #define GEMM_SHARED_L2 ((size_t)1 << 18)
 
 // Chunk boundaries cb[0..n] (n returned) over `panels` panels for nt threads: each chunk
-// 1/(2 nt) of what is left (a big first share, small last ones), at most about `want`
-// chunks (fewer when each chunk re-reads a large shared operand) and GEMM_CHUNKS_MAX.
-static int gemm_chunks_guided(int panels, int nt, int want, int* cb) {
+// 1/div of what is left (a big first share, small last ones; div = 2 nt usually, nt when
+// every chunk re-reads a large shared operand), at most GEMM_CHUNKS_CAP(nt) chunks. div 0: one
+// equal part per thread (no shared operand: each chunk packs both operands itself).
+// cb holds GEMM_CHUNKS_CAP(nt) + 1 entries.
+#define GEMM_CHUNKS_CAP(nt) (8 * (nt) + 8)
+static int gemm_chunks_guided(int panels, int nt, int div, int* cb) {
     int n = 0, p = 0;
     cb[0] = 0;
-    if (want <= nt) { // equal parts: one per thread (no shared operand)
-        for (int c = 1; c <= want; c++) cb[c] = (int)((long long)panels * c / want);
-        return want;
+    if (div == 0) {
+        for (int c = 1; c <= nt; c++) cb[c] = (int)((long long)panels * c / nt);
+        return nt;
     }
-    int div = 2 * nt * want / (nt * GEMM_CHUNKS); // 2 nt for the usual count, less for fewer chunks
-    if (div < nt) div = nt;
     while (p < panels) {
         int s = (panels - p + div - 1) / div;
-        if (n == GEMM_CHUNKS_MAX - 1) s = panels - p;
+        if (n == GEMM_CHUNKS_CAP(nt) - 1) s = panels - p;
         p += s;
         cb[++n] = p;
     }
@@ -477,7 +474,7 @@ static int cpu_gemm_work_alloc(CpuGemmWork* w, int threads) {
 static void cpu_gemm_work_free(CpuGemmWork* w) { free(w->mem); w->mem = NULL; w->shared = NULL; w->shared_cap = 0; w->threads = 0; }
 
 // C (M, N), row stride ldc. See the top of the file. Parallel over outputs only: the larger of
-// M and N is cut into chunks of whole micro-panels (one OpenMP region; see GEMM_CHUNKS).
+// M and N is cut into chunks of whole micro-panels (one OpenMP region; see gemm_chunks_guided).
 // flags: CPU_GEMM_ACCUMULATE, CPU_GEMM_STREAM. work: pack buffers for at least this region's
 // threads, or NULL (allocated per call).
 static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
@@ -507,7 +504,7 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
 #endif
         const float* sa = NULL;
         const float* sb = NULL;
-        int chunks = nt;
+        int div = 0; // chunking: equal parts, or guided around the shared operand
         if (shared != NULL && nt > 1) { // pack the shared operand together: each thread a slice of every k block
             int units = split_rows ? (int)(Np / ar.nr) : (int)(Mp / ar.mr);
             int u0 = (int)((long long)units * id / nt), u1 = (int)((long long)units * (id + 1) / nt);
@@ -517,8 +514,7 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
                 else gemm_pack_a(isa, shared + Mp * pc + (size_t)u0 * ar.mr * kc, A, a_rs, a_cs, M, u0 * ar.mr, (u1 - u0) * ar.mr, pc, kc, ar.mr);
             }
             if (split_rows) sb = shared; else sa = shared;
-            int per = need > GEMM_SHARED_L2 ? GEMM_CHUNKS_BIG : GEMM_CHUNKS;
-            chunks = nt * per < panels ? nt * per : panels;
+            div = need > GEMM_SHARED_L2 ? nt : 2 * nt;
             #pragma omp barrier
         }
         float *Ap = NULL, *Bp = NULL, *own = NULL;
@@ -541,8 +537,8 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
         // chunks in order, each to whichever thread is free (the bits do not depend on which):
         // sizes decreasing (guided), so the last ones, where one thread may wait for the
         // other, are small
-        int cb[GEMM_CHUNKS_MAX + 1];
-        chunks = gemm_chunks_guided(panels, nt, chunks, cb);
+        int cb[GEMM_CHUNKS_CAP(nt) + 1];
+        int chunks = gemm_chunks_guided(panels, nt, div, cb);
         #pragma omp for schedule(dynamic, 1)
         for (int ch = 0; ch < chunks; ch++) {
             int p0 = cb[ch], p1 = cb[ch + 1];
