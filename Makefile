@@ -83,6 +83,11 @@ dev/fuzz/bin/fuzz_%: dev/fuzz/fuzz_%.c $(HEADERS)
 	@mkdir -p dev/fuzz/bin
 	clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< -lm -o $@
 
+# the CPU GEMM's pack offsets, chunk tables and edge tiles under ASan+UBSan (with OpenMP:
+# the threads' bounds are what it checks)
+test_cpu_gemm_asan: test_cpu_gemm.c llmc/cpu_gemm.h llmc/cpu_math.h
+	$(CC) $(SAN_FLAGS) -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -fopenmp $< -lm -o $@
+
 # single process, no MPI, no OpenMP (its runtime is not instrumented)
 test_gpt_asan: test_gpt.c train_gpt.c $(HEADERS) dev/test_common.h
 	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas $< -lm -o $@
@@ -101,12 +106,13 @@ asan: test_gpt_asan fixtures
 # fixture writer are single-threaded, and one after another they took a third of the run.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_BINS = train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_cpu_gemm fixtures data \
-    $(if $(MPICC),test_comm) test_gpt_asan $(FUZZ_BINS) $(CUEMU_TEST_BINS) $(CUDA_TEST_BINS)
+    $(if $(MPICC),test_comm) test_gpt_asan test_cpu_gemm_asan $(FUZZ_BINS) $(CUEMU_TEST_BINS) $(CUDA_TEST_BINS)
 test-bins: $(TEST_BINS)
 test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-bins
 	./test_planner
 	./test_cpu_gemm
+	./test_cpu_gemm_asan
 	bash dev/check_cpu_repro.sh
 ifneq ($(MPICC),)
 	LLMC_MPI_CHUNK=7 mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) -np 4 ./test_comm
@@ -142,6 +148,6 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean: cuda-clean cuemu-clean
-	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_comm test_planner test_instruments test_cpu_gemm fixtures.log
+	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_cpu_gemm_asan test_comm test_planner test_instruments test_cpu_gemm fixtures.log
 	rm -rf dev/fuzz/bin
 	rm -rf fixtures

@@ -252,7 +252,9 @@ int main(int argc, char** argv) {
         check((CpuIsa)isa, 3, 1601, 96, 64, 1, 0, 1, 0);
         check((CpuIsa)isa, 3, 300, 200, 600, 0, 0, 1, 1);
         check((CpuIsa)isa, 3, 97, 70, 520, 1, 1, 0, 1);
+        check((CpuIsa)isa, 71, 300, 200, 600, 0, 1, 0, 0); // more threads than the 2-core machine has chunks of some shapes
         per_thread_packs = 0;
+        check((CpuIsa)isa, 70, 300, 200, 600, 0, 1, 0, 0); // and around a shared operand
         printf("%s: %s\n", cpu_isa_name((CpuIsa)isa), failed == before ? "bit-identical to the fmaf reference" : "MISMATCH");
     }
     check_packs();
