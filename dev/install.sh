@@ -22,33 +22,13 @@ if ! /usr/bin/python3 -c "import tokenizers" 2>/dev/null; then
   /usr/bin/python3 -m pip install -q --break-system-packages tokenizers
 fi
 # CUDA binary tools for the resource and SASS checks (make cuda-resources-check): cuobjdump and
-# nvdisasm are not in every toolkit install; PyPI ships them. The cuDNN frontend is header-only:
-# its include/ is copied to dev/cuda/third_party/cudnn_frontend (ignored by git, found by
-# dev/cuda/find_libs.sh). Neither is fatal when PyPI cannot be reached.
+# nvdisasm are not in every toolkit install; PyPI ships them (not fatal when PyPI cannot be
+# reached). The cuDNN frontend headers are vendored in dev/cuda/third_party/cudnn_frontend.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   if ! /usr/bin/python3 -c "import glob, site, sys; sys.exit(not any(glob.glob(d + '/nvidia/*/bin/cuobjdump') for d in site.getsitepackages()))" 2>/dev/null \
      && ! command -v cuobjdump >/dev/null 2>&1; then
     echo "install.sh: pip installing nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"
     /usr/bin/python3 -m pip install -q --break-system-packages nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm || echo "install.sh: note: cuobjdump not installed (make cuda-resources-check needs it)"
-  fi
-  fe_dir="$(cd "$(dirname "$0")" && pwd)/cuda/third_party/cudnn_frontend"
-  # the wheel puts its headers in site-packages/include (older ones: site-packages/cudnn/include)
-  fe_find='import os, site
-for d in site.getsitepackages() + [site.getusersitepackages()]:
-    for c in (os.path.join(d, "include"), os.path.join(d, "cudnn", "include")):
-        if os.path.isfile(os.path.join(c, "cudnn_frontend.h")): print(c); raise SystemExit'
-  if [ ! -f "$fe_dir/include/cudnn_frontend.h" ]; then
-    fe_inc=$(/usr/bin/python3 -c "$fe_find" 2>/dev/null || true)
-    if [ ! -f "$fe_inc/cudnn_frontend.h" ]; then
-      echo "install.sh: pip installing nvidia-cudnn-frontend (headers for the cuDNN attention path)"
-      /usr/bin/python3 -m pip install -q --break-system-packages nvidia-cudnn-frontend || true
-      fe_inc=$(/usr/bin/python3 -c "$fe_find" 2>/dev/null || true)
-    fi
-    if [ -f "$fe_inc/cudnn_frontend.h" ]; then
-      mkdir -p "$fe_dir" && cp -r "$fe_inc" "$fe_dir/" && echo "install.sh: cuDNN frontend headers in $fe_dir/include"
-    else
-      echo "install.sh: note: cuDNN frontend headers not found (only the cuDNN path needs them)"
-    fi
   fi
 fi
 # transformers, safetensors and lm-evaluation-harness for the Hugging Face export tests and

@@ -12,7 +12,7 @@
 # Overrides (the test dev/cuda/test_find_libs.sh uses them with fake wheel layouts):
 #   FIND_LIBS_SYSTEM_DIRS  prefixes searched as PREFIX/include + PREFIX/lib{,64}
 #   FIND_LIBS_SITE_DIRS    site-packages directories (default: asked from python3)
-#   FIND_LIBS_FRONTEND     the cuDNN frontend include dir (default dev/cuda/third_party/...)
+#   FIND_LIBS_FRONTEND     the cuDNN frontend include dir (default: the vendored dev/cuda/third_party/cudnn_frontend/include)
 set -u
 linkdir=${1:?usage: find_libs.sh LINKDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -97,6 +97,6 @@ if [ -f "$frontend/cudnn_frontend.h" ]; then
     note="$note; cuDNN frontend: $frontend"
 else
     echo "CUDNN_FRONTEND_CFLAGS :="
-    note="$note; cuDNN frontend: not found (bash dev/install.sh puts it in dev/cuda/third_party)"
+    note="$note; cuDNN frontend: not found in $frontend (vendored in dev/cuda/third_party/cudnn_frontend: is the checkout complete?)"
 fi
 echo "FIND_LIBS_NOTE := $note"
