@@ -48,7 +48,13 @@ CUDA_WERROR ?= 1
 CUDA_HOST_WARN = -Wall,-Wextra,$(if $(filter 1,$(CUDA_WERROR)),-Werror$(CUDA_COMMA))-Wno-unused-function,-Wno-format-truncation
 CUDA_OMP := $(shell echo 'int main(void){return 0;}' | $(or $(CXX),g++) -fopenmp -x c++ - -o /dev/null 2>/dev/null && echo yes)
 CUDA_NVCC_ALL = $(NVCC_FLAGS) $(if $(filter 1,$(CUDA_WERROR)),-Werror all-warnings) $(NCCL_CFLAGS) -Xcompiler $(CUDA_HOST_WARN)$(if $(CUDA_OMP),$(CUDA_COMMA)-fopenmp,$(CUDA_COMMA)-Wno-unknown-pragmas) $(CUDA_GENCODE)
-CUDA_LIBS = -lcublasLt -lcublas $(NCCL_LIBS) $(if $(CUDA_OMP),-lgomp)
+# the toolkit's own library directory (cuBLASLt, nvrtc) as an rpath, so the binary finds them
+# whatever the machine's loader configuration: the -L directories nvcc itself links with
+# (nvcc -dryrun), the first that holds libcublasLt
+CUDA_TK_LIBDIR := $(if $(NVCC),$(patsubst %/,%,$(dir $(firstword $(wildcard $(addsuffix /libcublasLt.so*,\
+    $(patsubst -L%,%,$(filter -L%,$(shell echo 'int main(){return 0;}' > /tmp/llmc_dryrun_$$$$.cu; \
+    $(NVCC) -dryrun /tmp/llmc_dryrun_$$$$.cu -o /tmp/llmc_dryrun_$$$$ 2>&1 | tr '"' ' '; rm -f /tmp/llmc_dryrun_$$$$.cu)))))))))
+CUDA_LIBS = -lcublasLt -lcublas $(if $(CUDA_TK_LIBDIR),-Xlinker -rpath=$(CUDA_TK_LIBDIR)) $(NCCL_LIBS) $(if $(CUDA_OMP),-lgomp)
 CUDA_COMMA := ,
 
 # MPI: compile and link flags from the wrapper (Open MPI --showme, MPICH -compile_info)
@@ -72,7 +78,7 @@ endif
 CUDA_HEADERS = $(wildcard $(CUDA_ROOT)/llmc/*.h $(CUDA_ROOT)/llmc/*.cuh)
 
 # cuDNN fused attention (llmc/attention_cudnn.*): used when find_libs.sh found cuDNN (cudnn.h and
-# the library) and the frontend headers (dev/install.sh copies them to dev/cuda/third_party);
+# the library) and the frontend headers (vendored in dev/cuda/third_party/cudnn_frontend);
 # otherwise the build says so and the trainer uses its own attention kernels. CUDA_CUDNN=0
 # turns it off. libnvrtc: the frontend's runtime-compiled engines need it.
 CUDA_CUDNN ?= 1
@@ -86,12 +92,12 @@ CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/dev/cuemu
 CUDA_EMU_CXX ?= g++
 CUDA_EMU_FLAGS = -std=c++17 -O2 -rdynamic -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
 
-.PHONY: cuda-emu-detect cuda-costmodel cuda-cudnn-note cuda-cudnn-attention cuda-resources cuda-resources-check cuda-libs cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
+.PHONY: cuda-rpath-check cuda-emu-detect cuda-costmodel cuda-cudnn-note cuda-cudnn-attention cuda-resources cuda-resources-check cuda-libs cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
 
 ifeq ($(NVCC),)
 cuda-build cuda-check-build:
 	@echo "$@: nvcc not found (install the CUDA toolkit, or set NVCC=/path/to/nvcc): CUDA build SKIPPED"
-cuda-resources cuda-resources-check cuda-libs:
+cuda-resources cuda-resources-check cuda-libs cuda-rpath-check:
 	@echo "$@: nvcc not found: SKIPPED"
 else
 cuda-nccl-header:
@@ -112,7 +118,7 @@ train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl
 	@grep -v '^ptxas info\|bytes stack frame' $(CUDA_BUILD)/train_gpt_cu.ptxas.log >&2 || true
 
 cuda-cudnn-note:
-	@$(if $(CUDA_HAVE_CUDNN),echo "note: cuDNN fused attention: on (USE_CUDNN)",echo "note: cuDNN attention off ($(if $(filter 1,$(CUDA_CUDNN)),cuDNN or its frontend headers not found: bash dev/install.sh fetches the headers; make cuda-libs says what was found,CUDA_CUDNN=0)): attention uses the own kernels")
+	@$(if $(CUDA_HAVE_CUDNN),echo "note: cuDNN fused attention: on (USE_CUDNN)",echo "note: cuDNN attention off ($(if $(filter 1,$(CUDA_CUDNN)),cuDNN (cudnn.h + libcudnn) not found: pip install nvidia-cudnn-cu13 or install libcudnn9-dev; make cuda-libs says what was found,CUDA_CUDNN=0)): attention uses the own kernels")
 
 test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
 	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS)
@@ -129,6 +135,13 @@ cuda-build: train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn
 
 cuda-libs:
 	@echo "$(FIND_LIBS_NOTE)"
+
+# the binaries carry an rpath to the toolkit's libraries (cuBLASLt, nvrtc), not only to NCCL's/cuDNN's
+cuda-rpath-check: train_gpt_cu test_gpt_cu
+	@test -n "$(CUDA_TK_LIBDIR)" || { echo "FAIL cuda-rpath-check: libcublasLt not found in nvcc's -L directories"; exit 1; }
+	@for b in $^; do readelf -d $$b | grep -E 'R(UN)?PATH' | grep -qF '$(CUDA_TK_LIBDIR)' || \
+	    { echo "FAIL cuda-rpath-check: $$b has no rpath to $(CUDA_TK_LIBDIR)"; exit 1; }; done
+	@echo "cuda-rpath-check: train_gpt_cu and test_gpt_cu find cuBLASLt/nvrtc through their rpath ($(CUDA_TK_LIBDIR))"
 
 $(CUDA_BUILD)/%: $(CUDA_DIR)/%.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS)
 	@mkdir -p $(@D)
