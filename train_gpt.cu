@@ -45,6 +45,7 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
+#include <cuda_profiler_api.h>
 #include "llmc/utils.h"
 #include "llmc/config.h"
 #include "llmc/schedule.h"
@@ -217,6 +218,10 @@ static void attention_setup(GPT* g) {
     if (g->attn != ATTN_CUDNN) return;
     char why[512];
     g->cudnn = cudnn_attn_create(g->B, g->T, g->NH, g->hs, g->stream, why, sizeof why);
+    if (g->cudnn != NULL && !cudnn_attn_deterministic(g->cudnn))
+        fprintf(stderr, "warning: cuDNN %zu has no deterministic attention backward for T=%d heads=%d head size %d: the "
+                "non-deterministic one runs, so a resumed run is not bit-identical (LLMC_ATTENTION=tc keeps the bits)\n",
+                cudnn_attn_version(), g->T, g->NH, g->hs);
     if (g->cudnn != NULL) return;
     const char* v = getenv("LLMC_ATTENTION");
     if (v != NULL && strcmp(v, "cudnn") == 0) die("LLMC_ATTENTION=cudnn: %s", why);
@@ -713,6 +718,8 @@ typedef struct {
     char device[256];
     char bus[32];                           // PCI bus id of this rank's GPU
     cudaStream_t stream;
+    int64_t profile_step;                   // LLMC_PROFILE_STEP=N: only step N runs inside cudaProfilerStart/Stop
+    int reported;                           // the GEMM report (fused epilogues, algorithms) is printed after the first step
 } Train;
 
 // Uploads a micro-batch's tokens (and on the first stage the embedding buckets).
@@ -911,6 +918,8 @@ static StepResult train_step(Train* t) {
     DevComm* dc = &t->dc;
     const Config* c = &t->run.cfg;
     StepResult r = run_step_plan(&t->run); // batch, LR, micro-batches from the recipe
+    int profiled = t->profile_step == t->run.step + 1;
+    if (profiled) cudaCheck(cudaProfilerStart()); // ncu --profile-from-start off sees this step alone
     long syncs0 = dc->host_syncs;
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
     cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
@@ -945,6 +954,9 @@ static StepResult train_step(Train* t) {
         if (c->zero) dc_dp_allgather_bf16(dc, g->params, g->pl.total); // every DP rank updated its shard
     }
     dc_collect_time(dc); // the step's end: waits for the stream
+    if (profiled) cudaCheck(cudaProfilerStop());
+    if (!t->reported && comm->rank == 0) gemm_report(&g->gemm, g->gelu_fused, stdout);
+    t->reported = 1;
     r.host_syncs = (int)(dc->host_syncs - syncs0);
     run_step_done(&t->run, &r); // a skipped step still consumes its batch
     return r;
@@ -1221,6 +1233,8 @@ static void select_device(Train* t) {
 static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     memset(t, 0, sizeof(*t));
     run_init(&t->run, cfg, comm);
+    const char* ps = getenv("LLMC_PROFILE_STEP");
+    t->profile_step = ps != NULL ? atoll(ps) : 0;
     t->dc.nccl = strcmp(cfg->comm, "nccl") == 0;
     select_device(t);
     cudaCheck(cudaStreamCreate(&t->stream));

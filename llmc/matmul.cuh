@@ -294,4 +294,39 @@ static void matmul_backward_input_dgelu(Gemm* g, bf16* dinp, float* dbias, const
     bias_backward(g, dbias, dinp, IC, N, IC);
 }
 
+static const char* fused_state(int ok) { return ok == 1 ? "used" : (ok == 0 ? "REFUSED by cuBLASLt, unfused kernels run" : "not tried"); }
+
+// What the GEMMs actually ran: the fused epilogues (used, refused and fallen back, or never
+// tried) and, with per_shape, each planned shape's cuBLASLt algorithm (id, tile, stages,
+// split-K), so a benchmark says which kernels it timed. Call after a step.
+static void gemm_report(const Gemm* g, int gelu_wanted, FILE* out) {
+    static const char* EPI[] = {"none", "bias", "gelu_aux_bias", "bgradb", "dgelu_bgrad"};
+    fprintf(out, "gemm: fused GELU forward epilogue: %s; fused bias-gradient epilogues: %s\n",
+            gelu_wanted ? fused_state(g->gelu_fused_ok) : "off (LLMC_GELU_FUSION=0)",
+            g->bgrad_fused ? fused_state(g->bgrad_fused_ok) : "off (LLMC_BGRAD_FUSION=0)");
+    if (gelu_wanted && g->gelu_fused_ok == 0)
+        fprintf(stderr, "warning: cuBLASLt refused the fused GELU epilogue: the unfused GEMM + gelu kernel run (slower)\n");
+    if (g->bgrad_fused && g->bgrad_fused_ok == 0)
+        fprintf(stderr, "warning: cuBLASLt refused the fused bias-gradient epilogues: separate bias passes run (slower)\n");
+    const char* v = getenv("LLMC_GEMM_REPORT");
+    if (v == NULL || strcmp(v, "1") != 0) return;
+    for (int i = 0; i < g->nplans; i++) {
+        const GemmPlan* p = &g->plans[i];
+        int32_t id = -1;
+        uint32_t tile = 0, stages = 0, splitk = 0;
+        size_t w = 0;
+        if (p->ok) {
+            cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w));
+            cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w));
+            cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w));
+            cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w));
+        }
+        fprintf(out, "gemm plan %2d: m %6d n %6d k %6d op %c%c out %s epilogue %-13s align %3d/%3d/%3d: ", i, p->m, p->n, p->k,
+                p->ta ? 'T' : 'N', p->tb ? 'T' : 'N', p->d_f32 ? "fp32" : "bf16", EPI[p->epi], p->align_a, p->align_b,
+                p->align_d);
+        if (p->ok) fprintf(out, "algo %d tile %u stages %u split-k %u\n", id, tile, stages, splitk);
+        else fprintf(out, "no algorithm (fell back)\n");
+    }
+}
+
 #endif // LLMC_MATMUL_CUH

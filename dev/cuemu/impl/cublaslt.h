@@ -465,6 +465,32 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, 
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// The emulation has one algorithm: every configuration attribute reads as 0 (id 0, no
+// tile, no split-K), so a trainer that reports its algorithms prints something under emulation.
+typedef enum {
+    CUBLASLT_ALGO_CONFIG_ID = 0,
+    CUBLASLT_ALGO_CONFIG_TILE_ID = 1,
+    CUBLASLT_ALGO_CONFIG_SPLITK_NUM = 2,
+    CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME = 3,
+    CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING = 4,
+    CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION = 5,
+    CUBLASLT_ALGO_CONFIG_STAGES_ID = 6,
+    CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID = 7,
+    CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID = 8,
+} cublasLtMatmulAlgoConfigAttributes_t;
+static inline cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
+                                                                  cublasLtMatmulAlgoConfigAttributes_t attr, void* buf,
+                                                                  size_t size, size_t* written) {
+    if (!algo || algo->data[0] != cuemu::kLtAlgoTag) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((int)attr < 0 || (int)attr > 8) return cuemu::lt_fail(CUBLAS_STATUS_INVALID_VALUE, "algo config attribute %d", (int)attr);
+    size_t need = attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID || attr == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID ? 2 : 4;
+    if (written) *written = need;
+    if (size == 0 && buf == NULL) return CUBLAS_STATUS_SUCCESS;
+    if (size < need || !buf) return CUBLAS_STATUS_INVALID_VALUE;
+    memset(buf, 0, need);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 namespace cuemu {
 inline void lt_compute(const LtPlan& P, const cublasLtMatmulDescOpaque_t* d, const cublasLtMatrixLayoutOpaque_t* Ad,
                        const cublasLtMatrixLayoutOpaque_t* Bd, const cublasLtMatrixLayoutOpaque_t* Cd,
