@@ -31,7 +31,7 @@ else
   MPI_FLAGS =
 endif
 
-.PHONY: all test test-bins quickstart data fixtures clean bench attack fuzz asan test-hf cloze
+.PHONY: gpu-rehearsal all test test-bins quickstart data fixtures clean bench attack fuzz asan test-hf cloze
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
 include dev/cuemu/cuemu.mk
@@ -128,10 +128,15 @@ endif
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
 	$(MAKE) --no-print-directory test-hf
-	$(MAKE) --no-print-directory cuda-build cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test cuda-emu-detect cuda-costmodel
+	$(MAKE) --no-print-directory cuda-build cuda-rpath-check cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test cuda-emu-detect cuda-costmodel
+	$(MAKE) --no-print-directory gpu-rehearsal
 	./test_gpt_asan fixtures --quick
 	bash dev/attack/run.sh
 	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# the first GPU run's dress rehearsal: dev/gpu_check.sh end to end on the CPU (doc/gpu_check.md)
+gpu-rehearsal: train_gpt $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/check_attention
+	bash dev/test_gpu_rehearsal.sh
 
 # Hugging Face export/import and the cloze evaluation vs lm-eval (the venv of dev/install.sh)
 HF_PY ?= $(HOME)/.cache/llmc/hf-venv/bin/python

@@ -16,7 +16,12 @@ and printed beside the prediction table `make cuda-costmodel` writes
 so the first GPU run calibrates the model. ncu serializes kernels, so the sum is the time
 with no overlap between kernels: the quantity the model predicts.
 
+With --step, the CSV is one step's kernels already: ncu --profile-from-start off on a run
+with LLMC_PROFILE_STEP=N, where the trainer brackets step N with cudaProfilerStart/Stop
+(one run, and only that step's kernels are replayed by ncu).
+
 Usage: kernel_times.py --one NCU_1STEP.csv --two NCU_2STEP.csv --pred PRED.tsv --gpu H200
+       kernel_times.py --step NCU_STEP.csv --pred PRED.tsv --gpu H200
        kernel_times.py --selftest
 """
 import argparse, csv, io, re, sys
@@ -128,6 +133,8 @@ def selftest():
     check(abs(d["init_kernel"][1]) < 1e-12 and d["init_kernel"][2] == 0, "start-up kernels cancel in the difference (%s)" % (d["init_kernel"],))
     check(d["gelu"][1] == 0.0 and d["gelu"][3] == 0.1, "a predicted class the GPU never ran shows 0 measured (%s)" % (d["gelu"],))
     check(rows[0][0] == "gemm", "rows sorted by the larger of measured and predicted: gemm first")
+    alone = {r[0]: r for r in compare(({}, {}), read_ncu(one), read_pred(pred, "H200"))}
+    check(abs(alone["gemm"][1] - 2.5) < 1e-12 and alone["init_kernel"][2] == 1, "--step: the CSV is the step itself, nothing subtracted (%s)" % (alone["gemm"],))
     txt, tm, tp = table(rows, "H200", "test")
     check(abs(tm - 3.304) < 1e-9 and abs(tp - 2.354) < 1e-9, "totals: measured 3.304 ms, predicted 2.354 ms (%.6f, %.6f)" % (tm, tp))
     check(txt.splitlines()[2].split()[-1] == "1.50", "gemm row ends with meas/pred 1.50 (%s)" % txt.splitlines()[2])
@@ -146,17 +153,25 @@ def selftest():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--one"); ap.add_argument("--two"); ap.add_argument("--pred"); ap.add_argument("--gpu", default="H200")
+    ap.add_argument("--step", help="one step's kernels (LLMC_PROFILE_STEP); instead of --one/--two")
     ap.add_argument("--selftest", action="store_true")
     a = ap.parse_args()
     if a.selftest: return selftest()
-    if not (a.one and a.two and a.pred): ap.error("--one, --two and --pred are required")
-    with open(a.one) as f1, open(a.two) as f2, open(a.pred) as fp:
-        one, two, ptxt = read_ncu(f1.read()), read_ncu(f2.read()), fp.read()
+    if not ((a.step or (a.one and a.two)) and a.pred): ap.error("--step (or --one and --two) and --pred are required")
+    with open(a.pred) as fp:
+        ptxt = fp.read()
+    if a.step:
+        with open(a.step) as f:
+            one, two = ({}, {}), read_ncu(f.read())
+    else:
+        with open(a.one) as f1, open(a.two) as f2:
+            one, two = read_ncu(f1.read()), read_ncu(f2.read())
     pred = read_pred(ptxt, a.gpu)
     if not pred: print("no prediction rows for %s in %s: measured times only" % (a.gpu, a.pred))
     stamp = next((l[1:].strip() for l in ptxt.splitlines() if l.startswith("# generated")), "generation unknown")
     txt, tm, tp = table(compare(one, two, pred), a.gpu,
-                        "MEASURED (ncu, one step = 2-step run - 1-step run) beside PREDICTED (cost model on %s, %s)" % (a.gpu, stamp))
+                        "MEASURED (ncu, %s) beside PREDICTED (cost model on %s, %s)"
+                        % ("one step alone" if a.step else "one step = 2-step run - 1-step run", a.gpu, stamp))
     print(txt)
     print("kernel time per step: measured %.1f ms, predicted %.1f ms" % (tm, tp))
     return 0
