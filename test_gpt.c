@@ -2,7 +2,7 @@
  * test_gpt.c: tests of the CPU trainer. It includes train_gpt.c with TESTING defined and
  * calls its functions (no second copy of the model). Expected values come from the
  * independent PyTorch reference (dev/train_gpt.py fixtures), from the worked values of
- * SPEC section 2, or from formulas; never from this code's own output.
+ * doc/spec.md section 2, or from formulas; never from this code's own output.
  *
  * usage: ./test_gpt FIXTURE_DIR      (make test regenerates the fixtures first)
  * Prints one line per check and `N passed, M failed` last; exits 1 on any failure.
@@ -25,7 +25,7 @@ static void fixture_train(Train* t, const Config* cfg, const char* dir) {
 // ----------------------------------------------------------------------------------------
 
 static void test_schedule(void) {
-    // SPEC section 2 worked values (W=1e9, D=340e9, peak 5e-5, min 10%)
+    // doc/spec.md section 2 worked values (W=1e9, D=340e9, peak 5e-5, min 10%)
     const double n[7] = {0, 0.5e9, 1e9, 12e9, 100e9, 270e9, 340e9};
     const double want[7] = {0, 2.5e-5, 5e-5, 4.988e-5, 4.118e-5, 9.571e-6, 5e-6};
     for (int i = 0; i < 7; i++) {

@@ -326,7 +326,7 @@ static void test_terms(void) {
     /* constraints */
     char why[96];
     PlanLayout b = l;
-    check(plan_check_layout(&m, 2240, 1920, &l, why, sizeof(why)) == 0, "530b TP8 PP35 DP8 mb1 gb1920 satisfies SPEC section 3");
+    check(plan_check_layout(&m, 2240, 1920, &l, why, sizeof(why)) == 0, "530b TP8 PP35 DP8 mb1 gb1920 satisfies doc/spec.md section 3");
     b.tp = 5; b.pp = 7; b.dp = 64;
     plan_check_layout(&m, 2240, 1920, &b, why, sizeof(why));
     check(strstr(why, "heads") != NULL, "tp 5 rejected: %s", why);

@@ -6,7 +6,7 @@ the same Megatron GPT that train_gpt builds, in fp32 on the CPU with the same nu
 threads, and prints one JSON line with the median step time, tokens/s and GFLOP/s by the
 paper's formula (the one train_gpt logs), so the two can be set side by side.
 
-Model, as in train_gpt (SPEC section 1): token + learned position embedding, L pre-LN
+Model, as in train_gpt (doc/spec.md section 1): token + learned position embedding, L pre-LN
 blocks (x += Attn(LN1(x)); x += MLP(LN2(x))), final LN, LM head tied to the token
 embedding; causal attention with 1/sqrt(head_dim) scale, biases on QKV and output
 projections; MLP H -> 4H -> H with GeLU (tanh); LayerNorm eps 1e-5; no dropout. The

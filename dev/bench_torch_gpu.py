@@ -10,7 +10,7 @@ clipping at 1.0, AdamW (fused when available). Prints one JSON line: median step
 over the timed steps, tokens/s, TFLOP/s per GPU by the paper's formula (the one
 train_gpt_cu logs, f=3 without recompute) and MFU against -peak.
 
-Model, as in train_gpt (SPEC section 1): token + learned position embedding, L pre-LN
+Model, as in train_gpt (doc/spec.md section 1): token + learned position embedding, L pre-LN
 blocks (x += Attn(LN1(x)); x += MLP(LN2(x))), final LN, LM head tied to the token
 embedding over the V real rows only (the padded rows never make logits); causal attention
 with 1/sqrt(head_dim) scale, biases on every linear layer; MLP H -> 4H -> H with GeLU

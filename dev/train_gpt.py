@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """
 Independent PyTorch reference of the Megatron GPT model and the MT-NLG recipe
-(SPEC sections 1, 2, 4, 5). It writes the fixtures that test_gpt.c checks.
+(doc/spec.md sections 1, 2, 4, 5). It writes the fixtures that test_gpt.c checks.
 
-Written from SPEC.md and the fixture brief only (not from the C trainer), so that two
+Written from doc/spec.md and the fixture brief only (not from the C trainer), so that two
 independent implementations have to agree. Run with Debian's python3-torch (CPU):
 
     /usr/bin/python3 dev/train_gpt.py --out fixtures            # writes the fixtures
@@ -21,9 +21,9 @@ Outputs (OUT = --out):
 
 --perturb-init (on by default; --no-perturb-init turns it off): biases ~ N(0, 0.02^2),
 LayerNorm weights ~ 1 + N(0, 0.1^2), LayerNorm biases ~ N(0, 0.1^2) instead of the
-SPEC's 0 / 1 / 0, so that every term of the backward pass (bias paths, LN scale and
+spec's 0 / 1 / 0 (doc/spec.md), so that every term of the backward pass (bias paths, LN scale and
 shift) is exercised by the gradient fixture. This is for the fixture only; the trainer's
-own init follows SPEC section 1. Weight matrices and embeddings always follow the SPEC:
+own init follows doc/spec.md section 1. Weight matrices and embeddings always follow the spec:
 N(0, s^2), s = sqrt(1/(3C)), the two output projections s/sqrt(2L) (unless
 --no-scaled-init), wte rows V..Vp-1 zero.
 
@@ -181,7 +181,7 @@ def forward_alt(P, idx, targets, a):
 
 
 # ----------------------------------------------------------------------------------
-# recipe (SPEC section 2), everything counted in tokens / samples
+# recipe (doc/spec.md section 2), everything counted in tokens / samples
 
 def lr_at(n, a):
     """LR for a step that starts with n tokens consumed."""

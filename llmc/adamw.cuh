@@ -1,5 +1,5 @@
 /*
- * adamw.cuh: AdamW on fp32 master weights (SPEC section 2: bias-corrected, decoupled
+ * adamw.cuh: AdamW on fp32 master weights (doc/spec.md section 2: bias-corrected, decoupled
  * weight decay), exactly the update of train_gpt.c's gpt_adamw in fp32:
  *   g = grad * gscale (clipping); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
  *   master -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * master)

@@ -2,7 +2,7 @@
  * config.h: the run configuration shared by both trainers and the tests: model presets,
  * the recipe (defaults = the Megatron-Turing NLG 530B values), the 3D layout, I/O
  * flags; the command-line parser (unknown flags and bad values are errors), the
- * constraint checks of SPEC section 3, and the start-up table rank 0 prints.
+ * constraint checks of doc/spec.md section 3, and the start-up table rank 0 prints.
  * Parsing and validation never exit: they return a message so that, under MPI, every
  * rank can fail the same way while only rank 0 prints. Size arithmetic is done in 64
  * bits against the explicit limits below, so no flag value can overflow an int later
@@ -114,7 +114,7 @@ static void config_defaults(Config* c) {
     c->tp = 1; c->pp = 1; c->dp = 0; c->mb = 1; c->zero = 0; c->recompute = 0;
     c->sp = 0; c->vpp = 1;
     strcpy(c->comm, "nccl");
-    // the MT-NLG 530B recipe (SPEC section 2)
+    // the MT-NLG 530B recipe (doc/spec.md section 2)
     c->gb = 1920; c->ramp_start = 32; c->ramp_inc = 32; c->ramp_tokens = 12000000000LL;
     c->lr = 5.0e-5; c->lr_auto = 0;
     c->warmup_tokens = 1000000000LL; c->decay_tokens = 340000000000LL;
@@ -372,7 +372,7 @@ static int config_validate(Config* c, char* err) {
     return 0;
 }
 
-// Layout constraints of SPEC section 3, checked up front for the whole ramp.
+// Layout constraints of doc/spec.md section 3, checked up front for the whole ramp.
 static int config_validate_layout(const Config* c, int world, char* err) {
     #define FAIL(...) do { snprintf(err, CFG_ERR_LEN, __VA_ARGS__); return 1; } while (0)
     int dp = c->dp;

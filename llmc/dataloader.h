@@ -1,6 +1,6 @@
 /*
  * dataloader.h: token shards in llm.c's format and the layout-independent data
- * addressing of SPEC section 4.
+ * addressing of doc/spec.md section 4.
  *
  * Shard: 256 int32 header (magic 20240520, version 1, token count), then uint16 tokens.
  * The shards matched by a glob (sorted by name) form one token stream. Sample i is the

@@ -1,5 +1,5 @@
 /*
- * gelu.cuh: GeLU, tanh approximation (SPEC section 1), on bf16 tensors with fp32 math:
+ * gelu.cuh: GeLU, tanh approximation (doc/spec.md section 1), on bf16 tensors with fp32 math:
  * forward out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) and its backward
  * dinp = dout * gelu'(x). Elementwise, so trivially deterministic. dinp may alias dout
  * (each 8-element pack is read, then written, by one thread). 16-byte packed access where

@@ -172,7 +172,7 @@ static size_t param_full_index(const ParamLayout* pl, int t, size_t local) {
     return ((size_t)layer * pl->full_rows[t] + row) * pl->full_cols[t] + col;
 }
 
-// Initialisation (SPEC section 1): matrices and embeddings N(0, s^2), s = sqrt(1/(3C));
+// Initialisation (doc/spec.md section 1): matrices and embeddings N(0, s^2), s = sqrt(1/(3C));
 // the two output projections s/sqrt(2L) when scaled; biases 0; LayerNorm weight 1.
 // Padded vocabulary rows are 0: they are never looked up and never enter the softmax.
 static void param_init(const ParamLayout* pl, float* params, uint64_t seed, int scaled_init) {

@@ -393,7 +393,7 @@ static inline double plan_total_params(const PlanModel* m) {
     return m->L * (12.0 * H * H + 13.0 * H) + (double)m->V * H + (double)m->seq * H + 2.0 * H;
 }
 
-/* The paper's FLOPs per iteration (SPEC section 5): F = 24 f B s L H^2 (1 + s/(6H) + V/(16 L H)),
+/* The paper's FLOPs per iteration (doc/spec.md section 5): F = 24 f B s L H^2 (1 + s/(6H) + V/(16 L H)),
  * f = 4 with full activation recomputation, else 3. B = global batch in sequences. */
 static inline double plan_paper_flops(const PlanModel* m, double gb, int recompute) {
     double f = recompute ? 4.0 : 3.0, s = m->seq, L = m->L, H = m->H, V = m->V;
@@ -402,7 +402,7 @@ static inline double plan_paper_flops(const PlanModel* m, double gb, int recompu
 static inline double plan_tflops_per_gpu(const PlanModel* m, double gb, int recompute, double iter_s, int gpus) {
     return plan_paper_flops(m, gb, recompute) / (iter_s * gpus) / 1e12;
 }
-/* Model FLOPs per iteration: the paper's formula with f = 3 (SPEC section 5), the same
+/* Model FLOPs per iteration: the paper's formula with f = 3 (doc/spec.md section 5), the same
  * count the trainers' MFU uses, so -plan and a run report one MFU. Forward + backward of
  * the transformer, 3 x (24bsH^2 + 4bs^2H) per layer, and of the LM head (4.5bsHV in the
  * paper's count; Korthikanti et al. 2022 count 6bsHV, 0.05% more at 530B). */
@@ -483,7 +483,7 @@ static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, c
     o->params = plan_stage_params(md, l->tp, l->pp, stage);
     /* Mixed precision as the CUDA trainer does it: bf16 weights for compute, fp32
      * gradients, fp32 master weights and Adam moments; ZeRO-1 shards only the last three
-     * (master, m, v) over DP, gradients stay whole (SPEC section 3). */
+     * (master, m, v) over DP, gradients stay whole (doc/spec.md section 3). */
     o->weights = 2.0 * o->params;
     o->grads = 4.0 * o->params;
     o->optim = 12.0 * o->params / (l->zero ? l->dp : 1);
@@ -590,7 +590,7 @@ static inline int plan_group_crosses_node(long base, long stride, long count, in
     if (count <= 1) return 0;
     return base / gpn != (base + stride * (count - 1)) / gpn;
 }
-/* Which of the TP / PP / DP groups cross nodes, with SPEC's rank order
+/* Which of the TP / PP / DP groups cross nodes, with the spec's (doc/spec.md) rank order
  * rank = tp + TP*dp + TP*DP*pp. Any crossing group makes that dimension use the
  * inter-node link (the ring runs at its slowest hop, and 1F1B at its slowest stage). */
 static inline void plan_links(const PlanLayout* l, int gpn, int* tp_inter, int* pp_inter, int* dp_inter) {
@@ -754,7 +754,7 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
 /* ------------------------------------------------------------------------------------ */
 /* feasibility and evaluation                                                             */
 
-/* SPEC section 3 constraints for the final global batch. 0 ok; else 2 (batch) or 3
+/* doc/spec.md section 3 constraints for the final global batch. 0 ok; else 2 (batch) or 3
  * (shape / world) with the reason in why. */
 static inline int plan_check_layout(const PlanModel* md, int world, int gb, const PlanLayout* l, char* why, size_t n) {
     if (l->tp <= 0 || l->pp <= 0 || l->dp <= 0 || l->mb <= 0) { snprintf(why, n, "layout sizes must be positive"); return 3; }
