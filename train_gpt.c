@@ -3,7 +3,7 @@
  * bottom: communication helpers, the kernels, the model (forward, backward, AdamW), the
  * training step, validation, sampling, checkpoints, main.
  *
- * Megatron GPT (SPEC section 1): pre-LayerNorm blocks, learned positions, tied LM head,
+ * Megatron GPT (doc/spec.md section 1): pre-LayerNorm blocks, learned positions, tied LM head,
  * biases everywhere, GeLU (tanh), vocabulary padded (padding never enters the softmax).
  * Every kernel is written for the tensor-parallel slice it owns (C heads/TP, 4C/TP,
  * Vp/TP) and every reduction a kernel does runs in a fixed order inside one thread, so
@@ -683,8 +683,10 @@ static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
         for (int v = 0; v < Vv; v++) row[v] = (exp_vec(row[v] - lse) - (v == tgt ? 1.0f : 0.0f)) * dloss;
     }
     float* pd = rowpar_out(g, g->dtmp);
+    // every TP rank gathers, also one whose vocabulary slice is all padding (Vv = 0): which
+    // collectives a rank calls never depends on its share of the data
+    const float* lnf = gather_seq(g, comm, a->lnf, g->gat);
     if (Vv > 0) {
-        const float* lnf = gather_seq(g, comm, a->lnf, g->gat);
         int first = grad_first(g, PT_WTE, 0);
         if (first) memset(G(PT_WTE, 0) + (size_t)Vv * C, 0, sizeof(float) * (g->Vl - Vv) * C); // padded rows: the GEMM writes the first Vv
         matmul_backward(pd, G(PT_WTE, 0), first, NULL, a->logits, lnf, P(PT_WTE, 0), BT, C, Vv, &g->gemm_work);

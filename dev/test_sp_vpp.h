@@ -188,6 +188,51 @@ static void test_act_memory(void) {
     check(ok, "activation bytes kept per layer equal Korthikanti et al.'s formula adapted (fp32, no dropout, LN stats) in %d cases %s", n, worst);
 }
 
+// Degenerate layouts against the single process: TP ranks whose vocabulary slice is all
+// padding (V 300 padded to 1024: with TP 2 rank 1 holds rows 512-1023, with TP 4 ranks 2
+// and 3 hold only padding), one layer per pipeline chunk or stage, and fewer micro-batches
+// than stages (the ramp starts at 2 sequences). A collective that a rank skips for its
+// local data hangs such a layout; timeout ends it and the check fails.
+static void test_layouts_degenerate(const char* tmp, const char* data) {
+    char args[3000], cmd[4400], err[4096], path[1400], dir[1300];
+    const char* extra = "-V 300 -vpad 1024 -ramp 2 2 1536";
+    RunLog ref;
+    snprintf(dir, sizeof(dir), "%s/dref", tmp);
+    layout_args(args, sizeof(args), data, dir);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 timeout 300 ./train_gpt %s %s -steps %d", args, extra, LAYOUT_STEPS);
+    int rc = run_cmd(cmd, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
+    check(rc == 0 && read_runlog(path, &ref) == 0 && ref.n == LAYOUT_STEPS, "degenerate-layout reference 1x1x1 runs %d steps (rc %d)",
+          LAYOUT_STEPS, rc);
+    struct { int tp, pp, dp, zero, sp, vpp; const char* rc; const char* what; } D[] = {
+        {2, 1, 1, 0, 1, 1, "0", "TP rank 1 all padding"},
+        {4, 1, 1, 0, 1, 1, "selective", "TP ranks 2, 3 all padding"},
+        {2, 2, 1, 0, 1, 2, "selective", "all-padding TP rank, one layer per chunk"},
+        {2, 2, 2, 1, 1, 1, "0", "all-padding TP rank, 1 micro-batch for 2 stages"},
+        {1, 4, 1, 0, 0, 1, "full", "one layer per stage, 2 micro-batches for 4 stages"},
+    };
+    for (size_t i = 0; i < sizeof(D) / sizeof(D[0]); i++) {
+        snprintf(dir, sizeof(dir), "%s/d%zu", tmp, i);
+        layout_args(args, sizeof(args), data, dir);
+        int np = D[i].tp * D[i].pp * D[i].dp;
+        snprintf(cmd, sizeof(cmd), "%s -np %d ./train_gpt %s %s -tp %d -pp %d -dp %d -zero %d -sp %d -vpp %d -recompute %s -steps %d",
+                 MPIRUN, np, args, extra, D[i].tp, D[i].pp, D[i].dp, D[i].zero, D[i].sp, D[i].vpp, D[i].rc, LAYOUT_STEPS);
+        rc = run_cmd(cmd, err, sizeof(err));
+        RunLog rl;
+        snprintf(path, sizeof(path), "%s/log.jsonl", dir);
+        double wl = 0, wg = 0;
+        int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == LAYOUT_STEPS;
+        for (int s = 1; ok && s <= LAYOUT_STEPS; s++) {
+            double el = rel_err(rl.loss[s], ref.loss[s]), eg = rel_err(rl.gnorm[s], ref.gnorm[s]);
+            if (el > wl) wl = el;
+            if (eg > wg) wg = eg;
+        }
+        check(ok && wl <= 1e-5 && wg <= 1e-5, "degenerate layout %dx%dx%d%s sp %d vpp %d recompute %s (%s): %d steps, loss rel %.1e, "
+              "gnorm rel %.1e (rc %d)", D[i].tp, D[i].pp, D[i].dp, D[i].zero ? " zero-1" : "", D[i].sp, D[i].vpp, D[i].rc, D[i].what,
+              LAYOUT_STEPS, wl, wg, rc);
+    }
+}
+
 // layouts with the three techniques against the single process, over MPI
 static void test_layouts_sp_vpp(void) {
     if (!have_mpirun()) { check(0, "mpirun is available for the -sp / -vpp layout tests"); return; }
@@ -196,6 +241,7 @@ static void test_layouts_sp_vpp(void) {
     char data[1200], args[3000], cmd[4400], err[4096], path[1400], ck[1400], refck[2][1400], refdir[2][1300];
     snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
     write_pattern_shard(data, 40000, 300);
+    test_layouts_degenerate(tmp, data);
     RunLog ref[2];
     for (int i = 0; i < 2; i++) { // references: L 4 and L 8 (1x4x1 V=2 needs L % 8 == 0)
         snprintf(refdir[i], sizeof(refdir[i]), "%s/ref%d", tmp, i);
