@@ -6,8 +6,9 @@
  * Every file goes into a fresh DIR/ckpt_N.tmp; once every rank succeeded rank 0 writes
  * DONE there and renames the directory to DIR/ckpt_N (replacing a stale one of the same
  * step), so no save ever mixes with files of an earlier one; a failed save removes its
- * temporary directory. -keep N then prunes all but the newest N complete checkpoints. Loading goes through reshard.h, so a
- * checkpoint of any layout loads into any other.
+ * temporary directory. -keep N is applied by run.h
+ * after each save (ckpt_prune). Loading goes through reshard.h, so a checkpoint of any layout
+ * loads into any other.
  */
 #ifndef LLMC_CKPT_RANK_H
 #define LLMC_CKPT_RANK_H
@@ -48,14 +49,27 @@ static int ckpt_install(const char* tmp, const char* final) {
     return 0;
 }
 
-// -keep N: removes every complete checkpoint but the newest N (rank 0, after a save)
-static void ckpt_prune(const char* base, int keep) {
+// -keep N (rank 0, after a save): keeps the newest N checkpoints known to load (the ones this
+// run saved and the one it resumed from) and always the resumed one. A checkpoint not known to
+// load (an earlier run's: it may be corrupt) never counts towards N: newer ones of those stay,
+// older ones go once N known-good checkpoints are newer. So pruning never leaves a directory in
+// which no checkpoint loads.
+static int ckpt_known_good(int64_t s, const int64_t* good, int ngood, int64_t resumed) {
+    if (s == resumed) return 1;
+    for (int i = 0; i < ngood; i++) if (good[i] == s) return 1;
+    return 0;
+}
+static void ckpt_prune(const char* base, int keep, const int64_t* good, int ngood, int64_t resumed) {
     if (keep <= 0) return;
     int n = ckpt_list_complete(base, NULL, 0);
     if (n <= keep) return;
     int64_t* steps = (int64_t*)malloc_check(sizeof(int64_t) * n);
     n = ckpt_list_complete(base, steps, n);
-    for (int i = keep; i < n; i++) {
+    int kept_good = 0;
+    for (int i = 0; i < n; i++) { // newest first
+        int known = ckpt_known_good(steps[i], good, ngood, resumed);
+        if (kept_good < keep) { kept_good += known; continue; }
+        if (steps[i] == resumed) continue;
         char d[1100];
         ckpt_dir_name(d, sizeof(d), base, steps[i]);
         if (ckpt_remove_dir(d) != 0) fprintf(stderr, "warning: -keep: could not remove %s\n", d);
@@ -102,8 +116,8 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
     }
     ok = world_sum(comm, ok ? 0.0 : 1.0) == 0.0;
     if (ok && comm->rank == 0) {
-        printf("checkpoint %s\n", dir); fflush(stdout);
-        ckpt_prune(c->out_dir, c->keep);
+        printf("checkpoint %s\n", dir);
+        fflush(stdout);
     }
     return ok ? 0 : -1;
 }

@@ -14,6 +14,8 @@
 #define LLMC_RUN_H
 
 #include <glob.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +62,8 @@ typedef struct {
     int prompt[CFG_PATH_LEN]; int nprompt;  // -prompt token ids
     double t_start;                         // wall ms when the run started (progress)
     double win_ms[16]; int64_t win_tok[16], win_step[16]; int win_n; // recent steps (ETA)
+    int64_t* saved; int nsaved, saved_cap;  // steps this run saved (known to load: -keep counts only these)
+    int64_t resumed_step;                   // the checkpoint -resume loaded, -1 if none (never pruned)
 } Run;
 
 typedef struct {
@@ -71,6 +75,7 @@ typedef struct {
 
 static void run_init(Run* R, const Config* cfg, const Comm* comm) {
     memset(R, 0, sizeof(*R));
+    R->resumed_step = -1;
     R->cfg = *cfg;
     R->comm = *comm;
     R->lr_peak = cfg->lr_auto ? lr_auto(param_count_model(cfg->L, cfg->H, cfg->seq, cfg->V)) : cfg->lr;
@@ -91,6 +96,7 @@ static void run_free(Run* R) {
     if (R->have_tok) tokenizer_free(&R->tok);
     if (R->have_cloze) cloze_free(&R->cloze);
     logger_close(&R->log);
+    free(R->saved);
 }
 
 // Shards (only the stages that read tokens open them), the validation decision (every
@@ -348,6 +354,14 @@ typedef struct {
     EvalHooks ev;                      // forward of a token batch + a logits row (cloze eval, logits dump)
 } RunHooks;
 
+// 1 when path (which must exist) is dir or lies below it, after resolving links and "..".
+static int path_inside(const char* path, const char* dir) {
+    char rp[PATH_MAX], rd[PATH_MAX];
+    if (realpath(path, rp) == NULL || realpath(dir, rd) == NULL) return 0;
+    size_t n = strlen(rd);
+    return strncmp(rp, rd, n) == 0 && (rp[n] == '\0' || rp[n] == '/' || (n == 1 && rd[0] == '/'));
+}
+
 // -o: rank 0 takes the lock, clears partial saves and refuses a fresh run into a
 // directory holding checkpoints unless -overwrite 1 (which deletes them). Every rank
 // learns the outcome, so a refusal ends the job on all of them.
@@ -367,8 +381,13 @@ static void run_claim_outdir(Run* R) {
                     snprintf(err, sizeof(err), "-o %s holds %d checkpoint(s) of an earlier run: add -resume to continue it, "
                              "-overwrite 1 to start over (deletes them), or choose another -o", c->out_dir, n);
                     bad = 1;
+                } else if (c->init_from[0] != '\0' && path_inside(c->init_from, c->out_dir)) {
+                    snprintf(err, sizeof(err), "-init-from %s lies in -o %s, whose checkpoints -overwrite 1 would delete "
+                             "first: copy it out of %s, or choose another -o", c->init_from, c->out_dir, c->out_dir);
+                    bad = 1;
                 } else {
-                    printf("-overwrite 1: removed %d checkpoint(s) of the earlier run in %s\n", outdir_remove_checkpoints(c->out_dir), c->out_dir);
+                    int removed = outdir_remove_checkpoints(c->out_dir);
+                    printf("-overwrite 1: removed %d checkpoint(s) of the earlier run in %s\n", removed, c->out_dir);
                 }
             }
         }
@@ -452,6 +471,7 @@ static void run_resume(Run* R, const RunHooks* hk) {
     }
     if (skipped[0]) { fputs(skipped, stderr); fflush(stderr); }
     run_check_identity(R, dir);
+    R->resumed_step = R->step;
     if (R->comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)%s\n", dir, (long long)R->step, (long long)R->tokens,
                                   chosen > 0 ? " (newer checkpoints skipped, see above)" : "");
     run_event(R, "{\"type\":\"event\",\"event\":\"resume\",\"step\":%lld,\"tokens\":%lld,\"checkpoint\":\"ckpt_%08lld\",\"skipped\":%d}\n",
@@ -560,6 +580,20 @@ static int run_eval_only(Run* R, const RunHooks* h) {
     return 0;
 }
 
+// One checkpoint through the trainer's hook; on success it is known to load, and -keep prunes
+// around it (ckpt_prune). Returns the hook's status.
+static int run_save(Run* R, const RunHooks* h) {
+    if (h->save(h->self) != 0) return -1;
+    if (R->nsaved == R->saved_cap) {
+        R->saved_cap = R->saved_cap ? 2 * R->saved_cap : 16;
+        R->saved = (int64_t*)realloc(R->saved, sizeof(int64_t) * R->saved_cap);
+        if (R->saved == NULL) die("out of host memory for the list of saved checkpoints");
+    }
+    R->saved[R->nsaved++] = R->step;
+    if (R->comm.rank == 0) ckpt_prune(R->cfg.out_dir, R->cfg.keep, R->saved, R->nsaved, R->resumed_step);
+    return 0;
+}
+
 // Trains to -tokens / -steps. Returns the exit status (stop.h): 0; 3 after -spike-stop
 // skips in a row (a checkpoint of the weights from before the trouble is saved first);
 // 4 after SIGTERM/SIGINT/SIGUSR1 (the step finishes, a checkpoint is saved with -o).
@@ -596,7 +630,7 @@ static int run_loop(Run* R, const RunHooks* h) {
         logger_step(&R->log, &s);
         if (spike_should_stop(&R->spike, c->spike_stop)) {
             // skipped steps leave the weights alone: this checkpoint holds the weights from before the trouble
-            if (c->out_dir[0] && h->save(h->self) != 0) die("checkpoint after %d skipped steps failed", c->spike_stop);
+            if (c->out_dir[0] && run_save(R, h) != 0) die("checkpoint after %d skipped steps failed", c->spike_stop);
             if (R->comm.rank == 0) fprintf(stderr, "error: %d consecutive steps skipped (last: %s, loss %g, gnorm %g) at step %lld: "
                                            "lower -lr or -beta2, then -resume from the checkpoint in %s\n",
                                            c->spike_stop, spike_kind_name(r.skip), r.loss, r.gnorm, (long long)R->step,
@@ -611,14 +645,14 @@ static int run_loop(Run* R, const RunHooks* h) {
         watchdog_beat(&R->wd, R->step);
         int saved = 0;
         if (c->out_dir[0] && c->ckpt_every > 0 && (R->step % c->ckpt_every == 0 || last)) {
-            if (h->save(h->self) != 0) die("checkpoint at step %lld failed: free disk space or fix -o", (long long)R->step);
+            if (run_save(R, h) != 0) die("checkpoint at step %lld failed: free disk space or fix -o", (long long)R->step);
             saved = 1;
         }
         watchdog_beat(&R->wd, R->step);
         // a signal on any rank stops every rank after this same step
         int sig = stop_requested();
         if (world_sum(&R->comm, sig ? 1.0 : 0.0) > 0 && !last) {
-            if (c->out_dir[0] && !saved && h->save(h->self) != 0) die("checkpoint on stop at step %lld failed: free disk space or fix -o", (long long)R->step);
+            if (c->out_dir[0] && !saved && run_save(R, h) != 0) die("checkpoint on stop at step %lld failed: free disk space or fix -o", (long long)R->step);
             if (R->log.f) { fprintf(R->log.f, "{\"type\":\"event\",\"event\":\"stop\",\"step\":%lld,\"signal\":%d}\n", (long long)R->step, sig); fflush(R->log.f); }
             if (R->comm.rank == 0) {
                 if (c->out_dir[0]) fprintf(stderr, "stopped by a signal after step %lld: checkpoint saved in %s; continue with -resume (exit %d)\n", (long long)R->step, c->out_dir, RUN_EXIT_STOPPED);
