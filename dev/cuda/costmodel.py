@@ -4,59 +4,117 @@
 What is counted (by the CPU emulation, never guessed): build/cuda-cost/train_gpt_cu is
 train_gpt.cu under dev/cuemu built with clang's load/store instrumentation (CUEMU_COST,
 dev/cuemu/impl/cost.h). For one training step (the difference of a 1-step and a 2-step run,
-so start-up work cancels) it counts, per kernel, the global-memory bytes read and written,
-the 32-byte sectors touched per warp request against the minimum, and every cuBLASLt GEMM
-with its shape and epilogue.
+so start-up work cancels) it counts, per kernel, the launches and the global-memory bytes
+read and written, the 32-byte sectors touched per warp request against the minimum, and
+every cuBLASLt GEMM with its shape, output type and epilogue. The trainer's own log gives
+the host waits of the step (host_syncs) and its stdout the parameter count. These are
+counts, not timings: the emulation's speed says nothing about a GPU's.
 
 How it is scaled: the step is counted at several small shapes that vary one dimension at a
-time (layers, micro-batch, sequence, hidden, vocabulary). Each kernel's bytes per step is
-fitted as a sum of at most three size terms (L*B*T*C, B*T*V, L*C^2, ...) with non-negative
-coefficients; a fit that misses any counted shape by more than 3% is rejected, and the whole
-model is checked on a held-out shape. GEMM dimensions are matched to their symbols (B*T, C,
-3C, 4C, V) at every counted shape. The fitted model is then evaluated at the target (1.3b,
-T = 2048 by default) on H100 and H200.
+time (layers, micro-batch, sequence, hidden, vocabulary), one micro-batch per step, plus
+the base shape with two micro-batches per step: that pair splits every kernel's launches
+and bytes (and every GEMM) into a part per micro-batch and a part per step (AdamW, the
+gradient norm, ...), by counting, so a new kernel needs no entry here. Each kernel's bytes
+per step is fitted as a sum of at most three size terms (L*B*T*C, B*T*V, L*C^2, Vp*C, ...)
+with non-negative coefficients; a fit that misses any counted shape by more than 3% is
+rejected, and the whole model is checked on a held-out shape. GEMM dimensions are matched
+to their symbols (B*T, C, 3C, 4C, V, Vp) at every counted shape. Counting pads the
+vocabulary to a multiple of 64 (-vpad 64) so Vp differs from every other dimension; the
+target is evaluated at the trainer's default padding (1024).
 
-Assumptions (each a stated constant below; change them here, nowhere else):
-  * GEMMs: cuBLASLt bf16 at GEMM_TFLOPS on large shapes (H200 ~790 TFLOP/s, the issue's
-    figure for cuBLASLt; H100 750, assumed), times a wave-quantization factor for
-    128x256 output tiles on 132 SMs and k/(k+128) for short reductions.
-  * Memory-bound kernels at HBM_EFF of the HBM bandwidth (0.80, the planner's constant;
-    H100 SXM 3.35 TB/s, H200 4.8 TB/s), each launch at least LAUNCH_US (3 us).
-  * Attention (flash kernels' traffic excluded) at cuDNN's rate: forward 500 TFLOP/s,
-    backward 400 TFLOP/s for causal bf16 at head size 128, T = 2048 on H100/H200, assumed
-    from the cuDNN curves of Shah et al. 2024 (FlashAttention-3, Figs. 5-6, H100 SXM5).
-  * One GPU: no communication; no host gaps between kernels (CUDA graphs absent, so this
-    is optimistic by the launch overhead the host cannot hide).
-MFU counts model FLOPs only (the paper's formula with f = 3) over 989 TFLOP/s.
+How it is turned into time: ASSUMPTIONS below, each with a (slow, mid, fast) range. The
+prediction is the mid case; the range is the all-slow and all-fast corners (so it is wide,
+not a confidence interval). Every kernel is costed by one of three rules:
+  * GEMM (every cuBLASLt call): 2mnk FLOPs at GEMM_SUSTAINED of the 989 TFLOP/s dense bf16
+    peak (a large, well-shaped bf16 GEMM), times the wave quantization of the best of
+    128x256 / 256x128 / 128x128 output tiles over 132 SMs (128x128 tiles pay TILE_EFF_128),
+    times k/(k+K0) relative to k = 8192, times FUSED_EPI_RATE for a fused epilogue; plus
+    the epilogue's extra bytes (GELU aux write, DGELU aux read, bias-gradient vectors, and
+    for the fp32 weight gradients the C read and fp32 D write of beta = 1) at HBM rate,
+    EPI_EXPOSED of it not hidden behind the main loop; plus GEMM_FIXED_US per call.
+  * attention (every kernel kernel_times.py classes as attention): causal FLOPs (half of the
+    full T x T: forward 2*B*heads*T^2*hs per layer, backward 2.5x) at cuDNN's rates, the
+    backward at the deterministic algorithm's rate (the trainer builds it first).
+  * everything else (any kernel name, known or not): memory-bound, counted bytes at HBM_EFF
+    of the HBM bandwidth plus KERNEL_FIXED_US per launch.
+  Not kernels, but in the step: the fp32 gradient memset (4 bytes per parameter), a gap of
+  LAUNCH_GAP_US between back-to-back kernels (no CUDA graphs), DRAIN_US per host wait that
+  drains the stream, GUARD_US per micro-batch slot guard (hidden while the host is ahead),
+  the token uploads and stats reads (COPY_US each plus PCIe bytes), and, if the host
+  issues launches slower than the GPU runs them, the difference. One GPU: no communication.
+
+MFU two ways, both over 989 TFLOP/s: the paper's (Narayanan et al. 2021) model FLOPs
+F = 24 f B s L H^2 (1 + s/(6H) + V/(16 L H)), f = 3, which counts full (non-causal)
+attention, and llm.c's convention, which halves the causal attention term (s/(12H)).
 
 Usage: costmodel.py [--exe build/cuda-cost/train_gpt_cu] [--out DIR] [--mb 4] [--gb 16]
        [--pred-tsv FILE]  (per-class predicted ms per step, which dev/gpu_check.sh's profile
                            stage prints beside the measured times: dev/cuda/kernel_times.py)
-       [--selftest]   (the check make test runs: fits, held-out shape, printed prediction)
+       [--attention cudnn-det|cudnn-nondet|tc]  (which attention the main prediction uses)
+       [--markdown]   (print the per-kernel tables as markdown, for doc/cuda_speed.md)
+       [--selftest]   (the check make test runs: formulas, fits, held-out shape, prediction)
 """
-import argparse, concurrent.futures, itertools, math, os, struct, subprocess, sys, tempfile
+import argparse, concurrent.futures, itertools, json, math, os, re, subprocess, sys, tempfile
 
 import numpy as np
 
-GEMM_TFLOPS = {"H100": 750.0, "H200": 790.0}
-HBM_TBS = {"H100": 3.35, "H200": 4.8}
-HBM_EFF = 0.80
-LAUNCH_US = 3.0
-ATTN_FWD_TFLOPS, ATTN_BWD_TFLOPS = 500.0, 400.0
-PEAK_TFLOPS = 989.0
-SMS, TILE_M, TILE_N = 132, 128, 256
-ATTN_KERNELS = ("flash_", "attn_naive")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernel_times import kernel_class  # the classes ncu's measurement is grouped by
+
+# ------------------------------------------------------------------------------------------
+# ASSUMPTIONS: (slow, mid, fast). Change them here, nowhere else; doc/cuda_speed.md says why.
+PEAK_TFLOPS = 989.0            # dense bf16 tensor-core peak, H100 SXM and H200 (same GH100 SMs and clocks)
+HBM_TBS = {"H100": 3.35, "H200": 4.8}   # H100 SXM5 HBM3, H200 HBM3e (datasheets)
+SMS = 132
+A = {
+    # sustained fraction of PEAK for a large, well-shaped bf16 GEMM (full waves, k >= 8192), in a
+    # training loop (clocks under power limits); best-shape benchmarks reach ~0.80 (792-795 TFLOP/s)
+    "GEMM_SUSTAINED": (0.64, 0.72, 0.80),
+    "TILE_EFF_128": (0.85, 0.90, 0.95),      # a 128x128-tile kernel's rate relative to 128x256
+    "K0": (192.0, 128.0, 64.0),              # per-tile pipeline fill/drain in k-equivalents
+    "GEMM_FIXED_US": (5.0, 3.0, 2.0),        # per GEMM call: ramp-up and tail
+    "FUSED_EPI_RATE": (0.85, 0.95, 1.0),     # GELU_AUX_BIAS / DGELU_BGRAD / BGRADB kernels vs plain
+    "EPI_EXPOSED": (1.0, 0.5, 0.25),         # fraction of the epilogue's extra bytes not overlapped
+    "HBM_EFF": (0.70, 0.80, 0.90),           # streaming kernels' fraction of HBM bandwidth
+    "KERNEL_FIXED_US": (3.0, 2.0, 1.0),      # per launch of a memory-bound kernel (ramp, tail)
+    # cuDNN SDPA bf16, causal, head size 128, T = 2048 on H100/H200, TFLOP/s of causal FLOPs
+    "ATTN_FWD": (380.0, 450.0, 520.0),
+    "ATTN_BWD_NONDET": (320.0, 380.0, 440.0),
+    "ATTN_DET_FACTOR": (0.60, 0.75, 0.90),   # deterministic backward / non-deterministic
+    # the own tensor-core kernel (LLMC_ATTENTION=tc), the issue's estimate, not measured
+    "TC_FWD": (90.0, 115.0, 140.0),
+    "TC_BWD": (55.0, 75.0, 95.0),
+    "LAUNCH_GAP_US": (2.0, 1.0, 0.5),        # GPU idle between back-to-back kernels, host ahead
+    "DRAIN_US": (50.0, 20.0, 10.0),          # a host wait that drains the stream: wake-up + relaunch
+    "GUARD_US": (10.0, 0.0, 0.0),            # a micro-batch's upload-slot guard (hidden if host ahead)
+    "COPY_US": (8.0, 4.0, 2.0),              # one small cudaMemcpyAsync on the compute stream
+    "PCIE_GBS": (20.0, 25.0, 40.0),          # pinned host<->device
+    "HOST_LAUNCH_US": (8.0, 5.0, 3.0),       # host time to issue one launch (kernel or cuBLASLt)
+}
+CASES = {"slow": 0, "mid": 1, "fast": 2}
+TILES = ((128, 256), (256, 128), (128, 128))
+K_REF = 8192.0                                # the k at which GEMM_SUSTAINED is stated
+# copies on the compute stream, from train_gpt.cu: acts_upload_tokens (inputs, targets and the
+# three embedding-bucket arrays) per micro-batch, train_step's two stats reads per step
+H2D_COPIES_PER_MICRO, D2H_COPIES_PER_STEP = 5, 2
 EPI_NAMES = {1: "", 4: " +bias", 164: " +GELU_AUX_BIAS", 208: " +DGELU_BGRAD", 512: " +BGRADB"}  # cuBLASLt enum values
+FUSED_EPIS = (164, 208, 512)
+COUNT_VPAD = 64
 
 # counted shapes: (L, B, T, C, heads, V); head size 128 like the 1.3b preset
 BASE = dict(L=2, B=2, T=32, C=256, heads=2, V=520)
 VARY = [dict(), dict(L=3), dict(B=4), dict(T=64), dict(C=384, heads=3), dict(V=1040)]
 HELD_OUT = dict(L=3, B=3, T=48, C=384, heads=3, V=780)
-TARGET = dict(L=24, B=4, T=2048, C=2048, heads=16, V=50257)  # 1.3b
+TARGET = dict(L=24, B=4, T=2048, C=2048, heads=16, V=50257, vpad=1024)  # 1.3b
 
 
 def shape(**kw):
     s = dict(BASE); s.update(kw); return s
+
+
+def vp(s):
+    p = s.get("vpad", COUNT_VPAD)
+    return (s["V"] + p - 1) // p * p
 
 
 # size terms a kernel's bytes per step may be linear in
@@ -64,14 +122,17 @@ TERMS = {
     "L*BT*C": lambda s: s["L"] * s["B"] * s["T"] * s["C"],
     "BT*C": lambda s: s["B"] * s["T"] * s["C"],
     "BT*V": lambda s: s["B"] * s["T"] * s["V"],
+    "BT*Vp": lambda s: s["B"] * s["T"] * vp(s),
     "L*BT": lambda s: s["L"] * s["B"] * s["T"],
     "BT": lambda s: s["B"] * s["T"],
     "L*C^2": lambda s: s["L"] * s["C"] ** 2,
     "V*C": lambda s: s["V"] * s["C"],
+    "Vp*C": lambda s: vp(s) * s["C"],
     "T*C": lambda s: s["T"] * s["C"],
     "L*C": lambda s: s["L"] * s["C"],
     "C": lambda s: s["C"],
     "V": lambda s: s["V"],
+    "Vp": lambda s: vp(s),
     "L": lambda s: s["L"],
     "1": lambda s: 1,
 }
@@ -84,56 +145,92 @@ def write_shard(path, V, ntok, seed):
         f.write(hdr.tobytes()); f.write(rng.integers(0, V, ntok, dtype=np.uint16).tobytes())
 
 
-def count(exe, s, steps, work):
+def count(exe, s, steps, work, micro=1):
+    """One run of the emulated trainer: (kernels, gemms, meta) over `steps` steps."""
     shard = os.path.join(work, "shard_V%d.bin" % s["V"])
     if not os.path.exists(shard): write_shard(shard, s["V"], 200000, 1)
-    tsv = os.path.join(work, "L%dB%dT%dC%dV%d_s%d.tsv" % (s["L"], s["B"], s["T"], s["C"], s["V"], steps))
-    if os.path.exists(tsv) and os.path.getmtime(tsv) > os.path.getmtime(exe): return parse(tsv)  # counted already
+    tag = "L%dB%dT%dC%dV%d_m%d_s%d" % (s["L"], s["B"], s["T"], s["C"], s["V"], micro, steps)
+    tsv, meta = os.path.join(work, tag + ".tsv"), os.path.join(work, tag + ".json")
+    fresh = lambda p: os.path.exists(p) and os.path.getmtime(p) > os.path.getmtime(exe)
+    if fresh(tsv) and fresh(meta): return parse(tsv, meta)  # counted already
+    logf = os.path.join(work, tag + ".jsonl")
+    for p in (tsv, meta, logf):
+        if os.path.exists(p): os.remove(p)
     env = dict(os.environ, CUEMU_COST=tsv, LLMC_ATTENTION="flash", OMP_NUM_THREADS="1")
     cmd = [exe, "-L", str(s["L"]), "-H", str(s["C"]), "-heads", str(s["heads"]), "-seq", str(s["T"]), "-V", str(s["V"]),
-           "-mb", str(s["B"]), "-gb", str(s["B"]), "-ramp", "off", "-steps", str(steps), "-i", shard, "-j", shard,
-           "-val-every", "0", "-warmup", "1000", "-tokens", "1e6"]
+           "-vpad", str(COUNT_VPAD), "-mb", str(s["B"]), "-gb", str(s["B"] * micro), "-ramp", "off", "-steps", str(steps),
+           "-i", shard, "-j", shard, "-val-every", "0", "-warmup", "1000", "-tokens", "1e6", "-log", logf]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         if os.path.exists(tsv): os.remove(tsv)
         sys.exit("costmodel: %s failed (rc %d):\n%s" % (" ".join(cmd), r.returncode, r.stderr[-2000:]))
-    return parse(tsv)
+    m = re.search(r"local params\s*\|\s*(\d+)", r.stdout)
+    syncs = []
+    for line in open(logf):
+        d = json.loads(line)
+        if d.get("type") == "train": syncs.append(int(d.get("host_syncs", -1)))
+    if m is None or len(syncs) != steps or min(syncs) < 0:
+        sys.exit("costmodel: %s: no 'local params' line or no host_syncs per step in its log (%s)" % (" ".join(cmd), syncs))
+    with open(meta, "w") as f: json.dump(dict(params=int(m.group(1)), host_syncs=syncs), f)
+    return parse(tsv, meta)
 
 
-def parse(tsv):
+def parse(tsv, meta=None):
     kern, gemm = {}, {}
     for line in open(tsv):
         f = line.rstrip("\n").split("\t")
         if f[0] == "kernel": kern[f[1]] = np.array([int(x) for x in f[2:8]], dtype=np.float64)
         elif f[0] == "gemm": gemm[tuple(int(x) for x in f[1:7])] = int(f[7])
-    return kern, gemm
+    return kern, gemm, (json.load(open(meta)) if meta else {})
+
+
+def sub(a, b, wa=1.0, wb=1.0):
+    """wa*a - wb*b for count dicts (kernels: arrays, gemms: ints); entries <= 0 dropped."""
+    out = {}
+    for n in set(a) | set(b):
+        z = 0 * next(iter(a.values())) if a else 0
+        v = wa * a.get(n, z) - wb * b.get(n, z)
+        if np.any(np.asarray(v) > 0): out[n] = v
+    return out
 
 
 def one_step(exe, s, work):
+    """(kernels, gemms, meta) of one step with one micro-batch: the 2-step run minus the 1-step run."""
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two runs side by side
         r1, r2 = pool.submit(count, exe, s, 1, work), pool.submit(count, exe, s, 2, work)
-        (k1, g1), (k2, g2) = r1.result(), r2.result()
-    kern = {n: k2[n] - k1.get(n, 0 * k2[n]) for n in k2}
-    kern = {n: v for n, v in kern.items() if v[0] > 0}
-    gemm = {k: g2[k] - g1.get(k, 0) for k in g2 if g2[k] - g1.get(k, 0) > 0}
-    return kern, gemm
+        (k1, g1, m1), (k2, g2, m2) = r1.result(), r2.result()
+    kern = {n: v for n, v in sub(k2, k1).items() if v[0] > 0}
+    meta = dict(params=m1["params"], host_syncs=m2["host_syncs"][1])
+    return kern, sub(g2, g1), meta, (k1, g1, m1)
 
 
-def nnls_small(A, y):
-    # least squares restricted to non-negative coefficients (A has at most 3 columns)
+def two_micro_step(exe, s, work, first):
+    """One step with two micro-batches: its 1-step run minus the start-up of the 1-micro-batch runs
+    (start-up = 1-step run - one step; -gb changes the micro-batch count only, not the start-up)."""
+    k1, g1, m1 = first[0]          # the 1-micro-batch 1-step run
+    kern1, gem1 = first[1], first[2]
+    kc, gc, mc = count(exe, s, 1, work, micro=2)
+    startup_k, startup_g = sub(k1, kern1), sub(g1, gem1)
+    kern = {n: v for n, v in sub(kc, startup_k).items() if v[0] > 0}
+    return kern, sub(gc, startup_g), dict(params=mc["params"], host_syncs=mc["host_syncs"][0])
+
+
+def nnls_small(A_, y):
+    # least squares restricted to non-negative coefficients (A_ has at most 3 columns)
     best = None
-    for r in range(1, A.shape[1] + 1):
-        for cols in itertools.combinations(range(A.shape[1]), r):
-            x, *_ = np.linalg.lstsq(A[:, cols], y, rcond=None)
+    for r in range(1, A_.shape[1] + 1):
+        for cols in itertools.combinations(range(A_.shape[1]), r):
+            x, *_ = np.linalg.lstsq(A_[:, cols], y, rcond=None)
             if np.any(x < 0): continue
-            full = np.zeros(A.shape[1]); full[list(cols)] = x
-            err = np.max(np.abs(A @ full - y) / np.maximum(y, 1))
+            full = np.zeros(A_.shape[1]); full[list(cols)] = x
+            err = np.max(np.abs(A_ @ full - y) / np.maximum(y, 1))
             if best is None or err < best[1]: best = (full, err)
     return best
 
 
 def fit(shapes, ys, tol=0.03):
     """Smallest set (<= 3) of TERMS whose non-negative combination matches every y."""
+    if np.all(np.asarray(ys) == 0): return {}, 0.0
     names = list(TERMS)
     M = np.array([[TERMS[n](s) for n in names] for s in shapes], dtype=np.float64)
     for r in (1, 2, 3):
@@ -154,112 +251,355 @@ def evaluate(model, s):
 def gemm_symbols(s):
     BT, C, V = s["B"] * s["T"], s["C"], s["V"]
     ldl = (V + 7) // 8 * 8
-    return {BT: "BT", C: "C", 3 * C: "3C", 4 * C: "4C", V: "V", ldl: "V"}
+    tab = {}
+    for sym, val in (("BT", BT), ("C", C), ("3C", 3 * C), ("4C", 4 * C), ("V", V), ("V", ldl), ("Vp", vp(s))):
+        if val in tab and tab[val] != sym:
+            sys.exit("costmodel: at shape %s the GEMM dimensions %s and %s are both %d: change the counted shapes" % (s, tab[val], sym, val))
+        tab[val] = sym
+    return tab
 
 
 def sym_value(sym, s):
-    return {"BT": s["B"] * s["T"], "C": s["C"], "3C": 3 * s["C"], "4C": 4 * s["C"], "V": s["V"]}[sym]
+    return {"BT": s["B"] * s["T"], "C": s["C"], "3C": 3 * s["C"], "4C": 4 * s["C"], "V": s["V"], "Vp": vp(s)}[sym]
 
 
-def gemm_time_ms(m, n, k, gpu):
-    tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
-    waves = math.ceil(tiles / SMS)
-    eff = tiles / (waves * SMS) * (k / (k + 128.0))
-    return 2.0 * m * n * k / (GEMM_TFLOPS[gpu] * 1e12 * eff) * 1e3
+# ------------------------------------------------------------------------------------------
+# the costing rules (pure functions of the assumptions; the self-test checks them by hand)
+
+def a(name, case):
+    return A[name][CASES[case]]
 
 
-def model_flops(s):
+def wave_eff(m, n, tm, tn, sms=SMS):
+    """(tiles, waves, efficiency) of an m x n output in tm x tn tiles over `sms` SMs."""
+    tiles = math.ceil(m / tm) * math.ceil(n / tn)
+    waves = math.ceil(tiles / sms)
+    return tiles, waves, tiles / (waves * sms)
+
+
+def choose_tile(m, n, case="mid"):
+    """The tile cuBLASLt is assumed to pick: the best wave-quantized rate of TILES."""
+    best = None
+    for tm, tn in TILES:
+        tiles, waves, w = wave_eff(m, n, tm, tn)
+        e = w * (1.0 if tm * tn >= 128 * 256 else a("TILE_EFF_128", case))
+        if best is None or e > best[0] + 1e-12: best = (e, "%dx%d" % (tm, tn), tiles, waves, w)
+    return best
+
+
+def epilogue_bytes(m, n, dbytes, epi):
+    """Bytes an epilogue moves beyond a plain bf16 D write (column-major m x n D; m = OC for the
+    forward and input-gradient GEMMs, n = OC for the weight gradients)."""
+    extra = 0.0
+    if dbytes == 4: extra += 6.0 * m * n        # beta = 1: read fp32 C (4) + write fp32 D (4) instead of bf16 (2)
+    if epi == 4: extra += 2.0 * m                 # bias vector
+    elif epi == 164: extra += 2.0 * m * n + 2.0 * m   # GELU aux (pre-activation) write
+    elif epi == 208: extra += 2.0 * m * n + 4.0 * m   # GELU aux read, fp32 bias gradient
+    elif epi == 512: extra += 4.0 * n             # fp32 bias gradient of B's columns
+    elif epi != 1: extra += 2.0 * m * n           # unknown epilogue: costed as one aux pass
+    return extra
+
+
+def gemm_cost(m, n, k, dbytes, epi, gpu, case="mid"):
+    """ms of one call, and its details."""
+    flops = 2.0 * m * n * k
+    eff, tile, tiles, waves, w = choose_tile(m, n, case)
+    K0 = a("K0", case)
+    keff = min(1.0, (k / (k + K0)) / (K_REF / (K_REF + K0)))
+    rate = PEAK_TFLOPS * 1e12 * a("GEMM_SUSTAINED", case) * eff * keff
+    if epi in FUSED_EPIS or epi not in EPI_NAMES: rate *= a("FUSED_EPI_RATE", case)
+    bw = HBM_TBS[gpu] * 1e12 * a("HBM_EFF", case)
+    t_c = flops / rate
+    t_io = (2.0 * (m * k + k * n) + 2.0 * m * n) / bw   # operands once: matters only for tiny GEMMs
+    t_e = a("EPI_EXPOSED", case) * epilogue_bytes(m, n, dbytes, epi) / bw
+    t_f = a("GEMM_FIXED_US", case) * 1e-6
+    t = max(t_c, t_io) + t_e + t_f
+    bound = "compute" if t_c >= max(t_io, t_e, t_f) else "memory" if max(t_io, t_e) >= t_f else "latency"
+    return t * 1e3, dict(tile=tile, waves=waves, wave=w, keff=keff, tflops=flops / t / 1e12, bound=bound,
+                         extra=epilogue_bytes(m, n, dbytes, epi), flops=flops)
+
+
+def attn_flops(B, heads, T, hs, causal=True):
+    """(forward, backward) FLOPs of one attention call: QK^T and PV, 2*T*T*hs each per head,
+    halved when causal; the backward does 2.5x the forward's matmul work (5 matmuls vs 2)."""
+    fwd = 4.0 * B * heads * T * T * hs * (0.5 if causal else 1.0)
+    return fwd, 2.5 * fwd
+
+
+def attn_rates(kind, case):
+    if kind == "tc": return a("TC_FWD", case), a("TC_BWD", case)
+    bwd = a("ATTN_BWD_NONDET", case) * (a("ATTN_DET_FACTOR", case) if kind == "cudnn-det" else 1.0)
+    return a("ATTN_FWD", case), bwd
+
+
+def mem_cost(byts, launches, gpu, case="mid"):
+    t_bw = byts / (HBM_TBS[gpu] * 1e12 * a("HBM_EFF", case))
+    t_f = launches * a("KERNEL_FIXED_US", case) * 1e-6
+    return (t_bw + t_f) * 1e3, ("memory" if t_bw >= t_f else "latency")
+
+
+def model_flops(s, gb, convention="paper", f=3):
+    """Model FLOPs of one step of gb sequences: the paper's formula, or llm.c's (causal attention halved)."""
     L, H, T, V = s["L"], s["C"], s["T"], s["V"]
-    return 24 * 3 * s["B"] * T * L * H * H * (1 + T / (6 * H) + V / (16 * L * H))
+    att = T / (6.0 * H) if convention == "paper" else T / (12.0 * H)
+    return 24.0 * f * gb * T * L * H * H * (1 + att + V / (16.0 * L * H))
 
+
+# ------------------------------------------------------------------------------------------
 
 def build(exe, work, log):
     shapes = [shape(**v) for v in VARY]
     counted = []
     for s in shapes:
-        log("counting one step at L=%d B=%d T=%d C=%d heads=%d V=%d" % (s["L"], s["B"], s["T"], s["C"], s["heads"], s["V"]))
+        log("counting one step at L=%d B=%d T=%d C=%d heads=%d V=%d (Vp=%d)" % (s["L"], s["B"], s["T"], s["C"], s["heads"], s["V"], vp(s)))
         counted.append(one_step(exe, s, work))
-    kernels = sorted(set().union(*[set(k) for k, _ in counted]))
-    mem = {}
+    log("counting one step of two micro-batches at the base shape (per-step vs per-micro-batch work)")
+    kb, gb_, mb_, first = counted[0]
+    k2, g2, m2 = two_micro_step(exe, shapes[0], work, (first, kb, gb_))
+    kernels = sorted(set().union(*[set(c[0]) for c in counted]) | set(k2))
+    mem, attn = {}, {}
+    z = np.zeros(6)
     for kname in kernels:
-        if kname.startswith(ATTN_KERNELS): continue  # attention is costed by its FLOPs (cuDNN rate)
-        ys = np.array([k.get(kname, np.zeros(6))[1] + k.get(kname, np.zeros(6))[2] for k, _ in counted])
-        ls = np.array([k.get(kname, np.zeros(6))[0] for k, _ in counted])
-        mb, eb = fit(shapes, ys)
+        ys = np.array([c[0].get(kname, z)[1] + c[0].get(kname, z)[2] for c in counted])
+        ls = np.array([c[0].get(kname, z)[0] for c in counted])
+        is_attn = kernel_class(kname) == "attention"  # costed by its FLOPs: its bytes need no size model
+        mb, eb = ({}, 0.0) if is_attn else fit(shapes, ys)
         ml, el = fit(shapes, ls, tol=1e-9)
         if mb is None or ml is None: sys.exit("costmodel: no size model fits kernel %s (bytes %s, launches %s)" % (kname, ys, ls))
-        sec = sum(k[kname][4] for k, _ in counted if kname in k)
-        mins = sum(k[kname][5] for k, _ in counted if kname in k)
-        mem[kname] = dict(bytes=mb, launches=ml, fit_err=eb, sect_ratio=(sec / mins if mins else 1.0))
+        x1, x2 = kb.get(kname, z), k2.get(kname, z)
+        # per-micro-batch part = (2 micro) - (1 micro); the rest is once per step
+        def step_frac(v1, v2):
+            if v1 <= 0: return 0.0
+            fr = min(1.0, max(0.0, (2.0 * v1 - v2) / v1))
+            return 0.0 if fr < 0.02 else 1.0 if fr > 0.98 else fr
+        fb = step_frac(x1[1] + x1[2], x2[1] + x2[2])
+        fl = step_frac(x1[0], x2[0])
+        sec = sum(c[0][kname][4] for c in counted if kname in c[0])
+        mins = sum(c[0][kname][5] for c in counted if kname in c[0])
+        entry = dict(bytes=mb, launches=ml, fit_err=eb, sect_ratio=(sec / mins if mins else 1.0), step_frac=fb, step_frac_l=fl,
+                     cls=kernel_class(kname))
+        (attn if entry["cls"] == "attention" else mem)[kname] = entry
     # GEMMs: symbolic shapes, identical at every counted shape up to a count linear in L
-    gsym = []
-    for s, (_, g) in zip(shapes, counted):
+    def symbolic(s, g):
         tab = gemm_symbols(s)
         d = {}
         for (m, n, k, ab, db, epi), c in g.items():
+            for v in (m, n, k):
+                if v not in tab: sys.exit("costmodel: GEMM m=%d n=%d k=%d at shape %s: dimension %d is none of %s" % (m, n, k, s, v, sorted(set(tab.values()))))
             key = (tab[m], tab[n], tab[k], db, epi)
             d[key] = d.get(key, 0) + c
-        gsym.append(d)
-    keys = sorted(set().union(*gsym))
+        return d
+    gsym = [symbolic(s, c[1]) for s, c in zip(shapes, counted)]
+    g2sym = symbolic(shapes[0], g2)
     gemms = {}
-    for key in keys:
+    for key in sorted(set().union(*gsym) | set(g2sym)):
         cs = np.array([d.get(key, 0) for d in gsym], dtype=np.float64)
         ml, _ = fit(shapes, cs, tol=1e-9)
-        if ml is None: sys.exit("costmodel: GEMM %s count is not linear in L: %s" % (key, cs))
-        gemms[key] = ml
-    return dict(mem=mem, gemms=gemms, shapes=shapes, counted=counted)
+        if ml is None: sys.exit("costmodel: GEMM %s count is not linear in the shape: %s" % (key, cs))
+        c1, c2 = gsym[0].get(key, 0), g2sym.get(key, 0)
+        fr = 0.0 if c1 == 0 else min(1.0, max(0.0, (2.0 * c1 - c2) / c1))
+        gemms[key] = dict(count=ml, step_frac=fr)
+    params, perr = fit(shapes, np.array([c[2]["params"] for c in counted], dtype=np.float64))
+    if params is None: sys.exit("costmodel: no size model fits the parameter count")
+    h1, h2 = counted[0][2]["host_syncs"], m2["host_syncs"]
+    syncs = dict(per_micro=h2 - h1, per_step=2 * h1 - h2)
+    return dict(mem=mem, attn=attn, gemms=gemms, params=params, syncs=syncs, shapes=shapes, counted=counted)
 
 
-def predict(M, s, gpu, micro):
+def split(total, frac, micro):
+    """A micro=1 count at the target scaled to `micro` micro-batches: its per-step part once."""
+    return total * (frac + (1.0 - frac) * micro)
+
+
+GEMM_ROLES = {  # labels only (a GEMM missing here is costed the same way, without a label)
+    ("3C", "BT", "C", 2, 4): "QKV fwd", ("C", "BT", "C", 2, 4): "attn proj fwd", ("4C", "BT", "C", 2, 164): "fc1 fwd + GeLU",
+    ("4C", "BT", "C", 2, 4): "fc1 fwd (unfused GeLU)", ("C", "BT", "4C", 2, 4): "fc2 fwd + bias", ("V", "BT", "C", 2, 1): "LM head fwd",
+    ("Vp", "BT", "C", 2, 1): "LM head fwd (padded)", ("C", "BT", "V", 2, 1): "LM head dinp", ("C", "BT", "Vp", 2, 1): "LM head dinp (padded)",
+    ("C", "BT", "3C", 2, 1): "QKV dinp", ("C", "BT", "C", 2, 1): "attn proj fwd + attn proj dinp", ("4C", "BT", "C", 2, 208): "fc2 dinp + dGeLU + fc1 dbias",
+    ("4C", "BT", "C", 2, 1): "fc2 dinp (unfused dGeLU)", ("C", "BT", "4C", 2, 1): "fc2 fwd + fc1 dinp", ("C", "4C", "BT", 4, 1): "fc1 dW (its db from DGELU_BGRAD)",
+    ("C", "3C", "BT", 4, 512): "QKV dW + db", ("C", "C", "BT", 4, 512): "attn proj dW + db", ("C", "4C", "BT", 4, 512): "fc1 dW + db",
+    ("4C", "C", "BT", 4, 512): "fc2 dW + db", ("C", "V", "BT", 4, 1): "wte dW (LM head)", ("C", "Vp", "BT", 4, 1): "wte dW (LM head, padded)",
+}
+
+
+def gemm_label(key):
+    a_, b_, c_, db, epi = key
+    return "gemm m=%s n=%s k=%s%s%s" % (a_, b_, c_, " fp32 out beta=1" if db == 4 else "", EPI_NAMES.get(epi, " epilogue %d (unknown)" % epi)), GEMM_ROLES.get(key, "")
+
+
+def predict(M, s, gpu, micro, case="mid", attention="cudnn-det"):
+    """Rows (ms, name, class, kind, bytes, flops, launches, bound, note) and totals of one step."""
     rows = []
-    bw = HBM_TBS[gpu] * 1e12 * HBM_EFF
     for kname, m in M["mem"].items():
-        launches, byts = evaluate(m["launches"], s), evaluate(m["bytes"], s)
-        optimizer = kname.startswith(("adamw", "sumsq", "cast_"))  # once per step, not per micro-batch
-        reps = 1 if optimizer else micro
-        t = max(byts / bw * 1e3, launches * LAUNCH_US * 1e-3) * reps
-        rows.append((t, kname, "memory %.2f GB/step" % (byts * reps / 1e9)))
-    for (a, b, c, db, epi), cnt in M["gemms"].items():
-        n = evaluate(cnt, s) * micro
-        m_, n_, k_ = sym_value(a, s), sym_value(b, s), sym_value(c, s)
-        t = gemm_time_ms(m_, n_, k_, gpu) * n
-        rows.append((t, "gemm m=%s n=%s k=%s%s" % (a, b, c, EPI_NAMES.get(epi, " epilogue %d" % epi)), "%d calls, %.1f TFLOP" % (n, 2.0 * m_ * n_ * k_ * n / 1e12)))
+        byts = split(evaluate(m["bytes"], s), m["step_frac"], micro)
+        launches = split(evaluate(m["launches"], s), m["step_frac_l"], micro)
+        t, bound = mem_cost(byts, launches, gpu, case)
+        note = "once per step" if m["step_frac"] == 1.0 else "per micro-batch" if m["step_frac"] == 0.0 else "%.0f%% per step" % (100 * m["step_frac"])
+        rows.append(dict(ms=t, name=kname, cls=m["cls"], kind="kernel", bytes=byts, flops=0.0, launches=launches, bound=bound, note=note))
+    for key, g in M["gemms"].items():
+        a_, b_, c_, db, epi = key
+        n = split(evaluate(g["count"], s), g["step_frac"], micro)
+        m_, n_, k_ = sym_value(a_, s), sym_value(b_, s), sym_value(c_, s)
+        t1, d = gemm_cost(m_, n_, k_, db, epi, gpu, case)
+        name, role = gemm_label(key)
+        note = "%s; tile %s, %d waves (%.1f%%), k-eff %.3f, %.0f TFLOP/s" % (role, d["tile"], d["waves"], 100 * d["wave"], d["keff"], d["tflops"])
+        rows.append(dict(ms=t1 * n, name=name, cls="gemm", kind="gemm", bytes=d["extra"] * n, flops=d["flops"] * n, launches=n,
+                         bound=d["bound"], note=note.lstrip("; ")))
     hs = s["C"] // s["heads"]
-    fwd = 4.0 * s["B"] * s["heads"] * s["T"] ** 2 / 2 * hs * s["L"] * micro
-    rows.append((fwd / (ATTN_FWD_TFLOPS * 1e12) * 1e3, "attention forward (cuDNN rate)", "%.1f TFLOP" % (fwd / 1e12)))
-    rows.append((2.5 * fwd / (ATTN_BWD_TFLOPS * 1e12) * 1e3, "attention backward (cuDNN rate)", "%.1f TFLOP" % (2.5 * fwd / 1e12)))
-    rows.sort(reverse=True)
-    ms = sum(r[0] for r in rows)
-    mfu = model_flops(s) * micro / (ms * 1e-3) / (PEAK_TFLOPS * 1e12)
-    return ms, mfu, rows
+    fwd, bwd = attn_flops(s["B"], s["heads"], s["T"], hs, causal=True)
+    rf, rb = attn_rates(attention, case)
+    nl = s["L"] * micro
+    alaunch = sum(split(evaluate(m["launches"], s), m["step_frac_l"], micro) for m in M["attn"].values())
+    lbl = {"cudnn-det": "cuDNN, deterministic backward", "cudnn-nondet": "cuDNN, non-deterministic backward", "tc": "own tensor-core kernel"}[attention]
+    rows.append(dict(ms=fwd * nl / (rf * 1e12) * 1e3, name="attention forward (%s)" % lbl.split(",")[0], cls="attention", kind="attention",
+                     bytes=0.0, flops=fwd * nl, launches=nl, bound="compute", note="causal, %.0f TFLOP/s" % rf))
+    rows.append(dict(ms=bwd * nl / (rb * 1e12) * 1e3, name="attention backward (%s)" % lbl, cls="attention", kind="attention",
+                     bytes=0.0, flops=bwd * nl, launches=max(alaunch - nl, nl), bound="compute", note="causal, %.0f TFLOP/s" % rb))
+    kernels_ms = sum(r["ms"] for r in rows)
+    launches = sum(r["launches"] for r in rows)
+    # not kernels: the gradient memset, gaps, host waits, copies
+    bw = HBM_TBS[gpu] * 1e12 * a("HBM_EFF", case)
+    params = evaluate(M["params"], s)
+    extra = []
+    extra.append(dict(ms=4.0 * params / bw * 1e3, name="memset of the fp32 gradients (cudaMemsetAsync, not a kernel)", cls="(memset)",
+                      kind="other", bytes=4.0 * params, flops=0.0, launches=1, bound="memory", note="4 bytes x %.4g parameters" % params))
+    extra.append(dict(ms=launches * a("LAUNCH_GAP_US", case) * 1e-3, name="gaps between back-to-back kernels", cls="(gaps)", kind="other",
+                      bytes=0.0, flops=0.0, launches=0, bound="latency", note="%.0f launches x %.1f us" % (launches, a("LAUNCH_GAP_US", case))))
+    sy = M["syncs"]
+    drains = sy["per_step"]
+    guards = sy["per_micro"] * micro
+    extra.append(dict(ms=(drains * a("DRAIN_US", case) + guards * a("GUARD_US", case)) * 1e-3, name="host waits (host_syncs)", cls="(host)",
+                      kind="other", bytes=0.0, flops=0.0, launches=0, bound="latency",
+                      note="%d draining per step x %.0f us + %d slot guards x %.0f us" % (drains, a("DRAIN_US", case), guards, a("GUARD_US", case))))
+    BT = s["B"] * s["T"]
+    cbytes = micro * (4.0 * BT * 2 + 4.0 * (2 * min(BT, s["V"]) + 1 + BT)) + 24.0
+    ncopies = micro * H2D_COPIES_PER_MICRO + D2H_COPIES_PER_STEP
+    extra.append(dict(ms=(ncopies * a("COPY_US", case) * 1e-6 + cbytes / (a("PCIE_GBS", case) * 1e9)) * 1e3, name="token uploads and stats reads",
+                      cls="(copies)", kind="other", bytes=cbytes, flops=0.0, launches=0, bound="latency", note="%d copies" % ncopies))
+    host_ms = launches * a("HOST_LAUNCH_US", case) * 1e-3
+    gpu_ms = kernels_ms + sum(r["ms"] for r in extra)
+    if host_ms > gpu_ms:
+        extra.append(dict(ms=host_ms - gpu_ms, name="host-bound: the host issues launches slower than the GPU runs them", cls="(host)",
+                          kind="other", bytes=0.0, flops=0.0, launches=0, bound="latency", note="%.0f launches x %.1f us" % (launches, a("HOST_LAUNCH_US", case))))
+    rows.sort(key=lambda r: -r["ms"])
+    total = kernels_ms + sum(r["ms"] for r in extra)
+    gb = s["B"] * micro
+    mfu = {c: model_flops(s, gb, c) / (total * 1e-3) / (PEAK_TFLOPS * 1e12) for c in ("paper", "llmc")}
+    return dict(rows=rows, extra=extra, kernels_ms=kernels_ms, ms=total, mfu=mfu, host_ms=host_ms, launches=launches)
 
 
-def pred_rows(rows):
-    """Predicted ms per step by kernel class (the classes dev/cuda/kernel_times.py measures)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from kernel_times import kernel_class
+def pred_classes(P):
+    """Predicted ms per step by kernel class (the classes dev/cuda/kernel_times.py measures): kernels only."""
     out = {}
-    for t, name, _ in rows:
-        c = "gemm" if name.startswith("gemm ") else "attention" if name.startswith("attention ") else kernel_class(name)
-        out[c] = out.get(c, 0.0) + t
+    for r in P["rows"]: out[r["cls"]] = out.get(r["cls"], 0.0) + r["ms"]
     return out
 
 
-def report(M, target, micro, log):
-    log("PREDICTION (cost model, not a measurement): %s micro-batch %d x %d per step, T=%d" % (
-        "1.3b" if target == TARGET else "target", target["B"], micro, target["T"]))
+def fmt_bytes(b):
+    return "-" if b <= 0 else "%.2f GB" % (b / 1e9) if b >= 1e8 else "%.1f MB" % (b / 1e6) if b >= 1e5 else "%.0f kB" % (b / 1e3)
+
+
+def report(M, target, micro, log, attention="cudnn-det", markdown=False):
+    log("PREDICTION (cost model, not a measurement): %s micro-batch %d x %d per step, T=%d, attention %s" % (
+        "1.3b" if target["L"] == TARGET["L"] and target["C"] == TARGET["C"] else "target", target["B"], micro, target["T"], attention))
     res = {}
+    gb = target["B"] * micro
     for gpu in ("H100", "H200"):
-        ms, mfu, rows = predict(M, target, gpu, micro)
-        res[gpu] = (ms, mfu, pred_rows(rows))
-        log("  %s: predicted %.1f ms/step, %.0f tokens/s, MFU %.1f%% (model FLOPs, f=3, of %.0f TFLOP/s)" % (
-            gpu, ms, target["B"] * target["T"] * micro / (ms * 1e-3), 100 * mfu, PEAK_TFLOPS))
-        log("  top five costs on %s:" % gpu)
-        for t, name, what in rows[:5]: log("    %8.2f ms  %5.1f%%  %s (%s)" % (t, 100 * t / ms, name, what))
+        P = {c: predict(M, target, gpu, micro, c, attention) for c in CASES}
+        res[gpu] = P
+        mid, lo, hi = P["mid"], P["slow"], P["fast"]
+        log("  %s: predicted %.1f ms/step (range %.1f-%.1f), %.0f tokens/s; kernels %.1f ms, not kernels %.1f ms" % (
+            gpu, mid["ms"], hi["ms"], lo["ms"], gb * target["T"] / (mid["ms"] * 1e-3), mid["kernels_ms"], mid["ms"] - mid["kernels_ms"]))
+        for c, lbl in (("paper", "paper's model FLOPs (f=3, full attention)"), ("llmc", "llm.c convention (causal attention halved)")):
+            log("      MFU %-44s %.1f%% (range %.1f-%.1f%%) of %.0f TFLOP/s" % (lbl, 100 * mid["mfu"][c], 100 * lo["mfu"][c], 100 * hi["mfu"][c], PEAK_TFLOPS))
+        log("  every kernel on %s (mid case), then what is not a kernel:" % gpu)
+        for r in mid["rows"] + mid["extra"]:
+            log("    %8.3f ms  %5.1f%%  %-8s %s [%s; %s; %s]" % (r["ms"], 100 * r["ms"] / mid["ms"], r["bound"], r["name"],
+                r["note"], "bytes " + fmt_bytes(r["bytes"]), "%.1f TFLOP" % (r["flops"] / 1e12) if r["flops"] else "no FLOPs"))
+    if markdown:  # one table, both GPUs (mid case), for doc/cuda_speed.md
+        P1, P2 = res["H100"]["mid"], res["H200"]["mid"]
+        by = {r["name"]: r for r in P2["rows"] + P2["extra"]}
+        print("\n| kernel (what) | launches/step | bytes/step | FLOPs/step | H100 ms | H200 ms | bound (H100) |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+        for r in P1["rows"] + P1["extra"]:
+            r2 = by.get(r["name"], dict(ms=0.0))
+            what = r["name"] + (" (%s)" % r["note"].split("; tile")[0] if r["kind"] == "gemm" and r["note"].split("; tile")[0] and not r["note"].startswith("tile") else "")
+            if r["kind"] == "gemm": what += "; tile %s" % r["note"].split("tile ")[1].split(",")[0]
+            print("| %s | %s | %s | %s | %.2f | %.2f | %s |" % (what.replace("|", "/"), "%.0f" % r["launches"] if r["launches"] else "-",
+                  fmt_bytes(r["bytes"]), "%.1f T" % (r["flops"] / 1e12) if r["flops"] else "-", r["ms"], r2["ms"], r["bound"]))
+        print("| **step** | | | | **%.1f** (%.1f-%.1f) | **%.1f** (%.1f-%.1f) | |\n" % (
+            P1["ms"], res["H100"]["fast"]["ms"], res["H100"]["slow"]["ms"], P2["ms"], res["H200"]["fast"]["ms"], res["H200"]["slow"]["ms"]))
+    # the alternatives: the other attention paths
+    for alt in ("cudnn-nondet", "tc", "cudnn-det"):
+        if alt == attention: continue
+        for gpu in ("H100", "H200"):
+            P = {c: predict(M, target, gpu, micro, c, alt) for c in CASES}
+            log("  alternative attention %-12s on %s: %.1f ms/step (%.1f-%.1f), MFU paper %.1f%% (%.1f-%.1f), llm.c %.1f%% (%.1f-%.1f)" % (
+                alt, gpu, P["mid"]["ms"], P["fast"]["ms"], P["slow"]["ms"], 100 * P["mid"]["mfu"]["paper"], 100 * P["slow"]["mfu"]["paper"],
+                100 * P["fast"]["mfu"]["paper"], 100 * P["mid"]["mfu"]["llmc"], 100 * P["slow"]["mfu"]["llmc"], 100 * P["fast"]["mfu"]["llmc"]))
     bad = [(k, m["sect_ratio"]) for k, m in M["mem"].items() if m["sect_ratio"] > 2.0]
     log("  kernels touching > 2x the minimum sectors per warp request: %s" % (
         ", ".join("%s (%.1fx)" % b for b in bad) if bad else "none"))
     return res, bad
+
+
+def write_pred_tsv(path, res, target, micro, attention):
+    with open(path, "w") as f:
+        f.write("# PREDICTION of the cost model (dev/cuda/costmodel.py), not a measurement: ms per step by kernel class\n")
+        f.write("# generated by make cuda-costmodel (commit it with the change it predicts): 1.3b, T=%d, micro-batch %d x %d per step, attention %s\n" % (
+            target["T"], target["B"], micro, attention))
+        for gpu, P in res.items():
+            mid, lo, hi = P["mid"], P["slow"], P["fast"]
+            f.write("# %s: kernels %.1f ms (range %.1f-%.1f); step %.1f ms (%.1f-%.1f) with what ncu does not time (gradient memset, gaps, host waits, copies: %.2f ms); "
+                    "MFU paper %.1f%% (%.1f-%.1f), llm.c %.1f%% (%.1f-%.1f)\n" % (
+                        gpu, mid["kernels_ms"], hi["kernels_ms"], lo["kernels_ms"], mid["ms"], hi["ms"], lo["ms"], mid["ms"] - mid["kernels_ms"],
+                        100 * mid["mfu"]["paper"], 100 * lo["mfu"]["paper"], 100 * hi["mfu"]["paper"],
+                        100 * mid["mfu"]["llmc"], 100 * lo["mfu"]["llmc"], 100 * hi["mfu"]["llmc"]))
+        for gpu, P in res.items():
+            for c, t in sorted(pred_classes(P["mid"]).items(), key=lambda x: -x[1]): f.write("%s\t%s\t%.4f\n" % (gpu, c, t))
+
+
+def selftest_formulas(check):
+    """The costing rules on hand-computed cases (no counting needed)."""
+    # wave quantization: 2048 x 8192 in 128x256 tiles = 16 x 32 = 512 tiles, 4 waves of 132 SMs
+    tiles, waves, w = wave_eff(2048, 8192, 128, 256)
+    check(tiles == 512 and waves == 4 and abs(w - 512 / 528) < 1e-12, "wave quantization 2048x8192 / 128x256: 512 tiles, 4 waves, %.4f = 512/528 (got %d, %d, %.4f)" % (512 / 528, tiles, waves, w))
+    # 2304 x 2304: 128x256 gives 18 x 9 = 162 tiles -> 2 waves (61.4%); 128x128 gives 324 -> 3 waves (81.8%) x 0.90 = 73.6%: 128x128 wins
+    e, tile, tiles, waves, w = choose_tile(2304, 2304)
+    check(tile == "128x128" and tiles == 324 and waves == 3 and abs(e - 324 / 396 * A["TILE_EFF_128"][1]) < 1e-12,
+          "tile choice 2304x2304: 128x128 (324 tiles, 3 waves, %.3f) beats 128x256 (162 tiles, 2 waves, 0.614): got %s %d %d %.3f" % (324 / 396 * 0.9, tile, tiles, waves, e))
+    e, tile, _, _, _ = choose_tile(6144, 8192)
+    check(tile == "128x256" and abs(e - 1536 / 1584) < 1e-12, "tile choice 6144x8192 (QKV at 1.3b): 128x256, 1536 tiles in 12 waves (%.4f): got %s %.4f" % (1536 / 1584, tile, e))
+    # a large GEMM at k = K_REF on full waves runs at exactly GEMM_SUSTAINED x peak (minus the fixed cost)
+    m_, n_, k_ = 128 * 12, 256 * 11, 8192   # 132 tiles: one full wave
+    t, d = gemm_cost(m_, n_, k_, 2, 1, "H100")
+    want = 2.0 * m_ * n_ * k_ / (PEAK_TFLOPS * 1e12 * A["GEMM_SUSTAINED"][1]) * 1e3 + A["GEMM_FIXED_US"][1] * 1e-3
+    check(abs(t - want) < 1e-12 and d["wave"] == 1.0, "one full wave at k=8192: %.6f ms = 2mnk / (%.2f x 989 TFLOP/s) + %.0f us (got %.6f)" % (want, A["GEMM_SUSTAINED"][1], A["GEMM_FIXED_US"][1], t))
+    # fp32 weight gradient (beta = 1) pays C read + fp32 D write: 6 bytes per element more than bf16 out
+    check(epilogue_bytes(100, 30, 4, 1) == 6.0 * 3000 and epilogue_bytes(100, 30, 2, 164) == 2.0 * 3000 + 200,
+          "epilogue bytes: fp32 accumulate 6mn (%g), GELU aux 2mn + bias (%g)" % (epilogue_bytes(100, 30, 4, 1), epilogue_bytes(100, 30, 2, 164)))
+    t32, _ = gemm_cost(2048, 6144, 8192, 4, 1, "H100")
+    t16, _ = gemm_cost(2048, 6144, 8192, 2, 1, "H100")
+    check(t32 > t16, "an fp32-accumulating weight gradient costs more than the same GEMM with bf16 out (%.4f > %.4f ms)" % (t32, t16))
+    # causal halving: B=1, 1 head, T=4, hs=2: full 4*T^2*hs = 128 FLOPs forward, causal 64, backward 2.5x
+    f_c, b_c = attn_flops(1, 1, 4, 2, causal=True)
+    f_f, b_f = attn_flops(1, 1, 4, 2, causal=False)
+    check(f_f == 128.0 and f_c == 64.0 and b_c == 160.0 and b_f == 320.0, "attention FLOPs T=4 hs=2: full 128 / causal 64 forward, backward 320 / 160 (got %g %g %g %g)" % (f_f, f_c, b_f, b_c))
+    det_f, det_b = attn_rates("cudnn-det", "mid")
+    nd_f, nd_b = attn_rates("cudnn-nondet", "mid")
+    check(det_f == nd_f and det_b < nd_b, "deterministic cuDNN backward slower than non-deterministic (%.0f < %.0f TFLOP/s)" % (det_b, nd_b))
+    # the two MFU conventions: B=1, s=12, L=1, H=2, V=32, f=3: 72*12*4 = 3456 x (1 + 1 + 1) = 10368
+    # (paper); x (1 + 0.5 + 1) = 8640 (llm.c); at 1 s over a 20736 FLOP/s peak: 50% and 41.67%
+    s = dict(L=1, B=1, T=12, C=2, heads=1, V=32)
+    fp, fl = model_flops(s, 1, "paper"), model_flops(s, 1, "llmc")
+    check(fp == 10368.0 and fl == 8640.0, "model FLOPs on the hand example: paper 10368, llm.c 8640 (got %g, %g)" % (fp, fl))
+    check(abs(fp / 1.0 / 20736.0 - 0.5) < 1e-15 and abs(fl / 1.0 / 20736.0 - 8640 / 20736) < 1e-15, "MFU on the hand example at 1 s, 20736 FLOP/s: 50.0% and 41.67%")
+    # the generic rule: any kernel name is costed by its bytes (1 GB at 80% of 3.35 TB/s + 1 launch)
+    t, bound = mem_cost(1e9, 1, "H100")
+    check(abs(t - (1e9 / (3.35e12 * 0.8) + 2e-6) * 1e3) < 1e-12 and bound == "memory", "memory rule: 1 GB on H100 = %.4f ms, memory-bound (got %.4f %s)" % ((1e9 / 2.68e12 + 2e-6) * 1e3, t, bound))
+    t, bound = mem_cost(1e3, 1, "H100")
+    check(bound == "latency", "a 1 kB kernel is latency-bound (%s)" % bound)
+    check(kernel_class("made_up_new_kernel<4>") == "made_up_new_kernel", "an unknown kernel keeps its own class (memory rule)")
 
 
 def main():
@@ -270,66 +610,96 @@ def main():
     ap.add_argument("--gb", type=int, default=16)
     ap.add_argument("--selftest", action="store_true")
     ap.add_argument("--pred-tsv", default=None)
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--attention", default="cudnn-det", choices=("cudnn-det", "cudnn-nondet", "tc"))
     ap.add_argument("--attn-tflops", nargs=2, type=float, metavar=("FWD", "BWD"),
-                    help="attention rate instead of cuDNN's (e.g. the own tensor-core kernel's estimate)")
-    a = ap.parse_args()
-    work = a.out or tempfile.mkdtemp(prefix="costmodel_")
+                    help="attention rate (all cases) instead of the assumed one of --attention")
+    a_ = ap.parse_args()
+    work = a_.out or tempfile.mkdtemp(prefix="costmodel_")
     os.makedirs(work, exist_ok=True)
     log = lambda m: print(m, flush=True)
-    if a.attn_tflops:
-        global ATTN_FWD_TFLOPS, ATTN_BWD_TFLOPS
-        ATTN_FWD_TFLOPS, ATTN_BWD_TFLOPS = a.attn_tflops
-    log("assumptions: GEMM %s TFLOP/s on large shapes, HBM %s TB/s at %.0f%%, >= %.0f us per launch, attention %.0f/%.0f TFLOP/s fwd/bwd" % (
-        GEMM_TFLOPS, HBM_TBS, 100 * HBM_EFF, LAUNCH_US, ATTN_FWD_TFLOPS, ATTN_BWD_TFLOPS))
-    M = build(a.exe, work, log)
-    log("fitted size models (bytes per step; launches per step):")
-    for k, m in sorted(M["mem"].items()):
-        log("  %-34s bytes %-40s launches %-14s fit %.2f%%  sectors/min %.2f" % (
-            k, " + ".join("%.3g*%s" % (x, n) for n, x in m["bytes"].items()),
-            " + ".join("%g*%s" % (x, n) for n, x in m["launches"].items()), 100 * m["fit_err"], m["sect_ratio"]))
-    target = dict(TARGET, B=a.mb)
-    res, bad = report(M, target, a.gb // a.mb, log)
-    if a.pred_tsv:
-        with open(a.pred_tsv, "w") as f:
-            f.write("# PREDICTION of the cost model (dev/cuda/costmodel.py), not a measurement: ms per step by kernel class\n")
-            f.write("# generated by make cuda-costmodel (commit it with the change it predicts): 1.3b, T=%d, micro-batch %d x %d per step\n" % (target["T"], target["B"], a.gb // a.mb))
-            for gpu, (_, _, cls) in res.items():
-                for c, t in sorted(cls.items(), key=lambda x: -x[1]): f.write("%s\t%s\t%.4f\n" % (gpu, c, t))
-        log("per-class prediction written to %s (dev/gpu_check.sh prints it beside ncu's measurement)" % a.pred_tsv)
-    if not a.selftest: return 0
-    # held-out shape: the model's bytes and GEMM FLOPs against a fresh count
+    if a_.attn_tflops:
+        key = {"tc": ("TC_FWD", "TC_BWD")}.get(a_.attention, ("ATTN_FWD", "ATTN_BWD_NONDET"))
+        A[key[0]] = (a_.attn_tflops[0],) * 3
+        A[key[1]] = (a_.attn_tflops[1],) * 3
+        if a_.attention == "cudnn-det": A["ATTN_DET_FACTOR"] = (1.0,) * 3
+    log("assumptions (slow, mid, fast): " + "; ".join("%s %s" % (k, v) for k, v in A.items()))
+    log("  peak %.0f TFLOP/s bf16 dense, HBM %s TB/s, %d SMs, tiles %s" % (PEAK_TFLOPS, HBM_TBS, SMS, ", ".join("%dx%d" % t for t in TILES)))
     npass = nfail = 0
     def check(ok, msg):
         nonlocal npass, nfail
         print(("ok   " if ok else "FAIL ") + msg)
-        npass += ok; nfail += not ok
+        npass += bool(ok); nfail += not ok
+    if a_.selftest: selftest_formulas(check)
+    M = build(a_.exe, work, log)
+    log("fitted size models (bytes per step; launches per step; share once per step, the rest per micro-batch):")
+    for k, m in sorted(list(M["mem"].items()) + list(M["attn"].items())):
+        log("  %-36s bytes %-40s launches %-14s fit %.2f%%  sectors/min %.2f  per-step %.0f%%%s" % (
+            k, " + ".join("%.3g*%s" % (x, n) for n, x in m["bytes"].items()),
+            " + ".join("%g*%s" % (x, n) for n, x in m["launches"].items()), 100 * m["fit_err"], m["sect_ratio"], 100 * m["step_frac"],
+            "  (attention: costed by FLOPs)" if m["cls"] == "attention" else ""))
+    log("  parameters: %s; host waits per step: %d + %d per micro-batch (from the trainer's log)" % (
+        " + ".join("%.4g*%s" % (x, n) for n, x in M["params"].items()), M["syncs"]["per_step"], M["syncs"]["per_micro"]))
+    micro = a_.gb // a_.mb
+    target = dict(TARGET, B=a_.mb)
+    res, bad = report(M, target, micro, log, a_.attention, a_.markdown)
+    if a_.pred_tsv:
+        write_pred_tsv(a_.pred_tsv, res, target, micro, a_.attention)
+        log("per-class prediction written to %s (dev/gpu_check.sh prints it beside ncu's measurement)" % a_.pred_tsv)
+    if not a_.selftest: return 0
+    # held-out shape: the model's bytes and GEMM FLOPs against a fresh count
     s = HELD_OUT
     log("counting the held-out shape L=%d B=%d T=%d C=%d heads=%d V=%d" % (s["L"], s["B"], s["T"], s["C"], s["heads"], s["V"]))
-    kern, g = one_step(a.exe, s, work)
+    kern, g, meta, _ = one_step(a_.exe, s, work)
     tot_want = tot_got = 0.0
-    for kname, m in sorted(M["mem"].items()):
+    for kname, m in sorted(list(M["mem"].items()) + list(M["attn"].items())):
         got = kern.get(kname, np.zeros(6))
+        if m["cls"] == "attention":
+            check(abs(evaluate(m["launches"], s) - got[0]) < 1e-6, "held-out %s (attention, costed by FLOPs): predicted %g launches, counted %g" % (kname, evaluate(m["launches"], s), got[0]))
+            continue
         want = evaluate(m["bytes"], s)
         e = abs(want - (got[1] + got[2])) / max(got[1] + got[2], 1)
         check(e <= 0.10, "held-out %s: predicted %.0f bytes, counted %.0f (%.1f%%, tolerance 10%%)" % (kname, want, got[1] + got[2], 100 * e))
         tot_want += want; tot_got += got[1] + got[2]
         check(abs(evaluate(m["launches"], s) - got[0]) < 1e-6, "held-out %s: predicted %g launches, counted %g" % (kname, evaluate(m["launches"], s), got[0]))
+    check(set(kern) <= set(M["mem"]) | set(M["attn"]), "every kernel of the held-out step is in the model (%s)" % sorted(set(kern) - set(M["mem"]) - set(M["attn"])))
     e = abs(tot_want - tot_got) / tot_got
     check(e <= 0.05, "held-out memory traffic of all kernels: predicted %.4g bytes, counted %.4g (%.1f%%, tolerance 5%%)" % (tot_want, tot_got, 100 * e))
+    e = abs(evaluate(M["params"], s) - meta["params"]) / meta["params"]
+    check(e <= 0.01, "held-out parameter count: predicted %.0f, the trainer says %d (%.2f%%)" % (evaluate(M["params"], s), meta["params"], 100 * e))
+    check(meta["host_syncs"] == M["syncs"]["per_step"] + M["syncs"]["per_micro"], "held-out host waits: %d = %d per step + %d per micro-batch" % (
+        meta["host_syncs"], M["syncs"]["per_step"], M["syncs"]["per_micro"]))
+    check(M["syncs"]["per_step"] == 2 and M["syncs"]["per_micro"] == 1, "host waits as train_gpt.cu documents: 2 per step + 1 per micro-batch (got %d + %d)" % (
+        M["syncs"]["per_step"], M["syncs"]["per_micro"]))
+    ada = [k for k, m in M["mem"].items() if m["cls"].startswith("adamw")]
+    act = [k for k, m in M["mem"].items() if any("BT" in t for t in m["bytes"])]
+    check(ada and all(M["mem"][k]["step_frac"] == 1.0 for k in ada), "counted split: AdamW runs once per step (%s)" % ada)
+    check(act and all(M["mem"][k]["step_frac"] == 0.0 for k in act), "counted split: every kernel whose traffic grows with B*T runs per micro-batch (%d kernels: %s)" % (
+        len(act), [k for k in act if M["mem"][k]["step_frac"] != 0.0]))
+    check(all(g_["step_frac"] == 0.0 for g_ in M["gemms"].values()), "every GEMM runs per micro-batch")
     tab = gemm_symbols(s)
     flops_counted = sum(2.0 * m * n * k * c for (m, n, k, _, _, _), c in g.items())
-    flops_model = sum(2.0 * sym_value(a_, s) * sym_value(b_, s) * sym_value(c_, s) * evaluate(cnt, s) for (a_, b_, c_, _, _), cnt in M["gemms"].items())
+    flops_model = sum(2.0 * sym_value(a2, s) * sym_value(b2, s) * sym_value(c2, s) * evaluate(gg["count"], s) for (a2, b2, c2, _, _), gg in M["gemms"].items())
     check(abs(flops_model - flops_counted) <= 1e-9 * flops_counted, "held-out GEMM FLOPs: model %.4g, counted %.4g" % (flops_model, flops_counted))
-    check(all(m in tab and n in tab and k in tab for (m, n, k, _, _, _) in g), "held-out GEMM dimensions are all B*T, C, 3C, 4C or V")
+    check(all(m in tab and n in tab and k in tab for (m, n, k, _, _, _) in g), "held-out GEMM dimensions are all B*T, C, 3C, 4C, V or Vp")
     # the model's GEMM FLOPs at the target, from first principles: 24*B*T*C^2 per layer forward
     # (QKV 6, projection 2, fc1 8, fc2 8), the LM head 2*B*T*C*V; backward twice the forward
     t = target
     want = 3 * (24 * t["B"] * t["T"] * t["L"] * t["C"] ** 2 + 2 * t["B"] * t["T"] * t["C"] * t["V"])
-    got = sum(2.0 * sym_value(a_, t) * sym_value(b_, t) * sym_value(c_, t) * evaluate(cnt, t) for (a_, b_, c_, _, _), cnt in M["gemms"].items())
+    got = sum(2.0 * sym_value(a2, t) * sym_value(b2, t) * sym_value(c2, t) * evaluate(gg["count"], t) for (a2, b2, c2, _, _), gg in M["gemms"].items())
     check(abs(got - want) / want < 1e-9, "GEMM FLOPs at the target: %.6g vs 3 x (24 B T L C^2 + 2 B T C V) = %.6g" % (got, want))
-    for gpu, (ms, mfu, cls) in res.items():
-        check(abs(sum(cls.values()) - ms) <= 1e-9 * ms, "%s per-class prediction sums to the step: %.3f ms" % (gpu, sum(cls.values())))
-        check(ms > 0 and 0 < mfu < 1, "%s prediction is a finite step time and an MFU in (0, 1): %.1f ms, %.1f%%" % (gpu, ms, 100 * mfu))
+    for gpu, P in res.items():
+        mid = P["mid"]
+        cls = pred_classes(mid)
+        check(abs(sum(cls.values()) - mid["kernels_ms"]) <= 1e-9 * mid["ms"], "%s per-class prediction sums to the kernels' time: %.3f ms" % (gpu, sum(cls.values())))
+        check(P["fast"]["ms"] <= mid["ms"] <= P["slow"]["ms"], "%s range is ordered: %.1f <= %.1f <= %.1f ms" % (gpu, P["fast"]["ms"], mid["ms"], P["slow"]["ms"]))
+        check(mid["ms"] > mid["kernels_ms"], "%s step includes what is not a kernel (%.2f ms)" % (gpu, mid["ms"] - mid["kernels_ms"]))
+        check(all(0 < P[c]["mfu"]["llmc"] < P[c]["mfu"]["paper"] < 1 for c in CASES), "%s MFU: 0 < llm.c (%.1f%%) < paper (%.1f%%) < 100%%" % (
+            gpu, 100 * mid["mfu"]["llmc"], 100 * mid["mfu"]["paper"]))
+        want_ratio = model_flops(target, t["B"] * micro, "llmc") / model_flops(target, t["B"] * micro, "paper")
+        check(abs(mid["mfu"]["llmc"] / mid["mfu"]["paper"] - want_ratio) < 1e-12, "%s MFU ratio llm.c/paper = FLOP ratio %.4f" % (gpu, want_ratio))
+    h1, h2 = res["H100"]["mid"], res["H200"]["mid"]
+    check(h2["ms"] < h1["ms"], "H200 (more HBM bandwidth) predicted faster than H100: %.1f < %.1f ms" % (h2["ms"], h1["ms"]))
     print("%d passed, %d failed" % (npass, nfail))
     return 0 if nfail == 0 else 1
 
