@@ -119,7 +119,7 @@ typedef struct {
     bf16* x;           // (nlc+1, B, Ts, C): x[j] = input of layer j of the chunk, x[nlc] = chunk output (Ts = T/TP with -sp 1, else T)
     LayerActs* layer;  // (nlc) or (1) with full recompute (host array of device pointers)
     bf16* lnf; float* lnf_mean; float* lnf_rstd; // (B,Ts,C) (B,Ts) (B,Ts)   last stage
-    bf16* logits;      // (B,T,ldl) last stage: logits, then dlogits after a training forward
+    bf16* logits;      // (B,T,ldl) last stage: logits of the Vl padded columns (the first Vv real), then dlogits
     float* losses;     // (B,T) per-token loss
     float* lse;        // (B,T) log-sum-exp over the full vocabulary
     float* ce;         // (4, B,T) cross-entropy statistics: local max, global max, sum-exp, target logit
@@ -134,7 +134,7 @@ typedef struct {
 typedef struct {
     Config cfg;
     ParamLayout pl;
-    int B, T, C, NH, hs, Cl, F, Vl, v0, Vv, ldl; // ldl: row stride of the logits (Vv rounded up to 8)
+    int B, T, C, NH, hs, Cl, F, Vl, v0, Vv, ldl; // ldl: row stride of the logits (Vl rounded up to 8)
     int V, nlc;        // model chunks per rank (-vpp) and layers per chunk
     int sp, Ts;        // -sp 1 (TP > 1 only): the residual stream keeps Ts = T/TP sequence rows per rank
     int attn, gelu_fused; // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores), ATTN_TC (tensor cores) or ATTN_CUDNN
@@ -363,7 +363,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->NH = cfg->heads / comm->TP; g->hs = cfg->H / cfg->heads; g->Cl = g->NH * g->hs;
     g->F = 4 * cfg->H / comm->TP; g->Vl = cfg->Vp / comm->TP; g->v0 = comm->tp * g->Vl;
     g->Vv = cfg->V - g->v0; if (g->Vv < 0) g->Vv = 0; if (g->Vv > g->Vl) g->Vv = g->Vl;
-    g->ldl = ((g->Vv + 7) / 8) * 8; if (g->ldl == 0) g->ldl = 8;
+    g->ldl = ((g->Vl + 7) / 8) * 8; // the head GEMMs run on all Vl rows of the slice (see head_forward)
     g->attn = attention_kind(g->hs);
     attention_setup(g);
     g->gelu_fused = env_flag("LLMC_GELU_FUSION", "1", "0", 1);
@@ -477,16 +477,27 @@ static void attention_backward(GPT* g, LayerActs* la) {
     }
 }
 
-// Forward of layer j of the unit's chunk, local layer l (parameters): x[j] -> x[j+1]
+// Forward of layer j of chunk c of the unit (local layer l = c * nlc + j): x[j] -> x[j+1]
 // (-sp: x, y, resid2 and the LayerNorms are (B,Ts,C); the GEMMs and attention see all T.)
-static void block_forward(GPT* g, DevComm* dc, Acts* a, int j, int l) {
+// The closing residual add is fused with the LayerNorm that reads its output (llm.c's
+// fused_residual_forward, one pass less over the residual stream): the next layer's ln1
+// inside the chunk, the final LayerNorm after the model's last layer. A chunk's last layer
+// on any other virtual stage ends with the plain add: its output travels to the next stage,
+// whose first layer normalises it itself. The fused kernel rounds the sum to bf16 first and
+// normalises the rounded value, so it gives the bits of the add and a separate LayerNorm.
+// rebuild (-recompute 1, in backward): layer j's own activations are rebuilt from the kept
+// x[j], its ln1 included; nothing after them is written (x[j+1] and the next layer's ln1 are
+// kept or already consumed, and the one shared LayerActs holds layer j now).
+static void block_forward(GPT* g, DevComm* dc, Acts* a, int c, int j, int rebuild) {
     int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
+    int l = c * g->nlc + j;
     Gemm* mm = &g->gemm;
     cudaStream_t s = g->stream;
     LayerActs* la = layer_acts(g, a, j);
     bf16* x = a->x + (size_t)j * BTs * C;
     bf16* y = a->x + (size_t)(j + 1) * BTs * C;
-    layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C, s);
+    // ln1 (B,Ts,C): the previous layer of the chunk wrote it already, fused with its residual add
+    if (j == 0 || rebuild) layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C, s);
     matmul_forward(mm, la->qkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat), P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl);
     attention_forward(g, la);
     matmul_forward(mm, g->ftmp, C, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C); // partial sum
@@ -497,7 +508,28 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int j, int l) {
     matmul_forward_gelu(mm, la->fch_gelu, la->fch, gather_seq(g, dc, la->ln2, g->gat), P(PT_FCW, l), P(PT_FCB, l), BT, C, F, g->gelu_fused);
     matmul_forward(mm, g->ftmp, C, la->fch_gelu, P(PT_FCPROJW, l), NULL, BT, F, C); // partial sum
     bf16* mlp = reduce_seq(g, dc, g->ftmp, g->fsh);
-    residual_forward(y, NULL, NULL, NULL, la->resid2, mlp, P(PT_FCPROJB, l), NULL, NULL, BTs, C, s);
+    if (rebuild) return;
+    // y = resid2 + mlp + bias; then the next LayerNorm of y on this rank, if any, in the same kernel
+    bf16* out = NULL;
+    float* mean = NULL;
+    float* rstd = NULL;
+    const bf16* w = NULL;
+    const bf16* b = NULL;
+    if (j + 1 < g->nlc) {
+        LayerActs* nx = layer_acts(g, a, j + 1); // with -recompute 1 the shared set: layer j is done with it
+        out = nx->ln1;
+        mean = nx->ln1_mean;
+        rstd = nx->ln1_rstd;
+        w = P(PT_LN1W, l + 1);
+        b = P(PT_LN1B, l + 1);
+    } else if (is_last_chunk(g, c)) {
+        out = a->lnf;
+        mean = a->lnf_mean;
+        rstd = a->lnf_rstd;
+        w = P(PT_LNFW, 0);
+        b = P(PT_LNFB, 0);
+    }
+    residual_forward(y, out, mean, rstd, la->resid2, mlp, P(PT_FCPROJB, l), w, b, BTs, C, s);
 }
 
 // Backward of layer j of the unit (local layer l): dio holds dL/dx[j+1] (B,Ts,C) on entry
@@ -533,41 +565,56 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio
                        la->ln1_mean, la->ln1_rstd, BTs, C, g->red, g->red_n, s);
 }
 
-// Last stage: final LayerNorm, tied LM head over the local vocabulary slice and the
-// vocab-parallel cross-entropy (all-reduces of max, sum-exp and target logit; the logits
-// are never gathered; padded columns are never computed). Adds the sum of token losses to
-// g->loss_acc. dloss > 0 (training): the logits turn into dlogits = dloss * dL/dlogits.
+// Last stage: tied LM head over the local vocabulary slice and the vocab-parallel
+// cross-entropy (all-reduces of max, sum-exp and target logit; the logits are never
+// gathered). The final LayerNorm lnf was written by the last layer, fused with its residual
+// add (block_forward). Adds the sum of token losses to g->loss_acc. dloss > 0 (training):
+// the logits turn into dlogits = dloss * dL/dlogits.
+// The head GEMMs run on all Vl rows of the slice, padding included, so cuBLASLt gets the
+// aligned, tile-friendly m = Vl (the padded vocabulary is a multiple of -vpad) instead of the
+// odd real count Vv: the padded rows of the tied embedding are zero, so their logits are 0,
+// the cross-entropy leaves them out of the softmax and writes their dlogits as exactly 0,
+// and so the padded rows' gradient stays exactly 0 and the real columns' numbers are those
+// of the GEMMs on Vv (the extra products are zeros).
 static void head_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
     int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C, Vv = g->Vv;
     cudaStream_t s = g->stream;
     bf16* xL = a->x + (size_t)g->nlc * BTs * C;
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BTs, C, s);
-    // (BT, Vv), row stride ldl; -sp: every TP rank's logits cover all T rows of its vocab slice
-    matmul_forward(&g->gemm, a->logits, g->ldl, gather_seq(g, dc, a->lnf, g->gat), P(PT_WTE, 0), NULL, BT, C, Vv);
-    float* mloc = a->ce;
-    float* mglob = a->ce + BT;
-    float* se = a->ce + 2 * (size_t)BT;
-    float* tl = a->ce + 3 * (size_t)BT;
-    ce_stats(mloc, se, tl, a->logits, g->ldl, a->targets, BT, Vv, g->v0, s);
-    const float* mx = mloc;
-    if (g->pl.TP > 1) {
-        cudaCheck(cudaMemcpyAsync(mglob, mloc, sizeof(float) * BT, cudaMemcpyDeviceToDevice, s));
-        dc_tp_allreduce_f32(dc, mglob, BT, 1);
-        ce_rescale(se, mloc, mglob, BT, s);
-        dc_tp_allreduce_f32(dc, se, 2 * (size_t)BT, 0); // sum-exp and target logit together
-        mx = mglob;
+    if (g->nlc == 0) layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BTs, C, s);
+    // (BT, Vl), row stride ldl; -sp: every TP rank's logits cover all T rows of its vocab slice
+    matmul_forward(&g->gemm, a->logits, g->ldl, gather_seq(g, dc, a->lnf, g->gat), P(PT_WTE, 0), NULL, BT, C, g->Vl);
+    if (g->pl.TP == 1 && ce_fused_fits(g->ldl)) {
+        // one pass over the logits: statistics, loss and (training) dlogits in place
+        ce_fused(a->logits, g->ldl, a->losses, a->lse, a->targets, BT, Vv, dloss, s);
+    } else {
+        // the row's statistics need every TP rank's slice: one pass for the local ones, their
+        // all-reduce (vectors of BT floats), one pass for the loss and dlogits (crossentropy.cuh)
+        float* mloc = a->ce;
+        float* mglob = a->ce + BT;
+        float* se = a->ce + 2 * (size_t)BT;
+        float* tl = a->ce + 3 * (size_t)BT;
+        ce_stats(mloc, se, tl, a->logits, g->ldl, a->targets, BT, Vv, g->v0, s);
+        const float* mx = mloc;
+        if (g->pl.TP > 1) {
+            cudaCheck(cudaMemcpyAsync(mglob, mloc, sizeof(float) * BT, cudaMemcpyDeviceToDevice, s));
+            dc_tp_allreduce_f32(dc, mglob, BT, 1);
+            ce_rescale(se, mloc, mglob, BT, s);
+            dc_tp_allreduce_f32(dc, se, 2 * (size_t)BT, 0); // sum-exp and target logit together
+            mx = mglob;
+        }
+        if (dloss > 0.0f) ce_backward(a->logits, g->ldl, a->losses, a->lse, mx, se, tl, a->targets, BT, Vv, g->v0, dloss, s);
+        else ce_finish(a->losses, a->lse, mx, se, tl, BT, s);
     }
-    ce_finish(a->losses, a->lse, mx, se, tl, BT, s);
     ce_loss_sum(g->loss_acc, a->losses, BT, s);
-    if (dloss > 0.0f) ce_backward(a->logits, g->ldl, a->lse, a->targets, BT, Vv, g->v0, dloss, s);
 }
 
 // Writes dL/dx[nl] into dx (the logits buffer holds dlogits from the training forward).
 static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
-    int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C, Vv = g->Vv;
+    int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C, Vl = g->Vl;
     bf16* xL = a->x + (size_t)g->nlc * BTs * C;
-    matmul_backward_input(&g->gemm, g->dtmp, a->logits, g->ldl, P(PT_WTE, 0), BT, C, Vv);
-    matmul_backward_weight(&g->gemm, G(PT_WTE, 0), a->logits, g->ldl, gather_seq(g, dc, a->lnf, g->gat), BT, C, Vv);
+    // on the padded slice (head_forward): the padded dlogits are 0, so is their rows' gradient
+    matmul_backward_input(&g->gemm, g->dtmp, a->logits, g->ldl, P(PT_WTE, 0), BT, C, Vl);
+    matmul_backward_weight(&g->gemm, G(PT_WTE, 0), a->logits, g->ldl, gather_seq(g, dc, a->lnf, g->gat), BT, C, Vl);
     bf16* dlnf = reduce_seq(g, dc, g->dtmp, g->fsh);
     layernorm_backward(dx, NULL, G(PT_LNFW, 0), G(PT_LNFB, 0), dlnf, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd,
                        BTs, C, g->red, g->red_n, g->stream);
@@ -578,7 +625,7 @@ static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
 // last virtual stage the token losses are added to g->loss_acc; dloss > 0 prepares the backward.
 static void gpt_forward(GPT* g, DevComm* dc, Acts* a, int c, float dloss) {
     if (is_first_chunk(g, c)) embedding_forward(g, dc, a->x, a);
-    for (int j = 0; j < g->nlc; j++) block_forward(g, dc, a, j, c * g->nlc + j);
+    for (int j = 0; j < g->nlc; j++) block_forward(g, dc, a, c, j, 0);
     if (is_last_chunk(g, c)) head_forward(g, dc, a, dloss);
 }
 
@@ -592,7 +639,7 @@ static void dp_bucket_launch(GPT* g, DevComm* dc, int l);
 static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last) {
     if (is_last_chunk(g, c)) head_backward(g, dc, a, dx);
     for (int j = g->nlc - 1; j >= 0; j--) {
-        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, j, c * g->nlc + j); // rebuild this layer's activations
+        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, c, j, 1); // rebuild this layer's activations
         block_backward(g, dc, a, j, c * g->nlc + j, dx);
         if (last && g->overlap) dp_bucket_launch(g, dc, c * g->nlc + j);
     }
