@@ -4,11 +4,14 @@
 // The broken stream modes rewrite a pinned host buffer while its cudaMemcpyAsync may not
 // have run yet, read a pinned D2H destination before synchronising with the copy, or
 // leave out an event between two streams (a kernel pair, a non-blocking stream and
-// cudaMemcpy, the data-parallel all-reduce overlap); the emulation must stop them (or
-// they get wrong numbers). The correct ones must pass and print "ok". The correct modes
-// work the same on a GPU (link -lnccl for the dp_* modes).
+// cudaMemcpy, the data-parallel all-reduce overlap, two kernels writing overlapping
+// parts of one allocation, writes through a struct's pointer or an atomic); the
+// emulation must stop them (or they get wrong numbers). Two kernels writing disjoint
+// halves of one allocation need no event. The correct ones must pass and print "ok". The correct modes
+// work the same on a GPU (link -lnccl -lcublasLt).
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <cublasLt.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -266,6 +269,124 @@ static int dp_overlap(int mode) {
     return 0;
 }
 
+// Byte ranges (README "Streams"): two kernels on two streams with no event between them
+// write parts of ONE allocation through the same base pointer. mode 0: the two halves,
+// disjoint and neighbouring (no race: a GPU may run them concurrently); mode 1: b's part
+// starts one element early, overlapping a's last element (a race); mode 2: the same
+// overlap ordered by an event (no race). The host checks the contents in every mode.
+__global__ void range_fill_kernel(int* x, int lo, int hi, int v) {
+    for (int i = lo + blockIdx.x * blockDim.x + threadIdx.x; i < hi; i += gridDim.x * blockDim.x) x[i] = v;
+}
+static int halves(int mode) {
+    const int n = 256;
+    int *d, h[2 * n];
+    cudaStream_t a, b;
+    cudaEvent_t e;
+    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    CK(cudaMalloc(&d, 2 * n * sizeof(int)));
+    LAUNCH(range_fill_kernel, 2, 64, 0, a, d, 0, n, 1);
+    if (mode == 2) {
+        CK(cudaEventRecord(e, a));
+        CK(cudaStreamWaitEvent(b, e, 0));
+    }
+    LAUNCH(range_fill_kernel, 2, 64, 0, b, d, mode == 0 ? n : n - 1, 2 * n, 2);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    CK(cudaFree(d));
+    CK(cudaEventDestroy(e));
+    CK(cudaStreamDestroy(a));
+    CK(cudaStreamDestroy(b));
+    for (int i = 0; i < 2 * n; i++) {
+        int want = i < (mode == 0 ? n : n - 1) ? 1 : 2;
+        if (h[i] != want) { fprintf(stderr, "halves: h[%d] = %d, expected %d\n", i, h[i], want); return 1; }
+    }
+    return 0;
+}
+// What a kernel reaches other than through a pointer parameter counts too: a pointer
+// inside a struct argument (mode 0), an atomicAdd (mode 1). Stream a writes the counter
+// that way, stream b's sum_kernel reads it with no event between them (a race).
+struct IntSlice { int* p; int n; };
+__global__ void struct_fill_kernel(IntSlice s, int v) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < s.n; i += gridDim.x * blockDim.x) s.p[i] = v;
+}
+__global__ void atomic_count_kernel(int* counter) { atomicAdd(counter, 1); }
+static int hidden_write(int mode) {
+    int *d, *dsum, got = 0;
+    cudaStream_t a, b;
+    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    CK(cudaMalloc(&d, 64 * sizeof(int)));
+    CK(cudaMalloc(&dsum, sizeof(int)));
+    CK(cudaMemset(d, 0, 64 * sizeof(int)));
+    CK(cudaDeviceSynchronize());  // a and b are non-blocking: the legacy memset does not order them
+    if (mode == 0) LAUNCH(struct_fill_kernel, 1, 64, 0, a, IntSlice{d, 64}, 1);
+    else LAUNCH(atomic_count_kernel, 1, 64, 0, a, d);
+    LAUNCH(sum_kernel, 1, 32, 0, b, d, 64, dsum);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(&got, dsum, sizeof(int), cudaMemcpyDeviceToHost));
+    CK(cudaFree(d));
+    CK(cudaFree(dsum));
+    CK(cudaStreamDestroy(a));
+    CK(cudaStreamDestroy(b));
+    return got != 64;
+}
+
+// cuBLASLt's exact ranges: two matmuls on two streams, no event, write the top and the
+// bottom half of the rows of one column-major 2m x n matrix (ld = 2m): their column runs
+// interleave, so the spans overlap but the bytes do not (no race). overlap = 1 starts the
+// second one a row early: row m-1 of every column is written by both (a race).
+static int lt_halves(int overlap) {
+    const int m = 4, n = 3, k = 2, ldd = 2 * m;
+    float *A, *B, *D, h[ldd * n], hA[m * k], hB[k * n];
+    for (int i = 0; i < m * k; i++) hA[i] = 1.0f;
+    for (int i = 0; i < k * n; i++) hB[i] = 1.0f;
+    cudaStream_t s[2];
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    CK(cudaStreamCreateWithFlags(&s[0], cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&s[1], cudaStreamNonBlocking));
+    CK(cudaMalloc(&A, sizeof hA));
+    CK(cudaMalloc(&B, sizeof hB));
+    CK(cudaMalloc(&D, sizeof h));
+    CK(cudaMemcpy(A, hA, sizeof hA, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(B, hB, sizeof hB, cudaMemcpyHostToDevice));
+    CK(cudaMemset(D, 0, sizeof h));
+    CK(cudaDeviceSynchronize());  // the streams are non-blocking: the legacy memset does not order them
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS || cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, m, k, m) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd) != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "cublasLt setup\n"); return 1; }
+    const float alpha[2] = {1.0f, 2.0f}, beta = 0.0f;
+    for (int i = 0; i < 2; i++) {
+        float* Di = D + (i == 0 ? 0 : m - overlap);
+        if (cublasLtMatmul(lt, desc, &alpha[i], A, la, B, lb, &beta, Di, ld, Di, ld, NULL, NULL, 0, s[i]) != CUBLAS_STATUS_SUCCESS) {
+            fprintf(stderr, "cublasLtMatmul\n");
+            return 1;
+        }
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h, D, sizeof h, cudaMemcpyDeviceToHost));
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+    CK(cudaFree(A));
+    CK(cudaFree(B));
+    CK(cudaFree(D));
+    CK(cudaStreamDestroy(s[0]));
+    CK(cudaStreamDestroy(s[1]));
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < ldd; i++) {
+            float want = i < m ? (float)k : 2.0f * k;
+            if (h[j * ldd + i] != want) { fprintf(stderr, "lt halves: D[%d,%d] = %g, expected %g\n", i, j, h[j * ldd + i], want); return 1; }
+        }
+    return 0;
+}
+
 // Launch-resource checks (impl/resources.h): the same template kernel at two sizes, so
 // the table row must be found from the instantiation, not the LAUNCH text "res_kernel<N>".
 template <int N>
@@ -321,6 +442,13 @@ int main(int argc, char** argv) {
     else if (!strcmp(m, "d2h_event_sync")) bad = d2h(2);
     else if (!strcmp(m, "legacy_blocking")) bad = legacy(cudaStreamDefault);
     else if (!strcmp(m, "legacy_nonblocking")) bad = legacy(cudaStreamNonBlocking);
+    else if (!strcmp(m, "halves_disjoint")) bad = halves(0);
+    else if (!strcmp(m, "halves_overlap")) bad = halves(1);
+    else if (!strcmp(m, "halves_overlap_event")) bad = halves(2);
+    else if (!strcmp(m, "lt_halves")) bad = lt_halves(0);
+    else if (!strcmp(m, "lt_halves_overlap")) bad = lt_halves(1);
+    else if (!strcmp(m, "struct_ptr_no_event")) bad = hidden_write(0);
+    else if (!strcmp(m, "atomic_no_event")) bad = hidden_write(1);
     else if (!strcmp(m, "dp_overlap")) bad = dp_overlap(0);
     else if (!strcmp(m, "dp_no_comm_wait")) bad = dp_overlap(1);
     else if (!strcmp(m, "dp_no_compute_wait")) bad = dp_overlap(2);

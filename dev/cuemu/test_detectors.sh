@@ -117,6 +117,20 @@ if build "$ROOT/dev/cuemu/stream_driver.cu" "$S"; then
     expect "cudaMemcpy after a kernel on a cudaStreamNonBlocking stream: reported" \
         "$X.*fill_kernel at .*on stream .* writes it, and cudaMemcpy at .*stream_driver.cu:[0-9]+ on the default stream reads it" \
         "$S" legacy_nonblocking
+    # byte ranges: the detector compares the bytes kernels really touched, not allocations
+    expect "two streams' kernels writing disjoint neighbouring halves of one allocation, no event: no race" pass "$S" halves_disjoint
+    expect "... the second half starting one int early (overlap of 4 bytes), no event: reported with the overlap" \
+        "${X}\\+ \\[1020, 1024\\) \\(allocation 0x[0-9a-f]+, 2048 bytes\\): range_fill_kernel at .*stream_driver.cu:[0-9]+ on stream .* writes it, and range_fill_kernel at .*stream_driver.cu:[0-9]+ on stream .* writes it" \
+        "$S" halves_overlap
+    expect "... the same overlap ordered by an event: no race, exact contents" pass "$S" halves_overlap_event
+    expect "two cuBLASLt matmuls on two streams writing interleaved row halves (ld = 2m), no event: no race" pass "$S" lt_halves
+    expect "... the second starting a row early, no event: reported" \
+        "$X.*cublasLtMatmul at .*stream_driver.cu:[0-9]+ on stream .* writes it, and cublasLtMatmul at .*stream_driver.cu:[0-9]+ on stream .* writes it" \
+        "$S" lt_halves_overlap
+    expect "a write through a pointer inside a struct argument, read on another stream without an event: reported" \
+        "$X.*struct_fill_kernel at .*writes it, and sum_kernel at .* reads it" "$S" struct_ptr_no_event
+    expect "an atomicAdd, read on another stream without an event: reported" \
+        "$X.*atomic_count_kernel at .*writes it, and sum_kernel at .* reads it" "$S" atomic_no_event
     expect "data-parallel overlap (compute stream, all-reduce on a comm stream, events both ways): exact" pass "$S" dp_overlap
     expect "... without the comm stream's cudaStreamWaitEvent: backward kernel vs ncclAllReduce reported" \
         "$X.*backward_kernel at .*stream_driver.cu:[0-9]+ on stream .* writes it, and ncclAllReduce at .*stream_driver.cu:[0-9]+" \

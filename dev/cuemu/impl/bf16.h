@@ -199,5 +199,5 @@ static inline __nv_bfloat162 operator-(const __nv_bfloat162& a) { return __hneg2
 #undef CUEMU_BF
 
 // bf16 atomics (sm_80+): the sum is rounded to bf16 once, as on the GPU.
-CUEMU_NOTSAN static inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, __nv_bfloat16 val) { __nv_bfloat16 old = *address; *address = __hadd(old, val); return old; }
-CUEMU_NOTSAN static inline __nv_bfloat162 atomicAdd(__nv_bfloat162* address, __nv_bfloat162 val) { __nv_bfloat162 old = *address; *address = __hadd2(old, val); return old; }
+CUEMU_NOTSAN static inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, __nv_bfloat16 val) { cuemu::track_atomic(address, 2); __nv_bfloat16 old = *address; *address = __hadd(old, val); return old; }
+CUEMU_NOTSAN static inline __nv_bfloat162 atomicAdd(__nv_bfloat162* address, __nv_bfloat162 val) { cuemu::track_atomic(address, 4); __nv_bfloat162 old = *address; *address = __hadd2(old, val); return old; }

@@ -536,16 +536,17 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     }
     // What it reads and writes (streams.h's hazard detector), then the product itself,
     // queued on the stream with copies of the descriptors (the caller may destroy them).
+    // (exact bytes: the columns of each matrix, not the gaps up to its leading dimension)
     std::vector<Access> acc;
     if (k > 0) {
-        acc.push_back({A_, lt_span(Ad->rows, Ad->cols, Ad->ld, P.batch, Ad->stride, es), false});
-        acc.push_back({B_, lt_span(Bd->rows, Bd->cols, Bd->ld, P.batch, Bd->stride, es), false});
+        matrix_access(acc, A_, Ad->rows, Ad->cols, Ad->ld, P.batch, Ad->stride, es, false);
+        matrix_access(acc, B_, Bd->rows, Bd->cols, Bd->ld, P.batch, Bd->stride, es, false);
     }
-    if (be != 0.0f) acc.push_back({C_, lt_span(m, n, Cd->ld, P.batch, Cd->stride, cs), false});
-    acc.push_back({D_, lt_span(m, n, Dd->ld, P.batch, Dd->stride, cs), true});
+    if (be != 0.0f) matrix_access(acc, C_, m, n, Cd->ld, P.batch, Cd->stride, cs, false);
+    matrix_access(acc, D_, m, n, Dd->ld, P.batch, Dd->stride, cs, true);
     if (P.use_bias || P.bgrad_rows || P.bgrada || P.bgradb)
-        acc.push_back({d->bias, (size_t)(bias_len + (P.batch - 1) * d->bias_bstride) * bs, !P.use_bias});
-    if (P.aux_out || P.dgelu) acc.push_back({d->aux, lt_span(m, n, d->aux_ld, P.batch, d->aux_bstride, xs), P.aux_out});
+        matrix_access(acc, d->bias, bias_len, 1, bias_len, P.batch, d->bias_bstride, bs, !P.use_bias);
+    if (P.aux_out || P.dgelu) matrix_access(acc, d->aux, m, n, d->aux_ld, P.batch, d->aux_bstride, xs, P.aux_out);
     issue(stream, [P, dc = *d, Ac = *Ad, Bc = *Bd, Cc = *Cd, Dc = *Dd, al, be, A_, B_, C_, D_] {
         lt_compute(P, &dc, &Ac, &Bc, &Cc, &Dc, al, be, A_, B_, C_, D_);
     }, acc, "cublasLtMatmul", file, line);

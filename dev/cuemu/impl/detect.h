@@ -15,6 +15,11 @@
 // never count as racing accesses. Without -fsanitize=thread (e.g. clang, or
 // CUEMU_DETECT=0 in make) the hooks are never called and nothing is checked.
 // CUEMU_RACECHECK=0 turns both detectors off at run time.
+// The same hooks also record, for the cross-stream hazard detector (streams.h), the
+// exact bytes of device memory every launch reads and writes (a read bitmap and a write
+// bitmap per touched 4 KiB page, atomics included: kernel.h calls track_atomic), summed
+// up after the grid as byte ranges per allocation (launch_ranges). CUEMU_TRACK_RANGES is
+// 1 when the hooks exist; without them streams.h falls back to whole allocations.
 // Test-only: part of the CPU emulation of CUDA, never linked into the product.
 #pragma once
 #include "base.h"
@@ -22,6 +27,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <string>
+#include <unordered_map>
+
+#if defined(__SANITIZE_THREAD__)
+#define CUEMU_TRACK_RANGES 1
+#else
+#define CUEMU_TRACK_RANGES 0
+#endif
 
 #define CUEMU_NOTSAN __attribute__((no_sanitize_thread, noinline))
 #define CUEMU_NOTSAN_INL __attribute__((no_sanitize_thread, always_inline)) inline
@@ -48,6 +60,9 @@ struct ShadowS {
     uintptr_t wpc, rpc;    // code addresses of the write / the first read
 };
 struct GRegion { uintptr_t lo, hi; uint64_t* shadow; };
+// The bytes of one 4 KiB page the running launch has read (r) and written (w), one bit each.
+struct PageBits { uintptr_t page; uint64_t r[64], w[64]; };
+constexpr int kPageCacheBits = 8;  // direct-mapped cache of the launch's pages
 // The hooks must not call instrumented code (it would call the hooks again), and an
 // instrumented inline function (std::vector::operator[], a lambda) is not inlined into
 // a no_sanitize_thread one: the hot path below uses raw pointers only.
@@ -75,6 +90,13 @@ struct Detect {
     size_t last = 0;
     unsigned long long block = 0;
     const char* kname = "";
+    // Byte-range tracking (streams.h sets `track` for the launches it needs it for).
+    bool track = false;               // record this launch's device-memory bytes
+    bool active = false;              // the hooks work while a thread runs: on || track
+    uintptr_t symlo = 0, symhi = 0;   // hull of the __device__ symbol regions in static storage
+    PageBits* pcache[1 << kPageCacheBits] = {};
+    std::unordered_map<uintptr_t, PageBits*> pages;  // the launch's touched pages
+    std::vector<PageBits*> used, pool;               // touched this launch / cleared, for reuse
     Detect() {
         if (const char* s = getenv("CUEMU_RACECHECK")) on = atoi(s) != 0;
         if (const char* s = getenv("CUEMU_RACECHECK_BLOCKS")) check_blocks = atol(s);
@@ -218,9 +240,75 @@ CUEMU_NOTSAN_INL void global_write(uintptr_t a, size_t n, uintptr_t pc) {
         s = tag;
     }
 }
+// ---------------------------------------------------------------- byte ranges of a launch
+// Slow path (a page not in the cache): called with the hooks switched off.
+inline PageBits* page_slow_impl(uintptr_t pg, size_t slot) {
+    Detect& d = det();
+    PageBits*& e = d.pages[pg];
+    if (!e) {
+        if (d.pool.empty()) {
+            e = (PageBits*)calloc(1, sizeof(PageBits));
+            if (!e) { fprintf(stderr, "cuemu: out of memory for the range tracker\n"); abort(); }
+        } else {
+            e = d.pool.back();
+            d.pool.pop_back();
+        }
+        e->page = pg;
+        d.used.push_back(e);
+    }
+    d.pcache[slot] = e;
+    return e;
+}
+CUEMU_NOTSAN inline PageBits* page_slow(uintptr_t pg, size_t slot) {
+    bool was = t_active;
+    t_active = false;
+    PageBits* e = page_slow_impl(pg, slot);
+    t_active = was;
+    return e;
+}
+CUEMU_NOTSAN_INL void set_bits(uint64_t* b, size_t off, size_t k) {
+    while (k) {
+        size_t sh = off & 63, t = 64 - sh < k ? 64 - sh : k;
+        b[off >> 6] |= (t == 64 ? ~0ull : ((1ull << t) - 1)) << sh;
+        off += t;
+        k -= t;
+    }
+}
+// Bytes [a, a+n) read or written by the running launch.
+CUEMU_NOTSAN_INL void track_bytes(uintptr_t a, size_t n, bool write) {
+    Detect& d = det();
+    for (;;) {
+        uintptr_t pg = a >> 12;
+        size_t off = a & 4095, k = n < 4096 - off ? n : 4096 - off;
+        size_t slot = (size_t)((pg * 0x9e3779b97f4a7c15ull) >> (64 - kPageCacheBits));
+        PageBits* e = d.pcache[slot];
+        if (!e || e->page != pg) e = page_slow(pg, slot);
+        set_bits(write ? e->w : e->r, off, k);
+        if (k >= n) return;
+        a += k;
+        n -= k;
+    }
+}
+// Only what may be device memory: inside the hull of the regions, not the thread's stack,
+// not dynamic shared memory, not static storage unless a __device__ symbol lies there.
+// (Whatever else gets through, e.g. the heap copy of the launch's parameters, is dropped
+// by launch_ranges, which keeps the bytes inside registered regions only.)
+CUEMU_NOTSAN_INL void track_mem(uintptr_t a, size_t n, bool write) {
+    Detect& d = det();
+    if (a < d.glo || a >= d.ghi || (a >= d.klo && a < d.khi) || (a >= d.dlo && a < d.dhi)) return;
+    if (a >= d.slo && a < d.shi && !(a >= d.symlo && a < d.symhi)) return;
+    track_bytes(a, n, write);
+}
+// An atomic (not instrumented): a read and a write of its bytes.
+CUEMU_NOTSAN_INL void track_atomic(const void* p, size_t n) {
+    if (t_active && det().track) track_mem((uintptr_t)p, n, true);
+}
+
 CUEMU_NOTSAN_INL void access(void* p, size_t n, bool write, uintptr_t pc) {
     Detect& d = det();
     uintptr_t a = (uintptr_t)p;
+    if (d.track) track_mem(a, n, write);
+    if (!d.on) return;
     if (!d.shared_on) {
         if (write && a >= d.glo && a < d.ghi && !(a >= d.klo && a < d.khi)) global_write(a, n, pc);
         return;
@@ -261,6 +349,59 @@ CUEMU_NOTSAN inline void detect_launch(const char* kname, const void* dyn, size_
     d.nreg = d.regions.size();
     d.glo = d.regions.empty() ? 0 : d.regions.front().lo;
     d.ghi = d.regions.empty() ? 0 : d.regions.back().hi;
+    d.symlo = d.symhi = 0;
+    for (const GRegion& g : d.regions)
+        if (g.lo >= d.slo && g.hi <= d.shi) {
+            if (d.symhi == 0) d.symlo = g.lo;
+            d.symhi = g.hi;
+        }
+    d.active = d.on || d.track;
+}
+
+// After the grid (hooks off): the bytes the launch touched, as ranges inside registered
+// device regions, written ones with w = true, only-read ones with w = false; then the
+// bitmaps are cleared for the next launch. emit(lo, hi, w) receives each range.
+template <class F>
+inline void launch_ranges(F&& emit) {
+    Detect& d = det();
+    std::sort(d.used.begin(), d.used.end(), [](const PageBits* x, const PageBits* y) { return x->page < y->page; });
+    for (int kind = 0; kind < 2; kind++) {  // 0: written, 1: read and not written
+        uintptr_t olo = 0, ohi = 0;
+        auto flush = [&] {
+            if (ohi <= olo) return;
+            // split at the region boundaries (regions are sorted and disjoint)
+            size_t lo = 0, hi = d.nreg;
+            while (lo < hi) { size_t m = (lo + hi) / 2; if (d.reg[m].hi <= olo) lo = m + 1; else hi = m; }
+            for (size_t i = lo; i < d.nreg && d.reg[i].lo < ohi; i++) {
+                uintptr_t a = std::max(olo, d.reg[i].lo), b = std::min(ohi, d.reg[i].hi);
+                if (a < b) emit(a, b, kind == 0);
+            }
+        };
+        for (const PageBits* e : d.used) {
+            uintptr_t base = e->page << 12;
+            for (int i = 0; i < 64; i++) {
+                uint64_t bits = kind == 0 ? e->w[i] : (e->r[i] & ~e->w[i]);
+                while (bits) {
+                    int s = __builtin_ctzll(bits);
+                    uint64_t x = bits >> s;
+                    int len = ~x == 0 ? 64 - s : __builtin_ctzll(~x);
+                    uintptr_t a = base + (uintptr_t)i * 64 + (uintptr_t)s, b = a + (uintptr_t)len;
+                    if (a == ohi) ohi = b;
+                    else { flush(); olo = a; ohi = b; }
+                    bits &= len == 64 ? 0 : ~(((1ull << len) - 1) << s);
+                }
+            }
+        }
+        flush();
+    }
+    for (PageBits* e : d.used) {
+        memset(e->r, 0, sizeof e->r);
+        memset(e->w, 0, sizeof e->w);
+        d.pool.push_back(e);
+    }
+    d.used.clear();
+    d.pages.clear();
+    memset(d.pcache, 0, sizeof d.pcache);
 }
 // An allocation goes away: its shadow too (the address may be reused).
 CUEMU_NOTSAN inline void detect_forget(const void* p) {

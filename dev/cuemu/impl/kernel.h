@@ -300,7 +300,7 @@ inline void resume(Fiber* f) {
     d.wgen = f->wgen;
     d.klo = (uintptr_t)f->mem;
     d.khi = (uintptr_t)f->mem + f->mem_size;
-    t_active = d.on;
+    t_active = d.active;
     CUEMU_COST_HOOK(cost_fiber(f->warp, f->lane));
 #if CUEMU_ASM_SWITCH
     cuemu_ctx_switch(&e.sched_sp, f->sp);
@@ -691,9 +691,12 @@ inline bool check_kernel_args(const char* name, const char* file, int line, cons
     return !bad;
 }
 
-// What a kernel may touch, for the cross-stream hazard detector (streams.h): the whole
-// allocation behind every pointer argument, read-only when the parameter is `const T*`.
-// (Pointers inside struct arguments are not seen.)
+// What a kernel touches, for the cross-stream hazard detector (streams.h). With the
+// ThreadSanitizer hooks (CUEMU_TRACK_RANGES, detect.h): exactly the bytes its threads read
+// and wrote, recorded while it runs. Without them, conservatively: the whole allocation
+// behind every pointer argument, read-only when the parameter is `const T*` (pointers
+// inside struct arguments are not seen).
+inline bool exact_kernel_ranges() { return CUEMU_TRACK_RANGES && streams().races; }
 template <class P, class T>
 inline void kernel_access(const T& v, std::vector<Access>& acc) {
     if constexpr (std::is_pointer<P>::value && !std::is_function<typename std::remove_pointer<P>::type>::value) {
@@ -724,15 +727,25 @@ inline void launch(void (*kernel)(P...), const char* name, const char* file, int
     }
     if (!grid_ok(reinterpret_cast<const void*>(kernel), name, file, line, grid, block, smem)) return;
     std::vector<Access> acc;
-    kernel_accesses<P...>(*params, acc, std::index_sequence_for<P...>{});
-    issue(stream, [kernel, name, file, line, grid, block, smem, params] {
+    bool exact = exact_kernel_ranges();
+    if (!exact) kernel_accesses<P...>(*params, acc, std::index_sequence_for<P...>{});
+    issue(stream, [kernel, name, file, line, grid, block, smem, params, exact] {
         struct Ctx { void (*k)(P...); Tup* t; };
         Ctx ctx{kernel, params.get()};
         auto body = [](void* p) {
             Ctx* c = static_cast<Ctx*>(p);
             std::apply(c->k, *c->t);  // each thread gets its own copy of the parameters
         };
+        det().track = exact;
         run_grid(name, file, line, grid, block, smem, +body, &ctx);
+        if (exact) {
+            // the bytes it really touched become the operation's accesses (run_until checks them)
+            std::vector<Access>* out = streams().cur_acc;
+            launch_ranges([out](uintptr_t a, uintptr_t b, bool w) {
+                if (out) out->push_back(Access{(const void*)a, (size_t)(b - a), w});
+            });
+            det().track = false;
+        }
     }, acc, name, file, line);
 }
 
@@ -811,7 +824,7 @@ static inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return (un
 // Fibers never switch inside these functions, so a plain read-modify-write is
 // atomic with respect to every other emulated thread.
 #define CUEMU_ATOMIC2(NAME, T, EXPR) \
-    CUEMU_NOTSAN static inline T NAME(T* address, T val) { T old = *address; *address = (EXPR); return old; }
+    CUEMU_NOTSAN static inline T NAME(T* address, T val) { cuemu::track_atomic(address, sizeof(T)); T old = *address; *address = (EXPR); return old; }
 CUEMU_ATOMIC2(atomicAdd, int, old + val)
 CUEMU_ATOMIC2(atomicAdd, unsigned int, old + val)
 CUEMU_ATOMIC2(atomicAdd, unsigned long long, old + val)
@@ -844,7 +857,7 @@ CUEMU_ATOMIC2(atomicInc, unsigned int, (old >= val) ? 0u : old + 1u)
 CUEMU_ATOMIC2(atomicDec, unsigned int, (old == 0u || old > val) ? val : old - 1u)
 #undef CUEMU_ATOMIC2
 #define CUEMU_ATOMIC_CAS(T) \
-    CUEMU_NOTSAN static inline T atomicCAS(T* address, T compare, T val) { T old = *address; if (old == compare) *address = val; return old; }
+    CUEMU_NOTSAN static inline T atomicCAS(T* address, T compare, T val) { cuemu::track_atomic(address, sizeof(T)); T old = *address; if (old == compare) *address = val; return old; }
 CUEMU_ATOMIC_CAS(int)
 CUEMU_ATOMIC_CAS(unsigned int)
 CUEMU_ATOMIC_CAS(unsigned long long)

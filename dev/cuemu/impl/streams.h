@@ -5,7 +5,9 @@
 // default stream. So a missing event dependency between two streams gives the consumer
 // stale data, as on a GPU that happens to run the producer late. Alongside, a
 // vector-clock hazard detector reports two operations on different streams that touch
-// one allocation (at least one writing) with no happens-before path between them, and
+// overlapping bytes (at least one writing) with no happens-before path between them
+// (checked when an operation runs: a kernel's bytes are those its threads touched, see
+// detect.h; copies, memsets, cuBLASLt and NCCL give theirs exactly at the call), and
 // the host must not write a pinned source before its copy ran (the copy reads it when
 // it runs). NCCL collectives run at the call, after what their stream waits for (MPI
 // blocks); NCCL send/recv are posted then and complete as a queued operation (nccl.h).
@@ -37,10 +39,20 @@ struct PinnedCopy {
 
 // An operation that must have run before another can: stream `st` up to issue number `seq`.
 struct Wait { StreamState* st; uint64_t seq; };
+// One range an operation reads or writes, for the hazard detector.
+struct Access { const void* p; size_t n; bool w; };
 struct Op {
     uint64_t seq;              // global issue number (increasing over all streams)
     std::function<void()> run;  // empty for markers (event records, waits)
     std::vector<Wait> waits;   // cross-stream dependencies (events, legacy stream)
+    // for the hazard detector: the stream's clock and vector clock at the issue, and the
+    // ranges (a kernel with exact ranges adds its own while it runs, through cur_acc)
+    uint64_t clock = 0;
+    VClock vc;
+    std::vector<Access> acc;
+    const char* what = nullptr;
+    const char* file = nullptr;
+    int line = 0;
 };
 struct StreamState {
     int id = 0;                 // creation order: index into the vector clocks
@@ -52,13 +64,13 @@ struct StreamState {
     std::deque<Op> ops;         // issued, not yet run (issue order)
     std::deque<PinnedCopy> pinned;  // pinned-source copies not yet synchronised with
 };
-// One recorded access of a queued operation, for the hazard detector.
-struct Access { const void* p; size_t n; bool w; };
+// One recorded access of an operation that has run, for the hazard detector.
 struct AccessRec {
     uintptr_t lo, hi;
     bool w;
     int sid;
     uint64_t clock;
+    uint64_t seq;
     const char* what;
     const char* file;
     int line;
@@ -72,6 +84,7 @@ struct Streams {
     std::vector<std::unique_ptr<StreamState>> all;  // every stream ever used, destroyed ones too (events may point there)
     VClock host;                                     // what the host has synchronised with
     std::map<uintptr_t, std::vector<AccessRec>> acc; // by allocation base
+    std::vector<Access>* cur_acc = nullptr;          // the running operation's ranges (kernel.h adds a kernel's)
 };
 inline Streams& streams() {
     static Streams s;
@@ -136,6 +149,7 @@ inline bool pinned_source_pending(const void* p, size_t n) {
 }
 
 // ---------------------------------------------------------------- running the queues
+inline void check_and_record(int sid, const Op& op);  // the hazard detector, below
 inline bool reached(const StreamState* st, uint64_t seq) { return st->ops.empty() || st->ops.front().seq > seq; }
 // Runs stream st's operations up to issue number `upto`, each after what it waits for
 // (those run first, in a seeded order). Waits always point to earlier issue numbers, so
@@ -151,9 +165,13 @@ inline void run_until(StreamState* st, uint64_t upto) {
             for (const Wait& x : w) run_until(x.st, x.seq);
             continue;  // the front is still f (nothing else can run st's ops)
         }
-        std::function<void()> fn = std::move(f.run);
+        Op op = std::move(f);
         st->ops.pop_front();
-        if (fn) fn();
+        std::vector<Access>* saved = S.cur_acc;
+        S.cur_acc = &op.acc;
+        if (op.run) op.run();
+        S.cur_acc = saved;
+        if (!op.acc.empty()) check_and_record(st->id, op);
     }
 }
 // The host has learned that what `v` covers has happened: pinned sources become the
@@ -175,14 +193,25 @@ inline void host_learns(const VClock& v) {
 
 // ---------------------------------------------------------------- the hazard detector
 inline bool overlap(const AccessRec& a, uintptr_t lo, uintptr_t hi) { return a.lo < hi && lo < a.hi; }
-// Operation (stream sid, clock, vc) with accesses `acc`: any earlier access of another
-// stream to an overlapping range, one of the two writing, that does not happen before
-// it is a race on every GPU that runs the streams concurrently.
-inline void check_and_record(int sid, uint64_t clock, const VClock& vc, const std::vector<Access>& accs, const char* what,
-                             const char* file, int line) {
+// Operation `op` of stream sid has just run, with the ranges op.acc: any access of another
+// stream's operation that ran before it, to an overlapping range, one of the two writing,
+// that does not happen before it is a race on every GPU that runs the streams concurrently.
+// Checked at run time because a kernel's ranges are known only once it has run. That
+// suffices: the emulation runs an operation only after everything that happens before it
+// (stream order, events, the legacy stream, host synchronisation), so of two ordered
+// operations the earlier one always runs first, and "r does not happen before op" is the
+// whole test.
+inline void check_and_record(int sid, const Op& op) {
     Streams& S = streams();
     if (!S.races) return;
-    for (const Access& a : accs) {
+    // A record can be forgotten once it happens before everything still to run: the
+    // operations still queued (each stream's queue is in vector-clock order, so its front
+    // has the smallest clock) and whatever the host issues from now on (it joins S.host).
+    VClock floor = S.host;
+    for (auto& up : S.all)
+        if (!up->ops.empty())
+            for (size_t i = 0; i < floor.c.size(); i++) floor.c[i] = std::min(floor.c[i], up->ops.front().vc.get((int)i));
+    for (const Access& a : op.acc) {
         if (a.n == 0 || a.p == nullptr) continue;
         Found f = lookup(a.p, a.n);
         if (f.kind == MEM_NONE) continue;  // pageable host memory: staged at the call
@@ -191,26 +220,58 @@ inline void check_and_record(int sid, uint64_t clock, const VClock& vc, const st
         size_t out = 0;
         for (size_t i = 0; i < L.size(); i++) {
             AccessRec& r = L[i];
-            if (S.host.get(r.sid) >= r.clock) continue;  // the host has synchronised with it: before everything to come
-            // the new access makes an earlier one of its stream redundant when it covers it
-            // and writes if that one wrote (a later conflict with it conflicts with this one)
-            if (r.sid == sid && r.lo >= lo && r.hi <= hi && (a.w || !r.w)) continue;
-            if (r.sid != sid && (r.w || a.w) && overlap(r, lo, hi) && vc.get(r.sid) < r.clock) {
-                char s1[64], s2[64];
+            if (r.sid != sid && (r.w || a.w) && overlap(r, lo, hi) && op.vc.get(r.sid) < r.clock) {
+                // named in issue order (the emulation may have run them the other way round)
+                bool rf = r.seq < op.seq;
+                const char *w1 = rf ? r.what : op.what, *f1 = rf ? r.file : op.file, *w2 = rf ? op.what : r.what,
+                           *f2 = rf ? op.file : r.file;
+                int l1 = rf ? r.line : op.line, l2 = rf ? op.line : r.line, s1 = rf ? r.sid : sid, s2 = rf ? sid : r.sid;
+                bool x1 = rf ? r.w : a.w, x2 = rf ? a.w : r.w;
+                char n1[64], n2[64];
                 die("cross-stream race on %p + [%zu, %zu) (allocation %p, %zu bytes): %s at %s:%d on %s %s it, and "
                     "%s at %s:%d on %s %s it, with no event or synchronisation ordering the two (record an event "
                     "after the first and cudaStreamWaitEvent on the second's stream; CUEMU_STREAM_RACES=0 disables "
                     "this check)",
                     (void*)f.base, (size_t)(std::max(lo, r.lo) - f.base), (size_t)(std::min(hi, r.hi) - f.base),
-                    (void*)f.base, f.size, r.what, r.file ? r.file : "?", r.line, stream_name(r.sid, s1, sizeof s1),
-                    r.w ? "writes" : "reads", what, file ? file : "?", line, stream_name(sid, s2, sizeof s2),
-                    a.w ? "writes" : "reads");
+                    (void*)f.base, f.size, w1, f1 ? f1 : "?", l1, stream_name(s1, n1, sizeof n1), x1 ? "writes" : "reads",
+                    w2, f2 ? f2 : "?", l2, stream_name(s2, n2, sizeof n2), x2 ? "writes" : "reads");
             }
+            if (floor.get(r.sid) >= r.clock) continue;  // before everything still to run
+            // the new access makes an earlier one of its stream redundant when it covers it
+            // and writes if that one wrote (whatever does not happen after that one does not
+            // happen after this one either: a later conflict with it conflicts with this one)
+            if (r.sid == sid && r.lo >= lo && r.hi <= hi && (a.w || !r.w)) continue;
             L[out++] = r;
         }
         L.resize(out);
-        L.push_back(AccessRec{lo, hi, a.w, sid, clock, what, file, line});
+        L.push_back(AccessRec{lo, hi, a.w, sid, op.clock, op.seq, op.what, op.file, op.line});
     }
+}
+// The bytes of a strided matrix, for the hazard detector: `batch` matrices `stride`
+// elements apart, each `cols` columns of `rows` elements of es bytes, `ld` elements apart
+// (cuBLASLt's column-major layouts). One range per column, merged where they touch or
+// overlap, so the gaps between columns (ld > rows) are not counted; beyond 65536 columns
+// the whole span (conservative: it may report a gap, never miss an overlap).
+inline void matrix_access(std::vector<Access>& acc, const void* p, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                          int64_t stride, size_t es, bool w) {
+    if (!p || rows <= 0 || cols <= 0 || batch <= 0) return;
+    if (ld == rows) { rows *= cols; ld = rows; cols = 1; }  // each matrix is contiguous
+    if (batch == 1) stride = 0;
+    std::vector<std::pair<int64_t, int64_t>> v;  // element offsets [a, b)
+    if (batch * cols <= 65536) {
+        for (int64_t b = 0; b < batch; b++)
+            for (int64_t j = 0; j < cols; j++) v.push_back({b * stride + j * ld, b * stride + j * ld + rows});
+    } else {
+        v.push_back({0, (cols - 1) * ld + rows + (batch - 1) * stride});
+    }
+    std::sort(v.begin(), v.end());
+    size_t k = 0;
+    for (size_t i = 1; i < v.size(); i++) {
+        if (v[i].first <= v[k].second) v[k].second = std::max(v[k].second, v[i].second);
+        else v[++k] = v[i];
+    }
+    v.resize(k + 1);
+    for (const auto& r : v) acc.push_back(Access{(const char*)p + (size_t)r.first * es, (size_t)(r.second - r.first) * es, w});
 }
 inline void forget_accesses(const void* base) {
     Streams& S = streams();
@@ -251,7 +312,14 @@ inline uint64_t issue(const void* s, std::function<void()> fn, const std::vector
     st->clock++;
     st->vc.set(st->id, st->clock);
     st->last_seq = op.seq;
-    check_and_record(st->id, st->clock, st->vc, accs, what, file, line);
+    op.clock = st->clock;
+    if (S.races) {
+        op.vc = st->vc;
+        op.acc = accs;  // checked when the operation runs (run_until)
+    }
+    op.what = what;
+    op.file = file;
+    op.line = line;
     if (pc) {
         pc->seq = op.seq;
         pc->clock = st->clock;
@@ -280,6 +348,8 @@ inline void stream_wait(const void* s, StreamState* ev_st, uint64_t seq, const V
     st->vc.join(ev_vc);
     Op op;
     op.seq = ++S.seq;
+    op.clock = st->clock;
+    if (S.races) op.vc = st->vc;
     if (!reached(ev_st, seq)) op.waits.push_back(Wait{ev_st, seq});
     st->last_seq = op.seq;
     st->ops.push_back(std::move(op));
