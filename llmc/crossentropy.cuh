@@ -155,7 +155,8 @@ __global__ void __launch_bounds__(CE_FUSED_THREADS) ce_fused_kernel(bf16* logits
 // one block per row (grid-stride); blockDim a multiple of 32. mloc, se, tl (BT): this
 // slice's max, sum of exp relative to it, and the target logit (0 if not in the slice)
 template <bool VEC>
-__global__ void ce_stats_kernel(float* mloc, float* se, float* tl, const bf16* logits, int ld, const int* targets,
+__global__ void __launch_bounds__(CE_THREADS) ce_stats_kernel(float* mloc, float* se, float* tl, const bf16* logits,
+                                                              int ld, const int* targets,
                                 int BT, int Vv, int v0) {
     __shared__ float sm[32], ss[32];
     for (int n = blockIdx.x; n < BT; n += gridDim.x) {
@@ -205,7 +206,8 @@ __global__ void ce_finish_kernel(float* losses, float* lse, const float* m, cons
 // after the all-reduce, one pass: losses, lse (BT) from the global statistics m, se, tl,
 // and logits (BT, ld) -> dlogits in place over all ld columns (padded ones 0)
 template <bool VEC>
-__global__ void ce_backward_kernel(bf16* logits, int ld, float* losses, float* lse, const float* m, const float* se,
+__global__ void __launch_bounds__(CE_THREADS) ce_backward_kernel(bf16* logits, int ld, float* losses, float* lse,
+                                                                 const float* m, const float* se,
                                    const float* tl, const int* targets, int BT, int Vv, int v0, float dloss) {
     for (int n = blockIdx.x; n < BT; n += gridDim.x) {
         bf16* row = logits + (size_t)n * ld;
@@ -279,14 +281,18 @@ static void ce_stats(float* mloc, float* se, float* tl, const bf16* logits, int 
                      int v0, cudaStream_t s) {
     if (BT == 0) return;
     int grid = ce_rows_grid(BT), th = ce_threads(ld);
-    if (vec16_ok(ld, 8, logits)) LAUNCH(ce_stats_kernel<true>, grid, th, 0, s, mloc, se, tl, logits, ld, targets, BT, Vv, v0);
-    else LAUNCH(ce_stats_kernel<false>, grid, th, 0, s, mloc, se, tl, logits, ld, targets, BT, Vv, v0);
+    if (vec16_ok(ld, 8, logits)) {
+        LAUNCH(ce_stats_kernel<true>, grid, th, 0, s, mloc, se, tl, logits, ld, targets, BT, Vv, v0);
+    } else {
+        LAUNCH(ce_stats_kernel<false>, grid, th, 0, s, mloc, se, tl, logits, ld, targets, BT, Vv, v0);
+    }
 }
 static void ce_rescale(float* se, const float* mloc, const float* mglob, int BT, cudaStream_t s) {
     if (BT == 0) return;
     LAUNCH(ce_rescale_kernel, CEIL_DIV(BT, 256), 256, 0, s, se, mloc, mglob, BT);
 }
-static void ce_finish(float* losses, float* lse, const float* m, const float* se, const float* tl, int BT, cudaStream_t s) {
+static void ce_finish(float* losses, float* lse, const float* m, const float* se, const float* tl, int BT,
+                      cudaStream_t s) {
     if (BT == 0) return;
     LAUNCH(ce_finish_kernel, CEIL_DIV(BT, 256), 256, 0, s, losses, lse, m, se, tl, BT);
 }
@@ -296,8 +302,11 @@ static void ce_backward(bf16* logits, int ld, float* losses, float* lse, const f
     if (BT == 0) return;
     int grid = ce_rows_grid(BT), th = ce_threads(ld);
     if (vec16_ok(ld, 8, logits))
-        LAUNCH(ce_backward_kernel<true>, grid, th, 0, s, logits, ld, losses, lse, m, se, tl, targets, BT, Vv, v0, dloss);
-    else LAUNCH(ce_backward_kernel<false>, grid, th, 0, s, logits, ld, losses, lse, m, se, tl, targets, BT, Vv, v0, dloss);
+        LAUNCH(ce_backward_kernel<true>, grid, th, 0, s, logits, ld, losses, lse, m, se, tl, targets, BT, Vv, v0,
+               dloss);
+    else
+        LAUNCH(ce_backward_kernel<false>, grid, th, 0, s, logits, ld, losses, lse, m, se, tl, targets, BT, Vv, v0,
+               dloss);
 }
 static void ce_loss_sum(double* acc, const float* losses, int BT, cudaStream_t s) {
     LAUNCH(ce_loss_sum_kernel, 1, 1024, 0, s, acc, losses, BT);

@@ -5,7 +5,8 @@
 #    blocks writing one global word, a misaligned float4 load must fail; the fixed
 #    versions must pass;
 #  - mutation tests on the real llmc headers: removing the first __syncthreads of
-#    ce_stats_kernel (crossentropy.cuh), of block_sum or of block_max (cuda_utils.cuh)
+#    ce_block_combine (crossentropy.cuh: ce_fused_kernel, the first of its kernels
+#    check_crossentropy runs, and ce_stats_kernel), of block_sum or of block_max (cuda_utils.cuh)
 #    must be reported as a race when CUEMU_MAX_GRID gives each block several rows;
 #  - stream_driver.cu: a pinned buffer rewritten after its cudaMemcpyAsync and before
 #    the host synchronised with the copy must fail; so must a kernel on one stream
@@ -85,7 +86,8 @@ if build "$ROOT/dev/cuda/check_crossentropy.cu" "$TMP/ce0"; then
     expect "check_crossentropy passes with the grid capped to 3 blocks (CUEMU_MAX_GRID=3)" pass env CUEMU_MAX_GRID=3 "$TMP/ce0"
 else bad "check_crossentropy builds"; fi
 mutate llmc/crossentropy.cuh "the previous row's reads of sm/ss are done" && build "$TMP/m/dev/cuda/check_crossentropy.cu" "$TMP/ce1" &&
-    expect "ce_stats_kernel without its first __syncthreads is reported (CUEMU_MAX_GRID=3)" "shared-memory race .*ce_stats_kernel" \
+    expect "ce_block_combine without its first __syncthreads is reported (CUEMU_MAX_GRID=3)" \
+        "shared-memory race .*in kernel \\(ce_[a-z_]+kernel.*crossentropy.cuh" \
         env CUEMU_MAX_GRID=3 "$TMP/ce1" || bad "ce_stats mutation built"
 
 S="$BUILD/stream_driver"
