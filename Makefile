@@ -3,13 +3,13 @@
 CC ?= gcc
 CFLAGS ?= -O3 -march=native
 # -ffp-contract=off: a*b+c is never silently fused, so the kernels round the same on every
-# x86 machine (the GEMM fuses explicitly with fmaf; see llmc/cpu_gemm.h)
+# x86 machine (the GEMM fuses explicitly with fmaf; see llmc/cpu/cpu_gemm.h)
 CFLAGS += -ffp-contract=off
 # -fno-math-errno: sqrtf need not set errno, so loops with it (AdamW) use vector square roots
 # and divides, which round exactly like the scalar ones (IEEE): the bits stay the same
 CFLAGS += -fno-math-errno
 # -fno-trapping-math: FP exception flags are never read, so loops with comparisons (the
-# clamps of llmc/cpu_math.h's exp) may be if-converted and vectorized; values are unchanged
+# clamps of llmc/cpu/cpu_math.h's exp) may be if-converted and vectorized; values are unchanged
 CFLAGS += -fno-trapping-math
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation
 LDLIBS = -lm
@@ -19,7 +19,7 @@ PY = /usr/bin/python3
 OMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 CFLAGS += $(OMP)
 
-HEADERS = $(wildcard llmc/*.h)
+HEADERS = $(wildcard llmc/host/*.h llmc/cpu/*.h)
 
 # Open MPI when present: the same binary then runs single-process, or 3D under mpirun
 MPICC := $(shell command -v mpicc 2>/dev/null)
@@ -34,7 +34,7 @@ endif
 .PHONY: gpu-rehearsal all test test-bins quickstart data fixtures clean bench attack fuzz asan test-hf cloze
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
-include dev/cuemu/cuemu.mk
+include cuemu/cuemu.mk
 # the CUDA trainer (nvcc for sm_80 and sm_90) and its kernel lab
 include dev/cuda/cuda.mk
 
@@ -47,7 +47,7 @@ train_gpt: train_gpt.c $(HEADERS)
 train_gpt_nompi: train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
 
-test_gpt: test_gpt.c train_gpt.c $(HEADERS) dev/test_common.h dev/test_sp_vpp.h
+test_gpt: test_gpt.c train_gpt.c $(HEADERS) tests/common.h tests/sp_vpp.h
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
 
 data:
@@ -59,44 +59,44 @@ fixtures:
 	@tail -n 10 fixtures.log
 
 # comm.h's chunked MPI calls under the MPI profiling interface (built only with MPI)
-test_comm: test_comm.c llmc/comm.h llmc/layout.h llmc/utils.h dev/test_common.h
+test_comm: tests/test_comm.c llmc/host/comm.h llmc/host/layout.h llmc/host/utils.h tests/common.h
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
 
-test_planner: test_planner.c llmc/planner.h dev/test_common.h
+test_planner: tests/test_planner.c llmc/planner/planner.h tests/common.h
 	$(CC) -O2 -std=c11 -Wall -Wextra -Werror $< -lm -o $@
 
 # the CPU GEMM, bit for bit against a plain fmaf loop (every ISA this CPU has, 1-3 threads)
-test_cpu_gemm: test_cpu_gemm.c llmc/cpu_gemm.h llmc/cpu_math.h
+test_cpu_gemm: tests/test_cpu_gemm.c llmc/cpu/cpu_gemm.h llmc/cpu/cpu_math.h
 	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
 
-test_instruments: test_instruments.c llmc/noise.h llmc/spike.h
+test_instruments: tests/test_instruments.c llmc/host/noise.h llmc/host/spike.h
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror $< -lm -o $@
 
 # the reliability suite (doc/reliability.md): the attack families against the trainer,
 # bounded libFuzzer runs of every file and flag parser, the test build under ASan+UBSan
 FUZZ_TARGETS = shard tokenizer flags ckpt
 FUZZ_SECONDS ?= 15
-FUZZ_BINS = $(addprefix dev/fuzz/bin/fuzz_,$(FUZZ_TARGETS))
+FUZZ_BINS = $(addprefix tests/fuzz/bin/fuzz_,$(FUZZ_TARGETS))
 SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-dev/fuzz/bin/fuzz_%: dev/fuzz/fuzz_%.c $(HEADERS)
-	@mkdir -p dev/fuzz/bin
+tests/fuzz/bin/fuzz_%: tests/fuzz/fuzz_%.c $(HEADERS)
+	@mkdir -p tests/fuzz/bin
 	clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $< -lm -o $@
 
 # the CPU GEMM's pack offsets, chunk tables and edge tiles under ASan+UBSan (with OpenMP:
 # the threads' bounds are what it checks)
-test_cpu_gemm_asan: test_cpu_gemm.c llmc/cpu_gemm.h llmc/cpu_math.h
+test_cpu_gemm_asan: tests/test_cpu_gemm.c llmc/cpu/cpu_gemm.h llmc/cpu/cpu_math.h
 	$(CC) $(SAN_FLAGS) -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -fopenmp $< -lm -o $@
 
 # single process, no MPI, no OpenMP (its runtime is not instrumented)
-test_gpt_asan: test_gpt.c train_gpt.c $(HEADERS) dev/test_common.h
+test_gpt_asan: test_gpt.c train_gpt.c $(HEADERS) tests/common.h
 	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas $< -lm -o $@
 
 attack: train_gpt data
-	bash dev/attack/run.sh
+	bash tests/attack/run.sh
 
 fuzz: $(FUZZ_BINS)
-	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 asan: test_gpt_asan fixtures
 	./test_gpt_asan fixtures --quick
@@ -110,38 +110,39 @@ TEST_BINS = train_gpt train_gpt_nompi test_gpt test_planner test_instruments tes
 test-bins: $(TEST_BINS)
 test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-bins
+	bash tests/test_refs.sh
 	./test_planner
 	./test_cpu_gemm
 	./test_cpu_gemm_asan
-	bash dev/check_cpu_repro.sh
+	bash tests/test_cpu_repro.sh
 ifneq ($(MPICC),)
 	LLMC_MPI_CHUNK=7 mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) -np 4 ./test_comm
 else
 	@echo "test_comm: mpicc not found: the chunked MPI calls were NOT tested"
 endif
 	./test_instruments
-	bash scripts/check_scripts.sh
+	bash tests/test_scripts.sh
 	$(PY) dev/calibrate_planner.py --selftest
-	$(PY) dev/test_bench_torch_init.py
-	bash dev/data/check_tokenizer.sh
-	$(PY) dev/data/test_prepare.py
+	$(PY) tests/test_bench_torch_init.py
+	bash tests/data/test_tokenizer.sh
+	$(PY) tests/data/test_prepare.py
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
 	$(MAKE) --no-print-directory test-hf
 	$(MAKE) --no-print-directory cuda-build cuda-rpath-check cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test cuda-emu-detect cuda-costmodel
 	$(MAKE) --no-print-directory gpu-rehearsal
 	./test_gpt_asan fixtures --quick
-	bash dev/attack/run.sh
-	bash dev/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	bash tests/attack/run.sh
+	bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # the first GPU run's dress rehearsal: dev/gpu_check.sh end to end on the CPU (doc/gpu_check.md)
-gpu-rehearsal: train_gpt $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/check_attention
-	bash dev/test_gpu_rehearsal.sh
+gpu-rehearsal: train_gpt $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/test_attention
+	bash tests/test_gpu_rehearsal.sh
 
 # Hugging Face export/import and the cloze evaluation vs lm-eval (the venv of dev/install.sh)
 HF_PY ?= $(HOME)/.cache/llmc/hf-venv/bin/python
 test-hf: train_gpt data
-	$(HF_PY) dev/eval/test_hf.py
+	$(HF_PY) tests/test_hf.py
 
 # the cloze set the README's evaluation uses (dev/eval/kjv_cloze.jsonl)
 cloze: data
@@ -154,5 +155,5 @@ quickstart:
 
 clean: cuda-clean cuemu-clean
 	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_cpu_gemm_asan test_comm test_planner test_instruments test_cpu_gemm fixtures.log
-	rm -rf dev/fuzz/bin
+	rm -rf tests/fuzz/bin
 	rm -rf fixtures

@@ -9,8 +9,8 @@
  */
 #define TESTING
 #include "train_gpt.c"
-#include "dev/test_common.h"
-#include "dev/fixture.h"
+#include "tests/common.h"
+#include "tests/fixture.h"
 
 static void fixture_train(Train* t, const Config* cfg, const char* dir) {
     Comm comm;
@@ -285,7 +285,7 @@ static void test_resume_bitwise(Fixture* fx, const char* dir) {
     check(same, "steps 5-8 after resume are bit-identical (losses, weights, moments)");
 
     // a save that fails leaves the previous checkpoint usable (here its temporary
-    // directory cannot be made: a file holds the name; dev/attack/family_disk.sh fills a disk)
+    // directory cannot be made: a file holds the name; tests/attack/family_disk.sh fills a disk)
     char bad[1200], link[1300];
     ckpt_dir_name(bad, sizeof(bad), tmp, 8);
     snprintf(link, sizeof(link), "%s.tmp", bad);
@@ -630,7 +630,7 @@ static void test_layouts(void) {
                 if (!has) all = 0;
             }
             check(all, "every rank of 2x2x2 logs its compute/comm/idle split");
-            // every MPI call in chunks of 1000 floats (llmc/comm.h; test_comm counts the calls):
+            // every MPI call in chunks of 1000 floats (llmc/host/comm.h; test_comm counts the calls):
             // groups of 2 sum a + b whatever the chunking, so the log is the same bit for bit
             char cdir[1300];
             snprintf(cdir, sizeof(cdir), "%s/chunked", tmp);
@@ -889,7 +889,7 @@ static void test_spike_stop(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
-#include "dev/test_sp_vpp.h" // -sp, -recompute selective, -vpp
+#include "tests/sp_vpp.h" // -sp, -recompute selective, -vpp
 
 int main(int argc, char** argv) {
     const char* dir = argc > 1 ? argv[1] : "fixtures";

@@ -31,8 +31,8 @@
 #define TESTING
 #include "train_gpt.cu"
 #include <sys/wait.h>
-#include "dev/test_common.h"
-#include "dev/fixture.h"
+#include "tests/common.h"
+#include "tests/fixture.h"
 
 static void fixture_train(Train* t, const Config* cfg, const char* dir) {
     Comm comm;

@@ -21,26 +21,26 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-#include "llmc/utils.h"
-#include "llmc/config.h"
-#include "llmc/schedule.h"
-#include "llmc/rand.h"
-#include "llmc/params.h"
-#include "llmc/dataloader.h"
-#include "llmc/checkpoint.h"
-#include "llmc/logger.h"
-#include "llmc/tokenizer.h"
-#include "llmc/layout.h"
-#include "llmc/comm.h"
-#include "llmc/seqpar.h"
-#include "llmc/reshard.h"
-#include "llmc/startup.h"
-#include "llmc/ckpt_rank.h"
-#include "llmc/noise.h"
-#include "llmc/spike.h"
-#include "llmc/run.h"
-#include "llmc/cpu_gemm.h"
-#include "llmc/cpu_math.h"
+#include "llmc/host/utils.h"
+#include "llmc/host/config.h"
+#include "llmc/host/schedule.h"
+#include "llmc/host/rand.h"
+#include "llmc/host/params.h"
+#include "llmc/host/dataloader.h"
+#include "llmc/host/checkpoint.h"
+#include "llmc/host/logger.h"
+#include "llmc/host/tokenizer.h"
+#include "llmc/host/layout.h"
+#include "llmc/host/comm.h"
+#include "llmc/host/seqpar.h"
+#include "llmc/host/reshard.h"
+#include "llmc/host/startup.h"
+#include "llmc/host/ckpt_rank.h"
+#include "llmc/host/noise.h"
+#include "llmc/host/spike.h"
+#include "llmc/host/run.h"
+#include "llmc/cpu/cpu_gemm.h"
+#include "llmc/cpu/cpu_math.h"
 #include <assert.h>
 #include <unistd.h>
 
@@ -48,7 +48,7 @@
 // kernels
 
 // out (N, OC) = inp (N, IC) @ W (OC, IC)^T + bias (OC): the packed GEMM of
-// llmc/cpu_gemm.h reading W in place (NT). work: its pack buffers.
+// llmc/cpu/cpu_gemm.h reading W in place (NT). work: its pack buffers.
 static void matmul_forward(float* out, const float* inp, const float* W, const float* bias,
                            int N, int IC, int OC, const CpuGemmWork* work) {
     cpu_gemm(cpu_isa(), N, OC, IC, inp, IC, 1, W, 1, IC, out, OC, 0, bias, work);
@@ -819,7 +819,7 @@ static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int6
 // training context
 
 typedef struct {
-    Run run;      // recipe progress, data, log and instruments, shared with the CUDA trainer (llmc/run.h)
+    Run run;      // recipe progress, data, log and instruments, shared with the CUDA trainer (llmc/host/run.h)
     GPT model;
 } Train;
 
@@ -964,7 +964,7 @@ static void sample_text(Train* t, FILE* out) {
     free(tokens); free(row);
 }
 
-// the cloze evaluation's hooks (llmc/eval.h): a forward of a (B, T) token batch, and a
+// the cloze evaluation's hooks (llmc/host/eval.h): a forward of a (B, T) token batch, and a
 // logits row of the last stage at this TP rank's vocabulary offset
 static void eval_forward(void* self, const int* tokens) {
     Train* t = (Train*)self;

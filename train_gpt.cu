@@ -46,39 +46,39 @@
 #include <mpi.h>
 #endif
 #include <cuda_profiler_api.h>
-#include "llmc/utils.h"
-#include "llmc/config.h"
-#include "llmc/schedule.h"
-#include "llmc/rand.h"
-#include "llmc/params.h"
-#include "llmc/dataloader.h"
-#include "llmc/checkpoint.h"
-#include "llmc/logger.h"
-#include "llmc/tokenizer.h"
-#include "llmc/layout.h"
-#include "llmc/reshard.h"
-#include "llmc/planner.h"
-#include "llmc/comm.h"
-#include "llmc/startup.h"
-#include "llmc/ckpt_rank.h"
-#include "llmc/noise.h"
-#include "llmc/spike.h"
-#include "llmc/run.h"
-#include "llmc/cuda_common.cuh"
-#include "llmc/cuda_utils.cuh"
-#include "llmc/matmul.cuh"
-#include "llmc/encoder.cuh"
-#include "llmc/layernorm.cuh"
-#include "llmc/attention.cuh"
-#include "llmc/attention_tc.cuh"
+#include "llmc/host/utils.h"
+#include "llmc/host/config.h"
+#include "llmc/host/schedule.h"
+#include "llmc/host/rand.h"
+#include "llmc/host/params.h"
+#include "llmc/host/dataloader.h"
+#include "llmc/host/checkpoint.h"
+#include "llmc/host/logger.h"
+#include "llmc/host/tokenizer.h"
+#include "llmc/host/layout.h"
+#include "llmc/host/reshard.h"
+#include "llmc/planner/planner.h"
+#include "llmc/host/comm.h"
+#include "llmc/host/startup.h"
+#include "llmc/host/ckpt_rank.h"
+#include "llmc/host/noise.h"
+#include "llmc/host/spike.h"
+#include "llmc/host/run.h"
+#include "llmc/cuda/cuda_common.cuh"
+#include "llmc/cuda/cuda_utils.cuh"
+#include "llmc/cuda/matmul.cuh"
+#include "llmc/cuda/encoder.cuh"
+#include "llmc/cuda/layernorm.cuh"
+#include "llmc/cuda/attention.cuh"
+#include "llmc/cuda/attention_tc.cuh"
 #ifdef USE_CUDNN
-#include "llmc/attention_cudnn.h"
+#include "llmc/cuda/attention_cudnn.h"
 #endif
-#include "llmc/gelu.cuh"
-#include "llmc/crossentropy.cuh"
-#include "llmc/adamw.cuh"
-#include "llmc/gradnorm.cuh"
-#include "llmc/nccl_comm.cuh"
+#include "llmc/cuda/gelu.cuh"
+#include "llmc/cuda/crossentropy.cuh"
+#include "llmc/cuda/adamw.cuh"
+#include "llmc/cuda/gradnorm.cuh"
+#include "llmc/cuda/nccl_comm.cuh"
 
 // ----------------------------------------------------------------------------------------
 // device memory: one bump allocation per object (sizes first, then pointers)
@@ -429,7 +429,7 @@ static void gpt_upload_weights(GPT* g, const float* h_params) {
 #define P(t, l) (g->params + g->pl.offset[(t)] + (size_t)(l) * g->pl.rows[(t)] * g->pl.cols[(t)])
 #define G(t, l) (g->grads + g->pl.offset[(t)] + (size_t)(l) * g->pl.rows[(t)] * g->pl.cols[(t)])
 
-// -sp 1 (Megatron sequence parallelism, llmc/seqpar.h): the input of a column-parallel GEMM
+// -sp 1 (Megatron sequence parallelism, llmc/host/seqpar.h): the input of a column-parallel GEMM
 // is the all-gather of the rank's sequence shard; the partial sums of a row-parallel GEMM
 // are reduce-scattered to it. Without -sp both are the plain tensor (and an all-reduce).
 static bf16* gather_seq(GPT* g, DevComm* dc, bf16* shard, bf16* full) {
@@ -682,7 +682,7 @@ static void gpt_grad_sumsq(GPT* g, const float* grads, size_t lo, size_t hi, int
 // embedding all-reduce. Each element is reduced once, by the same NCCL sum as without
 // buckets, so only NCCL's own order could differ (the emulation's is the same: identical).
 
-// the per-layer tensors are the enum's run PT_LN1W .. PT_FCPROJB (llmc/params.h); with -sp
+// the per-layer tensors are the enum's run PT_LN1W .. PT_FCPROJB (llmc/host/params.h); with -sp
 // the LayerNorm ones among them go in the last bucket, after their TP sum
 static int in_layer_bucket(const GPT* g, int t) {
     int ln = t == PT_LN1W || t == PT_LN1B || t == PT_LN2W || t == PT_LN2B;
@@ -758,7 +758,7 @@ static void gpt_adamw(GPT* g, const float* grads, double lr, int64_t t, float gs
 // training context
 
 typedef struct {
-    Run run;                                // recipe progress, data, log and instruments, shared with the CPU trainer (llmc/run.h)
+    Run run;                                // recipe progress, data, log and instruments, shared with the CPU trainer (llmc/host/run.h)
     DevComm dc;
     GPT model;
     double peak_tflops;                     // bf16 dense peak of this device (0: unknown)
@@ -787,16 +787,14 @@ static void acts_upload_tokens(GPT* g, Acts* a) {
 }
 
 // Before the host rewrites a slot's pinned arrays: their last uploads must have run (the
-// copy engine reads them when it gets there). LLMC_TEST_NO_UPLOAD_GUARD=1 skips the wait,
-// for the emulation's test that this race is caught.
+// copy engine reads them when it gets there). tests/cuemu/test_upload_guard.sh runs a build
+// without this wait and expects the emulation to report the race.
 static void acts_host_claim(DevComm* dc, Acts* a) {
-    const char* v = getenv("LLMC_TEST_NO_UPLOAD_GUARD");
-    if (v != NULL && strcmp(v, "1") == 0) return;
     dc_wait_event(dc, a->uploaded);
 }
 
 // Runs this rank's part of m micro-batches through the pipeline: 1F1B, or interleaved 1F1B
-// with -vpp (llmc/layout.h; forward_only: the evaluation schedule). load(k) fills the host
+// with -vpp (llmc/host/layout.h; forward_only: the evaluation schedule). load(k) fills the host
 // inputs/targets of micro-batch k where the first or last virtual stage needs them.
 // With NCCL each message goes on its own link's stream (nccl_comm.cuh's overlapped pipeline:
 // a send waits for the compute so far, a receive for its buffer, the compute for a buffer's
@@ -806,7 +804,7 @@ static void acts_host_claim(DevComm* dc, Acts* a) {
 // in 1F1B. The plain interleaved list needs sends that never wait for their receiver (-comm
 // mpi: comm.h's send ring); NCCL's do wait, so with NCCL the interleaved list is phased
 // (pipeline_plan), which also gives both ends of each link one order.
-// dev/cuda/check_pp_groups.cu simulates every layout, both ways.
+// tests/cuda/test_pp_groups.cu simulates every layout, both ways.
 typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
 
 static int is_comm_action(ActionKind k) { return k != ACT_FORWARD && k != ACT_BACKWARD; }
@@ -843,7 +841,7 @@ static int unit_dgrad_index(GPT* g, int c, int k) {
 static PpBuf* slot_buf(GPT* g, const Acts* a) { return &g->ppbuf[a - g->acts]; }
 static PpBuf* dgrad_buf(GPT* g, int i) { return &g->ppbuf[g->nslots + i]; }
 
-// Interleaved with NCCL, whose sends wait for their receiver: the phased list (llmc/layout.h,
+// Interleaved with NCCL, whose sends wait for their receiver: the phased list (llmc/host/layout.h,
 // a group per phase); otherwise the plain list (a group per run of adjacent comm actions).
 static Action* pipeline_plan(const GPT* g, const DevComm* dc, int stage, int PP, int m, int forward_only, int** phase, int* n) {
     *phase = NULL;
@@ -1054,7 +1052,7 @@ static void sample_text(Train* t, FILE* out) {
     free(tokens); free(row); free(hrow);
 }
 
-// the cloze evaluation's hooks (llmc/eval.h): a forward of a (B, T) token batch, and one
+// the cloze evaluation's hooks (llmc/host/eval.h): a forward of a (B, T) token batch, and one
 // logits row of the last stage (bf16 on the device) at this TP rank's vocabulary offset
 static void eval_forward(void* self, const int* tokens) {
     run_schedule((Train*)self, 1, 1, 0.0f, load_sample_micro, (void*)tokens);
@@ -1072,7 +1070,7 @@ static void eval_row(void* self, int b, int pos, float* row) {
 }
 
 // ----------------------------------------------------------------------------------------
-// checkpoints: the format of llmc/checkpoint.h, written from host fp32 copies of the master
+// checkpoints: the format of llmc/host/checkpoint.h, written from host fp32 copies of the master
 // weights and moments (the bf16 working weights are their rounding, so not stored)
 
 // Returns 0, or -1 (the previous checkpoint stays).

@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-PRESETS = {  # name -> (L, H, heads, seq), as llmc/config.h
+PRESETS = {  # name -> (L, H, heads, seq), as llmc/host/config.h
     "tiny": (4, 128, 4, 256), "125m": (12, 768, 12, 2048), "350m": (24, 1024, 16, 2048),
     "1.3b": (24, 2048, 16, 2048), "6.7b": (32, 4096, 32, 2048), "530b": (105, 20480, 128, 2048),
 }
@@ -90,7 +90,7 @@ class GPT(nn.Module):
 
 
 def model_flops(f, B, s, L, H, V):
-    """The paper's FLOPs per step (llmc/schedule.h model_flops)."""
+    """The paper's FLOPs per step (llmc/host/schedule.h model_flops)."""
     return 24.0 * f * B * s * L * H * H * (1.0 + s / (6.0 * H) + V / (16.0 * L * H))
 
 

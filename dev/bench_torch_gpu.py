@@ -18,14 +18,14 @@ with 1/sqrt(head_dim) scale, biases on every linear layer; MLP H -> 4H -> H with
 0.1 on matrices and embeddings only.
 
 Correctness against the trainers (-init llmc -data SHARD): the initial weights are drawn
-exactly as llmc/params.h param_init does (llmc/rand.h normal_at(seed, tensor id, index in
+exactly as llmc/host/params.h param_init does (llmc/host/rand.h normal_at(seed, tensor id, index in
 the full tensor), cast to fp32), vectorised in torch and in chunks so 1.3B parameters fit
 on the device; training reads the llm.c shard SHARD (256 int32 header, uint16 tokens;
 sample i = tokens [i*T, i*T+T+1)) in train_gpt's -shuffle 0 order: step k takes samples
 [(k-1)*gb, k*gb), split into micro-batches in order. With a constant -lr (train_gpt:
 -warmup 0 and a -decay far beyond the run) both run the same recipe, so the per-step
 losses ("losses" in the JSON line, before any warm-up/timed split) must agree with
-train_gpt's: to ~1e-5 with -device cpu -dtype fp32 (dev/test_bench_torch_init.py), to bf16
+train_gpt's: to ~1e-5 with -device cpu -dtype fp32 (tests/test_bench_torch_init.py), to bf16
 tolerance on a GPU with train_gpt_cu (dev/gpu_check.sh).
 
 usage: python3 dev/bench_torch_gpu.py -model 1.3b -mb 4 -gb 16 -steps 6 -warmup-steps 2 -compile auto -peak 989
@@ -42,13 +42,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-PRESETS = {  # name -> (L, H, heads, seq), as llmc/config.h
+PRESETS = {  # name -> (L, H, heads, seq), as llmc/host/config.h
     "tiny": (4, 128, 4, 256), "125m": (12, 768, 12, 2048), "350m": (24, 1024, 16, 2048),
     "1.3b": (24, 2048, 16, 2048), "6.7b": (32, 4096, 32, 2048), "530b": (105, 20480, 128, 2048),
 }
 
 
-# llmc/params.h ParamId: the tensor id is the stream of the counter-based normal
+# llmc/host/params.h ParamId: the tensor id is the stream of the counter-based normal
 PT = {n: i for i, n in enumerate(["wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                                    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"])}
 M64 = (1 << 64) - 1
@@ -63,7 +63,7 @@ def _srl(x, k):  # logical right shift of int64 bits (torch's >> is arithmetic)
     return (x >> k) & ((1 << (64 - k)) - 1)
 
 
-def splitmix64_t(x):  # llmc/rand.h splitmix64 on int64 tensors (multiplies wrap mod 2^64)
+def splitmix64_t(x):  # llmc/host/rand.h splitmix64 on int64 tensors (multiplies wrap mod 2^64)
     x = x + _s64(0x9E3779B97F4A7C15)
     x = (x ^ _srl(x, 30)) * _s64(0xBF58476D1CE4E5B9)
     x = (x ^ _srl(x, 27)) * _s64(0x94D049BB133111EB)
@@ -78,7 +78,7 @@ def splitmix64_py(x):  # the same on Python ints, for the per-stream key
 
 
 def normal_at(seed, stream, index):
-    """llmc/rand.h normal_at for an int64 tensor of indices: float64 N(0,1) (Box-Muller)."""
+    """llmc/host/rand.h normal_at for an int64 tensor of indices: float64 N(0,1) (Box-Muller)."""
     k = _s64(splitmix64_py((seed & M64) ^ splitmix64_py((stream * 0x632BE59BD9B4E019 + 0x1234567) & M64)))
     a = splitmix64_t(index * 2 ^ k)
     b = splitmix64_t((index * 2 + 1) ^ k)
@@ -159,7 +159,7 @@ class GPT(nn.Module):
                 nn.init.normal_(p, std=s)
 
     def init_llmc(self, seed, L, scaled_init=True, chunk=1 << 24):
-        """The trainers' initial weights (llmc/params.h param_init), bit for bit up to libm."""
+        """The trainers' initial weights (llmc/host/params.h param_init), bit for bit up to libm."""
         H = self.lnf.weight.shape[0]
         s = math.sqrt(1.0 / (3.0 * H))
         ss = s / math.sqrt(2.0 * L) if scaled_init else s

@@ -8,8 +8,8 @@ custom code:
 
 CKPT_DIR is one checkpoint (DIR/ckpt_SSSSSSSS) or a run's -o directory (its newest
 complete checkpoint is taken). Needs only numpy: the rank files are read here, following
-the format of llmc/checkpoint.h (header of 128 int64, then fp32 weights, m, v), and the
-TP/PP slices are put back together the way llmc/params.h lays them out. The safetensors
+the format of llmc/host/checkpoint.h (header of 128 int64, then fp32 weights, m, v), and the
+TP/PP slices are put back together the way llmc/host/params.h lays them out. The safetensors
 file is written here too (8-byte header length, JSON header, raw little-endian data), so
 the output is a pure function of the weights: import -> export is bit-identical.
 
@@ -30,7 +30,7 @@ import numpy as np
 CKPT_MAGIC = 20261202
 CKPT_HEADER_INTS = 128
 CKPT_VERSIONS = (1, 2)  # 2: rel13a's header with a checksum covering the header too
-# The header fields, by name, at their int64 index (llmc/checkpoint.h, CkptField). The one
+# The header fields, by name, at their int64 index (llmc/host/checkpoint.h, CkptField). The one
 # table every read and write of a header goes through.
 CKPT_FIELDS = {name: i for i, name in enumerate([
     "magic", "version",
@@ -50,7 +50,7 @@ CKPT_FIELDS = {name: i for i, name in enumerate([
     "vpp",
 ])}
 
-# llmc/params.h: the tensors in buffer order: (name, layered, split, placement)
+# llmc/host/params.h: the tensors in buffer order: (name, layered, split, placement)
 PARAMS = [
     ("wte", 0, "rows", "first_last"), ("wpe", 0, "none", "first"),
     ("ln1w", 1, "none", "all"), ("ln1b", 1, "none", "all"),
@@ -109,7 +109,7 @@ def local_layout(h):
 
 
 def fnv1a64_fast(data, h=0xcbf29ce484222325):
-    """FNV-1a 64 (llmc/utils.h); a plain loop, ~10 MB/s (--no-verify skips it)"""
+    """FNV-1a 64 (llmc/host/utils.h); a plain loop, ~10 MB/s (--no-verify skips it)"""
     for b in data:
         h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
     return h

@@ -4,7 +4,7 @@
 #
 #   bash dev/gpu_check.sh --plan        the stages, their caps and what each measures; exits
 #   bash dev/gpu_check.sh               the run (doc/gpu_check.md has the exact device command)
-#   bash dev/gpu_check.sh --rehearsal   the same script on a CPU: the CUDA code under dev/cuemu
+#   bash dev/gpu_check.sh --rehearsal   the same script on a CPU: the CUDA code under cuemu
 #                                       at tiny shapes, stand-ins for nvidia-smi, compute-sanitizer
 #                                       and ncu (make gpu-rehearsal)
 #
@@ -27,7 +27,7 @@
 # BENCH_STEPS (6 timed after 2 warm-up), PEAK (bf16 dense TFLOP/s; default from the GPU name).
 # Test hooks: GPU_CHECK_PLANT="stage:hang,stage:fail" replaces a stage's command by one that
 # hangs or fails (the rehearsal plants both); GPU_CHECK_FAKE="stage:rc,..." a dry run in which
-# every stage command is replaced by one that exits with rc (dev/test_gpu_check.sh), with
+# every stage command is replaced by one that exits with rc (tests/test_gpu_check.sh), with
 # GPU_CHECK_FAKE_SUMMARY_FAIL, GPU_CHECK_FAKE_ABORT=STAGE, GPU_CHECK_FAKE_SANITIZER=0,
 # GPU_CHECK_FAKE_NCU=0, GPU_CHECK_FAKE_CUDA_LOSS, GPU_CHECK_FAKE_TORCH_LOSS.
 set -uo pipefail # no -e: a failing stage or summary step must not stop the table
@@ -46,11 +46,11 @@ esac
 
 # name, cap on the GPU (s), cap in the rehearsal (s), what it measures
 STAGES=(
-"build                150 300 train_gpt (CPU reference), train_gpt_cu, test_gpt_cu, check_attention, cudnn_attention for this GPU's arch"
+"build                150 300 train_gpt (CPU reference), train_gpt_cu, test_gpt_cu, test_attention, cudnn_attention for this GPU's arch"
 "bench_cuda            45  90 1.3b seq 2048 mb 4 gb 16, default attention (cuDNN when built): ms/step, tokens/s, TFLOP/s, MFU; config used"
 "bench_cuda_tc         30  60 the same with LLMC_ATTENTION=tc: the own tensor-core flash attention"
 "bench_torch_eager     45  90 PyTorch eager, same shape, weights and samples: ms/step, and its step-1 loss against train_gpt_cu's"
-"attention             20  60 check_attention --large: own tensor-core attention, hs 64/128/160 at T 2048, against fp64"
+"attention             20  60 test_attention --large: own tensor-core attention, hs 64/128/160 at T 2048, against fp64"
 "cudnn                 20  20 cudnn_attention: cuDNN against the own tensor-core kernel, checked and timed"
 "fixtures              30  90 PyTorch fixtures (PASS at once when fixtures/ was carried)"
 "tests                 60 150 test_gpt_cu: PyTorch fixtures, train_gpt_cu against the CPU trainer, bit-exact resume"
@@ -264,18 +264,18 @@ log "mode $MODE; GPU: ${GPU_NAME:-unknown} (sm_$CC_CAP, peak $PEAK TFLOP/s); nvc
 # what each mode runs: binaries, shapes, PyTorch's device
 if [ "$MODE" = rehearsal ]; then
     TRAIN_CU=build/cuda-emu/train_gpt_cu; TEST_CU=build/cuda-emu/test_gpt_cu
-    CHECK_ATTN=(build/cuda-emu/check_attention); CUDNN_ATTN=""
-    BUILD_CMD="make -j$JOBS --no-print-directory train_gpt build/cuda-emu/train_gpt_cu build/cuda-emu/test_gpt_cu build/cuda-emu/check_attention"
+    CHECK_ATTN=(build/cuda-emu/test_attention); CUDNN_ATTN=""
+    BUILD_CMD="make -j$JOBS --no-print-directory train_gpt build/cuda-emu/train_gpt_cu build/cuda-emu/test_gpt_cu build/cuda-emu/test_attention"
     SHAPE=(-model tiny -L 2 -seq 64 -V 512 -vpad 128); VOCAB=512; MB=${BENCH_MB:-2}; GB=${BENCH_GB:-4}; STEPS=${BENCH_STEPS:-2}
     TORCH_DEV=(-device cpu -dtype fp32); PGPU=H200
     export CUEMU_DEVICES=1
 else
     TRAIN_CU=./train_gpt_cu; TEST_CU=./test_gpt_cu
-    CHECK_ATTN=(build/cuda/check_attention --large); CUDNN_ATTN=build/cuda/cudnn_attention
+    CHECK_ATTN=(build/cuda/test_attention --large); CUDNN_ATTN=build/cuda/cudnn_attention
     MAKE_CUDA="make -j$JOBS --no-print-directory -f dev/cuda/cuda.mk NVCC=$NVCC CUDA_ARCHS=$CC_CAP CUDA_MPICXX=/nonexistent/mpicxx CUDA_WERROR=0"
     # CPU and CUDA builds side by side (each nvcc call is single-threaded)
     BUILD_CMD="set -e; make -j$JOBS --no-print-directory train_gpt > $WORK/build_cpu.log 2>&1 & cpu=\$!
-        $MAKE_CUDA cuda-libs cuda-build build/cuda/check_attention; wait \$cpu || { cat $WORK/build_cpu.log; exit 1; }
+        $MAKE_CUDA cuda-libs cuda-build build/cuda/test_attention; wait \$cpu || { cat $WORK/build_cpu.log; exit 1; }
         $TRAIN_CU -check"
     SHAPE=(-model 1.3b); VOCAB=50257
     TORCH_DEV=(-device cuda -dtype bf16); PGPU=H200; case "$GPU_NAME" in *H100*) PGPU=H100 ;; esac
@@ -304,7 +304,7 @@ cat > "$WORK/cmp_loss.py" <<'EOF'
 # and differ in kernels and accumulation order; the mean over gb x T tokens averages that, so
 # 2e-2 leaves a wide margin and still catches a wrong model, loss, vocabulary, mask or kernel
 # (those move the loss by 1e-1 and more). At init the loss is ~ln(V) whatever the draw, so
-# this does NOT prove equal weights: dev/test_bench_torch_init.py proves that on the CPU.
+# this does NOT prove equal weights: tests/test_bench_torch_init.py proves that on the CPU.
 import json, sys
 try:
     c = [json.loads(l) for l in open(sys.argv[1]) if '"type":"train"' in l]
@@ -357,7 +357,7 @@ else
     rc=0; run_stage build bash -c "$BUILD_CMD" || rc=$?
     [ $rc = 0 ] && BUILD_OK=1
     { grep -m 1 '^NCCL' "$WORK/build.log"; grep -m 1 'cuDNN fused attention\|cuDNN attention off' "$WORK/build.log"; } >> "$CONFIG" 2>/dev/null
-    record build "$(status_of $rc)" "$([ "$MODE" = rehearsal ] && echo "emulated binaries (dev/cuemu)" || echo "sm_$CC_CAP only, warnings allowed, no MPI"); $(grep -m 1 -o 'cuDNN fused attention: on\|cuDNN attention off' "$WORK/build.log" 2>/dev/null)"
+    record build "$(status_of $rc)" "$([ "$MODE" = rehearsal ] && echo "emulated binaries (cuemu)" || echo "sm_$CC_CAP only, warnings allowed, no MPI"); $(grep -m 1 -o 'cuDNN fused attention: on\|cuDNN attention off' "$WORK/build.log" 2>/dev/null)"
 fi
 NOBUILD="no build (stage build did not pass)"
 

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_hf import (CKPT_FIELDS, CKPT_HEADER_INTS, CKPT_MAGIC, HF_LAYER, PARAMS, CkptError,  # noqa: E402
                        fnv1a64_fast, full_shapes, read_safetensors)
 
-CKPT_WRITE_VERSION = 2  # the version this build's trainer reads (llmc/checkpoint.h)
+CKPT_WRITE_VERSION = 2  # the version this build's trainer reads (llmc/host/checkpoint.h)
 
 
 def load_hf(d):

@@ -23,7 +23,7 @@ if ! /usr/bin/python3 -c "import tokenizers" 2>/dev/null; then
 fi
 # CUDA binary tools for the resource and SASS checks (make cuda-resources-check): cuobjdump and
 # nvdisasm are not in every toolkit install; PyPI ships them (not fatal when PyPI cannot be
-# reached). The cuDNN frontend headers are vendored in dev/cuda/third_party/cudnn_frontend.
+# reached). The cuDNN frontend headers are vendored in third_party/cudnn_frontend.
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   if ! /usr/bin/python3 -c "import glob, site, sys; sys.exit(not any(glob.glob(d + '/nvidia/*/bin/cuobjdump') for d in site.getsitepackages()))" 2>/dev/null \
      && ! command -v cuobjdump >/dev/null 2>&1; then

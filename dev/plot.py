@@ -6,7 +6,7 @@ batch, gradient norm and the gradient noise scale B_simple against tokens consum
     /usr/bin/python3 dev/plot.py out/one_gpu_125m/log.jsonl out/family_125m/log.jsonl \
         --labels "1 GPU" "8 GPUs" -o compare.png
 
-Reads the trainer's JSONL logs (llmc/logger.h), one object per line:
+Reads the trainer's JSONL logs (llmc/host/logger.h), one object per line:
     {"type":"train","step":..,"loss":..,"lr":..,"gb":..,"tokens":..,"gnorm":..,
      "b_simple":.. (optional), "skip":"spike"|"nonfinite" (optional), "tok_s":.. (optional)}
     {"type":"val","step":..,"tokens":..,"val_loss":..}
@@ -82,7 +82,7 @@ def read_log(path):
 
 
 def read_evals(path):
-    """the cloze evaluation records (type "eval": cloze_acc, cloze_ppl; llmc/eval.h)"""
+    """the cloze evaluation records (type "eval": cloze_acc, cloze_ppl; llmc/host/eval.h)"""
     out = []
     with open(path, errors="replace") as f:
         for line in f:

@@ -20,7 +20,7 @@
 #   STOP_RC          trainer exit status meaning "stopped on purpose, do not restart"
 #                    (default 3: the spike guard's K consecutive skips)
 #   RESTART_WAIT     seconds between attempts (default 60)
-# Trainer exit statuses (llmc/stop.h): 0 finished; 1 error; 3 spike guard (not restarted);
+# Trainer exit statuses (llmc/host/stop.h): 0 finished; 1 error; 3 spike guard (not restarted);
 # 4 stopped by SIGTERM/SIGINT/SIGUSR1 after saving a checkpoint: continued at once with
 # -resume, or, when this script got the signal too (a preemption or the time limit), it
 # returns 4 so the job can be requeued (it resumes from that checkpoint); 5 the step

@@ -16,7 +16,7 @@
 #      ramp 12B/270B = 12 D/270, cosine decay ending at 340B/270B = 1.26 D (after the end:
 #      the run stops at ~19% of peak LR, as the paper's did), minimum 10% of peak.
 #   3. Peak LR from `-lr auto`: the trainer's power law fitted to GPT-3's published rates
-#      (llmc/schedule.h): 4.5e-4, 3.3e-4, 2.2e-4, 1.3e-4 for the four sizes.
+#      (llmc/host/schedule.h): 4.5e-4, 3.3e-4, 2.2e-4, 1.3e-4 for the four sizes.
 #   4. Global batch: GPT-3's batch for the size (Brown et al. 2020, table 2.1: 0.5M, 0.5M,
 #      1M, 2M tokens = 244, 244, 488, 977 sequences of 2048) rounded to the nearest multiple
 #      of 60 x MB x DP (at least one), and the ramp keeps the paper's shape: start =
@@ -26,7 +26,7 @@
 #   5. Unchanged from the paper: micro-batch 1, sequence 2048, GPT-2 vocabulary (50257
 #      padded to 51200), beta1 0.9, beta2 0.95, eps 1e-8, weight decay 0.1, clipping 1.0,
 #      ZeRO-1, scaled initialisation.
-#   6. Layout on 8 GPUs (the layout planner, llmc/planner.h, 1 node): TP 1 x PP 1 x DP 8
+#   6. Layout on 8 GPUs (the layout planner, llmc/planner/planner.h, 1 node): TP 1 x PP 1 x DP 8
 #      for 125m, 350m and 1.3b (10, 18, 18 GiB per GPU predicted); TP 2 x PP 1 x DP 4 for
 #      6.7b (39 GiB; DP 8 alone would need 65 GiB of 80, too little headroom).
 #      No recomputation: the activations fit.
@@ -37,7 +37,7 @@
 #   MODEL        125m | 350m | 1.3b | 6.7b [125m]
 #   TOKENS       run length in tokens [20 x N]; warmup, ramp and decay follow it
 #   TRAIN_GLOB, VAL_GLOB  token shards, GPT-2 BPE [llm.c's FineWeb 10B:
-#                dev/data/fineweb10B/fineweb_{train,val}_*.bin]
+#                a folder of fineweb_train_*.bin / fineweb_val_*.bin]
 #   OUT_DIR      [out/family_$MODEL]     SEED [1337]
 #   MB           micro-batch [1]; the global batch follows rule 4 (a larger MB can raise it)
 #   LAUNCHER     srun | mpirun [srun inside a Slurm job, else mpirun]

@@ -42,7 +42,7 @@
 # allocation: with `#SBATCH --requeue` (below) `scontrol requeue $SLURM_JOB_ID` gets a new
 # allocation, and this script, run again, resumes from the checkpoint.
 #
-# Cost (the layout planner, llmc/planner.h, for this layout on 560 selene-a100 nodes):
+# Cost (the layout planner, llmc/planner/planner.h, for this layout on 560 selene-a100 nodes):
 # ~35 s per step at the full batch of 1920 x 2048 tokens, ~113k tokens/s, about four weeks
 # for 270B tokens; a checkpoint (bf16 weights + fp32 master weights + 2 moments, 14 bytes
 # per parameter) is ~7.4 TB.

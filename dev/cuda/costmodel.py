@@ -2,8 +2,8 @@
 """dev/cuda/costmodel.py: a per-kernel cost model of the CUDA trainer. PREDICTIONS, not measurements.
 
 What is counted (by the CPU emulation, never guessed): build/cuda-cost/train_gpt_cu is
-train_gpt.cu under dev/cuemu built with clang's load/store instrumentation (CUEMU_COST,
-dev/cuemu/impl/cost.h). For one training step (the difference of a 1-step and a 2-step run,
+train_gpt.cu under cuemu built with clang's load/store instrumentation (CUEMU_COST,
+cuemu/impl/cost.h). For one training step (the difference of a 1-step and a 2-step run,
 so start-up work cancels) it counts, per kernel, the launches and the global-memory bytes
 read and written, the 32-byte sectors touched per warp request against the minimum, and
 every cuBLASLt GEMM with its shape, output type and epilogue. The trainer's own log gives

@@ -6,10 +6,10 @@
 #                     warnings as errors, linked against cuBLASLt, cuBLAS, NCCL and MPI
 #                     (MPI when mpicxx is found; else a single-process build). Skipped with
 #                     a message when nvcc is absent.
-#   cuda-check-build  the standalone kernel checks dev/cuda/check_*.cu (nvcc, same flags)
+#   cuda-check-build  the standalone kernel checks tests/cuda/test_*.cu (nvcc, same flags)
 #   cuda-check-run    runs them (needs a GPU)
-#   cuda-check-emu    builds the kernel checks with g++ under the CPU emulation (dev/cuemu)
-#                     and runs them (no GPU needed); check_matmul needs cuemu's cuBLASLt; the
+#   cuda-check-emu    builds the kernel checks with g++ under the CPU emulation (cuemu)
+#                     and runs them (no GPU needed); test_matmul needs cuemu's cuBLASLt; the
 #                     grid-stride kernels' checks run again with the grid capped at 3 blocks
 #   cuda-check-host   the host-only check of the NCCL pipeline (g++): groups (1F1B and phased) and
 #                     the overlapped link streams, deadlock- and hazard-free in every layout; the
@@ -75,10 +75,12 @@ CUDA_FIND_LIBS_RC := $(shell mkdir -p $(CUDA_BUILD) && NVCC_FLAGS="$(NVCC_FLAGS)
 include $(CUDA_FOUND_MK)
 endif
 
-CUDA_HEADERS = $(wildcard $(CUDA_ROOT)/llmc/*.h $(CUDA_ROOT)/llmc/*.cuh)
+CUDA_HEADERS = $(wildcard $(CUDA_ROOT)/llmc/*/*.h $(CUDA_ROOT)/llmc/*/*.cuh)
+# the kernel checks and other CUDA tests (tests/cuda)
+CUDA_TEST_DIR := $(CUDA_ROOT)/tests/cuda
 
-# cuDNN fused attention (llmc/attention_cudnn.*): used when find_libs.sh found cuDNN (cudnn.h and
-# the library) and the frontend headers (vendored in dev/cuda/third_party/cudnn_frontend);
+# cuDNN fused attention (llmc/cuda/attention_cudnn.*): used when find_libs.sh found cuDNN (cudnn.h and
+# the library) and the frontend headers (vendored in third_party/cudnn_frontend);
 # otherwise the build says so and the trainer uses its own attention kernels. CUDA_CUDNN=0
 # turns it off. libnvrtc: the frontend's runtime-compiled engines need it.
 CUDA_CUDNN ?= 1
@@ -86,9 +88,9 @@ CUDA_HAVE_CUDNN := $(if $(filter 1,$(CUDA_CUDNN)),$(if $(filter 1,$(CUDNN_FOUND)
 CUDNN_OBJ = $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/attention_cudnn.o)
 CUDNN_DEFS = $(if $(CUDA_HAVE_CUDNN),-DUSE_CUDNN $(CUDNN_CFLAGS))
 CUDNN_LINK = $(if $(CUDA_HAVE_CUDNN),$(CUDNN_OBJ) $(CUDNN_LIBS) -lnvrtc)
-CUDA_CHECKS = $(sort $(basename $(notdir $(wildcard $(CUDA_DIR)/check_*.cu))))
+CUDA_CHECKS = $(sort $(basename $(notdir $(wildcard $(CUDA_TEST_DIR)/test_*.cu))))
 
-CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/dev/cuemu
+CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/cuemu
 CUDA_EMU_CXX ?= g++
 CUDA_EMU_FLAGS = -std=c++17 -O2 -rdynamic -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
 
@@ -106,7 +108,7 @@ cuda-nccl-header:
 
 # host-only C++ (the frontend is header-only and heavy): one object for every arch; the
 # frontend's own headers are -isystem so their warnings are not ours
-$(CUDA_BUILD)/attention_cudnn.o: $(CUDA_ROOT)/llmc/attention_cudnn.cpp $(CUDA_ROOT)/llmc/attention_cudnn.h $(CUDA_ROOT)/llmc/cuda_common.cuh
+$(CUDA_BUILD)/attention_cudnn.o: $(CUDA_ROOT)/llmc/cuda/attention_cudnn.cpp $(CUDA_ROOT)/llmc/cuda/attention_cudnn.h $(CUDA_ROOT)/llmc/cuda/cuda_common.cuh
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) $(if $(filter 1,$(CUDA_WERROR)),-Werror all-warnings) -Xcompiler $(CUDA_HOST_WARN) $(CUDNN_CFLAGS) -DCUDNN_FRONTEND_SKIP_JSON_LIB $(subst -I,-isystem ,$(CUDNN_FRONTEND_CFLAGS)) -c $< -o $@
 
@@ -124,7 +126,7 @@ test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) 
 	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS)
 
 # cuDNN attention against the own kernels at the presets' shapes (GPU only; gpu_check.sh)
-$(CUDA_BUILD)/cudnn_attention: $(CUDA_DIR)/cudnn_attention.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS) $(CUDNN_OBJ)
+$(CUDA_BUILD)/cudnn_attention: $(CUDA_TEST_DIR)/cudnn_attention.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS) $(CUDNN_OBJ)
 	@mkdir -p $(@D)
 	$(NVCC) $(CUDA_NVCC_ALL) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS)
 
@@ -143,23 +145,23 @@ cuda-rpath-check: train_gpt_cu test_gpt_cu
 	    { echo "FAIL cuda-rpath-check: $$b has no rpath to $(CUDA_TK_LIBDIR)"; exit 1; }; done
 	@echo "cuda-rpath-check: train_gpt_cu and test_gpt_cu find cuBLASLt/nvrtc through their rpath ($(CUDA_TK_LIBDIR))"
 
-$(CUDA_BUILD)/%: $(CUDA_DIR)/%.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS)
+$(CUDA_BUILD)/%: $(CUDA_TEST_DIR)/%.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(CUDA_NVCC_ALL) $< -o $@ $(CUDA_LIBS)
 
 cuda-check-build: $(addprefix $(CUDA_BUILD)/,$(CUDA_CHECKS))
 	@echo "cuda-check-build: $(words $(CUDA_CHECKS)) kernel checks built in $(CUDA_BUILD)"
 CUDA_RES = /usr/bin/python3 $(CUDA_DIR)/resources.py --build $(CUDA_BUILD) --root $(CUDA_ROOT)
-cuda-resources: train_gpt_cu $(CUDA_BUILD)-emu/check_attention
+cuda-resources: train_gpt_cu $(CUDA_BUILD)-emu/test_attention
 	$(CUDA_RES) write
 
 # ... and the SASS check must catch the old tc_smem_base (rounding through uintptr_t), which
-# lost the shared address space: check_attention for sm_90 built with it is checked too
-cuda-resources-check: train_gpt_cu $(CUDA_BUILD)-emu/check_attention $(CUDA_BUILD)/sass_old_sm90.cubin
+# lost the shared address space: test_attention for sm_90 built with it is checked too
+cuda-resources-check: train_gpt_cu $(CUDA_BUILD)-emu/test_attention $(CUDA_BUILD)/sass_old_sm90.cubin
 	$(CUDA_RES) check
 	$(CUDA_RES) sass $(CUDA_BUILD)/sass_old_sm90.cubin --expect-fail flash_tc_
 
-$(CUDA_BUILD)/sass_old_sm90.cubin: $(CUDA_DIR)/check_attention.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS)
+$(CUDA_BUILD)/sass_old_sm90.cubin: $(CUDA_TEST_DIR)/test_attention.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -DLLMC_TC_SMEM_BASE_OLD -gencode arch=compute_90,code=sm_90 -cubin $< -o $@
 
@@ -168,25 +170,25 @@ endif
 cuda-check-run: cuda-check-build
 	@set -e; for c in $(CUDA_CHECKS); do echo "== $$c"; $(CUDA_BUILD)/$$c; done
 
-$(CUDA_BUILD)-emu/%: $(CUDA_DIR)/%.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+$(CUDA_BUILD)-emu/%: $(CUDA_TEST_DIR)/%.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
 	@mkdir -p $(@D)
 	$(CUDA_EMU_CXX) $(CUDA_EMU_FLAGS) $(CUEMU_DETECT_FLAGS) -x c++ $< -x none -o $@ -lpthread
 
 cuda-check-emu: $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS))
 	@set -e; for c in $(CUDA_CHECKS); do echo "== $$c (CPU emulation)"; $(CUDA_BUILD)-emu/$$c; done
-	@echo "== check_attention --large 192 (CPU emulation; dev/gpu_check.sh runs T = 2048 on the GPU)"
-	@$(CUDA_BUILD)-emu/check_attention --large 192
-	@echo "== check_layernorm, check_gelu, check_encoder, check_adamw with CUEMU_MAX_GRID=3 (each block loops over many rows/packs)"
-	@set -e; for c in check_layernorm check_gelu check_encoder check_adamw; do \
+	@echo "== test_attention --large 192 (CPU emulation; dev/gpu_check.sh runs T = 2048 on the GPU)"
+	@$(CUDA_BUILD)-emu/test_attention --large 192
+	@echo "== test_layernorm, test_gelu, test_encoder, test_adamw with CUEMU_MAX_GRID=3 (each block loops over many rows/packs)"
+	@set -e; for c in test_layernorm test_gelu test_encoder test_adamw; do \
 	    CUEMU_MAX_GRID=3 $(CUDA_BUILD)-emu/$$c > $(CUDA_BUILD)-emu/$$c.grid3.log 2>&1 || { cat $(CUDA_BUILD)-emu/$$c.grid3.log; exit 1; }; \
 	    echo "$$c (CUEMU_MAX_GRID=3): $$(tail -n 1 $(CUDA_BUILD)-emu/$$c.grid3.log)"; done
 
-cuda-check-host: $(CUDA_DIR)/check_pp_groups.cu $(CUDA_ROOT)/llmc/layout.h
+cuda-check-host: $(CUDA_TEST_DIR)/test_pp_groups.cu $(CUDA_ROOT)/llmc/host/layout.h
 	@mkdir -p $(CUDA_BUILD)-host
-	$(CUDA_EMU_CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Wno-unused-function -x c++ $< -x none -o $(CUDA_BUILD)-host/check_pp_groups
-	$(CUDA_BUILD)-host/check_pp_groups
-	bash $(CUDA_DIR)/test_find_libs.sh
-	bash $(CUDA_ROOT)/dev/test_gpu_check.sh
+	$(CUDA_EMU_CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Wno-unused-function -x c++ $< -x none -o $(CUDA_BUILD)-host/test_pp_groups
+	$(CUDA_BUILD)-host/test_pp_groups
+	bash $(CUDA_TEST_DIR)/test_find_libs.sh
+	bash $(CUDA_ROOT)/tests/test_gpu_check.sh
 
 CUDA_EMU_MPI_FLAGS = $(CUDA_EMU_FLAGS) -Wno-format-truncation -fopenmp -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
 
@@ -198,22 +200,33 @@ $(CUDA_BUILD)-emu/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.c
 	@mkdir -p $(@D)
 	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -x c++ $< -x none -o $@
 
-cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu
+# a mutant of train_gpt.cu without the wait of acts_host_claim (the upload slot's event guard),
+# for test_upload_guard.sh: the emulation must report the race. The build fails if the line is gone.
+CUDA_NOGUARD_LINE = dc_wait_event(dc, a->uploaded);
+$(CUDA_BUILD)-emu/train_gpt_cu_noguard: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+	@mkdir -p $(@D)
+	@[ "$$(grep -cF '$(CUDA_NOGUARD_LINE)' $<)" = 1 ] || { echo "error: '$(CUDA_NOGUARD_LINE)' is not once in $<: update CUDA_NOGUARD_LINE"; exit 1; }
+	@mkdir -p $(@D)/noguard
+	grep -vF '$(CUDA_NOGUARD_LINE)' $< > $(@D)/noguard/train_gpt.cu
+	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -Wno-unused-parameter -I$(CUDA_ROOT) -x c++ $(@D)/noguard/train_gpt.cu -x none -o $@
+
+cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/train_gpt_cu_noguard
 	CUEMU_DEVICES=8 LLMC_TEST_NCCL_LAYOUTS=1 LLMC_TRAIN_GPT_CU=$(CUDA_BUILD)-emu/train_gpt_cu OMP_NUM_THREADS=1 \
 	    $(CUDA_BUILD)-emu/test_gpt_cu $(or $(FIXTURES),fixtures)
-	bash $(CUEMU_DIR_FOR_CUDA)/test_upload_guard.sh $(abspath $(CUDA_BUILD)-emu/train_gpt_cu)
+	bash $(CUDA_ROOT)/tests/cuemu/test_upload_guard.sh $(abspath $(CUDA_BUILD)-emu/train_gpt_cu) \
+	    $(abspath $(CUDA_BUILD)-emu/train_gpt_cu_noguard)
 
 # train_gpt.cu's own steps under the emulation's race/alignment detectors (GCC only)
 cuda-emu-detect:
 ifeq ($(CUEMU_DETECT),1)
-	bash $(CUDA_DIR)/check_trainer_detect.sh "$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) $(CUEMU_DETECT_FLAGS)" $(CUDA_ROOT) $(CUDA_BUILD)-emu-detect
+	bash $(CUDA_TEST_DIR)/test_trainer_detect.sh "$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) $(CUEMU_DETECT_FLAGS)" $(CUDA_ROOT) $(CUDA_BUILD)-emu-detect
 else
 	@echo "cuda-emu-detect: CUEMU_DETECT=0 (or clang): the trainer under the detectors NOT run"
 endif
 
 # the per-kernel cost model (dev/cuda/costmodel.py): train_gpt.cu under the emulation, built
 # with clang's load/store instrumentation so every global-memory access of a kernel is counted
-# (dev/cuemu/impl/cost.h); then fitted at small shapes and scaled to 1.3b on H100/H200.
+# (cuemu/impl/cost.h); then fitted at small shapes and scaled to 1.3b on H100/H200.
 # Prints a PREDICTION, labelled as such. Needs clang++ (Debian's clang).
 CUDA_COST_CXX ?= clang++
 CUDA_COST_FLAGS = -std=c++17 -O1 -fno-vectorize -fno-slp-vectorize -DCUEMU -DCUEMU_COST \

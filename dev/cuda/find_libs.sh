@@ -9,10 +9,10 @@
 # find, so the script links them as LINKDIR/libnccl.so -> .../libnccl.so.2 and adds an rpath to
 # the wheel's directory so the binary runs without LD_LIBRARY_PATH. Missing cuDNN only gives a
 # note (nothing uses it yet); missing NCCL gives NCCL_FOUND=0 and the build stops with an error.
-# Overrides (the test dev/cuda/test_find_libs.sh uses them with fake wheel layouts):
+# Overrides (the test tests/cuda/test_find_libs.sh uses them with fake wheel layouts):
 #   FIND_LIBS_SYSTEM_DIRS  prefixes searched as PREFIX/include + PREFIX/lib{,64}
 #   FIND_LIBS_SITE_DIRS    site-packages directories (default: asked from python3)
-#   FIND_LIBS_FRONTEND     the cuDNN frontend include dir (default: the vendored dev/cuda/third_party/cudnn_frontend/include)
+#   FIND_LIBS_FRONTEND     the cuDNN frontend include dir (default: the vendored third_party/cudnn_frontend/include)
 set -u
 linkdir=${1:?usage: find_libs.sh LINKDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +24,7 @@ else
                     command -v "$py" >/dev/null 2>&1 && "$py" -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null
                   done; ls -d /usr/local/lib/python3*/dist-packages /usr/lib/python3*/dist-packages /usr/local/lib/python3*/site-packages 2>/dev/null; } | awk '!seen[$0]++' | tr '\n' ' ')
 fi
-frontend=${FIND_LIBS_FRONTEND-$here/third_party/cudnn_frontend/include}
+frontend=${FIND_LIBS_FRONTEND-$here/../../third_party/cudnn_frontend/include}
 
 # the -I directories of NVCC_FLAGS (-I dir and -Idir)
 user_inc=()
@@ -97,6 +97,6 @@ if [ -f "$frontend/cudnn_frontend.h" ]; then
     note="$note; cuDNN frontend: $frontend"
 else
     echo "CUDNN_FRONTEND_CFLAGS :="
-    note="$note; cuDNN frontend: not found in $frontend (vendored in dev/cuda/third_party/cudnn_frontend: is the checkout complete?)"
+    note="$note; cuDNN frontend: not found in $frontend (vendored in third_party/cudnn_frontend: is the checkout complete?)"
 fi
 echo "FIND_LIBS_NOTE := $note"

@@ -9,7 +9,7 @@
           whose name starts with PREFIX (the regression run on the old tc_smem_base)
 
 Inputs: BUILD/train_gpt_cu.ptxas.log (written by cuda.mk's train_gpt_cu rule), the binary
-ROOT/train_gpt_cu (cuobjdump -elf for __launch_bounds__, -sass), BUILD-emu/check_attention
+ROOT/train_gpt_cu (cuobjdump -elf for __launch_bounds__, -sass), BUILD-emu/test_attention
 --smem (dynamic shared memory per attention kernel), dev/cuda/launch_threads.tsv (block size
 of kernels without __launch_bounds__), dev/cuda/spill_exceptions.tsv (accepted spills).
 
@@ -176,7 +176,7 @@ def read_tsv(path, ncol):
 
 
 def dynamic_smem(build):
-    exe = build + "-emu/check_attention"
+    exe = build + "-emu/test_attention"
     if not os.path.exists(exe):
         die(f"{exe} missing (make {exe})")
     out = subprocess.run([exe, "--smem"], capture_output=True, text=True, check=True).stdout
@@ -186,7 +186,7 @@ def dynamic_smem(build):
 def launch_literals(root):
     """{kernel base name: {block sizes written as integer literals in LAUNCH(...)}}"""
     lit = {}
-    for path in glob.glob(os.path.join(root, "llmc", "*.cuh")) + [os.path.join(root, "train_gpt.cu")]:
+    for path in glob.glob(os.path.join(root, "llmc", "cuda", "*.cuh")) + [os.path.join(root, "train_gpt.cu")]:
         text = open(path).read()
         for m in re.finditer(r"\bLAUNCH\(", text):
             args, depth, cur, i = [], 0, "", m.end()

@@ -1,7 +1,0 @@
-// dev/cuemu/include/cuda_runtime.h - CPU-emulation stand-in for CUDA's <cuda_runtime.h>: the runtime API, kernel builtins and intrinsics.
-// Found first on the include path of emulated builds (-Idev/cuemu/include).
-#pragma once
-#ifndef CUEMU
-#error "dev/cuemu/include/cuda_runtime.h is the CPU emulation's header: it must not be on the include path of a real CUDA build"
-#endif
-#include "../impl/runtime.h"

@@ -1,0 +1,149 @@
+/*
+ * startup.h: what every rank of either trainer does first: parse the flags, validate the
+ * model, the recipe and the layout for the whole ramp, answer -h, -check [-world N] and
+ * -plan, and bring up MPI and the layout's groups. A bad configuration is detected
+ * identically by every rank; rank 0 prints the one-line error and every rank exits 1, so
+ * nothing hangs. The named input files are checked here too (before any work): the
+ * tokenizer loads and covers V, -init-from is a complete checkpoint, -log is not a FIFO,
+ * and -check validates the shards of -i/-j when they are given.
+ */
+#ifndef LLMC_STARTUP_H
+#define LLMC_STARTUP_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include "comm.h"
+#include "config.h"
+#include "dataloader.h"
+#include "../planner/planner.h"
+#include "tokenizer.h"
+
+// -plan, -check and -h answer on stdout: a failed write (stdout on a full disk) is an error
+static int startup_stdout_failed(void) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    fprintf(stderr, "error: writing standard output failed: %s\n", strerror(errno ? errno : EIO));
+    return 1;
+}
+
+// The files the flags name, checked the same way on every rank. 0, or 1 (err filled).
+static int startup_check_inputs(const Config* c, int rank, int argc, char** argv, char* err) {
+    char e[1400];
+    struct stat st;
+    if (c->tokenizer[0] != '\0') {
+        Tokenizer t;
+        if (tokenizer_load(&t, c->tokenizer, e, sizeof(e)) != 0) { snprintf(err, CFG_ERR_LEN, "%s", e); return 1; }
+        uint32_t vocab = t.vocab_size;
+        tokenizer_free(&t);
+        if ((int64_t)vocab < c->V) {
+            snprintf(err, CFG_ERR_LEN, "tokenizer %s has %u tokens, fewer than the vocabulary V=%d: pass the right -V or -tokenizer", c->tokenizer, vocab, c->V);
+            return 1;
+        }
+    }
+    if (c->init_from[0] != '\0') {
+        char done[CFG_PATH_LEN + 16];
+        snprintf(done, sizeof(done), "%s/DONE", c->init_from);
+        if (stat(c->init_from, &st) != 0 || !S_ISDIR(st.st_mode)) { snprintf(err, CFG_ERR_LEN, "-init-from %s is not a checkpoint directory", c->init_from); return 1; }
+        if (stat(done, &st) != 0) { snprintf(err, CFG_ERR_LEN, "-init-from %s has no DONE marker: not a complete checkpoint", c->init_from); return 1; }
+    }
+    // the log itself is opened (non-blocking) later; refusing a FIFO here fails before any work
+    if (c->log_path[0] != '\0' && stat(c->log_path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
+        snprintf(err, CFG_ERR_LEN, "log file %s is %s, not a regular file", c->log_path, safeio_kind(st.st_mode));
+        return 1;
+    }
+    // a real run validates its shards when it opens them; -check does it for shards it is given
+    // (shards that are not there are only noted: a dry run may check a recipe away from its data)
+    if (c->check) {
+        for (int k = 0; k < 2; k++) {
+            const char* g = k == 0 ? c->train_glob : c->val_glob;
+            if (!plan_argv_has(argc, argv, k == 0 ? "-i" : "-j") || g[0] == '\0') continue;
+            int r = dataset_validate_glob(g, c->V, e, sizeof(e));
+            if (r < 0) { snprintf(err, CFG_ERR_LEN, "%s", e); return 1; }
+            if (r > 0 && rank == 0) printf("check: %s (not validated)\n", e);
+        }
+    }
+    return 0;
+}
+
+static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
+    comm_init_single(comm);
+#ifdef USE_MPI
+    if (launched_by_mpi()) {
+        mpiCheck(MPI_Init(&argc, &argv));
+        comm->mpi = 1;
+        mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
+        mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm->world));
+    }
+#endif
+    config_defaults(cfg);
+    char err[CFG_ERR_LEN];
+    PlanRequest plan;
+    plan_request_init(&plan);
+    int bad = config_parse(cfg, argc, argv, plan_config_flag, &plan, err) != 0 || config_validate(cfg, err) != 0;
+    if (!bad && cfg->plan) { // the layout planner: pure arithmetic, no MPI needed
+        int rc = 0;
+        if (comm->rank == 0) {
+            plan.model.L = cfg->L; plan.model.H = cfg->H; plan.model.heads = cfg->heads;
+            plan.model.seq = cfg->seq; plan.model.V = cfg->Vp;
+            plan.gb = (int)cfg->gb;
+            // layout flags the user gave are fixed; the others are searched
+            plan.tp = plan_argv_has(argc, argv, "-tp") ? cfg->tp : 0;
+            plan.pp = plan_argv_has(argc, argv, "-pp") ? cfg->pp : 0;
+            plan.dp = plan_argv_has(argc, argv, "-dp") ? cfg->dp : 0;
+            plan.mb = plan_argv_has(argc, argv, "-mb") ? cfg->mb : 0;
+            plan.recompute = plan_argv_has(argc, argv, "-recompute") ? cfg->recompute : -1;
+            plan.zero = plan_argv_has(argc, argv, "-zero") ? cfg->zero : -1;
+            plan.sp = plan_argv_has(argc, argv, "-sp") ? cfg->sp : -1;
+            plan.vpp = plan_argv_has(argc, argv, "-vpp") ? cfg->vpp : 0;
+            if (cfg->peak_tflops > 0) plan.o_peak = cfg->peak_tflops;
+            struct stat st; // fopen would block on a FIFO
+            if (plan.csv_path != NULL && stat(plan.csv_path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
+                fprintf(stderr, "error: -plan-csv %s is %s, not a regular file\n", plan.csv_path, safeio_kind(st.st_mode));
+                rc = 2;
+            } else {
+                rc = plan_run(&plan, stdout);
+            }
+            if (startup_stdout_failed()) rc = 1;
+        }
+#ifdef USE_MPI
+        if (comm->mpi) MPI_Finalize();
+#endif
+        exit(rc);
+    }
+    int world = comm->world;
+    if (!bad && cfg->world > 0) {
+        if (!cfg->check) { snprintf(err, sizeof(err), "-world only goes with -check (a real run takes its world size from mpirun)"); bad = 1; }
+        else world = cfg->world;
+    }
+    if (!bad) bad = config_validate_layout(cfg, world, err) != 0;
+    if (!bad && !cfg->help) bad = startup_check_inputs(cfg, comm->rank, argc, argv, err) != 0;
+    if (bad) {
+        if (comm->rank == 0) fprintf(stderr, "error: %s\n", err);
+#ifdef USE_MPI
+        if (comm->mpi) MPI_Finalize();
+#endif
+        exit(1);
+    }
+    if (cfg->dp == 0) cfg->dp = world / (cfg->tp * cfg->pp);
+    if (cfg->help || cfg->check) {
+        if (comm->rank == 0) {
+            if (cfg->help) config_print_help(stdout);
+            else printf("check: flags, model and layout are valid (tp=%d pp=%d dp=%d, world %d)\n", cfg->tp, cfg->pp, cfg->dp, world);
+            if (startup_stdout_failed()) {
+#ifdef USE_MPI
+                if (comm->mpi) MPI_Finalize();
+#endif
+                exit(1);
+            }
+        }
+#ifdef USE_MPI
+        if (comm->mpi) MPI_Finalize();
+#endif
+        exit(0);
+    }
+    if (cfg->dp == 1) cfg->zero = 0; // ZeRO-1 over one data-parallel rank is plain AdamW
+#ifdef USE_MPI
+    if (comm->mpi) comm_init_groups(comm, cfg->tp, cfg->pp, cfg->dp, (size_t)cfg->mb * cfg->seq * cfg->H);
+#endif
+}
+
+#endif // LLMC_STARTUP_H

@@ -1,0 +1,351 @@
+"""
+Tests dev/data/prepare.py on a small synthetic corpus (text + jsonl files):
+
+  * 1 vs 3 workers: byte-identical shards, tokenizer files and manifest (small chunks,
+    so 3 workers really interleave);
+  * an independent reader (struct, not prepare.py's code) checks every shard header,
+    file size and shard size, splits the token stream at EOT and decodes each document
+    with the byte table parsed from PREFIX_tokenizer.bin: the documents must be exactly
+    the input documents, in input order, on the side a separately computed sha256 rule
+    says (split determinism), every document preceded by EOT;
+  * changing --shard-tokens changes only the cut, not the token stream;
+  * an interrupted run (simulated failure after 2 shards) leaves no manifest; the rerun
+    (with stale extra shards and a .tmp planted) gives the reference output, no extras;
+  * a loaded tokenizer whose ids exceed uint16 is refused; ids beyond the vocabulary
+    are refused with no shard left; bad inputs give one `error:` line;
+  * ./train_gpt trains 2 steps on the produced shards.
+
+    /usr/bin/python3 tests/data/test_prepare.py       (last line: "N passed, M failed")
+"""
+
+import glob
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DATA_DIR = os.path.join(ROOT, "dev", "data")  # prepare.py, the tool under test
+sys.path.insert(0, DATA_DIR)
+import prepare as prep  # noqa: E402
+
+PY = sys.executable
+EOT = "<|endoftext|>"
+VOCAB = 400
+passed = failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok    {what}")
+    else:
+        failed += 1
+        print(f"FAIL  {what}")
+
+
+def make_corpus(d):
+    """Returns (input paths, the documents in the order prepare.py must read them)."""
+    r = random.Random(14)
+    words = ("the and of to in that shall he unto I his a for they be is him not them it "
+             "with all thou thy was which my me said but ye their have will thee from as are "
+             "caf\u00e9 na\u00efve \u2603 token shard corpus model data 1189 3.14").split()
+
+    def doc():
+        n = r.randint(3, 120)
+        s = " ".join(r.choice(words) for _ in range(n))
+        return s[0].upper() + s[1:] + r.choice([".", "!", "?", ".\n\nAnd it came to pass."])
+    docs, paths = [], []
+    for k in range(3):  # text files, one document each
+        p = os.path.join(d, f"t{k}.txt")
+        t = doc() + "\n" + doc()
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(t)
+        docs.append(t)
+    p = os.path.join(d, "c.jsonl")
+    with open(p, "w", encoding="utf-8") as f:
+        for i in range(1500):
+            t = doc()
+            if i == 7:
+                t = ""  # an empty document is still a document (just its EOT)
+            docs.append(t)
+            f.write(json.dumps({"id": i, "text": t, "other": "ignored"}) + "\n")
+    paths = [os.path.join(d, "t*.txt"), p]
+    return paths, docs
+
+
+def run_cli(args, **kw):
+    return subprocess.run([PY, os.path.join(DATA_DIR, "prepare.py"), "--quiet"] + args,
+                          capture_output=True, text=True, **kw)
+
+
+def files_of(out, prefix):
+    res = {}
+    for p in sorted(glob.glob(os.path.join(out, prefix + "_*"))):
+        with open(p, "rb") as f:
+            b = f.read()
+        if p.endswith("_manifest.json"):
+            m = json.loads(b)
+            m.pop("seconds")
+            b = json.dumps(m, sort_keys=True).encode()
+        res[os.path.basename(p)] = hashlib.sha256(b).hexdigest()
+    return res
+
+
+def read_shard(path):
+    with open(path, "rb") as f:
+        b = f.read()
+    h = struct.unpack("<256i", b[:1024])
+    n = h[2]
+    ok = h[0] == 20240520 and h[1] == 1 and len(b) == 1024 + 2 * n
+    return ok, list(struct.unpack(f"<{n}H", b[1024:1024 + 2 * n])) if ok else []
+
+
+def read_tokenizer_bin(path):
+    with open(path, "rb") as f:
+        b = f.read()
+    h = struct.unpack("<256I", b[:1024])
+    assert h[0] == 20240328 and h[1] == 2, "tokenizer header"
+    table, off = [], 1024
+    for _ in range(h[2]):
+        n = b[off]
+        table.append(b[off + 1:off + 1 + n])
+        off += 1 + n
+    assert off == len(b), "tokenizer file length"
+    return h[2], h[3], table
+
+
+def docs_from_shards(shards, eot, table):
+    toks = []
+    for s in shards:
+        ok, t = read_shard(s)
+        if not ok:
+            return None, None
+        toks += t
+    if not toks or toks[0] != eot:
+        return None, toks
+    docs, cur = [], None
+    for t in toks:
+        if t == eot:
+            if cur is not None:
+                docs.append(cur)
+            cur = bytearray()
+        else:
+            cur += table[t]
+    docs.append(cur)
+    return [bytes(x).decode("utf-8") for x in docs], toks
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="test_prepare.")
+    try:
+        body(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+def body(tmp):
+    inputs, docs = make_corpus(tmp)
+    common = ["--prefix", "c", "--train-bpe", str(VOCAB), "--val-frac", "0.1",
+              "--shard-tokens", "7000", "--chunk-bytes", "2000"] + inputs
+    o1, o3 = os.path.join(tmp, "o1"), os.path.join(tmp, "o3")
+    r1 = run_cli(["--out", o1, "--workers", "1"] + common)
+    check(r1.returncode == 0, f"1 worker runs ({r1.stderr.strip()[-200:]})")
+    r3 = run_cli(["--out", o3, "--workers", "3"] + common)
+    check(r3.returncode == 0, f"3 workers run ({r3.stderr.strip()[-200:]})")
+    f1, f3 = files_of(o1, "c"), files_of(o3, "c")
+    check(f1 == f3 and len(f1) >= 6, f"1 and 3 workers: byte-identical outputs ({len(f1)} files)")
+
+    # independent reader and split rule
+    V, eot, table = read_tokenizer_bin(os.path.join(o1, "c_tokenizer.bin"))
+    check(V == VOCAB and eot == VOCAB - 1, f"tokenizer.bin: vocab {V}, EOT id {eot}")
+    is_val = [int.from_bytes(hashlib.sha256(d.encode()).digest()[:8], "big") / 2 ** 64 < 0.1 for d in docs]
+    want_tr = [d for d, v in zip(docs, is_val) if not v]
+    want_va = [d for d, v in zip(docs, is_val) if v]
+    tr_sh = sorted(glob.glob(os.path.join(o1, "c_train_*.bin")))
+    va_sh = sorted(glob.glob(os.path.join(o1, "c_val_*.bin")))
+    heads = [read_shard(s)[0] for s in tr_sh + va_sh]
+    check(all(heads) and len(tr_sh) >= 3, f"shard headers (magic, version, count = file size): {len(tr_sh)} train, {len(va_sh)} val")
+    sizes = [len(read_shard(s)[1]) for s in tr_sh]
+    check(all(n == 7000 for n in sizes[:-1]) and 0 < sizes[-1] <= 7000, f"--shard-tokens 7000: sizes {sizes}")
+    got_tr, toks_tr = docs_from_shards(tr_sh, eot, table)
+    got_va, toks_va = docs_from_shards(va_sh, eot, table)
+    check(got_tr == want_tr, f"train shards decode to the {len(want_tr)} train documents in input order, EOT before each")
+    check(got_va == want_va and 0 < len(want_va) < len(docs) // 4,
+          f"val shards decode to the {len(want_va)} documents the sha256 rule picks")
+    check(all(t < V for t in toks_tr + toks_va), "every id < vocab")
+    with open(os.path.join(o1, "c_manifest.json")) as f:
+        m = json.load(f)
+    check(m["train_tokens"] == len(toks_tr) and m["val_docs"] == len(want_va), "manifest counts")
+
+    # same token stream whatever the shard size; a second run with the same args is a no-op
+    o4 = os.path.join(tmp, "o4")
+    r = run_cli(["--out", o4, "--workers", "2"] + [a if a != "7000" else "100000" for a in common])
+    sh = sorted(glob.glob(os.path.join(o4, "c_train_*.bin")))
+    check(r.returncode == 0 and len(sh) == 1 and read_shard(sh[0])[1] == toks_tr,
+          "--shard-tokens 100000: one train shard, same token stream")
+    r = run_cli(["--out", o1, "--workers", "1"] + common)
+    check(r.returncode == 0 and "up to date" in r.stdout and files_of(o1, "c") == f1, "rerun with same args: no-op")
+
+    # interrupted run, then rerun
+    oi = os.path.join(tmp, "oi")
+    paths = prep.expand_inputs(inputs)
+    try:
+        prep.prepare(lambda: prep.iter_documents(paths), oi, "c", vocab=VOCAB,
+                     split_fn=prep.hash_split(0.1), workers=2, shard_tokens=7000, quiet=True,
+                     chunk_bytes=2000, _fail_after_shards=2)
+        interrupted = False
+    except RuntimeError:
+        interrupted = True
+    left = sorted(os.listdir(oi))
+    check(interrupted and "c_manifest.json" not in left and len(left) == 2,
+          f"simulated interruption leaves 2 shards and no manifest ({left})")
+    for stale in ("c_train_042.bin", "c_val_000.bin.tmp"):
+        with open(os.path.join(oi, stale), "wb") as f:
+            f.write(b"stale")
+    r = run_cli(["--out", oi, "--workers", "3"] + common)
+    check(r.returncode == 0 and files_of(oi, "c") == f1 and set(os.listdir(oi)) == set(os.listdir(o1)),
+          "rerun after interruption: reference output, no stale or partial shards")
+
+    # a real kill -9 mid-run: the input is a FIFO we feed and never close, so the run is
+    # certainly still going (blocked reading) when the shards are there
+    with open(os.path.join(tmp, "c.jsonl"), "rb") as f:
+        raw = f.read() * 2
+    bigin, fifo = os.path.join(tmp, "big.jsonl"), os.path.join(tmp, "fifo.jsonl")
+    with open(bigin, "wb") as f:
+        f.write(raw)
+    os.mkfifo(fifo)
+    kargs = ["--prefix", "k", "--tokenizer", os.path.join(o1, "c_tokenizer.json"), "--shard-tokens", "2000",
+             "--chunk-bytes", "2000", "--workers", "2"]
+    ok_ = os.path.join(tmp, "ok")
+    p = subprocess.Popen([PY, os.path.join(DATA_DIR, "prepare.py"), "--quiet", "--out", ok_] + kargs + [fifo],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def feed():
+        try:
+            with open(fifo, "wb") as f:
+                f.write(raw)
+                f.flush()
+                time.sleep(120)  # hold it open: no EOF until the kill
+        except OSError:
+            pass
+    threading.Thread(target=feed, daemon=True).start()
+    t_end = time.time() + 60
+    while time.time() < t_end and p.poll() is None and len(glob.glob(os.path.join(ok_, "k_train_*.bin"))) < 3:
+        time.sleep(0.01)
+    killed = p.poll() is None
+    if killed:
+        os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    partial = glob.glob(os.path.join(ok_, "k_train_*.bin"))
+    check(killed and len(partial) >= 3 and not os.path.exists(os.path.join(ok_, "k_manifest.json")),
+          f"kill -9 mid-run: {len(partial)} shards, no manifest")
+    r = run_cli(["--out", ok_] + kargs + [bigin])
+    r2 = run_cli(["--out", os.path.join(tmp, "ok2")] + kargs + [bigin])
+    fk = files_of(ok_, "k")
+    check(r.returncode == 0 and r2.returncode == 0 and fk == files_of(os.path.join(tmp, "ok2"), "k")
+          and len(fk) > 20 and set(os.listdir(ok_)) == set(os.listdir(os.path.join(tmp, "ok2"))),
+          f"rerun after kill -9 = a fresh run ({len(fk)} files)")
+
+    # out-of-vocabulary ids
+    tok = prep.load_tokenizer(os.path.join(o1, "c_tokenizer.json"))
+    big = json.loads(tok.to_str())
+    big["model"]["vocab"]["zzzzqq"] = 70000
+    bigp = os.path.join(tmp, "big.json")
+    with open(bigp, "w") as f:
+        json.dump(big, f)
+    ob = os.path.join(tmp, "ob")
+    r = run_cli(["--out", ob, "--tokenizer", bigp] + inputs)
+    check(r.returncode != 0 and r.stderr.count("\n") == 1 and "error:" in r.stderr and "65536" in r.stderr
+          and not glob.glob(os.path.join(ob, "*.bin")), f"tokenizer with id 70000 refused: {r.stderr.strip()}")
+    orig, calls = prep._encode_chunk, [0]
+
+    def bad_encode(texts):  # the 5th chunk carries an id the vocabulary lacks
+        out = orig(texts)
+        calls[0] += 1
+        if calls[0] == 5:
+            out[0] = out[0] + [VOCAB + 3]
+        return out
+    prep._encode_chunk = bad_encode
+    try:
+        prep.prepare(lambda: prep.iter_documents(paths), ob, "c", tok=tok, workers=1,
+                     shard_tokens=500, quiet=True, chunk_bytes=2000)
+        msg = None
+    except prep.PrepareError as e:
+        msg = str(e)
+    finally:
+        prep._encode_chunk = orig
+    check(calls[0] == 5 and msg is not None and f"id {VOCAB + 3} is outside" in msg
+          and not glob.glob(os.path.join(ob, "c_*")),
+          f"an id >= vocab in a late chunk is refused, shards written before are deleted: {msg}")
+    check(prep.check_ids([0, VOCAB - 1], VOCAB) is None, "check_ids accepts ids < vocab")
+
+    # loading the tokenizer gives the same shards as training it
+    ol = os.path.join(tmp, "ol")
+    r = run_cli(["--out", ol, "--prefix", "c", "--tokenizer", os.path.join(o1, "c_tokenizer.json"),
+                 "--val-frac", "0.1", "--shard-tokens", "7000", "--workers", "2"] + inputs)
+    same = all(open(a, "rb").read() == open(b, "rb").read() for a, b in
+               zip(sorted(glob.glob(os.path.join(o1, "c_*.bin"))), sorted(glob.glob(os.path.join(ol, "c_*.bin")))))
+    check(r.returncode == 0 and same, "--tokenizer (the trained one) reproduces the shards")
+
+    # text modes and bad input
+    tp = os.path.join(tmp, "lines.txt")
+    with open(tp, "w") as f:
+        f.write("one a\n\ntwo b\nthree c\n\n\nfour d\n")
+    got = list(prep.iter_documents([tp], docs="lines")), list(prep.iter_documents([tp], docs="blank"))
+    check(got == (["one a", "two b", "three c", "four d"], ["one a", "two b\nthree c", "four d"]),
+          "--docs lines / blank split")
+    bad = os.path.join(tmp, "bad.jsonl")
+    with open(bad, "w") as f:
+        f.write('{"text": "x"}\n{"body": "y"}\n')
+    for args, want in ((["--train-bpe", "300", bad], "bad.jsonl:2: no field 'text'"),
+                       (["--train-bpe", "300", os.path.join(tmp, "nope*.txt")], "no file matches"),
+                       (["--train-bpe", "300", "--workers", "0", bad], "--workers"),
+                       (["--tokenizer", os.path.join(tmp, "none.json"), bad], "no such tokenizer")):
+        r = run_cli(["--out", os.path.join(tmp, "oe")] + args)
+        check(r.returncode == 1 and r.stderr.count("\n") == 1 and want in r.stderr, f"error line: {r.stderr.strip()}")
+    pq = os.path.join(tmp, "x.parquet")
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet
+        pyarrow.parquet.write_table(pyarrow.table({"text": docs}), pq)
+        r = run_cli(["--out", os.path.join(tmp, "op"), "--prefix", "c", "--tokenizer",
+                     os.path.join(o1, "c_tokenizer.json"), "--val-frac", "0.1", "--shard-tokens", "7000", pq])
+        check(r.returncode == 0 and files_of(os.path.join(tmp, "op"), "c") == files_of(ol, "c"), "parquet = same shards")
+    except ImportError:
+        with open(pq, "wb") as f:
+            f.write(b"PAR1")
+        r = run_cli(["--out", os.path.join(tmp, "op"), "--train-bpe", "300", pq])
+        check(r.returncode == 1 and r.stderr.count("\n") == 1 and "pyarrow" in r.stderr,
+              f"no pyarrow: {r.stderr.strip()}")
+
+    # the trainer reads the shards
+    exe = os.path.join(ROOT, "train_gpt")
+    if not os.access(exe, os.X_OK):
+        check(False, "./train_gpt exists (make train_gpt)")
+        return
+    r = subprocess.run([exe, "-L", "2", "-H", "64", "-heads", "2", "-seq", "32", "-V", str(V), "-mb", "2",
+                        "-gb", "2", "-ramp", "off", "-steps", "2", "-threads", "1",
+                        "-i", os.path.join(o1, "c_train_*.bin"), "-j", os.path.join(o1, "c_val_*.bin"),
+                        "-o", os.path.join(tmp, "run")], capture_output=True, text=True, timeout=120)
+    log = os.path.join(tmp, "run", "log.jsonl")
+    steps = [json.loads(l) for l in open(log)] if os.path.isfile(log) else []
+    steps = [s for s in steps if "loss" in s or "train_loss" in s]
+    check(r.returncode == 0 and len(steps) >= 2, f"train_gpt trains 2 steps on the shards (rc {r.returncode}, "
+          f"{len(steps)} loss lines) {r.stderr.strip()[-300:]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""
+test_hf.py: the Hugging Face export/import and the cloze evaluation, end to end (run by
+`make test-hf`, part of `make test`; needs the venv dev/install.sh makes, no network):
+
+  1. train `tiny` (vocab padded 8192 -> 9000 so padded rows exist): 16 steps single-process,
+     then resumed for 2 steps as 2x2x2 ZeRO-1 over mpirun, which writes the checkpoint
+  2. dev/export_hf.py; AutoModelForCausalLM / AutoTokenizer load it without custom code
+  3. transformers' logits on the first validation micro-batch vs the trainer's (-dump-logits),
+     1e-5 relative; transformers' loss on the validation samples vs the 2x2x2 run's val_loss
+  4. dev/import_hf.py -> dev/export_hf.py again: every file bit-identical; the imported
+     checkpoint, loaded with -init-from, gives bit-identical trainer logits
+  5. greedy text: the trainer's -sample-greedy 1 -prompt vs transformers' generate()
+  6. cloze: the trainer's -eval-file in 2x2x2 and single-process vs lm-evaluation-harness
+     on the export: accuracy equal, perplexity within 1e-4 relative
+Prints "N passed, M failed" last; exits 1 on any failure.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.chdir(REPO)
+for k in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    os.environ[k] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+PY = "/usr/bin/python3"
+MPIRUN = ["timeout", "300", "mpirun", "--oversubscribe", "--allow-run-as-root", "-x", "OMP_NUM_THREADS=1"]
+MODEL = ["-V", "8192", "-vpad", "1000", "-gb", "8", "-ramp", "off", "-seed", "7"]
+TOK_JSON = "dev/data/kjv/kjv_tokenizer.json"
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+    return ok
+
+
+def run(cmd, env=None, what=""):
+    e = dict(os.environ, OMP_NUM_THREADS="2", **(env or {}))
+    r = subprocess.run(cmd, capture_output=True, text=True, env=e)
+    if r.returncode != 0:
+        print(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        raise SystemExit(finish(extra_fail=what or "a command"))
+    return r.stdout
+
+
+def finish(extra_fail=None):
+    global failed
+    if extra_fail:
+        failed += 1
+        print(f"FAIL {extra_fail} (stopped here)")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def log_entries(path, typ):
+    return [json.loads(l) for l in open(path) if json.loads(l).get("type") == typ]
+
+
+def main():
+    t0 = time.time()
+    tmp = tempfile.mkdtemp(prefix="test_hf_")
+    try:
+        rc = body(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"test_hf.py: {time.time() - t0:.0f} s")
+    return rc
+
+
+def body(tmp):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    torch.set_num_threads(2)
+    run_dir, hf, hf2, imp = (os.path.join(tmp, n) for n in ("run", "hf", "hf2", "imported"))
+    # 1. a trained checkpoint written by a 2x2x2 ZeRO-1 run
+    run(["./train_gpt", *MODEL, "-mb", "2", "-lr", "3e-3", "-warmup", "20000", "-steps", "16", "-ckpt-every", "16",
+         "-o", run_dir], what="single-process pre-training")
+    run(MPIRUN + ["-np", "8", "./train_gpt", *MODEL, "-tp", "2", "-pp", "2", "-dp", "2", "-zero", "1", "-mb", "1",
+                  "-lr", "3e-3", "-warmup", "20000", "-steps", "18", "-val-every", "2", "-val-samples", "8",
+                  "-ckpt-every", "2", "-o", run_dir, "-resume"], what="2x2x2 ZeRO-1 training")
+    ckpt = os.path.join(run_dir, "ckpt_00000018")
+    h = json.loads(subprocess.run([PY, "-c", f"import sys; sys.path.insert(0,'dev'); import export_hf, json; "
+                                   f"h = export_hf.read_header('{ckpt}/rank_00005.bin'); "
+                                   f"print(json.dumps({{k: h[k] for k in ('tp','pp','dp','zero')}}))"],
+                                  capture_output=True, text=True).stdout)
+    check(h == {"tp": 2, "pp": 2, "dp": 2, "zero": 1}, f"the checkpoint was written as tp=2 pp=2 dp=2 zero=1 ({h})")
+    val_loss = log_entries(os.path.join(run_dir, "log.jsonl"), "val")[-1]["val_loss"]
+
+    # 2. export and load
+    print(run([PY, "dev/export_hf.py", ckpt, hf]).strip())
+    model = AutoModelForCausalLM.from_pretrained(hf).eval()
+    tok = AutoTokenizer.from_pretrained(hf)
+    cfg = json.load(open(os.path.join(hf, "config.json")))
+    check(type(model).__name__ == "GPT2LMHeadModel" and cfg["vocab_size"] == 8192 and
+          model.transformer.wte.weight.shape[0] == 8192, "GPT2LMHeadModel, vocabulary 8192 (the 808 padded rows dropped)")
+    check(tok.encode("And God said") == json.loads(subprocess.run(
+        [PY, "-c", f"from tokenizers import Tokenizer; print(Tokenizer.from_file('{TOK_JSON}').encode('And God said').ids)"],
+        capture_output=True, text=True).stdout), "AutoTokenizer encodes as the corpus tokenizer")
+
+    # 3. logits and validation loss
+    dump = os.path.join(tmp, "logits.bin")
+    run(["./train_gpt", *MODEL, "-mb", "2", "-init-from", ckpt, "-steps", "0", "-val-every", "1", "-val-samples", "8",
+         "-dump-logits", dump], what="trainer logits dump")
+    ours = np.fromfile(dump, dtype=np.float32).reshape(2, 256, 8192)
+    val = np.fromfile("dev/data/kjv/kjv_val_000.bin", dtype=np.uint16, offset=1024).astype(np.int64)
+    x = torch.tensor(np.stack([val[i * 256:i * 256 + 257] for i in range(8)]))
+    with torch.no_grad():
+        logits = model(x[:, :-1]).logits
+    theirs = logits[:2].numpy()
+    rel = float(np.abs(theirs - ours).max() / np.abs(ours).max())
+    check(rel < 1e-5, f"transformers' logits = the trainer's on the first val micro-batch (max rel {rel:.2e} < 1e-5)")
+    lp = torch.log_softmax(logits.double(), -1).gather(-1, x[:, 1:, None])
+    hf_loss = float(-lp.mean())
+    check(abs(hf_loss - val_loss) / val_loss < 1e-5,
+          f"transformers' loss on the 8 val samples {hf_loss:.6f} = the 2x2x2 run's val_loss {val_loss:.6f}")
+
+    # 4. import -> export round trip
+    print(run([PY, "dev/import_hf.py", hf, imp, "--vpad", "1000"]).strip())
+    run([PY, "dev/export_hf.py", imp, hf2])
+    names = sorted(os.listdir(hf))
+    same = names == sorted(os.listdir(hf2)) and all(open(os.path.join(hf, n), "rb").read() == open(os.path.join(hf2, n), "rb").read() for n in names)
+    check(same, f"import -> export is bit-identical ({', '.join(names)})")
+    dump2 = os.path.join(tmp, "logits2.bin")
+    run(["./train_gpt", *MODEL, "-mb", "2", "-init-from", imp, "-steps", "0", "-val-every", "1", "-val-samples", "8",
+         "-dump-logits", dump2], what="-init-from the imported checkpoint")
+    check(open(dump, "rb").read() == open(dump2, "rb").read(), "-init-from the imported checkpoint: bit-identical trainer logits")
+
+    # 5. greedy text
+    prompt = tok.encode("And the LORD said unto")
+    out = run(MPIRUN + ["-np", "2", "./train_gpt", *MODEL, "-tp", "2", "-mb", "1", "-init-from", ckpt, "-steps", "0",
+                        "-sample-greedy", "1", "-prompt", ",".join(map(str, prompt)), "-sample-len", "24"], what="greedy sample")
+    line = [l for l in out.splitlines() if l.startswith("sample: ")]
+    ours_ids = [int(v) for v in line[-1][len("sample: "):].split()] if line else []
+    with torch.no_grad():
+        gen = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=24, pad_token_id=tok.eos_token_id,
+                             synced_gpus=False)  # else it imports torch.distributed.fsdp, broken in Debian torch 1.13 on Python 3.11
+    theirs_ids = gen[0, len(prompt):].tolist()
+    check(ours_ids == theirs_ids, f"greedy text from transformers = the trainer's (tp=2): {tok.decode(theirs_ids)!r}")
+
+    # 6. cloze: trainer (2x2x2 and single-process) vs lm-evaluation-harness
+    cloze = os.path.join(tmp, "cloze.jsonl")
+    print(run([PY, "dev/eval/make_cloze.py", "--out", cloze, "--max-items", "64"]).strip())
+    res = {}
+    for name, pre, lay in (("2x2x2", MPIRUN + ["-np", "8"], ["-tp", "2", "-pp", "2", "-dp", "2", "-mb", "2"]),
+                           ("1x1x1", [], ["-mb", "4"])):
+        d = os.path.join(tmp, "eval_" + name)
+        run(pre + ["./train_gpt", *MODEL, *lay, "-init-from", ckpt, "-steps", "0", "-eval-file", cloze, "-o", d], what=f"cloze eval {name}")
+        res[name] = log_entries(os.path.join(d, "log.jsonl"), "eval")[-1]
+    a, b = res["2x2x2"], res["1x1x1"]
+    check(a["cloze_items"] == 64 and a["cloze_acc"] == b["cloze_acc"] and abs(a["cloze_ppl"] - b["cloze_ppl"]) / b["cloze_ppl"] < 1e-6,
+          f"trainer cloze 2x2x2 = 1x1x1: acc {a['cloze_acc']:.4f} ppl {a['cloze_ppl']:.4f} / {b['cloze_ppl']:.4f}")
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+    taskdir = os.path.join(tmp, "tasks")
+    os.makedirs(taskdir)
+    yml = open("dev/eval/kjv_cloze.yaml").read().replace("dev/eval/kjv_cloze.jsonl", cloze)
+    open(os.path.join(taskdir, "kjv_cloze.yaml"), "w").write(yml)
+    r = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={hf},dtype=float32", tasks=["kjv_cloze"],
+                                task_manager=TaskManager(include_path=taskdir), batch_size=1, device="cpu")
+    m = r["results"]["kjv_cloze"]
+    acc, ppl = m["acc,none"], m["perplexity,none"]
+    check(abs(acc - b["cloze_acc"]) < 1e-12, f"lm-eval accuracy {acc:.4f} = the trainer's {b['cloze_acc']:.4f} (64 items)")
+    check(abs(ppl - b["cloze_ppl"]) / b["cloze_ppl"] < 1e-4, f"lm-eval perplexity {ppl:.4f} = the trainer's {b['cloze_ppl']:.4f} (1e-4 rel)")
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

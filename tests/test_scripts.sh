@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# test_scripts.sh: dry-runs every recipe script (DRY_RUN=1: print the command, then the CPU
+# trainer validates flags, model shape and the layout for the script's world size, over the
+# whole batch ramp) and expects it to pass; then dry-runs copies of scripts edited to an
+# impossible layout and expects each to FAIL, for the stated reason. `make test` runs it.
+# One line per check, then "N passed, M failed"; exit status 1 if any failed.
+#
+#   bash tests/test_scripts.sh          # needs ./train_gpt (make train_gpt)
+#   CHECK_BIN=path/to/train_gpt bash tests/test_scripts.sh
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 1
+export CHECK_BIN="${CHECK_BIN:-./train_gpt}"
+if [ ! -x "$CHECK_BIN" ]; then
+  echo "test_scripts.sh: $CHECK_BIN is missing: run 'make train_gpt' first" >&2
+  exit 1
+fi
+case "$CHECK_BIN" in /*) ;; *) CHECK_BIN="$ROOT/$CHECK_BIN" ;; esac  # copies run elsewhere
+
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+pass=0; fail=0
+covered=" "
+
+ok()  { echo "PASS $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; sed 's/^/    | /' "$2" | tail -n 8; fail=$((fail + 1)); }
+
+# expect_pass NAME SCRIPT [VAR=VALUE...]: the dry run must exit 0 and report a valid layout
+expect_pass() {
+  local name="$1" script="$2"; shift 2
+  covered+="$(basename "$script") "
+  local log
+  log="$TMP/$(echo "$name" | tr -c 'A-Za-z0-9._-' '_').log"
+  if env DRY_RUN=1 TRAIN_GPT="$CHECK_BIN" "$@" bash "$script" > "$log" 2>&1; then
+    ok "$name: dry run passes"
+  else
+    bad "$name: dry run should pass" "$log"
+  fi
+}
+
+# expect_fail NAME SCRIPT SED_EXPR REASON [VAR=VALUE...]: a copy of SCRIPT edited by
+# SED_EXPR must fail its dry run with an error that mentions REASON
+expect_fail() {
+  local name="$1" script="$2" expr="$3" reason="$4"; shift 4
+  local copy
+  copy="$TMP/$(basename "$script" .sh)_impossible.sh"
+  local log
+  log="$TMP/$(echo "$name" | tr -c 'A-Za-z0-9._-' '_').log"
+  sed -e "$expr" "$script" > "$copy"
+  if cmp -s "$script" "$copy"; then
+    echo "the edit '$expr' changed nothing in $script" > "$log"
+    bad "$name: the impossible copy could not be made" "$log"
+    return
+  fi
+  if env DRY_RUN=1 LLMC_ROOT="$ROOT" "$@" bash "$copy" > "$log" 2>&1; then
+    bad "$name: dry run should FAIL but passed" "$log"
+  elif grep -qi "error.*$reason" "$log"; then
+    ok "$name: dry run fails: $(grep -io 'error.*' "$log" | head -n 1 | cut -c1-110)"
+  else
+    bad "$name: dry run failed, but not because of '$reason'" "$log"
+  fi
+}
+
+# every script, with every model it offers
+expect_pass "run_mtnlg_530b.sh (560 nodes, TP 8 x PP 35 x DP 16)" scripts/run_mtnlg_530b.sh
+expect_pass "run_mtnlg_530b.sh SP=1 RECOMPUTE=selective (the options after the paper)" scripts/run_mtnlg_530b.sh SP=1 RECOMPUTE=selective
+for m in 125m 350m 1.3b 6.7b; do
+  expect_pass "run_family.sh MODEL=$m (1 node of 8 GPUs)" scripts/run_family.sh MODEL="$m"
+done
+for m in tiny 125m; do
+  expect_pass "run_one_gpu.sh MODEL=$m" scripts/run_one_gpu.sh MODEL="$m"
+done
+if [ -f scripts/run_cpu.sh ]; then expect_pass "run_cpu.sh" scripts/run_cpu.sh; fi
+
+# a script added later must be added above
+for s in scripts/run_*.sh; do
+  case "$covered" in
+    *" $(basename "$s") "*) ;;
+    *) echo "$s has no dry run in tests/test_scripts.sh" > "$TMP/uncovered.log"; bad "$(basename "$s"): not covered" "$TMP/uncovered.log" ;;
+  esac
+done
+
+# impossible layouts must fail, each for its own reason
+expect_fail "impossible: 125m with TP 8 (12 heads)" scripts/run_family.sh \
+  's/TP=1; PP=1; DP=8; CKPT_EVERY=500/TP=8; PP=1; DP=1; CKPT_EVERY=500/' "heads" MODEL=125m
+expect_fail "impossible: 530b with PP 2 x DP 280 (105 layers)" scripts/run_mtnlg_530b.sh \
+  's/^PP=35 /PP=2 /; s/^DP=16 /DP=280 /' "layers"
+expect_fail "impossible: 530b on 559 nodes (world 4472 != 8 x 35 x 16)" scripts/run_mtnlg_530b.sh \
+  's/^NODES=560$/NODES=559/' "world"
+expect_fail "impossible: 530b with VPP=3 (2..120 micro-batches, not multiples of PP 35)" scripts/run_mtnlg_530b.sh \
+  's/-vpp "${VPP:-1}"/-vpp "${VPP:-3}"/' "multiple of pp"
+expect_fail "impossible: tiny with micro-batch 3 (ramp batches 8, 16, ... not divisible)" scripts/run_one_gpu.sh \
+  's/GB=480; MB=8 /GB=480; MB=3 /' "ramp" MODEL=tiny
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
