@@ -31,7 +31,7 @@ else
   MPI_FLAGS =
 endif
 
-.PHONY: gpu-rehearsal all test test-bins quickstart data fixtures clean bench attack fuzz asan test-hf cloze
+.PHONY: lint format gpu-rehearsal all test test-bins quickstart data fixtures clean bench attack fuzz asan test-hf cloze
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
 include cuemu/cuemu.mk
@@ -86,11 +86,13 @@ tests/fuzz/bin/fuzz_%: tests/fuzz/fuzz_%.c $(HEADERS)
 # the CPU GEMM's pack offsets, chunk tables and edge tiles under ASan+UBSan (with OpenMP:
 # the threads' bounds are what it checks)
 test_cpu_gemm_asan: tests/test_cpu_gemm.c llmc/cpu/cpu_gemm.h llmc/cpu/cpu_math.h
-	$(CC) $(SAN_FLAGS) -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -fopenmp $< -lm -o $@
+	$(CC) $(SAN_FLAGS) -march=native -ffp-contract=off -fno-math-errno -fno-trapping-math -std=gnu11 -Wall -Wextra \
+	    -Werror -Wno-unused-function -fopenmp $< -lm -o $@
 
 # single process, no MPI, no OpenMP (its runtime is not instrumented)
 test_gpt_asan: test_gpt.c train_gpt.c $(HEADERS) tests/common.h
-	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation -Wno-unknown-pragmas $< -lm -o $@
+	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation \
+	    -Wno-unknown-pragmas $< -lm -o $@
 
 attack: train_gpt data
 	bash tests/attack/run.sh
@@ -100,6 +102,13 @@ fuzz: $(FUZZ_BINS)
 
 asan: test_gpt_asan fixtures
 	./test_gpt_asan fixtures --quick
+
+# the house style a program can check (CONTRIBUTING.md): 120 columns, one statement per line,
+# clang-format's layout; `make format` applies clang-format to every C, C++ and CUDA source
+lint:
+	python3 tests/lint.py
+format:
+	git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cpp' | grep -v '^third_party/' | xargs clang-format -i
 
 # every test CI runs; each program ends with "N passed, M failed" and fails the target
 # The binaries (and fixtures, corpus) first, TEST_JOBS at a time: most builds and the
@@ -111,6 +120,8 @@ test-bins: $(TEST_BINS)
 test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-bins
 	bash tests/test_refs.sh
+	python3 tests/lint.py --selftest
+	$(MAKE) --no-print-directory lint
 	./test_planner
 	./test_cpu_gemm
 	./test_cpu_gemm_asan
@@ -129,7 +140,8 @@ endif
 	./test_gpt fixtures
 	$(MAKE) --no-print-directory cuemu-test cuemu-compile
 	$(MAKE) --no-print-directory test-hf
-	$(MAKE) --no-print-directory cuda-build cuda-rpath-check cuda-resources-check cuda-check-host cuda-check-emu cuda-emu-test cuda-emu-detect cuda-costmodel
+	$(MAKE) --no-print-directory cuda-build cuda-rpath-check cuda-resources-check cuda-check-host cuda-check-emu \
+	    cuda-emu-test cuda-emu-detect cuda-costmodel
 	$(MAKE) --no-print-directory gpu-rehearsal
 	./test_gpt_asan fixtures --quick
 	bash tests/attack/run.sh
@@ -154,6 +166,7 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean: cuda-clean cuemu-clean
-	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_cpu_gemm_asan test_comm test_planner test_instruments test_cpu_gemm fixtures.log
+	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_cpu_gemm_asan test_comm test_planner \
+	    test_instruments test_cpu_gemm fixtures.log
 	rm -rf tests/fuzz/bin
 	rm -rf fixtures

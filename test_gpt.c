@@ -42,12 +42,16 @@ static void test_ramp(void) {
     const int64_t want[4] = {32, 32, 64, 1920};
     for (int i = 0; i < 4; i++) {
         int64_t got = schedule_batch(G, S, I, R, 2048, consumed[i]);
-        check(got == want[i], "ramp at %lld sequences = %lld (want %lld)", (long long)consumed[i], (long long)got, (long long)want[i]);
+        check(got == want[i], "ramp at %lld sequences = %lld (want %lld)", (long long)consumed[i], (long long)got,
+              (long long)want[i]);
     }
     check(schedule_batch(G, S, I, R, 2048, 5859376) == 1920, "ramp past R gives G");
     // k = 59 increments of per = 99,311.44 sequences; the ramp takes 14,475 steps (12.0036B tokens)
     int64_t c = 0, steps = 0;
-    while (schedule_batch(G, S, I, R, 2048, c) < G) { c += schedule_batch(G, S, I, R, 2048, c); steps++; }
+    while (schedule_batch(G, S, I, R, 2048, c) < G) {
+        c += schedule_batch(G, S, I, R, 2048, c);
+        steps++;
+    }
     check(steps == 14475, "ramp takes %lld steps (want 14475)", (long long)steps);
     check(fabs(c * 2048.0 - 12.0036e9) < 0.00005e9, "ramp ends at %.4fB tokens (want 12.0036B)", c * 2048.0 / 1e9);
     int ok = 1;
@@ -79,39 +83,51 @@ static void test_init(void) {
     const int normal_t[3] = {PT_QKVW, PT_FCW, PT_WPE};
     for (int k = 0; k < 3; k++) {
         int t = normal_t[k];
-        double sum = 0, sq = 0; size_t n = full.numel[t];
+        double sum = 0, sq = 0;
+        size_t n = full.numel[t];
         float* p = pf + full.offset[t];
-        for (size_t i = 0; i < n; i++) { sum += p[i]; sq += (double)p[i] * p[i]; }
+        for (size_t i = 0; i < n; i++) {
+            sum += p[i];
+            sq += (double)p[i] * p[i];
+        }
         double sd = sqrt(sq / n - (sum / n) * (sum / n));
-        check(fabs(sd / s - 1) < 4.0 / sqrt(2.0 * n) && fabs(sum / n) < 4 * s / sqrt((double)n), "init %s std %.5f (want %.5f)", PARAM_INFO[t].name, sd, s);
+        check(fabs(sd / s - 1) < 4.0 / sqrt(2.0 * n) && fabs(sum / n) < 4 * s / sqrt((double)n),
+              "init %s std %.5f (want %.5f)", PARAM_INFO[t].name, sd, s);
     }
     {
-        double sq = 0; size_t n = full.numel[PT_FCPROJW];
+        double sq = 0;
+        size_t n = full.numel[PT_FCPROJW];
         float* p = pf + full.offset[PT_FCPROJW];
         for (size_t i = 0; i < n; i++) sq += (double)p[i] * p[i];
         double want = s / sqrt(2.0 * L);
         check(fabs(sqrt(sq / n) / want - 1) < 0.03, "init fcprojw scaled std %.5f (want %.5f)", sqrt(sq / n), want);
     }
     int zeros = 1;
-    for (int r = V; r < Vp; r++) for (int c = 0; c < C; c++) if (pf[full.offset[PT_WTE] + (size_t)r * C + c] != 0) zeros = 0;
+    for (int r = V; r < Vp; r++)
+        for (int c = 0; c < C; c++)
+            if (pf[full.offset[PT_WTE] + (size_t)r * C + c] != 0) zeros = 0;
     check(zeros, "init padded vocabulary rows are zero");
     int ones = 1, zb = 1;
-    for (size_t i = 0; i < full.numel[PT_LN1W]; i++) if (pf[full.offset[PT_LN1W] + i] != 1.0f) ones = 0;
-    for (size_t i = 0; i < full.numel[PT_QKVB]; i++) if (pf[full.offset[PT_QKVB] + i] != 0.0f) zb = 0;
+    for (size_t i = 0; i < full.numel[PT_LN1W]; i++)
+        if (pf[full.offset[PT_LN1W] + i] != 1.0f) ones = 0;
+    for (size_t i = 0; i < full.numel[PT_QKVB]; i++)
+        if (pf[full.offset[PT_QKVB] + i] != 0.0f) zb = 0;
     check(ones && zb, "init LayerNorm weights 1, biases 0");
     // every TP x PP slice equals the corresponding elements of the full tensor
     int same = 1;
-    for (int TP = 1; TP <= 4; TP *= 2) for (int PP = 1; PP <= 4; PP *= 2)
-    for (int tp = 0; tp < TP; tp++) for (int pp = 0; pp < PP; pp++) {
-        ParamLayout pl;
-        param_layout_init(&pl, L, C, NH, T, V, Vp, tp, TP, pp, PP);
-        float* p = (float*)malloc_check(sizeof(float) * (pl.total + 1));
-        param_init(&pl, p, 42, 1);
-        for (int t = 0; t < NUM_PARAM_TENSORS; t++)
-            for (size_t i = 0; i < pl.numel[t]; i++)
-                if (p[pl.offset[t] + i] != pf[full.offset[t] + param_full_index(&pl, t, i)]) same = 0;
-        free(p);
-    }
+    for (int TP = 1; TP <= 4; TP *= 2)
+        for (int PP = 1; PP <= 4; PP *= 2)
+            for (int tp = 0; tp < TP; tp++)
+                for (int pp = 0; pp < PP; pp++) {
+                    ParamLayout pl;
+                    param_layout_init(&pl, L, C, NH, T, V, Vp, tp, TP, pp, PP);
+                    float* p = (float*)malloc_check(sizeof(float) * (pl.total + 1));
+                    param_init(&pl, p, 42, 1);
+                    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+                        for (size_t i = 0; i < pl.numel[t]; i++)
+                            if (p[pl.offset[t] + i] != pf[full.offset[t] + param_full_index(&pl, t, i)]) same = 0;
+                    free(p);
+                }
     check(same, "init is layout independent (TP, PP in 1,2,4: every slice equals the full tensor)");
     free(pf);
 }
@@ -123,22 +139,34 @@ static void test_data_addressing(void) {
         int64_t n = ns[k];
         char* seen = (char*)calloc_check(n, 1);
         int ok = 1;
-        for (int64_t i = 0; i < n; i++) { int64_t p = feistel_permute(i, n, 12345); if (p < 0 || p >= n || seen[p]) ok = 0; else seen[p] = 1; }
+        for (int64_t i = 0; i < n; i++) {
+            int64_t p = feistel_permute(i, n, 12345);
+            if (p < 0 || p >= n || seen[p])
+                ok = 0;
+            else
+                seen[p] = 1;
+        }
         free(seen);
         check(ok, "shuffle is a permutation of %lld samples", (long long)n);
     }
     // micro-batch addressing covers [c, c+B) exactly once for every DP and mb split
     int ok = 1;
     const int dps[3] = {1, 2, 4}, mbs[3] = {1, 2, 4};
-    for (int a = 0; a < 3; a++) for (int b = 0; b < 3; b++) {
-        int DP = dps[a], mb = mbs[b];
-        int64_t c = 1000, B = 32;
-        char seen[32] = {0};
-        for (int d = 0; d < DP; d++) for (int i = 0; i < B / (DP * mb); i++) for (int j = 0; j < mb; j++) {
-            int64_t s = microbatch_first_sample(c, B, DP, d, mb, i) + j - c;
-            if (s < 0 || s >= B || seen[s]) ok = 0; else seen[s] = 1;
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            int DP = dps[a], mb = mbs[b];
+            int64_t c = 1000, B = 32;
+            char seen[32] = {0};
+            for (int d = 0; d < DP; d++)
+                for (int i = 0; i < B / (DP * mb); i++)
+                    for (int j = 0; j < mb; j++) {
+                        int64_t s = microbatch_first_sample(c, B, DP, d, mb, i) + j - c;
+                        if (s < 0 || s >= B || seen[s])
+                            ok = 0;
+                        else
+                            seen[s] = 1;
+                    }
         }
-    }
     check(ok, "global batch split into DP ranks and micro-batches covers every sample once");
 }
 
@@ -192,13 +220,19 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
         StepResult r = train_step(&t);
         lr_sum += r.lr;
         if (s > 0 && wgb[s] != wgb[s - 1]) distinct_gb++;
-        clipped += r.clipped; unclipped += !r.clipped;
+        clipped += r.clipped;
+        unclipped += !r.clipped;
         int ok = rel_err(r.loss, wloss[s]) < 1e-5 && rel_err(r.gnorm, wgn[s]) < 1e-4 &&
-                 fabs(r.lr - wlr[s]) <= 1e-6 * wlr[s] + 1e-12 && r.gb == (int64_t)wgb[s] && tok_before == (int64_t)wtok[s];
-        check(ok, "step %d: loss %.7f (want %.7f) gnorm %.6f (want %.6f) lr %.4e (want %.4e) gb %lld (want %d) tokens %lld (want %.0f)",
-              s, r.loss, wloss[s], r.gnorm, wgn[s], r.lr, wlr[s], (long long)r.gb, (int)wgb[s], (long long)tok_before, wtok[s]);
+                 fabs(r.lr - wlr[s]) <= 1e-6 * wlr[s] + 1e-12 && r.gb == (int64_t)wgb[s] &&
+                 tok_before == (int64_t)wtok[s];
+        check(ok,
+              "step %d: loss %.7f (want %.7f) gnorm %.6f (want %.6f) lr %.4e (want %.4e) gb %lld (want %d) tokens %lld "
+              "(want %.0f)",
+              s, r.loss, wloss[s], r.gnorm, wgn[s], r.lr, wlr[s], (long long)r.gb, (int)wgb[s], (long long)tok_before,
+              wtok[s]);
     }
-    check(distinct_gb >= 3 && wlr[0] < wlr[1], "the recipe run ramps the batch at least twice (%d sizes) under warmup", distinct_gb);
+    check(distinct_gb >= 3 && wlr[0] < wlr[1], "the recipe run ramps the batch at least twice (%d sizes) under warmup",
+          distinct_gb);
     check(clipped > 0 && unclipped > 0, "clipping active in %d steps, inactive in %d", clipped, unclipped);
     // final weights. The K slice of qkvb has an analytically zero gradient, so Adam turns
     // round-off noise into updates of up to lr per step: compare it to sum(lr) absolute.
@@ -212,12 +246,18 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
         if (tn == PT_QKVB) {
             int C = cfg.H, ok = 1;
             double e1 = 0, n1 = 0;
-            for (int l = 0; l < cfg.L; l++) for (int i = 0; i < 3 * C; i++) {
-                size_t k = (size_t)l * 3 * C + i;
-                if (i >= C && i < 2 * C) { if (fabs(got[k] - want[k]) > lr_sum) ok = 0; }
-                else { e1 += (got[k] - want[k]) * (got[k] - want[k]); n1 += want[k] * want[k]; }
-            }
-            check(ok && sqrt(e1 / n1) < 1e-4, "final qkvb matches PyTorch (Q,V rel L2 %.2e; K within sum(lr))", sqrt(e1 / n1));
+            for (int l = 0; l < cfg.L; l++)
+                for (int i = 0; i < 3 * C; i++) {
+                    size_t k = (size_t)l * 3 * C + i;
+                    if (i >= C && i < 2 * C) {
+                        if (fabs(got[k] - want[k]) > lr_sum) ok = 0;
+                    } else {
+                        e1 += (got[k] - want[k]) * (got[k] - want[k]);
+                        n1 += want[k] * want[k];
+                    }
+                }
+            check(ok && sqrt(e1 / n1) < 1e-4, "final qkvb matches PyTorch (Q,V rel L2 %.2e; K within sum(lr))",
+                  sqrt(e1 / n1));
             continue;
         }
         double e = rel_l2(got, want, r->n);
@@ -240,7 +280,8 @@ static int recompute_matches_none(Fixture* fx, const char* dir, int mode, size_t
         if (ra.loss != rb.loss || ra.gnorm != rb.gnorm) same = 0;
     }
     same = same && memcmp(a.model.params, b.model.params, sizeof(float) * a.model.pl.total) == 0;
-    bytes[0] = a.model.acts[0].bytes; bytes[1] = b.model.acts[0].bytes;
+    bytes[0] = a.model.acts[0].bytes;
+    bytes[1] = b.model.acts[0].bytes;
     train_free(&a);
     train_free(&b);
     return same;
@@ -249,7 +290,8 @@ static int recompute_matches_none(Fixture* fx, const char* dir, int mode, size_t
 // -recompute 1 rebuilds each block's activations in backward: the same numbers exactly
 static void test_recompute(Fixture* fx, const char* dir) {
     size_t bytes[2];
-    check(recompute_matches_none(fx, dir, 1, bytes), "-recompute 1 gives bit-identical losses, grad norms and weights over 8 steps");
+    check(recompute_matches_none(fx, dir, 1, bytes),
+          "-recompute 1 gives bit-identical losses, grad norms and weights over 8 steps");
 }
 
 // resume continues bit-identically: 8 straight steps == 4 steps, save, load, 4 steps
@@ -274,11 +316,16 @@ static void test_resume_bitwise(Fixture* fx, const char* dir) {
     dataset_open(&c.run.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
     char latest[1100], err[1024];
     int64_t st = ckpt_find_latest(tmp, latest, sizeof(latest));
-    check(st == 4 && load_checkpoint(&c, latest, 0, err, sizeof(err)) == 0, "resume finds and loads step %lld", (long long)st);
-    check(c.run.step == 4 && c.run.tokens == (int64_t)((const float*)fx_get(fx, "steps/tokens")->data)[4] && c.run.rng == 0xDEADBEEF && c.run.adam_t == 4,
+    check(st == 4 && load_checkpoint(&c, latest, 0, err, sizeof(err)) == 0, "resume finds and loads step %lld",
+          (long long)st);
+    check(c.run.step == 4 && c.run.tokens == (int64_t)((const float*)fx_get(fx, "steps/tokens")->data)[4] &&
+              c.run.rng == 0xDEADBEEF && c.run.adam_t == 4,
           "resume restores step, tokens, AdamW t and sampler state");
     int same = 1;
-    for (int s = 4; s < 8; s++) { double l = train_step(&c).loss; if (memcmp(&l, &la[s], sizeof(l)) != 0) same = 0; }
+    for (int s = 4; s < 8; s++) {
+        double l = train_step(&c).loss;
+        if (memcmp(&l, &la[s], sizeof(l)) != 0) same = 0;
+    }
     GPT *ga = &a.model, *gc = &c.model;
     same = same && memcmp(ga->params, gc->params, sizeof(float) * ga->pl.total) == 0 &&
            memcmp(ga->m, gc->m, sizeof(float) * ga->n_opt) == 0 && memcmp(ga->v, gc->v, sizeof(float) * ga->n_opt) == 0;
@@ -296,7 +343,8 @@ static void test_resume_bitwise(Fixture* fx, const char* dir) {
         st = ckpt_find_latest(tmp, latest, sizeof(latest));
         Train d;
         train_setup(&d, &cfg, &comm);
-        check(st == 4 && load_checkpoint(&d, latest, 0, err, sizeof(err)) == 0, "after the failed save, resume still picks step %lld and it loads", (long long)st);
+        check(st == 4 && load_checkpoint(&d, latest, 0, err, sizeof(err)) == 0,
+              "after the failed save, resume still picks step %lld and it loads", (long long)st);
         train_free(&d);
     }
     train_free(&a);
@@ -319,18 +367,29 @@ static int run_cmd(const char* cmd, char* errbuf, size_t n) {
     int rc = system(full);
     errbuf[0] = 0;
     FILE* f = fopen(errf, "r");
-    if (f) { size_t k = fread(errbuf, 1, n - 1, f); errbuf[k] = 0; fclose(f); }
-    unlink(out); unlink(errf);
+    if (f) {
+        size_t k = fread(errbuf, 1, n - 1, f);
+        errbuf[k] = 0;
+        fclose(f);
+    }
+    unlink(out);
+    unlink(errf);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
-static int count_lines(const char* s) { int n = 0; for (; *s; s++) if (*s == '\n') n++; return n; }
+static int count_lines(const char* s) {
+    int n = 0;
+    for (; *s; s++)
+        if (*s == '\n') n++;
+    return n;
+}
 
 static void expect_error(const char* what, const char* args, const char* needle) {
     char cmd[3000], err[4096];
     snprintf(cmd, sizeof(cmd), "timeout 60 ./train_gpt %s", args);
     int rc = run_cmd(cmd, err, sizeof(err));
-    int ok = rc != 0 && rc != 124 && rc < 128 && strstr(err, needle) != NULL && count_lines(err) == 1 && strncmp(err, "error: ", 7) == 0;
+    int ok = rc != 0 && rc != 124 && rc < 128 && strstr(err, needle) != NULL && count_lines(err) == 1 &&
+             strncmp(err, "error: ", 7) == 0;
     char* nl = strchr(err, '\n');
     if (nl) *nl = 0;
     check(ok, "bad input, %s: exit %d, \"%s\"", what, rc, err);
@@ -339,9 +398,15 @@ static void expect_error(const char* what, const char* args, const char* needle)
 static void write_shard(const char* path, int magic, int ntok_header, int ntok_written, int bad_token) {
     FILE* f = fopen_check(path, "wb");
     int32_t h[256] = {0};
-    h[0] = magic; h[1] = 1; h[2] = ntok_header;
+    h[0] = magic;
+    h[1] = 1;
+    h[2] = ntok_header;
     fwrite(h, 4, 256, f);
-    for (int i = 0; i < ntok_written; i++) { uint16_t tok = (uint16_t)(i % 100); if (i == 50 && bad_token) tok = 60000; fwrite(&tok, 2, 1, f); }
+    for (int i = 0; i < ntok_written; i++) {
+        uint16_t tok = (uint16_t)(i % 100);
+        if (i == 50 && bad_token) tok = 60000;
+        fwrite(&tok, 2, 1, f);
+    }
     fclose(f);
 }
 
@@ -349,11 +414,16 @@ static void test_cli(const char* dir) {
     char tmp[] = "/tmp/llmc_cliXXXXXX";
     if (!mkdtemp(tmp)) die("mkdtemp failed");
     char good[1100], trunc[1100], magic[1100], badtok[1100], args[3000];
-    snprintf(good, sizeof(good), "%s/good_000.bin", tmp); write_shard(good, 20240520, 4000, 4000, 0);
-    snprintf(trunc, sizeof(trunc), "%s/trunc_000.bin", tmp); write_shard(trunc, 20240520, 4000, 3000, 0);
-    snprintf(magic, sizeof(magic), "%s/magic_000.bin", tmp); write_shard(magic, 12345, 4000, 4000, 0);
-    snprintf(badtok, sizeof(badtok), "%s/badtok_000.bin", tmp); write_shard(badtok, 20240520, 4000, 4000, 1);
-    const char* base = "-L 2 -H 32 -heads 2 -seq 16 -V 128 -vpad 64 -mb 2 -gb 4 -ramp off -lr 1e-3 -warmup 0 -j '' -threads 1";
+    snprintf(good, sizeof(good), "%s/good_000.bin", tmp);
+    write_shard(good, 20240520, 4000, 4000, 0);
+    snprintf(trunc, sizeof(trunc), "%s/trunc_000.bin", tmp);
+    write_shard(trunc, 20240520, 4000, 3000, 0);
+    snprintf(magic, sizeof(magic), "%s/magic_000.bin", tmp);
+    write_shard(magic, 12345, 4000, 4000, 0);
+    snprintf(badtok, sizeof(badtok), "%s/badtok_000.bin", tmp);
+    write_shard(badtok, 20240520, 4000, 4000, 1);
+    const char* base =
+        "-L 2 -H 32 -heads 2 -seq 16 -V 128 -vpad 64 -mb 2 -gb 4 -ramp off -lr 1e-3 -warmup 0 -j '' -threads 1";
     expect_error("unknown flag", "-bogus 3", "unknown flag '-bogus'");
     expect_error("missing value", "-lr", "needs 1 value");
     expect_error("non-numeric value", "-mb two", "bad value 'two'");
@@ -361,7 +431,8 @@ static void test_cli(const char* dir) {
     expect_error("negative size", "-H -8", "must be positive");
     expect_error("heads not dividing H", "-H 100 -heads 3", "must divide the hidden size");
     expect_error("ramp increment not dividing", "-gb 10 -ramp 2 3 1000", "does not divide");
-    expect_error("ramp batch not divisible by micro-batch", "-gb 8 -ramp 2 2 1000 -mb 4", "not divisible by micro-batch");
+    expect_error("ramp batch not divisible by micro-batch", "-gb 8 -ramp 2 2 1000 -mb 4",
+                 "not divisible by micro-batch");
     expect_error("global batch not divisible by micro-batch", "-gb 6 -ramp off -mb 4", "not divisible by micro-batch");
     expect_error("unknown model", "-model 7b", "unknown model");
     snprintf(args, sizeof(args), "%s -i '%s/nothing_*.bin'", base, tmp);
@@ -383,8 +454,10 @@ static void test_cli(const char* dir) {
     int rc2 = run_cmd(cmd, err, sizeof(err));
     snprintf(cmd, sizeof(cmd), "./train_gpt %s -i %s -o %s/split -steps 6 -ckpt-every 3 -resume", base, good, tmp);
     int rc3 = run_cmd(cmd, err, sizeof(err));
-    snprintf(cmd, sizeof(cmd), "diff <(grep '\"type\":\"train\"' %s/full/log.jsonl | sed 's/\"ms\".*//') "
-             "<(grep '\"type\":\"train\"' %s/split/log.jsonl | sed 's/\"ms\".*//')", tmp, tmp);
+    snprintf(cmd, sizeof(cmd),
+             "diff <(grep '\"type\":\"train\"' %s/full/log.jsonl | sed 's/\"ms\".*//') "
+             "<(grep '\"type\":\"train\"' %s/split/log.jsonl | sed 's/\"ms\".*//')",
+             tmp, tmp);
     char bash[4200];
     snprintf(bash, sizeof(bash), "bash -c \"%s\"", cmd);
     // the command holds double quotes: write it to a script instead of escaping
@@ -395,32 +468,46 @@ static void test_cli(const char* dir) {
     fclose(sf);
     snprintf(cmd, sizeof(cmd), "bash %s", script);
     int rc4 = run_cmd(cmd, err, sizeof(err));
-    check(rc1 == 0 && rc2 == 0 && rc3 == 0 && rc4 == 0, "binary: 3 steps + -resume logs the same 6 steps as a straight run (rc %d %d %d, diff %d)", rc1, rc2, rc3, rc4);
+    check(rc1 == 0 && rc2 == 0 && rc3 == 0 && rc4 == 0,
+          "binary: 3 steps + -resume logs the same 6 steps as a straight run (rc %d %d %d, diff %d)", rc1, rc2, rc3,
+          rc4);
 
     // checkpoint of a different shape, a different version, a corrupt payload (only the
     // newest is kept: with an older one -resume would fall back to it)
     snprintf(cmd, sizeof(cmd), "rm -rf %s/split/ckpt_00000003", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s/split/ckpt_00000003\n", tmp);
-    snprintf(args, sizeof(args), "-L 3 -H 32 -heads 2 -seq 16 -V 128 -vpad 64 -mb 2 -gb 4 -ramp off -j '' -i %s -o %s/split -resume", good, tmp);
+    snprintf(args, sizeof(args),
+             "-L 3 -H 32 -heads 2 -seq 16 -V 128 -vpad 64 -mb 2 -gb 4 -ramp off -j '' -i %s -o %s/split -resume", good,
+             tmp);
     expect_error("checkpoint of a different shape", args, "different model");
     char rank0[1200];
     snprintf(rank0, sizeof(rank0), "%s/split/ckpt_00000006/rank_00000.bin", tmp);
     FILE* f = fopen(rank0, "r+b");
     if (f) {
         int64_t ver = 99;
-        fseek(f, 8, SEEK_SET); fwrite(&ver, 8, 1, f); fclose(f);
+        fseek(f, 8, SEEK_SET);
+        fwrite(&ver, 8, 1, f);
+        fclose(f);
         snprintf(args, sizeof(args), "%s -i %s -o %s/split -resume", base, good, tmp);
         expect_error("checkpoint of another version", args, "format version 99");
         f = fopen(rank0, "r+b");
         ver = CKPT_VERSION;
-        fseek(f, 8, SEEK_SET); fwrite(&ver, 8, 1, f);
-        fseek(f, 2000, SEEK_SET); unsigned char byte; if (fread(&byte, 1, 1, f) == 1) { byte ^= 0xFF; fseek(f, 2000, SEEK_SET); fwrite(&byte, 1, 1, f); }
+        fseek(f, 8, SEEK_SET);
+        fwrite(&ver, 8, 1, f);
+        fseek(f, 2000, SEEK_SET);
+        unsigned char byte;
+        if (fread(&byte, 1, 1, f) == 1) {
+            byte ^= 0xFF;
+            fseek(f, 2000, SEEK_SET);
+            fwrite(&byte, 1, 1, f);
+        }
         fclose(f);
         expect_error("corrupt checkpoint", args, "checksum mismatch");
     } else {
         check(0, "checkpoint file %s exists", rank0);
     }
-    (void)dir; (void)bash;
+    (void)dir;
+    (void)bash;
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
@@ -432,69 +519,108 @@ static void test_cli(const char* dir) {
 static void test_schedule_1f1b(void) {
     int ok_order = 1, ok_inflight = 1, ok_match = 1, ok_nodeadlock = 1;
     for (int PP = 1; PP <= 8; PP++)
-    for (int m = 1; m <= 3 * PP; m++) {
-        Action* plans[8]; int n[8];
-        for (int r = 0; r < PP; r++) {
-            plans[r] = schedule_1f1b(r, PP, m, 0, &n[r]);
-            int fwd[64] = {0}, bwd[64] = {0}, inflight = 0, maxin = 0;
-            for (int i = 0; i < n[r]; i++) {
-                int k = plans[r][i].micro;
-                if (plans[r][i].kind == ACT_FORWARD) { if (fwd[k]) ok_order = 0; fwd[k]++; inflight++; }
-                if (plans[r][i].kind == ACT_BACKWARD) { if (!fwd[k] || bwd[k]) ok_order = 0; bwd[k]++; inflight--; }
-                if (inflight > maxin) maxin = inflight;
-            }
-            for (int k = 0; k < m; k++) if (fwd[k] != 1 || bwd[k] != 1) ok_order = 0;
-            if (maxin > PP || maxin > m) ok_inflight = 0;
-        }
-        // every send has its matching receive on the neighbouring stage, and vice versa
-        for (int r = 0; r < PP; r++) for (int i = 0; i < n[r]; i++) {
-            ActionKind k = plans[r][i].kind; int mi = plans[r][i].micro;
-            int peer = -1; ActionKind want = ACT_FORWARD;
-            if (k == ACT_SEND_ACT) { peer = r + 1; want = ACT_RECV_ACT; }
-            if (k == ACT_RECV_ACT) { peer = r - 1; want = ACT_SEND_ACT; }
-            if (k == ACT_SEND_GRAD) { peer = r - 1; want = ACT_RECV_GRAD; }
-            if (k == ACT_RECV_GRAD) { peer = r + 1; want = ACT_SEND_GRAD; }
-            if (peer == -1 && (k == ACT_FORWARD || k == ACT_BACKWARD)) continue;
-            if (peer < 0 || peer >= PP) { ok_match = 0; continue; }
-            int found = 0;
-            for (int j = 0; j < n[peer]; j++) if (plans[peer][j].kind == want && plans[peer][j].micro == mi) found++;
-            if (found != 1) ok_match = 0;
-        }
-        // simulate: sends never block, a receive waits for its message
-        int pc[8] = {0}, sent_act[8][64] = {{0}}, sent_grad[8][64] = {{0}}, progress = 1;
-        while (progress) {
-            progress = 0;
+        for (int m = 1; m <= 3 * PP; m++) {
+            Action* plans[8];
+            int n[8];
             for (int r = 0; r < PP; r++) {
-                while (pc[r] < n[r]) {
-                    Action a = plans[r][pc[r]];
-                    if (a.kind == ACT_RECV_ACT && !sent_act[r - 1][a.micro]) break;
-                    if (a.kind == ACT_RECV_GRAD && !sent_grad[r + 1][a.micro]) break;
-                    if (a.kind == ACT_SEND_ACT) sent_act[r][a.micro] = 1;
-                    if (a.kind == ACT_SEND_GRAD) sent_grad[r][a.micro] = 1;
-                    pc[r]++; progress = 1;
+                plans[r] = pipe_1f1b(r, PP, m, 0, &n[r]);
+                int fwd[64] = {0}, bwd[64] = {0}, inflight = 0, maxin = 0;
+                for (int i = 0; i < n[r]; i++) {
+                    int k = plans[r][i].micro;
+                    if (plans[r][i].kind == ACT_FORWARD) {
+                        if (fwd[k]) ok_order = 0;
+                        fwd[k]++;
+                        inflight++;
+                    }
+                    if (plans[r][i].kind == ACT_BACKWARD) {
+                        if (!fwd[k] || bwd[k]) ok_order = 0;
+                        bwd[k]++;
+                        inflight--;
+                    }
+                    if (inflight > maxin) maxin = inflight;
+                }
+                for (int k = 0; k < m; k++)
+                    if (fwd[k] != 1 || bwd[k] != 1) ok_order = 0;
+                if (maxin > PP || maxin > m) ok_inflight = 0;
+            }
+            // every send has its matching receive on the neighbouring stage, and vice versa
+            for (int r = 0; r < PP; r++)
+                for (int i = 0; i < n[r]; i++) {
+                    ActionKind k = plans[r][i].kind;
+                    int mi = plans[r][i].micro;
+                    int peer = -1;
+                    ActionKind want = ACT_FORWARD;
+                    if (k == ACT_SEND_ACT) {
+                        peer = r + 1;
+                        want = ACT_RECV_ACT;
+                    }
+                    if (k == ACT_RECV_ACT) {
+                        peer = r - 1;
+                        want = ACT_SEND_ACT;
+                    }
+                    if (k == ACT_SEND_GRAD) {
+                        peer = r - 1;
+                        want = ACT_RECV_GRAD;
+                    }
+                    if (k == ACT_RECV_GRAD) {
+                        peer = r + 1;
+                        want = ACT_SEND_GRAD;
+                    }
+                    if (peer == -1 && (k == ACT_FORWARD || k == ACT_BACKWARD)) continue;
+                    if (peer < 0 || peer >= PP) {
+                        ok_match = 0;
+                        continue;
+                    }
+                    int found = 0;
+                    for (int j = 0; j < n[peer]; j++)
+                        if (plans[peer][j].kind == want && plans[peer][j].micro == mi) found++;
+                    if (found != 1) ok_match = 0;
+                }
+            // simulate: sends never block, a receive waits for its message
+            int pc[8] = {0}, sent_act[8][64] = {{0}}, sent_grad[8][64] = {{0}}, progress = 1;
+            while (progress) {
+                progress = 0;
+                for (int r = 0; r < PP; r++) {
+                    while (pc[r] < n[r]) {
+                        Action a = plans[r][pc[r]];
+                        if (a.kind == ACT_RECV_ACT && !sent_act[r - 1][a.micro]) break;
+                        if (a.kind == ACT_RECV_GRAD && !sent_grad[r + 1][a.micro]) break;
+                        if (a.kind == ACT_SEND_ACT) sent_act[r][a.micro] = 1;
+                        if (a.kind == ACT_SEND_GRAD) sent_grad[r][a.micro] = 1;
+                        pc[r]++;
+                        progress = 1;
+                    }
                 }
             }
+            for (int r = 0; r < PP; r++) {
+                if (pc[r] != n[r]) ok_nodeadlock = 0;
+                free(plans[r]);
+            }
         }
-        for (int r = 0; r < PP; r++) { if (pc[r] != n[r]) ok_nodeadlock = 0; free(plans[r]); }
-    }
     check(ok_order, "1F1B: PP 1..8, m 1..3PP: every micro-batch forwarded then backwarded exactly once per stage");
     check(ok_inflight, "1F1B: activations in flight never exceed PP (nor m)");
     check(ok_match, "1F1B: every send has exactly one matching receive");
     check(ok_nodeadlock, "1F1B: all stages run to completion with non-blocking sends (no deadlock)");
     int n0, n3;
-    Action* a0 = schedule_1f1b(0, 4, 8, 0, &n0);
-    Action* a3 = schedule_1f1b(3, 4, 8, 0, &n3);
-    int w0 = 0; while (a0[w0 * 2].kind == ACT_FORWARD && a0[w0 * 2 + 1].kind == ACT_SEND_ACT && w0 < 4) w0++;
+    Action* a0 = pipe_1f1b(0, 4, 8, 0, &n0);
+    Action* a3 = pipe_1f1b(3, 4, 8, 0, &n3);
+    int w0 = 0;
+    while (a0[w0 * 2].kind == ACT_FORWARD && a0[w0 * 2 + 1].kind == ACT_SEND_ACT && w0 < 4) w0++;
     check(w0 == 4 && a3[0].kind == ACT_RECV_ACT && a3[1].kind == ACT_FORWARD && a3[2].kind == ACT_BACKWARD,
           "1F1B: stage 0 of 4 starts with 3 warm-up forwards (+1 steady), the last stage alternates at once");
-    free(a0); free(a3);
+    free(a0);
+    free(a3);
 }
 
 // ----------------------------------------------------------------------------------------
 // 3D layouts over MPI against the single process (needs mpirun; skipped, and said, without)
 
 #define LAYOUT_STEPS 20
-typedef struct { double loss[LAYOUT_STEPS + 1], gnorm[LAYOUT_STEPS + 1]; char raw[LAYOUT_STEPS + 1][160]; int n; } RunLog;
+typedef struct {
+    double loss[LAYOUT_STEPS + 1], gnorm[LAYOUT_STEPS + 1];
+    char raw[LAYOUT_STEPS + 1][160];
+    int n;
+} RunLog;
 
 static int read_runlog(const char* path, RunLog* rl) {
     memset(rl, 0, sizeof(*rl));
@@ -503,14 +629,22 @@ static int read_runlog(const char* path, RunLog* rl) {
     char line[4096];
     while (fgets(line, sizeof(line), f)) {
         if (!strstr(line, "\"type\":\"train\"")) continue;
-        long long step; double loss, gnorm;
-        char* p = strstr(line, "\"step\":"); if (!p || sscanf(p, "\"step\":%lld", &step) != 1) continue;
-        p = strstr(line, "\"loss\":"); if (!p || sscanf(p, "\"loss\":%lf", &loss) != 1) continue;
-        p = strstr(line, "\"gnorm\":"); if (!p || sscanf(p, "\"gnorm\":%lf", &gnorm) != 1) continue;
+        long long step;
+        double loss, gnorm;
+        char* p = strstr(line, "\"step\":");
+        if (!p || sscanf(p, "\"step\":%lld", &step) != 1) continue;
+        p = strstr(line, "\"loss\":");
+        if (!p || sscanf(p, "\"loss\":%lf", &loss) != 1) continue;
+        p = strstr(line, "\"gnorm\":");
+        if (!p || sscanf(p, "\"gnorm\":%lf", &gnorm) != 1) continue;
         if (step < 1 || step > LAYOUT_STEPS) continue;
-        rl->loss[step] = loss; rl->gnorm[step] = gnorm;
-        char* e = strstr(line, ",\"ms\""); size_t len = e ? (size_t)(e - line) : 0; if (len > 159) len = 159;
-        memcpy(rl->raw[step], line, len); rl->raw[step][len] = 0;
+        rl->loss[step] = loss;
+        rl->gnorm[step] = gnorm;
+        char* e = strstr(line, ",\"ms\"");
+        size_t len = e ? (size_t)(e - line) : 0;
+        if (len > 159) len = 159;
+        memcpy(rl->raw[step], line, len);
+        rl->raw[step][len] = 0;
         if (step > rl->n) rl->n = (int)step;
     }
     fclose(f);
@@ -521,16 +655,25 @@ static const char* MPIRUN = "timeout 300 mpirun --oversubscribe --allow-run-as-r
 
 // the layouts' shared flags: 20 steps, warmup and cosine decay inside them, a ramp 4->16 by 4
 static void layout_args(char* out, size_t n, const char* data, const char* outdir) {
-    snprintf(out, n, "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 16 -ramp 4 4 1536 -lr 2e-3 -warmup 2000 "
-             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 1 -o %s", data, outdir);
+    snprintf(out, n,
+             "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 16 -ramp 4 4 1536 -lr 2e-3 -warmup 2000 "
+             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 1 -o %s",
+             data, outdir);
 }
 
 // compares two checkpoints tensor by tensor (full, gathered); returns the worst rel L2
 static double compare_ckpts(const char* a, const char* b, char* worst, size_t wn) {
     CkptSet sa, sb;
     char err[1024];
-    if (ckpt_set_open(&sa, a, err, sizeof(err)) != 0) { snprintf(worst, wn, "%s", err); return 1.0; }
-    if (ckpt_set_open(&sb, b, err, sizeof(err)) != 0) { snprintf(worst, wn, "%s", err); ckpt_set_close(&sa); return 1.0; }
+    if (ckpt_set_open(&sa, a, err, sizeof(err)) != 0) {
+        snprintf(worst, wn, "%s", err);
+        return 1.0;
+    }
+    if (ckpt_set_open(&sb, b, err, sizeof(err)) != 0) {
+        snprintf(worst, wn, "%s", err);
+        ckpt_set_close(&sa);
+        return 1.0;
+    }
     const ParamLayout* p = &sa.pl[0];
     double worst_e = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
@@ -541,20 +684,32 @@ static double compare_ckpts(const char* a, const char* b, char* worst, size_t wn
         double num = 0, den = 0;
         int layers = PARAM_INFO[t].layered ? p->L : 1;
         for (int l = 0; l < layers; l++) {
-            if (ckpt_set_gather(&sa, t, l, 0, fa, mask, err, sizeof(err)) != 0 || ckpt_set_gather(&sb, t, l, 0, fb, mask, err, sizeof(err)) != 0) {
-                snprintf(worst, wn, "%s", err); num = 1; den = 1; break;
+            if (ckpt_set_gather(&sa, t, l, 0, fa, mask, err, sizeof(err)) != 0 ||
+                ckpt_set_gather(&sb, t, l, 0, fb, mask, err, sizeof(err)) != 0) {
+                snprintf(worst, wn, "%s", err);
+                num = 1;
+                den = 1;
+                break;
             }
             for (size_t i = 0; i < full; i++) {
                 // K slice of qkvb: analytically zero gradient, Adam-amplified round-off (see test_fixture_steps)
                 if (t == PT_QKVB && i >= (size_t)p->C && i < 2 * (size_t)p->C) continue;
-                double d = (double)fa[i] - fb[i]; num += d * d; den += (double)fb[i] * fb[i];
+                double d = (double)fa[i] - fb[i];
+                num += d * d;
+                den += (double)fb[i] * fb[i];
             }
         }
         double e = den > 0 ? sqrt(num / den) : sqrt(num);
-        if (e > worst_e) { worst_e = e; snprintf(worst, wn, "%s", PARAM_INFO[t].name); }
-        free(fa); free(fb); free(mask);
+        if (e > worst_e) {
+            worst_e = e;
+            snprintf(worst, wn, "%s", PARAM_INFO[t].name);
+        }
+        free(fa);
+        free(fb);
+        free(mask);
     }
-    ckpt_set_close(&sa); ckpt_set_close(&sb);
+    ckpt_set_close(&sa);
+    ckpt_set_close(&sb);
     return worst_e;
 }
 
@@ -563,7 +718,9 @@ static int have_mpirun(void) { return system("command -v mpirun > /dev/null 2>&1
 static void write_pattern_shard(const char* path, int ntok, int V) {
     FILE* f = fopen_check(path, "wb");
     int32_t h[256] = {0};
-    h[0] = 20240520; h[1] = 1; h[2] = ntok;
+    h[0] = 20240520;
+    h[1] = 1;
+    h[2] = ntok;
     fwrite(h, 4, 256, f);
     uint64_t st = 99;
     for (int i = 0; i < ntok; i++) { // learnable: mostly an arithmetic pattern, some noise
@@ -575,7 +732,10 @@ static void write_pattern_shard(const char* path, int ntok, int V) {
 }
 
 static void test_layouts(void) {
-    if (!have_mpirun()) { check(0, "mpirun is available for the 3D layout tests (bash dev/install.sh)"); return; }
+    if (!have_mpirun()) {
+        check(0, "mpirun is available for the 3D layout tests (bash dev/install.sh)");
+        return;
+    }
     char tmp[] = "/tmp/llmc_layoutXXXXXX";
     if (!mkdtemp(tmp)) die("mkdtemp failed");
     char data[1200], args[3000], cmd[4000], err[4096], path[1400], ref_ck[1400], ck[1400];
@@ -585,16 +745,23 @@ static void test_layouts(void) {
     char refdir[1300];
     snprintf(refdir, sizeof(refdir), "%s/ref", tmp);
     layout_args(args, sizeof(args), data, refdir);
-    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 timeout 300 ./train_gpt %s -steps %d -ckpt-every %d", args, LAYOUT_STEPS, LAYOUT_STEPS);
+    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 timeout 300 ./train_gpt %s -steps %d -ckpt-every %d", args,
+             LAYOUT_STEPS, LAYOUT_STEPS);
     int rc = run_cmd(cmd, err, sizeof(err));
     RunLog ref;
     snprintf(path, sizeof(path), "%s/log.jsonl", refdir);
-    check(rc == 0 && read_runlog(path, &ref) == 0 && ref.n == LAYOUT_STEPS, "layout reference 1x1x1 runs %d steps (rc %d)", LAYOUT_STEPS, rc);
-    int sizes = 1; for (int s = 2; s <= LAYOUT_STEPS; s++) { (void)s; }
+    check(rc == 0 && read_runlog(path, &ref) == 0 && ref.n == LAYOUT_STEPS,
+          "layout reference 1x1x1 runs %d steps (rc %d)", LAYOUT_STEPS, rc);
+    int sizes = 1;
+    for (int s = 2; s <= LAYOUT_STEPS; s++) {
+        (void)s;
+    }
     ckpt_dir_name(ref_ck, sizeof(ref_ck), refdir, LAYOUT_STEPS);
-    struct { int tp, pp, dp, zero; } L[] = {
-        {2, 1, 1, 0}, {4, 1, 1, 0}, {1, 2, 1, 0}, {1, 4, 1, 0}, {1, 1, 2, 0}, {1, 1, 4, 0},
-        {2, 2, 2, 0}, {2, 2, 2, 1}, {4, 2, 1, 0}, {1, 2, 4, 1},
+    struct {
+        int tp, pp, dp, zero;
+    } L[] = {
+        {2, 1, 1, 0}, {4, 1, 1, 0}, {1, 2, 1, 0}, {1, 4, 1, 0}, {1, 1, 2, 0},
+        {1, 1, 4, 0}, {2, 2, 2, 0}, {2, 2, 2, 1}, {4, 2, 1, 0}, {1, 2, 4, 1},
     };
     (void)sizes;
     for (size_t i = 0; i < sizeof(L) / sizeof(L[0]); i++) {
@@ -618,14 +785,17 @@ static void test_layouts(void) {
         char wname[256] = "";
         ckpt_dir_name(ck, sizeof(ck), dir, LAYOUT_STEPS);
         double we = ok ? compare_ckpts(ck, ref_ck, wname, sizeof(wname)) : 1.0;
-        check(ok && we <= 1e-5, "layout %dx%dx%d%s: %d steps, loss rel %.1e, gnorm rel %.1e, final weights rel L2 %.1e (%s) (rc %d)",
+        check(ok && we <= 1e-5,
+              "layout %dx%dx%d%s: %d steps, loss rel %.1e, gnorm rel %.1e, final weights rel L2 %.1e (%s) (rc %d)",
               L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", LAYOUT_STEPS, worst_l, worst_g, we, wname, rc);
         if (i == 7) { // per-rank timing split on every rank
             int all = 1;
             for (int r = 1; r < np; r++) {
                 snprintf(path, sizeof(path), "%s/log_rank%05d.jsonl", dir, r);
-                FILE* f = fopen(path, "r"); char line[4096];
-                int has = f && fgets(line, sizeof(line), f) && strstr(line, "\"t_idle_ms\"") && strstr(line, "\"t_comm_ms\"");
+                FILE* f = fopen(path, "r");
+                char line[4096];
+                int has =
+                    f && fgets(line, sizeof(line), f) && strstr(line, "\"t_idle_ms\"") && strstr(line, "\"t_comm_ms\"");
                 if (f) fclose(f);
                 if (!has) all = 0;
             }
@@ -635,21 +805,36 @@ static void test_layouts(void) {
             char cdir[1300];
             snprintf(cdir, sizeof(cdir), "%s/chunked", tmp);
             layout_args(args, sizeof(args), data, cdir);
-            snprintf(cmd, sizeof(cmd), "LLMC_MPI_CHUNK=1000 %s -x LLMC_MPI_CHUNK -np 8 ./train_gpt %s -tp 2 -pp 2 -dp 2 -zero 1 -steps %d",
-                     MPIRUN, args, LAYOUT_STEPS);
+            snprintf(
+                cmd, sizeof(cmd),
+                "LLMC_MPI_CHUNK=1000 %s -x LLMC_MPI_CHUNK -np 8 ./train_gpt %s -tp 2 -pp 2 -dp 2 -zero 1 -steps %d",
+                MPIRUN, args, LAYOUT_STEPS);
             int rcc = run_cmd(cmd, err, sizeof(err));
             RunLog ch;
             snprintf(path, sizeof(path), "%s/log.jsonl", cdir);
             int same = rcc == 0 && read_runlog(path, &ch) == 0 && ch.n == LAYOUT_STEPS;
-            for (int s = 1; same && s <= LAYOUT_STEPS; s++) if (strcmp(ch.raw[s], rl.raw[s]) != 0) same = 0;
-            check(same, "2x2x2 zero-1 with LLMC_MPI_CHUNK=1000 (every MPI call chunked): %d steps bit-identical (rc %d)", LAYOUT_STEPS, rcc);
+            for (int s = 1; same && s <= LAYOUT_STEPS; s++)
+                if (strcmp(ch.raw[s], rl.raw[s]) != 0) same = 0;
+            check(same,
+                  "2x2x2 zero-1 with LLMC_MPI_CHUNK=1000 (every MPI call chunked): %d steps bit-identical (rc %d)",
+                  LAYOUT_STEPS, rcc);
         }
     }
     // ramp check: the reference's global batch changed at least three times
     {
         snprintf(path, sizeof(path), "%s/log.jsonl", refdir);
-        FILE* f = fopen(path, "r"); char line[4096]; long long prev = -1; int changes = -1;
-        while (f && fgets(line, sizeof(line), f)) { char* p = strstr(line, "\"gb\":"); long long gb; if (p && sscanf(p, "\"gb\":%lld", &gb) == 1 && gb != prev) { changes++; prev = gb; } }
+        FILE* f = fopen(path, "r");
+        char line[4096];
+        long long prev = -1;
+        int changes = -1;
+        while (f && fgets(line, sizeof(line), f)) {
+            char* p = strstr(line, "\"gb\":");
+            long long gb;
+            if (p && sscanf(p, "\"gb\":%lld", &gb) == 1 && gb != prev) {
+                changes++;
+                prev = gb;
+            }
+        }
         if (f) fclose(f);
         check(changes >= 3, "the layout runs ramp the global batch %d times (micro-batch count changes)", changes);
     }
@@ -658,39 +843,58 @@ static void test_layouts(void) {
     snprintf(fdir, sizeof(fdir), "%s/l2221", tmp);
     snprintf(sdir, sizeof(sdir), "%s/stop", tmp);
     layout_args(args, sizeof(args), data, sdir);
-    snprintf(cmd, sizeof(cmd), "%s -np 8 ./train_gpt %s -tp 2 -pp 2 -dp 2 -zero 1 -steps 10 -ckpt-every 10", MPIRUN, args);
+    snprintf(cmd, sizeof(cmd), "%s -np 8 ./train_gpt %s -tp 2 -pp 2 -dp 2 -zero 1 -steps 10 -ckpt-every 10", MPIRUN,
+             args);
     int rc1 = run_cmd(cmd, err, sizeof(err));
-    snprintf(cmd, sizeof(cmd), "%s -np 8 ./train_gpt %s -tp 2 -pp 2 -dp 2 -zero 1 -steps %d -resume", MPIRUN, args, LAYOUT_STEPS);
+    snprintf(cmd, sizeof(cmd), "%s -np 8 ./train_gpt %s -tp 2 -pp 2 -dp 2 -zero 1 -steps %d -resume", MPIRUN, args,
+             LAYOUT_STEPS);
     int rc2 = run_cmd(cmd, err, sizeof(err));
     RunLog straight, resumed;
-    snprintf(path, sizeof(path), "%s/log.jsonl", fdir); read_runlog(path, &straight);
-    snprintf(path, sizeof(path), "%s/log.jsonl", sdir); read_runlog(path, &resumed);
+    snprintf(path, sizeof(path), "%s/log.jsonl", fdir);
+    read_runlog(path, &straight);
+    snprintf(path, sizeof(path), "%s/log.jsonl", sdir);
+    read_runlog(path, &resumed);
     int same = rc1 == 0 && rc2 == 0 && resumed.n == LAYOUT_STEPS;
-    for (int s = 11; same && s <= LAYOUT_STEPS; s++) if (strcmp(straight.raw[s], resumed.raw[s]) != 0 || straight.raw[s][0] == 0) same = 0;
+    for (int s = 11; same && s <= LAYOUT_STEPS; s++)
+        if (strcmp(straight.raw[s], resumed.raw[s]) != 0 || straight.raw[s][0] == 0) same = 0;
     check(same, "2x2x2 zero-1 stopped at step 10 and resumed: steps 11-20 bit-identical (rc %d %d)", rc1, rc2);
-    struct { int tp, pp, dp, np; } R[] = {{1, 1, 1, 1}, {4, 1, 2, 8}};
+    struct {
+        int tp, pp, dp, np;
+    } R[] = {{1, 1, 1, 1}, {4, 1, 2, 8}};
     for (int i = 0; i < 2; i++) {
         char rdir[1300];
         snprintf(rdir, sizeof(rdir), "%s/re%d", tmp, i);
         snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp -r %s/ckpt_00000010 %s/", rdir, sdir, rdir);
         int rc0 = system(cmd);
         layout_args(args, sizeof(args), data, rdir);
-        if (R[i].np == 1) snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 timeout 300 ./train_gpt %s -steps %d -resume", args, LAYOUT_STEPS);
-        else snprintf(cmd, sizeof(cmd), "%s -np %d ./train_gpt %s -tp %d -pp %d -dp %d -steps %d -resume", MPIRUN, R[i].np, args, R[i].tp, R[i].pp, R[i].dp, LAYOUT_STEPS);
+        if (R[i].np == 1)
+            snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 timeout 300 ./train_gpt %s -steps %d -resume", args,
+                     LAYOUT_STEPS);
+        else
+            snprintf(cmd, sizeof(cmd), "%s -np %d ./train_gpt %s -tp %d -pp %d -dp %d -steps %d -resume", MPIRUN,
+                     R[i].np, args, R[i].tp, R[i].pp, R[i].dp, LAYOUT_STEPS);
         rc = run_cmd(cmd, err, sizeof(err));
         RunLog rl;
         snprintf(path, sizeof(path), "%s/log.jsonl", rdir);
         int ok = rc0 == 0 && rc == 0 && read_runlog(path, &rl) == 0;
         double worst = 0;
         for (int s = 11; ok && s <= LAYOUT_STEPS; s++) {
-            if (rl.raw[s][0] == 0) { ok = 0; break; }
+            if (rl.raw[s][0] == 0) {
+                ok = 0;
+                break;
+            }
             double e = rel_err(rl.loss[s], straight.loss[s]);
             if (e > worst) worst = e;
         }
-        check(ok && worst <= 1e-5, "2x2x2 zero-1 checkpoint resumed as %dx%dx%d: steps 11-20 losses rel %.1e (rc %d)", R[i].tp, R[i].pp, R[i].dp, worst, rc);
+        check(ok && worst <= 1e-5, "2x2x2 zero-1 checkpoint resumed as %dx%dx%d: steps 11-20 losses rel %.1e (rc %d)",
+              R[i].tp, R[i].pp, R[i].dp, worst, rc);
     }
     // bad layouts: one message, printed once, every rank exits non-zero, no hang
-    struct { int np; const char* flags; const char* needle; } B[] = {
+    struct {
+        int np;
+        const char* flags;
+        const char* needle;
+    } B[] = {
         {4, "-tp 2 -pp 1 -dp 3", "!= tp*pp*dp"},
         {3, "-tp 3", "must divide the number of heads"},
         {4, "-tp 4 -vpad 151", "must divide the padded vocabulary"},
@@ -707,26 +911,38 @@ static void test_layouts(void) {
         for (char* p = err; (p = strstr(p, "error: ")) != NULL; p++) count++;
         char* hit = strstr(err, B[i].needle);
         char line[300] = "";
-        if (hit) { char* st = hit; while (st > err && st[-1] != '\n') st--; snprintf(line, sizeof(line), "%.*s", (int)(strchr(st, '\n') ? strchr(st, '\n') - st : (long)strlen(st)), st); }
-        check(rc != 0 && rc != 124 && hit && count == 1 && secs < 60, "bad layout np=%d %s: exit %d in %.1fs, once: \"%s\"", B[i].np, B[i].flags, rc, secs, line);
+        if (hit) {
+            char* st = hit;
+            while (st > err && st[-1] != '\n') st--;
+            snprintf(line, sizeof(line), "%.*s", (int)(strchr(st, '\n') ? strchr(st, '\n') - st : (long)strlen(st)),
+                     st);
+        }
+        check(rc != 0 && rc != 124 && hit && count == 1 && secs < 60,
+              "bad layout np=%d %s: exit %d in %.1fs, once: \"%s\"", B[i].np, B[i].flags, rc, secs, line);
     }
     // validation loss and the text sample do not depend on the layout either
     {
         char out1[4096] = "", out2[4096] = "", line[4096];
         for (int k = 0; k < 2; k++) {
             layout_args(args, sizeof(args), data, tmp);
-            snprintf(cmd, sizeof(cmd), "%s ./train_gpt %s -j %s -val-every 2 -val-samples 8 -steps 2 -sample-every 2 -sample-len 12 %s > %s/sample%d.txt 2>&1",
-                     k == 0 ? "OMP_NUM_THREADS=1 timeout 120" : "timeout 300 mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 4",
+            snprintf(cmd, sizeof(cmd),
+                     "%s ./train_gpt %s -j %s -val-every 2 -val-samples 8 -steps 2 -sample-every 2 -sample-len 12 %s > "
+                     "%s/sample%d.txt 2>&1",
+                     k == 0 ? "OMP_NUM_THREADS=1 timeout 120"
+                            : "timeout 300 mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1 -np 4",
                      args, data, k == 0 ? "" : "-tp 2 -pp 2", tmp, k);
             // layout_args already holds -j ''; the later -j (the same shard) wins
             if (system(cmd) != 0) continue;
             snprintf(path, sizeof(path), "%s/sample%d.txt", tmp, k);
             FILE* f = fopen(path, "r");
             char* dst = k == 0 ? out1 : out2;
-            while (f && fgets(line, sizeof(line), f)) if (strncmp(line, "sample:", 7) == 0 || strncmp(line, "val ", 4) == 0) strncat(dst, line, 4095 - strlen(dst));
+            while (f && fgets(line, sizeof(line), f))
+                if (strncmp(line, "sample:", 7) == 0 || strncmp(line, "val ", 4) == 0)
+                    strncat(dst, line, 4095 - strlen(dst));
             if (f) fclose(f);
         }
-        check(out1[0] != 0 && strstr(out1, "sample:") && strcmp(out1, out2) == 0, "validation loss and text sample are the same in 1x1x1 and 2x2x1 (%.80s)", out1);
+        check(out1[0] != 0 && strstr(out1, "sample:") && strcmp(out1, out2) == 0,
+              "validation loss and text sample are the same in 1x1x1 and 2x2x1 (%.80s)", out1);
     }
     // a rank killed with -9 mid-run ends the whole job quickly
     {
@@ -735,17 +951,26 @@ static void test_layouts(void) {
         layout_args(args, sizeof(args), data, kdir);
         snprintf(cmd, sizeof(cmd),
                  "%s -np 4 ./train_gpt %s -pp 2 -dp 2 -steps 100000 > /dev/null 2>&1 & MP=$!; sleep 4; "
-                 "R=$(pgrep -P $(pgrep -P $MP -x mpirun) -x train_gpt | head -n 1); [ -n \"$R\" ] || { kill $MP; echo -1 -1 > %s/kill_result; exit; }; "
-                 "kill -9 $R; S=$(date +%%s); wait $MP; RC=$?; E=$(date +%%s); echo $RC $((E-S)) > %s/kill_result", MPIRUN, args, tmp, tmp);
+                 "R=$(pgrep -P $(pgrep -P $MP -x mpirun) -x train_gpt | head -n 1); [ -n \"$R\" ] || { kill $MP; echo "
+                 "-1 -1 > %s/kill_result; exit; }; "
+                 "kill -9 $R; S=$(date +%%s); wait $MP; RC=$?; E=$(date +%%s); echo $RC $((E-S)) > %s/kill_result",
+                 MPIRUN, args, tmp, tmp);
         char script[1400];
         snprintf(script, sizeof(script), "%s/kill.sh", tmp);
-        FILE* f = fopen_check(script, "w"); fprintf(f, "%s\n", cmd); fclose(f);
+        FILE* f = fopen_check(script, "w");
+        fprintf(f, "%s\n", cmd);
+        fclose(f);
         snprintf(cmd, sizeof(cmd), "bash %s", script);
         run_cmd(cmd, err, sizeof(err));
         snprintf(path, sizeof(path), "%s/kill_result", tmp);
-        f = fopen(path, "r"); int krc = -1, ksecs = -1;
-        if (f) { if (fscanf(f, "%d %d", &krc, &ksecs) != 2) krc = -1; fclose(f); }
-        check(krc != 0 && krc != -1 && ksecs >= 0 && ksecs < 60, "kill -9 of one rank ends the job in %ds with exit %d", ksecs, krc);
+        f = fopen(path, "r");
+        int krc = -1, ksecs = -1;
+        if (f) {
+            if (fscanf(f, "%d %d", &krc, &ksecs) != 2) krc = -1;
+            fclose(f);
+        }
+        check(krc != 0 && krc != -1 && ksecs >= 0 && ksecs < 60, "kill -9 of one rank ends the job in %ds with exit %d",
+              ksecs, krc);
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
@@ -766,20 +991,24 @@ static void test_spike_guard(Fixture* fx, const char* dir) {
     // an injected spike: the final LayerNorm gain x20 makes the logits (and the loss) jump
     float* lnfw = g->params + g->pl.offset[PT_LNFW];
     for (int i = 0; i < cfg.H; i++) lnfw[i] *= 20.0f;
-    memcpy(before, g->params, sizeof(float) * n); memcpy(before + n, g->m, sizeof(float) * n); memcpy(before + 2 * n, g->v, sizeof(float) * n);
+    memcpy(before, g->params, sizeof(float) * n);
+    memcpy(before + n, g->m, sizeof(float) * n);
+    memcpy(before + 2 * n, g->v, sizeof(float) * n);
     int64_t t0 = t.run.adam_t, tok0 = t.run.tokens;
     StepResult r = train_step(&t);
     int same = memcmp(before, g->params, sizeof(float) * n) == 0 && memcmp(before + n, g->m, sizeof(float) * n) == 0 &&
                memcmp(before + 2 * n, g->v, sizeof(float) * n) == 0;
     check(r.skip == SKIP_SPIKE && same && t.run.adam_t == t0 && t.run.tokens > tok0,
-          "spike guard skips an injected spike (loss %.3f): weights, moments and AdamW t unchanged, tokens consumed", r.loss);
+          "spike guard skips an injected spike (loss %.3f): weights, moments and AdamW t unchanged, tokens consumed",
+          r.loss);
     for (int i = 0; i < cfg.H; i++) lnfw[i] /= 20.0f;
     // an injected NaN in one weight
     float keep = g->params[g->pl.offset[PT_FCW] + 5];
     g->params[g->pl.offset[PT_FCW] + 5] = NAN;
     memcpy(before, g->params, sizeof(float) * n);
     r = train_step(&t);
-    check(r.skip == SKIP_NONFINITE && memcmp(before, g->params, sizeof(float) * n) == 0, "spike guard skips a NaN step and leaves the weights alone");
+    check(r.skip == SKIP_NONFINITE && memcmp(before, g->params, sizeof(float) * n) == 0,
+          "spike guard skips a NaN step and leaves the weights alone");
     g->params[g->pl.offset[PT_FCW] + 5] = keep;
     r = train_step(&t);
     check(r.skip == SKIP_NONE && isfinite(r.loss), "training continues after the skipped steps (loss %.4f)", r.loss);
@@ -791,12 +1020,16 @@ static void test_spike_guard(Fixture* fx, const char* dir) {
 static int split_args(char* s, char** argv, int max) {
     int n = 0;
     argv[n++] = (char*)"train_gpt";
-    for (char* tok = strtok(s, " "); tok && n < max; tok = strtok(NULL, " ")) argv[n++] = strcmp(tok, "''") == 0 ? (char*)"" : tok;
+    for (char* tok = strtok(s, " "); tok && n < max; tok = strtok(NULL, " "))
+        argv[n++] = strcmp(tok, "''") == 0 ? (char*)"" : tok;
     return n;
 }
 
 static void test_noise_scale_vs_bruteforce(void) {
-    if (!have_mpirun()) { check(0, "mpirun is available for the noise-scale test"); return; }
+    if (!have_mpirun()) {
+        check(0, "mpirun is available for the noise-scale test");
+        return;
+    }
     char tmp[] = "/tmp/llmc_noiseXXXXXX";
     if (!mkdtemp(tmp)) die("mkdtemp failed");
     char data[1200], outdir[1300], args[3000], cmd[4000], err[4096], path[1400];
@@ -816,7 +1049,10 @@ static void test_noise_scale_vs_bruteforce(void) {
         char* p;
         if (strstr(line, "\"step\":1,") && (p = strstr(line, "\"g2\":"))) sscanf(p, "\"g2\":%lf", &lg2);
         if (strstr(line, "\"step\":1,") && (p = strstr(line, "\"trsigma\":"))) sscanf(p, "\"trsigma\":%lf", &ls);
-        if ((p = strstr(line, "\"b_simple\":"))) { sscanf(p, "\"b_simple\":%lf", &lb); nb++; }
+        if ((p = strstr(line, "\"b_simple\":"))) {
+            sscanf(p, "\"b_simple\":%lf", &lb);
+            nb++;
+        }
     }
     if (f) fclose(f);
     check(rc == 0 && nb == 3, "DP=4 run logs b_simple on every step (rc %d, %d lines)", rc, nb);
@@ -826,7 +1062,8 @@ static void test_noise_scale_vs_bruteforce(void) {
     char* argv[128];
     int argc = split_args(args, argv, 128);
     char perr[CFG_ERR_LEN];
-    if (config_parse(&cfg, argc, argv, NULL, NULL, perr) != 0 || config_validate(&cfg, perr) != 0) die("noise test config: %s", perr);
+    if (config_parse(&cfg, argc, argv, NULL, NULL, perr) != 0 || config_validate(&cfg, perr) != 0)
+        die("noise test config: %s", perr);
     cfg.dp = 1;
     Comm comm;
     comm_init_single(&comm);
@@ -844,7 +1081,8 @@ static void test_noise_scale_vs_bruteforce(void) {
         grads_begin(g);
         for (int i = 0; i < (int)(B / (DP * cfg.mb)); i++) {
             Acts* a = &g->acts[0];
-            dataset_load_microbatch(&t.run.train, microbatch_first_sample(0, B, DP, d, cfg.mb, i), cfg.mb, a->inputs, a->targets);
+            dataset_load_microbatch(&t.run.train, microbatch_first_sample(0, B, DP, d, cfg.mb, i), cfg.mb, a->inputs,
+                                    a->targets);
             gpt_forward(g, &t.run.comm, a, 0);
             gpt_backward(g, &t.run.comm, a, 0, (float)(1.0 / ((double)B * cfg.seq)));
         }
@@ -860,7 +1098,8 @@ static void test_noise_scale_vs_bruteforce(void) {
     // orders; scale the error by the size of the terms being subtracted (bb*|G_big|^2)
     double scale = bb * big_sq;
     check(fabs(lg2 - g2) <= 1e-4 * scale && fabs(ls - s) <= 1e-4 * scale * bs,
-          "in-trainer noise scale (DP=4) = brute force from per-replica gradients: |G|^2 %.6g vs %.6g, tr(Sigma) %.6g vs %.6g",
+          "in-trainer noise scale (DP=4) = brute force from per-replica gradients: |G|^2 %.6g vs %.6g, tr(Sigma) %.6g "
+          "vs %.6g",
           lg2, g2, ls, s);
     free(total);
     train_free(&t);
@@ -877,14 +1116,16 @@ static void test_spike_stop(void) {
     snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
     write_pattern_shard(data, 20000, 300);
     // an absurd LR blows the weights up within a few steps; afterwards every step is non-finite
-    snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 timeout 120 ./train_gpt -L 2 -H 32 -heads 2 -seq 16 -V 300 -vpad 128 -mb 2 -gb 4 "
-             "-ramp off -lr 1e30 -warmup 0 -clip 0 -wd 0 -i %s -j '' -steps 60 -spike-stop 3 -o %s/run", data, tmp);
+    snprintf(cmd, sizeof(cmd),
+             "OMP_NUM_THREADS=1 timeout 120 ./train_gpt -L 2 -H 32 -heads 2 -seq 16 -V 300 -vpad 128 -mb 2 -gb 4 "
+             "-ramp off -lr 1e30 -warmup 0 -clip 0 -wd 0 -i %s -j '' -steps 60 -spike-stop 3 -o %s/run",
+             data, tmp);
     int rc = run_cmd(cmd, err, sizeof(err));
     char* nl = strchr(err, '\n');
     if (nl) *nl = 0;
     int64_t st = ckpt_find_latest((snprintf(done, sizeof(done), "%s/run", tmp), done), done, sizeof(done));
-    check(rc == 3 && strstr(err, "consecutive steps skipped") && st > 0, "3 non-finite steps in a row stop the run: exit %d, checkpoint at step %lld, \"%s\"",
-          rc, (long long)st, err);
+    check(rc == 3 && strstr(err, "consecutive steps skipped") && st > 0,
+          "3 non-finite steps in a row stop the run: exit %d, checkpoint at step %lld, \"%s\"", rc, (long long)st, err);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
@@ -917,11 +1158,16 @@ int main(int argc, char** argv) {
     }
     if (!quick) test_cli(dir);
     test_schedule_1f1b();
-    test_schedule_interleaved();
+    test_pipe_interleaved();
     test_chunk_ownership();
     test_act_memory();
-    if (quick || (argc > 2 && strcmp(argv[2], "--no-mpi") == 0)) printf("note: 3D layout tests skipped (%s)\n", argv[2]);
-    else { test_layouts(); test_layouts_sp_vpp(); test_noise_scale_vs_bruteforce(); }
+    if (quick || (argc > 2 && strcmp(argv[2], "--no-mpi") == 0))
+        printf("note: 3D layout tests skipped (%s)\n", argv[2]);
+    else {
+        test_layouts();
+        test_layouts_sp_vpp();
+        test_noise_scale_vs_bruteforce();
+    }
     if (!quick) test_spike_stop();
     return test_summary();
 }

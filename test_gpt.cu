@@ -88,8 +88,10 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     double e = rel_l2(packed, (const float*)fx_get(fx, "logits")->data, (size_t)BT * cfg.V);
     check(e < 3e-2, "logits match PyTorch (rel L2 %.2e, bf16 tolerance 3e-2)", e);
     double wl = ((const float*)fx_get(fx, "loss")->data)[0];
-    check(rel_err(loss, wl) < 1e-2, "loss %.6f matches PyTorch %.6f (rel %.2e, tolerance 1e-2)", loss, wl, rel_err(loss, wl));
-    free(lg); free(packed);
+    check(rel_err(loss, wl) < 1e-2, "loss %.6f matches PyTorch %.6f (rel %.2e, tolerance 1e-2)", loss, wl,
+          rel_err(loss, wl));
+    free(lg);
+    free(packed);
     // training forward (dlogits fused) and backward
     cudaCheck(cudaMemset(g->grads, 0, sizeof(float) * g->total_pad));
     gpt_forward(g, &t.dc, a, 0, 1.0f / BT);
@@ -106,17 +108,26 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
         if (shape_ok && tn == PT_QKVB) { // K slice: analytically zero; compare Q, V by rel L2 and K absolutely
             int C = cfg.H;
             double num = 0, den = 0, kmax = 0, gmax = 0;
-            for (int l = 0; l < cfg.L; l++) for (int i = 0; i < 3 * C; i++) {
-                size_t k = (size_t)l * 3 * C + i;
-                if (i >= C && i < 2 * C) { if (fabs(got[k]) > kmax) kmax = fabs(got[k]); }
-                else { double d = got[k] - want[k]; num += d * d; den += (double)want[k] * want[k]; if (fabs(want[k]) > gmax) gmax = fabs(want[k]); }
-            }
+            for (int l = 0; l < cfg.L; l++)
+                for (int i = 0; i < 3 * C; i++) {
+                    size_t k = (size_t)l * 3 * C + i;
+                    if (i >= C && i < 2 * C) {
+                        if (fabs(got[k]) > kmax) kmax = fabs(got[k]);
+                    } else {
+                        double d = got[k] - want[k];
+                        num += d * d;
+                        den += (double)want[k] * want[k];
+                        if (fabs(want[k]) > gmax) gmax = fabs(want[k]);
+                    }
+                }
             ge = sqrt(num / den);
-            check(ge < 5e-2 && kmax <= 1e-2 * gmax, "gradient qkvb    matches PyTorch (Q,V rel L2 %.2e; K max |g| %.1e vs %.1e)", ge, kmax, gmax);
+            check(ge < 5e-2 && kmax <= 1e-2 * gmax,
+                  "gradient qkvb    matches PyTorch (Q,V rel L2 %.2e; K max |g| %.1e vs %.1e)", ge, kmax, gmax);
             continue;
         }
         if (shape_ok) ge = rel_l2(got, want, r->n);
-        check(shape_ok && ge < 5e-2, "gradient %-8s matches PyTorch (rel L2 %.2e, tolerance 5e-2)", PARAM_INFO[tn].name, ge);
+        check(shape_ok && ge < 5e-2, "gradient %-8s matches PyTorch (rel L2 %.2e, tolerance 5e-2)", PARAM_INFO[tn].name,
+              ge);
     }
     free(grads);
     train_free(&t);
@@ -138,9 +149,12 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
         StepResult r = train_step(&t);
         lr_sum += r.lr;
         int ok = rel_err(r.loss, wloss[s]) < 1e-2 && rel_err(r.gnorm, wgn[s]) < 5e-2 &&
-                 fabs(r.lr - wlr[s]) <= 1e-6 * wlr[s] + 1e-12 && r.gb == (int64_t)wgb[s] && tok_before == (int64_t)wtok[s];
-        check(ok, "step %d: loss %.6f (want %.6f, rel %.1e) gnorm %.5f (want %.5f, rel %.1e) lr %.4e gb %lld tokens %lld",
-              s, r.loss, wloss[s], rel_err(r.loss, wloss[s]), r.gnorm, wgn[s], rel_err(r.gnorm, wgn[s]), r.lr, (long long)r.gb, (long long)tok_before);
+                 fabs(r.lr - wlr[s]) <= 1e-6 * wlr[s] + 1e-12 && r.gb == (int64_t)wgb[s] &&
+                 tok_before == (int64_t)wtok[s];
+        check(ok,
+              "step %d: loss %.6f (want %.6f, rel %.1e) gnorm %.5f (want %.5f, rel %.1e) lr %.4e gb %lld tokens %lld",
+              s, r.loss, wloss[s], rel_err(r.loss, wloss[s]), r.gnorm, wgn[s], rel_err(r.gnorm, wgn[s]), r.lr,
+              (long long)r.gb, (long long)tok_before);
     }
     GPT* g = &t.model;
     float* master = down_f32(g->master, g->pl.total);
@@ -152,8 +166,10 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
         const float* got = master + g->pl.offset[tn];
         if (PARAM_INFO[tn].init == INIT_ZEROS) {
             double worst = 0;
-            for (size_t i = 0; i < r->n; i++) if (fabs(got[i] - want[i]) > worst) worst = fabs(got[i] - want[i]);
-            check(worst <= 2 * lr_sum, "final %-8s matches PyTorch (max |diff| %.2e, tolerance 2*sum(lr) = %.2e)", PARAM_INFO[tn].name, worst, 2 * lr_sum);
+            for (size_t i = 0; i < r->n; i++)
+                if (fabs(got[i] - want[i]) > worst) worst = fabs(got[i] - want[i]);
+            check(worst <= 2 * lr_sum, "final %-8s matches PyTorch (max |diff| %.2e, tolerance 2*sum(lr) = %.2e)",
+                  PARAM_INFO[tn].name, worst, 2 * lr_sum);
         } else {
             double e = rel_l2(got, want, r->n);
             check(e < 1e-2, "final %-8s matches PyTorch (rel L2 %.2e, tolerance 1e-2)", PARAM_INFO[tn].name, e);
@@ -166,30 +182,38 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
 // -recompute full (1) rebuilds exactly the same activations, selective the attention
 // probabilities (naive attention) or nothing stored (flash): bit-identical training
 static void test_recompute(Fixture* fx, const char* dir) {
-  const char* prev = getenv("LLMC_ATTENTION");
-  char saved[32] = "";
-  if (prev) snprintf(saved, sizeof(saved), "%s", prev);
-  for (int run = 0; run < 3; run++) { // full; selective; selective with naive attention (stores probabilities)
-    int mode = run == 0 ? RECOMPUTE_FULL : RECOMPUTE_SELECTIVE;
-    if (run == 2) setenv("LLMC_ATTENTION", "naive", 1);
-    Config cfg = fixture_config(fx, dir);
-    Train a, b;
-    fixture_train(&a, &cfg, dir);
-    cfg.recompute = mode;
-    fixture_train(&b, &cfg, dir);
-    int same = 1;
-    for (int s = 0; s < 6; s++) {
-        StepResult ra = train_step(&a), rb = train_step(&b);
-        if (ra.loss != rb.loss || ra.gnorm != rb.gnorm) same = 0;
+    const char* prev = getenv("LLMC_ATTENTION");
+    char saved[32] = "";
+    if (prev) snprintf(saved, sizeof(saved), "%s", prev);
+    for (int run = 0; run < 3; run++) { // full; selective; selective with naive attention (stores probabilities)
+        int mode = run == 0 ? RECOMPUTE_FULL : RECOMPUTE_SELECTIVE;
+        if (run == 2) setenv("LLMC_ATTENTION", "naive", 1);
+        Config cfg = fixture_config(fx, dir);
+        Train a, b;
+        fixture_train(&a, &cfg, dir);
+        cfg.recompute = mode;
+        fixture_train(&b, &cfg, dir);
+        int same = 1;
+        for (int s = 0; s < 6; s++) {
+            StepResult ra = train_step(&a), rb = train_step(&b);
+            if (ra.loss != rb.loss || ra.gnorm != rb.gnorm) same = 0;
+        }
+        float* pa = down_f32(a.model.master, a.model.pl.total);
+        float* pb = down_f32(b.model.master, b.model.pl.total);
+        same = same && memcmp(pa, pb, sizeof(float) * a.model.pl.total) == 0;
+        check(same, "-recompute %s gives bit-identical losses, grad norms and weights over 6 steps",
+              run == 0   ? "1"
+              : run == 1 ? "selective"
+                         : "selective (naive attention)");
+        free(pa);
+        free(pb);
+        train_free(&a);
+        train_free(&b);
     }
-    float* pa = down_f32(a.model.master, a.model.pl.total);
-    float* pb = down_f32(b.model.master, b.model.pl.total);
-    same = same && memcmp(pa, pb, sizeof(float) * a.model.pl.total) == 0;
-    check(same, "-recompute %s gives bit-identical losses, grad norms and weights over 6 steps", run == 0 ? "1" : run == 1 ? "selective" : "selective (naive attention)");
-    free(pa); free(pb);
-    train_free(&a); train_free(&b);
-  }
-  if (prev) setenv("LLMC_ATTENTION", saved, 1); else unsetenv("LLMC_ATTENTION");
+    if (prev)
+        setenv("LLMC_ATTENTION", saved, 1);
+    else
+        unsetenv("LLMC_ATTENTION");
 }
 
 // Activation bytes per layer against Korthikanti et al. (2022), eq. 2 and 4 (sbh(10 + 24/t)
@@ -214,26 +238,51 @@ static void test_act_memory(void) {
     cudaCheck(cudaStreamCreate(&st));
     int ok = 1, n = 0;
     char worst[200] = "";
-    for (int naive = 0; naive <= 1; naive++) for (int TP = 1; TP <= 4; TP *= 2) for (int sp = 0; sp <= 1; sp++) for (int rc = 0; rc <= 2; rc++) {
-        if (sp && TP == 1) continue;
-        setenv("LLMC_ATTENTION", naive ? "naive" : "flash", 1);
-        Config cfg;
-        config_defaults(&cfg);
-        cfg.L = 4; cfg.H = 64; cfg.heads = 4; cfg.seq = 32; cfg.mb = 2; cfg.V = 300; cfg.vpad = 128; cfg.Vp = 384; cfg.recompute = rc; cfg.sp = sp;
-        Comm comm;
-        comm_init_single(&comm);
-        comm.TP = TP; comm.tp = TP - 1; comm.PP = 2; comm.pp = 0; // a first stage: no head buffers
-        GPT g;
-        gpt_build(&g, &cfg, &comm, 1, 2, 0, st);
-        double want = korthikanti_bf16(cfg.seq, cfg.mb, cfg.H, cfg.heads, TP, sp, rc, naive);
-        double got = (double)g.acts[0].layer_bytes;
-        n++;
-        if (got != want) { ok = 0; snprintf(worst, sizeof(worst), "naive %d TP %d sp %d rc %d: %.0f B, formula %.0f B", naive, TP, sp, rc, got, want); }
-        gpt_free(&g);
-    }
-    check(ok, "activation bytes kept per layer equal Korthikanti et al.'s formula adapted (bf16, no dropout, lse or fp32 probabilities, -sp) in %d cases %s", n, worst);
+    for (int naive = 0; naive <= 1; naive++)
+        for (int TP = 1; TP <= 4; TP *= 2)
+            for (int sp = 0; sp <= 1; sp++)
+                for (int rc = 0; rc <= 2; rc++) {
+                    if (sp && TP == 1) continue;
+                    setenv("LLMC_ATTENTION", naive ? "naive" : "flash", 1);
+                    Config cfg;
+                    config_defaults(&cfg);
+                    cfg.L = 4;
+                    cfg.H = 64;
+                    cfg.heads = 4;
+                    cfg.seq = 32;
+                    cfg.mb = 2;
+                    cfg.V = 300;
+                    cfg.vpad = 128;
+                    cfg.Vp = 384;
+                    cfg.recompute = rc;
+                    cfg.sp = sp;
+                    Comm comm;
+                    comm_init_single(&comm);
+                    comm.TP = TP;
+                    comm.tp = TP - 1;
+                    comm.PP = 2;
+                    comm.pp = 0; // a first stage: no head buffers
+                    GPT g;
+                    gpt_build(&g, &cfg, &comm, 1, 2, 0, st);
+                    double want = korthikanti_bf16(cfg.seq, cfg.mb, cfg.H, cfg.heads, TP, sp, rc, naive);
+                    double got = (double)g.acts[0].layer_bytes;
+                    n++;
+                    if (got != want) {
+                        ok = 0;
+                        snprintf(worst, sizeof(worst), "naive %d TP %d sp %d rc %d: %.0f B, formula %.0f B", naive, TP,
+                                 sp, rc, got, want);
+                    }
+                    gpt_free(&g);
+                }
+    check(ok,
+          "activation bytes kept per layer equal Korthikanti et al.'s formula adapted (bf16, no dropout, lse or fp32 "
+          "probabilities, -sp) in %d cases %s",
+          n, worst);
     cudaCheck(cudaStreamDestroy(st));
-    if (prev) setenv("LLMC_ATTENTION", saved, 1); else unsetenv("LLMC_ATTENTION");
+    if (prev)
+        setenv("LLMC_ATTENTION", saved, 1);
+    else
+        unsetenv("LLMC_ATTENTION");
 }
 
 // the three attention paths train the same model (not bit-identical: different sum orders,
@@ -253,9 +302,13 @@ static void test_attention_paths(Fixture* fx, const char* dir) {
     }
     unsetenv("LLMC_ATTENTION");
     for (int k = 1; k < 3; k++) {
-        if (k == 2 && !have_tc) { printf("note: head size %d has no tensor-core kernel\n", cfg.H / cfg.heads); continue; }
+        if (k == 2 && !have_tc) {
+            printf("note: head size %d has no tensor-core kernel\n", cfg.H / cfg.heads);
+            continue;
+        }
         double worst = 0;
-        for (int s = 0; s < 4; s++) if (rel_err(l[k][s], l[0][s]) > worst) worst = rel_err(l[k][s], l[0][s]);
+        for (int s = 0; s < 4; s++)
+            if (rel_err(l[k][s], l[0][s]) > worst) worst = rel_err(l[k][s], l[0][s]);
         check(worst < 5e-3, "%s and naive attention: 4 training steps agree (worst loss rel %.1e)", kinds[k], worst);
     }
     // the cuBLASLt GELU epilogue against the separate kernel
@@ -264,12 +317,15 @@ static void test_attention_paths(Fixture* fx, const char* dir) {
         Train t;
         fixture_train(&t, &cfg, dir);
         for (int s = 0; s < 4; s++) l[fused][s] = train_step(&t).loss;
-        if (fused) printf("note: cuBLASLt GELU_AUX_BIAS epilogue %s\n", t.model.gemm.gelu_fused_ok == 1 ? "used" : "not available (fallback kernel)");
+        if (fused)
+            printf("note: cuBLASLt GELU_AUX_BIAS epilogue %s\n",
+                   t.model.gemm.gelu_fused_ok == 1 ? "used" : "not available (fallback kernel)");
         train_free(&t);
     }
     unsetenv("LLMC_GELU_FUSION");
     double worst = 0;
-    for (int s = 0; s < 4; s++) if (rel_err(l[1][s], l[0][s]) > worst) worst = rel_err(l[1][s], l[0][s]);
+    for (int s = 0; s < 4; s++)
+        if (rel_err(l[1][s], l[0][s]) > worst) worst = rel_err(l[1][s], l[0][s]);
     check(worst < 5e-3, "fused and unfused GeLU: 4 training steps agree (worst loss rel %.1e)", worst);
 }
 
@@ -295,20 +351,34 @@ static void test_resume_bitwise(Fixture* fx, const char* dir) {
     dataset_open(&c.run.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
     char latest[1100], err[1024];
     int64_t st = ckpt_find_latest(tmp, latest, sizeof(latest));
-    check(st == 4 && load_checkpoint(&c, latest, 0, err, sizeof(err)) == 0, "resume finds and loads step %lld", (long long)st);
-    check(c.run.step == 4 && c.run.rng == 0xDEADBEEF && c.run.adam_t == 4, "resume restores step, AdamW t and sampler state");
+    check(st == 4 && load_checkpoint(&c, latest, 0, err, sizeof(err)) == 0, "resume finds and loads step %lld",
+          (long long)st);
+    check(c.run.step == 4 && c.run.rng == 0xDEADBEEF && c.run.adam_t == 4,
+          "resume restores step, AdamW t and sampler state");
     int same = 1;
-    for (int s = 4; s < 8; s++) { double l = train_step(&c).loss; if (memcmp(&l, &la[s], sizeof(l)) != 0) same = 0; }
+    for (int s = 4; s < 8; s++) {
+        double l = train_step(&c).loss;
+        if (memcmp(&l, &la[s], sizeof(l)) != 0) same = 0;
+    }
     GPT *ga = &a.model, *gc = &c.model;
-    float* pa = down_f32(ga->master, ga->n_opt); float* pc = down_f32(gc->master, gc->n_opt);
-    float* ma = down_f32(ga->m, ga->n_opt); float* mc = down_f32(gc->m, gc->n_opt);
-    float* va = down_f32(ga->v, ga->n_opt); float* vc = down_f32(gc->v, gc->n_opt);
+    float* pa = down_f32(ga->master, ga->n_opt);
+    float* pc = down_f32(gc->master, gc->n_opt);
+    float* ma = down_f32(ga->m, ga->n_opt);
+    float* mc = down_f32(gc->m, gc->n_opt);
+    float* va = down_f32(ga->v, ga->n_opt);
+    float* vc = down_f32(gc->v, gc->n_opt);
     size_t nb = sizeof(float) * ga->n_opt;
     same = same && memcmp(pa, pc, nb) == 0 && memcmp(ma, mc, nb) == 0 && memcmp(va, vc, nb) == 0;
     check(same, "steps 5-8 after resume are bit-identical (losses, master weights, moments)");
     // a checkpoint of the CUDA trainer loads into the same model and gives its weights back
-    free(pa); free(pc); free(ma); free(mc); free(va); free(vc);
-    train_free(&a); train_free(&c);
+    free(pa);
+    free(pc);
+    free(ma);
+    free(mc);
+    free(va);
+    free(vc);
+    train_free(&a);
+    train_free(&c);
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
@@ -326,13 +396,23 @@ static int run_cmd(const char* cmd, char* errbuf, size_t n) {
     int rc = system(full);
     errbuf[0] = 0;
     FILE* f = fopen(errf, "r");
-    if (f) { size_t k = fread(errbuf, 1, n - 1, f); errbuf[k] = 0; fclose(f); }
-    unlink(out); unlink(errf);
+    if (f) {
+        size_t k = fread(errbuf, 1, n - 1, f);
+        errbuf[k] = 0;
+        fclose(f);
+    }
+    unlink(out);
+    unlink(errf);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
 #define NSTEPS 10
-typedef struct { double loss[NSTEPS + 1], gnorm[NSTEPS + 1], overlap[NSTEPS + 1]; int micro[NSTEPS + 1], syncs[NSTEPS + 1]; char raw[NSTEPS + 1][200]; int n; } RunLog;
+typedef struct {
+    double loss[NSTEPS + 1], gnorm[NSTEPS + 1], overlap[NSTEPS + 1];
+    int micro[NSTEPS + 1], syncs[NSTEPS + 1];
+    char raw[NSTEPS + 1][200];
+    int n;
+} RunLog;
 
 static int read_runlog(const char* path, RunLog* rl) {
     memset(rl, 0, sizeof(*rl));
@@ -341,17 +421,28 @@ static int read_runlog(const char* path, RunLog* rl) {
     char line[4096];
     while (fgets(line, sizeof(line), f)) {
         if (!strstr(line, "\"type\":\"train\"")) continue;
-        long long step; double loss, gnorm;
-        char* p = strstr(line, "\"step\":"); if (!p || sscanf(p, "\"step\":%lld", &step) != 1) continue;
-        p = strstr(line, "\"loss\":"); if (!p || sscanf(p, "\"loss\":%lf", &loss) != 1) continue;
-        p = strstr(line, "\"gnorm\":"); if (!p || sscanf(p, "\"gnorm\":%lf", &gnorm) != 1) continue;
+        long long step;
+        double loss, gnorm;
+        char* p = strstr(line, "\"step\":");
+        if (!p || sscanf(p, "\"step\":%lld", &step) != 1) continue;
+        p = strstr(line, "\"loss\":");
+        if (!p || sscanf(p, "\"loss\":%lf", &loss) != 1) continue;
+        p = strstr(line, "\"gnorm\":");
+        if (!p || sscanf(p, "\"gnorm\":%lf", &gnorm) != 1) continue;
         if (step < 1 || step > NSTEPS) continue;
-        rl->loss[step] = loss; rl->gnorm[step] = gnorm;
-        p = strstr(line, "\"micro\":"); rl->micro[step] = p ? atoi(p + 8) : -1;
-        p = strstr(line, "\"host_syncs\":"); rl->syncs[step] = p ? atoi(p + 13) : -1;
-        p = strstr(line, "\"t_overlap_ms\":"); rl->overlap[step] = p ? atof(p + 15) : -1.0;
-        char* e = strstr(line, ",\"ms\""); size_t len = e ? (size_t)(e - line) : 0; if (len > 199) len = 199;
-        memcpy(rl->raw[step], line, len); rl->raw[step][len] = 0;
+        rl->loss[step] = loss;
+        rl->gnorm[step] = gnorm;
+        p = strstr(line, "\"micro\":");
+        rl->micro[step] = p ? atoi(p + 8) : -1;
+        p = strstr(line, "\"host_syncs\":");
+        rl->syncs[step] = p ? atoi(p + 13) : -1;
+        p = strstr(line, "\"t_overlap_ms\":");
+        rl->overlap[step] = p ? atof(p + 15) : -1.0;
+        char* e = strstr(line, ",\"ms\"");
+        size_t len = e ? (size_t)(e - line) : 0;
+        if (len > 199) len = 199;
+        memcpy(rl->raw[step], line, len);
+        rl->raw[step][len] = 0;
         if (step > rl->n) rl->n = (int)step;
     }
     fclose(f);
@@ -361,7 +452,9 @@ static int read_runlog(const char* path, RunLog* rl) {
 static void write_pattern_shard(const char* path, int ntok, int V) {
     FILE* f = fopen_check(path, "wb");
     int32_t h[256] = {0};
-    h[0] = 20240520; h[1] = 1; h[2] = ntok;
+    h[0] = 20240520;
+    h[1] = 1;
+    h[2] = ntok;
     fwrite(h, 4, 256, f);
     uint64_t st = 99;
     for (int i = 0; i < ntok; i++) {
@@ -374,8 +467,14 @@ static void write_pattern_shard(const char* path, int ntok, int V) {
 
 // the binaries under test: ./train_gpt (CPU) and ./train_gpt_cu, or the environment's
 // LLMC_TRAIN_GPT / LLMC_TRAIN_GPT_CU (the emulated build points the latter at its own binary)
-static const char* bin_cpu(void) { const char* s = getenv("LLMC_TRAIN_GPT"); return s && s[0] ? s : "./train_gpt"; }
-static const char* bin_cu(void) { const char* s = getenv("LLMC_TRAIN_GPT_CU"); return s && s[0] ? s : "./train_gpt_cu"; }
+static const char* bin_cpu(void) {
+    const char* s = getenv("LLMC_TRAIN_GPT");
+    return s && s[0] ? s : "./train_gpt";
+}
+static const char* bin_cu(void) {
+    const char* s = getenv("LLMC_TRAIN_GPT_CU");
+    return s && s[0] ? s : "./train_gpt_cu";
+}
 
 static void test_binaries(void) {
     const char* CPU = bin_cpu();
@@ -389,28 +488,38 @@ static void test_binaries(void) {
     char data[1200], args[3000], cmd[4000], err[4096], path[1400];
     snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
     write_pattern_shard(data, 40000, 300);
-    snprintf(args, sizeof(args), "-L 4 -H 64 -heads 4 -seq 64 -V 300 -vpad 128 -mb 2 -gb 8 -ramp 4 4 1024 -lr 2e-3 -warmup 1000 "
-             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 2", data);
+    snprintf(args, sizeof(args),
+             "-L 4 -H 64 -heads 4 -seq 64 -V 300 -vpad 128 -mb 2 -gb 8 -ramp 4 4 1024 -lr 2e-3 -warmup 1000 "
+             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 2",
+             data);
     RunLog cpu, gpu;
     snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -o %s/cpu -steps %d", CPU, args, tmp, NSTEPS);
     int rc1 = run_cmd(cmd, err, sizeof(err));
     snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -o %s/gpu -steps %d -peak 100", CU, args, tmp, NSTEPS);
     int rc2 = run_cmd(cmd, err, sizeof(err));
-    snprintf(path, sizeof(path), "%s/cpu/log.jsonl", tmp); read_runlog(path, &cpu);
-    snprintf(path, sizeof(path), "%s/gpu/log.jsonl", tmp); read_runlog(path, &gpu);
+    snprintf(path, sizeof(path), "%s/cpu/log.jsonl", tmp);
+    read_runlog(path, &cpu);
+    snprintf(path, sizeof(path), "%s/gpu/log.jsonl", tmp);
+    read_runlog(path, &gpu);
     double wl = 0, wg = 0;
     int ok = rc1 == 0 && rc2 == 0 && cpu.n == NSTEPS && gpu.n == NSTEPS;
     for (int s = 1; ok && s <= NSTEPS; s++) {
         if (rel_err(gpu.loss[s], cpu.loss[s]) > wl) wl = rel_err(gpu.loss[s], cpu.loss[s]);
         if (rel_err(gpu.gnorm[s], cpu.gnorm[s]) > wg) wg = rel_err(gpu.gnorm[s], cpu.gnorm[s]);
     }
-    check(ok && wl <= 2e-2 && wg <= 1e-1, "train_gpt_cu vs train_gpt (CPU fp32), %d steps: worst loss rel %.1e, grad norm rel %.1e (rc %d %d)",
-          NSTEPS, wl, wg, rc1, rc2);
-    if (ok) printf("      step 1 loss cpu %.6f gpu %.6f; step %d loss cpu %.6f gpu %.6f\n", cpu.loss[1], gpu.loss[1], NSTEPS, cpu.loss[NSTEPS], gpu.loss[NSTEPS]);
+    check(ok && wl <= 2e-2 && wg <= 1e-1,
+          "train_gpt_cu vs train_gpt (CPU fp32), %d steps: worst loss rel %.1e, grad norm rel %.1e (rc %d %d)", NSTEPS,
+          wl, wg, rc1, rc2);
+    if (ok)
+        printf("      step 1 loss cpu %.6f gpu %.6f; step %d loss cpu %.6f gpu %.6f\n", cpu.loss[1], gpu.loss[1],
+               NSTEPS, cpu.loss[NSTEPS], gpu.loss[NSTEPS]);
     // the log carries the CUDA trainer's extra field
     snprintf(path, sizeof(path), "%s/gpu/log.jsonl", tmp);
-    FILE* f = fopen(path, "r"); char line[4096]; int has_mfu = 0;
-    while (f && fgets(line, sizeof(line), f)) if (strstr(line, "\"type\":\"train\"") && strstr(line, "\"mfu\":")) has_mfu = 1;
+    FILE* f = fopen(path, "r");
+    char line[4096];
+    int has_mfu = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (strstr(line, "\"type\":\"train\"") && strstr(line, "\"mfu\":")) has_mfu = 1;
     if (f) fclose(f);
     check(has_mfu, "train_gpt_cu logs mfu in its JSONL");
     // resume end to end: 3 steps + checkpoint + -resume for 3 more == 6 straight
@@ -421,18 +530,26 @@ static void test_binaries(void) {
     snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -o %s/split -steps 6 -ckpt-every 3 -resume", CU, args, tmp);
     int rc3 = run_cmd(cmd, err, sizeof(err));
     RunLog a, b;
-    snprintf(path, sizeof(path), "%s/full/log.jsonl", tmp); read_runlog(path, &a);
-    snprintf(path, sizeof(path), "%s/split/log.jsonl", tmp); read_runlog(path, &b);
+    snprintf(path, sizeof(path), "%s/full/log.jsonl", tmp);
+    read_runlog(path, &a);
+    snprintf(path, sizeof(path), "%s/split/log.jsonl", tmp);
+    read_runlog(path, &b);
     int same = rc1 == 0 && rc2 == 0 && rc3 == 0 && a.n == 6 && b.n == 6;
-    for (int s = 1; same && s <= 6; s++) if (strcmp(a.raw[s], b.raw[s]) != 0) same = 0;
-    check(same, "train_gpt_cu: 3 steps + -resume log the same 6 steps as a straight run, bit for bit (rc %d %d %d)", rc1, rc2, rc3);
+    for (int s = 1; same && s <= 6; s++)
+        if (strcmp(a.raw[s], b.raw[s]) != 0) same = 0;
+    check(same, "train_gpt_cu: 3 steps + -resume log the same 6 steps as a straight run, bit for bit (rc %d %d %d)",
+          rc1, rc2, rc3);
     // a CUDA checkpoint resumes in the CPU trainer (same format, any layout)
-    snprintf(cmd, sizeof(cmd), "mkdir -p %s/cross && cp -r %s/split/ckpt_00000003 %s/cross/ && timeout 300 %s %s -o %s/cross -steps 4 -resume",
-             tmp, tmp, tmp, CPU, args, tmp);
+    snprintf(
+        cmd, sizeof(cmd),
+        "mkdir -p %s/cross && cp -r %s/split/ckpt_00000003 %s/cross/ && timeout 300 %s %s -o %s/cross -steps 4 -resume",
+        tmp, tmp, tmp, CPU, args, tmp);
     rc1 = run_cmd(cmd, err, sizeof(err));
     RunLog x;
-    snprintf(path, sizeof(path), "%s/cross/log.jsonl", tmp); read_runlog(path, &x);
-    check(rc1 == 0 && x.n == 4 && rel_err(x.loss[4], a.loss[4]) < 2e-2, "a train_gpt_cu checkpoint resumes in train_gpt (step 4 loss %.5f vs %.5f)", x.loss[4], a.loss[4]);
+    snprintf(path, sizeof(path), "%s/cross/log.jsonl", tmp);
+    read_runlog(path, &x);
+    check(rc1 == 0 && x.n == 4 && rel_err(x.loss[4], a.loss[4]) < 2e-2,
+          "a train_gpt_cu checkpoint resumes in train_gpt (step 4 loss %.5f vs %.5f)", x.loss[4], a.loss[4]);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
@@ -446,15 +563,20 @@ enum { LAYOUT_STEPS = 6, LAYOUT_CKPT = 3 };
 // the steps after it within the layout tolerance of the straight 1x1x1 run ref.
 static void test_vpp_resume_single(const char* CU, const char* args, const char* tmp, const RunLog* ref) {
     char cmd[4000], err[4096], path[1400];
-    snprintf(cmd, sizeof(cmd), "mkdir -p %s/vre && cp -r %s/vpp/ckpt_%08d %s/vre/ && timeout 300 %s %s -o %s/vre -resume",
-             tmp, tmp, LAYOUT_CKPT, tmp, CU, args, tmp);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s/vre && cp -r %s/vpp/ckpt_%08d %s/vre/ && timeout 300 %s %s -o %s/vre -resume", tmp, tmp,
+             LAYOUT_CKPT, tmp, CU, args, tmp);
     int rc = run_cmd(cmd, err, sizeof(err));
     RunLog x;
     snprintf(path, sizeof(path), "%s/vre/log.jsonl", tmp);
-    int ok = rc == 0 && read_runlog(path, &x) == 0 && x.n == LAYOUT_STEPS && x.loss[LAYOUT_CKPT] == 0.0 && ref->n == LAYOUT_STEPS;
+    int ok = rc == 0 && read_runlog(path, &x) == 0 && x.n == LAYOUT_STEPS && x.loss[LAYOUT_CKPT] == 0.0 &&
+             ref->n == LAYOUT_STEPS;
     double wl = 0;
-    for (int st = LAYOUT_CKPT + 1; ok && st <= LAYOUT_STEPS; st++) if (rel_err(x.loss[st], ref->loss[st]) > wl) wl = rel_err(x.loss[st], ref->loss[st]);
-    check(ok && wl <= 1e-2, "a 2x2x2 -sp 1 -vpp 2 checkpoint (step %d) resumes as 1x1x1: steps %d-%d worst loss rel %.1e vs straight 1x1x1 (rc %d)",
+    for (int st = LAYOUT_CKPT + 1; ok && st <= LAYOUT_STEPS; st++)
+        if (rel_err(x.loss[st], ref->loss[st]) > wl) wl = rel_err(x.loss[st], ref->loss[st]);
+    check(ok && wl <= 1e-2,
+          "a 2x2x2 -sp 1 -vpp 2 checkpoint (step %d) resumes as 1x1x1: steps %d-%d worst loss rel %.1e vs straight "
+          "1x1x1 (rc %d)",
           LAYOUT_CKPT, LAYOUT_CKPT + 1, LAYOUT_STEPS, wl, rc);
 }
 
@@ -463,15 +585,23 @@ static void test_vpp_resume_single(const char* CU, const char* args, const char*
 // the emulation with CUEMU_DEVICES=8). Needs mpirun; said and skipped without it.
 static void test_layouts(void) {
     const char* CU = bin_cu();
-    if (getenv("LLMC_TEST_LAYOUTS") && strcmp(getenv("LLMC_TEST_LAYOUTS"), "0") == 0) { printf("note: LLMC_TEST_LAYOUTS=0: 3D layout tests of train_gpt_cu skipped\n"); return; }
-    if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("note: mpirun not found: 3D layout tests of train_gpt_cu skipped\n"); return; }
+    if (getenv("LLMC_TEST_LAYOUTS") && strcmp(getenv("LLMC_TEST_LAYOUTS"), "0") == 0) {
+        printf("note: LLMC_TEST_LAYOUTS=0: 3D layout tests of train_gpt_cu skipped\n");
+        return;
+    }
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) {
+        printf("note: mpirun not found: 3D layout tests of train_gpt_cu skipped\n");
+        return;
+    }
     char tmp[] = "/tmp/llmc_cu_layoutXXXXXX";
     if (!mkdtemp(tmp)) die("mkdtemp failed");
     char data[1200], args[3000], cmd[4000], err[4096], path[1400];
     snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
     write_pattern_shard(data, 40000, 300);
-    snprintf(args, sizeof(args), "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 16 -ramp 4 4 768 -lr 2e-3 -warmup 2000 "
-             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 1 -steps %d", data, LAYOUT_STEPS);
+    snprintf(args, sizeof(args),
+             "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 16 -ramp 4 4 768 -lr 2e-3 -warmup 2000 "
+             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 1 -steps %d",
+             data, LAYOUT_STEPS);
     RunLog ref;
     snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -log %s/ref.jsonl", CU, args, tmp);
     int rc = run_cmd(cmd, err, sizeof(err));
@@ -485,14 +615,22 @@ static void test_layouts(void) {
     snprintf(path, sizeof(path), "%s/ref.jsonl", tmp);
     int okr = rc == 0 && read_runlog(path, &ref) == 0 && ref.n == LAYOUT_STEPS;
     double cl = 0;
-    for (int st = 1; okc && okr && st <= LAYOUT_STEPS; st++) if (rel_err(ref.loss[st], cpu.loss[st]) > cl) cl = rel_err(ref.loss[st], cpu.loss[st]);
-    check(okc && okr && cl <= 2e-2, "train_gpt_cu 1x1x1 vs train_gpt (CPU fp32): %d steps, worst loss rel %.1e (rc %d %d)", LAYOUT_STEPS, cl, rc, rcc);
+    for (int st = 1; okc && okr && st <= LAYOUT_STEPS; st++)
+        if (rel_err(ref.loss[st], cpu.loss[st]) > cl) cl = rel_err(ref.loss[st], cpu.loss[st]);
+    check(okc && okr && cl <= 2e-2,
+          "train_gpt_cu 1x1x1 vs train_gpt (CPU fp32): %d steps, worst loss rel %.1e (rc %d %d)", LAYOUT_STEPS, cl, rc,
+          rcc);
     // host waits per step with NCCL on a stage that uploads tokens: one per micro-batch (the
     // slot guard), one for the loss and norms, one at the end (the ramp gives 4..16 micro-batches)
     int sync_ok = okr, bad_step = 0;
     for (int st = 1; okr && st <= LAYOUT_STEPS; st++)
-        if (ref.micro[st] < 1 || ref.syncs[st] != ref.micro[st] + 2) { sync_ok = 0; if (!bad_step) bad_step = st; }
-    check(sync_ok, "train_gpt_cu 1x1x1: every step logs micro-batches + 2 host syncs (step 1: %d micro, %d syncs; first bad step %d)",
+        if (ref.micro[st] < 1 || ref.syncs[st] != ref.micro[st] + 2) {
+            sync_ok = 0;
+            if (!bad_step) bad_step = st;
+        }
+    check(sync_ok,
+          "train_gpt_cu 1x1x1: every step logs micro-batches + 2 host syncs (step 1: %d micro, %d syncs; first bad "
+          "step %d)",
           ref.micro[1], ref.syncs[1], bad_step);
 #ifdef CUEMU
     { // the emulation's own count of host waits (CUEMU_SYNC_LOG): a 2-step run minus a 1-step run is step 2's
@@ -510,7 +648,9 @@ static void test_layouts(void) {
             if (f) fclose(f);
         }
         long step2 = total[0] >= 0 && total[1] >= 0 ? total[1] - total[0] : -1;
-        check(okr && step2 == ref.syncs[2], "the emulation counts %ld host waits in step 2 (2-step minus 1-step run: %ld - %ld), as the trainer logs (%d)",
+        check(okr && step2 == ref.syncs[2],
+              "the emulation counts %ld host waits in step 2 (2-step minus 1-step run: %ld - %ld), as the trainer logs "
+              "(%d)",
               step2, total[1], total[0], ref.syncs[2]);
     }
 #endif
@@ -520,26 +660,37 @@ static void test_layouts(void) {
     // and with -comm mpi a checkpoint at step 5 that resumes below as 1x1x1
     // same: the layout without -sp/-vpp it must match to 1e-5 (only the fp32 sum order of
     // the LayerNorm gradients differs: a missing TP sum of them moves the norm by ~5e-4)
-    struct { int tp, pp, dp, zero; const char* comm; int sp, vpp, same; } L[] = {
-        {2, 2, 2, 0, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 0, 1, -1}, {1, 4, 2, 1, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 1, 2, 1},
-        {2, 2, 2, 1, "nccl", 0, 1, -1}, {4, 1, 2, 0, "nccl", 0, 1, -1}, {2, 2, 2, 1, "nccl", 1, 1, 4}, {2, 2, 2, 1, "nccl", 1, 2, 4},
+    struct {
+        int tp, pp, dp, zero;
+        const char* comm;
+        int sp, vpp, same;
+    } L[] = {
+        {2, 2, 2, 0, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 0, 1, -1},  {1, 4, 2, 1, "mpi", 0, 1, -1},
+        {2, 2, 2, 1, "mpi", 1, 2, 1},  {2, 2, 2, 1, "nccl", 0, 1, -1}, {4, 1, 2, 0, "nccl", 0, 1, -1},
+        {2, 2, 2, 1, "nccl", 1, 1, 4}, {2, 2, 2, 1, "nccl", 1, 2, 4},
     };
     int nccl = getenv("LLMC_TEST_NCCL_LAYOUTS") && strcmp(getenv("LLMC_TEST_NCCL_LAYOUTS"), "1") == 0;
     for (size_t i = 0; i < sizeof(L) / sizeof(L[0]); i++) {
         if (strcmp(L[i].comm, "nccl") == 0 && !nccl) continue;
         int np = L[i].tp * L[i].pp * L[i].dp;
         char label[80] = "", extra[1600] = "";
-        if (L[i].sp || L[i].vpp > 1) snprintf(label, sizeof(label), " -sp %d -vpp %d -recompute selective", L[i].sp, L[i].vpp);
+        if (L[i].sp || L[i].vpp > 1)
+            snprintf(label, sizeof(label), " -sp %d -vpp %d -recompute selective", L[i].sp, L[i].vpp);
         int vpp_ckpt = L[i].vpp > 1 && strcmp(L[i].comm, "mpi") == 0;
-        if (vpp_ckpt) snprintf(extra, sizeof(extra), "%s -o %s/vpp -ckpt-every %d", label, tmp, LAYOUT_CKPT);
-        else snprintf(extra, sizeof(extra), "%s", label);
+        if (vpp_ckpt)
+            snprintf(extra, sizeof(extra), "%s -o %s/vpp -ckpt-every %d", label, tmp, LAYOUT_CKPT);
+        else
+            snprintf(extra, sizeof(extra), "%s", label);
         // NCCL with DP > 1 overlaps the DP buckets with the backward on a second stream: the
         // emulation's stream detector sees a kernel's accesses as its whole allocation, and the
         // backward writes other slices of the gradient buffer while a bucket is reduced, so it
         // cannot judge that overlap (it reports it); those runs check the numbers, and the
         // stream detector runs on the -comm mpi layouts and the LLMC_DP_OVERLAP=0 run below
-        const char* races = strcmp(L[i].comm, "nccl") == 0 && L[i].dp > 1 ? "CUEMU_STREAM_RACES=0" : "CUEMU_STREAM_RACES=1";
-        snprintf(cmd, sizeof(cmd), "%s timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x CUEMU_STREAM_RACES -np %d %s %s -tp %d -pp %d -dp %d -zero %d -comm %s %s -log %s/l%zu.jsonl",
+        const char* races =
+            strcmp(L[i].comm, "nccl") == 0 && L[i].dp > 1 ? "CUEMU_STREAM_RACES=0" : "CUEMU_STREAM_RACES=1";
+        snprintf(cmd, sizeof(cmd),
+                 "%s timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x CUEMU_STREAM_RACES -np %d %s %s -tp "
+                 "%d -pp %d -dp %d -zero %d -comm %s %s -log %s/l%zu.jsonl",
                  races, envx, np, CU, args, L[i].tp, L[i].pp, L[i].dp, L[i].zero, L[i].comm, extra, tmp, i);
         rc = run_cmd(cmd, err, sizeof(err));
         RunLog rl;
@@ -554,27 +705,38 @@ static void test_layouts(void) {
         // bf16: TP partial sums are rounded before their all-reduce, so layouts differ by bf16 rounding
         // and against the CPU trainer with the bf16 bound of the single-GPU comparison
         check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,
-              "train_gpt_cu layout %dx%dx%d%s%s -comm %s: %d steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
+              "train_gpt_cu layout %dx%dx%d%s%s -comm %s: %d steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm "
+              "rel %.1e vs 1x1x1 (rc %d)",
               L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, L[i].comm, LAYOUT_STEPS, wl, wc, wg, rc);
         if (strcmp(L[i].comm, "nccl") == 0) { // rank 0 (first stage) uploads tokens: micro-batches + 2 waits per step
             int sync_ok = ok;
-            for (int st = 1; ok && st <= LAYOUT_STEPS; st++) if (rl.micro[st] < 1 || rl.syncs[st] != rl.micro[st] + 2) sync_ok = 0;
-            check(sync_ok, "train_gpt_cu layout %dx%dx%d%s -comm nccl, rank 0: micro-batches + 2 host syncs per step (step %d: %d, %d)",
-                  L[i].tp, L[i].pp, L[i].dp, label, LAYOUT_STEPS, ok ? rl.micro[LAYOUT_STEPS] : -1, ok ? rl.syncs[LAYOUT_STEPS] : -1);
+            for (int st = 1; ok && st <= LAYOUT_STEPS; st++)
+                if (rl.micro[st] < 1 || rl.syncs[st] != rl.micro[st] + 2) sync_ok = 0;
+            check(sync_ok,
+                  "train_gpt_cu layout %dx%dx%d%s -comm nccl, rank 0: micro-batches + 2 host syncs per step (step %d: "
+                  "%d, %d)",
+                  L[i].tp, L[i].pp, L[i].dp, label, LAYOUT_STEPS, ok ? rl.micro[LAYOUT_STEPS] : -1,
+                  ok ? rl.syncs[LAYOUT_STEPS] : -1);
         }
         if (strcmp(L[i].comm, "nccl") == 0 && L[i].pp > 1 && (L[i].vpp > 1 || !L[i].sp)) {
             // the pipeline's messages on their link streams (default) vs one NCCL group per run
             // of communication actions on the compute stream: the same numbers, bit for bit (the
             // same kernels in the same order on the same data), and the same host waits
-            snprintf(cmd, sizeof(cmd), "LLMC_PP_OVERLAP=0 %s timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x CUEMU_STREAM_RACES -x LLMC_PP_OVERLAP -np %d %s %s -tp %d -pp %d -dp %d -zero %d -comm nccl %s -log %s/g%zu.jsonl",
-                     races, envx, np, CU, args, L[i].tp, L[i].pp, L[i].dp, L[i].zero, extra, tmp, i);
+            snprintf(
+                cmd, sizeof(cmd),
+                "LLMC_PP_OVERLAP=0 %s timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x CUEMU_STREAM_RACES "
+                "-x LLMC_PP_OVERLAP -np %d %s %s -tp %d -pp %d -dp %d -zero %d -comm nccl %s -log %s/g%zu.jsonl",
+                races, envx, np, CU, args, L[i].tp, L[i].pp, L[i].dp, L[i].zero, extra, tmp, i);
             int rg = run_cmd(cmd, err, sizeof(err));
             RunLog gl;
             snprintf(path, sizeof(path), "%s/g%zu.jsonl", tmp, i);
             int okg = ok && rg == 0 && read_runlog(path, &gl) == 0 && gl.n == LAYOUT_STEPS, same = okg;
             for (int st = 1; okg && st <= LAYOUT_STEPS; st++)
-                if (gl.loss[st] != rl.loss[st] || gl.gnorm[st] != rl.gnorm[st] || gl.syncs[st] != rl.syncs[st]) same = 0;
-            check(same, "train_gpt_cu layout %dx%dx%d%s%s -comm nccl: pipeline link streams equal LLMC_PP_OVERLAP=0 (grouped) bit for bit, same host syncs (rc %d)",
+                if (gl.loss[st] != rl.loss[st] || gl.gnorm[st] != rl.gnorm[st] || gl.syncs[st] != rl.syncs[st])
+                    same = 0;
+            check(same,
+                  "train_gpt_cu layout %dx%dx%d%s%s -comm nccl: pipeline link streams equal LLMC_PP_OVERLAP=0 "
+                  "(grouped) bit for bit, same host syncs (rc %d)",
                   L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, rg);
         }
         if (L[i].same >= 0) {
@@ -586,13 +748,16 @@ static void test_layouts(void) {
                 if (rel_err(rl.loss[st], base.loss[st]) > sl) sl = rel_err(rl.loss[st], base.loss[st]);
                 if (rel_err(rl.gnorm[st], base.gnorm[st]) > sg) sg = rel_err(rl.gnorm[st], base.gnorm[st]);
             }
-            check(okb && sl <= 1e-5 && sg <= 1e-5, "train_gpt_cu layout 2x2x2 zero-1%s -comm %s equals it without them: loss rel %.1e, gnorm rel %.1e",
+            check(okb && sl <= 1e-5 && sg <= 1e-5,
+                  "train_gpt_cu layout 2x2x2 zero-1%s -comm %s equals it without them: loss rel %.1e, gnorm rel %.1e",
                   label, L[i].comm, sl, sg);
         }
         if (vpp_ckpt) test_vpp_resume_single(CU, args, tmp, &ref);
     }
     if (nccl) { // the DP buckets overlapped with the backward (default) vs one reduction after it (stream detector on)
-        snprintf(cmd, sizeof(cmd), "LLMC_DP_OVERLAP=0 timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_DP_OVERLAP -np 8 %s %s -tp 2 -pp 2 -dp 2 -zero 1 -comm nccl -log %s/nov.jsonl",
+        snprintf(cmd, sizeof(cmd),
+                 "LLMC_DP_OVERLAP=0 timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_DP_OVERLAP -np 8 "
+                 "%s %s -tp 2 -pp 2 -dp 2 -zero 1 -comm nccl -log %s/nov.jsonl",
                  envx, CU, args, tmp);
         rc = run_cmd(cmd, err, sizeof(err));
         RunLog on, off;
@@ -607,16 +772,27 @@ static void test_layouts(void) {
         }
         // each element is reduced once by the same NCCL sum in both: identical here (NCCL's
         // own order on GPUs could differ by rounding)
-        check(same, "train_gpt_cu 2x2x2 zero-1 -comm nccl: DP buckets overlapped with the backward equal one reduction after it, bit for bit (rc %d)", rc);
-        check(ran, "  ... and the log shows the overlapped reduction time (t_overlap_ms > 0, step 1 %.3f ms) only when on", ok ? on.overlap[1] : -1.0);
-        snprintf(cmd, sizeof(cmd), "LLMC_DP_OVERLAP=yes timeout 300 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_DP_OVERLAP -np 2 %s %s -dp 2 -comm nccl -log %s/bad.jsonl",
+        check(same,
+              "train_gpt_cu 2x2x2 zero-1 -comm nccl: DP buckets overlapped with the backward equal one reduction after "
+              "it, bit for bit (rc %d)",
+              rc);
+        check(ran,
+              "  ... and the log shows the overlapped reduction time (t_overlap_ms > 0, step 1 %.3f ms) only when on",
+              ok ? on.overlap[1] : -1.0);
+        snprintf(cmd, sizeof(cmd),
+                 "LLMC_DP_OVERLAP=yes timeout 300 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_DP_OVERLAP -np "
+                 "2 %s %s -dp 2 -comm nccl -log %s/bad.jsonl",
                  envx, CU, args, tmp);
         rc = run_cmd(cmd, err, sizeof(err));
-        check(rc != 0 && strstr(err, "LLMC_DP_OVERLAP=yes: use 1 (default) or 0") != NULL, "LLMC_DP_OVERLAP=yes: refused with a message (rc %d)", rc);
-        snprintf(cmd, sizeof(cmd), "LLMC_PP_OVERLAP=on timeout 300 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_PP_OVERLAP -np 2 %s %s -pp 2 -comm nccl -log %s/bad.jsonl",
+        check(rc != 0 && strstr(err, "LLMC_DP_OVERLAP=yes: use 1 (default) or 0") != NULL,
+              "LLMC_DP_OVERLAP=yes: refused with a message (rc %d)", rc);
+        snprintf(cmd, sizeof(cmd),
+                 "LLMC_PP_OVERLAP=on timeout 300 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_PP_OVERLAP -np "
+                 "2 %s %s -pp 2 -comm nccl -log %s/bad.jsonl",
                  envx, CU, args, tmp);
         rc = run_cmd(cmd, err, sizeof(err));
-        check(rc != 0 && strstr(err, "LLMC_PP_OVERLAP=on: use 1 (default) or 0") != NULL, "LLMC_PP_OVERLAP=on: refused with a message (rc %d)", rc);
+        check(rc != 0 && strstr(err, "LLMC_PP_OVERLAP=on: use 1 (default) or 0") != NULL,
+              "LLMC_PP_OVERLAP=on: refused with a message (rc %d)", rc);
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
@@ -642,7 +818,8 @@ static void test_comm_timers(void) {
         }
         dc_collect_time(&d);
         check(comm.comm_ms >= 0.9 * 60 && comm.idle_ms >= 0.9 * 30 && comm.comm_ms + comm.idle_ms < 5000,
-              "step %d: 5000 timed NCCL calls (pool %d -> %d pairs): comm %.1f ms (>= 54), idle %.1f ms (>= 27) from the last three",
+              "step %d: 5000 timed NCCL calls (pool %d -> %d pairs): comm %.1f ms (>= 54), idle %.1f ms (>= 27) from "
+              "the last three",
               step + 1, cap0, d.ev_cap, comm.comm_ms, comm.idle_ms);
     }
     devcomm_free(&d);
@@ -655,7 +832,10 @@ static void test_comm_timers(void) {
 // -comm mpi shares a GPU. A real machine would need as many GPUs: emulation only.
 static void test_device_choice(void) {
 #ifdef CUEMU
-    if (system("command -v mpirun > /dev/null 2>&1") != 0) { printf("note: mpirun not found: device choice test skipped\n"); return; }
+    if (system("command -v mpirun > /dev/null 2>&1") != 0) {
+        printf("note: mpirun not found: device choice test skipped\n");
+        return;
+    }
     const char* CU = bin_cu();
     char tmp[] = "/tmp/llmc_cu_devXXXXXX";
     if (!mkdtemp(tmp)) die("mkdtemp failed");
@@ -665,12 +845,22 @@ static void test_device_choice(void) {
     // per-rank visible devices, as srun --gpus-per-task=1 sets them: rank r sees node GPU map[r]
     snprintf(wrap, sizeof(wrap), "%s/wrap.sh", tmp);
     FILE* f = fopen_check(wrap, "w");
-    fprintf(f, "#!/bin/sh\nm=$1; shift\nexport CUDA_VISIBLE_DEVICES=$(echo $m | cut -d: -f$((OMPI_COMM_WORLD_LOCAL_RANK + 1)))\nexec \"$@\"\n");
+    fprintf(f,
+            "#!/bin/sh\nm=$1; shift\nexport CUDA_VISIBLE_DEVICES=$(echo $m | cut -d: -f$((OMPI_COMM_WORLD_LOCAL_RANK + "
+            "1)))\nexec \"$@\"\n");
     fclose(f);
-    snprintf(args, sizeof(args), "-L 2 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 4 -ramp off -lr 2e-3 -warmup 2000 "
-             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 1 -steps 2 -dp 2", data);
+    snprintf(args, sizeof(args),
+             "-L 2 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 4 -ramp off -lr 2e-3 -warmup 2000 "
+             "-decay 8000 -tokens 1e9 -i %s -j '' -shuffle 1 -seed 7 -threads 1 -steps 2 -dp 2",
+             data);
     // {CUEMU_DEVICES, per-rank CUDA_VISIBLE_DEVICES (":" between ranks, "-" unset), comm, should run}
-    struct { const char* ndev; const char* map; const char* comm; int runs; const char* what; } C[] = {
+    struct {
+        const char* ndev;
+        const char* map;
+        const char* comm;
+        int runs;
+        const char* what;
+    } C[] = {
         {"8", "0:1", "nccl", 1, "each rank sees only its own GPU (visible 0 | 1)"},
         {"8", "5,2:2,5", "nccl", 0, "ranks see GPUs 5,2 | 2,5: local rank modulo picks GPU 5 twice"},
         {"8", "3:3", "nccl", 0, "both ranks see only GPU 3"},
@@ -683,28 +873,34 @@ static void test_device_choice(void) {
         char launch[1400] = ""; // sh wrap.sh MAP train_gpt_cu ...
         if (strcmp(C[i].map, "-") != 0) snprintf(launch, sizeof(launch), "sh %s %s", wrap, C[i].map);
         // (CUEMU_STREAM_RACES=0: -dp 2 over NCCL overlaps the DP buckets, see test_layouts)
-        snprintf(cmd, sizeof(cmd), "CUEMU_DEVICES=%s CUEMU_STREAM_RACES=0 timeout 300 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x CUEMU_STREAM_RACES -np 2 %s %s %s -comm %s -log %s/d%d.jsonl",
+        snprintf(cmd, sizeof(cmd),
+                 "CUEMU_DEVICES=%s CUEMU_STREAM_RACES=0 timeout 300 mpirun --oversubscribe --allow-run-as-root -x "
+                 "CUEMU_DEVICES -x CUEMU_STREAM_RACES -np 2 %s %s %s -comm %s -log %s/d%d.jsonl",
                  C[i].ndev, launch, CU, args, C[i].comm, tmp, i);
         int rc = run_cmd(cmd, err, sizeof(err));
         snprintf(path, sizeof(path), "%s/d%d.jsonl", tmp, i);
         int n = read_runlog(path, &logs[i]) == 0 ? logs[i].n : 0;
         if (C[i].runs) {
-            check(rc == 0 && n == 2, "-comm %s, %s GPU(s) per node, %s: runs 2 steps (rc %d)", C[i].comm, C[i].ndev, C[i].what, rc);
+            check(rc == 0 && n == 2, "-comm %s, %s GPU(s) per node, %s: runs 2 steps (rc %d)", C[i].comm, C[i].ndev,
+                  C[i].what, rc);
         } else {
             const char* e = strstr(err, "error: local ranks 0 and 1 of a node");
             int lines = 0;
             for (const char* q = err; (q = strstr(q, "error:")) != NULL; q++) lines++;
             check(rc != 0 && e != NULL && lines == 1 && strstr(err, "-comm mpi") != NULL,
-                  "-comm %s, %s GPU(s) per node, %s: refused with one error line (rc %d)", C[i].comm, C[i].ndev, C[i].what, rc);
+                  "-comm %s, %s GPU(s) per node, %s: refused with one error line (rc %d)", C[i].comm, C[i].ndev,
+                  C[i].what, rc);
         }
     }
     double wl = 1;
-    if (logs[0].n == 2 && logs[5].n == 2) wl = fmax(rel_err(logs[0].loss[1], logs[5].loss[1]), rel_err(logs[0].loss[2], logs[5].loss[2]));
+    if (logs[0].n == 2 && logs[5].n == 2)
+        wl = fmax(rel_err(logs[0].loss[1], logs[5].loss[1]), rel_err(logs[0].loss[2], logs[5].loss[2]));
     check(wl <= 1e-2, "one GPU per rank (nccl) and a shared GPU (mpi) train alike (loss rel %.1e)", wl);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 #else
-    printf("note: the rank-to-GPU choice test needs several GPUs per node: run in the emulation (make cuda-emu-test)\n");
+    printf(
+        "note: the rank-to-GPU choice test needs several GPUs per node: run in the emulation (make cuda-emu-test)\n");
 #endif
 }
 
@@ -729,6 +925,10 @@ int main(int argc, char** argv) {
     }
     test_comm_timers();
     test_act_memory();
-    if (!(argc > 2 && strcmp(argv[2], "--no-binaries") == 0)) { test_binaries(); test_layouts(); test_device_choice(); }
+    if (!(argc > 2 && strcmp(argv[2], "--no-binaries") == 0)) {
+        test_binaries();
+        test_layouts();
+        test_device_choice();
+    }
     return test_summary();
 }

@@ -49,8 +49,8 @@
 
 // out (N, OC) = inp (N, IC) @ W (OC, IC)^T + bias (OC): the packed GEMM of
 // llmc/cpu/cpu_gemm.h reading W in place (NT). work: its pack buffers.
-static void matmul_forward(float* out, const float* inp, const float* W, const float* bias,
-                           int N, int IC, int OC, const CpuGemmWork* work) {
+static void matmul_forward(float* out, const float* inp, const float* W, const float* bias, int N, int IC, int OC,
+                           const CpuGemmWork* work) {
     cpu_gemm(cpu_isa(), N, OC, IC, inp, IC, 1, W, 1, IC, out, OC, 0, bias, work);
 }
 
@@ -63,10 +63,11 @@ static void matmul_backward(float* dinp, float* dW, int dw_first, float* dbias, 
                             const float* W, int N, int IC, int OC, const CpuGemmWork* work) {
     CpuIsa isa = cpu_isa();
     if (dinp != NULL) cpu_gemm(isa, N, IC, OC, dout, OC, 1, W, IC, 1, dinp, IC, 0, NULL, work);
-    cpu_gemm(isa, OC, IC, N, dout, 1, OC, inp, IC, 1, dW, IC, dw_first ? CPU_GEMM_STREAM : CPU_GEMM_ACCUMULATE, NULL, work);
+    cpu_gemm(isa, OC, IC, N, dout, 1, OC, inp, IC, 1, dW, IC, dw_first ? CPU_GEMM_STREAM : CPU_GEMM_ACCUMULATE, NULL,
+             work);
     if (dbias != NULL) {
         const int OB = 256; // column blocks: a (OB) row of partial sums stays in registers/L1
-        #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += OB) {
             int ow = OC - o0 < OB ? OC - o0 : OB;
             float s[256];
@@ -84,44 +85,60 @@ static void matmul_backward(float* dinp, float* dW, int dw_first, float* dbias, 
 // The row statistics are sums over i in order; LN_ROWS rows at a time, so that many
 // in-order chains run side by side (one chain waited on every add).
 #define LN_ROWS 4
-static void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                              const float* w, const float* b, int N, int C) {
-    #pragma omp parallel for schedule(static)
+static void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                              int N, int C) {
+#pragma omp parallel for schedule(static)
     for (int n0 = 0; n0 < N; n0 += LN_ROWS) {
         int nr = N - n0 < LN_ROWS ? N - n0 : LN_ROWS;
         const float* x[LN_ROWS];
         float m[LN_ROWS], v[LN_ROWS];
-        for (int r = 0; r < LN_ROWS; r++) { x[r] = inp + (size_t)(n0 + (r < nr ? r : 0)) * C; m[r] = 0.0f; v[r] = 0.0f; }
-        for (int i = 0; i < C; i++) for (int r = 0; r < LN_ROWS; r++) m[r] += x[r][i];
+        for (int r = 0; r < LN_ROWS; r++) {
+            x[r] = inp + (size_t)(n0 + (r < nr ? r : 0)) * C;
+            m[r] = 0.0f;
+            v[r] = 0.0f;
+        }
+        for (int i = 0; i < C; i++)
+            for (int r = 0; r < LN_ROWS; r++) m[r] += x[r][i];
         for (int r = 0; r < LN_ROWS; r++) m[r] /= C;
-        for (int i = 0; i < C; i++) for (int r = 0; r < LN_ROWS; r++) { float d = x[r][i] - m[r]; v[r] += d * d; }
+        for (int i = 0; i < C; i++)
+            for (int r = 0; r < LN_ROWS; r++) {
+                float d = x[r][i] - m[r];
+                v[r] += d * d;
+            }
         for (int r = 0; r < nr; r++) {
             float vr = v[r] / C;
             float s = 1.0f / sqrtf(vr + 1e-5f);
             float* o = out + (size_t)(n0 + r) * C;
             for (int i = 0; i < C; i++) o[i] = (x[r][i] - m[r]) * s * w[i] + b[i];
-            mean[n0 + r] = m[r]; rstd[n0 + r] = s;
+            mean[n0 + r] = m[r];
+            rstd[n0 + r] = s;
         }
     }
 }
 
 // dinp (N, C) += LN backward; dw, db (C) +=
-static void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                               const float* w, const float* mean, const float* rstd, int N, int C) {
-    #pragma omp parallel for schedule(static)
+static void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                               const float* mean, const float* rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
     for (int n0 = 0; n0 < N; n0 += LN_ROWS) {
         int nr = N - n0 < LN_ROWS ? N - n0 : LN_ROWS;
-        const float* x[LN_ROWS]; const float* g[LN_ROWS];
+        const float* x[LN_ROWS];
+        const float* g[LN_ROWS];
         float m[LN_ROWS], s[LN_ROWS], mg[LN_ROWS], mgn[LN_ROWS];
         for (int r = 0; r < LN_ROWS; r++) {
             int n = n0 + (r < nr ? r : 0);
-            x[r] = inp + (size_t)n * C; g[r] = dout + (size_t)n * C;
-            m[r] = mean[n]; s[r] = rstd[n]; mg[r] = 0.0f; mgn[r] = 0.0f;
+            x[r] = inp + (size_t)n * C;
+            g[r] = dout + (size_t)n * C;
+            m[r] = mean[n];
+            s[r] = rstd[n];
+            mg[r] = 0.0f;
+            mgn[r] = 0.0f;
         }
         for (int i = 0; i < C; i++)
             for (int r = 0; r < LN_ROWS; r++) {
                 float norm = (x[r][i] - m[r]) * s[r], dn = w[i] * g[r][i];
-                mg[r] += dn; mgn[r] += dn * norm;
+                mg[r] += dn;
+                mgn[r] += dn * norm;
             }
         for (int r = 0; r < nr; r++) {
             float mgr = mg[r] / C, mgnr = mgn[r] / C;
@@ -132,20 +149,29 @@ static void layernorm_backward(float* dinp, float* dw, float* db, const float* d
             }
         }
     }
-    // dw, db: column sums over n in order, 64 columns at a time along the rows (a column at a
-    // time walked the (N, C) arrays with a stride of C)
-    #pragma omp parallel for schedule(static)
+// dw, db: column sums over n in order, 64 columns at a time along the rows (a column at a
+// time walked the (N, C) arrays with a stride of C)
+#pragma omp parallel for schedule(static)
     for (int i0 = 0; i0 < C; i0 += 64) {
         int w = C - i0 < 64 ? C - i0 : 64;
         float sw[64], sb[64];
-        for (int i = 0; i < w; i++) { sw[i] = 0.0f; sb[i] = 0.0f; }
+        for (int i = 0; i < w; i++) {
+            sw[i] = 0.0f;
+            sb[i] = 0.0f;
+        }
         for (int n = 0; n < N; n++) {
             const float* g = dout + (size_t)n * C + i0;
             const float* x = inp + (size_t)n * C + i0;
             float m = mean[n], s = rstd[n];
-            for (int i = 0; i < w; i++) { sw[i] += g[i] * (x[i] - m) * s; sb[i] += g[i]; }
+            for (int i = 0; i < w; i++) {
+                sw[i] += g[i] * (x[i] - m) * s;
+                sb[i] += g[i];
+            }
         }
-        for (int i = 0; i < w; i++) { dw[i0 + i] += sw[i]; db[i0 + i] += sb[i]; }
+        for (int i = 0; i < w; i++) {
+            dw[i0 + i] += sw[i];
+            db[i0 + i] += sb[i];
+        }
     }
 }
 
@@ -155,7 +181,7 @@ static void layernorm_backward(float* dinp, float* dw, float* db, const float* d
 // 1 - tanh^2 = 4 s (1 - s).
 #define GELU_SCALE 0.7978845608028654f // sqrt(2/pi)
 static void gelu_forward(float* out, const float* inp, size_t n) {
-    #pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
@@ -163,7 +189,7 @@ static void gelu_forward(float* out, const float* inp, size_t n) {
     }
 }
 static void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-    #pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
@@ -181,15 +207,15 @@ static void gelu_backward(float* dinp, const float* inp, const float* dout, size
 // the sum over i in order of q[i] k[i] (the bits of a dot product per score).
 static void head_transpose(float* ht, const float* qkv, int part, int B, int T, int NH, int hs) {
     int Cl = NH * hs, C3 = 3 * Cl;
-    #pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++) {
-        float* dst = ht + ((size_t)b * NH + h) * hs * T;
-        for (int t = 0; t < T; t++) {
-            const float* src = qkv + ((size_t)b * T + t) * C3 + part * Cl + h * hs;
-            for (int i = 0; i < hs; i++) dst[(size_t)i * T + t] = src[i];
+        for (int h = 0; h < NH; h++) {
+            float* dst = ht + ((size_t)b * NH + h) * hs * T;
+            for (int t = 0; t < T; t++) {
+                const float* src = qkv + ((size_t)b * T + t) * C3 + part * Cl + h * hs;
+                for (int i = 0; i < hs; i++) dst[(size_t)i * T + t] = src[i];
+            }
         }
-    }
 }
 
 // out[t2] = sum over i = 0..hs-1 (in order, from 0) of x[i] mt[i*T + t2], for t2 < n.
@@ -212,8 +238,8 @@ static void dot_rows(float* restrict out, const float* restrict x, const float* 
 // out[i] = sum over r = r0..r1-1 (in order, from 0) of w[r * ws] rows[r * rs + i], i < hs:
 // a weighted sum of rows, 32 outputs at a time in registers (not read-modify-write of out
 // per row, which bound attention on load/store ports).
-static void sum_rows(float* restrict out, const float* restrict w, ptrdiff_t ws, const float* restrict rows, ptrdiff_t rs,
-                     int r0, int r1, int hs) {
+static void sum_rows(float* restrict out, const float* restrict w, ptrdiff_t ws, const float* restrict rows,
+                     ptrdiff_t rs, int r0, int r1, int hs) {
     for (int i0 = 0; i0 < hs; i0 += 32) {
         int n = hs - i0 < 32 ? hs - i0 : 32;
         float acc[32];
@@ -239,61 +265,65 @@ static void attention_forward(float* out, float* att, float* ht, const float* qk
     int Cl = NH * hs, C3 = 3 * Cl;
     float scale = 1.0f / sqrtf((float)hs);
     head_transpose(ht, qkv, 1, B, T, NH, hs); // keys
-    #pragma omp parallel for collapse(3) schedule(static)
+#pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
-    for (int h = 0; h < NH; h++)
-    for (int t = 0; t < T; t++) {
-        const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-        const float* kt = ht + ((size_t)b * NH + h) * hs * T; // (hs, T)
-        float* a = att + (((size_t)b * NH + h) * T + t) * T;
-        dot_rows(a, q, kt, hs, T, t + 1);
-        float mx = -INFINITY;
-        for (int t2 = 0; t2 <= t; t2++) { a[t2] *= scale; if (a[t2] > mx) mx = a[t2]; }
-        for (int t2 = 0; t2 <= t; t2++) a[t2] = exp_vec(a[t2] - mx); // vectorized
-        float sum = 0.0f;
-        for (int t2 = 0; t2 <= t; t2++) sum += a[t2]; // in order
-        float inv = 1.0f / sum;
-        for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
-        for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
-        // out[t] = sum over t2 <= t of a[t2] v[t2]
-        sum_rows(out + ((size_t)b * T + t) * Cl + h * hs, a, 1, qkv + (size_t)b * T * C3 + 2 * Cl + h * hs, C3, 0, t + 1, hs);
-    }
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
+                const float* kt = ht + ((size_t)b * NH + h) * hs * T; // (hs, T)
+                float* a = att + (((size_t)b * NH + h) * T + t) * T;
+                dot_rows(a, q, kt, hs, T, t + 1);
+                float mx = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    a[t2] *= scale;
+                    if (a[t2] > mx) mx = a[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) a[t2] = exp_vec(a[t2] - mx); // vectorized
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) sum += a[t2]; // in order
+                float inv = 1.0f / sum;
+                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+                // out[t] = sum over t2 <= t of a[t2] v[t2]
+                sum_rows(out + ((size_t)b * T + t) * Cl + h * hs, a, 1, qkv + (size_t)b * T * C3 + 2 * Cl + h * hs, C3,
+                         0, t + 1, hs);
+            }
 }
 
 // dqkv (B, T, 3Cl) overwritten. Each (b, h) pair is owned by one thread. Its score
 // gradients dp (T, T) are formed row by row first; then every output row is one weighted
 // sum of rows in registers, over the same terms in the same order as accumulating them one
 // t at a time: dq[t] over t2 <= t, dk[t2] and dv[t2] over t >= t2.
-static void attention_backward(float* dqkv, float* ht, const float* dout, const float* qkv, const float* att,
-                               int B, int T, int NH, int hs) {
+static void attention_backward(float* dqkv, float* ht, const float* dout, const float* qkv, const float* att, int B,
+                               int T, int NH, int hs) {
     int Cl = NH * hs, C3 = 3 * Cl;
     float scale = 1.0f / sqrtf((float)hs);
     head_transpose(ht, qkv, 2, B, T, NH, hs); // values
-    #pragma omp parallel
+#pragma omp parallel
     {
         float* dp = (float*)malloc_check(sizeof(float) * ((size_t)T * T + 32)); // (T, T) + dot_rows' overhang
-        #pragma omp for collapse(2) schedule(static)
+#pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float* vt = ht + ((size_t)b * NH + h) * hs * T; // (hs, T)
-            const float* ab = att + ((size_t)b * NH + h) * T * T;  // (T, T)
-            const float* qb = qkv + (size_t)b * T * C3 + h * hs;   // row t at t * C3
-            const float* kb = qb + Cl, *gb = dout + (size_t)b * T * Cl + h * hs;
-            float* db = dqkv + (size_t)b * T * C3 + h * hs;
-            for (int t = 0; t < T; t++) {
-                const float* a = ab + (size_t)t * T;
-                float* d = dp + (size_t)t * T;
-                dot_rows(d, gb + (size_t)t * Cl, vt, hs, T, t + 1); // d[t2] = dL/da = sum over i of go[i] v[t2][i]
-                float dot = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * d[t2];
-                for (int t2 = 0; t2 <= t; t2++) d[t2] = a[t2] * (d[t2] - dot) * scale; // dL/d(score)
-                sum_rows(db + (size_t)t * C3, d, 1, kb, C3, 0, t + 1, hs); // dq[t]
+            for (int h = 0; h < NH; h++) {
+                const float* vt = ht + ((size_t)b * NH + h) * hs * T; // (hs, T)
+                const float* ab = att + ((size_t)b * NH + h) * T * T; // (T, T)
+                const float* qb = qkv + (size_t)b * T * C3 + h * hs;  // row t at t * C3
+                const float *kb = qb + Cl, *gb = dout + (size_t)b * T * Cl + h * hs;
+                float* db = dqkv + (size_t)b * T * C3 + h * hs;
+                for (int t = 0; t < T; t++) {
+                    const float* a = ab + (size_t)t * T;
+                    float* d = dp + (size_t)t * T;
+                    dot_rows(d, gb + (size_t)t * Cl, vt, hs, T, t + 1); // d[t2] = dL/da = sum over i of go[i] v[t2][i]
+                    float dot = 0.0f;
+                    for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * d[t2];
+                    for (int t2 = 0; t2 <= t; t2++) d[t2] = a[t2] * (d[t2] - dot) * scale; // dL/d(score)
+                    sum_rows(db + (size_t)t * C3, d, 1, kb, C3, 0, t + 1, hs);             // dq[t]
+                }
+                for (int t2 = 0; t2 < T; t2++) {
+                    sum_rows(db + (size_t)t2 * C3 + Cl, dp + t2, T, qb, C3, t2, T, hs);     // dk[t2]
+                    sum_rows(db + (size_t)t2 * C3 + 2 * Cl, ab + t2, T, gb, Cl, t2, T, hs); // dv[t2]
+                }
             }
-            for (int t2 = 0; t2 < T; t2++) {
-                sum_rows(db + (size_t)t2 * C3 + Cl, dp + t2, T, qb, C3, t2, T, hs);     // dk[t2]
-                sum_rows(db + (size_t)t2 * C3 + 2 * Cl, ab + t2, T, gb, Cl, t2, T, hs); // dv[t2]
-            }
-        }
         free(dp);
     }
 }
@@ -305,13 +335,18 @@ static void attention_backward(float* dqkv, float* ht, const float* dout, const 
 // With -sp 1 the rows outside the tensor-parallel region are this rank's sequence shard
 // (B, Ts, C), Ts = T/TP; everything between the column- and row-parallel GEMMs is full.
 typedef struct {
-    float* ln1; float* ln1_mean; float* ln1_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
-    float* qkv;                                    // (B,T,3Cl)
-    float* att;                                    // (B,NH,T,T) (shared by all layers with selective)
-    float* atty;                                   // (B,T,Cl)
-    float* resid2;                                 // (B,Ts,C) x + attention
-    float* ln2; float* ln2_mean; float* ln2_rstd;  // (B,Ts,C) (B,Ts) (B,Ts)
-    float* fch; float* fch_gelu;                   // (B,T,F)
+    float* ln1;
+    float* ln1_mean;
+    float* ln1_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
+    float* qkv;      // (B,T,3Cl)
+    float* att;      // (B,NH,T,T) (shared by all layers with selective)
+    float* atty;     // (B,T,Cl)
+    float* resid2;   // (B,Ts,C) x + attention
+    float* ln2;
+    float* ln2_mean;
+    float* ln2_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
+    float* fch;
+    float* fch_gelu; // (B,T,F)
 } LayerActs;
 
 // Activations of one (chunk, micro-batch) unit in flight. With full recompute, one set of
@@ -320,13 +355,16 @@ typedef struct {
 // probabilities are rebuilt in backward (one (B,NH,T,T) buffer for the whole model).
 typedef struct {
     float* mem;
-    float* x;          // (nl+1, B, Ts, C): x[l] = input of local layer l, x[nl] = chunk output
-    LayerActs* layer;  // (nl) or (1) with full recompute
-    float* lnf; float* lnf_mean; float* lnf_rstd; // (B,Ts,C) (B,Ts) (B,Ts)   last stage
-    float* logits;     // (B,T,Vl) last stage; holds dlogits after backward
-    float* losses;     // (B,T) per-token loss
-    float* lse;        // (B,T) log-sum-exp over the full vocabulary
-    int* inputs; int* targets; // (B,T)
+    float* x;         // (nl+1, B, Ts, C): x[l] = input of local layer l, x[nl] = chunk output
+    LayerActs* layer; // (nl) or (1) with full recompute
+    float* lnf;
+    float* lnf_mean;
+    float* lnf_rstd; // (B,Ts,C) (B,Ts) (B,Ts)   last stage
+    float* logits;   // (B,T,Vl) last stage; holds dlogits after backward
+    float* losses;   // (B,T) per-token loss
+    float* lse;      // (B,T) log-sum-exp over the full vocabulary
+    int* inputs;
+    int* targets;              // (B,T)
     size_t bytes, layer_bytes; // activation bytes this unit keeps; of them, per layer (incl. its input)
 } Acts;
 
@@ -334,19 +372,32 @@ typedef struct {
     Config cfg;
     ParamLayout pl;
     int B, T, C, NH, hs, Cl, F, Vl, v0, Vv; // Vv: real (unpadded) rows of the local vocab slice
-    int V, nlc;     // model chunks per rank (-vpp) and layers per chunk
-    int sp, Ts, t0; // sequence parallel (TP > 1 only); local sequence rows Ts from position t0
-    float* params;  // (pl.total)
-    float* grads;   // (pl.total)
-    float* m; float* v; size_t opt_off, n_opt; // AdamW moments for flat elements [opt_off, opt_off+n_opt)
-    float* gshard;  // (n_opt) reduced gradients of the optimizer range (ZeRO-1 reduce-scatter target)
-    int nslots; Acts* acts;
+    int nchunk, nlc;                        // model chunks per rank (-vpp) and layers per chunk
+    int sp, Ts, t0;                         // sequence parallel (TP > 1 only); local sequence rows Ts from position t0
+    float* params;                          // (pl.total)
+    float* grads;                           // (pl.total)
+    float* m;
+    float* v;
+    size_t opt_off, n_opt; // AdamW moments for flat elements [opt_off, opt_off+n_opt)
+    float* gshard;         // (n_opt) reduced gradients of the optimizer range (ZeRO-1 reduce-scatter target)
+    int nslots;
+    Acts* acts;
     int* slot_unit; // interleaved: (chunk, micro-batch) unit k*V + c held by each slot, -1 = free
-    float* att_shared; float* atty_re; // selective: (B,NH,T,T) probabilities, (B,T,Cl) rebuilt output
+    float* att_shared;
+    float* atty_re; // selective: (B,NH,T,T) probabilities, (B,T,Cl) rebuilt output
     // backward scratch, sized by the micro-batch
-    float* dx; float* dtmp; float* dres2; float* dqkv; float* datty; float* dfch; float* dfch2;
-    float* head_t;  // (B,NH,hs,T) attention's keys / values transposed per head
-    float* gat; float* gdout; float* ptmp; float* sptmp; // -sp: gathered input, gathered grad, partial sums, collective staging (B,T,C)
+    float* dx;
+    float* dtmp;
+    float* dres2;
+    float* dqkv;
+    float* datty;
+    float* dfch;
+    float* dfch2;
+    float* head_t; // (B,NH,hs,T) attention's keys / values transposed per head
+    float* gat;
+    float* gdout;
+    float* ptmp;
+    float* sptmp;          // -sp: gathered input, gathered grad, partial sums, collective staging (B,T,C)
     CpuGemmWork gemm_work; // pack buffers of every GEMM (one set per OpenMP thread)
     unsigned char* gfresh; // (NUM_PARAM_TENSORS, pl.nlayers): gradient not yet written this step (grads_begin)
 } GPT;
@@ -355,9 +406,11 @@ static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
 static int is_last_stage(const GPT* g) { return g->pl.pp == g->pl.PP - 1; }
 // chunk c of this rank is the first / last virtual stage (embeddings / head)
 static int is_first_chunk(const GPT* g, int c) { return g->pl.pp == 0 && c == 0; }
-static int is_last_chunk(const GPT* g, int c) { return g->pl.pp == g->pl.PP - 1 && c == g->V - 1; }
+static int is_last_chunk(const GPT* g, int c) { return g->pl.pp == g->pl.PP - 1 && c == g->nchunk - 1; }
 
-static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute == RECOMPUTE_FULL ? 0 : l]; }
+static LayerActs* layer_acts(const GPT* g, Acts* a, int l) {
+    return &a->layer[g->cfg.recompute == RECOMPUTE_FULL ? 0 : l];
+}
 
 static void acts_alloc(GPT* g, Acts* a) {
     int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->nlc;
@@ -370,24 +423,40 @@ static void acts_alloc(GPT* g, Acts* a) {
     if (is_last_stage(g)) total += BTs * C + 2 * BTs + BT * g->Vl + 2 * BT;
     a->mem = (float*)calloc_big(total, sizeof(float));
     float* p = a->mem;
-    #define TAKE(ptr, n) do { (ptr) = p; p += (n); } while (0)
+#define TAKE(ptr, n) \
+    do {             \
+        (ptr) = p;   \
+        p += (n);    \
+    } while (0)
     TAKE(a->x, (size_t)(nl + 1) * BTs * C);
     a->layer = (LayerActs*)calloc_check(nla, sizeof(LayerActs));
     for (int l = 0; l < nla; l++) {
         LayerActs* la = &a->layer[l];
-        TAKE(la->ln1, BTs * C); TAKE(la->ln1_mean, BTs); TAKE(la->ln1_rstd, BTs);
+        TAKE(la->ln1, BTs * C);
+        TAKE(la->ln1_mean, BTs);
+        TAKE(la->ln1_rstd, BTs);
         TAKE(la->qkv, BT * 3 * Cl);
-        if (selective) la->att = g->att_shared; else TAKE(la->att, att_n);
+        if (selective)
+            la->att = g->att_shared;
+        else
+            TAKE(la->att, att_n);
         TAKE(la->atty, BT * Cl);
         TAKE(la->resid2, BTs * C);
-        TAKE(la->ln2, BTs * C); TAKE(la->ln2_mean, BTs); TAKE(la->ln2_rstd, BTs);
-        TAKE(la->fch, BT * F); TAKE(la->fch_gelu, BT * F);
+        TAKE(la->ln2, BTs * C);
+        TAKE(la->ln2_mean, BTs);
+        TAKE(la->ln2_rstd, BTs);
+        TAKE(la->fch, BT * F);
+        TAKE(la->fch_gelu, BT * F);
     }
     if (is_last_stage(g)) {
-        TAKE(a->lnf, BTs * C); TAKE(a->lnf_mean, BTs); TAKE(a->lnf_rstd, BTs);
-        TAKE(a->logits, BT * g->Vl); TAKE(a->losses, BT); TAKE(a->lse, BT);
+        TAKE(a->lnf, BTs * C);
+        TAKE(a->lnf_mean, BTs);
+        TAKE(a->lnf_rstd, BTs);
+        TAKE(a->logits, BT * g->Vl);
+        TAKE(a->losses, BT);
+        TAKE(a->lse, BT);
     }
-    #undef TAKE
+#undef TAKE
     // what is kept per layer across the pipeline's wait: its input, and its stash unless full
     // recompute (whose one working set is rebuilt layer by layer)
     a->layer_bytes = sizeof(float) * (BTs * C + (g->cfg.recompute == RECOMPUTE_FULL ? 0 : per_layer));
@@ -396,27 +465,47 @@ static void acts_alloc(GPT* g, Acts* a) {
     a->targets = (int*)calloc_check(BT, sizeof(int));
 }
 
-static void acts_free(Acts* a) { free(a->mem); free(a->layer); free(a->inputs); free(a->targets); }
+static void acts_free(Acts* a) {
+    free(a->mem);
+    free(a->layer);
+    free(a->inputs);
+    free(a->targets);
+}
 
 // Builds the model for one rank: parameter table, buffers, activation slots. The
 // optimizer range [opt_off, opt_off + n_opt) is the whole buffer here; ZeRO narrows it.
 static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
     memset(g, 0, sizeof(*g));
     g->cfg = *cfg;
-    param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp, comm->PP);
+    param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp,
+                      comm->PP);
     param_layout_set_chunks(&g->pl, cfg->vpp);
-    g->V = g->pl.nchunks; g->nlc = g->pl.nlayers / g->V;
-    g->B = cfg->mb; g->T = cfg->seq; g->C = cfg->H;
+    g->nchunk = g->pl.nchunks;
+    g->nlc = g->pl.nlayers / g->nchunk;
+    g->B = cfg->mb;
+    g->T = cfg->seq;
+    g->C = cfg->H;
     g->sp = cfg->sp && comm->TP > 1; // one TP rank: nothing to split
-    g->Ts = g->sp ? cfg->seq / comm->TP : cfg->seq; g->t0 = g->sp ? comm->tp * g->Ts : 0;
-    g->NH = cfg->heads / comm->TP; g->hs = cfg->H / cfg->heads; g->Cl = g->NH * g->hs;
-    g->F = 4 * cfg->H / comm->TP; g->Vl = cfg->Vp / comm->TP; g->v0 = comm->tp * g->Vl;
-    g->Vv = cfg->V - g->v0; if (g->Vv < 0) g->Vv = 0; if (g->Vv > g->Vl) g->Vv = g->Vl;
+    g->Ts = g->sp ? cfg->seq / comm->TP : cfg->seq;
+    g->t0 = g->sp ? comm->tp * g->Ts : 0;
+    g->NH = cfg->heads / comm->TP;
+    g->hs = cfg->H / cfg->heads;
+    g->Cl = g->NH * g->hs;
+    g->F = 4 * cfg->H / comm->TP;
+    g->Vl = cfg->Vp / comm->TP;
+    g->v0 = comm->tp * g->Vl;
+    g->Vv = cfg->V - g->v0;
+    if (g->Vv < 0) g->Vv = 0;
+    if (g->Vv > g->Vl) g->Vv = g->Vl;
     g->params = (float*)calloc_big(g->pl.total, sizeof(float));
     g->grads = (float*)calloc_big(g->pl.total, sizeof(float));
     // ZeRO-1: AdamW state and the update cover only this DP rank's shard of the flat buffer
-    if (cfg->zero) zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt);
-    else { g->opt_off = 0; g->n_opt = g->pl.total; }
+    if (cfg->zero)
+        zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt);
+    else {
+        g->opt_off = 0;
+        g->n_opt = g->pl.total;
+    }
     g->gshard = cfg->zero ? (float*)calloc_big(g->n_opt, sizeof(float)) : g->grads;
     g->m = (float*)calloc_big(g->n_opt, sizeof(float));
     g->v = (float*)calloc_big(g->n_opt, sizeof(float));
@@ -428,7 +517,10 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
     g->nslots = nslots;
     g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
     g->slot_unit = (int*)malloc_check(sizeof(int) * nslots);
-    for (int s = 0; s < nslots; s++) { acts_alloc(g, &g->acts[s]); g->slot_unit[s] = -1; }
+    for (int s = 0; s < nslots; s++) {
+        acts_alloc(g, &g->acts[s]);
+        g->slot_unit[s] = -1;
+    }
     g->dx = (float*)calloc_check(BT * g->C, sizeof(float));
     g->dtmp = (float*)calloc_check(BT * g->C, sizeof(float));
     g->dres2 = (float*)calloc_check(BT * g->C, sizeof(float));
@@ -449,11 +541,27 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
 
 static void gpt_free(GPT* g) {
     if (g->gshard != g->grads) free(g->gshard);
-    free(g->params); free(g->grads); free(g->m); free(g->v);
+    free(g->params);
+    free(g->grads);
+    free(g->m);
+    free(g->v);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
-    free(g->acts); free(g->slot_unit); free(g->att_shared); free(g->atty_re);
-    free(g->dx); free(g->dtmp); free(g->dres2); free(g->dqkv); free(g->datty); free(g->head_t); free(g->dfch); free(g->dfch2);
-    free(g->gat); free(g->gdout); free(g->ptmp); free(g->sptmp);
+    free(g->acts);
+    free(g->slot_unit);
+    free(g->att_shared);
+    free(g->atty_re);
+    free(g->dx);
+    free(g->dtmp);
+    free(g->dres2);
+    free(g->dqkv);
+    free(g->datty);
+    free(g->head_t);
+    free(g->dfch);
+    free(g->dfch2);
+    free(g->gat);
+    free(g->gdout);
+    free(g->ptmp);
+    free(g->sptmp);
     cpu_gemm_work_free(&g->gemm_work);
     free(g->gfresh);
 }
@@ -466,7 +574,9 @@ static void gpt_free(GPT* g) {
 // first GEMM of the step (accumulate off: the same bits as adding to zeros) and added to
 // by later micro-batches; only the small tensors are zeroed up front. grads_end zeroes
 // whatever the step did not write.
-static int grad_by_gemm(int t) { return t == PT_WTE || t == PT_QKVW || t == PT_ATTPROJW || t == PT_FCW || t == PT_FCPROJW; }
+static int grad_by_gemm(int t) {
+    return t == PT_WTE || t == PT_QKVW || t == PT_ATTPROJW || t == PT_FCW || t == PT_FCPROJW;
+}
 static void grads_begin(GPT* g) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         if (!grad_by_gemm(t)) memset(g->grads + g->pl.offset[t], 0, sizeof(float) * g->pl.numel[t]);
@@ -497,8 +607,10 @@ static const float* gather_seq(GPT* g, Comm* comm, const float* shard, float* fu
 // that reduce_seq then reduce-scatters into the shard `out`.
 static float* rowpar_out(GPT* g, float* out) { return g->sp ? g->ptmp : out; }
 static void reduce_seq(GPT* g, Comm* comm, float* partial, float* out) {
-    if (!g->sp) tp_allreduce_sum(comm, out, (size_t)g->B * g->T * g->C);
-    else sp_reduce_scatter(comm, out, partial, g->B, g->Ts, g->C, g->sptmp);
+    if (!g->sp)
+        tp_allreduce_sum(comm, out, (size_t)g->B * g->T * g->C);
+    else
+        sp_reduce_scatter(comm, out, partial, g->B, g->Ts, g->C, g->sptmp);
 }
 
 // x (B,Ts,C) = wte[tokens] + wpe[t], vocab-parallel: each TP rank adds the rows it owns
@@ -506,16 +618,18 @@ static void embedding_forward(GPT* g, Comm* comm, float* x, const int* tokens) {
     int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C;
     const float* wte = P(PT_WTE, 0);
     float* xe = rowpar_out(g, x);
-    #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
     for (int n = 0; n < BT; n++) {
         int tok = tokens[n] - g->v0;
         float* o = xe + (size_t)n * C;
-        if (tok >= 0 && tok < g->Vl) memcpy(o, wte + (size_t)tok * C, sizeof(float) * C);
-        else memset(o, 0, sizeof(float) * C);
+        if (tok >= 0 && tok < g->Vl)
+            memcpy(o, wte + (size_t)tok * C, sizeof(float) * C);
+        else
+            memset(o, 0, sizeof(float) * C);
     }
     reduce_seq(g, comm, xe, x);
     const float* wpe = P(PT_WPE, 0);
-    #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
     for (int n = 0; n < BTs; n++) {
         const float* pe = wpe + (size_t)(g->t0 + n % g->Ts) * C;
         float* o = x + (size_t)n * C;
@@ -530,7 +644,7 @@ static void embedding_backward(GPT* g, const float* dx, const int* tokens) {
     float* dwte = G(PT_WTE, 0);
     float* dwpe = G(PT_WPE, 0);
     if (grad_first(g, PT_WTE, 0)) memset(dwte, 0, sizeof(float) * g->Vl * C); // no head on this rank
-    #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
     for (int i = 0; i < C; i++) {
         for (int n = 0; n < B * T; n++) {
             int tok = tokens[n] - g->v0;
@@ -558,8 +672,9 @@ static void block_forward(GPT* g, Comm* comm, Acts* a, int j, int l) {
     matmul_forward(po, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C, &g->gemm_work); // partial sum
     reduce_seq(g, comm, po, la->resid2);
     const float* ab = P(PT_ATTPROJB, l);
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < BTs; n++) for (int i = 0; i < C; i++) la->resid2[(size_t)n * C + i] += ab[i] + x[(size_t)n * C + i];
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < BTs; n++)
+        for (int i = 0; i < C; i++) la->resid2[(size_t)n * C + i] += ab[i] + x[(size_t)n * C + i];
     layernorm_forward(la->ln2, la->ln2_mean, la->ln2_rstd, la->resid2, P(PT_LN2W, l), P(PT_LN2B, l), BTs, C);
     const float* ln2 = gather_seq(g, comm, la->ln2, g->gat);
     matmul_forward(la->fch, ln2, P(PT_FCW, l), P(PT_FCB, l), BT, C, F, &g->gemm_work);
@@ -568,8 +683,9 @@ static void block_forward(GPT* g, Comm* comm, Acts* a, int j, int l) {
     matmul_forward(po, la->fch_gelu, P(PT_FCPROJW, l), NULL, BT, F, C, &g->gemm_work); // partial sum
     reduce_seq(g, comm, po, y);
     const float* fb = P(PT_FCPROJB, l);
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < BTs; n++) for (int i = 0; i < C; i++) y[(size_t)n * C + i] += fb[i] + la->resid2[(size_t)n * C + i];
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < BTs; n++)
+        for (int i = 0; i < C; i++) y[(size_t)n * C + i] += fb[i] + la->resid2[(size_t)n * C + i];
 }
 
 // Backward of layer j (parameters: local layer l): dout = dL/dx[j+1] (B,Ts,C) -> din =
@@ -581,27 +697,34 @@ static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const floa
     float* x = a->x + (size_t)j * BTs * C;
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
     const float* dfull = gather_seq(g, comm, dout, g->gdout);
-    matmul_backward(g->dfch2, G(PT_FCPROJW, l), grad_first(g, PT_FCPROJW, l), G(PT_FCPROJB, l), dfull, la->fch_gelu, P(PT_FCPROJW, l), BT, F, C, &g->gemm_work);
+    matmul_backward(g->dfch2, G(PT_FCPROJW, l), grad_first(g, PT_FCPROJW, l), G(PT_FCPROJB, l), dfull, la->fch_gelu,
+                    P(PT_FCPROJW, l), BT, F, C, &g->gemm_work);
     gelu_backward(g->dfch, la->fch, g->dfch2, (size_t)BT * F);
     const float* ln2 = gather_seq(g, comm, la->ln2, g->gat); // stored as a shard, gathered again
     float* pd = rowpar_out(g, g->dtmp);
-    matmul_backward(pd, G(PT_FCW, l), grad_first(g, PT_FCW, l), G(PT_FCB, l), g->dfch, ln2, P(PT_FCW, l), BT, C, F, &g->gemm_work);
+    matmul_backward(pd, G(PT_FCW, l), grad_first(g, PT_FCW, l), G(PT_FCB, l), g->dfch, ln2, P(PT_FCW, l), BT, C, F,
+                    &g->gemm_work);
     reduce_seq(g, comm, pd, g->dtmp); // conjugate of the column-parallel fc1
     memcpy(g->dres2, dout, sizeof(float) * BTs * C);
-    layernorm_backward(g->dres2, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l), la->ln2_mean, la->ln2_rstd, BTs, C);
+    layernorm_backward(g->dres2, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l), la->ln2_mean,
+                       la->ln2_rstd, BTs, C);
     // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
     const float* dres2 = gather_seq(g, comm, g->dres2, g->gdout);
     // selective: rebuild the probabilities from the kept qkv (the same deterministic code, so
     // the same bits); atty itself was kept, as the input of the projection GEMM
-    if (g->cfg.recompute == RECOMPUTE_SELECTIVE) attention_forward(g->atty_re, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
-    matmul_backward(g->datty, G(PT_ATTPROJW, l), grad_first(g, PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C, &g->gemm_work);
+    if (g->cfg.recompute == RECOMPUTE_SELECTIVE)
+        attention_forward(g->atty_re, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
+    matmul_backward(g->datty, G(PT_ATTPROJW, l), grad_first(g, PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, la->atty,
+                    P(PT_ATTPROJW, l), BT, Cl, C, &g->gemm_work);
     attention_backward(g->dqkv, g->head_t, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
     const float* ln1 = gather_seq(g, comm, la->ln1, g->gat);
     pd = rowpar_out(g, g->dtmp);
-    matmul_backward(pd, G(PT_QKVW, l), grad_first(g, PT_QKVW, l), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C, 3 * Cl, &g->gemm_work);
+    matmul_backward(pd, G(PT_QKVW, l), grad_first(g, PT_QKVW, l), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C,
+                    3 * Cl, &g->gemm_work);
     reduce_seq(g, comm, pd, g->dtmp);
     if (din != g->dres2) memcpy(din, g->dres2, sizeof(float) * BTs * C);
-    layernorm_backward(din, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd, BTs, C);
+    layernorm_backward(din, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd, BTs,
+                       C);
 }
 
 // Last stage: final LayerNorm, tied LM head over the local vocabulary slice and the
@@ -612,11 +735,12 @@ static double head_forward(GPT* g, Comm* comm, Acts* a) {
     float* xL = a->x + (size_t)g->nlc * BTs * C;
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, xL, P(PT_LNFW, 0), P(PT_LNFB, 0), BTs, C);
     const float* lnf = gather_seq(g, comm, a->lnf, g->gat);
-    if (Vv > 0) matmul_forward(a->logits, lnf, P(PT_WTE, 0), NULL, BT, C, Vv, &g->gemm_work); // (BT, Vv) with row stride Vv
+    if (Vv > 0)
+        matmul_forward(a->logits, lnf, P(PT_WTE, 0), NULL, BT, C, Vv, &g->gemm_work); // (BT, Vv) with row stride Vv
     float* mx = a->losses; // reuse (BT) buffers for the three reductions
     float* se = a->lse;
     float* tl = (float*)malloc_check(sizeof(float) * BT);
-    #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
     for (int n = 0; n < BT; n++) {
         // 16 running maxima, then theirs: a max is exact, so any order gives the same value
         // (NaNs are skipped either way; a zero maximum's sign changes no exp or sum below)
@@ -631,10 +755,10 @@ static double head_forward(GPT* g, Comm* comm, Acts* a) {
         mx[n] = m;
     }
     tp_allreduce_max(comm, mx, BT);
-    // sum-exp of each row: the exps vectorized a block at a time, summed in order. Four rows
-    // at a time, so their four in-order sums run as independent chains (one chain waited on
-    // every add)
-    #pragma omp parallel for schedule(static)
+// sum-exp of each row: the exps vectorized a block at a time, summed in order. Four rows
+// at a time, so their four in-order sums run as independent chains (one chain waited on
+// every add)
+#pragma omp parallel for schedule(static)
     for (int n0 = 0; n0 < BT; n0 += 4) {
         int nr = BT - n0 < 4 ? BT - n0 : 4;
         float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, e[4][1024];
@@ -645,8 +769,16 @@ static double head_forward(GPT* g, Comm* comm, Acts* a) {
                 float m = mx[n0 + r];
                 for (int v = 0; v < w; v++) e[r][v] = exp_vec(row[v] - m);
             }
-            if (nr == 4) for (int v = 0; v < w; v++) { s[0] += e[0][v]; s[1] += e[1][v]; s[2] += e[2][v]; s[3] += e[3][v]; }
-            else for (int r = 0; r < nr; r++) for (int v = 0; v < w; v++) s[r] += e[r][v];
+            if (nr == 4)
+                for (int v = 0; v < w; v++) {
+                    s[0] += e[0][v];
+                    s[1] += e[1][v];
+                    s[2] += e[2][v];
+                    s[3] += e[3][v];
+                }
+            else
+                for (int r = 0; r < nr; r++)
+                    for (int v = 0; v < w; v++) s[r] += e[r][v];
         }
         for (int r = 0; r < nr; r++) {
             int n = n0 + r, tgt = a->targets[n] - g->v0;
@@ -675,7 +807,7 @@ static double head_forward(GPT* g, Comm* comm, Acts* a) {
 static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
     int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C, Vv = g->Vv;
     float* xL = a->x + (size_t)g->nlc * BTs * C;
-    #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
     for (int n = 0; n < BT; n++) {
         float* row = a->logits + (size_t)n * Vv;
         float lse = a->lse[n];
@@ -688,14 +820,17 @@ static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
     const float* lnf = gather_seq(g, comm, a->lnf, g->gat);
     if (Vv > 0) {
         int first = grad_first(g, PT_WTE, 0);
-        if (first) memset(G(PT_WTE, 0) + (size_t)Vv * C, 0, sizeof(float) * (g->Vl - Vv) * C); // padded rows: the GEMM writes the first Vv
+        if (first)
+            memset(G(PT_WTE, 0) + (size_t)Vv * C, 0,
+                   sizeof(float) * (g->Vl - Vv) * C); // padded rows: the GEMM writes the first Vv
         matmul_backward(pd, G(PT_WTE, 0), first, NULL, a->logits, lnf, P(PT_WTE, 0), BT, C, Vv, &g->gemm_work);
     } else {
         memset(pd, 0, sizeof(float) * BT * C);
     }
     reduce_seq(g, comm, pd, g->dtmp);
     memset(g->dx, 0, sizeof(float) * BTs * C);
-    layernorm_backward(g->dx, G(PT_LNFW, 0), G(PT_LNFB, 0), g->dtmp, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd, BTs, C);
+    layernorm_backward(g->dx, G(PT_LNFW, 0), G(PT_LNFB, 0), g->dtmp, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd, BTs,
+                       C);
 }
 
 // Forward of chunk c of this rank for the unit in slot a (inputs/targets already loaded).
@@ -712,7 +847,8 @@ static double gpt_forward(GPT* g, Comm* comm, Acts* a, int c) {
 static void gpt_backward(GPT* g, Comm* comm, Acts* a, int c, float dloss) {
     if (is_last_chunk(g, c)) head_backward(g, comm, a, dloss);
     for (int j = g->nlc - 1; j >= 0; j--) {
-        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, comm, a, j, c * g->nlc + j); // rebuild this layer's activations
+        if (g->cfg.recompute == RECOMPUTE_FULL)
+            block_forward(g, comm, a, j, c * g->nlc + j); // rebuild this layer's activations
         block_backward(g, comm, a, j, c * g->nlc + j, g->dx, g->dx);
     }
     if (is_first_chunk(g, c)) embedding_backward(g, gather_seq(g, comm, g->dx, g->gdout), a->inputs);
@@ -722,7 +858,8 @@ static void gpt_backward(GPT* g, Comm* comm, Acts* a, int c, float dloss) {
 static void sp_reduce_ln_grads(GPT* g, Comm* comm) {
     static const int LN[] = {PT_LN1W, PT_LN1B, PT_LN2W, PT_LN2B, PT_LNFW, PT_LNFB};
     if (!g->sp) return;
-    for (int i = 0; i < 6; i++) if (g->pl.numel[LN[i]] > 0) tp_allreduce_sum(comm, g->grads + g->pl.offset[LN[i]], g->pl.numel[LN[i]]);
+    for (int i = 0; i < 6; i++)
+        if (g->pl.numel[LN[i]] > 0) tp_allreduce_sum(comm, g->grads + g->pl.offset[LN[i]], g->pl.numel[LN[i]]);
 }
 // Sum of squared gradients over flat elements [lo, hi) (grads[i - lo]), counting every
 // unique parameter once: TP-replicated tensors only on TP rank 0, the tied embedding only
@@ -741,7 +878,7 @@ static double gpt_grad_sumsq(const GPT* g, const float* grads, size_t lo, size_t
         const size_t CH = 1 << 16;
         size_t nch = (b - a + CH - 1) / CH;
         double* part = (double*)malloc_check(sizeof(double) * nch);
-        #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
         for (size_t c = 0; c < nch; c++) {
             size_t s = a + c * CH, e = s + CH < b ? s + CH : b;
             // 8 interleaved partial sums (element i into sum i % 8), added up in order at the
@@ -753,7 +890,10 @@ static double gpt_grad_sumsq(const GPT* g, const float* grads, size_t lo, size_t
             // 2 KiB ahead: a read-only stream from memory otherwise waits on every line
             // (125m: 17-19 ms -> 14-16 ms for 496 MB); the sums are the same
             for (; i + 64 <= n; i += 64) {
-                CPU_PREFETCH(gp + i + 512); CPU_PREFETCH(gp + i + 528); CPU_PREFETCH(gp + i + 544); CPU_PREFETCH(gp + i + 560);
+                CPU_PREFETCH(gp + i + 512);
+                CPU_PREFETCH(gp + i + 528);
+                CPU_PREFETCH(gp + i + 544);
+                CPU_PREFETCH(gp + i + 560);
                 for (int u = 0; u < 64; u += 8)
                     for (int j = 0; j < 8; j++) acc[j] += (double)gp[i + u + j] * gp[i + u + j];
             }
@@ -792,19 +932,23 @@ static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int6
         float* restrict pv = g->v + (a - lo);
         const float* restrict pg = grads + (a - lo);
         size_t n = b - a;
-        // a line (16 floats) at a time, each of the four streams prefetched 2 KiB ahead: the
-        // loop is memory-bound, and the hardware prefetcher alone left it at ~70 ms for the
-        // 125m bench's 124M parameters (~59 ms with this; the arithmetic is the same)
-        #pragma omp parallel for schedule(static)
+// a line (16 floats) at a time, each of the four streams prefetched 2 KiB ahead: the
+// loop is memory-bound, and the hardware prefetcher alone left it at ~70 ms for the
+// 125m bench's 124M parameters (~59 ms with this; the arithmetic is the same)
+#pragma omp parallel for schedule(static)
         for (size_t i0 = 0; i0 < n; i0 += 16) {
-            CPU_PREFETCH(pp + i0 + 512); CPU_PREFETCH(pm + i0 + 512); CPU_PREFETCH(pv + i0 + 512); CPU_PREFETCH(pg + i0 + 512);
+            CPU_PREFETCH(pp + i0 + 512);
+            CPU_PREFETCH(pm + i0 + 512);
+            CPU_PREFETCH(pv + i0 + 512);
+            CPU_PREFETCH(pg + i0 + 512);
             size_t ie = i0 + 16 < n ? i0 + 16 : n;
-            #pragma omp simd
+#pragma omp simd
             for (size_t i = i0; i < ie; i++) {
                 float gr = pg[i] * gscale;
                 float m = b1 * pm[i] + (1.0f - b1) * gr;
                 float v = b2 * pv[i] + (1.0f - b2) * gr * gr;
-                pm[i] = m; pv[i] = v;
+                pm[i] = m;
+                pv[i] = v;
                 float mhat = m / bc1, vhat = v / bc2;
                 pp[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * pp[i]);
             }
@@ -819,7 +963,7 @@ static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int6
 // training context
 
 typedef struct {
-    Run run;      // recipe progress, data, log and instruments, shared with the CUDA trainer (llmc/host/run.h)
+    Run run; // recipe progress, data, log and instruments, shared with the CUDA trainer (llmc/host/run.h)
     GPT model;
 } Train;
 
@@ -831,10 +975,10 @@ typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
 
 // The activation slot of unit (chunk c, micro-batch k): 1F1B uses k % PP; interleaved
 // units take the lowest free slot on first touch and give it back after their backward
-// (schedule_slots bounds how many are held at once).
+// (pipe_slots bounds how many are held at once).
 static Acts* unit_slot(GPT* g, int c, int k) {
-    if (g->V == 1) return &g->acts[k % g->nslots];
-    int unit = k * g->V + c, free_slot = -1;
+    if (g->nchunk == 1) return &g->acts[k % g->nslots];
+    int unit = k * g->nchunk + c, free_slot = -1;
     for (int s = 0; s < g->nslots; s++) {
         if (g->slot_unit[s] == unit) return &g->acts[s];
         if (g->slot_unit[s] < 0 && free_slot < 0) free_slot = s;
@@ -844,25 +988,29 @@ static Acts* unit_slot(GPT* g, int c, int k) {
     return &g->acts[free_slot];
 }
 static void unit_release(GPT* g, int c, int k) {
-    for (int s = 0; s < g->nslots && g->V > 1; s++) if (g->slot_unit[s] == k * g->V + c) g->slot_unit[s] = -1;
+    for (int s = 0; s < g->nslots && g->nchunk > 1; s++)
+        if (g->slot_unit[s] == k * g->nchunk + c) g->slot_unit[s] = -1;
 }
 
-static double run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
+static double pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
     GPT* g = &t->model;
     Comm* comm = &t->run.comm;
     size_t nact = (size_t)g->B * g->Ts * g->C; // with -sp only this rank's sequence shard travels
     int n;
-    Action* plan = schedule_interleaved(comm->pp, comm->PP, g->V, m, forward_only, &n);
+    Action* plan = pipe_interleaved(comm->pp, comm->PP, g->nchunk, m, forward_only, &n);
     if (plan == NULL) die("out of memory for the pipeline schedule");
     double loss_sum = 0.0;
     for (int i = 0; i < n; i++) {
         int k = plan[i].micro, c = plan[i].chunk, peer, tag;
-        schedule_peer(&plan[i], comm->pp, comm->PP, g->V, &peer, &tag);
+        pipe_peer(&plan[i], comm->pp, comm->PP, g->nchunk, &peer, &tag);
         ActionKind kind = plan[i].kind;
-        Acts* a = (kind == ACT_RECV_GRAD || kind == ACT_SEND_GRAD) ? NULL : unit_slot(g, c, k); // gradients travel in g->dx
+        Acts* a =
+            (kind == ACT_RECV_GRAD || kind == ACT_SEND_GRAD) ? NULL : unit_slot(g, c, k); // gradients travel in g->dx
         float* xout = a ? a->x + (size_t)g->nlc * nact : NULL;
         switch (kind) {
-            case ACT_RECV_ACT: pp_recv(comm, a->x, nact, peer, tag); break;
+            case ACT_RECV_ACT:
+                pp_recv(comm, a->x, nact, peer, tag);
+                break;
             case ACT_FORWARD:
                 if (is_first_chunk(g, c) || is_last_chunk(g, c)) load(t, a, k, user);
                 loss_sum += gpt_forward(g, comm, a, c);
@@ -872,9 +1020,16 @@ static double run_schedule(Train* t, int m, int forward_only, float dloss, LoadF
                 pp_send(comm, xout, nact, peer, tag); // copies: the slot may be reused at once
                 if (forward_only) unit_release(g, c, k);
                 break;
-            case ACT_RECV_GRAD: pp_recv(comm, g->dx, nact, peer, tag); break;
-            case ACT_BACKWARD: gpt_backward(g, comm, a, c, dloss); unit_release(g, c, k); break;
-            case ACT_SEND_GRAD: pp_send(comm, g->dx, nact, peer, tag); break;
+            case ACT_RECV_GRAD:
+                pp_recv(comm, g->dx, nact, peer, tag);
+                break;
+            case ACT_BACKWARD:
+                gpt_backward(g, comm, a, c, dloss);
+                unit_release(g, c, k);
+                break;
+            case ACT_SEND_GRAD:
+                pp_send(comm, g->dx, nact, peer, tag);
+                break;
         }
     }
     pp_flush(comm);
@@ -882,7 +1037,11 @@ static double run_schedule(Train* t, int m, int forward_only, float dloss, LoadF
     return loss_sum;
 }
 
-typedef struct { int64_t first; int64_t gb; DataSet* ds; } BatchRef;
+typedef struct {
+    int64_t first;
+    int64_t gb;
+    DataSet* ds;
+} BatchRef;
 
 static void load_train_micro(Train* t, Acts* a, int k, void* user) {
     const BatchRef* br = (const BatchRef*)user;
@@ -903,16 +1062,19 @@ static StepResult train_step(Train* t) {
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
     grads_begin(g);
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
-    double loss_sum = run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
+    double loss_sum = pipe_execute(t, r.micro, 0, dloss, load_train_micro, &br);
     grads_end(g);
     sp_reduce_ln_grads(g, comm);
     // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
     r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? loss_sum : 0.0) / ((double)r.gb * c->seq);
-    if (is_first_stage(g) || is_last_stage(g)) emb_allreduce_sum(comm, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
+    if (is_first_stage(g) || is_last_stage(g))
+        emb_allreduce_sum(comm, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
     // |G_small|^2: each replica's squared norm before the DP reduction (mean over replicas)
     double small_sumsq = comm->DP > 1 ? world_sum(comm, gpt_grad_sumsq(g, g->grads, 0, g->pl.total)) / comm->DP : 0.0;
-    if (c->zero) dp_reduce_scatter_sum(comm, g->grads, g->gshard, g->pl.total);
-    else dp_allreduce_sum(comm, g->grads, g->pl.total);
+    if (c->zero)
+        dp_reduce_scatter_sum(comm, g->grads, g->gshard, g->pl.total);
+    else
+        dp_allreduce_sum(comm, g->grads, g->pl.total);
     // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
     double sumsq = (c->zero || comm->dp == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
     r.gnorm = sqrt(world_sum(comm, sumsq));
@@ -931,8 +1093,9 @@ static StepResult train_step(Train* t) {
 static double evaluate(Train* t) {
     int64_t n = run_val_samples(&t->run);
     BatchRef br = {0, n, &t->run.val};
-    double sum = run_schedule(t, (int)(n / ((int64_t)t->run.cfg.mb * t->run.comm.DP)), 1, 0.0f, load_train_micro, &br);
-    return world_sum(&t->run.comm, (is_last_stage(&t->model) && t->run.comm.tp == 0) ? sum : 0.0) / ((double)n * t->run.cfg.seq);
+    double sum = pipe_execute(t, (int)(n / ((int64_t)t->run.cfg.mb * t->run.comm.DP)), 1, 0.0f, load_train_micro, &br);
+    return world_sum(&t->run.comm, (is_last_stage(&t->model) && t->run.comm.tp == 0) ? sum : 0.0) /
+           ((double)n * t->run.cfg.seq);
 }
 
 static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
@@ -952,7 +1115,7 @@ static void sample_text(Train* t, FILE* out) {
     float* row = (float*)malloc_check(sizeof(float) * c->Vp);
     if (t->run.comm.rank == run_sampler_rank(&t->run)) fprintf(out, "sample: ");
     for (int pos = n0; pos < n0 + c->sample_len && pos < g->T; pos++) {
-        run_schedule(t, 1, 1, 0.0f, load_sample_micro, tokens);
+        pipe_execute(t, 1, 1, 0.0f, load_sample_micro, tokens);
         if (is_last_stage(g)) { // this TP rank's Vv columns of the row at pos-1
             memset(row, 0, sizeof(float) * c->Vp);
             memcpy(row + g->v0, g->acts[0].logits + (size_t)(pos - 1) * g->Vv, sizeof(float) * g->Vv);
@@ -961,14 +1124,15 @@ static void sample_text(Train* t, FILE* out) {
         run_sample_print(&t->run, out, tokens[pos]);
     }
     run_sample_end(&t->run, out);
-    free(tokens); free(row);
+    free(tokens);
+    free(row);
 }
 
 // the cloze evaluation's hooks (llmc/host/eval.h): a forward of a (B, T) token batch, and a
 // logits row of the last stage at this TP rank's vocabulary offset
 static void eval_forward(void* self, const int* tokens) {
     Train* t = (Train*)self;
-    run_schedule(t, 1, 1, 0.0f, load_sample_micro, (void*)tokens);
+    pipe_execute(t, 1, 1, 0.0f, load_sample_micro, (void*)tokens);
 }
 static void eval_row(void* self, int b, int pos, float* row) {
     GPT* g = &((Train*)self)->model;
@@ -991,7 +1155,9 @@ static int save_checkpoint(Train* t) {
 static int load_checkpoint(Train* t, const char* dir, int weights_only, char* err, size_t n) {
     GPT* g = &t->model;
     Progress p = run_progress(&t->run);
-    if (load_checkpoint_rank(&t->run.cfg, dir, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt, weights_only, &p, err, n) != 0) return -1;
+    if (load_checkpoint_rank(&t->run.cfg, dir, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt, weights_only, &p,
+                             err, n) != 0)
+        return -1;
     run_restore(&t->run, &p);
     return 0;
 }
@@ -1003,10 +1169,11 @@ static int load_checkpoint(Train* t, const char* dir, int weights_only, char* er
 // schedule multiplies by its in-flight count), and per layer (compare doc/sp_recompute_vpp.md).
 static void print_act_memory(const GPT* g) {
     static const char* RC[] = {"0", "full", "selective"};
-    table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], g->sp, g->V);
-    size_t shared = g->att_shared ? sizeof(float) * ((size_t)g->B * g->NH * g->T * g->T + (size_t)g->B * g->T * g->Cl) : 0;
+    table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], g->sp, g->nchunk);
+    size_t shared =
+        g->att_shared ? sizeof(float) * ((size_t)g->B * g->NH * g->T * g->T + (size_t)g->B * g->T * g->Cl) : 0;
     table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",
-              (double)g->acts[0].bytes * g->V / 1048576.0, g->acts[0].layer_bytes, g->nslots,
+              (double)g->acts[0].bytes * g->nchunk / 1048576.0, g->acts[0].layer_bytes, g->nslots,
               ((double)g->acts[0].bytes * g->nslots + shared) / 1048576.0);
 }
 
@@ -1026,8 +1193,8 @@ static void print_config_table(const Train* t) {
 static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     memset(t, 0, sizeof(*t));
     run_init(&t->run, cfg, comm);
-    // 1F1B: at most PP micro-batches in flight; interleaved: schedule_slots units
-    int nslots = cfg->vpp > 1 ? schedule_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
+    // 1F1B: at most PP micro-batches in flight; interleaved: pipe_slots units
+    int nslots = cfg->vpp > 1 ? pipe_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
     gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots);
 }
 
@@ -1041,8 +1208,13 @@ static StepResult hook_step(void* self) { return train_step((Train*)self); }
 static double hook_evaluate(void* self) { return evaluate((Train*)self); }
 static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out); }
 static int hook_save(void* self) { return save_checkpoint((Train*)self); }
-static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) { return load_checkpoint((Train*)self, dir, weights_only, err, n); }
-static void hook_init(void* self) { Train* t = (Train*)self; param_init(&t->model.pl, t->model.params, t->run.cfg.seed, t->run.cfg.scaled_init); }
+static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) {
+    return load_checkpoint((Train*)self, dir, weights_only, err, n);
+}
+static void hook_init(void* self) {
+    Train* t = (Train*)self;
+    param_init(&t->model.pl, t->model.params, t->run.cfg.seed, t->run.cfg.scaled_init);
+}
 
 #ifndef TESTING
 int main(int argc, char** argv) {
@@ -1068,7 +1240,11 @@ int main(int argc, char** argv) {
     Config cfg;
     Comm comm;
     startup(&cfg, &comm, argc, argv);
-    { CpuIsa isa; char err[160]; if (cpu_isa_choose(&isa, err, sizeof(err)) != 0) die("%s", err); } // before any work
+    {
+        CpuIsa isa;
+        char err[160];
+        if (cpu_isa_choose(&isa, err, sizeof(err)) != 0) die("%s", err);
+    } // before any work
 #ifdef _OPENMP
     // under mpirun, by default share the node's cores among its ranks instead of giving
     // every rank all of them (-threads or OMP_NUM_THREADS override)
@@ -1082,7 +1258,15 @@ int main(int argc, char** argv) {
     Train t;
     train_setup(&t, &cfg, &comm);
     run_open_data(&t.run, is_first_stage(&t.model) || is_last_stage(&t.model)); // only these stages read tokens
-    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, hook_load, hook_init, 0.0, NULL, // CPU: GFLOP/s, no MFU; no device communicators
+    RunHooks hooks = {&t,
+                      hook_step,
+                      hook_evaluate,
+                      hook_sample,
+                      hook_save,
+                      hook_load,
+                      hook_init,
+                      0.0,
+                      NULL, // CPU: GFLOP/s, no MFU; no device communicators
                       {&t, eval_forward, eval_row}};
     run_load_weights(&t.run, &hooks);
     if (comm.rank == 0) print_config_table(&t);

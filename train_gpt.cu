@@ -83,7 +83,10 @@
 // ----------------------------------------------------------------------------------------
 // device memory: one bump allocation per object (sizes first, then pointers)
 
-typedef struct { char* base; size_t off; } Arena;
+typedef struct {
+    char* base;
+    size_t off;
+} Arena;
 
 static void* arena_take(Arena* a, size_t bytes) {
     a->off = (a->off + 255) & ~(size_t)255;
@@ -91,7 +94,10 @@ static void* arena_take(Arena* a, size_t bytes) {
     a->off += bytes > 0 ? bytes : 1;
     return p;
 }
-template <class T> static void arena_set(Arena* a, T** p, size_t n) { *p = (T*)arena_take(a, sizeof(T) * n); }
+template <class T>
+static void arena_set(Arena* a, T** p, size_t n) {
+    *p = (T*)arena_take(a, sizeof(T) * n);
+}
 #define TAKE(ar, ptr, n) arena_set((ar), &(ptr), (size_t)(n))
 
 // ----------------------------------------------------------------------------------------
@@ -101,14 +107,19 @@ template <class T> static void arena_set(Arena* a, T** p, size_t n) { *p = (T*)a
 // outside the tensor-parallel region are this rank's sequence shard (B, Ts, C), Ts = T/TP
 // (else Ts = T); everything between the column- and row-parallel GEMMs covers all T.
 typedef struct {
-    bf16* ln1; float* ln1_mean; float* ln1_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
-    bf16* qkv;                                   // (B,T,3Cl)
-    float* att;                                  // (B,NH,T,T) naive attention only
-    float* lse;                                  // (B,NH,T) flash attention (tc, flash) only
-    bf16* atty;                                  // (B,T,Cl)
-    bf16* resid2;                                // (B,Ts,C) x + attention
-    bf16* ln2; float* ln2_mean; float* ln2_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
-    bf16* fch; bf16* fch_gelu;                   // (B,T,F) pre-activation, GeLU output
+    bf16* ln1;
+    float* ln1_mean;
+    float* ln1_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
+    bf16* qkv;       // (B,T,3Cl)
+    float* att;      // (B,NH,T,T) naive attention only
+    float* lse;      // (B,NH,T) flash attention (tc, flash) only
+    bf16* atty;      // (B,T,Cl)
+    bf16* resid2;    // (B,Ts,C) x + attention
+    bf16* ln2;
+    float* ln2_mean;
+    float* ln2_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
+    bf16* fch;
+    bf16* fch_gelu; // (B,T,F) pre-activation, GeLU output
 } LayerActs;
 
 // Activations of one (chunk, micro-batch) unit in flight (one micro-batch without -vpp).
@@ -116,70 +127,88 @@ typedef struct {
 // input x[j] is kept.
 typedef struct {
     void* mem;
-    bf16* x;           // (nlc+1, B, Ts, C): x[j] = input of layer j of the chunk, x[nlc] = chunk output (Ts = T/TP with -sp 1, else T)
-    LayerActs* layer;  // (nlc) or (1) with full recompute (host array of device pointers)
-    bf16* lnf; float* lnf_mean; float* lnf_rstd; // (B,Ts,C) (B,Ts) (B,Ts)   last stage
-    bf16* logits;      // (B,T,ldl) last stage: logits of the Vl padded columns (the first Vv real), then dlogits
-    float* losses;     // (B,T) per-token loss
-    float* lse;        // (B,T) log-sum-exp over the full vocabulary
-    float* ce;         // (4, B,T) cross-entropy statistics: local max, global max, sum-exp, target logit
-    int* inputs; int* targets;        // (B,T) device
-    int* h_inputs; int* h_targets;    // (B,T) pinned host
-    EmbedBuckets hb;                  // pinned host buckets of the inputs by owned token (first stage)
-    cudaEvent_t uploaded;             // recorded after this slot's uploads: the host arrays are free again
-    int* d_uniq; int* d_off; int* d_pos; // device copies: (B*T) (B*T+1) (B*T)
-    size_t bytes, layer_bytes;        // activation bytes this unit keeps (no tokens); of them, per layer (incl. its input)
+    bf16* x; // (nlc+1, B, Ts, C): x[j] = input of layer j of the chunk, x[nlc] = chunk output (Ts = T/TP with -sp 1,
+             // else T)
+    LayerActs* layer; // (nlc) or (1) with full recompute (host array of device pointers)
+    bf16* lnf;
+    float* lnf_mean;
+    float* lnf_rstd; // (B,Ts,C) (B,Ts) (B,Ts)   last stage
+    bf16* logits;    // (B,T,ldl) last stage: logits of the Vl padded columns (the first Vv real), then dlogits
+    float* losses;   // (B,T) per-token loss
+    float* lse;      // (B,T) log-sum-exp over the full vocabulary
+    float* ce;       // (4, B,T) cross-entropy statistics: local max, global max, sum-exp, target logit
+    int* inputs;
+    int* targets; // (B,T) device
+    int* h_inputs;
+    int* h_targets;       // (B,T) pinned host
+    EmbedBuckets hb;      // pinned host buckets of the inputs by owned token (first stage)
+    cudaEvent_t uploaded; // recorded after this slot's uploads: the host arrays are free again
+    int* d_uniq;
+    int* d_off;
+    int* d_pos;                // device copies: (B*T) (B*T+1) (B*T)
+    size_t bytes, layer_bytes; // activation bytes this unit keeps (no tokens); of them, per layer (incl. its input)
 } Acts;
 
 typedef struct {
     Config cfg;
     ParamLayout pl;
     int B, T, C, NH, hs, Cl, F, Vl, v0, Vv, ldl; // ldl: row stride of the logits (Vl rounded up to 8)
-    int V, nlc;        // model chunks per rank (-vpp) and layers per chunk
-    int sp, Ts;        // -sp 1 (TP > 1 only): the residual stream keeps Ts = T/TP sequence rows per rank
-    int attn, gelu_fused; // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores), ATTN_TC (tensor cores) or ATTN_CUDNN
+    int nchunk, nlc;                             // model chunks per rank (-vpp) and layers per chunk
+    int sp, Ts;              // -sp 1 (TP > 1 only): the residual stream keeps Ts = T/TP sequence rows per rank
+    int attn, gelu_fused;    // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores), ATTN_TC (tensor cores) or ATTN_CUDNN
     struct CudnnAttn* cudnn; // cuDNN graphs and workspace (ATTN_CUDNN only)
-    size_t total_pad;  // pl.total rounded up to a multiple of DP (equal ZeRO shards for NCCL)
-    bf16* params;      // (total_pad) bf16 working weights
-    float* grads;      // (total_pad) fp32 gradients, accumulated over the micro-batches
-    float* master;     // (n_opt) fp32 master weights of flat elements [opt_off, opt_off+n_opt)
-    float* m; float* v; size_t opt_off, n_opt, n_shard; // AdamW moments; n_shard: allocated shard
-    float* gshard;     // ZeRO-1: reduced gradient shard (n_shard; with the overlapped DP reduction, the owner's slice of grads); else grads
-    int overlap;       // DP reduction in buckets on the communication stream (DevComm.overlap)
-    int nbuckets;      // buckets launched this step (one per local layer, then the rest)
-    double* gn_pre;    // (nlayers + 1) each bucket's squared norm before its DP reduction (noise scale)
-    int nslots; Acts* acts;
-    int* slot_unit;    // (nslots) -vpp: the (chunk, micro-batch) unit k*V + c each slot holds, -1 = free
+    size_t total_pad;        // pl.total rounded up to a multiple of DP (equal ZeRO shards for NCCL)
+    bf16* params;            // (total_pad) bf16 working weights
+    float* grads;            // (total_pad) fp32 gradients, accumulated over the micro-batches
+    float* master;           // (n_opt) fp32 master weights of flat elements [opt_off, opt_off+n_opt)
+    float* m;
+    float* v;
+    size_t opt_off, n_opt, n_shard; // AdamW moments; n_shard: allocated shard
+    float* gshard;  // ZeRO-1: reduced gradient shard (n_shard; with the overlapped DP reduction, the owner's slice of
+                    // grads); else grads
+    int overlap;    // DP reduction in buckets on the communication stream (DevComm.overlap)
+    int nbuckets;   // buckets launched this step (one per local layer, then the rest)
+    double* gn_pre; // (nlayers + 1) each bucket's squared norm before its DP reduction (noise scale)
+    int nslots;
+    Acts* acts;
+    int* slot_unit; // (nslots) -vpp: the (chunk, micro-batch) unit k*V + c each slot holds, -1 = free
     // micro-batch-sized scratch (device)
-    int ndgrad; bf16** dgrad; // (ndgrad) of (B,T,C): the gradient flowing backward; 1F1B: two, by
-                       // backward parity; -vpp: a pool of ndgrad handed to units (layout.h's schedule_grad_buffers)
+    int ndgrad;
+    bf16** dgrad;        // (ndgrad) of (B,T,C): the gradient flowing backward; 1F1B: two, by
+                         // backward parity; -vpp: a pool of ndgrad handed to units (layout.h's pipe_grad_buffers)
     UnitPool dgrad_pool; // -vpp: which unit holds each gradient buffer
-    PpBuf* ppbuf;      // (nslots + ndgrad) the overlapped pipeline's events of each slot, then each gradient buffer
-    bf16* ftmp;        // (B,T,C) row-parallel partial sums in forward
-    bf16* gat; bf16* gdout; bf16* fsh; bf16* sptmp; // -sp: gathered input (B,T,C), gathered gradient (B,T,C),
-                                                    // reduce-scatter output (B,Ts,C), collective staging (B,T,C)
-    bf16* dtmp;        // (B,T,C)
-    bf16* dres2;       // (B,T,C)
-    bf16* dqkv;        // (B,T,3Cl)
-    bf16* datty;       // (B,T,Cl)
-    bf16* dfch;        // (B,T,F)
+    PpBuf* ppbuf;        // (nslots + ndgrad) the overlapped pipeline's events of each slot, then each gradient buffer
+    bf16* ftmp;          // (B,T,C) row-parallel partial sums in forward
+    bf16* gat;
+    bf16* gdout;
+    bf16* fsh;
+    bf16* sptmp;         // -sp: gathered input (B,T,C), gathered gradient (B,T,C),
+                         // reduce-scatter output (B,Ts,C), collective staging (B,T,C)
+    bf16* dtmp;          // (B,T,C)
+    bf16* dres2;         // (B,T,C)
+    bf16* dqkv;          // (B,T,3Cl)
+    bf16* datty;         // (B,T,Cl)
+    bf16* dfch;          // (B,T,F)
     float* attn_scratch; // naive: (B,NH,T,T) pre-softmax gradient; flash, tc: (B,NH,T) rowsum(dO * O)
-    float* red; size_t red_n; // LayerNorm backward scratch: dw/db partial sums and tickets (zeroed once)
-    double* loss_acc;  // (1) sum of token losses of this rank, this step
-    double* gn;        // (2 + GN_BLOCKS) two squared-norm results, then the partials
-    double* h_stats;   // (3) pinned: loss sum, squared norm before and after the DP reduction, read with one wait
+    float* red;
+    size_t red_n;     // LayerNorm backward scratch: dw/db partial sums and tickets (zeroed once)
+    double* loss_acc; // (1) sum of token losses of this rank, this step
+    double* gn;       // (2 + GN_BLOCKS) two squared-norm results, then the partials
+    double* h_stats;  // (3) pinned: loss sum, squared norm before and after the DP reduction, read with one wait
     void* mem;
-    int* h_work;       // (Vl + 1) host bucket scratch
+    int* h_work; // (Vl + 1) host bucket scratch
     Gemm gemm;
     cudaStream_t stream;
 } GPT;
 
 enum { ATTN_NAIVE, ATTN_FLASH, ATTN_TC, ATTN_CUDNN };
-static const char* ATTN_NAMES[] = {"naive (materialised T x T)", "flash on CUDA cores (no T x T)", "flash on tensor cores (no T x T)",
-                                   "cuDNN fused flash attention (no T x T)"};
+static const char* ATTN_NAMES[] = {"naive (materialised T x T)", "flash on CUDA cores (no T x T)",
+                                   "flash on tensor cores (no T x T)", "cuDNN fused flash attention (no T x T)"};
 
 // The own kernel for a head size: tc where a tensor-core kernel exists, else CUDA cores.
-static int own_attention_kind(int hs) { return flash_tc_supported(hs) ? ATTN_TC : (hs <= FLASH_MAX_HS ? ATTN_FLASH : ATTN_NAIVE); }
+static int own_attention_kind(int hs) {
+    return flash_tc_supported(hs) ? ATTN_TC : (hs <= FLASH_MAX_HS ? ATTN_FLASH : ATTN_NAIVE);
+}
 
 // LLMC_ATTENTION: auto (default), cudnn, tc, flash or naive. cudnn (and auto in a cuDNN
 // build) is only a wish here: gpt_build asks cuDNN whether it runs the shape and falls
@@ -194,16 +223,21 @@ static int attention_kind(int hs) {
 #endif
     }
     if (strcmp(v, "naive") == 0) return ATTN_NAIVE;
-    if (strcmp(v, "flash") == 0) { flash_maxd(hs); return ATTN_FLASH; }
+    if (strcmp(v, "flash") == 0) {
+        flash_maxd(hs);
+        return ATTN_FLASH;
+    }
     if (strcmp(v, "tc") == 0) {
-        if (!flash_tc_supported(hs)) die("LLMC_ATTENTION=tc: no tensor-core kernel for head size %d (16, 32, 64, 128, 160): use flash", hs);
+        if (!flash_tc_supported(hs))
+            die("LLMC_ATTENTION=tc: no tensor-core kernel for head size %d (16, 32, 64, 128, 160): use flash", hs);
         return ATTN_TC;
     }
     if (strcmp(v, "cudnn") == 0) {
 #ifdef USE_CUDNN
         return ATTN_CUDNN;
 #else
-        die("LLMC_ATTENTION=cudnn: this build has no cuDNN (the build says why; see README, the CUDA trainer): use auto or tc");
+        die("LLMC_ATTENTION=cudnn: this build has no cuDNN (the build says why; see README, the CUDA trainer): use "
+            "auto or tc");
 #endif
     }
     die("environment LLMC_ATTENTION=%s: use auto, cudnn, tc, flash or naive", v);
@@ -219,9 +253,11 @@ static void attention_setup(GPT* g) {
     char why[512];
     g->cudnn = cudnn_attn_create(g->B, g->T, g->NH, g->hs, g->stream, why, sizeof why);
     if (g->cudnn != NULL && !cudnn_attn_deterministic(g->cudnn))
-        fprintf(stderr, "warning: cuDNN %zu has no deterministic attention backward for T=%d heads=%d head size %d: the "
-                "non-deterministic one runs, so a resumed run is not bit-identical (LLMC_ATTENTION=tc keeps the bits)\n",
-                cudnn_attn_version(), g->T, g->NH, g->hs);
+        fprintf(
+            stderr,
+            "warning: cuDNN %zu has no deterministic attention backward for T=%d heads=%d head size %d: the "
+            "non-deterministic one runs, so a resumed run is not bit-identical (LLMC_ATTENTION=tc keeps the bits)\n",
+            cudnn_attn_version(), g->T, g->NH, g->hs);
     if (g->cudnn != NULL) return;
     const char* v = getenv("LLMC_ATTENTION");
     if (v != NULL && strcmp(v, "cudnn") == 0) die("LLMC_ATTENTION=cudnn: %s", why);
@@ -234,9 +270,11 @@ static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
 static int is_last_stage(const GPT* g) { return g->pl.pp == g->pl.PP - 1; }
 // chunk c of this rank is the first / last virtual stage (embeddings / head)
 static int is_first_chunk(const GPT* g, int c) { return g->pl.pp == 0 && c == 0; }
-static int is_last_chunk(const GPT* g, int c) { return g->pl.pp == g->pl.PP - 1 && c == g->V - 1; }
+static int is_last_chunk(const GPT* g, int c) { return g->pl.pp == g->pl.PP - 1 && c == g->nchunk - 1; }
 
-static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g->cfg.recompute == RECOMPUTE_FULL ? 0 : l]; }
+static LayerActs* layer_acts(const GPT* g, Acts* a, int l) {
+    return &a->layer[g->cfg.recompute == RECOMPUTE_FULL ? 0 : l];
+}
 
 // Activation bytes of one unit, counted from the shapes acts_carve takes (no alignment
 // padding, no token buffers), as train_gpt.c counts them: layer_bytes is what one layer
@@ -246,13 +284,16 @@ static LayerActs* layer_acts(const GPT* g, Acts* a, int l) { return &a->layer[g-
 // per rank by print_act_memory, not here.
 static void acts_count_bytes(const GPT* g, Acts* a) {
     size_t B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
-    size_t att = g->attn != ATTN_NAIVE ? sizeof(float) * B * NH * T                                      // lse
-               : g->cfg.recompute == RECOMPUTE_SELECTIVE ? 0 : sizeof(float) * B * NH * T * T;          // probabilities
-    size_t stash = sizeof(bf16) * (BTs * C + BT * 3 * Cl + BT * Cl + 2 * BTs * C + 2 * BT * F) + sizeof(float) * 4 * BTs + att;
+    size_t att = g->attn != ATTN_NAIVE                     ? sizeof(float) * B * NH * T // lse
+                 : g->cfg.recompute == RECOMPUTE_SELECTIVE ? 0
+                                                           : sizeof(float) * B * NH * T * T; // probabilities
+    size_t stash =
+        sizeof(bf16) * (BTs * C + BT * 3 * Cl + BT * Cl + 2 * BTs * C + 2 * BT * F) + sizeof(float) * 4 * BTs + att;
     int full = g->cfg.recompute == RECOMPUTE_FULL;
     a->layer_bytes = sizeof(bf16) * BTs * C + (full ? 0 : stash);
     a->bytes = sizeof(bf16) * (size_t)(g->nlc + 1) * BTs * C + (size_t)(full ? 1 : g->nlc) * stash;
-    if (is_last_stage(g)) a->bytes += sizeof(bf16) * (BTs * C + BT * (size_t)g->ldl) + sizeof(float) * (2 * BTs + 6 * BT);
+    if (is_last_stage(g))
+        a->bytes += sizeof(bf16) * (BTs * C + BT * (size_t)g->ldl) + sizeof(float) * (2 * BTs + 6 * BT);
 }
 
 static void acts_carve(GPT* g, Acts* a, Arena* ar) {
@@ -267,23 +308,43 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
     if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE) TAKE(ar, att_shared, (size_t)B * NH * T * T);
     for (int l = 0; l < nla; l++) {
         LayerActs* la = &a->layer[l];
-        TAKE(ar, la->ln1, BTs * C); TAKE(ar, la->ln1_mean, BTs); TAKE(ar, la->ln1_rstd, BTs);
+        TAKE(ar, la->ln1, BTs * C);
+        TAKE(ar, la->ln1_mean, BTs);
+        TAKE(ar, la->ln1_rstd, BTs);
         TAKE(ar, la->qkv, BT * 3 * Cl);
-        if (g->attn != ATTN_NAIVE) { la->att = NULL; TAKE(ar, la->lse, (size_t)B * NH * T); }
-        else if (att_shared != NULL) { la->lse = NULL; la->att = att_shared; }
-        else { la->lse = NULL; TAKE(ar, la->att, (size_t)B * NH * T * T); }
+        if (g->attn != ATTN_NAIVE) {
+            la->att = NULL;
+            TAKE(ar, la->lse, (size_t)B * NH * T);
+        } else if (att_shared != NULL) {
+            la->lse = NULL;
+            la->att = att_shared;
+        } else {
+            la->lse = NULL;
+            TAKE(ar, la->att, (size_t)B * NH * T * T);
+        }
         TAKE(ar, la->atty, BT * Cl);
         TAKE(ar, la->resid2, BTs * C);
-        TAKE(ar, la->ln2, BTs * C); TAKE(ar, la->ln2_mean, BTs); TAKE(ar, la->ln2_rstd, BTs);
-        TAKE(ar, la->fch, BT * F); TAKE(ar, la->fch_gelu, BT * F);
+        TAKE(ar, la->ln2, BTs * C);
+        TAKE(ar, la->ln2_mean, BTs);
+        TAKE(ar, la->ln2_rstd, BTs);
+        TAKE(ar, la->fch, BT * F);
+        TAKE(ar, la->fch_gelu, BT * F);
     }
     if (is_last_stage(g)) {
-        TAKE(ar, a->lnf, BTs * C); TAKE(ar, a->lnf_mean, BTs); TAKE(ar, a->lnf_rstd, BTs);
-        TAKE(ar, a->logits, BT * g->ldl); TAKE(ar, a->losses, BT); TAKE(ar, a->lse, BT); TAKE(ar, a->ce, 4 * BT);
+        TAKE(ar, a->lnf, BTs * C);
+        TAKE(ar, a->lnf_mean, BTs);
+        TAKE(ar, a->lnf_rstd, BTs);
+        TAKE(ar, a->logits, BT * g->ldl);
+        TAKE(ar, a->losses, BT);
+        TAKE(ar, a->lse, BT);
+        TAKE(ar, a->ce, 4 * BT);
     }
     acts_count_bytes(g, a);
-    TAKE(ar, a->inputs, BT); TAKE(ar, a->targets, BT);
-    TAKE(ar, a->d_uniq, BT); TAKE(ar, a->d_off, BT + 1); TAKE(ar, a->d_pos, BT);
+    TAKE(ar, a->inputs, BT);
+    TAKE(ar, a->targets, BT);
+    TAKE(ar, a->d_uniq, BT);
+    TAKE(ar, a->d_off, BT + 1);
+    TAKE(ar, a->d_pos, BT);
 }
 
 static void acts_alloc(GPT* g, Acts* a) {
@@ -292,7 +353,8 @@ static void acts_alloc(GPT* g, Acts* a) {
     Arena ar = {NULL, 0};
     acts_carve(g, a, &ar);
     a->mem = dev_alloc(ar.off);
-    ar.base = (char*)a->mem; ar.off = 0;
+    ar.base = (char*)a->mem;
+    ar.off = 0;
     acts_carve(g, a, &ar);
     // pinned, so the uploads are asynchronous DMA instead of a staged copy that holds the
     // host at every micro-batch; acts_host_claim guards their reuse
@@ -301,16 +363,21 @@ static void acts_alloc(GPT* g, Acts* a) {
     cudaCheck(cudaMallocHost((void**)&a->hb.uniq, sizeof(int) * BT));
     cudaCheck(cudaMallocHost((void**)&a->hb.off, sizeof(int) * (BT + 1)));
     cudaCheck(cudaMallocHost((void**)&a->hb.pos, sizeof(int) * BT));
-    memset(a->h_inputs, 0, sizeof(int) * BT); memset(a->h_targets, 0, sizeof(int) * BT);
+    memset(a->h_inputs, 0, sizeof(int) * BT);
+    memset(a->h_targets, 0, sizeof(int) * BT);
     memset(a->hb.off, 0, sizeof(int) * (BT + 1));
     a->hb.nu = 0;
     cudaCheck(cudaEventCreateWithFlags(&a->uploaded, cudaEventDisableTiming));
 }
 
 static void acts_free(Acts* a) {
-    dev_free(a->mem); free(a->layer);
-    cudaCheck(cudaFreeHost(a->h_inputs)); cudaCheck(cudaFreeHost(a->h_targets));
-    cudaCheck(cudaFreeHost(a->hb.uniq)); cudaCheck(cudaFreeHost(a->hb.off)); cudaCheck(cudaFreeHost(a->hb.pos));
+    dev_free(a->mem);
+    free(a->layer);
+    cudaCheck(cudaFreeHost(a->h_inputs));
+    cudaCheck(cudaFreeHost(a->h_targets));
+    cudaCheck(cudaFreeHost(a->hb.uniq));
+    cudaCheck(cudaFreeHost(a->hb.off));
+    cudaCheck(cudaFreeHost(a->hb.pos));
     cudaCheck(cudaEventDestroy(a->uploaded));
 }
 
@@ -322,13 +389,18 @@ static void gpt_carve(GPT* g, Arena* ar) {
     TAKE(ar, g->m, g->n_shard);
     TAKE(ar, g->v, g->n_shard);
     if (g->cfg.zero && !g->overlap) TAKE(ar, g->gshard, g->n_shard);
-    TAKE(ar, g->ftmp, BT * g->C); TAKE(ar, g->dtmp, BT * g->C);
+    TAKE(ar, g->ftmp, BT * g->C);
+    TAKE(ar, g->dtmp, BT * g->C);
     TAKE(ar, g->dres2, BT * g->C);
     if (g->sp) {
-        TAKE(ar, g->gat, BT * g->C); TAKE(ar, g->gdout, BT * g->C);
-        TAKE(ar, g->fsh, (size_t)g->B * g->Ts * g->C); TAKE(ar, g->sptmp, BT * g->C);
+        TAKE(ar, g->gat, BT * g->C);
+        TAKE(ar, g->gdout, BT * g->C);
+        TAKE(ar, g->fsh, (size_t)g->B * g->Ts * g->C);
+        TAKE(ar, g->sptmp, BT * g->C);
     }
-    TAKE(ar, g->dqkv, BT * 3 * g->Cl); TAKE(ar, g->datty, BT * g->Cl); TAKE(ar, g->dfch, BT * g->F);
+    TAKE(ar, g->dqkv, BT * 3 * g->Cl);
+    TAKE(ar, g->datty, BT * g->Cl);
+    TAKE(ar, g->dfch, BT * g->F);
     TAKE(ar, g->attn_scratch, g->attn != ATTN_NAIVE ? (size_t)g->B * g->NH * g->T : (size_t)g->B * g->NH * g->T * g->T);
     TAKE(ar, g->red, g->red_n);
     TAKE(ar, g->loss_acc, 1);
@@ -346,7 +418,8 @@ static int env_flag(const char* name, const char* on, const char* off, int dflt)
 
 // Builds the model for one rank on the device: parameter table, buffers, activation slots.
 // The optimizer range [opt_off, opt_off + n_opt) is the whole buffer; ZeRO narrows it.
-static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, int ndgrad, int overlap, cudaStream_t stream) {
+static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, int ndgrad, int overlap,
+                      cudaStream_t stream) {
     memset(g, 0, sizeof(*g));
     g->overlap = overlap;
     g->ndgrad = ndgrad;
@@ -354,33 +427,52 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     if (!pool_init(&g->dgrad_pool, ndgrad)) die("out of host memory for the gradient buffer pool");
     g->cfg = *cfg;
     g->stream = stream;
-    param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp, comm->PP);
+    param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp,
+                      comm->PP);
     param_layout_set_chunks(&g->pl, cfg->vpp); // chunk c holds local layers [c*nlc, (c+1)*nlc): virtual stage c*PP + pp
-    g->V = g->pl.nchunks; g->nlc = g->pl.nlayers / g->V;
+    g->nchunk = g->pl.nchunks;
+    g->nlc = g->pl.nlayers / g->nchunk;
     g->sp = cfg->sp && comm->TP > 1; // one TP rank: nothing to split
     g->Ts = g->sp ? cfg->seq / comm->TP : cfg->seq;
-    g->B = cfg->mb; g->T = cfg->seq; g->C = cfg->H;
-    g->NH = cfg->heads / comm->TP; g->hs = cfg->H / cfg->heads; g->Cl = g->NH * g->hs;
-    g->F = 4 * cfg->H / comm->TP; g->Vl = cfg->Vp / comm->TP; g->v0 = comm->tp * g->Vl;
-    g->Vv = cfg->V - g->v0; if (g->Vv < 0) g->Vv = 0; if (g->Vv > g->Vl) g->Vv = g->Vl;
+    g->B = cfg->mb;
+    g->T = cfg->seq;
+    g->C = cfg->H;
+    g->NH = cfg->heads / comm->TP;
+    g->hs = cfg->H / cfg->heads;
+    g->Cl = g->NH * g->hs;
+    g->F = 4 * cfg->H / comm->TP;
+    g->Vl = cfg->Vp / comm->TP;
+    g->v0 = comm->tp * g->Vl;
+    g->Vv = cfg->V - g->v0;
+    if (g->Vv < 0) g->Vv = 0;
+    if (g->Vv > g->Vl) g->Vv = g->Vl;
     g->ldl = ((g->Vl + 7) / 8) * 8; // the head GEMMs run on all Vl rows of the slice (see head_forward)
     g->attn = attention_kind(g->hs);
     attention_setup(g);
     g->gelu_fused = env_flag("LLMC_GELU_FUSION", "1", "0", 1);
     size_t per = (g->pl.total + comm->DP - 1) / comm->DP;
     g->total_pad = per * comm->DP;
-    if (cfg->zero) { zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt); g->n_shard = per; }
-    else { g->opt_off = 0; g->n_opt = g->pl.total; g->n_shard = g->pl.total; }
+    if (cfg->zero) {
+        zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt);
+        g->n_shard = per;
+    } else {
+        g->opt_off = 0;
+        g->n_opt = g->pl.total;
+        g->n_shard = g->pl.total;
+    }
     size_t BT = (size_t)g->B * g->T;
     g->red_n = layernorm_backward_scratch((int)BT, g->C); // LayerNorm dw/db partials and tickets
     if (g->red_n < BT) g->red_n = BT;
     Arena ar = {NULL, 0};
     gpt_carve(g, &ar);
     g->mem = dev_alloc(ar.off);
-    ar.base = (char*)g->mem; ar.off = 0;
+    ar.base = (char*)g->mem;
+    ar.off = 0;
     gpt_carve(g, &ar);
-    if (!cfg->zero) g->gshard = g->grads;
-    else if (g->overlap) g->gshard = g->grads + g->opt_off; // the buckets reduce each owner's slice in place
+    if (!cfg->zero)
+        g->gshard = g->grads;
+    else if (g->overlap)
+        g->gshard = g->grads + g->opt_off; // the buckets reduce each owner's slice in place
     g->gn_pre = g->gn + 2 + GN_BLOCKS;
     // own allocations, not the arena: the emulation's stream detector sees a kernel's access
     // as its whole allocation, and these travel on the pipeline links beside compute
@@ -393,7 +485,8 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->slot_unit = (int*)malloc_check(sizeof(int) * nslots);
     for (int s = 0; s < nslots; s++) g->slot_unit[s] = -1;
     g->h_work = (int*)calloc_check((size_t)g->Vl + 1, sizeof(int));
-    cudaCheck(cudaMallocHost((void**)&g->h_stats, 3 * sizeof(double))); // pinned: the reads are DMA, never a staged copy
+    cudaCheck(
+        cudaMallocHost((void**)&g->h_stats, 3 * sizeof(double))); // pinned: the reads are DMA, never a staged copy
     int maxcols = 3 * g->Cl;
     if (g->F > maxcols) maxcols = g->F;
     if (g->C > maxcols) maxcols = g->C;
@@ -406,10 +499,13 @@ static void gpt_free(GPT* g) {
 #endif
     gemm_free(&g->gemm);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
-    free(g->acts); free(g->slot_unit);
+    free(g->acts);
+    free(g->slot_unit);
     for (int i = 0; i < g->ndgrad; i++) dev_free(g->dgrad[i]);
     for (int i = 0; i < g->nslots + g->ndgrad; i++) dc_ppbuf_free(&g->ppbuf[i]);
-    pool_free(&g->dgrad_pool); free(g->dgrad); free(g->ppbuf);
+    pool_free(&g->dgrad_pool);
+    free(g->dgrad);
+    free(g->ppbuf);
     cudaCheck(cudaFreeHost(g->h_stats));
     dev_free(g->mem);
     free(g->h_work);
@@ -421,13 +517,14 @@ static void gpt_upload_weights(GPT* g, const float* h_params) {
     // stage the fp32 values through the (idle) gradient buffer, cast on the device
     cudaCheck(cudaMemcpyAsync(g->grads, h_params, sizeof(float) * g->pl.total, cudaMemcpyHostToDevice, g->stream));
     cast_f32_to_bf16(g->params, g->grads, g->pl.total, g->stream);
-    cudaCheck(cudaMemcpyAsync(g->master, g->grads + g->opt_off, sizeof(float) * g->n_opt, cudaMemcpyDeviceToDevice, g->stream));
+    cudaCheck(cudaMemcpyAsync(g->master, g->grads + g->opt_off, sizeof(float) * g->n_opt, cudaMemcpyDeviceToDevice,
+                              g->stream));
     cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
-#define P(t, l) (g->params + g->pl.offset[(t)] + (size_t)(l) * g->pl.rows[(t)] * g->pl.cols[(t)])
-#define G(t, l) (g->grads + g->pl.offset[(t)] + (size_t)(l) * g->pl.rows[(t)] * g->pl.cols[(t)])
+#define P(t, l) (g->params + g->pl.offset[(t)] + (size_t)(l)*g->pl.rows[(t)] * g->pl.cols[(t)])
+#define G(t, l) (g->grads + g->pl.offset[(t)] + (size_t)(l)*g->pl.rows[(t)] * g->pl.cols[(t)])
 
 // -sp 1 (Megatron sequence parallelism, llmc/host/seqpar.h): the input of a column-parallel GEMM
 // is the all-gather of the rank's sequence shard; the partial sums of a row-parallel GEMM
@@ -439,7 +536,10 @@ static bf16* gather_seq(GPT* g, DevComm* dc, bf16* shard, bf16* full) {
 }
 // partial (B,T,C) summed over TP: in place, or with -sp this rank's rows into shard (B,Ts,C)
 static bf16* reduce_seq(GPT* g, DevComm* dc, bf16* partial, bf16* shard) {
-    if (!g->sp) { dc_tp_allreduce_bf16(dc, partial, (size_t)g->B * g->T * g->C); return partial; }
+    if (!g->sp) {
+        dc_tp_allreduce_bf16(dc, partial, (size_t)g->B * g->T * g->C);
+        return partial;
+    }
     dc_sp_reduce_scatter_bf16(dc, shard, partial, g->B, g->Ts, g->C, g->sptmp);
     return shard;
 }
@@ -457,11 +557,19 @@ static void embedding_forward(GPT* g, DevComm* dc, bf16* x, const Acts* a) {
 static void attention_forward(GPT* g, LayerActs* la) {
     switch (g->attn) {
 #ifdef USE_CUDNN
-        case ATTN_CUDNN: cudnn_attn_forward(g->cudnn, la->atty, la->lse, la->qkv, g->stream); break;
+        case ATTN_CUDNN:
+            cudnn_attn_forward(g->cudnn, la->atty, la->lse, la->qkv, g->stream);
+            break;
 #endif
-        case ATTN_TC: attention_forward_tc(la->atty, la->lse, la->qkv, g->B, g->T, g->NH, g->hs, g->stream); break;
-        case ATTN_FLASH: attention_forward_flash(la->atty, la->lse, la->qkv, g->B, g->T, g->NH, g->hs, g->stream); break;
-        default: attention_forward_naive(la->atty, la->att, la->qkv, g->B, g->T, g->NH, g->hs, g->stream); break;
+        case ATTN_TC:
+            attention_forward_tc(la->atty, la->lse, la->qkv, g->B, g->T, g->NH, g->hs, g->stream);
+            break;
+        case ATTN_FLASH:
+            attention_forward_flash(la->atty, la->lse, la->qkv, g->B, g->T, g->NH, g->hs, g->stream);
+            break;
+        default:
+            attention_forward_naive(la->atty, la->att, la->qkv, g->B, g->T, g->NH, g->hs, g->stream);
+            break;
     }
 }
 
@@ -469,11 +577,22 @@ static void attention_forward(GPT* g, LayerActs* la) {
 static void attention_backward(GPT* g, LayerActs* la) {
     switch (g->attn) {
 #ifdef USE_CUDNN
-        case ATTN_CUDNN: cudnn_attn_backward(g->cudnn, g->dqkv, g->datty, la->atty, la->qkv, la->lse, g->stream); break;
+        case ATTN_CUDNN:
+            cudnn_attn_backward(g->cudnn, g->dqkv, g->datty, la->atty, la->qkv, la->lse, g->stream);
+            break;
 #endif
-        case ATTN_TC: attention_backward_tc(g->dqkv, g->attn_scratch, g->datty, la->atty, la->qkv, la->lse, g->B, g->T, g->NH, g->hs, g->stream); break;
-        case ATTN_FLASH: attention_backward_flash(g->dqkv, g->attn_scratch, g->datty, la->atty, la->qkv, la->lse, g->B, g->T, g->NH, g->hs, g->stream); break;
-        default: attention_backward_naive(g->dqkv, g->attn_scratch, g->datty, la->qkv, la->att, g->B, g->T, g->NH, g->hs, g->stream); break;
+        case ATTN_TC:
+            attention_backward_tc(g->dqkv, g->attn_scratch, g->datty, la->atty, la->qkv, la->lse, g->B, g->T, g->NH,
+                                  g->hs, g->stream);
+            break;
+        case ATTN_FLASH:
+            attention_backward_flash(g->dqkv, g->attn_scratch, g->datty, la->atty, la->qkv, la->lse, g->B, g->T, g->NH,
+                                     g->hs, g->stream);
+            break;
+        default:
+            attention_backward_naive(g->dqkv, g->attn_scratch, g->datty, la->qkv, la->att, g->B, g->T, g->NH, g->hs,
+                                     g->stream);
+            break;
     }
 }
 
@@ -497,15 +616,18 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int c, int j, int rebuil
     bf16* x = a->x + (size_t)j * BTs * C;
     bf16* y = a->x + (size_t)(j + 1) * BTs * C;
     // ln1 (B,Ts,C): the previous layer of the chunk wrote it already, fused with its residual add
-    if (j == 0 || rebuild) layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C, s);
-    matmul_forward(mm, la->qkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat), P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl);
+    if (j == 0 || rebuild)
+        layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C, s);
+    matmul_forward(mm, la->qkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat), P(PT_QKVW, l), P(PT_QKVB, l), BT, C,
+                   3 * Cl);
     attention_forward(g, la);
     matmul_forward(mm, g->ftmp, C, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C); // partial sum
     bf16* att = reduce_seq(g, dc, g->ftmp, g->fsh);
     // resid2 = x + attn + bias (bias once, after the all-reduce); ln2 = LN(resid2)
-    residual_forward(la->resid2, la->ln2, la->ln2_mean, la->ln2_rstd, x, att, P(PT_ATTPROJB, l),
-                     P(PT_LN2W, l), P(PT_LN2B, l), BTs, C, s);
-    matmul_forward_gelu(mm, la->fch_gelu, la->fch, gather_seq(g, dc, la->ln2, g->gat), P(PT_FCW, l), P(PT_FCB, l), BT, C, F, g->gelu_fused);
+    residual_forward(la->resid2, la->ln2, la->ln2_mean, la->ln2_rstd, x, att, P(PT_ATTPROJB, l), P(PT_LN2W, l),
+                     P(PT_LN2B, l), BTs, C, s);
+    matmul_forward_gelu(mm, la->fch_gelu, la->fch, gather_seq(g, dc, la->ln2, g->gat), P(PT_FCW, l), P(PT_FCB, l), BT,
+                        C, F, g->gelu_fused);
     matmul_forward(mm, g->ftmp, C, la->fch_gelu, P(PT_FCPROJW, l), NULL, BT, F, C); // partial sum
     bf16* mlp = reduce_seq(g, dc, g->ftmp, g->fsh);
     if (rebuild) return;
@@ -550,19 +672,21 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio
     matmul_backward_input(mm, g->dtmp, g->dfch, F, P(PT_FCW, l), BT, C, F);
     matmul_backward_weight(mm, G(PT_FCW, l), g->dfch, F, gather_seq(g, dc, la->ln2, g->gat), BT, C, F);
     bf16* dln2 = reduce_seq(g, dc, g->dtmp, g->fsh); // conjugate of the column-parallel fc1
-    layernorm_backward(g->dres2, dio, G(PT_LN2W, l), G(PT_LN2B, l), dln2, la->resid2, P(PT_LN2W, l),
-                       la->ln2_mean, la->ln2_rstd, BTs, C, g->red, g->red_n, s);
+    layernorm_backward(g->dres2, dio, G(PT_LN2W, l), G(PT_LN2B, l), dln2, la->resid2, P(PT_LN2W, l), la->ln2_mean,
+                       la->ln2_rstd, BTs, C, g->red, g->red_n, s);
     // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
     bf16* dres2 = gather_seq(g, dc, g->dres2, g->gdout);
     matmul_backward_input(mm, g->datty, dres2, C, P(PT_ATTPROJW, l), BT, Cl, C);
     matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, C, la->atty, BT, Cl, C);
-    if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE) attention_forward(g, la); // rebuild the shared probabilities (atty: the same bits)
+    if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE)
+        attention_forward(g, la); // rebuild the shared probabilities (atty: the same bits)
     attention_backward(g, la);
     matmul_backward_input(mm, g->dtmp, g->dqkv, 3 * Cl, P(PT_QKVW, l), BT, C, 3 * Cl);
-    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat), BT, C, 3 * Cl);
+    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat),
+                                BT, C, 3 * Cl);
     bf16* dln1 = reduce_seq(g, dc, g->dtmp, g->fsh);
-    layernorm_backward(dio, g->dres2, G(PT_LN1W, l), G(PT_LN1B, l), dln1, x, P(PT_LN1W, l),
-                       la->ln1_mean, la->ln1_rstd, BTs, C, g->red, g->red_n, s);
+    layernorm_backward(dio, g->dres2, G(PT_LN1W, l), G(PT_LN1B, l), dln1, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd,
+                       BTs, C, g->red, g->red_n, s);
 }
 
 // Last stage: tied LM head over the local vocabulary slice and the vocab-parallel
@@ -602,8 +726,10 @@ static void head_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
             dc_tp_allreduce_f32(dc, se, 2 * (size_t)BT, 0); // sum-exp and target logit together
             mx = mglob;
         }
-        if (dloss > 0.0f) ce_backward(a->logits, g->ldl, a->losses, a->lse, mx, se, tl, a->targets, BT, Vv, g->v0, dloss, s);
-        else ce_finish(a->losses, a->lse, mx, se, tl, BT, s);
+        if (dloss > 0.0f)
+            ce_backward(a->logits, g->ldl, a->losses, a->lse, mx, se, tl, a->targets, BT, Vv, g->v0, dloss, s);
+        else
+            ce_finish(a->losses, a->lse, mx, se, tl, BT, s);
     }
     ce_loss_sum(g->loss_acc, a->losses, BT, s);
 }
@@ -616,8 +742,8 @@ static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
     matmul_backward_input(&g->gemm, g->dtmp, a->logits, g->ldl, P(PT_WTE, 0), BT, C, Vl);
     matmul_backward_weight(&g->gemm, G(PT_WTE, 0), a->logits, g->ldl, gather_seq(g, dc, a->lnf, g->gat), BT, C, Vl);
     bf16* dlnf = reduce_seq(g, dc, g->dtmp, g->fsh);
-    layernorm_backward(dx, NULL, G(PT_LNFW, 0), G(PT_LNFB, 0), dlnf, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd,
-                       BTs, C, g->red, g->red_n, g->stream);
+    layernorm_backward(dx, NULL, G(PT_LNFW, 0), G(PT_LNFB, 0), dlnf, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd, BTs,
+                       C, g->red, g->red_n, g->stream);
 }
 
 // Forward of chunk c of this rank for the unit in slot a (inputs/targets already loaded).
@@ -644,7 +770,8 @@ static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last
         if (last && g->overlap) dp_bucket_launch(g, dc, c * g->nlc + j);
     }
     if (is_first_chunk(g, c))
-        encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), gather_seq(g, dc, dx, g->gdout), a->d_uniq, a->d_off, a->d_pos, a->hb.nu, g->B, g->T, g->C, g->stream);
+        encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), gather_seq(g, dc, dx, g->gdout), a->d_uniq, a->d_off, a->d_pos,
+                         a->hb.nu, g->B, g->T, g->C, g->stream);
 }
 
 // The flat ranges this rank counts in the squared global norm, within [lo, hi): every
@@ -660,7 +787,9 @@ static RangeList grad_norm_ranges(const GPT* g, size_t lo, size_t hi) {
         if (a < lo) a = lo;
         if (b > hi) b = hi;
         if (a >= b) continue;
-        r.lo[r.n] = a - lo; r.hi[r.n] = b - lo; r.n++;
+        r.lo[r.n] = a - lo;
+        r.hi[r.n] = b - lo;
+        r.n++;
     }
     return r;
 }
@@ -669,7 +798,10 @@ static RangeList grad_norm_ranges(const GPT* g, size_t lo, size_t hi) {
 // into g->gn[slot] on the device; the host reads it later with the step's other statistics.
 static void gpt_grad_sumsq(GPT* g, const float* grads, size_t lo, size_t hi, int slot) {
     RangeList r = grad_norm_ranges(g, lo, hi);
-    if (r.n == 0) { cudaCheck(cudaMemsetAsync(g->gn + slot, 0, sizeof(double), g->stream)); return; }
+    if (r.n == 0) {
+        cudaCheck(cudaMemsetAsync(g->gn + slot, 0, sizeof(double), g->stream));
+        return;
+    }
     sumsq(g->gn + slot, g->gn + 2, grads, &r, g->stream);
 }
 
@@ -695,9 +827,13 @@ static int bucket_ranges(const GPT* g, int l, size_t* lo, size_t* hi) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         if (l >= 0 && in_layer_bucket(g, t)) { // this layer's slice
             size_t per = (size_t)g->pl.rows[t] * g->pl.cols[t];
-            lo[n] = g->pl.offset[t] + (size_t)l * per; hi[n] = lo[n] + per; n++;
+            lo[n] = g->pl.offset[t] + (size_t)l * per;
+            hi[n] = lo[n] + per;
+            n++;
         } else if (l < 0 && !in_layer_bucket(g, t) && g->pl.numel[t] > 0) { // the whole tensor
-            lo[n] = g->pl.offset[t]; hi[n] = lo[n] + g->pl.numel[t]; n++;
+            lo[n] = g->pl.offset[t];
+            hi[n] = lo[n] + g->pl.numel[t];
+            n++;
         }
     }
     return n;
@@ -713,10 +849,16 @@ static void dp_bucket_launch(GPT* g, DevComm* dc, int l) {
     memset(&r, 0, sizeof(r));
     for (int i = 0; i < n; i++) {
         RangeList p = grad_norm_ranges(g, lo[i], hi[i]);
-        for (int k = 0; k < p.n; k++) { r.lo[r.n] = lo[i] + p.lo[k]; r.hi[r.n] = lo[i] + p.hi[k]; r.n++; }
+        for (int k = 0; k < p.n; k++) {
+            r.lo[r.n] = lo[i] + p.lo[k];
+            r.hi[r.n] = lo[i] + p.hi[k];
+            r.n++;
+        }
     }
-    if (r.n > 0) sumsq(slot, g->gn + 2, g->grads, &r, g->stream);
-    else cudaCheck(cudaMemsetAsync(slot, 0, sizeof(double), g->stream));
+    if (r.n > 0)
+        sumsq(slot, g->gn + 2, g->grads, &r, g->stream);
+    else
+        cudaCheck(cudaMemsetAsync(slot, 0, sizeof(double), g->stream));
     dc_dp_bucket_f32(dc, g->grads, lo, hi, n, g->total_pad / dc->host->DP, g->cfg.zero);
     g->nbuckets++;
 }
@@ -726,7 +868,8 @@ static void dp_bucket_launch(GPT* g, DevComm* dc, int l) {
 static void dp_buckets_finish(GPT* g, DevComm* dc) {
     dp_bucket_launch(g, dc, -1);
     if (g->nbuckets != g->pl.nlayers + 1)
-        die("internal: %d DP buckets reduced this step, expected %d (one per local layer and the rest)", g->nbuckets, g->pl.nlayers + 1);
+        die("internal: %d DP buckets reduced this step, expected %d (one per local layer and the rest)", g->nbuckets,
+            g->pl.nlayers + 1);
     g->nbuckets = 0;
     dc_dp_bucket_join(dc);
     LAUNCH(sumsq_finish_kernel, 1, 256, 0, g->stream, g->gn, (const double*)g->gn_pre, g->pl.nlayers + 1);
@@ -758,15 +901,15 @@ static void gpt_adamw(GPT* g, const float* grads, double lr, int64_t t, float gs
 // training context
 
 typedef struct {
-    Run run;                                // recipe progress, data, log and instruments, shared with the CPU trainer (llmc/host/run.h)
+    Run run; // recipe progress, data, log and instruments, shared with the CPU trainer (llmc/host/run.h)
     DevComm dc;
     GPT model;
-    double peak_tflops;                     // bf16 dense peak of this device (0: unknown)
+    double peak_tflops; // bf16 dense peak of this device (0: unknown)
     char device[256];
-    char bus[32];                           // PCI bus id of this rank's GPU
+    char bus[32]; // PCI bus id of this rank's GPU
     cudaStream_t stream;
-    int64_t profile_step;                   // LLMC_PROFILE_STEP=N: only step N runs inside cudaProfilerStart/Stop
-    int reported;                           // the GEMM report (fused epilogues, algorithms) is printed after the first step
+    int64_t profile_step; // LLMC_PROFILE_STEP=N: only step N runs inside cudaProfilerStart/Stop
+    int reported;         // the GEMM report (fused epilogues, algorithms) is printed after the first step
 } Train;
 
 // Uploads a micro-batch's tokens (and on the first stage the embedding buckets).
@@ -780,7 +923,8 @@ static void acts_upload_tokens(GPT* g, Acts* a) {
         if (a->hb.nu > 0) {
             cudaCheck(cudaMemcpyAsync(a->d_uniq, a->hb.uniq, sizeof(int) * a->hb.nu, cudaMemcpyHostToDevice, s));
             cudaCheck(cudaMemcpyAsync(a->d_off, a->hb.off, sizeof(int) * (a->hb.nu + 1), cudaMemcpyHostToDevice, s));
-            cudaCheck(cudaMemcpyAsync(a->d_pos, a->hb.pos, sizeof(int) * a->hb.off[a->hb.nu], cudaMemcpyHostToDevice, s));
+            cudaCheck(
+                cudaMemcpyAsync(a->d_pos, a->hb.pos, sizeof(int) * a->hb.off[a->hb.nu], cudaMemcpyHostToDevice, s));
         }
     }
     cudaCheck(cudaEventRecord(a->uploaded, s));
@@ -789,9 +933,7 @@ static void acts_upload_tokens(GPT* g, Acts* a) {
 // Before the host rewrites a slot's pinned arrays: their last uploads must have run (the
 // copy engine reads them when it gets there). tests/cuemu/test_upload_guard.sh runs a build
 // without this wait and expects the emulation to report the race.
-static void acts_host_claim(DevComm* dc, Acts* a) {
-    dc_wait_event(dc, a->uploaded);
-}
+static void acts_host_claim(DevComm* dc, Acts* a) { dc_wait_event(dc, a->uploaded); }
 
 // Runs this rank's part of m micro-batches through the pipeline: 1F1B, or interleaved 1F1B
 // with -vpp (llmc/host/layout.h; forward_only: the evaluation schedule). load(k) fills the host
@@ -811,10 +953,10 @@ static int is_comm_action(ActionKind k) { return k != ACT_FORWARD && k != ACT_BA
 
 // The activation slot of unit (chunk c, micro-batch k): 1F1B uses k % PP; interleaved
 // units take the lowest free slot on first touch and give it back after their backward
-// (schedule_slots bounds how many are held at once), as in train_gpt.c.
+// (pipe_slots bounds how many are held at once), as in train_gpt.c.
 static Acts* unit_slot(GPT* g, int c, int k) {
-    if (g->V == 1) return &g->acts[k % g->nslots];
-    int unit = k * g->V + c, free_slot = -1;
+    if (g->nchunk == 1) return &g->acts[k % g->nslots];
+    int unit = k * g->nchunk + c, free_slot = -1;
     for (int s = 0; s < g->nslots; s++) {
         if (g->slot_unit[s] == unit) return &g->acts[s];
         if (g->slot_unit[s] < 0 && free_slot < 0) free_slot = s;
@@ -824,7 +966,8 @@ static Acts* unit_slot(GPT* g, int c, int k) {
     return &g->acts[free_slot];
 }
 static void unit_release(GPT* g, int c, int k) {
-    for (int s = 0; s < g->nslots && g->V > 1; s++) if (g->slot_unit[s] == k * g->V + c) g->slot_unit[s] = -1;
+    for (int s = 0; s < g->nslots && g->nchunk > 1; s++)
+        if (g->slot_unit[s] == k * g->nchunk + c) g->slot_unit[s] = -1;
 }
 
 // The gradient buffer of unit (c, k). 1F1B: alternates with the micro-batch, so the send of
@@ -832,8 +975,8 @@ static void unit_release(GPT* g, int c, int k) {
 // the pool's buffer for the unit, taken on first touch and given back when the group that
 // sends it has ended (pool_release, pool_group_end), so no group reads and writes one buffer.
 static int unit_dgrad_index(GPT* g, int c, int k) {
-    if (g->V == 1) return k % 2;
-    int i = pool_get(&g->dgrad_pool, k * g->V + c);
+    if (g->nchunk == 1) return k % 2;
+    int i = pool_get(&g->dgrad_pool, k * g->nchunk + c);
     if (i < 0) die("internal: more pipeline units hold gradients than gradient buffers (%d)", g->ndgrad);
     return i;
 }
@@ -843,32 +986,35 @@ static PpBuf* dgrad_buf(GPT* g, int i) { return &g->ppbuf[g->nslots + i]; }
 
 // Interleaved with NCCL, whose sends wait for their receiver: the phased list (llmc/host/layout.h,
 // a group per phase); otherwise the plain list (a group per run of adjacent comm actions).
-static Action* pipeline_plan(const GPT* g, const DevComm* dc, int stage, int PP, int m, int forward_only, int** phase, int* n) {
+static Action* pipeline_plan(const GPT* g, const DevComm* dc, int stage, int PP, int m, int forward_only, int** phase,
+                             int* n) {
     *phase = NULL;
-    if (g->V > 1 && dc->nccl) return schedule_phased(stage, PP, g->V, m, forward_only, phase, n);
-    return schedule_interleaved(stage, PP, g->V, m, forward_only, n);
+    if (g->nchunk > 1 && dc->nccl) return pipe_phased(stage, PP, g->nchunk, m, forward_only, phase, n);
+    return pipe_interleaved(stage, PP, g->nchunk, m, forward_only, n);
 }
 
-static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
+static void pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
     GPT* g = &t->model;
     DevComm* dc = &t->dc;
     Comm* comm = &t->run.comm;
     size_t nact = (size_t)g->B * g->Ts * g->C; // with -sp only this rank's sequence shard travels
-    int* release = (int*)malloc_check(sizeof(int) * (g->nslots + 1)), nrel = 0; // slots freed by a group's sends
-    int* last_bw = (int*)malloc_check(sizeof(int) * g->V); // each chunk's last backward in the list
+    int *release = (int*)malloc_check(sizeof(int) * (g->nslots + 1)), nrel = 0; // slots freed by a group's sends
+    int* last_bw = (int*)malloc_check(sizeof(int) * g->nchunk); // each chunk's last backward in the list
     int n, *phase;
     Action* plan = pipeline_plan(g, dc, comm->pp, comm->PP, m, forward_only, &phase, &n);
     if (plan == NULL) die("out of memory for the pipeline schedule");
-    for (int c = 0; c < g->V; c++) last_bw[c] = -1;
-    for (int i = 0; i < n; i++) if (plan[i].kind == ACT_BACKWARD) last_bw[plan[i].chunk] = i;
+    for (int c = 0; c < g->nchunk; c++) last_bw[c] = -1;
+    for (int i = 0; i < n; i++)
+        if (plan[i].kind == ACT_BACKWARD) last_bw[plan[i].chunk] = i;
     int ov = dc->pp_overlap; // each message on its link's stream (nccl_comm.cuh), else one group per run
     dc_pp_begin(dc, g->ppbuf, g->nslots + g->ndgrad);
     for (int i = 0; i < n;) {
         if (is_comm_action(plan[i].kind)) {
             if (!ov) dc_group_begin(dc);
-            for (int first = i; i < n && is_comm_action(plan[i].kind) && (phase == NULL || phase[i] == phase[first]); i++) {
+            for (int first = i; i < n && is_comm_action(plan[i].kind) && (phase == NULL || phase[i] == phase[first]);
+                 i++) {
                 int k = plan[i].micro, c = plan[i].chunk, peer, tag;
-                schedule_peer(&plan[i], comm->pp, comm->PP, g->V, &peer, &tag);
+                pipe_peer(&plan[i], comm->pp, comm->PP, g->nchunk, &peer, &tag);
                 switch (plan[i].kind) {
                     case ACT_RECV_ACT: {
                         Acts* a = unit_slot(g, c, k);
@@ -880,7 +1026,7 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
                         dc_pp_send_bf16(dc, slot_buf(g, a), a->x + (size_t)g->nlc * nact, nact, peer, tag);
                         // grouped: later work on the slot is stream-ordered after the group; overlapped:
                         // the slot's next receive and compute wait for this send (its PpBuf)
-                        if (forward_only) release[nrel++] = k * g->V + c;
+                        if (forward_only) release[nrel++] = k * g->nchunk + c;
                         break;
                     }
                     case ACT_RECV_GRAD: {
@@ -891,18 +1037,19 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
                     case ACT_SEND_GRAD: {
                         int d = unit_dgrad_index(g, c, k);
                         dc_pp_send_bf16(dc, dgrad_buf(g, d), g->dgrad[d], nact, peer, tag);
-                        if (g->V > 1) pool_release(&g->dgrad_pool, k * g->V + c, 1);
+                        if (g->nchunk > 1) pool_release(&g->dgrad_pool, k * g->nchunk + c, 1);
                         break;
                     }
-                    default: break;
+                    default:
+                        break;
                 }
             }
             if (!ov) dc_group_end(dc);
             // buffers given back inside the group are free once it has ended (overlapped: the
             // same bookkeeping, so every unit gets the same buffers; the events order the reuse)
-            for (int r = 0; r < nrel; r++) unit_release(g, release[r] % g->V, release[r] / g->V);
+            for (int r = 0; r < nrel; r++) unit_release(g, release[r] % g->nchunk, release[r] / g->nchunk);
             nrel = 0;
-            if (g->V > 1) pool_group_end(&g->dgrad_pool);
+            if (g->nchunk > 1) pool_group_end(&g->dgrad_pool);
             continue;
         }
         int k = plan[i].micro, c = plan[i].chunk;
@@ -910,7 +1057,11 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
         PpBuf* sb = slot_buf(g, a);
         dc_pp_acquire(dc, sb); // overlapped: a receive into the slot has arrived, a send from it is done
         if (plan[i].kind == ACT_FORWARD) {
-            if (is_first_chunk(g, c) || is_last_chunk(g, c)) { acts_host_claim(dc, a); load(t, a, k, user); acts_upload_tokens(g, a); }
+            if (is_first_chunk(g, c) || is_last_chunk(g, c)) {
+                acts_host_claim(dc, a);
+                load(t, a, k, user);
+                acts_upload_tokens(g, a);
+            }
             gpt_forward(g, dc, a, c, forward_only ? 0.0f : dloss);
             dc_pp_used(dc, sb);
             if (forward_only && is_last_chunk(g, c)) unit_release(g, c, k);
@@ -918,18 +1069,27 @@ static void run_schedule(Train* t, int m, int forward_only, float dloss, LoadFn 
             int d = unit_dgrad_index(g, c, k);
             dc_pp_acquire(dc, dgrad_buf(g, d));
             gpt_backward(g, dc, a, c, g->dgrad[d], i == last_bw[c]);
-            dc_pp_used(dc, sb); dc_pp_used(dc, dgrad_buf(g, d));
+            dc_pp_used(dc, sb);
+            dc_pp_used(dc, dgrad_buf(g, d));
             unit_release(g, c, k);
-            if (g->V > 1 && grad_frees_now(&plan[i], comm->pp, comm->PP)) pool_release(&g->dgrad_pool, k * g->V + c, 0);
+            if (g->nchunk > 1 && grad_frees_now(&plan[i], comm->pp, comm->PP))
+                pool_release(&g->dgrad_pool, k * g->nchunk + c, 0);
         }
         i++;
     }
     dc_pp_end(dc); // the compute stream waits for the last transfers
     dc_pp_flush(dc);
-    free(plan); free(phase); free(release); free(last_bw);
+    free(plan);
+    free(phase);
+    free(release);
+    free(last_bw);
 }
 
-typedef struct { int64_t first; int64_t gb; DataSet* ds; } BatchRef;
+typedef struct {
+    int64_t first;
+    int64_t gb;
+    DataSet* ds;
+} BatchRef;
 
 static void load_train_micro(Train* t, Acts* a, int k, void* user) {
     const BatchRef* br = (const BatchRef*)user;
@@ -970,15 +1130,19 @@ static StepResult train_step(Train* t) {
     cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
-    run_schedule(t, r.micro, 0, dloss, load_train_micro, &br);
+    pipe_execute(t, r.micro, 0, dloss, load_train_micro, &br);
     sp_reduce_ln_grads(g, dc);
-    if (is_first_stage(g) || is_last_stage(g)) dc_emb_allreduce_f32(dc, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
+    if (is_first_stage(g) || is_last_stage(g))
+        dc_emb_allreduce_f32(dc, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
     // |G_small|^2: each replica's squared norm before the DP reduction (mean over replicas)
-    if (g->overlap) dp_buckets_finish(g, dc); // the layers' buckets were launched during the backward
+    if (g->overlap)
+        dp_buckets_finish(g, dc); // the layers' buckets were launched during the backward
     else {
         if (comm->DP > 1) gpt_grad_sumsq(g, g->grads, 0, g->pl.total, 0);
-        if (c->zero) dc_dp_reduce_scatter_f32(dc, g->grads, g->gshard, g->pl.total);
-        else dc_dp_allreduce_f32(dc, g->grads, g->pl.total);
+        if (c->zero)
+            dc_dp_reduce_scatter_f32(dc, g->grads, g->gshard, g->pl.total);
+        else
+            dc_dp_allreduce_f32(dc, g->grads, g->pl.total);
     }
     // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
     int count_norm = c->zero || comm->dp == 0;
@@ -1013,9 +1177,10 @@ static double evaluate(Train* t) {
     int64_t n = run_val_samples(&t->run);
     BatchRef br = {0, n, &t->run.val};
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
-    run_schedule(t, (int)(n / ((int64_t)t->run.cfg.mb * t->run.comm.DP)), 1, 0.0f, load_train_micro, &br);
+    pipe_execute(t, (int)(n / ((int64_t)t->run.cfg.mb * t->run.comm.DP)), 1, 0.0f, load_train_micro, &br);
     double sum = is_last_stage(g) ? read_loss_sum(g, &t->dc) : 0.0;
-    return world_sum(&t->run.comm, (is_last_stage(g) && t->run.comm.tp == 0) ? sum : 0.0) / ((double)n * t->run.cfg.seq);
+    return world_sum(&t->run.comm, (is_last_stage(g) && t->run.comm.tp == 0) ? sum : 0.0) /
+           ((double)n * t->run.cfg.seq);
 }
 
 static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
@@ -1035,12 +1200,12 @@ static void sample_text(Train* t, FILE* out) {
     uint16_t* hrow = (uint16_t*)malloc_check(sizeof(uint16_t) * (g->Vv + 1));
     if (t->run.comm.rank == run_sampler_rank(&t->run)) fprintf(out, "sample: ");
     for (int pos = n0; pos < n0 + c->sample_len && pos < g->T; pos++) {
-        run_schedule(t, 1, 1, 0.0f, load_sample_micro, tokens);
+        pipe_execute(t, 1, 1, 0.0f, load_sample_micro, tokens);
         if (is_last_stage(g)) { // this TP rank's Vv columns of the row at pos-1 (bf16 on the device)
             memset(row, 0, sizeof(float) * c->Vp);
             if (g->Vv > 0) {
-                cudaCheck(cudaMemcpyAsync(hrow, g->acts[0].logits + (size_t)(pos - 1) * g->ldl, sizeof(uint16_t) * g->Vv,
-                                          cudaMemcpyDeviceToHost, g->stream));
+                cudaCheck(cudaMemcpyAsync(hrow, g->acts[0].logits + (size_t)(pos - 1) * g->ldl,
+                                          sizeof(uint16_t) * g->Vv, cudaMemcpyDeviceToHost, g->stream));
                 cudaCheck(cudaStreamSynchronize(g->stream));
                 for (int v = 0; v < g->Vv; v++) row[g->v0 + v] = host_bf2f(hrow[v]);
             }
@@ -1049,13 +1214,15 @@ static void sample_text(Train* t, FILE* out) {
         run_sample_print(&t->run, out, tokens[pos]);
     }
     run_sample_end(&t->run, out);
-    free(tokens); free(row); free(hrow);
+    free(tokens);
+    free(row);
+    free(hrow);
 }
 
 // the cloze evaluation's hooks (llmc/host/eval.h): a forward of a (B, T) token batch, and one
 // logits row of the last stage (bf16 on the device) at this TP rank's vocabulary offset
 static void eval_forward(void* self, const int* tokens) {
-    run_schedule((Train*)self, 1, 1, 0.0f, load_sample_micro, (void*)tokens);
+    pipe_execute((Train*)self, 1, 1, 0.0f, load_sample_micro, (void*)tokens);
 }
 static void eval_row(void* self, int b, int pos, float* row) {
     GPT* g = &((Train*)self)->model;
@@ -1096,7 +1263,9 @@ static int save_checkpoint(Train* t) {
     if (t->run.cfg.zero) cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, s));
     Progress p = run_progress(&t->run);
     int rc = save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt);
-    free(hp); free(hm); free(hv);
+    free(hp);
+    free(hm);
+    free(hv);
     return rc;
 }
 
@@ -1117,7 +1286,9 @@ static int load_checkpoint(Train* t, const char* dir, int weights_only, char* er
             run_restore(&t->run, &p);
         }
     }
-    free(hp); free(hm); free(hv);
+    free(hp);
+    free(hm);
+    free(hv);
     return rc;
 }
 
@@ -1135,19 +1306,14 @@ static void init_weights(Train* t) {
 
 // dense bf16 tensor-core peak in TFLOP/s by device name (0: unknown; -peak overrides)
 static double device_peak_tflops(const char* name) {
-    static const struct { const char* key; double tflops; } table[] = {
-        {"H200", 989.0},  // H200 SXM
-        {"GH200", 989.0},
-        {"H100 PCIe", 756.0},
-        {"H100 NVL", 835.0},
-        {"H100", 989.0},  // H100 SXM
-        {"H800", 989.0},
-        {"A100", 312.0},
-        {"A800", 312.0},
-        {"L40S", 362.0},
-        {"L4", 121.0},
-        {"A10", 125.0},
-        {"B200", 2250.0},
+    static const struct {
+        const char* key;
+        double tflops;
+    } table[] = {
+        {"H200", 989.0},                                                              // H200 SXM
+        {"GH200", 989.0}, {"H100 PCIe", 756.0}, {"H100 NVL", 835.0}, {"H100", 989.0}, // H100 SXM
+        {"H800", 989.0},  {"A100", 312.0},      {"A800", 312.0},     {"L40S", 362.0},
+        {"L4", 121.0},    {"A10", 125.0},       {"B200", 2250.0},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
         if (strstr(name, table[i].key) != NULL) return table[i].tflops;
@@ -1165,19 +1331,21 @@ static const char* device_arch_note(int major, int minor) {
 // and what -recompute selective means with this attention path.
 static void print_act_memory(const GPT* g, int nccl) {
     static const char* RC[] = {"0", "full", "selective"};
-    table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], g->sp, g->V);
+    table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], g->sp, g->nchunk);
     int shared_att = g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE;
     size_t shared = shared_att ? sizeof(float) * (size_t)g->B * g->NH * g->T * g->T : 0;
     table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",
-              (double)g->acts[0].bytes * g->V / 1048576.0, g->acts[0].layer_bytes, g->nslots,
+              (double)g->acts[0].bytes * g->nchunk / 1048576.0, g->acts[0].layer_bytes, g->nslots,
               ((double)g->acts[0].bytes * g->nslots + shared) / 1048576.0);
-    if (g->V > 1)
-        table_row("pipeline gradient buffers", "%d x %.3f MiB (%s)", g->ndgrad, (double)g->B * g->T * g->C * sizeof(bf16) / 1048576.0,
+    if (g->nchunk > 1)
+        table_row("pipeline gradient buffers", "%d x %.3f MiB (%s)", g->ndgrad,
+                  (double)g->B * g->T * g->C * sizeof(bf16) / 1048576.0,
                   nccl ? "phased NCCL schedule: a send may wait until its receiver needs it" : "interleaved schedule");
     if (g->cfg.recompute == RECOMPUTE_SELECTIVE)
-        table_row("selective recompute", "%s", shared_att ? "keeps the GEMM inputs; one (B,NH,T,T) probability buffer per rank, rebuilt in backward"
-                                                          : "keeps the GEMM inputs and lse; flash attention stores no probabilities "
-                                                            "(its backward rebuilds them), so it saves and recomputes nothing more");
+        table_row("selective recompute", "%s",
+                  shared_att ? "keeps the GEMM inputs; one (B,NH,T,T) probability buffer per rank, rebuilt in backward"
+                             : "keeps the GEMM inputs and lse; flash attention stores no probabilities "
+                               "(its backward rebuilds them), so it saves and recomputes nothing more");
 }
 
 // Host waits per training step with NCCL: one per micro-batch on the stages that upload
@@ -1190,8 +1358,10 @@ static void print_config_table(const Train* t) {
     table_row("local params", "%zu (bf16 + fp32 master)", g->pl.total);
     table_row("device", "%.42s", t->device);
     table_row("device bus id", "%s (rank 0; each rank of a node on its own GPU with -comm nccl)", t->bus);
-    if (t->peak_tflops > 0) table_row("peak (MFU)", "%.0f TFLOP/s bf16 dense%s", t->peak_tflops, c->peak_tflops > 0 ? " (-peak)" : "");
-    else table_row("peak (MFU)", "%s", "unknown device: give -peak TFLOPS");
+    if (t->peak_tflops > 0)
+        table_row("peak (MFU)", "%.0f TFLOP/s bf16 dense%s", t->peak_tflops, c->peak_tflops > 0 ? " (-peak)" : "");
+    else
+        table_row("peak (MFU)", "%s", "unknown device: give -peak TFLOPS");
     table_row("communication", "%s", t->dc.nccl ? "nccl" : "mpi (host-staged)");
 #ifdef USE_CUDNN
     if (g->attn == ATTN_CUDNN)
@@ -1200,13 +1370,17 @@ static void print_config_table(const Train* t) {
                   cudnn_attn_workspace_bytes(g->cudnn) / 1048576.0);
     else
 #endif
-    table_row("attention", "%s", ATTN_NAMES[g->attn]);
+        table_row("attention", "%s", ATTN_NAMES[g->attn]);
     table_row("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
     print_act_memory(g, t->dc.nccl);
     if (t->dc.nccl)
-        table_row("host syncs / step", "%s", is_first_stage(g) || is_last_stage(g) ? "2 + 1 per micro-batch (uploads' slot guard; loss and norms; step end)"
-                                                                                  : "2 (loss and norms; step end)");
-    else table_row("host syncs / step", "%s", "each host-staged collective waits (-comm mpi); counted in the log (host_syncs)");
+        table_row("host syncs / step", "%s",
+                  is_first_stage(g) || is_last_stage(g)
+                      ? "2 + 1 per micro-batch (uploads' slot guard; loss and norms; step end)"
+                      : "2 (loss and norms; step end)");
+    else
+        table_row("host syncs / step", "%s",
+                  "each host-staged collective waits (-comm mpi); counted in the log (host_syncs)");
     table_rule();
     fflush(stdout);
 }
@@ -1223,15 +1397,18 @@ static void select_device(Train* t) {
     int bad = (e != cudaSuccess || ndev == 0) ? 1 : 0;
     int local = 0, nlocal = 1;
     int dev = bad ? -1 : 0;
-    char bus[32] = "";   // PCI bus id of this rank's choice ("" without a device)
-    int dup_with = -1;   // a lower local rank on the same GPU, if any
+    char bus[32] = ""; // PCI bus id of this rank's choice ("" without a device)
+    int dup_with = -1; // a lower local rank on the same GPU, if any
 #ifdef USE_MPI
     if (comm->mpi) {
         MPI_Comm node;
         mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank, MPI_INFO_NULL, &node));
         mpiCheck(MPI_Comm_rank(node, &local));
         mpiCheck(MPI_Comm_size(node, &nlocal));
-        if (!bad) { dev = local % ndev; cudaCheck(cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), dev)); }
+        if (!bad) {
+            dev = local % ndev;
+            cudaCheck(cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), dev));
+        }
         char* all = (char*)calloc_check((size_t)nlocal, sizeof(bus));
         mpiCheck(MPI_Allgather(bus, (int)sizeof(bus), MPI_CHAR, all, (int)sizeof(bus), MPI_CHAR, node));
         for (int r = 0; r < local && dup_with < 0; r++)
@@ -1245,7 +1422,8 @@ static void select_device(Train* t) {
     int any_bad = (int)world_sum(comm, (double)bad), any_share = (int)world_sum(comm, (double)share);
     if (any_bad || any_share) {
         if (any_bad && comm->rank == 0)
-            fprintf(stderr, "error: no CUDA device found on %d rank(s) (%s): run train_gpt (the CPU trainer) on this machine\n",
+            fprintf(stderr,
+                    "error: no CUDA device found on %d rank(s) (%s): run train_gpt (the CPU trainer) on this machine\n",
                     any_bad, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         // one line, from the lowest world rank that found a duplicate
         int me_first = 0;
@@ -1257,8 +1435,11 @@ static void select_device(Train* t) {
         }
 #endif
         if (!any_bad && me_first)
-            fprintf(stderr, "error: local ranks %d and %d of a node (world rank %d) both use GPU %s (of %d visible): NCCL needs one GPU "
-                    "per rank; give each rank its own (e.g. CUDA_VISIBLE_DEVICES per rank) or use -comm mpi to share a GPU\n",
+            fprintf(stderr,
+                    "error: local ranks %d and %d of a node (world rank %d) both use GPU %s (of %d visible): NCCL "
+                    "needs one GPU "
+                    "per rank; give each rank its own (e.g. CUDA_VISIBLE_DEVICES per rank) or use -comm mpi to share a "
+                    "GPU\n",
                     dup_with, local, comm->rank, bus, ndev);
 #ifdef USE_MPI
         if (comm->mpi) MPI_Finalize();
@@ -1285,10 +1466,11 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     cudaCheck(cudaStreamCreate(&t->stream));
     devcomm_init(&t->dc, &t->run.comm, t->dc.nccl, t->stream, 1);
     dc_pp_links_init(&t->dc, cfg->vpp > 1 ? cfg->vpp : 1); // the overlapped pipeline's links, warmed up
-    // 1F1B: at most PP micro-batches in flight; interleaved: schedule_slots units
-    int nslots = cfg->vpp > 1 ? schedule_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
+    // 1F1B: at most PP micro-batches in flight; interleaved: pipe_slots units
+    int nslots = cfg->vpp > 1 ? pipe_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
     // gradient buffers: two for 1F1B; interleaved, what the largest step of the run needs
-    int ndgrad = schedule_grad_buffers_max(comm->pp, comm->PP, cfg->vpp, (int)(cfg->gb / ((int64_t)cfg->mb * comm->DP)), t->dc.nccl);
+    int ndgrad =
+        pipe_grad_buffers_max(comm->pp, comm->PP, cfg->vpp, (int)(cfg->gb / ((int64_t)cfg->mb * comm->DP)), t->dc.nccl);
     if (ndgrad < 0) die("out of host memory for the pipeline schedule");
     gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, ndgrad, t->dc.overlap, t->stream);
 }
@@ -1305,7 +1487,9 @@ static StepResult hook_step(void* self) { return train_step((Train*)self); }
 static double hook_evaluate(void* self) { return evaluate((Train*)self); }
 static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out); }
 static int hook_save(void* self) { return save_checkpoint((Train*)self); }
-static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) { return load_checkpoint((Train*)self, dir, weights_only, err, n); }
+static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) {
+    return load_checkpoint((Train*)self, dir, weights_only, err, n);
+}
 static void hook_init(void* self) { init_weights((Train*)self); }
 // the step watchdog (another thread) ends a stuck job: NCCL communicators abort so that no
 // kernel keeps waiting on a peer that will never come (ncclCommAbort is safe to call then)
@@ -1313,7 +1497,8 @@ static void hook_abort(void* self) {
     DevComm* d = &((Train*)self)->dc;
     if (!d->nccl) return;
     ncclComm_t cs[4] = {d->tp, d->dp, d->pp, d->emb};
-    for (int i = 0; i < 4; i++) if (cs[i]) ncclCommAbort(cs[i]); // the job is ending: the result is not checked
+    for (int i = 0; i < 4; i++)
+        if (cs[i]) ncclCommAbort(cs[i]); // the job is ending: the result is not checked
     for (int i = 0; i < d->nlinks; i++) ncclCommAbort(d->link[i].comm);
 }
 
@@ -1328,8 +1513,8 @@ int main(int argc, char** argv) {
     Train t;
     train_setup(&t, &cfg, &comm);
     run_open_data(&t.run, is_first_stage(&t.model) || is_last_stage(&t.model)); // only these stages read tokens
-    RunHooks hooks = {&t, hook_step, hook_evaluate, hook_sample, hook_save, hook_load, hook_init, t.peak_tflops, hook_abort,
-                      {&t, eval_forward, eval_row}};
+    RunHooks hooks = {&t,        hook_step, hook_evaluate, hook_sample, hook_save,
+                      hook_load, hook_init, t.peak_tflops, hook_abort,  {&t, eval_forward, eval_row}};
     run_load_weights(&t.run, &hooks);
     if (comm.rank == 0) print_config_table(&t);
     int rc = run_loop(&t.run, &hooks);

@@ -24,5 +24,9 @@
 // stops the build here. Keep inline PTX behind `#ifndef CUEMU` with a plain-CUDA
 // fallback in the #else branch. (System headers use __asm__, which stays valid.)
 #ifndef CUEMU_ALLOW_ASM
-#define asm static_assert(false, "inline PTX (asm) cannot be emulated on the CPU: put it behind #ifndef CUEMU with a plain-CUDA fallback"); (void)
+#define asm                                                                                                        \
+    static_assert(                                                                                                 \
+        false,                                                                                                     \
+        "inline PTX (asm) cannot be emulated on the CPU: put it behind #ifndef CUEMU with a plain-CUDA fallback"); \
+    (void)
 #endif

@@ -26,13 +26,17 @@ CUEMU_CXXFLAGS ?= -std=c++17 -O2 -g -Wall -Wextra
 # instrumentation with cuemu's own hooks (impl/detect.h) in place of its runtime,
 # which the empty notsan/libtsan.a keeps out. GCC only; CUEMU_DETECT=0 drops them.
 CUEMU_DETECT ?= $(if $(findstring clang,$(shell $(CUEMU_CXX) --version 2>/dev/null | head -1)),0,1)
-CUEMU_DETECT_FLAGS = $(if $(filter 1,$(CUEMU_DETECT)),-g1 -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -Wno-tsan \
+CUEMU_DETECT_FLAGS = $(if $(filter 1,$(CUEMU_DETECT)),-g1 -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 \
+    -Wno-tsan \
     -static-libtsan -L$(abspath $(CUEMU_DIR))/notsan -fsanitize=alignment -fno-sanitize-recover=alignment)
-CUEMU_FLAGS = $(CUEMU_CXXFLAGS) -rdynamic -DCUEMU -I$(CUEMU_DIR)/include -include $(CUEMU_DIR)/cuemu.h $(CUEMU_DETECT_FLAGS)
+CUEMU_FLAGS = $(CUEMU_CXXFLAGS) -rdynamic -DCUEMU -I$(CUEMU_DIR)/include -include $(CUEMU_DIR)/cuemu.h \
+    $(CUEMU_DETECT_FLAGS)
 CUEMU_MPI_DEFS = -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
-CUEMU_DEPS = $(wildcard $(CUEMU_DIR)/*.h $(CUEMU_DIR)/include/*.h $(CUEMU_DIR)/impl/*.h) $(CUEMU_ROOT)/llmc/cuda/cuda_common.cuh
+CUEMU_DEPS = $(wildcard $(CUEMU_DIR)/*.h $(CUEMU_DIR)/include/*.h $(CUEMU_DIR)/impl/*.h) \
+    $(CUEMU_ROOT)/llmc/cuda/cuda_common.cuh
 CUEMU_MPIRUN_FLAGS ?= --oversubscribe $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-run-as-root)
-CUEMU_HAVE_MPI := $(shell command -v $(CUEMU_MPICXX) >/dev/null 2>&1 && command -v $(CUEMU_MPIRUN) >/dev/null 2>&1 && echo yes)
+CUEMU_HAVE_MPI := $(shell command -v $(CUEMU_MPICXX) >/dev/null 2>&1 && command -v $(CUEMU_MPIRUN) >/dev/null 2>&1 && \
+    echo yes)
 CUEMU_NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 CUEMU_NVCC_FLAGS ?= -std=c++17 -Werror all-warnings -Xcompiler -Wall,-Wextra
 CUEMU_ARCHS ?= 80 90
@@ -53,14 +57,17 @@ cuemu-test: $(CUEMU_TEST_BINS)
 	bash $(CUEMU_TEST_DIR)/test_build_errors.sh "$(CUEMU_CXX)" $(CUEMU_DIR)
 	$(CUEMU_BUILD)/test_cuemu
 ifeq ($(CUEMU_DETECT),1)
-	bash $(CUEMU_TEST_DIR)/test_detectors.sh "$(CUEMU_CXX) $(CUEMU_FLAGS) -O1 -Wno-unused-function -Wno-unknown-pragmas -lpthread" $(CUEMU_ROOT) $(CUEMU_BUILD)
+	bash $(CUEMU_TEST_DIR)/test_detectors.sh \
+	    "$(CUEMU_CXX) $(CUEMU_FLAGS) -O1 -Wno-unused-function -Wno-unknown-pragmas -lpthread" $(CUEMU_ROOT) \
+	    $(CUEMU_BUILD)
 else
 	@echo "cuemu-test: CUEMU_DETECT=0 (or clang): the race/alignment detector tests NOT run"
 endif
 ifeq ($(CUEMU_HAVE_MPI),yes)
 	$(CUEMU_MPIRUN) $(CUEMU_MPIRUN_FLAGS) -np $(CUEMU_NP) $(CUEMU_BUILD)/test_nccl
 else
-	@echo "cuemu-test: $(CUEMU_MPICXX) or $(CUEMU_MPIRUN) not found: NCCL-over-MPI test NOT run (bash dev/install.sh installs Open MPI)"
+	@echo "cuemu-test: $(CUEMU_MPICXX) or $(CUEMU_MPIRUN) not found: NCCL-over-MPI test NOT run" \
+	    "(bash dev/install.sh installs Open MPI)"
 endif
 
 cuemu-compile:
@@ -70,10 +77,13 @@ else
 	@mkdir -p $(CUEMU_BUILD)
 	@set -e; for a in $(CUEMU_ARCHS); do \
 	    echo "$(CUEMU_NVCC) $(CUEMU_NVCC_FLAGS) -arch=sm_$$a -c $(CUEMU_TEST_DIR)/test_cuemu.cu"; \
-	    $(CUEMU_NVCC) $(CUEMU_NVCC_FLAGS) -arch=sm_$$a -c $(CUEMU_TEST_DIR)/test_cuemu.cu -o $(CUEMU_BUILD)/test_cuemu_sm$$a.o; \
+	    $(CUEMU_NVCC) $(CUEMU_NVCC_FLAGS) -arch=sm_$$a -c $(CUEMU_TEST_DIR)/test_cuemu.cu -o \
+	    $(CUEMU_BUILD)/test_cuemu_sm$$a.o; \
 	    if [ -n "$(CUEMU_MPI_CFLAGS)" ]; then \
-	        echo "$(CUEMU_NVCC) $(CUEMU_NVCC_FLAGS) -arch=sm_$$a $(CUEMU_MPI_DEFS) <mpi flags> -c $(CUEMU_TEST_DIR)/test_nccl.cu"; \
-	        $(CUEMU_NVCC) $(CUEMU_NVCC_FLAGS) -arch=sm_$$a $(CUEMU_MPI_DEFS) $(CUEMU_MPI_CFLAGS) -c $(CUEMU_TEST_DIR)/test_nccl.cu -o $(CUEMU_BUILD)/test_nccl_sm$$a.o; \
+	        echo "$(CUEMU_NVCC) $(CUEMU_NVCC_FLAGS) -arch=sm_$$a $(CUEMU_MPI_DEFS) <mpi flags>" \
+	            "-c $(CUEMU_TEST_DIR)/test_nccl.cu"; \
+	        $(CUEMU_NVCC) $(CUEMU_NVCC_FLAGS) -arch=sm_$$a $(CUEMU_MPI_DEFS) $(CUEMU_MPI_CFLAGS) -c \
+	    $(CUEMU_TEST_DIR)/test_nccl.cu -o $(CUEMU_BUILD)/test_nccl_sm$$a.o; \
 	    else echo "cuemu-compile: no MPI compile flags from $(CUEMU_MPICXX): tests/cuemu/test_nccl.cu skipped"; fi; \
 	done
 	@echo "cuemu-compile: the emulation's test sources are valid CUDA for sm_$(subst $() ,/sm_,$(CUEMU_ARCHS))"

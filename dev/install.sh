@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the build, the tests and the quickstart need on a fresh Debian
-# machine: compiler bits (clang + libFuzzer for make fuzz), Open MPI, PyTorch (Debian's, for the reference), the KJV
+# machine: compiler bits (clang + libFuzzer for make fuzz, clang-format for make lint), Open MPI, PyTorch (Debian's, for the reference), the KJV
 # corpus, and the BPE library used to train the tokenizer. Idempotent and quiet when
 # everything is already there.
 set -euo pipefail
@@ -8,7 +8,7 @@ SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for p in build-essential libopenmpi-dev openmpi-bin python3-torch python3-numpy \
-         python3-matplotlib python3-pip bible-kjv clang libclang-rt-14-dev libopenblas0-pthread; do
+         python3-matplotlib python3-pip bible-kjv clang clang-format libclang-rt-14-dev libopenblas0-pthread; do
   have_pkg "$p" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -25,7 +25,10 @@ static void check(int ok, const char* fmt, ...) {
     printf("\n");
     va_end(ap);
     fflush(stdout);
-    if (ok) n_pass++; else n_fail++;
+    if (ok)
+        n_pass++;
+    else
+        n_fail++;
 }
 
 static int test_summary(void) {
@@ -42,7 +45,11 @@ static inline double rel_err(double got, double want) {
 // ||got - want|| / ||want|| over n floats
 static inline double rel_l2(const float* got, const float* want, size_t n) {
     double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) { double d = (double)got[i] - want[i]; num += d * d; den += (double)want[i] * want[i]; }
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        num += d * d;
+        den += (double)want[i] * want[i];
+    }
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 

@@ -26,10 +26,18 @@
 // calls per function
 
 enum { W_ALLREDUCE, W_ISEND, W_RECV, W_REDUCE_SCATTER, W_ALLGATHERV, W_BCAST, W_REDUCE, W_N };
-static const char* W_NAMES[W_N] = {"MPI_Allreduce", "MPI_Isend", "MPI_Recv", "MPI_Reduce_scatter", "MPI_Allgatherv", "MPI_Bcast", "MPI_Reduce"};
+static const char* W_NAMES[W_N] = {"MPI_Allreduce",  "MPI_Isend", "MPI_Recv",  "MPI_Reduce_scatter",
+                                   "MPI_Allgatherv", "MPI_Bcast", "MPI_Reduce"};
 static long w_max[W_N], w_calls[W_N];
-static void w_note(int f, long count) { w_calls[f]++; if (count > w_max[f]) w_max[f] = count; }
-static int comm_size_of(MPI_Comm c) { int n = 0; PMPI_Comm_size(c, &n); return n; }
+static void w_note(int f, long count) {
+    w_calls[f]++;
+    if (count > w_max[f]) w_max[f] = count;
+}
+static int comm_size_of(MPI_Comm c) {
+    int n = 0;
+    PMPI_Comm_size(c, &n);
+    return n;
+}
 
 int MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
     w_note(W_ALLREDUCE, n);
@@ -49,9 +57,11 @@ int MPI_Reduce_scatter(const void* s, void* r, const int counts[], MPI_Datatype 
     w_note(W_REDUCE_SCATTER, tot); // the send buffer holds the sum of the counts
     return PMPI_Reduce_scatter(s, r, counts, t, op, c);
 }
-int MPI_Allgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int counts[], const int displs[], MPI_Datatype rt, MPI_Comm c) {
+int MPI_Allgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int counts[], const int displs[],
+                   MPI_Datatype rt, MPI_Comm c) {
     long most = sn;
-    for (int i = 0; i < comm_size_of(c); i++) if ((long)displs[i] + counts[i] > most) most = (long)displs[i] + counts[i];
+    for (int i = 0; i < comm_size_of(c); i++)
+        if ((long)displs[i] + counts[i] > most) most = (long)displs[i] + counts[i];
     w_note(W_ALLGATHERV, most); // the receive buffer's extent
     return PMPI_Allgatherv(s, sn, st, r, counts, displs, rt, c);
 }
@@ -90,7 +100,9 @@ static int same_group(int a, int b, int TP, int DP, int axis) {
 static void test_layout(int TP, int PP, int DP) {
     Comm c;
     comm_init_single(&c);
-    c.mpi = 1; c.rank = g_rank; c.world = g_world;
+    c.mpi = 1;
+    c.rank = g_rank;
+    c.world = g_world;
     const size_t n = 1000;
     comm_init_groups(&c, TP, PP, DP, n);
     char what[256];
@@ -106,10 +118,14 @@ static void test_layout(int TP, int PP, int DP) {
         for (int li = 0; li < 3; li++) {
             size_t len = lens[li];
             for (size_t i = 0; i < len; i++) buf[i] = val(g_rank, i);
-            if (axis == 0) tp_allreduce_sum(&c, buf, len);
-            else if (axis == 1) tp_allreduce_max(&c, buf, len);
-            else if (axis == 2) dp_allreduce_sum(&c, buf, len);
-            else emb_allreduce_sum(&c, buf, len);
+            if (axis == 0)
+                tp_allreduce_sum(&c, buf, len);
+            else if (axis == 1)
+                tp_allreduce_max(&c, buf, len);
+            else if (axis == 2)
+                dp_allreduce_sum(&c, buf, len);
+            else
+                emb_allreduce_sum(&c, buf, len);
             for (size_t i = 0; i < len; i++) {
                 double want = axis == 1 ? -1e30 : 0.0;
                 for (int r = 0; r < g_world; r++) {
@@ -118,16 +134,22 @@ static void test_layout(int TP, int PP, int DP) {
                         Coords y = layout_coords(r, TP, DP);
                         member = in_emb && same_group(g_rank, r, TP, DP, 2) && (y.pp == 0 || y.pp == PP - 1);
                         if (!in_emb) member = r == g_rank;
-                    } else member = same_group(g_rank, r, TP, DP, axis == 2 ? 1 : 0);
+                    } else
+                        member = same_group(g_rank, r, TP, DP, axis == 2 ? 1 : 0);
                     if (!member) continue;
-                    if (axis == 1) { if (val(r, i) > want) want = val(r, i); } else want += val(r, i);
+                    if (axis == 1) {
+                        if (val(r, i) > want) want = val(r, i);
+                    } else
+                        want += val(r, i);
                 }
                 if (size == 1 && axis != 3) want = val(g_rank, i);
                 if ((double)buf[i] != want) ok = 0;
             }
         }
     }
-    snprintf(what, sizeof(what), "layout %dx%dx%d: TP sum, TP max, DP sum, embedding sum of 0, 3, %zu floats equal the inputs' sums", TP, PP, DP, n);
+    snprintf(what, sizeof(what),
+             "layout %dx%dx%d: TP sum, TP max, DP sum, embedding sum of 0, 3, %zu floats equal the inputs' sums", TP,
+             PP, DP, n);
     check_all(ok, what);
     // ZeRO-1 reduce-scatter (uneven shards: total not a multiple of DP) and all-gather
     ok = 1;
@@ -138,14 +160,17 @@ static void test_layout(int TP, int PP, int DP) {
     dp_reduce_scatter_sum(&c, buf, out, total);
     for (size_t j = 0; j < cnt; j++) {
         double want = 0;
-        for (int r = 0; r < g_world; r++) if (same_group(g_rank, r, TP, DP, 1)) want += val(r, off + j);
+        for (int r = 0; r < g_world; r++)
+            if (same_group(g_rank, r, TP, DP, 1)) want += val(r, off + j);
         if ((double)out[j] != want) ok = 0;
     }
     for (size_t i = 0; i < total; i++) buf[i] = -777.0f; // everything but this rank's shard is overwritten
     for (size_t j = 0; j < cnt; j++) buf[off + j] = (float)(off + j);
     dp_allgather(&c, buf, total);
-    for (size_t i = 0; i < total; i++) if (buf[i] != (float)i) ok = 0;
-    snprintf(what, sizeof(what), "layout %dx%dx%d: ZeRO-1 reduce-scatter and all-gather of %zu floats in %d shards", TP, PP, DP, total, DP);
+    for (size_t i = 0; i < total; i++)
+        if (buf[i] != (float)i) ok = 0;
+    snprintf(what, sizeof(what), "layout %dx%dx%d: ZeRO-1 reduce-scatter and all-gather of %zu floats in %d shards", TP,
+             PP, DP, total, DP);
     check_all(ok, what);
     // pipeline: two messages each way between neighbouring stages, received in reverse order
     if (PP > 1) {
@@ -164,11 +189,14 @@ static void test_layout(int TP, int PP, int DP) {
                 memset(out, 0, sizeof(float) * n);
                 pp_recv(&c, out, len, from, 2 * m + dir);
                 int src = c.tp + TP * c.dp + TP * DP * from; // world rank of the peer (layout.h)
-                for (size_t i = 0; i < len; i++) if (out[i] != val(src, i) + 1000.0f * m) ok = 0;
+                for (size_t i = 0; i < len; i++)
+                    if (out[i] != val(src, i) + 1000.0f * m) ok = 0;
             }
         }
         pp_flush(&c);
-        snprintf(what, sizeof(what), "layout %dx%dx%d: pipeline sends of %zu and 3 floats arrive whole, matched by tag out of order", TP, PP, DP, n);
+        snprintf(what, sizeof(what),
+                 "layout %dx%dx%d: pipeline sends of %zu and 3 floats arrive whole, matched by tag out of order", TP,
+                 PP, DP, n);
         check_all(ok, what);
     }
     // whole job: a double sum and a broadcast of bytes
@@ -176,23 +204,34 @@ static void test_layout(int TP, int PP, int DP) {
     unsigned char bytes[100];
     for (int i = 0; i < 100; i++) bytes[i] = (unsigned char)(g_rank == g_world - 1 ? i * 3 : 0);
     world_bcast(&c, bytes, sizeof(bytes), g_world - 1);
-    for (int i = 0; i < 100; i++) if (bytes[i] != (unsigned char)(i * 3)) ok = 0;
+    for (int i = 0; i < 100; i++)
+        if (bytes[i] != (unsigned char)(i * 3)) ok = 0;
     snprintf(what, sizeof(what), "layout %dx%dx%d: world sum and a 100-byte broadcast", TP, PP, DP);
     check_all(ok, what);
-    free(buf); free(out);
+    free(buf);
+    free(out);
     comm_free(&c);
 }
 
 int main(int argc, char** argv) {
-    if (argc > 1 && strcmp(argv[1], "--parse") == 0) { Comm c; comm_init_single(&c); printf("%zu\n", c.chunk); return 0; }
+    if (argc > 1 && strcmp(argv[1], "--parse") == 0) {
+        Comm c;
+        comm_init_single(&c);
+        printf("%zu\n", c.chunk);
+        return 0;
+    }
     // the knob rejects what is not a count, before MPI starts (no MPI in the child)
     int bad_rc = 0;
     if (getenv("OMPI_COMM_WORLD_RANK") && atoi(getenv("OMPI_COMM_WORLD_RANK")) == 0) {
         int rc = system("LLMC_MPI_CHUNK=12x ./test_comm --parse > /dev/null 2> /tmp/llmc_test_comm_err.txt");
         FILE* f = fopen("/tmp/llmc_test_comm_err.txt", "r");
         char line[512] = "";
-        if (f) { if (!fgets(line, sizeof(line), f)) line[0] = 0; fclose(f); }
-        bad_rc = WIFEXITED(rc) && WEXITSTATUS(rc) != 0 && strncmp(line, "error: environment LLMC_MPI_CHUNK=12x", 37) == 0;
+        if (f) {
+            if (!fgets(line, sizeof(line), f)) line[0] = 0;
+            fclose(f);
+        }
+        bad_rc =
+            WIFEXITED(rc) && WEXITSTATUS(rc) != 0 && strncmp(line, "error: environment LLMC_MPI_CHUNK=12x", 37) == 0;
     }
     MPI_Init(&argc, &argv);
     PMPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
@@ -202,7 +241,8 @@ int main(int argc, char** argv) {
     comm_init_single(&probe);
     size_t chunk = probe.chunk;
     char what[256];
-    snprintf(what, sizeof(what), "LLMC_MPI_CHUNK sets the chunk (%zu elements; run with LLMC_MPI_CHUNK=7 on 4 ranks)", chunk);
+    snprintf(what, sizeof(what), "LLMC_MPI_CHUNK sets the chunk (%zu elements; run with LLMC_MPI_CHUNK=7 on 4 ranks)",
+             chunk);
     check_all(chunk == 7 && g_world == 4, what);
     if (chunk == 7 && g_world == 4) {
         test_layout(2, 2, 1);
@@ -218,8 +258,8 @@ int main(int argc, char** argv) {
         // (1001 floats > 7: never here); MPI_Bcast carries the world broadcast and the gathers
         int need = f != W_REDUCE_SCATTER && f != W_ALLGATHERV;
         if (g_rank == 0)
-            check(most <= (long)chunk && (!need || calls > 0), "%-18s %6ld calls, largest count %ld (chunk %zu)%s", W_NAMES[f], calls, most, chunk,
-                  need ? "" : ", unused above a chunk");
+            check(most <= (long)chunk && (!need || calls > 0), "%-18s %6ld calls, largest count %ld (chunk %zu)%s",
+                  W_NAMES[f], calls, most, chunk, need ? "" : ", unused above a chunk");
     }
     MPI_Finalize();
     return g_rank == 0 ? test_summary() : 0;

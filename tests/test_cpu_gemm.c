@@ -31,7 +31,9 @@
 
 static uint64_t rng_state = 88172645463325252ull;
 static float frand(void) { // xorshift64: deterministic inputs in [-1, 1)
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
     return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
@@ -77,23 +79,31 @@ static void check(CpuIsa isa, int threads, int M, int N, int K, int ta, int tb, 
     CpuGemmWork w = work;
     if (per_thread_packs) w.shared_cap = 0;
     cpu_gemm(isa, M, N, K, A, ars, acs, B, brs, bcs, C1, ldc, flags, use_bias ? bias : NULL, (threads & 1) ? &w : NULL);
-    if (memcmp(C0, C1, sizeof(float) * (size_t)M * ldc) == 0) passed++;
+    if (memcmp(C0, C1, sizeof(float) * (size_t)M * ldc) == 0)
+        passed++;
     else {
         failed++;
         size_t bad = 0;
         while (bad < (size_t)M * ldc && memcmp(&C0[bad], &C1[bad], sizeof(float)) == 0) bad++;
-        printf("FAIL %s threads %d%s M %d N %d K %d %s%s flags %d%s bias %d: first difference at (%zu, %zu): %.9g vs %.9g\n",
-               cpu_isa_name(isa), threads, per_thread_packs ? " (per-thread packs)" : "", M, N, K, ta ? "T" : "N", tb ? "T" : "N", flags,
-               (flags & CPU_GEMM_STREAM) && unaligned ? " (unaligned C)" : "", use_bias,
-               bad / ldc, bad % ldc, C0[bad], C1[bad]);
+        printf(
+            "FAIL %s threads %d%s M %d N %d K %d %s%s flags %d%s bias %d: first difference at (%zu, %zu): %.9g vs "
+            "%.9g\n",
+            cpu_isa_name(isa), threads, per_thread_packs ? " (per-thread packs)" : "", M, N, K, ta ? "T" : "N",
+            tb ? "T" : "N", flags, (flags & CPU_GEMM_STREAM) && unaligned ? " (unaligned C)" : "", use_bias, bad / ldc,
+            bad % ldc, C0[bad], C1[bad]);
     }
-    free(A); free(B); free(bias); free(C0); free(C1mem);
+    free(A);
+    free(B);
+    free(bias);
+    free(C0);
+    free(C1mem);
 }
 
 // ulps between two finite floats of the same sign region (via the ordered integer line)
 static int64_t ulp_diff(float a, float b) {
     int32_t ia, ib;
-    memcpy(&ia, &a, 4); memcpy(&ib, &b, 4);
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
     int64_t la = ia < 0 ? (int64_t)INT32_MIN - ia : ia, lb = ib < 0 ? (int64_t)INT32_MIN - ib : ib;
     return la > lb ? la - lb : lb - la;
 }
@@ -135,10 +145,18 @@ static void check_packs(void) {
                 memset(got, 0xff, sizeof(float) * 64 * 64);
                 gemm_pack_a((CpuIsa)isa, got, A, rs, cs, M, i0, mc, k0, kc, mr);
                 cases++;
-                if (memcmp(got, want, sizeof(float) * mc * kc) != 0) { bad++; printf("FAIL pack_a %s mr %d %s\n", cpu_isa_name((CpuIsa)isa), mr, t ? "T" : "N"); }
+                if (memcmp(got, want, sizeof(float) * mc * kc) != 0) {
+                    bad++;
+                    printf("FAIL pack_a %s mr %d %s\n", cpu_isa_name((CpuIsa)isa), mr, t ? "T" : "N");
+                }
                 // nothing past the panels: threads pack neighbouring slices of one shared buffer
                 for (int i = mc * kc; i < 64 * 64; i++)
-                    if (((uint32_t*)got)[i] != 0xffffffffu) { bad++; printf("FAIL pack_a %s mr %d %s wrote float %d past the panel\n", cpu_isa_name((CpuIsa)isa), mr, t ? "T" : "N", i - mc * kc); break; }
+                    if (((uint32_t*)got)[i] != 0xffffffffu) {
+                        bad++;
+                        printf("FAIL pack_a %s mr %d %s wrote float %d past the panel\n", cpu_isa_name((CpuIsa)isa), mr,
+                               t ? "T" : "N", i - mc * kc);
+                        break;
+                    }
             }
             for (int q = 0; q < 2; q++) { // B = this operand as (K', N') = op(.) with N' = M columns
                 int nr = nrs[q], j0 = 2, k0 = 1, kc = K - 1;
@@ -154,54 +172,97 @@ static void check_packs(void) {
                 memset(got, 0xff, sizeof(float) * 64 * 64);
                 gemm_pack_b((CpuIsa)isa, got, A, brs, bcs, M, j0, nc, k0, kc, nr);
                 cases++;
-                if (memcmp(got, want, sizeof(float) * nc * kc) != 0) { bad++; printf("FAIL pack_b %s nr %d %s\n", cpu_isa_name((CpuIsa)isa), nr, t ? "T" : "N"); }
+                if (memcmp(got, want, sizeof(float) * nc * kc) != 0) {
+                    bad++;
+                    printf("FAIL pack_b %s nr %d %s\n", cpu_isa_name((CpuIsa)isa), nr, t ? "T" : "N");
+                }
             }
         }
     }
-    if (bad == 0) passed++;
-    else failed++;
+    if (bad == 0)
+        passed++;
+    else
+        failed++;
     printf("packs: %d layouts, %d wrong\n", cases, bad);
-    free(A); free(got); free(want);
+    free(A);
+    free(got);
+    free(want);
 }
 
 static void check_exp(void) {
     enum { N = 1 << 21 };
-    float* x = malloc(sizeof(float) * N); float* y0 = malloc(sizeof(float) * N); float* y1 = malloc(sizeof(float) * N);
+    float* x = malloc(sizeof(float) * N);
+    float* y0 = malloc(sizeof(float) * N);
+    float* y1 = malloc(sizeof(float) * N);
     for (int i = 0; i < N; i++) x[i] = -87.0f + 175.0f * (float)i / (float)(N - 1); // the whole range, evenly
-    x[0] = -87.0f; x[1] = 88.0f; x[2] = 0.0f; x[3] = -0.0f; x[4] = 1e-30f; x[5] = 0.34657359f; x[6] = -0.34657359f;
+    x[0] = -87.0f;
+    x[1] = 88.0f;
+    x[2] = 0.0f;
+    x[3] = -0.0f;
+    x[4] = 1e-30f;
+    x[5] = 0.34657359f;
+    x[6] = -0.34657359f;
     exp_scalar(y0, x, N);
     exp_loop(y1, x, N);
-    int64_t worst = 0; int at = 0;
+    int64_t worst = 0;
+    int at = 0;
     for (int i = 0; i < N; i++) {
         int64_t u = ulp_diff(y0[i], (float)exp((double)x[i]));
-        if (u > worst) { worst = u; at = i; }
+        if (u > worst) {
+            worst = u;
+            at = i;
+        }
     }
-    if (worst <= 4) passed++;
-    else { failed++; printf("FAIL exp_vec: %lld ulp from exp at x = %.9g (%.9g vs %.9g)\n", (long long)worst, x[at], y0[at], exp((double)x[at])); }
-    if (memcmp(y0, y1, sizeof(float) * N) == 0) passed++;
-    else { failed++; printf("FAIL exp_vec: the vectorized loop differs from scalar calls\n"); }
+    if (worst <= 4)
+        passed++;
+    else {
+        failed++;
+        printf("FAIL exp_vec: %lld ulp from exp at x = %.9g (%.9g vs %.9g)\n", (long long)worst, x[at], y0[at],
+               exp((double)x[at]));
+    }
+    if (memcmp(y0, y1, sizeof(float) * N) == 0)
+        passed++;
+    else {
+        failed++;
+        printf("FAIL exp_vec: the vectorized loop differs from scalar calls\n");
+    }
     // outside the range: clamped (not inf / 0), NaN stays NaN
     float big = exp_vec(1000.0f), small = exp_vec(-1000.0f), nan = exp_vec(NAN);
-    if (big == exp_vec(88.0f) && small == exp_vec(-87.0f) && isnan(nan)) passed++;
-    else { failed++; printf("FAIL exp_vec: exp(1000) %g, exp(-1000) %g, exp(NaN) %g\n", big, small, nan); }
+    if (big == exp_vec(88.0f) && small == exp_vec(-87.0f) && isnan(nan))
+        passed++;
+    else {
+        failed++;
+        printf("FAIL exp_vec: exp(1000) %g, exp(-1000) %g, exp(NaN) %g\n", big, small, nan);
+    }
     printf("exp_vec: worst %lld ulp from double exp over [-87, 88]\n", (long long)worst);
-    free(x); free(y0); free(y1);
+    free(x);
+    free(y0);
+    free(y1);
 }
 
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
 
 static void bench(void) {
     // the 125m step at B=4, T=64 (BT=256): forward NT, backward NN (dinp) and TN (dW)
-    struct { const char* name; int M, N, K, ta, tb; } s[] = {
+    struct {
+        const char* name;
+        int M, N, K, ta, tb;
+    } s[] = {
         {"fc fwd NT 256x3072x768", 256, 3072, 768, 0, 1}, {"fc dinp NN 256x768x3072", 256, 768, 3072, 0, 0},
-        {"fc dW TN 3072x768x256", 3072, 768, 256, 1, 0}, {"head fwd NT 256x50257x768", 256, 50257, 768, 0, 1},
+        {"fc dW TN 3072x768x256", 3072, 768, 256, 1, 0},  {"head fwd NT 256x50257x768", 256, 50257, 768, 0, 1},
         {"square NN 2048^3", 2048, 2048, 2048, 0, 0},
     };
     for (int isa = CPU_ISA_AVX512; isa >= CPU_ISA_GENERIC; isa--) {
         if (!cpu_isa_supported((CpuIsa)isa)) continue;
         for (size_t c = 0; c < sizeof(s) / sizeof(s[0]); c++) {
             int M = s[c].M, N = s[c].N, K = s[c].K;
-            float* A = malloc(sizeof(float) * M * K); float* B = malloc(sizeof(float) * K * N); float* C = malloc(sizeof(float) * M * N);
+            float* A = malloc(sizeof(float) * M * K);
+            float* B = malloc(sizeof(float) * K * N);
+            float* C = malloc(sizeof(float) * M * N);
             for (size_t i = 0; i < (size_t)M * K; i++) A[i] = frand();
             for (size_t i = 0; i < (size_t)K * N; i++) B[i] = frand();
             ptrdiff_t ars = s[c].ta ? 1 : K, acs = s[c].ta ? M : 1, brs = s[c].tb ? 1 : N, bcs = s[c].tb ? K : 1;
@@ -209,17 +270,26 @@ static void bench(void) {
             for (int r = 0; r < 3; r++) {
                 double t0 = now();
                 cpu_gemm((CpuIsa)isa, M, N, K, A, ars, acs, B, brs, bcs, C, N, 0, NULL, &work);
-                double t = now() - t0; if (t < best) best = t;
+                double t = now() - t0;
+                if (t < best) best = t;
             }
             printf("%-8s %-28s %8.1f GFLOP/s\n", cpu_isa_name((CpuIsa)isa), s[c].name, 2.0 * M * N * K / best * 1e-9);
-            free(A); free(B); free(C);
+            free(A);
+            free(B);
+            free(C);
         }
     }
 }
 
 int main(int argc, char** argv) {
-    if (cpu_gemm_work_alloc(&work, 3) != 0) { printf("out of memory\n"); return 1; }
-    if (argc > 1 && strcmp(argv[1], "bench") == 0) { bench(); return 0; }
+    if (cpu_gemm_work_alloc(&work, 3) != 0) {
+        printf("out of memory\n");
+        return 1;
+    }
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) {
+        bench();
+        return 0;
+    }
     // sizes around micro-tiles (4/6/12 rows, 16/32 columns) and blocks (KC 256, MC 96)
     // 8, 130: the 2- and 4-row AVX2 edge kernels; 8 and the 64-row case below: AVX-512's 8 and 4
     const int Ms[] = {1, 5, 8, 13, 97, 130};
@@ -227,17 +297,20 @@ int main(int argc, char** argv) {
     const int Ks[] = {0, 1, 7, 13, 257, 520}; // 13, 257: the 8-deep transposing packs' tails
     int threads[] = {1, 2, 3};
     for (int isa = CPU_ISA_GENERIC; isa <= CPU_ISA_AVX512; isa++) {
-        if (!cpu_isa_supported((CpuIsa)isa)) { printf("(%s: not on this CPU, skipped)\n", cpu_isa_name((CpuIsa)isa)); continue; }
+        if (!cpu_isa_supported((CpuIsa)isa)) {
+            printf("(%s: not on this CPU, skipped)\n", cpu_isa_name((CpuIsa)isa));
+            continue;
+        }
         int before = failed;
         for (size_t mi = 0; mi < sizeof(Ms) / sizeof(int); mi++)
-        for (size_t ni = 0; ni < sizeof(Ns) / sizeof(int); ni++)
-        for (size_t ki = 0; ki < sizeof(Ks) / sizeof(int); ki++)
-        for (int sh = 0; sh < 4; sh++) {
-            int c = (int)(mi * 7 + ni * 3 + ki + sh); // vary threads/flags across cases
-            int flags = c % 2 ? CPU_GEMM_ACCUMULATE : (c / 4) % 2 ? CPU_GEMM_STREAM : 0;
-            unaligned = (c / 8) % 2;
-            check((CpuIsa)isa, threads[c % 3], Ms[mi], Ns[ni], Ks[ki], sh & 1, sh >> 1, flags, (c / 2) % 2);
-        }
+            for (size_t ni = 0; ni < sizeof(Ns) / sizeof(int); ni++)
+                for (size_t ki = 0; ki < sizeof(Ks) / sizeof(int); ki++)
+                    for (int sh = 0; sh < 4; sh++) {
+                        int c = (int)(mi * 7 + ni * 3 + ki + sh); // vary threads/flags across cases
+                        int flags = c % 2 ? CPU_GEMM_ACCUMULATE : (c / 4) % 2 ? CPU_GEMM_STREAM : 0;
+                        unaligned = (c / 8) % 2;
+                        check((CpuIsa)isa, threads[c % 3], Ms[mi], Ns[ni], Ks[ki], sh & 1, sh >> 1, flags, (c / 2) % 2);
+                    }
         // the trainer's large shapes (one each): a wide NT head slice, a tall TN weight gradient
         check((CpuIsa)isa, 2, 64, 1601, 96, 0, 1, 0, 0);
         check((CpuIsa)isa, 2, 1601, 96, 64, 1, 0, 1, 0);
@@ -252,10 +325,12 @@ int main(int argc, char** argv) {
         check((CpuIsa)isa, 3, 1601, 96, 64, 1, 0, 1, 0);
         check((CpuIsa)isa, 3, 300, 200, 600, 0, 0, 1, 1);
         check((CpuIsa)isa, 3, 97, 70, 520, 1, 1, 0, 1);
-        check((CpuIsa)isa, 71, 300, 200, 600, 0, 1, 0, 0); // more threads than the 2-core machine has chunks of some shapes
+        check((CpuIsa)isa, 71, 300, 200, 600, 0, 1, 0,
+              0); // more threads than the 2-core machine has chunks of some shapes
         per_thread_packs = 0;
         check((CpuIsa)isa, 70, 300, 200, 600, 0, 1, 0, 0); // and around a shared operand
-        printf("%s: %s\n", cpu_isa_name((CpuIsa)isa), failed == before ? "bit-identical to the fmaf reference" : "MISMATCH");
+        printf("%s: %s\n", cpu_isa_name((CpuIsa)isa),
+               failed == before ? "bit-identical to the fmaf reference" : "MISMATCH");
     }
     check_packs();
     check_exp();

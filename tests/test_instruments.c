@@ -36,13 +36,18 @@ static void check(int ok, const char* name, const char* fmt, ...) {
         va_end(ap);
     }
     printf("\n");
-    if (ok) n_pass++; else n_fail++;
+    if (ok)
+        n_pass++;
+    else
+        n_fail++;
 }
 
 // ---------------------------------------------------------------------------------------
 // random numbers (xoshiro256** seeded by splitmix64)
 
-typedef struct { uint64_t s[4]; } Rng;
+typedef struct {
+    uint64_t s[4];
+} Rng;
 
 static uint64_t splitmix(uint64_t* x) {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
@@ -50,12 +55,19 @@ static uint64_t splitmix(uint64_t* x) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return z ^ (z >> 31);
 }
-static void rng_seed(Rng* r, uint64_t seed) { for (int i = 0; i < 4; i++) r->s[i] = splitmix(&seed); }
+static void rng_seed(Rng* r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&seed);
+}
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 static uint64_t rng_u64(Rng* r) {
     uint64_t* s = r->s;
     uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45);
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
     return out;
 }
 static double rng_unif(Rng* r) { return ((rng_u64(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0); } // (0,1)
@@ -87,7 +99,8 @@ static void dist_make(GradDist* d, uint64_t seed, double g_scale, double noise_s
     for (int i = 0; i < DIM; i++)
         for (int j = 0; j <= i; j++) d->L[i][j] = noise_scale * (i == j ? 1.0 + rng_unif(&r) : 0.5 * rng_normal(&r));
     for (int i = 0; i < DIM; i++) d->g2_true += d->G[i] * d->G[i];
-    for (int i = 0; i < DIM; i++) for (int j = 0; j < DIM; j++) d->tr_true += d->L[i][j] * d->L[i][j];
+    for (int i = 0; i < DIM; i++)
+        for (int j = 0; j < DIM; j++) d->tr_true += d->L[i][j] * d->L[i][j];
 }
 
 static void dist_sample(const GradDist* d, Rng* r, double* g) {
@@ -100,13 +113,19 @@ static void dist_sample(const GradDist* d, Rng* r, double* g) {
     }
 }
 
-static double sq(const double* g) { double s = 0; for (int i = 0; i < DIM; i++) s += g[i] * g[i]; return s; }
+static double sq(const double* g) {
+    double s = 0;
+    for (int i = 0; i < DIM; i++) s += g[i] * g[i];
+    return s;
+}
 
 // One step as the trainer sees it. DP >= 2: `groups` replicas of `per` samples each;
 // |G_small|^2 = mean of the replicas' squared norms, |G_big|^2 = squared norm of the mean.
 // DP = 1 (nested = 1): one replica of `groups * per` samples; the small batch is the first
 // `first` samples (first group of micro-batches), the big one is all of them.
-typedef struct { int nested, groups, per, first; } Scheme;
+typedef struct {
+    int nested, groups, per, first;
+} Scheme;
 
 static void one_step(const GradDist* d, Rng* r, Scheme sc, double* gs2, double* gb2, double* bs, double* bb) {
     double acc[DIM], sum[DIM], g[DIM];
@@ -120,7 +139,10 @@ static void one_step(const GradDist* d, Rng* r, Scheme sc, double* gs2, double* 
                 dist_sample(d, r, g);
                 for (int i = 0; i < DIM; i++) acc[i] += g[i];
             }
-            for (int i = 0; i < DIM; i++) { sum[i] += acc[i]; acc[i] /= sc.per; }
+            for (int i = 0; i < DIM; i++) {
+                sum[i] += acc[i];
+                acc[i] /= sc.per;
+            }
             s2 += sq(acc);
         }
         *gs2 = s2 / sc.groups;
@@ -141,8 +163,15 @@ static void one_step(const GradDist* d, Rng* r, Scheme sc, double* gs2, double* 
     *bb = B;
 }
 
-typedef struct { double sum, sumsq; int64_t n; } Moments;
-static void mom_add(Moments* m, double x) { m->sum += x; m->sumsq += x * x; m->n++; }
+typedef struct {
+    double sum, sumsq;
+    int64_t n;
+} Moments;
+static void mom_add(Moments* m, double x) {
+    m->sum += x;
+    m->sumsq += x * x;
+    m->n++;
+}
 static double mom_mean(const Moments* m) { return m->sum / m->n; }
 static double mom_se(const Moments* m) {
     double mu = mom_mean(m);
@@ -158,16 +187,19 @@ static void test_unbiased(const char* label, const GradDist* d, Scheme sc, int t
     for (int t = 0; t < trials; t++) {
         double gs2 = 0, gb2, bs, bb, g2, s;
         one_step(d, &r, sc, &gs2, &gb2, &bs, &bb);
-        if (noise_estimate(gs2, gb2, bs, bb, &g2, &s) != 0) { check(0, label, "noise_estimate rejected valid input"); return; }
+        if (noise_estimate(gs2, gb2, bs, bb, &g2, &s) != 0) {
+            check(0, label, "noise_estimate rejected valid input");
+            return;
+        }
         mom_add(&mg, g2);
         mom_add(&ms, s);
-        mom_add(&naive_g, gb2);                 // |G_big|^2: biased up by tr(Sigma)/B_big
-        mom_add(&naive_s, bs * (gs2 - gb2));    // plug-in: biased down by the factor (1 - B_small/B_big)
+        mom_add(&naive_g, gb2);              // |G_big|^2: biased up by tr(Sigma)/B_big
+        mom_add(&naive_s, bs * (gs2 - gb2)); // plug-in: biased down by the factor (1 - B_small/B_big)
     }
     char name[160];
     snprintf(name, sizeof(name), "%s: E[G2] = |G|^2", label);
-    check(within(&mg, d->g2_true), name, "mean %.5f truth %.5f (%.2f SE, SE %.5f, %d trials)", mom_mean(&mg), d->g2_true,
-          (mom_mean(&mg) - d->g2_true) / mom_se(&mg), mom_se(&mg), trials);
+    check(within(&mg, d->g2_true), name, "mean %.5f truth %.5f (%.2f SE, SE %.5f, %d trials)", mom_mean(&mg),
+          d->g2_true, (mom_mean(&mg) - d->g2_true) / mom_se(&mg), mom_se(&mg), trials);
     snprintf(name, sizeof(name), "%s: E[S] = tr(Sigma)", label);
     check(within(&ms, d->tr_true), name, "mean %.4f truth %.4f (%.2f SE, SE %.4f)", mom_mean(&ms), d->tr_true,
           (mom_mean(&ms) - d->tr_true) / mom_se(&ms), mom_se(&ms));
@@ -187,18 +219,23 @@ static void test_group_sq(void) {
     rng_seed(&r, 12);
     const int DP = 4, per = 6, B = DP * per;
     double acc[DP][DIM], mean_k[DP][DIM], g[DIM];
-    memset(acc, 0, sizeof(acc)); memset(mean_k, 0, sizeof(mean_k));
+    memset(acc, 0, sizeof(acc));
+    memset(mean_k, 0, sizeof(mean_k));
     double worst = 0;
     for (int k = 0; k < DP; k++) {
         for (int n = 0; n < per; n++) {
             dist_sample(&d, &r, g);
-            for (int i = 0; i < DIM; i++) { acc[k][i] += g[i] / B; mean_k[k][i] += g[i] / per; }
+            for (int i = 0; i < DIM; i++) {
+                acc[k][i] += g[i] / B;
+                mean_k[k][i] += g[i] / per;
+            }
         }
         double a = noise_group_sq(sq(acc[k]), per, B), want = sq(mean_k[k]);
         double rel = fabs(a - want) / want;
         if (rel > worst) worst = rel;
     }
-    check(worst < 1e-12, "noise_group_sq: rescales a 1/B_global-normalised partial gradient to its group mean", "worst rel err %.2e", worst);
+    check(worst < 1e-12, "noise_group_sq: rescales a 1/B_global-normalised partial gradient to its group mean",
+          "worst rel err %.2e", worst);
 }
 
 static void test_estimate_inputs(void) {
@@ -208,7 +245,8 @@ static void test_estimate_inputs(void) {
               noise_estimate(1, 1, 0, 4, &g2, &s) == -1 && g2 == 123 && s == 456;
     // exact values: |G|^2 = 1, tr = 8, B_small 2, B_big 8: E|g_s|^2 = 5, E|g_b|^2 = 2
     int ok = noise_estimate(5, 2, 2, 8, &g2, &s) == 0 && fabs(g2 - 1) < 1e-12 && fabs(s - 8) < 1e-12;
-    check(bad && ok, "noise_estimate: exact on expected inputs, rejects non-finite and B_small >= B_big", "g2 %.6g s %.6g", g2, s);
+    check(bad && ok, "noise_estimate: exact on expected inputs, rejects non-finite and B_small >= B_big",
+          "g2 %.6g s %.6g", g2, s);
     check(noise_dp1_split(1) == 0 && noise_dp1_split(2) == 1 && noise_dp1_split(5) == 2 && noise_dp1_split(60) == 30,
           "noise_dp1_split: floor(m/2), none for one micro-batch", NULL);
 }
@@ -219,8 +257,10 @@ static void test_ema_basics(void) {
     int before = noise_bsimple(&st) == -1.0 && noise_g2(&st) == 0.0 && !noise_ready(&st, 1);
     int rej = noise_update(&st, NAN, 1, 2, 8) == 0 && noise_update(&st, 1, 1, 8, 8) == 0 && st.n == 0;
     noise_update(&st, 5, 2, 2, 8); // g2 = 1, s = 8
-    int first = fabs(noise_g2(&st) - 1) < 1e-12 && fabs(noise_s(&st) - 8) < 1e-12 && fabs(noise_bsimple(&st) - 8) < 1e-12;
-    check(before && rej && first, "EMA: undefined before any update, ignores bad input, bias-corrected (first value exact)",
+    int first =
+        fabs(noise_g2(&st) - 1) < 1e-12 && fabs(noise_s(&st) - 8) < 1e-12 && fabs(noise_bsimple(&st) - 8) < 1e-12;
+    check(before && rej && first,
+          "EMA: undefined before any update, ignores bad input, bias-corrected (first value exact)",
           "after one update g2 %.6g s %.6g b_simple %.6g", noise_g2(&st), noise_s(&st), noise_bsimple(&st));
     // a constant input keeps the corrected EMA at that value at every step
     double worst = 0;
@@ -229,7 +269,8 @@ static void test_ema_basics(void) {
         double e = fabs(noise_g2(&st) - 1) + fabs(noise_s(&st) - 8);
         if (e > worst) worst = e;
     }
-    check(worst < 1e-9 && noise_ready(&st, 51), "EMA: constant input stays exact through warm-up", "worst err %.2e", worst);
+    check(worst < 1e-9 && noise_ready(&st, 51), "EMA: constant input stays exact through warm-up", "worst err %.2e",
+          worst);
     NoiseScale neg;
     noise_init(&neg, 0.5);
     noise_update(&neg, 1, 2, 2, 8); // g2 = (16 - 2)/6 > 0, s < 0
@@ -284,11 +325,16 @@ static void test_ramp_policy(void) {
     for (int t = 0; t < 200000; t++) {
         // a wandering B_simple, with undefined and non-finite readings mixed in
         double u = rng_unif(&r);
-        if (u < 0.01) b = -1.0;
-        else if (u < 0.02) b = NAN;
-        else if (u < 0.025) b = INFINITY;
-        else if (u < 0.03) b = 1e9;
-        else b = fabs((isfinite(b) && b >= 0 ? b : 500.0) + 40.0 * rng_normal(&r)) ;
+        if (u < 0.01)
+            b = -1.0;
+        else if (u < 0.02)
+            b = NAN;
+        else if (u < 0.025)
+            b = INFINITY;
+        else if (u < 0.03)
+            b = 1e9;
+        else
+            b = fabs((isfinite(b) && b >= 0 ? b : 500.0) + 40.0 * rng_normal(&r));
         int64_t nx = noise_ramp_next(cur, b, start, inc, fin);
         if (nx < cur) bad_shrink++;
         if (nx > fin) bad_cap++;
@@ -299,16 +345,21 @@ static void test_ramp_policy(void) {
         cur = nx;
     }
     check(bad_shrink == 0 && bad_cap == 0 && bad_grid == 0 && bad_step == 0 && bad_rule == 0,
-          "ramp auto: never shrinks, never above final, stays on the grid, one increment at most, grows iff B_simple >= next",
-          "violations: shrink %d cap %d grid %d step %d rule %d (final batch %lld)", bad_shrink, bad_cap, bad_grid, bad_step,
-          bad_rule, (long long)cur);
+          "ramp auto: never shrinks, never above final, stays on the grid, one increment at most, grows iff B_simple "
+          ">= next",
+          "violations: shrink %d cap %d grid %d step %d rule %d (final batch %lld)", bad_shrink, bad_cap, bad_grid,
+          bad_step, bad_rule, (long long)cur);
     // a huge B_simple walks to the final batch in exactly (final - start)/inc calls, then stays
     cur = start;
     int calls = 0;
-    while (cur < fin && calls < 1000) { cur = noise_ramp_next(cur, 1e12, start, inc, fin); calls++; }
+    while (cur < fin && calls < 1000) {
+        cur = noise_ramp_next(cur, 1e12, start, inc, fin);
+        calls++;
+    }
     int64_t after = noise_ramp_next(cur, 1e12, start, inc, fin);
-    check(cur == fin && calls == (fin - start) / inc && after == fin, "ramp auto: reaches the final batch in (final-start)/inc steps and stops there",
-          "%d calls, batch %lld", calls, (long long)cur);
+    check(cur == fin && calls == (fin - start) / inc && after == fin,
+          "ramp auto: reaches the final batch in (final-start)/inc steps and stops there", "%d calls, batch %lld",
+          calls, (long long)cur);
     // a constant B_simple settles at the largest grid batch <= B_simple; falling B_simple never shrinks it
     cur = start;
     for (int t = 0; t < 100; t++) cur = noise_ramp_next(cur, 100.0, start, inc, fin);
@@ -317,7 +368,7 @@ static void test_ramp_policy(void) {
     check(settled == 96 && cur == 96, "ramp auto: settles at the largest grid batch <= B_simple, holds when it falls",
           "settled %lld then %lld", (long long)settled, (long long)cur);
     check(noise_ramp_next(8, 1e9, 32, 32, 1920) == 64 && noise_ramp_next(4000, 1e9, 32, 32, 1920) == 1920 &&
-          noise_ramp_next(64, 1e9, 32, 0, 1920) == 64,
+              noise_ramp_next(64, 1e9, 32, 0, 1920) == 64,
           "ramp auto: below start is lifted to the grid, above final is capped, inc 0 holds", NULL);
 }
 
@@ -334,14 +385,21 @@ static void test_spike(void) {
     Rng r;
     rng_seed(&r, 41);
     SpikeGuard g;
-    if (spike_init(&g, 100, 8) != 0) { check(0, "spike_init", "out of memory"); return; }
+    if (spike_init(&g, 100, 8) != 0) {
+        check(0, "spike_init", "out of memory");
+        return;
+    }
     // 1. normal noise is never skipped at z = 6
     int skips = 0;
     double loss, gn;
-    for (int t = 0; t < 5000; t++) { healthy(&r, t, &loss, &gn); if (spike_check(&g, loss, gn, 6.0) != SKIP_NONE) skips++; }
+    for (int t = 0; t < 5000; t++) {
+        healthy(&r, t, &loss, &gn);
+        if (spike_check(&g, loss, gn, 6.0) != SKIP_NONE) skips++;
+    }
     check(skips == 0, "spike: 5000 steps of normal noise (z 6, W 100): no skips", "%d skipped", skips);
     // 2. an injected loss spike is skipped and does not enter the window
-    int n_before = g.n; int64_t acc_before = g.n_accepted;
+    int n_before = g.n;
+    int64_t acc_before = g.n_accepted;
     healthy(&r, 5000, &loss, &gn);
     SkipKind k = spike_check(&g, loss + 1.5, gn, 6.0); // +1.5 = 30 sd
     double m_after = g.last_mean_loss;
@@ -358,8 +416,12 @@ static void test_spike(void) {
     healthy(&r, 5003, &loss, &gn);
     spike_check(&g, loss, gn, 6.0);
     int burst = 0;
-    for (int i = 0; i < 5; i++) { healthy(&r, 5003 + i, &loss, &gn); if (spike_check(&g, loss + 1.5, gn, 6.0) == SKIP_SPIKE) burst++; }
-    check(burst == 5 && g.consecutive == 5, "spike: a burst of 5 spikes is skipped every time", "%d of 5 skipped", burst);
+    for (int i = 0; i < 5; i++) {
+        healthy(&r, 5003 + i, &loss, &gn);
+        if (spike_check(&g, loss + 1.5, gn, 6.0) == SKIP_SPIKE) burst++;
+    }
+    check(burst == 5 && g.consecutive == 5, "spike: a burst of 5 spikes is skipped every time", "%d of 5 skipped",
+          burst);
     healthy(&r, 5010, &loss, &gn);
     spike_check(&g, loss, gn, 6.0);
     // 5. a sudden drop is not a spike (one-sided)
@@ -373,7 +435,8 @@ static void test_spike(void) {
     SkipKind ks = spike_check(&g, 100.0, 1.0, 0.0);
     check(kn == SKIP_NONFINITE && ki == SKIP_NONFINITE && kz == SKIP_NONFINITE && ks == SKIP_NONE && g.n_nonfinite == 3,
           "spike: NaN loss, Inf grad norm, -Inf loss skipped as non-finite; z <= 0 turns only spike detection off",
-          "NaN %s, Inf %s, z=0 -Inf %s, z=0 spike %s", spike_kind_name(kn), spike_kind_name(ki), spike_kind_name(kz), spike_kind_name(ks));
+          "NaN %s, Inf %s, z=0 -Inf %s, z=0 spike %s", spike_kind_name(kn), spike_kind_name(ki), spike_kind_name(kz),
+          spike_kind_name(ks));
     spike_free(&g);
 
     // 7. before min_samples values, no spike is skipped, but a NaN is: guard A sees the
@@ -408,21 +471,31 @@ static void test_spike(void) {
     // 9. stop after K consecutive skips: not before, a normal step resets the count
     spike_init(&g, 50, 8);
     rng_seed(&r, 42);
-    for (int t = 0; t < 50; t++) { healthy(&r, t, &loss, &gn); spike_check(&g, loss, gn, 5.0); }
+    for (int t = 0; t < 50; t++) {
+        healthy(&r, t, &loss, &gn);
+        spike_check(&g, loss, gn, 5.0);
+    }
     const int K = 3;
     int stop_early = 0;
-    for (int i = 0; i < K - 1; i++) { spike_check(&g, NAN, gn, 5.0); stop_early |= spike_should_stop(&g, K); }
+    for (int i = 0; i < K - 1; i++) {
+        spike_check(&g, NAN, gn, 5.0);
+        stop_early |= spike_should_stop(&g, K);
+    }
     healthy(&r, 50, &loss, &gn);
     spike_check(&g, loss, gn, 5.0);
     int reset = g.consecutive == 0 && !spike_should_stop(&g, K);
     int stops_at = 0;
     for (int i = 1; i <= K + 1 && !stops_at; i++) {
         healthy(&r, 51 + i, &loss, &gn);
-        if (i % 2) spike_check(&g, NAN, gn, 5.0); else spike_check(&g, loss + 10.0, gn, 5.0); // mixed kinds count together
+        if (i % 2)
+            spike_check(&g, NAN, gn, 5.0);
+        else
+            spike_check(&g, loss + 10.0, gn, 5.0); // mixed kinds count together
         if (spike_should_stop(&g, K)) stops_at = i;
     }
     check(!stop_early && reset && stops_at == K && !spike_should_stop(&g, 0),
-          "spike: stops after exactly K=3 consecutive skips (NaN and spikes mixed), an accepted step resets, K=0 never stops",
+          "spike: stops after exactly K=3 consecutive skips (NaN and spikes mixed), an accepted step resets, K=0 never "
+          "stops",
           "stopped after %d", stops_at);
     spike_free(&g);
 }
@@ -432,8 +505,10 @@ int main(void) {
     GradDist gauss, skew;
     dist_make(&gauss, 1, 0.35, 1.0, 0);
     dist_make(&skew, 2, 0.5, 1.0, 1);
-    printf("synthetic gradients: dim %d; gaussian |G|^2 %.4f tr(Sigma) %.4f; skewed |G|^2 %.4f tr(Sigma) %.4f; tolerance %.0f SE\n",
-           DIM, gauss.g2_true, gauss.tr_true, skew.g2_true, skew.tr_true, TOL_SE);
+    printf(
+        "synthetic gradients: dim %d; gaussian |G|^2 %.4f tr(Sigma) %.4f; skewed |G|^2 %.4f tr(Sigma) %.4f; tolerance "
+        "%.0f SE\n",
+        DIM, gauss.g2_true, gauss.tr_true, skew.g2_true, skew.tr_true, TOL_SE);
     test_estimate_inputs();
     test_group_sq();
     test_unbiased("DP 2 x 8 seqs (gaussian)", &gauss, (Scheme){0, 2, 8, 0}, 40000, 101);

@@ -23,7 +23,15 @@ static PlanRequest paper_request(int nodes) {
     PlanRequest r;
     plan_request_init(&r);
     plan_model_preset("530b", &r.model);
-    r.nodes = nodes; r.gb = 1920; r.mb = 1; r.tp = 8; r.pp = 35; r.recompute = 1; r.zero = 0; r.sp = 0; r.vpp = 1;
+    r.nodes = nodes;
+    r.gb = 1920;
+    r.mb = 1;
+    r.tp = 8;
+    r.pp = 35;
+    r.recompute = 1;
+    r.zero = 0;
+    r.sp = 0;
+    r.vpp = 1;
     return r;
 }
 
@@ -31,8 +39,13 @@ static void eval_request(const PlanRequest* r, PlanRow* row) {
     Cluster c;
     plan_request_cluster(r, &c);
     PlanLayout l;
-    l.tp = r->tp; l.pp = r->pp; l.mb = r->mb; l.recompute = r->recompute; l.zero = r->zero;
-    l.sp = r->sp > 0; l.vpp = r->vpp > 0 ? r->vpp : 1;
+    l.tp = r->tp;
+    l.pp = r->pp;
+    l.mb = r->mb;
+    l.recompute = r->recompute;
+    l.zero = r->zero;
+    l.sp = r->sp > 0;
+    l.vpp = r->vpp > 0 ? r->vpp : 1;
     l.dp = r->nodes * c.gpus_per_node / (r->tp * r->pp);
     plan_evaluate(&r->model, &c, &r->k, r->nodes, r->gb, &l, row);
 }
@@ -48,8 +61,9 @@ static void test_paper_points(void) {
     for (int i = 0; i < 3; i++) {
         /* the formula itself, fed the measured times */
         double tf = plan_tflops_per_gpu(&m, 1920, 1, t_meas[i], nodes[i] * 8);
-        check(fabs(tf - tf_formula[i]) < 0.05, "paper formula, f=4, %d nodes, measured %.1f s -> %.2f TFLOP/s (want %.1f)",
-              nodes[i], t_meas[i], tf, tf_formula[i]);
+        check(fabs(tf - tf_formula[i]) < 0.05,
+              "paper formula, f=4, %d nodes, measured %.1f s -> %.2f TFLOP/s (want %.1f)", nodes[i], t_meas[i], tf,
+              tf_formula[i]);
     }
     for (int z = 0; z <= 1; z++) {
         for (int i = 0; i < 3; i++) {
@@ -58,10 +72,13 @@ static void test_paper_points(void) {
             PlanRow w;
             eval_request(&r, &w);
             double et = relerr(w.time.iter_s, t_meas[i]), ef = relerr(w.time.tflops, tf_meas[i]);
-            check(w.feasible && et < 0.05, "530b TP8 PP35 DP%d mb1 rc1 zero%d on %d selene-a100 nodes: %.2f s/iter, paper %.1f (err %.1f%%)",
+            check(w.feasible && et < 0.05,
+                  "530b TP8 PP35 DP%d mb1 rc1 zero%d on %d selene-a100 nodes: %.2f s/iter, paper %.1f (err %.1f%%)",
                   w.lay.dp, z, nodes[i], w.time.iter_s, t_meas[i], 100 * et);
-            check(w.feasible && ef < 0.05, "530b TP8 PP35 DP%d mb1 rc1 zero%d on %d selene-a100 nodes: %.1f TFLOP/s/GPU, paper %.0f (err %.1f%%)",
-                  w.lay.dp, z, nodes[i], w.time.tflops, tf_meas[i], 100 * ef);
+            check(
+                w.feasible && ef < 0.05,
+                "530b TP8 PP35 DP%d mb1 rc1 zero%d on %d selene-a100 nodes: %.1f TFLOP/s/GPU, paper %.0f (err %.1f%%)",
+                w.lay.dp, z, nodes[i], w.time.tflops, tf_meas[i], 100 * ef);
         }
     }
 }
@@ -71,7 +88,8 @@ static void test_memory_530b(void) {
     PlanRow w;
     eval_request(&r, &w);
     double gib = w.mem.total / 1073741824.0;
-    check(w.feasible && gib < 80.0, "530b TP8 PP35 DP8 mb1 recompute fits in 80 GiB: %.1f GiB on stage %d", gib, w.mem.stage);
+    check(w.feasible && gib < 80.0, "530b TP8 PP35 DP8 mb1 recompute fits in 80 GiB: %.1f GiB on stage %d", gib,
+          w.mem.stage);
     r.recompute = 0;
     eval_request(&r, &w);
     check(!w.feasible && w.kind == 1, "530b TP8 PP35 DP8 mb1 without recompute or ZeRO does not fit: %.1f GiB (%s)",
@@ -82,37 +100,53 @@ static void test_recommendation(void) {
     PlanRequest r;
     plan_request_init(&r);
     plan_model_preset("530b", &r.model);
-    r.nodes = 280; r.gb = 1920; r.mb = 1; /* layout, recompute and ZeRO searched */
-    r.sp = 0; r.vpp = 1;                  /* the paper's techniques only (SP is checked below) */
+    r.nodes = 280;
+    r.gb = 1920;
+    r.mb = 1; /* layout, recompute and ZeRO searched */
+    r.sp = 0;
+    r.vpp = 1; /* the paper's techniques only (SP is checked below) */
     Cluster c;
     plan_request_cluster(&r, &c);
     PlanRow best;
     int ok = plan_recommend(&r, &c, 280, &best);
     check(ok == 0 && !best.tp_inter && best.lay.tp <= c.gpus_per_node,
-          "R1: recommended layout for 530b on 280 selene-a100 nodes keeps TP inside a node: TP %d PP %d DP %d rc %d z %d, %.1f s",
+          "R1: recommended layout for 530b on 280 selene-a100 nodes keeps TP inside a node: TP %d PP %d DP %d rc %d z "
+          "%d, %.1f s",
           best.lay.tp, best.lay.pp, best.lay.dp, best.lay.recompute, best.lay.zero, best.time.iter_s);
-    check(best.mem.total <= 0.9 * 80 * 1073741824.0, "recommendation leaves 10%% of the GPU free: %.1f GiB", best.mem.total / 1073741824.0);
+    check(best.mem.total <= 0.9 * 80 * 1073741824.0, "recommendation leaves 10%% of the GPU free: %.1f GiB",
+          best.mem.total / 1073741824.0);
     PlanLayout tl;
-    tl.tp = 8; tl.pp = 35; tl.dp = 8; tl.mb = 1; tl.recompute = 0; tl.zero = 1; tl.sp = 0; tl.vpp = 1;
+    tl.tp = 8;
+    tl.pp = 35;
+    tl.dp = 8;
+    tl.mb = 1;
+    tl.recompute = 0;
+    tl.zero = 1;
+    tl.sp = 0;
+    tl.vpp = 1;
     PlanRow tight;
     plan_evaluate(&r.model, &c, &r.k, 280, r.gb, &tl, &tight);
     check(tight.feasible && tight.time.iter_s < best.time.iter_s && tight.mem.total > 0.9 * 80 * 1073741824.0,
-          "a faster layout that fits with < 10%% free (TP8 PP35 no recompute, ZeRO-1: %.1f GiB, %.1f s) is not recommended",
+          "a faster layout that fits with < 10%% free (TP8 PP35 no recompute, ZeRO-1: %.1f GiB, %.1f s) is not "
+          "recommended",
           tight.mem.total / 1073741824.0, tight.time.iter_s);
     /* a layout forcing TP across nodes is slower than the recommendation */
     PlanLayout l = best.lay;
     PlanRow w;
-    l.tp = 16; l.dp = 280 * 8 / (16 * l.pp);
+    l.tp = 16;
+    l.dp = 280 * 8 / (16 * l.pp);
     plan_evaluate(&r.model, &c, &r.k, 280, r.gb, &l, &w);
     check(w.tp_inter && w.time.iter_s > best.time.iter_s * 1.2,
           "R1: TP 16 (across nodes) predicted slower: %.1f s vs %.1f s", w.time.iter_s, best.time.iter_s);
     /* with SP, selective and V searched too the recommendation uses SP and is faster */
-    r.sp = -1; r.vpp = 0; r.recompute = -1;
+    r.sp = -1;
+    r.vpp = 0;
+    r.recompute = -1;
     PlanRow best2;
     ok = plan_recommend(&r, &c, 280, &best2);
     check(ok == 0 && best2.lay.sp == 1 && best2.time.iter_s < best.time.iter_s * 0.97,
-          "searching SP/selective/V: recommended TP %d PP %d sp %d rc %d V %d, %.1f s (without: %.1f s)",
-          best2.lay.tp, best2.lay.pp, best2.lay.sp, best2.lay.recompute, best2.lay.vpp, best2.time.iter_s, best.time.iter_s);
+          "searching SP/selective/V: recommended TP %d PP %d sp %d rc %d V %d, %.1f s (without: %.1f s)", best2.lay.tp,
+          best2.lay.pp, best2.lay.sp, best2.lay.recompute, best2.lay.vpp, best2.time.iter_s, best.time.iter_s);
 }
 
 static void test_scaling(void) {
@@ -130,7 +164,14 @@ static void test_scaling(void) {
     PlanRequest r;
     plan_request_init(&r);
     plan_model_preset("530b", &r.model);
-    r.gb = 1920; r.mb = 1; r.tp = 8; r.pp = 35; r.recompute = 1; r.zero = 0; r.sp = 0; r.vpp = 1;
+    r.gb = 1920;
+    r.mb = 1;
+    r.tp = 8;
+    r.pp = 35;
+    r.recompute = 1;
+    r.zero = 0;
+    r.sp = 0;
+    r.vpp = 1;
     plan_parse_flag(&r, "-scaling", "280,350,420,560");
     r.csv_path = "test_planner_scaling.tmp.csv"; /* removed below */
     FILE* devnull = fopen("/dev/null", "w");
@@ -142,30 +183,37 @@ static void test_scaling(void) {
     while (f && fgets(buf, sizeof(buf), f)) lines++;
     if (f) fclose(f);
     remove(r.csv_path);
-    check(rc == 0 && lines == 5, "scaling report over 4 node counts returns 0 and writes a CSV of header + 4 rows (%d lines)", lines);
+    check(rc == 0 && lines == 5,
+          "scaling report over 4 node counts returns 0 and writes a CSV of header + 4 rows (%d lines)", lines);
     /* the same family with SP + selective: every node count faster than with full recompute */
     int faster = 1;
     for (int i = 0; i < 3; i++) {
         PlanRequest a = paper_request(nodes[i]), b = paper_request(nodes[i]);
-        b.sp = 1; b.recompute = PLAN_RC_SELECTIVE;
+        b.sp = 1;
+        b.recompute = PLAN_RC_SELECTIVE;
         PlanRow wa, wb;
         eval_request(&a, &wa);
         eval_request(&b, &wb);
         if (!(wb.feasible && wb.time.iter_s < 0.8 * wa.time.iter_s && wb.time.mfu > wa.time.mfu)) faster = 0;
     }
-    check(faster, "TP8 PP35 with SP + selective: > 20%% faster than full recompute on 280, 350, 420 nodes, higher MFU, fits");
+    check(faster,
+          "TP8 PP35 with SP + selective: > 20%% faster than full recompute on 280, 350, 420 nodes, higher MFU, fits");
 }
 
 static void test_presets_and_flags(void) {
     Cluster c;
     int ok = cluster_preset("selene-a100", &c) == 0 && c.gpus_per_node == 8 && c.peak_tflops == 312 && c.mem_gb == 80 &&
              c.intra_gbps == 300 && c.inter_gbps == 25;
-    check(ok, "selene-a100 preset: 8 GPUs/node, 312 TFLOP/s, 80 GiB, NVSwitch 600 GB/s bidir (300/dir), 8x200 Gb/s HDR = 25 GB/s/GPU");
-    check(cluster_preset("h100", &c) == 0 && c.peak_tflops == 989 && c.inter_gbps == 50, "h100 preset: 989 TFLOP/s, 400 Gb/s NDR per GPU");
+    check(ok,
+          "selene-a100 preset: 8 GPUs/node, 312 TFLOP/s, 80 GiB, NVSwitch 600 GB/s bidir (300/dir), 8x200 Gb/s HDR = "
+          "25 GB/s/GPU");
+    check(cluster_preset("h100", &c) == 0 && c.peak_tflops == 989 && c.inter_gbps == 50,
+          "h100 preset: 989 TFLOP/s, 400 Gb/s NDR per GPU");
     check(cluster_preset("h200", &c) == 0 && c.mem_gb == 140 && c.hbm_gbps == 4800, "h200 preset: 140 GiB, 4.8 TB/s");
     check(cluster_preset("tpu", &c) == -1, "unknown cluster preset -> -1");
     PlanModel m;
-    check(plan_model_preset("530b", &m) == 0 && m.L == 105 && m.H == 20480 && m.heads == 128 && m.seq == 2048 && m.V == 51200,
+    check(plan_model_preset("530b", &m) == 0 && m.L == 105 && m.H == 20480 && m.heads == 128 && m.seq == 2048 &&
+              m.V == 51200,
           "530b model preset: 105 x 20480, 128 heads, seq 2048, V 51200");
 
     PlanRequest r;
@@ -173,17 +221,26 @@ static void test_presets_and_flags(void) {
     int a = plan_parse_flag(&r, "-peak", "500");
     int b = plan_parse_flag(&r, "-cluster", "h100");
     plan_request_cluster(&r, &c);
-    check(a == 1 && b == 1 && c.peak_tflops == 500 && c.inter_gbps == 50, "-peak before -cluster still overrides the preset (%.0f)", c.peak_tflops);
+    check(a == 1 && b == 1 && c.peak_tflops == 500 && c.inter_gbps == 50,
+          "-peak before -cluster still overrides the preset (%.0f)", c.peak_tflops);
     check(plan_parse_flag(&r, "-nodes", "350") == 1 && r.nodes == 350, "-nodes 350 parsed");
     char e[PLAN_ERR_LEN]; /* the _err variant keeps the expected messages off stderr */
-    check(plan_parse_flag_err(&r, "-nodes", "0", e, sizeof(e)) == -1 && plan_parse_flag_err(&r, "-bw-inter", "x", e, sizeof(e)) == -1 &&
-          plan_parse_flag_err(&r, "-cluster", "nope", e, sizeof(e)) == -1 && plan_parse_flag_err(&r, "-scaling", "280,,350", e, sizeof(e)) == -1 &&
-          plan_parse_flag_err(&r, "-plan-eff", "1.5", e, sizeof(e)) == -1 && strstr(e, "-plan-eff") != NULL,
-          "bad values rejected with a message (-nodes 0, -bw-inter x, -cluster nope, -scaling 280,,350, -plan-eff 1.5): %s", e);
+    check(plan_parse_flag_err(&r, "-nodes", "0", e, sizeof(e)) == -1 &&
+              plan_parse_flag_err(&r, "-bw-inter", "x", e, sizeof(e)) == -1 &&
+              plan_parse_flag_err(&r, "-cluster", "nope", e, sizeof(e)) == -1 &&
+              plan_parse_flag_err(&r, "-scaling", "280,,350", e, sizeof(e)) == -1 &&
+              plan_parse_flag_err(&r, "-plan-eff", "1.5", e, sizeof(e)) == -1 && strstr(e, "-plan-eff") != NULL,
+          "bad values rejected with a message (-nodes 0, -bw-inter x, -cluster nope, -scaling 280,,350, -plan-eff "
+          "1.5): %s",
+          e);
     check(plan_parse_flag(&r, "-lr", "1") == 0, "non-planner flag -> 0 (not ours)");
-    check(plan_parse_flag(&r, "-scaling", "280,350,420,560") == 1 && r.scaling_n == 4 && r.scaling_nodes[3] == 560, "-scaling list parsed");
-    plan_parse_flag(&r, "-gpus-per-node", "4"); plan_parse_flag(&r, "-gpu-mem", "40"); plan_parse_flag(&r, "-bw-intra", "100");
-    plan_parse_flag(&r, "-latency", "7"); plan_parse_flag(&r, "-bw-hbm", "1000");
+    check(plan_parse_flag(&r, "-scaling", "280,350,420,560") == 1 && r.scaling_n == 4 && r.scaling_nodes[3] == 560,
+          "-scaling list parsed");
+    plan_parse_flag(&r, "-gpus-per-node", "4");
+    plan_parse_flag(&r, "-gpu-mem", "40");
+    plan_parse_flag(&r, "-bw-intra", "100");
+    plan_parse_flag(&r, "-latency", "7");
+    plan_parse_flag(&r, "-bw-hbm", "1000");
     plan_request_cluster(&r, &c);
     check(c.gpus_per_node == 4 && c.mem_gb == 40 && c.intra_gbps == 100 && c.latency_us == 7 && c.hbm_gbps == 1000,
           "-gpus-per-node -gpu-mem -bw-intra -latency -bw-hbm override the preset");
@@ -193,7 +250,8 @@ static void test_presets_and_flags(void) {
     int rc1 = plan_config_flag(&r, 4, argv, &i, err);
     int i2 = 3;
     int rc2 = plan_config_flag(&r, 4, argv, &i2, err);
-    check(rc1 == 1 && i == 2 && r.o_inter == 12.5 && rc2 == 0, "config.h adapter consumes flag + value and leaves unknown flags");
+    check(rc1 == 1 && i == 2 && r.o_inter == 12.5 && rc2 == 0,
+          "config.h adapter consumes flag + value and leaves unknown flags");
 }
 
 /* each term of the model against a value computed by hand */
@@ -204,19 +262,32 @@ static void test_terms(void) {
     cluster_preset("selene-a100", &c);
     PlanConsts k = plan_default_consts();
     /* parameters: 12*20480^2/8 + 7*20480/8 + 6*20480 = 629,145,600 + 17,920 + 122,880 */
-    check(same(plan_layer_params_gpu(&m, 8), 629286400.0), "params of one 530b block on one of 8 TP ranks = 629,286,400");
-    check(same(plan_stage_params(&m, 8, 35, 0), 2060874240.0), "530b stage 0 (3 blocks + V*H/8 + s*H) = 2,060,874,240 params/GPU");
-    check(same(plan_stage_params(&m, 8, 35, 17), 1887859200.0), "530b middle stage (3 blocks) = 1,887,859,200 params/GPU");
-    check(same(plan_stage_params(&m, 8, 35, 34), 2018972160.0), "530b last stage (3 blocks + 2H + V*H/8) = 2,018,972,160 params/GPU");
+    check(same(plan_layer_params_gpu(&m, 8), 629286400.0),
+          "params of one 530b block on one of 8 TP ranks = 629,286,400");
+    check(same(plan_stage_params(&m, 8, 35, 0), 2060874240.0),
+          "530b stage 0 (3 blocks + V*H/8 + s*H) = 2,060,874,240 params/GPU");
+    check(same(plan_stage_params(&m, 8, 35, 17), 1887859200.0),
+          "530b middle stage (3 blocks) = 1,887,859,200 params/GPU");
+    check(same(plan_stage_params(&m, 8, 35, 34), 2018972160.0),
+          "530b last stage (3 blocks + 2H + V*H/8) = 2,018,972,160 params/GPU");
     check(same(plan_total_params(&m), 529600819200.0), "530b total parameters (tied head) = 529,600,819,200");
     /* activations: sbh = 2048*20480 = 41,943,040; 11 sbh + 2*128*2048^2/8 */
-    check(same(plan_layer_act_bytes(&m, 8, 1), 595591168.0), "one 530b layer's activations, TP 8, mb 1 = 595,591,168 bytes");
-    check(same(plan_layer_ckpt_bytes(&m, 1), 83886080.0), "one 530b layer's recompute checkpoint, mb 1 = 83,886,080 bytes");
+    check(same(plan_layer_act_bytes(&m, 8, 1), 595591168.0),
+          "one 530b layer's activations, TP 8, mb 1 = 595,591,168 bytes");
+    check(same(plan_layer_ckpt_bytes(&m, 1), 83886080.0),
+          "one 530b layer's recompute checkpoint, mb 1 = 83,886,080 bytes");
     check(plan_inflight(35, 0, 240) == 35 && plan_inflight(35, 34, 240) == 1 && plan_inflight(35, 0, 2) == 2,
           "1F1B in-flight micro-batches: min(PP - stage, m)");
     /* memory of stage 0, TP8 PP35 DP8 mb1, recompute, no ZeRO */
     PlanLayout l;
-    l.tp = 8; l.pp = 35; l.dp = 8; l.mb = 1; l.recompute = 1; l.zero = 0; l.sp = 0; l.vpp = 1;
+    l.tp = 8;
+    l.pp = 35;
+    l.dp = 8;
+    l.mb = 1;
+    l.recompute = 1;
+    l.zero = 0;
+    l.sp = 0;
+    l.vpp = 1;
     PlanMem mem;
     plan_memory_stage(&m, &k, &l, 240, 0, &mem);
     double P0 = 2060874240.0;
@@ -224,7 +295,7 @@ static void test_terms(void) {
     double extra = 12.0 * 41943040.0 + 4.0 * 2048 * 35;
     double total = 18.0 * P0 + act + extra + 2.0 * 1073741824.0;
     check(same(mem.weights, 2 * P0) && same(mem.grads, 4 * P0) && same(mem.optim, 12 * P0) && same(mem.act, act) &&
-          same(mem.extra, extra) && same(mem.total, total),
+              same(mem.extra, extra) && same(mem.total, total),
           "stage-0 memory = 18 B/param + 105 checkpoints + 1 layer + buffers + 2 GiB = %.3f GiB", total / 1073741824.0);
     l.zero = 1;
     plan_memory_stage(&m, &k, &l, 240, 0, &mem);
@@ -233,19 +304,23 @@ static void test_terms(void) {
     /* the last stage holds logits of one micro-batch: 2048*51200/8 * 6 bytes + 4 sbh more */
     plan_memory_stage(&m, &k, &l, 240, 34, &mem);
     check(same(mem.extra, 12.0 * 41943040.0 + 2048.0 * 51200 / 8 * 6 + 4.0 * 41943040.0) &&
-          same(mem.act, 1.0 * 3 * 83886080.0 + 595591168.0),
+              same(mem.act, 1.0 * 3 * 83886080.0 + 595591168.0),
           "last-stage memory: 1 in-flight micro-batch, logits 6 B x b*s*V/TP");
 
     /* communication primitives */
-    check(same(plan_ring_allreduce_s(1e9, 8, 100, 0), 0.0175), "ring all-reduce 1 GB over 8 at 100 GB/s = 2*7/8*10 ms = 17.5 ms");
-    check(same(plan_ring_allreduce_s(1e9, 8, 100, 5), 0.0175 + 14 * 5e-6), "ring all-reduce latency: 2(n-1) steps of 5 us");
+    check(same(plan_ring_allreduce_s(1e9, 8, 100, 0), 0.0175),
+          "ring all-reduce 1 GB over 8 at 100 GB/s = 2*7/8*10 ms = 17.5 ms");
+    check(same(plan_ring_allreduce_s(1e9, 8, 100, 5), 0.0175 + 14 * 5e-6),
+          "ring all-reduce latency: 2(n-1) steps of 5 us");
     check(same(plan_reduce_scatter_s(1e9, 8, 100, 5), 0.00875 + 7 * 5e-6), "ring reduce-scatter = half an all-reduce");
     check(plan_ring_allreduce_s(1e9, 1, 100, 5) == 0.0, "all-reduce over one rank costs nothing");
     check(same(plan_p2p_s(1e9, 25, 5), 0.04 + 5e-6), "p2p 1 GB at 25 GB/s + 5 us = 40.005 ms");
     /* GEMM roofline: 8192^3 compute bound; a matrix-vector product memory bound */
-    check(same(plan_gemm_s(8192, 8192, 8192, 1, &c, &k), 2.0 * 8192.0 * 8192 * 8192 / (0.57 * pow(8192.0 / 8256, 3) * 312e12)),
+    check(same(plan_gemm_s(8192, 8192, 8192, 1, &c, &k),
+               2.0 * 8192.0 * 8192 * 8192 / (0.57 * pow(8192.0 / 8256, 3) * 312e12)),
           "GEMM 8192^3 at 0.57 x (8192/8256)^3 x 312 TFLOP/s");
-    check(same(plan_gemm_s(2048, 2048, 160, 16, &c, &k), 2.0 * 2048 * 2048 * 160 * 16 / (0.57 * u64(2048) * u64(2048) * (160.0 / 224) * 312e12)),
+    check(same(plan_gemm_s(2048, 2048, 160, 16, &c, &k),
+               2.0 * 2048 * 2048 * 160 * 16 / (0.57 * u64(2048) * u64(2048) * (160.0 / 224) * 312e12)),
           "attention GEMM 2048x2048x160 runs at 160/224 of a large GEMM's efficiency (shape term)");
     check(same(plan_gemm_s(1, 8192, 8192, 1, &c, &k), 2.0 * (8192.0 + 8192.0 * 8192 + 8192) / (0.8 * 2039e9)),
           "GEMM 1x8192x8192 is memory bound: bytes / (0.8 x 2039 GB/s)");
@@ -257,25 +332,32 @@ static void test_terms(void) {
      * 2048x2048x160 (x 16 local heads), proj 2048x20480x2560, fc1 2048x10240x20480,
      * fc2 2048x20480x10240 */
     double pk = 0.57 * 312e12;
-    double gw = 2.0 * s * 7680 * H / (pk * u64(s) * u64(7680) * u64(H)) + 2 * (2.0 * s * s * 160 * 16 / (pk * u64(s) * u64(s) * u64(160))) +
-                2.0 * s * H * 2560 / (pk * u64(s) * u64(H) * u64(2560)) + 2.0 * s * 10240 * H / (pk * u64(s) * u64(10240) * u64(H)) +
+    double gw = 2.0 * s * 7680 * H / (pk * u64(s) * u64(7680) * u64(H)) +
+                2 * (2.0 * s * s * 160 * 16 / (pk * u64(s) * u64(s) * u64(160))) +
+                2.0 * s * H * 2560 / (pk * u64(s) * u64(H) * u64(2560)) +
+                2.0 * s * 10240 * H / (pk * u64(s) * u64(10240) * u64(H)) +
                 2.0 * s * H * 10240 / (pk * u64(s) * u64(H) * u64(10240));
-    check(same(g, gw), "530b layer forward GEMMs: (24bsH^2 + 4bs^2H)/TP FLOPs, each GEMM at its shape's efficiency = %.2f ms", 1e3 * g);
+    check(same(g, gw),
+          "530b layer forward GEMMs: (24bsH^2 + 4bs^2H)/TP FLOPs, each GEMM at its shape's efficiency = %.2f ms",
+          1e3 * g);
     check(same(mm, (20.0 * sbh + 32.0 * sbh / 8 + 4.0 * 128 * s * s / 8) / (0.8 * 2039e9)),
           "530b layer forward memory-bound traffic 20sbh + 32sbh/TP + 4as^2b/TP = %.2f ms", 1e3 * mm);
 
     /* placement: rank = tp + TP*dp + TP*DP*pp, 8 GPUs per node */
     check(plan_group_crosses_node(0, 1, 8, 8) == 0 && plan_group_crosses_node(8, 1, 16, 8) == 1 &&
-          plan_group_crosses_node(4, 1, 8, 8) == 1 && plan_group_crosses_node(3, 64, 1, 8) == 0,
+              plan_group_crosses_node(4, 1, 8, 8) == 1 && plan_group_crosses_node(3, 64, 1, 8) == 0,
           "group spans nodes iff its first and last rank are on different nodes");
     int ti, pi, di;
     plan_links(&l, 8, &ti, &pi, &di);
     check(!ti && pi && di, "TP8 PP35 DP8 on 8-GPU nodes: TP inside a node, PP and DP across");
     PlanLayout l2 = l;
-    l2.tp = 2; l2.dp = 4; l2.pp = 35;
+    l2.tp = 2;
+    l2.dp = 4;
+    l2.pp = 35;
     plan_links(&l2, 8, &ti, &pi, &di);
     check(!ti && pi && !di, "TP2 DP4 PP35: TP and DP inside a node, PP across");
-    l2.tp = 16; l2.dp = 4;
+    l2.tp = 16;
+    l2.dp = 4;
     plan_links(&l2, 8, &ti, &pi, &di);
     check(ti, "TP16 on 8-GPU nodes crosses nodes");
 
@@ -283,13 +365,17 @@ static void test_terms(void) {
     PlanSlot sl;
     plan_slot(&m, &c, &k, &l, 17, 0, 1, &sl);
     double ar = plan_ring_allreduce_s(2 * sbh, 8, 300 * k.net_eff, 2.0);
-    check(same(sl.tp, 18 * ar), "middle-stage TP comm = 18 all-reduces of b*s*H bf16 on NVSwitch = %.2f ms", 1e3 * sl.tp);
-    check(same(sl.pp, 2 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0)), "middle-stage PP comm = 2 transfers of b*s*H bf16 on IB = %.2f ms", 1e3 * sl.pp);
-    check(same(sl.gemm, 3 * 4 * g) && same(sl.mem, 3 * 4 * mm), "middle-stage compute = 3 layers x 4 passes (fwd, bwd 2x, recompute)");
+    check(same(sl.tp, 18 * ar), "middle-stage TP comm = 18 all-reduces of b*s*H bf16 on NVSwitch = %.2f ms",
+          1e3 * sl.tp);
+    check(same(sl.pp, 2 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0)),
+          "middle-stage PP comm = 2 transfers of b*s*H bf16 on IB = %.2f ms", 1e3 * sl.pp);
+    check(same(sl.gemm, 3 * 4 * g) && same(sl.mem, 3 * 4 * mm),
+          "middle-stage compute = 3 layers x 4 passes (fwd, bwd 2x, recompute)");
     plan_slot(&m, &c, &k, &l, 34, 0, 1, &sl);
     double head = 2.0 * s * (51200.0 / 8) * H / (pk * u64(s) * u64(6400) * u64(H));
     check(same(sl.gemm, 3 * 4 * g + 3 * head) && sl.pp < 0.51 * 2 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0),
-          "last stage adds the LM-head GEMM 2bsHV/TP x 3 (not recomputed, %.1f ms) and has one p2p per slot", 3e3 * head);
+          "last stage adds the LM-head GEMM 2bsHV/TP x 3 (not recomputed, %.1f ms) and has one p2p per slot",
+          3e3 * head);
     /* iteration: 1F1B sum + (m-1) max, DP all-reduce, optimizer */
     PlanTime t;
     plan_time(&m, &c, &k, &l, 1920, &t);
@@ -297,44 +383,66 @@ static void test_terms(void) {
     for (int j = 0; j < 35; j++) {
         plan_slot(&m, &c, &k, &l, j, 0, 1, &sl);
         double x = sl.gemm + sl.mem + sl.tp + sl.pp;
-        sum += x; if (x > mx) mx = x;
+        sum += x;
+        if (x > mx) mx = x;
     }
     check(t.m == 240 && same(t.pipe_s, sum + 239 * mx) && same(t.bubble_s, sum - mx),
-          "1F1B: pipeline = sum of stage slots + (m-1) x slowest, bubble %.2f s (%.1f%%)", t.bubble_s, 100 * t.bubble_s / t.iter_s);
+          "1F1B: pipeline = sum of stage slots + (m-1) x slowest, bubble %.2f s (%.1f%%)", t.bubble_s,
+          100 * t.bubble_s / t.iter_s);
     plan_slot(&m, &c, &k, &l, 17, 0, 1, &sl);
     double tmid = sl.gemm + sl.mem + sl.tp + sl.pp;
-    check(t.bubble_s > 34 * tmid * 0.99 && t.bubble_s < 34 * mx, "bubble between (PP-1) x middle slot and (PP-1) x slowest slot");
-    check(same(t.dp_s, plan_ring_allreduce_s(4 * P0, 8, 25 * k.net_eff, 5.0)), "DP = fp32 all-reduce of stage-0 gradients over IB = %.3f s", t.dp_s);
+    check(t.bubble_s > 34 * tmid * 0.99 && t.bubble_s < 34 * mx,
+          "bubble between (PP-1) x middle slot and (PP-1) x slowest slot");
+    check(same(t.dp_s, plan_ring_allreduce_s(4 * P0, 8, 25 * k.net_eff, 5.0)),
+          "DP = fp32 all-reduce of stage-0 gradients over IB = %.3f s", t.dp_s);
     check(same(t.opt_s, 38.0 * P0 / (0.8 * 2039e9)), "AdamW = 38 B/param over HBM = %.1f ms", 1e3 * t.opt_s);
-    check(same(t.emb_s, plan_ring_allreduce_s(4.0 * 51200 * 20480 / 8, 2, 25 * k.net_eff, 5.0)), "tied-embedding all-reduce between 2 stages");
-    check(same(t.iter_s, t.pipe_s + t.dp_s + t.emb_s + t.norm_s + t.opt_s) && same(t.compute_s + t.comm_s + t.idle_s, t.iter_s),
+    check(same(t.emb_s, plan_ring_allreduce_s(4.0 * 51200 * 20480 / 8, 2, 25 * k.net_eff, 5.0)),
+          "tied-embedding all-reduce between 2 stages");
+    check(same(t.iter_s, t.pipe_s + t.dp_s + t.emb_s + t.norm_s + t.opt_s) &&
+              same(t.compute_s + t.comm_s + t.idle_s, t.iter_s),
           "iteration = pipeline + DP + embedding + norm + optimizer = compute + comm + idle");
     l.zero = 1;
     plan_time(&m, &c, &k, &l, 1920, &t);
     check(same(t.dp_s, plan_reduce_scatter_s(4 * P0, 8, 20, 5.0) + plan_reduce_scatter_s(2 * P0, 8, 20, 5.0)) &&
-          same(t.opt_s, 38.0 * P0 / 8 / (0.8 * 2039e9)),
+              same(t.opt_s, 38.0 * P0 / 8 / (0.8 * 2039e9)),
           "ZeRO-1: reduce-scatter fp32 grads + all-gather bf16 weights; optimizer on 1/DP");
     l.zero = 0;
     /* single GPU: no bubble, no communication */
     PlanModel tiny;
     plan_model_preset("tiny", &tiny);
     PlanLayout l1;
-    l1.tp = 1; l1.pp = 1; l1.dp = 1; l1.mb = 8; l1.recompute = 0; l1.zero = 0; l1.sp = 0; l1.vpp = 1;
+    l1.tp = 1;
+    l1.pp = 1;
+    l1.dp = 1;
+    l1.mb = 8;
+    l1.recompute = 0;
+    l1.zero = 0;
+    l1.sp = 0;
+    l1.vpp = 1;
     plan_time(&tiny, &c, &k, &l1, 64, &t);
     check(t.m == 8 && t.bubble_s == 0 && t.comm_s == 0 && t.tflops > 0, "one GPU: m = 8, no bubble, no communication");
 
     /* constraints */
     char why[96];
     PlanLayout b = l;
-    check(plan_check_layout(&m, 2240, 1920, &l, why, sizeof(why)) == 0, "530b TP8 PP35 DP8 mb1 gb1920 satisfies doc/spec.md section 3");
-    b.tp = 5; b.pp = 7; b.dp = 64;
+    check(plan_check_layout(&m, 2240, 1920, &l, why, sizeof(why)) == 0,
+          "530b TP8 PP35 DP8 mb1 gb1920 satisfies doc/spec.md section 3");
+    b.tp = 5;
+    b.pp = 7;
+    b.dp = 64;
     plan_check_layout(&m, 2240, 1920, &b, why, sizeof(why));
     check(strstr(why, "heads") != NULL, "tp 5 rejected: %s", why);
-    b = l; b.pp = 2; b.dp = 2240 / 16;
-    check(plan_check_layout(&m, 2240, 1920, &b, why, sizeof(why)) == 3 && strstr(why, "layers") != NULL, "pp 2 rejected for 105 layers: %s", why);
-    b = l; b.pp = 5; b.dp = 56;
+    b = l;
+    b.pp = 2;
+    b.dp = 2240 / 16;
+    check(plan_check_layout(&m, 2240, 1920, &b, why, sizeof(why)) == 3 && strstr(why, "layers") != NULL,
+          "pp 2 rejected for 105 layers: %s", why);
+    b = l;
+    b.pp = 5;
+    b.dp = 56;
     check(plan_check_layout(&m, 2240, 1920, &b, why, sizeof(why)) == 2, "mb 1 x dp 56 does not divide 1920: %s", why);
-    b = l; b.dp = 9;
+    b = l;
+    b.dp = 9;
     check(plan_check_layout(&m, 2240, 1920, &b, why, sizeof(why)) == 3, "tp*pp*dp != world rejected: %s", why);
 }
 
@@ -349,55 +457,78 @@ static void test_sp_recompute_vpp(void) {
     /* Korthikanti et al. 2022 per layer, bf16, without dropout: SP sbh/t (32 + 2as/h)
      * = 5,242,880 x (32 + 25.6) = 301,989,888; selective drops 2as/h: 5,242,880 x 32 =
      * 167,772,160; full with SP keeps the 1/t input shard 2sbh/8 = 10,485,760 */
-    check(same(plan_layer_keep_bytes(&m, 8, 1, 1, PLAN_RC_NONE), 301989888.0), "SP activations per 530b layer, TP 8 = sbh/t(32 + 2as/h) = 301,989,888 B");
-    check(same(plan_layer_keep_bytes(&m, 8, 1, 1, PLAN_RC_SELECTIVE), 167772160.0), "SP + selective per layer = 32 sbh/t = 167,772,160 B");
-    check(same(plan_layer_keep_bytes(&m, 8, 1, 0, PLAN_RC_SELECTIVE), 11.0 * sbh), "selective without SP = sbh(8 + 24/8) = 11 sbh");
-    check(same(plan_layer_keep_bytes(&m, 8, 1, 1, PLAN_RC_FULL), 10485760.0) && same(plan_layer_keep_bytes(&m, 8, 1, 0, PLAN_RC_NONE), 595591168.0),
+    check(same(plan_layer_keep_bytes(&m, 8, 1, 1, PLAN_RC_NONE), 301989888.0),
+          "SP activations per 530b layer, TP 8 = sbh/t(32 + 2as/h) = 301,989,888 B");
+    check(same(plan_layer_keep_bytes(&m, 8, 1, 1, PLAN_RC_SELECTIVE), 167772160.0),
+          "SP + selective per layer = 32 sbh/t = 167,772,160 B");
+    check(same(plan_layer_keep_bytes(&m, 8, 1, 0, PLAN_RC_SELECTIVE), 11.0 * sbh),
+          "selective without SP = sbh(8 + 24/8) = 11 sbh");
+    check(same(plan_layer_keep_bytes(&m, 8, 1, 1, PLAN_RC_FULL), 10485760.0) &&
+              same(plan_layer_keep_bytes(&m, 8, 1, 0, PLAN_RC_NONE), 595591168.0),
           "full + SP keeps 2sbh/t = 10,485,760 B; none without SP = the old 595,591,168 B");
     /* stage 0 of TP8 PP35 mb1, SP + selective: 35 micro-batches x 3 layers x 167,772,160 +
      * one attention-probability buffer 2*128*2048^2/8 = 134,217,728 */
     PlanLayout l;
-    l.tp = 8; l.pp = 35; l.dp = 8; l.mb = 1; l.recompute = PLAN_RC_SELECTIVE; l.zero = 0; l.sp = 1; l.vpp = 1;
+    l.tp = 8;
+    l.pp = 35;
+    l.dp = 8;
+    l.mb = 1;
+    l.recompute = PLAN_RC_SELECTIVE;
+    l.zero = 0;
+    l.sp = 1;
+    l.vpp = 1;
     PlanMem mem;
     plan_memory_stage(&m, &k, &l, 240, 0, &mem);
     check(same(mem.act, 105.0 * 167772160.0 + 134217728.0) && same(mem.extra, 12.0 * sbh / 8 + 4.0 * 2048 * 35),
-          "stage-0 activations with SP + selective = 105 x 32sbh/t + one probability buffer = %.2f GiB", mem.act / 1073741824.0);
+          "stage-0 activations with SP + selective = 105 x 32sbh/t + one probability buffer = %.2f GiB",
+          mem.act / 1073741824.0);
     /* interleaved in-flight bound: rank 0, PP 35, V 3: 2*34 + 2*35 + 1 = 139 units of 1 layer;
      * last rank: 0 + 70 + 1 = 71; plain 1F1B rank 0: 35 micro-batches x 3 layers = 105 */
-    check(same(plan_inflight_layers(105, 35, 3, 0, 245), 139.0) && same(plan_inflight_layers(105, 35, 3, 34, 245), 71.0) &&
-          same(plan_inflight_layers(105, 35, 1, 0, 245), 105.0) && same(plan_inflight_layers(105, 35, 3, 0, 2), 6.0),
+    check(same(plan_inflight_layers(105, 35, 3, 0, 245), 139.0) &&
+              same(plan_inflight_layers(105, 35, 3, 34, 245), 71.0) &&
+              same(plan_inflight_layers(105, 35, 1, 0, 245), 105.0) &&
+              same(plan_inflight_layers(105, 35, 3, 0, 2), 6.0),
           "interleaved in-flight layers: 139 (rank 0), 71 (last), 105 plain, V*m cap 6");
     /* FLOPs: model 72BsLH^2(1 + s/6H) + 4.5BsVH (paper, f = 3) = 1.269482e19 for gb 1920; full adds one forward
      * of the layers (= the paper's f = 4 formula); selective adds 4Bs^2LH = 6.926923e16 */
     double mf = plan_model_flops(&m, 1920);
     check(relerr(mf, 1.269482e19) < 1e-6, "530b model FLOPs per iteration, gb 1920 = 1.269482e19 (%.6e)", mf);
-    check(same(plan_hw_flops(&m, 1920, PLAN_RC_FULL), plan_paper_flops(&m, 1920, 1)), "hardware FLOPs with full recompute = the paper's formula with f = 4");
-    check(relerr(plan_hw_flops(&m, 1920, PLAN_RC_SELECTIVE) - mf, 6.926923e16) < 1e-6 && plan_hw_flops(&m, 1920, PLAN_RC_NONE) == mf,
+    check(same(plan_hw_flops(&m, 1920, PLAN_RC_FULL), plan_paper_flops(&m, 1920, 1)),
+          "hardware FLOPs with full recompute = the paper's formula with f = 4");
+    check(relerr(plan_hw_flops(&m, 1920, PLAN_RC_SELECTIVE) - mf, 6.926923e16) < 1e-6 &&
+              plan_hw_flops(&m, 1920, PLAN_RC_NONE) == mf,
           "selective adds 4Bs^2LH = 6.926923e16 hardware FLOPs (%.2f%% of model), none adds nothing",
           100 * (plan_hw_flops(&m, 1920, PLAN_RC_SELECTIVE) / mf - 1));
     PlanTime t, t0;
-    l.recompute = PLAN_RC_FULL; l.sp = 0;
+    l.recompute = PLAN_RC_FULL;
+    l.sp = 0;
     plan_time(&m, &c, &k, &l, 1920, &t);
-    check(same(t.mfu, mf / (t.iter_s * 2240 * 312e12)) && same(t.tflops, plan_paper_flops(&m, 1920, 1) / (t.iter_s * 2240) / 1e12) &&
-          t.hfu > t.mfu * 1.3,
-          "full recompute: MFU counts model FLOPs only (%.1f%%), hardware TFLOP/s the f = 4 formula (HFU %.1f%%)", 100 * t.mfu, 100 * t.hfu);
+    check(same(t.mfu, mf / (t.iter_s * 2240 * 312e12)) &&
+              same(t.tflops, plan_paper_flops(&m, 1920, 1) / (t.iter_s * 2240) / 1e12) && t.hfu > t.mfu * 1.3,
+          "full recompute: MFU counts model FLOPs only (%.1f%%), hardware TFLOP/s the f = 4 formula (HFU %.1f%%)",
+          100 * t.mfu, 100 * t.hfu);
     /* slots: SP keeps the TP communication (same ring volume), divides the p2p message by t;
      * selective adds the attention core (2 GEMMs + softmax) once, no TP all-reduce */
     PlanSlot a, b;
-    l.recompute = PLAN_RC_NONE; l.sp = 0;
+    l.recompute = PLAN_RC_NONE;
+    l.sp = 0;
     plan_slot(&m, &c, &k, &l, 17, 0, 1, &a);
     l.sp = 1;
     plan_slot(&m, &c, &k, &l, 17, 0, 1, &b);
     double fm_sp = (20.0 * sbh / 8 + 32.0 * sbh / 8 + 4.0 * 128 * s * s / 8) / (0.8 * 2039e9);
-    check(same(a.tp, b.tp) && same(b.pp, 2 * plan_p2p_s(2 * sbh / 8, 25 * k.net_eff, 5.0)) && same(b.mem, 3 * 3 * fm_sp),
-          "SP slot: same TP cost (%.2f ms), p2p of the 1/8 shard, LN/residual traffic 20sbh/t", 1e3 * b.tp);
+    check(
+        same(a.tp, b.tp) && same(b.pp, 2 * plan_p2p_s(2 * sbh / 8, 25 * k.net_eff, 5.0)) && same(b.mem, 3 * 3 * fm_sp),
+        "SP slot: same TP cost (%.2f ms), p2p of the 1/8 shard, LN/residual traffic 20sbh/t", 1e3 * b.tp);
     l.recompute = PLAN_RC_SELECTIVE;
     plan_slot(&m, &c, &k, &l, 17, 0, 1, &a);
     double core = 2 * (2.0 * s * s * 160 * 16 / (0.57 * 312e12 * u64(s) * u64(s) * u64(160)));
-    check(same(a.gemm, b.gemm + 3 * core) && same(a.tp, b.tp) && same(a.mem, b.mem + 3 * 4.0 * 128 * s * s / 8 / (0.8 * 2039e9)),
+    check(same(a.gemm, b.gemm + 3 * core) && same(a.tp, b.tp) &&
+              same(a.mem, b.mem + 3 * 4.0 * 128 * s * s / 8 / (0.8 * 2039e9)),
           "selective slot: + the attention core's forward per layer (%.1f ms), no extra TP communication", 3e3 * core);
     /* interleaved: gb 1960 = 245 micro-batches per pipeline (a multiple of 35), V 3 */
-    l.recompute = PLAN_RC_FULL; l.sp = 0; l.vpp = 1;
+    l.recompute = PLAN_RC_FULL;
+    l.sp = 0;
+    l.vpp = 1;
     plan_time(&m, &c, &k, &l, 1960, &t0);
     l.vpp = 3;
     plan_time(&m, &c, &k, &l, 1960, &t);
@@ -406,33 +537,43 @@ static void test_sp_recompute_vpp(void) {
     for (int j = 0; j < 35; j++) {
         plan_slot(&m, &c, &k, &l, j, 0, 1, &sl);
         double x = sl.gemm + sl.mem + sl.tp + sl.pp;
-        sum += x; if (x > mx) mx = x;
+        sum += x;
+        if (x > mx) mx = x;
     }
-    check(t.m == 245 && same(t.pipe_s, 245 * mx + (sum - mx) / 3), "interleaved pipeline = m x slowest + (sum - slowest)/V");
+    check(t.m == 245 && same(t.pipe_s, 245 * mx + (sum - mx) / 3),
+          "interleaved pipeline = m x slowest + (sum - slowest)/V");
     /* equal stages: bubble = (PP-1)/(V m) of the ideal: 34/(3*245) = 4.63%, plain 34/245 = 13.9% */
     double fb = t.bubble_s / (t.m * t.slot_s), fb0 = t0.bubble_s / (t0.m * t0.slot_s);
     check(fabs(fb - 34.0 / 735) < 0.003 && fabs(fb0 - 34.0 / 245) < 0.01,
           "bubble / ideal: V 3 %.2f%% (formula 4.63%%), V 1 %.2f%% (formula 13.88%%)", 100 * fb, 100 * fb0);
     plan_slot(&m, &c, &k, &l, 17, 0, 1, &a);
     plan_slot(&m, &c, &k, &l, 0, 0, 1, &b);
-    check(same(a.pp, 6 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0)) && same(b.pp, 5 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0)),
+    check(same(a.pp, 6 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0)) &&
+              same(b.pp, 5 * plan_p2p_s(2 * sbh, 25 * k.net_eff, 5.0)),
           "interleaved p2p per micro-batch: 2V = 6 messages on a middle rank, 5 on rank 0 (V times 1F1B's)");
     /* constraints */
     char why[96];
     l.vpp = 3;
-    check(plan_check_layout(&m, 2240, 1920, &l, why, sizeof(why)) == 2 && strstr(why, "vpp") != NULL, "V 3 with m = 240 (not a multiple of 35) rejected: %s", why);
+    check(plan_check_layout(&m, 2240, 1920, &l, why, sizeof(why)) == 2 && strstr(why, "vpp") != NULL,
+          "V 3 with m = 240 (not a multiple of 35) rejected: %s", why);
     l.vpp = 2;
-    check(plan_check_layout(&m, 2240, 1960, &l, why, sizeof(why)) == 3 && strstr(why, "vpp") != NULL, "V 2 with 105 layers %% 70 rejected: %s", why);
+    check(plan_check_layout(&m, 2240, 1960, &l, why, sizeof(why)) == 3 && strstr(why, "vpp") != NULL,
+          "V 2 with 105 layers %% 70 rejected: %s", why);
     PlanModel odd = m;
-    odd.seq = 2044; l.vpp = 1; l.sp = 1;
-    check(plan_check_layout(&odd, 2240, 1920, &l, why, sizeof(why)) == 3 && strstr(why, "sp") != NULL, "SP with seq 2044 %% tp 8 rejected: %s", why);
+    odd.seq = 2044;
+    l.vpp = 1;
+    l.sp = 1;
+    check(plan_check_layout(&odd, 2240, 1920, &l, why, sizeof(why)) == 3 && strstr(why, "sp") != NULL,
+          "SP with seq 2044 %% tp 8 rejected: %s", why);
 }
 
 static void test_plan_run(void) {
     PlanRequest r;
     plan_request_init(&r);
     plan_model_preset("530b", &r.model);
-    r.nodes = 280; r.gb = 1920; r.mb = 1;
+    r.nodes = 280;
+    r.gb = 1920;
+    r.mb = 1;
     r.csv_path = "test_planner_plan.tmp.csv";
     FILE* devnull = fopen("/dev/null", "w");
     int rc = plan_run(&r, devnull);
@@ -442,8 +583,11 @@ static void test_plan_run(void) {
     while (f && fgets(buf, sizeof(buf), f)) lines++;
     if (f) fclose(f);
     remove(r.csv_path);
-    check(rc == 0 && lines > 200, "plan_run 530b on 280 selene-a100 nodes returns 0 and writes every evaluated layout to the CSV (%d lines)", lines);
-    r.nodes = 1; r.csv_path = NULL;
+    check(rc == 0 && lines > 200,
+          "plan_run 530b on 280 selene-a100 nodes returns 0 and writes every evaluated layout to the CSV (%d lines)",
+          lines);
+    r.nodes = 1;
+    r.csv_path = NULL;
     rc = plan_run(&r, devnull);
     check(rc == 1, "plan_run 530b on 1 node returns 1 (nothing fits)");
     r.nodes = 0;
@@ -451,7 +595,9 @@ static void test_plan_run(void) {
     fflush(stdout);
     check(plan_run(&r, devnull) == 2, "plan_run without -nodes returns 2");
     plan_model_preset("1.3b", &r.model);
-    r.nodes = 1; r.gb = 512; r.mb = 0;
+    r.nodes = 1;
+    r.gb = 512;
+    r.mb = 0;
     check(plan_run(&r, devnull) == 0, "plan_run 1.3b on one 8-GPU node returns 0");
     fclose(devnull);
 }
@@ -467,22 +613,54 @@ static int cli(int argc, char** argv) {
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
         int* ip = NULL;
         if (strcmp(f, "-model") == 0) {
-            if (v == NULL || plan_model_preset(v, &r.model) != 0) { fprintf(stderr, "unknown model %s\n", v ? v : ""); return 2; }
-            i++; continue;
+            if (v == NULL || plan_model_preset(v, &r.model) != 0) {
+                fprintf(stderr, "unknown model %s\n", v ? v : "");
+                return 2;
+            }
+            i++;
+            continue;
         }
-        if (strcmp(f, "-L") == 0) ip = &r.model.L; else if (strcmp(f, "-H") == 0) ip = &r.model.H;
-        else if (strcmp(f, "-heads") == 0) ip = &r.model.heads; else if (strcmp(f, "-seq") == 0) ip = &r.model.seq;
-        else if (strcmp(f, "-V") == 0) ip = &r.model.V; else if (strcmp(f, "-tp") == 0) ip = &r.tp;
-        else if (strcmp(f, "-pp") == 0) ip = &r.pp; else if (strcmp(f, "-dp") == 0) ip = &r.dp;
-        else if (strcmp(f, "-mb") == 0) ip = &r.mb; else if (strcmp(f, "-gb") == 0) ip = &r.gb;
-        else if (strcmp(f, "-recompute") == 0) ip = &r.recompute; else if (strcmp(f, "-zero") == 0) ip = &r.zero;
-        else if (strcmp(f, "-sp") == 0) ip = &r.sp; else if (strcmp(f, "-vpp") == 0) ip = &r.vpp;
+        if (strcmp(f, "-L") == 0)
+            ip = &r.model.L;
+        else if (strcmp(f, "-H") == 0)
+            ip = &r.model.H;
+        else if (strcmp(f, "-heads") == 0)
+            ip = &r.model.heads;
+        else if (strcmp(f, "-seq") == 0)
+            ip = &r.model.seq;
+        else if (strcmp(f, "-V") == 0)
+            ip = &r.model.V;
+        else if (strcmp(f, "-tp") == 0)
+            ip = &r.tp;
+        else if (strcmp(f, "-pp") == 0)
+            ip = &r.pp;
+        else if (strcmp(f, "-dp") == 0)
+            ip = &r.dp;
+        else if (strcmp(f, "-mb") == 0)
+            ip = &r.mb;
+        else if (strcmp(f, "-gb") == 0)
+            ip = &r.gb;
+        else if (strcmp(f, "-recompute") == 0)
+            ip = &r.recompute;
+        else if (strcmp(f, "-zero") == 0)
+            ip = &r.zero;
+        else if (strcmp(f, "-sp") == 0)
+            ip = &r.sp;
+        else if (strcmp(f, "-vpp") == 0)
+            ip = &r.vpp;
         if (ip != NULL) {
-            if (v == NULL || !planx_parse_int(v, ip)) { fprintf(stderr, "bad value for %s\n", f); return 2; }
-            i++; continue;
+            if (v == NULL || !planx_parse_int(v, ip)) {
+                fprintf(stderr, "bad value for %s\n", f);
+                return 2;
+            }
+            i++;
+            continue;
         }
         int rc = plan_parse_flag(&r, f, v);
-        if (rc == 1) { i++; continue; }
+        if (rc == 1) {
+            i++;
+            continue;
+        }
         if (rc < 0) return 2;
         fprintf(stderr, "unknown flag %s\n", f);
         return 2;

@@ -31,15 +31,23 @@
 // Same names, members and alignments as CUDA's vector_types.h.
 #define CUEMU_VALIGN2(T) (2 * sizeof(T) > 16 ? 16 : 2 * sizeof(T))
 #define CUEMU_VALIGN4(T) (4 * sizeof(T) > 16 ? 16 : 4 * sizeof(T))
-#define CUEMU_VECTOR_TYPES(T, N)                                                   \
-    struct N##1 { T x; };                                                          \
-    struct alignas(CUEMU_VALIGN2(T)) N##2 { T x, y; };                             \
-    struct N##3 { T x, y, z; };                                                    \
-    struct alignas(CUEMU_VALIGN4(T)) N##4 { T x, y, z, w; };                       \
-    static inline constexpr N##1 make_##N##1(T x) { return N##1{x}; }             \
-    static inline constexpr N##2 make_##N##2(T x, T y) { return N##2{x, y}; }      \
-    static inline constexpr N##3 make_##N##3(T x, T y, T z) { return N##3{x, y, z}; } \
-    static inline constexpr N##4 make_##N##4(T x, T y, T z, T w) { return N##4{x, y, z, w}; }
+#define CUEMU_VECTOR_TYPES(T, N)                                                       \
+    struct N##1 {                                                                      \
+        T x;                                                                           \
+    };                                                                                 \
+    struct alignas(CUEMU_VALIGN2(T)) N##2 {                                            \
+        T x, y;                                                                        \
+    };                                                                                 \
+    struct N##3 {                                                                      \
+        T x, y, z;                                                                     \
+    };                                                                                 \
+    struct alignas(CUEMU_VALIGN4(T)) N##4 {                                            \
+        T x, y, z, w;                                                                  \
+    };                                                                                 \
+    static inline constexpr N##1 make_##N##1(T x) { return N##1 {x}; }                 \
+    static inline constexpr N##2 make_##N##2(T x, T y) { return N##2 {x, y}; }         \
+    static inline constexpr N##3 make_##N##3(T x, T y, T z) { return N##3 {x, y, z}; } \
+    static inline constexpr N##4 make_##N##4(T x, T y, T z, T w) { return N##4 {x, y, z, w}; }
 CUEMU_VECTOR_TYPES(signed char, char)
 CUEMU_VECTOR_TYPES(unsigned char, uchar)
 CUEMU_VECTOR_TYPES(short, short)
@@ -96,15 +104,21 @@ namespace cuemu {
 struct VClock {
     std::vector<uint64_t> c;
     uint64_t get(int i) const { return (size_t)i < c.size() ? c[(size_t)i] : 0; }
-    void set(int i, uint64_t v) { if ((size_t)i >= c.size()) c.resize((size_t)i + 1, 0); c[(size_t)i] = v; }
+    void set(int i, uint64_t v) {
+        if ((size_t)i >= c.size()) c.resize((size_t)i + 1, 0);
+        c[(size_t)i] = v;
+    }
     void join(const VClock& o) {
         if (o.c.size() > c.size()) c.resize(o.c.size(), 0);
         for (size_t i = 0; i < o.c.size(); i++) c[i] = std::max(c[i], o.c[i]);
     }
 };
 struct StreamState;
-}  // namespace cuemu
-struct CUstream_st { unsigned int flags; int priority; };
+} // namespace cuemu
+struct CUstream_st {
+    unsigned int flags;
+    int priority;
+};
 struct CUevent_st {
     unsigned int flags;
     bool recorded;
@@ -156,19 +170,32 @@ struct Config {
     int devices = 1;
     Config() {
         if (const char* s = getenv("CUEMU_SCHED")) {
-            if (!strcmp(s, "forward")) sched = SCHED_FORWARD;
-            else if (!strcmp(s, "reverse")) sched = SCHED_REVERSE;
-            else if (!strcmp(s, "shuffle")) sched = SCHED_SHUFFLE;
-            else fprintf(stderr, "cuemu: CUEMU_SCHED=%s unknown (shuffle|forward|reverse); using shuffle\n", s);
+            if (!strcmp(s, "forward"))
+                sched = SCHED_FORWARD;
+            else if (!strcmp(s, "reverse"))
+                sched = SCHED_REVERSE;
+            else if (!strcmp(s, "shuffle"))
+                sched = SCHED_SHUFFLE;
+            else
+                fprintf(stderr, "cuemu: CUEMU_SCHED=%s unknown (shuffle|forward|reverse); using shuffle\n", s);
         }
         if (const char* s = getenv("CUEMU_SEED")) seed = strtoull(s, nullptr, 0);
-        if (const char* s = getenv("CUEMU_STACK_KB")) { long kb = atol(s); if (kb >= 16) stack_bytes = (size_t)kb * 1024; }
+        if (const char* s = getenv("CUEMU_STACK_KB")) {
+            long kb = atol(s);
+            if (kb >= 16) stack_bytes = (size_t)kb * 1024;
+        }
         if (const char* s = getenv("CUEMU_POISON")) poison = atoi(s) != 0;
         if (const char* s = getenv("CUEMU_CHECK_PTRS")) check_ptrs = atoi(s) != 0;
-        if (const char* s = getenv("CUEMU_DEVICES")) { int d = atoi(s); if (d >= 1) devices = d; }
+        if (const char* s = getenv("CUEMU_DEVICES")) {
+            int d = atoi(s);
+            if (d >= 1) devices = d;
+        }
     }
 };
-inline Config& config() { static Config c; return c; }
+inline Config& config() {
+    static Config c;
+    return c;
+}
 
 inline uint64_t splitmix64(uint64_t& s) {
     uint64_t z = (s += 0x9e3779b97f4a7c15ull);
@@ -192,15 +219,26 @@ inline double now_ms() {
 // that copies, kernel arguments, cuBLASLt and NCCL buffers can be checked the way
 // a GPU would reject them (host pointer passed as device memory, copy past the end).
 enum MemKind { MEM_NONE = 0, MEM_DEVICE = 1, MEM_PINNED = 2, MEM_MANAGED = 3, MEM_SYMBOL = 4 };
-struct Region { size_t size; int kind; };
+struct Region {
+    size_t size;
+    int kind;
+};
 struct Registry {
     std::mutex mu;
     std::map<uintptr_t, Region> regions;
     size_t device_bytes = 0;
 };
-inline Registry& registry() { static Registry r; return r; }
+inline Registry& registry() {
+    static Registry r;
+    return r;
+}
 
-struct Found { int kind; uintptr_t base; size_t size; bool overrun; };
+struct Found {
+    int kind;
+    uintptr_t base;
+    size_t size;
+    bool overrun;
+};
 // Which registered region holds [p, p+n)? kind MEM_NONE when p is in none of them.
 // A pointer one past the end of a region (n == 0) counts as inside it.
 inline Found lookup(const void* p, size_t n) {
@@ -223,14 +261,21 @@ inline Found lookup(const void* p, size_t n) {
     f.overrun = (a - base) + n > size;
     return f;
 }
-inline bool device_accessible(int kind) { return kind == MEM_DEVICE || kind == MEM_MANAGED || kind == MEM_PINNED || kind == MEM_SYMBOL; }
+inline bool device_accessible(int kind) {
+    return kind == MEM_DEVICE || kind == MEM_MANAGED || kind == MEM_PINNED || kind == MEM_SYMBOL;
+}
 inline const char* kind_name(int kind) {
     switch (kind) {
-        case MEM_DEVICE: return "device memory (cudaMalloc)";
-        case MEM_PINNED: return "pinned host memory (cudaMallocHost)";
-        case MEM_MANAGED: return "managed memory (cudaMallocManaged)";
-        case MEM_SYMBOL: return "a __device__ symbol";
-        default: return "host memory not known to CUDA";
+        case MEM_DEVICE:
+            return "device memory (cudaMalloc)";
+        case MEM_PINNED:
+            return "pinned host memory (cudaMallocHost)";
+        case MEM_MANAGED:
+            return "managed memory (cudaMallocManaged)";
+        case MEM_SYMBOL:
+            return "a __device__ symbol";
+        default:
+            return "host memory not known to CUDA";
     }
 }
 inline void register_region(const void* p, size_t size, int kind) {
@@ -252,4 +297,4 @@ inline int unregister_region(const void* p, int want_kind_a, int want_kind_b = -
     return kind;
 }
 
-}  // namespace cuemu
+} // namespace cuemu

@@ -7,12 +7,20 @@
 #include "kernel.h"
 
 namespace cuemu {
-inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+inline uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+inline float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 inline unsigned short f2bf_rn(float f) {
     uint32_t u = f2u(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;  // NaN -> canonical NaN
-    u += 0x7fffu + ((u >> 16) & 1u);                      // round to nearest, ties to even
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu; // NaN -> canonical NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                     // round to nearest, ties to even
     return (unsigned short)(u >> 16);
 }
 inline unsigned short f2bf_rz(float f) {
@@ -27,23 +35,30 @@ inline unsigned short f2bf_dir(float f, bool up) {
     unsigned short t = (unsigned short)(u >> 16);
     bool inexact = (u & 0xffffu) != 0;
     bool neg = (u >> 31) != 0;
-    if (inexact && (up != neg)) t++;  // away from zero in the direction asked
+    if (inexact && (up != neg)) t++; // away from zero in the direction asked
     return t;
 }
 inline float bf2f(unsigned short b) { return u2f((uint32_t)b << 16); }
-}  // namespace cuemu
+} // namespace cuemu
 
-struct __nv_bfloat16_raw { unsigned short x; };
-struct __nv_bfloat162_raw { unsigned short x, y; };
+struct __nv_bfloat16_raw {
+    unsigned short x;
+};
+struct __nv_bfloat162_raw {
+    unsigned short x, y;
+};
 
 struct alignas(2) __nv_bfloat16 {
-  protected:
+protected:
     unsigned short __x;
 
-  public:
+public:
     __nv_bfloat16() = default;
     constexpr __nv_bfloat16(const __nv_bfloat16_raw& r) : __x(r.x) {}
-    __nv_bfloat16& operator=(const __nv_bfloat16_raw& r) { __x = r.x; return *this; }
+    __nv_bfloat16& operator=(const __nv_bfloat16_raw& r) {
+        __x = r.x;
+        return *this;
+    }
     operator __nv_bfloat16_raw() const { return __nv_bfloat16_raw{__x}; }
     __nv_bfloat16(float f) : __x(cuemu::f2bf_rn(f)) {}
     __nv_bfloat16(double d) : __x(cuemu::f2bf_rn((float)d)) {}
@@ -53,8 +68,14 @@ struct alignas(2) __nv_bfloat16 {
     __nv_bfloat16(unsigned int v) : __x(cuemu::f2bf_rn((float)v)) {}
     __nv_bfloat16(long long v) : __x(cuemu::f2bf_rn((float)v)) {}
     __nv_bfloat16(unsigned long long v) : __x(cuemu::f2bf_rn((float)v)) {}
-    __nv_bfloat16& operator=(float f) { __x = cuemu::f2bf_rn(f); return *this; }
-    __nv_bfloat16& operator=(double d) { __x = cuemu::f2bf_rn((float)d); return *this; }
+    __nv_bfloat16& operator=(float f) {
+        __x = cuemu::f2bf_rn(f);
+        return *this;
+    }
+    __nv_bfloat16& operator=(double d) {
+        __x = cuemu::f2bf_rn((float)d);
+        return *this;
+    }
     operator float() const { return cuemu::bf2f(__x); }
     explicit operator bool() const { return (__x & 0x7fffu) != 0; }
     explicit operator short() const { return (short)cuemu::bf2f(__x); }
@@ -100,10 +121,16 @@ static inline float __bfloat162float(__nv_bfloat16 h) { return cuemu::bf2f(__bfl
 static inline __nv_bfloat16 __int2bfloat16_rn(int i) { return __float2bfloat16((float)i); }
 static inline int __bfloat162int_rn(__nv_bfloat16 h) { return (int)nearbyintf(__bfloat162float(h)); }
 static inline int __bfloat162int_rz(__nv_bfloat16 h) { return (int)__bfloat162float(h); }
-static inline __nv_bfloat162 __float2bfloat162_rn(float f) { return __nv_bfloat162(__float2bfloat16(f), __float2bfloat16(f)); }
-static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return __nv_bfloat162(__float2bfloat16(a), __float2bfloat16(b)); }
+static inline __nv_bfloat162 __float2bfloat162_rn(float f) {
+    return __nv_bfloat162(__float2bfloat16(f), __float2bfloat16(f));
+}
+static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
+    return __nv_bfloat162(__float2bfloat16(a), __float2bfloat16(b));
+}
 static inline __nv_bfloat162 __float22bfloat162_rn(float2 f) { return __floats2bfloat162_rn(f.x, f.y); }
-static inline float2 __bfloat1622float2(__nv_bfloat162 h) { return make_float2(__bfloat162float(h.x), __bfloat162float(h.y)); }
+static inline float2 __bfloat1622float2(__nv_bfloat162 h) {
+    return make_float2(__bfloat162float(h.x), __bfloat162float(h.y));
+}
 static inline float __low2float(__nv_bfloat162 h) { return __bfloat162float(h.x); }
 static inline float __high2float(__nv_bfloat162 h) { return __bfloat162float(h.y); }
 static inline __nv_bfloat16 __low2bfloat16(__nv_bfloat162 h) { return h.x; }
@@ -117,10 +144,18 @@ static inline __nv_bfloat162 __lowhigh2highlow(__nv_bfloat162 a) { return __nv_b
 // Arithmetic: in float, one rounding (exact sum/difference/product of two bf16
 // fit in float, so add/sub/mul are correctly rounded like the GPU's).
 #define CUEMU_BF(x) __bfloat162float(x)
-static inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(CUEMU_BF(a) + CUEMU_BF(b)); }
-static inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(CUEMU_BF(a) - CUEMU_BF(b)); }
-static inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(CUEMU_BF(a) * CUEMU_BF(b)); }
-static inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) { return __float2bfloat16(CUEMU_BF(a) / CUEMU_BF(b)); }
+static inline __nv_bfloat16 __hadd(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return __float2bfloat16(CUEMU_BF(a) + CUEMU_BF(b));
+}
+static inline __nv_bfloat16 __hsub(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return __float2bfloat16(CUEMU_BF(a) - CUEMU_BF(b));
+}
+static inline __nv_bfloat16 __hmul(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return __float2bfloat16(CUEMU_BF(a) * CUEMU_BF(b));
+}
+static inline __nv_bfloat16 __hdiv(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return __float2bfloat16(CUEMU_BF(a) / CUEMU_BF(b));
+}
 static inline __nv_bfloat16 __hadd_rn(__nv_bfloat16 a, __nv_bfloat16 b) { return __hadd(a, b); }
 static inline __nv_bfloat16 __hsub_rn(__nv_bfloat16 a, __nv_bfloat16 b) { return __hsub(a, b); }
 static inline __nv_bfloat16 __hmul_rn(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmul(a, b); }
@@ -144,10 +179,16 @@ static inline __nv_bfloat16 __hmin(__nv_bfloat16 a, __nv_bfloat16 b) {
     if (__hisnan(b)) return a;
     return CUEMU_BF(a) <= CUEMU_BF(b) ? a : b;
 }
-static inline __nv_bfloat16 __hmax_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return (__hisnan(a) || __hisnan(b)) ? CUDART_NAN_BF16 : __hmax(a, b); }
-static inline __nv_bfloat16 __hmin_nan(__nv_bfloat16 a, __nv_bfloat16 b) { return (__hisnan(a) || __hisnan(b)) ? CUDART_NAN_BF16 : __hmin(a, b); }
+static inline __nv_bfloat16 __hmax_nan(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return (__hisnan(a) || __hisnan(b)) ? CUDART_NAN_BF16 : __hmax(a, b);
+}
+static inline __nv_bfloat16 __hmin_nan(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return (__hisnan(a) || __hisnan(b)) ? CUDART_NAN_BF16 : __hmin(a, b);
+}
 static inline bool __heq(__nv_bfloat16 a, __nv_bfloat16 b) { return CUEMU_BF(a) == CUEMU_BF(b); }
-static inline bool __hne(__nv_bfloat16 a, __nv_bfloat16 b) { return !__hisnan(a) && !__hisnan(b) && CUEMU_BF(a) != CUEMU_BF(b); }
+static inline bool __hne(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return !__hisnan(a) && !__hisnan(b) && CUEMU_BF(a) != CUEMU_BF(b);
+}
 static inline bool __hlt(__nv_bfloat16 a, __nv_bfloat16 b) { return CUEMU_BF(a) < CUEMU_BF(b); }
 static inline bool __hle(__nv_bfloat16 a, __nv_bfloat16 b) { return CUEMU_BF(a) <= CUEMU_BF(b); }
 static inline bool __hgt(__nv_bfloat16 a, __nv_bfloat16 b) { return CUEMU_BF(a) > CUEMU_BF(b); }
@@ -159,30 +200,70 @@ static inline __nv_bfloat16 hrsqrt(__nv_bfloat16 a) { return __float2bfloat16(1.
 static inline __nv_bfloat16 hrcp(__nv_bfloat16 a) { return __float2bfloat16(1.0f / CUEMU_BF(a)); }
 static inline __nv_bfloat16 htanh(__nv_bfloat16 a) { return __float2bfloat16(tanhf(CUEMU_BF(a))); }
 
-static inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { return __nv_bfloat162(__hadd(a.x, b.x), __hadd(a.y, b.y)); }
-static inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) { return __nv_bfloat162(__hsub(a.x, b.x), __hsub(a.y, b.y)); }
-static inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) { return __nv_bfloat162(__hmul(a.x, b.x), __hmul(a.y, b.y)); }
-static inline __nv_bfloat162 __h2div(__nv_bfloat162 a, __nv_bfloat162 b) { return __nv_bfloat162(__hdiv(a.x, b.x), __hdiv(a.y, b.y)); }
-static inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) { return __nv_bfloat162(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)); }
+static inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) {
+    return __nv_bfloat162(__hadd(a.x, b.x), __hadd(a.y, b.y));
+}
+static inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) {
+    return __nv_bfloat162(__hsub(a.x, b.x), __hsub(a.y, b.y));
+}
+static inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) {
+    return __nv_bfloat162(__hmul(a.x, b.x), __hmul(a.y, b.y));
+}
+static inline __nv_bfloat162 __h2div(__nv_bfloat162 a, __nv_bfloat162 b) {
+    return __nv_bfloat162(__hdiv(a.x, b.x), __hdiv(a.y, b.y));
+}
+static inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) {
+    return __nv_bfloat162(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y));
+}
 static inline __nv_bfloat162 __hneg2(__nv_bfloat162 a) { return __nv_bfloat162(__hneg(a.x), __hneg(a.y)); }
 static inline __nv_bfloat162 __habs2(__nv_bfloat162 a) { return __nv_bfloat162(__habs(a.x), __habs(a.y)); }
-static inline __nv_bfloat162 __hmax2(__nv_bfloat162 a, __nv_bfloat162 b) { return __nv_bfloat162(__hmax(a.x, b.x), __hmax(a.y, b.y)); }
-static inline __nv_bfloat162 __hmin2(__nv_bfloat162 a, __nv_bfloat162 b) { return __nv_bfloat162(__hmin(a.x, b.x), __hmin(a.y, b.y)); }
+static inline __nv_bfloat162 __hmax2(__nv_bfloat162 a, __nv_bfloat162 b) {
+    return __nv_bfloat162(__hmax(a.x, b.x), __hmax(a.y, b.y));
+}
+static inline __nv_bfloat162 __hmin2(__nv_bfloat162 a, __nv_bfloat162 b) {
+    return __nv_bfloat162(__hmin(a.x, b.x), __hmin(a.y, b.y));
+}
 
 static inline __nv_bfloat16 operator+(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __hadd(a, b); }
 static inline __nv_bfloat16 operator-(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __hsub(a, b); }
 static inline __nv_bfloat16 operator*(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __hmul(a, b); }
 static inline __nv_bfloat16 operator/(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __hdiv(a, b); }
-static inline __nv_bfloat16& operator+=(__nv_bfloat16& a, const __nv_bfloat16& b) { a = __hadd(a, b); return a; }
-static inline __nv_bfloat16& operator-=(__nv_bfloat16& a, const __nv_bfloat16& b) { a = __hsub(a, b); return a; }
-static inline __nv_bfloat16& operator*=(__nv_bfloat16& a, const __nv_bfloat16& b) { a = __hmul(a, b); return a; }
-static inline __nv_bfloat16& operator/=(__nv_bfloat16& a, const __nv_bfloat16& b) { a = __hdiv(a, b); return a; }
+static inline __nv_bfloat16& operator+=(__nv_bfloat16& a, const __nv_bfloat16& b) {
+    a = __hadd(a, b);
+    return a;
+}
+static inline __nv_bfloat16& operator-=(__nv_bfloat16& a, const __nv_bfloat16& b) {
+    a = __hsub(a, b);
+    return a;
+}
+static inline __nv_bfloat16& operator*=(__nv_bfloat16& a, const __nv_bfloat16& b) {
+    a = __hmul(a, b);
+    return a;
+}
+static inline __nv_bfloat16& operator/=(__nv_bfloat16& a, const __nv_bfloat16& b) {
+    a = __hdiv(a, b);
+    return a;
+}
 static inline __nv_bfloat16 operator+(const __nv_bfloat16& a) { return a; }
 static inline __nv_bfloat16 operator-(const __nv_bfloat16& a) { return __hneg(a); }
-static inline __nv_bfloat16& operator++(__nv_bfloat16& a) { a = __hadd(a, CUDART_ONE_BF16); return a; }
-static inline __nv_bfloat16& operator--(__nv_bfloat16& a) { a = __hsub(a, CUDART_ONE_BF16); return a; }
-static inline __nv_bfloat16 operator++(__nv_bfloat16& a, int) { __nv_bfloat16 o = a; ++a; return o; }
-static inline __nv_bfloat16 operator--(__nv_bfloat16& a, int) { __nv_bfloat16 o = a; --a; return o; }
+static inline __nv_bfloat16& operator++(__nv_bfloat16& a) {
+    a = __hadd(a, CUDART_ONE_BF16);
+    return a;
+}
+static inline __nv_bfloat16& operator--(__nv_bfloat16& a) {
+    a = __hsub(a, CUDART_ONE_BF16);
+    return a;
+}
+static inline __nv_bfloat16 operator++(__nv_bfloat16& a, int) {
+    __nv_bfloat16 o = a;
+    ++a;
+    return o;
+}
+static inline __nv_bfloat16 operator--(__nv_bfloat16& a, int) {
+    __nv_bfloat16 o = a;
+    --a;
+    return o;
+}
 static inline bool operator==(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __heq(a, b); }
 static inline bool operator!=(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __hne(a, b); }
 static inline bool operator<(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __hlt(a, b); }
@@ -193,11 +274,27 @@ static inline __nv_bfloat162 operator+(const __nv_bfloat162& a, const __nv_bfloa
 static inline __nv_bfloat162 operator-(const __nv_bfloat162& a, const __nv_bfloat162& b) { return __hsub2(a, b); }
 static inline __nv_bfloat162 operator*(const __nv_bfloat162& a, const __nv_bfloat162& b) { return __hmul2(a, b); }
 static inline __nv_bfloat162 operator/(const __nv_bfloat162& a, const __nv_bfloat162& b) { return __h2div(a, b); }
-static inline __nv_bfloat162& operator+=(__nv_bfloat162& a, const __nv_bfloat162& b) { a = __hadd2(a, b); return a; }
-static inline __nv_bfloat162& operator*=(__nv_bfloat162& a, const __nv_bfloat162& b) { a = __hmul2(a, b); return a; }
+static inline __nv_bfloat162& operator+=(__nv_bfloat162& a, const __nv_bfloat162& b) {
+    a = __hadd2(a, b);
+    return a;
+}
+static inline __nv_bfloat162& operator*=(__nv_bfloat162& a, const __nv_bfloat162& b) {
+    a = __hmul2(a, b);
+    return a;
+}
 static inline __nv_bfloat162 operator-(const __nv_bfloat162& a) { return __hneg2(a); }
 #undef CUEMU_BF
 
 // bf16 atomics (sm_80+): the sum is rounded to bf16 once, as on the GPU.
-CUEMU_NOTSAN static inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, __nv_bfloat16 val) { cuemu::track_atomic(address, 2); __nv_bfloat16 old = *address; *address = __hadd(old, val); return old; }
-CUEMU_NOTSAN static inline __nv_bfloat162 atomicAdd(__nv_bfloat162* address, __nv_bfloat162 val) { cuemu::track_atomic(address, 4); __nv_bfloat162 old = *address; *address = __hadd2(old, val); return old; }
+CUEMU_NOTSAN static inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, __nv_bfloat16 val) {
+    cuemu::track_atomic(address, 2);
+    __nv_bfloat16 old = *address;
+    *address = __hadd(old, val);
+    return old;
+}
+CUEMU_NOTSAN static inline __nv_bfloat162 atomicAdd(__nv_bfloat162* address, __nv_bfloat162 val) {
+    cuemu::track_atomic(address, 4);
+    __nv_bfloat162 old = *address;
+    *address = __hadd2(old, val);
+    return old;
+}

@@ -29,18 +29,23 @@
 
 namespace cuemu {
 
-struct CostKernel { unsigned long long launches = 0, rd = 0, wr = 0, req = 0, sect = 0, minsect = 0; };
-struct CostAccess { uintptr_t a; uint32_t n; };
+struct CostKernel {
+    unsigned long long launches = 0, rd = 0, wr = 0, req = 0, sect = 0, minsect = 0;
+};
+struct CostAccess {
+    uintptr_t a;
+    uint32_t n;
+};
 enum { COST_SAMPLE_BLOCKS = 4, COST_MAX_SEQ = 1024, COST_MAX_RANGES = 4096 };
 // The hot path (the sanitizer callbacks) touches only this plain data and calls nothing:
 // anything it called would itself be instrumented and call back into it.
 struct CostHot {
-    int active;                       // inside a kernel launch of a CUEMU_COST build
-    int lane_now;                     // lane of the running fiber when it is in warp 0, else -1
+    int active;   // inside a kernel launch of a CUEMU_COST build
+    int lane_now; // lane of the running fiber when it is in warp 0, else -1
     int blocks_sampled;
     CostKernel* cur;
     size_t nranges;
-    uintptr_t lo[COST_MAX_RANGES], hi[COST_MAX_RANGES];  // sorted registered regions
+    uintptr_t lo[COST_MAX_RANGES], hi[COST_MAX_RANGES]; // sorted registered regions
     int nseq[32];
     CostAccess seq[32][COST_MAX_SEQ];
 };
@@ -51,13 +56,20 @@ struct Cost {
     std::map<std::string, CostKernel> kernels;
     std::map<std::tuple<long long, long long, long long, int, int, int>, unsigned long long> gemms;
     Cost() {
-        if (const char* s = getenv("CUEMU_COST")) { on = true; path = s; }
+        if (const char* s = getenv("CUEMU_COST")) {
+            on = true;
+            path = s;
+        }
     }
 };
 inline void cost_write();
 // never destroyed, so the totals can be written from atexit whatever the exit order
 inline Cost& cost() {
-    static Cost* c = [] { Cost* p = new Cost(); if (p->on) atexit(cost_write); return p; }();
+    static Cost* c = [] {
+        Cost* p = new Cost();
+        if (p->on) atexit(cost_write);
+        return p;
+    }();
     return *c;
 }
 
@@ -66,10 +78,19 @@ CUEMU_NO_COV inline void cost_access(const void* p, uint32_t n, bool store) {
     CostHot& h = cost_hot;
     if (!h.active) return;
     uintptr_t a = (uintptr_t)p;
-    size_t lo = 0, hi = h.nranges;  // first range with lo > a, minus one
-    while (lo < hi) { size_t mid = (lo + hi) / 2; if (h.lo[mid] <= a) lo = mid + 1; else hi = mid; }
+    size_t lo = 0, hi = h.nranges; // first range with lo > a, minus one
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (h.lo[mid] <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     if (lo == 0 || a >= h.hi[lo - 1]) return;
-    if (store) h.cur->wr += n; else h.cur->rd += n;
+    if (store)
+        h.cur->wr += n;
+    else
+        h.cur->rd += n;
     int l = h.lane_now;
     if (h.blocks_sampled <= COST_SAMPLE_BLOCKS && l >= 0 && h.nseq[l] < COST_MAX_SEQ) {
         h.seq[l][h.nseq[l]].a = a;
@@ -130,7 +151,10 @@ inline void cost_block_end() {
         h.cur->req++;
     }
 }
-inline void cost_kernel_end() { cost_hot.active = 0; cost_hot.lane_now = -1; }
+inline void cost_kernel_end() {
+    cost_hot.active = 0;
+    cost_hot.lane_now = -1;
+}
 
 inline void cost_gemm(long long m, long long n, long long k, int abytes, int dbytes, int epi) {
     Cost& c = cost();
@@ -142,17 +166,20 @@ inline void cost_write() {
     Cost& c = cost();
     if (!c.on) return;
     FILE* f = fopen(c.path.c_str(), "w");
-    if (!f) { fprintf(stderr, "cuemu: CUEMU_COST=%s: cannot write\n", c.path.c_str()); return; }
+    if (!f) {
+        fprintf(stderr, "cuemu: CUEMU_COST=%s: cannot write\n", c.path.c_str());
+        return;
+    }
     for (auto& kv : c.kernels)
-        fprintf(f, "kernel\t%s\t%llu\t%llu\t%llu\t%llu\t%llu\t%llu\n", kv.first.c_str(), kv.second.launches, kv.second.rd,
-                kv.second.wr, kv.second.req, kv.second.sect, kv.second.minsect);
+        fprintf(f, "kernel\t%s\t%llu\t%llu\t%llu\t%llu\t%llu\t%llu\n", kv.first.c_str(), kv.second.launches,
+                kv.second.rd, kv.second.wr, kv.second.req, kv.second.sect, kv.second.minsect);
     for (auto& kv : c.gemms)
         fprintf(f, "gemm\t%lld\t%lld\t%lld\t%d\t%d\t%d\t%llu\n", std::get<0>(kv.first), std::get<1>(kv.first),
                 std::get<2>(kv.first), std::get<3>(kv.first), std::get<4>(kv.first), std::get<5>(kv.first), kv.second);
     if (fclose(f) != 0) fprintf(stderr, "cuemu: CUEMU_COST=%s: write failed\n", c.path.c_str());
 }
 
-}  // namespace cuemu
+} // namespace cuemu
 
 extern "C" {
 CUEMU_NO_COV void __sanitizer_cov_8bit_counters_init(char*, char*) {}
@@ -171,6 +198,6 @@ CUEMU_NO_COV void __sanitizer_cov_store16(__int128* p) { cuemu::cost_access(p, 1
 #define CUEMU_COST_HOOK(call) ::cuemu::call
 #else
 #define CUEMU_COST_HOOK(call) ((void)0)
-#endif  // CUEMU_COST
+#endif // CUEMU_COST
 
-#endif  // CUEMU_IMPL_COST_H
+#endif // CUEMU_IMPL_COST_H

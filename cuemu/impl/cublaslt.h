@@ -99,7 +99,9 @@ typedef enum {
     CUBLASLT_MATMUL_PREF_IMPL_MASK = 12
 } cublasLtMatmulPreferenceAttributes_t;
 
-struct cublasLtContext { int magic; };
+struct cublasLtContext {
+    int magic;
+};
 typedef struct cublasLtContext* cublasLtHandle_t;
 typedef struct {
     int magic;
@@ -127,12 +129,14 @@ typedef struct {
     uint32_t search_mode;
     uint64_t max_workspace;
     uint32_t reduction_mask;
-    uint32_t min_align[4];  // A, B, C, D in bytes (default 256, as cuBLASLt)
+    uint32_t min_align[4]; // A, B, C, D in bytes (default 256, as cuBLASLt)
     float max_waves;
     uint64_t impl_mask;
 } cublasLtMatmulPreferenceOpaque_t;
 typedef cublasLtMatmulPreferenceOpaque_t* cublasLtMatmulPreference_t;
-typedef struct { uint64_t data[8]; } cublasLtMatmulAlgo_t;
+typedef struct {
+    uint64_t data[8];
+} cublasLtMatmulAlgo_t;
 typedef struct {
     cublasLtMatmulAlgo_t algo;
     size_t workspaceSize;
@@ -143,7 +147,7 @@ typedef struct {
 
 namespace cuemu {
 constexpr int kLtMagic = 0x4c74454d;
-constexpr uint64_t kLtAlgoTag = 0x63756d75616c676full;  // marks an algorithm returned by the emulation
+constexpr uint64_t kLtAlgoTag = 0x63756d75616c676full; // marks an algorithm returned by the emulation
 
 inline cublasStatus_t lt_fail(cublasStatus_t st, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 inline cublasStatus_t lt_fail(cublasStatus_t st, const char* fmt, ...) {
@@ -165,7 +169,7 @@ inline cublasStatus_t lt_check_align(const cublasLtMatmulAlgo_t* algo, int which
                        "cublasLtMatmul: %s %p is not %llu-byte aligned, but the algorithm was chosen for "
                        "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES = %llu (on a GPU: misaligned address); "
                        "pass the real alignment in the preference",
-                       what, p, (unsigned long long)want, "ABCD"[which], (unsigned long long)algo->data[1 + which]);
+                       what, p, (unsigned long long)want, "ABCD"[which], (unsigned long long)algo -> data[1 + which]);
     return CUBLAS_STATUS_SUCCESS;
 }
 template <class T>
@@ -180,13 +184,15 @@ inline float lt_load(int t, const void* base, int64_t i) {
     return bf2f(((const unsigned short*)base)[i]);
 }
 inline void lt_store(int t, void* base, int64_t i, float v) {
-    if (t == CUDA_R_32F) ((float*)base)[i] = v;
-    else ((unsigned short*)base)[i] = f2bf_rn(v);
+    if (t == CUDA_R_32F)
+        ((float*)base)[i] = v;
+    else
+        ((unsigned short*)base)[i] = f2bf_rn(v);
 }
 inline size_t lt_size(int t) { return t == CUDA_R_32F ? 4 : 2; }
 // GELU, tanh approximation (what cuBLASLt's GELU epilogues compute).
 inline float lt_gelu(float x) {
-    const float s = 0.7978845608028654f;  // sqrt(2/pi)
+    const float s = 0.7978845608028654f; // sqrt(2/pi)
     float u = s * (x + 0.044715f * x * x * x);
     return 0.5f * x * (1.0f + tanhf(u));
 }
@@ -221,13 +227,19 @@ inline cublasStatus_t lt_plan(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A, 
         if (!L || L->magic != kLtMagic) return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "matrix layout not created");
     if (d->compute != CUBLAS_COMPUTE_32F && d->compute != CUBLAS_COMPUTE_32F_PEDANTIC &&
         d->compute != CUBLAS_COMPUTE_32F_FAST_16BF && d->compute != CUBLAS_COMPUTE_32F_FAST_TF32)
-        return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "compute type %d not emulated (use CUBLAS_COMPUTE_32F)", d->compute);
-    if (d->scale != CUDA_R_32F) return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "scale type %d not emulated (CUDA_R_32F only)", d->scale);
+        return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "compute type %d not emulated (use CUBLAS_COMPUTE_32F)",
+                       d->compute);
+    if (d->scale != CUDA_R_32F)
+        return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "scale type %d not emulated (CUDA_R_32F only)", d->scale);
     for (cublasLtMatrixLayout_t L : {A, B, C, D}) {
-        if (L->order != CUBLASLT_ORDER_COL) return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLASLT_ORDER_COL layouts are emulated");
-        if (!lt_type_ok((int)L->type)) return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "matrix type %u not emulated (CUDA_R_32F, CUDA_R_16BF)", L->type);
+        if (L->order != CUBLASLT_ORDER_COL)
+            return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "only CUBLASLT_ORDER_COL layouts are emulated");
+        if (!lt_type_ok((int)L->type))
+            return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "matrix type %u not emulated (CUDA_R_32F, CUDA_R_16BF)",
+                           L->type);
         if (L->ld < (int64_t)std::max<uint64_t>(1, L->rows))
-            return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "leading dimension %lld smaller than rows %llu", (long long)L->ld, (unsigned long long)L->rows);
+            return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "leading dimension %lld smaller than rows %llu",
+                           (long long)L->ld, (unsigned long long)L->rows);
         if (L->batch < 1) return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "batch count %d", L->batch);
     }
     if (A->type != B->type) return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "A and B types differ");
@@ -247,35 +259,63 @@ inline cublasStatus_t lt_plan(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A, 
                        (unsigned long long)C->cols, (long long)P.m, (long long)P.n);
     P.batch = D->batch;
     if (A->batch != P.batch || B->batch != P.batch || C->batch != P.batch)
-        return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "batch counts differ (A %d, B %d, C %d, D %d)", A->batch, B->batch, C->batch, D->batch);
+        return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "batch counts differ (A %d, B %d, C %d, D %d)", A->batch, B->batch,
+                       C->batch, D->batch);
     P.atype = (int)A->type;
     P.ctype = (int)D->type;
     P.bias_type = d->bias_type >= 0 ? d->bias_type : P.ctype;
     P.aux_type = d->aux_type >= 0 ? d->aux_type : P.ctype;
-    if (!lt_type_ok(P.bias_type) || !lt_type_ok(P.aux_type)) return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "bias/aux type not emulated");
+    if (!lt_type_ok(P.bias_type) || !lt_type_ok(P.aux_type))
+        return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "bias/aux type not emulated");
     P.epi = d->epilogue;
     P.use_bias = P.bgrad_rows = P.bgrada = P.bgradb = P.gelu = P.relu = P.aux_out = P.dgelu = false;
     switch (P.epi) {
-        case CUBLASLT_EPILOGUE_DEFAULT: break;
-        case CUBLASLT_EPILOGUE_RELU: P.relu = true; break;
-        case CUBLASLT_EPILOGUE_RELU_BIAS: P.relu = P.use_bias = true; break;
-        case CUBLASLT_EPILOGUE_BIAS: P.use_bias = true; break;
-        case CUBLASLT_EPILOGUE_GELU: P.gelu = true; break;
-        case CUBLASLT_EPILOGUE_GELU_BIAS: P.gelu = P.use_bias = true; break;
-        case CUBLASLT_EPILOGUE_GELU_AUX: P.gelu = P.aux_out = true; break;
-        case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: P.gelu = P.aux_out = P.use_bias = true; break;
-        case CUBLASLT_EPILOGUE_DGELU: P.dgelu = true; break;
-        case CUBLASLT_EPILOGUE_DGELU_BGRAD: P.dgelu = P.bgrad_rows = true; break;
-        case CUBLASLT_EPILOGUE_BGRADA: P.bgrada = true; break;
-        case CUBLASLT_EPILOGUE_BGRADB: P.bgradb = true; break;
-        default: return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u not emulated", P.epi);
+        case CUBLASLT_EPILOGUE_DEFAULT:
+            break;
+        case CUBLASLT_EPILOGUE_RELU:
+            P.relu = true;
+            break;
+        case CUBLASLT_EPILOGUE_RELU_BIAS:
+            P.relu = P.use_bias = true;
+            break;
+        case CUBLASLT_EPILOGUE_BIAS:
+            P.use_bias = true;
+            break;
+        case CUBLASLT_EPILOGUE_GELU:
+            P.gelu = true;
+            break;
+        case CUBLASLT_EPILOGUE_GELU_BIAS:
+            P.gelu = P.use_bias = true;
+            break;
+        case CUBLASLT_EPILOGUE_GELU_AUX:
+            P.gelu = P.aux_out = true;
+            break;
+        case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+            P.gelu = P.aux_out = P.use_bias = true;
+            break;
+        case CUBLASLT_EPILOGUE_DGELU:
+            P.dgelu = true;
+            break;
+        case CUBLASLT_EPILOGUE_DGELU_BGRAD:
+            P.dgelu = P.bgrad_rows = true;
+            break;
+        case CUBLASLT_EPILOGUE_BGRADA:
+            P.bgrada = true;
+            break;
+        case CUBLASLT_EPILOGUE_BGRADB:
+            P.bgradb = true;
+            break;
+        default:
+            return lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u not emulated", P.epi);
     }
     if (P.aux_out || P.dgelu) {
         if (d->aux_ld < P.m || d->aux_ld % 8 != 0)
-            return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_LD %lld must be a multiple of 8 and >= rows of D (%lld)",
-                           (long long)d->aux_ld, (long long)P.m);
+            return lt_fail(CUBLAS_STATUS_INVALID_VALUE,
+                           "EPILOGUE_AUX_LD %lld must be a multiple of 8 and >= rows of D (%lld)", (long long)d->aux_ld,
+                           (long long)P.m);
         if (P.batch > 1 && d->aux_bstride % 8 != 0)
-            return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_BATCH_STRIDE %lld must be a multiple of 8", (long long)d->aux_bstride);
+            return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_BATCH_STRIDE %lld must be a multiple of 8",
+                           (long long)d->aux_bstride);
     }
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -284,10 +324,12 @@ inline cublasStatus_t lt_check_ptr(const char* what, const void* p, size_t bytes
     if (!config().check_ptrs) return CUBLAS_STATUS_SUCCESS;
     Found f = lookup(p, bytes);
     if (!device_accessible(f.kind))
-        return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: %s %p is %s (on a GPU: illegal address)", what, p, kind_name(f.kind));
+        return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: %s %p is %s (on a GPU: illegal address)", what, p,
+                       kind_name(f.kind));
     if (f.overrun)
-        return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: %s %p + %zu bytes runs past its allocation (%p, %zu bytes)", what, p,
-                       bytes, (void*)f.base, f.size);
+        return lt_fail(CUBLAS_STATUS_INVALID_VALUE,
+                       "cublasLtMatmul: %s %p + %zu bytes runs past its allocation (%p, %zu bytes)", what, p, bytes,
+                       (void*)f.base, f.size);
     return CUBLAS_STATUS_SUCCESS;
 }
 // Bytes spanned by a column-major rows x cols matrix with leading dimension ld, batches.
@@ -297,33 +339,50 @@ inline size_t lt_span(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int
     if (batch > 1) last += (batch - 1) * stride;
     return (size_t)last * es;
 }
-}  // namespace cuemu
+} // namespace cuemu
 
 // ---------------------------------------------------------------- API
 static inline const char* cublasLtGetStatusName(cublasStatus_t s) {
     switch (s) {
-        case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-        case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-        case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-        case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-        case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-        case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-        case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-        case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-        case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-        case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+        case CUBLAS_STATUS_SUCCESS:
+            return "CUBLAS_STATUS_SUCCESS";
+        case CUBLAS_STATUS_NOT_INITIALIZED:
+            return "CUBLAS_STATUS_NOT_INITIALIZED";
+        case CUBLAS_STATUS_ALLOC_FAILED:
+            return "CUBLAS_STATUS_ALLOC_FAILED";
+        case CUBLAS_STATUS_INVALID_VALUE:
+            return "CUBLAS_STATUS_INVALID_VALUE";
+        case CUBLAS_STATUS_ARCH_MISMATCH:
+            return "CUBLAS_STATUS_ARCH_MISMATCH";
+        case CUBLAS_STATUS_MAPPING_ERROR:
+            return "CUBLAS_STATUS_MAPPING_ERROR";
+        case CUBLAS_STATUS_EXECUTION_FAILED:
+            return "CUBLAS_STATUS_EXECUTION_FAILED";
+        case CUBLAS_STATUS_INTERNAL_ERROR:
+            return "CUBLAS_STATUS_INTERNAL_ERROR";
+        case CUBLAS_STATUS_NOT_SUPPORTED:
+            return "CUBLAS_STATUS_NOT_SUPPORTED";
+        case CUBLAS_STATUS_LICENSE_ERROR:
+            return "CUBLAS_STATUS_LICENSE_ERROR";
     }
     return "CUBLAS_STATUS_UNKNOWN";
 }
 static inline const char* cublasLtGetStatusString(cublasStatus_t s) {
     switch (s) {
-        case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
-        case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-        case CUBLAS_STATUS_INVALID_VALUE: return "an invalid value was used as an argument";
-        case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-        case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-        case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
-        default: return "cuBLAS error";
+        case CUBLAS_STATUS_SUCCESS:
+            return "the operation completed successfully";
+        case CUBLAS_STATUS_NOT_INITIALIZED:
+            return "the library was not initialized";
+        case CUBLAS_STATUS_INVALID_VALUE:
+            return "an invalid value was used as an argument";
+        case CUBLAS_STATUS_NOT_SUPPORTED:
+            return "the functionality requested is not supported";
+        case CUBLAS_STATUS_EXECUTION_FAILED:
+            return "the GPU program failed to execute";
+        case CUBLAS_STATUS_INTERNAL_ERROR:
+            return "an internal operation failed";
+        default:
+            return "cuBLAS error";
     }
 }
 static inline size_t cublasLtGetVersion() { return 130000; }
@@ -338,7 +397,8 @@ static inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
     delete h;
     return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale) {
+static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute,
+                                                      cudaDataType_t scale) {
     if (!d) return CUBLAS_STATUS_INVALID_VALUE;
     cublasLtMatmulDescOpaque_t* p = new cublasLtMatmulDescOpaque_t();
     p->magic = cuemu::kLtMagic;
@@ -357,31 +417,65 @@ static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
     delete d;
     return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void* buf, size_t size) {
+static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                                            const void* buf, size_t size) {
     using cuemu::get_attr;
     if (!d || d->magic != cuemu::kLtMagic) return CUBLAS_STATUS_INVALID_VALUE;
     bool ok = false;
     switch (attr) {
-        case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: ok = get_attr(buf, size, d->compute); break;
-        case CUBLASLT_MATMUL_DESC_SCALE_TYPE: ok = get_attr(buf, size, d->scale); break;
-        case CUBLASLT_MATMUL_DESC_POINTER_MODE: ok = get_attr(buf, size, d->pointer_mode); break;
-        case CUBLASLT_MATMUL_DESC_TRANSA: ok = get_attr(buf, size, d->transa); break;
-        case CUBLASLT_MATMUL_DESC_TRANSB: ok = get_attr(buf, size, d->transb); break;
-        case CUBLASLT_MATMUL_DESC_EPILOGUE: ok = get_attr(buf, size, d->epilogue); break;
-        case CUBLASLT_MATMUL_DESC_BIAS_POINTER: ok = get_attr(buf, size, d->bias); break;
-        case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE: ok = get_attr(buf, size, d->bias_bstride); break;
-        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: ok = get_attr(buf, size, d->aux); break;
-        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: ok = get_attr(buf, size, d->aux_ld); break;
-        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: ok = get_attr(buf, size, d->aux_bstride); break;
-        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: ok = get_attr(buf, size, d->aux_type); break;
-        case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: ok = get_attr(buf, size, d->bias_type); break;
-        case CUBLASLT_MATMUL_DESC_FAST_ACCUM: ok = get_attr(buf, size, d->fast_accum); break;
-        default: return cuemu::lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "matmul descriptor attribute %d not emulated", (int)attr);
+        case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
+            ok = get_attr(buf, size, d->compute);
+            break;
+        case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
+            ok = get_attr(buf, size, d->scale);
+            break;
+        case CUBLASLT_MATMUL_DESC_POINTER_MODE:
+            ok = get_attr(buf, size, d->pointer_mode);
+            break;
+        case CUBLASLT_MATMUL_DESC_TRANSA:
+            ok = get_attr(buf, size, d->transa);
+            break;
+        case CUBLASLT_MATMUL_DESC_TRANSB:
+            ok = get_attr(buf, size, d->transb);
+            break;
+        case CUBLASLT_MATMUL_DESC_EPILOGUE:
+            ok = get_attr(buf, size, d->epilogue);
+            break;
+        case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+            ok = get_attr(buf, size, d->bias);
+            break;
+        case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
+            ok = get_attr(buf, size, d->bias_bstride);
+            break;
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+            ok = get_attr(buf, size, d->aux);
+            break;
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+            ok = get_attr(buf, size, d->aux_ld);
+            break;
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE:
+            ok = get_attr(buf, size, d->aux_bstride);
+            break;
+        case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:
+            ok = get_attr(buf, size, d->aux_type);
+            break;
+        case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+            ok = get_attr(buf, size, d->bias_type);
+            break;
+        case CUBLASLT_MATMUL_DESC_FAST_ACCUM:
+            ok = get_attr(buf, size, d->fast_accum);
+            break;
+        default:
+            return cuemu::lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "matmul descriptor attribute %d not emulated",
+                                  (int)attr);
     }
-    if (!ok) return cuemu::lt_fail(CUBLAS_STATUS_INVALID_VALUE, "matmul descriptor attribute %d: wrong size %zu", (int)attr, size);
+    if (!ok)
+        return cuemu::lt_fail(CUBLAS_STATUS_INVALID_VALUE, "matmul descriptor attribute %d: wrong size %zu", (int)attr,
+                              size);
     return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* L, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
+static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* L, cudaDataType type, uint64_t rows,
+                                                        uint64_t cols, int64_t ld) {
     if (!L) return CUBLAS_STATUS_INVALID_VALUE;
     cublasLtMatrixLayoutOpaque_t* p = new cublasLtMatrixLayoutOpaque_t();
     p->magic = cuemu::kLtMagic;
@@ -401,21 +495,40 @@ static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t 
     delete L;
     return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t L, cublasLtMatrixLayoutAttribute_t attr, const void* buf, size_t size) {
+static inline cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t L,
+                                                              cublasLtMatrixLayoutAttribute_t attr, const void* buf,
+                                                              size_t size) {
     using cuemu::get_attr;
     if (!L || L->magic != cuemu::kLtMagic) return CUBLAS_STATUS_INVALID_VALUE;
     bool ok = false;
     switch (attr) {
-        case CUBLASLT_MATRIX_LAYOUT_TYPE: ok = get_attr(buf, size, L->type); break;
-        case CUBLASLT_MATRIX_LAYOUT_ORDER: ok = get_attr(buf, size, L->order); break;
-        case CUBLASLT_MATRIX_LAYOUT_ROWS: ok = get_attr(buf, size, L->rows); break;
-        case CUBLASLT_MATRIX_LAYOUT_COLS: ok = get_attr(buf, size, L->cols); break;
-        case CUBLASLT_MATRIX_LAYOUT_LD: ok = get_attr(buf, size, L->ld); break;
-        case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: ok = get_attr(buf, size, L->batch); break;
-        case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET: ok = get_attr(buf, size, L->stride); break;
-        default: return cuemu::lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "matrix layout attribute %d not emulated", (int)attr);
+        case CUBLASLT_MATRIX_LAYOUT_TYPE:
+            ok = get_attr(buf, size, L->type);
+            break;
+        case CUBLASLT_MATRIX_LAYOUT_ORDER:
+            ok = get_attr(buf, size, L->order);
+            break;
+        case CUBLASLT_MATRIX_LAYOUT_ROWS:
+            ok = get_attr(buf, size, L->rows);
+            break;
+        case CUBLASLT_MATRIX_LAYOUT_COLS:
+            ok = get_attr(buf, size, L->cols);
+            break;
+        case CUBLASLT_MATRIX_LAYOUT_LD:
+            ok = get_attr(buf, size, L->ld);
+            break;
+        case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+            ok = get_attr(buf, size, L->batch);
+            break;
+        case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+            ok = get_attr(buf, size, L->stride);
+            break;
+        default:
+            return cuemu::lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "matrix layout attribute %d not emulated", (int)attr);
     }
-    if (!ok) return cuemu::lt_fail(CUBLAS_STATUS_INVALID_VALUE, "matrix layout attribute %d: wrong size %zu", (int)attr, size);
+    if (!ok)
+        return cuemu::lt_fail(CUBLAS_STATUS_INVALID_VALUE, "matrix layout attribute %d: wrong size %zu", (int)attr,
+                              size);
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* p) {
@@ -429,27 +542,38 @@ static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPrefe
     delete p;
     return CUBLAS_STATUS_SUCCESS;
 }
-static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const void* buf, size_t size) {
+static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                                  cublasLtMatmulPreferenceAttributes_t attr,
+                                                                  const void* buf, size_t size) {
     if (!p || p->magic != cuemu::kLtMagic) return CUBLAS_STATUS_INVALID_VALUE;
     bool ok = false;
-    if (attr == CUBLASLT_MATMUL_PREF_SEARCH_MODE) ok = cuemu::get_attr(buf, size, p->search_mode);
-    else if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) ok = cuemu::get_attr(buf, size, p->max_workspace);
-    else if (attr == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK) ok = cuemu::get_attr(buf, size, p->reduction_mask);
+    if (attr == CUBLASLT_MATMUL_PREF_SEARCH_MODE)
+        ok = cuemu::get_attr(buf, size, p->search_mode);
+    else if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+        ok = cuemu::get_attr(buf, size, p->max_workspace);
+    else if (attr == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK)
+        ok = cuemu::get_attr(buf, size, p->reduction_mask);
     else if (attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES)
         ok = cuemu::get_attr(buf, size, p->min_align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES]);
-    else if (attr == CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT) ok = cuemu::get_attr(buf, size, p->max_waves);
-    else if (attr == CUBLASLT_MATMUL_PREF_IMPL_MASK) ok = cuemu::get_attr(buf, size, p->impl_mask);
-    else return cuemu::lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "preference attribute %d not emulated", (int)attr);
-    if (!ok) return cuemu::lt_fail(CUBLAS_STATUS_INVALID_VALUE, "preference attribute %d: wrong size %zu", (int)attr, size);
+    else if (attr == CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT)
+        ok = cuemu::get_attr(buf, size, p->max_waves);
+    else if (attr == CUBLASLT_MATMUL_PREF_IMPL_MASK)
+        ok = cuemu::get_attr(buf, size, p->impl_mask);
+    else
+        return cuemu::lt_fail(CUBLAS_STATUS_NOT_SUPPORTED, "preference attribute %d not emulated", (int)attr);
+    if (!ok)
+        return cuemu::lt_fail(CUBLAS_STATUS_INVALID_VALUE, "preference attribute %d: wrong size %zu", (int)attr, size);
     return CUBLAS_STATUS_SUCCESS;
 }
 // One algorithm, no workspace, whenever the emulation can run the problem.
-static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A,
-                                                            cublasLtMatrixLayout_t B, cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
+static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                                            cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                                            cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D,
                                                             cublasLtMatmulPreference_t pref, int requested,
                                                             cublasLtMatmulHeuristicResult_t results[], int* returned) {
     if (!h || h->magic != cuemu::kLtMagic) return CUBLAS_STATUS_NOT_INITIALIZED;
-    if (!pref || pref->magic != cuemu::kLtMagic || requested < 1 || !results || !returned) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!pref || pref->magic != cuemu::kLtMagic || requested < 1 || !results || !returned)
+        return CUBLAS_STATUS_INVALID_VALUE;
     *returned = 0;
     cuemu::LtPlan P;
     cublasStatus_t st = cuemu::lt_plan(d, A, B, C, D, P);
@@ -482,7 +606,8 @@ static inline cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLt
                                                                   cublasLtMatmulAlgoConfigAttributes_t attr, void* buf,
                                                                   size_t size, size_t* written) {
     if (!algo || algo->data[0] != cuemu::kLtAlgoTag) return CUBLAS_STATUS_INVALID_VALUE;
-    if ((int)attr < 0 || (int)attr > 8) return cuemu::lt_fail(CUBLAS_STATUS_INVALID_VALUE, "algo config attribute %d", (int)attr);
+    if ((int)attr < 0 || (int)attr > 8)
+        return cuemu::lt_fail(CUBLAS_STATUS_INVALID_VALUE, "algo config attribute %d", (int)attr);
     size_t need = attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID || attr == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID ? 2 : 4;
     if (written) *written = need;
     if (size == 0 && buf == NULL) return CUBLAS_STATUS_SUCCESS;
@@ -496,21 +621,25 @@ inline void lt_compute(const LtPlan& P, const cublasLtMatmulDescOpaque_t* d, con
                        const cublasLtMatrixLayoutOpaque_t* Bd, const cublasLtMatrixLayoutOpaque_t* Cd,
                        const cublasLtMatrixLayoutOpaque_t* Dd, float al, float be, const void* A_, const void* B_,
                        const void* C_, void* D_);
-}  // namespace cuemu
-static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void* alpha, const void* A_,
-                                            cublasLtMatrixLayout_t Ad, const void* B_, cublasLtMatrixLayout_t Bd, const void* beta,
-                                            const void* C_, cublasLtMatrixLayout_t Cd, void* D_, cublasLtMatrixLayout_t Dd,
-                                            const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSize, cudaStream_t stream,
-                                            const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+} // namespace cuemu
+static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void* alpha,
+                                            const void* A_, cublasLtMatrixLayout_t Ad, const void* B_,
+                                            cublasLtMatrixLayout_t Bd, const void* beta, const void* C_,
+                                            cublasLtMatrixLayout_t Cd, void* D_, cublasLtMatrixLayout_t Dd,
+                                            const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSize,
+                                            cudaStream_t stream, const char* file = __builtin_FILE(),
+                                            int line = __builtin_LINE()) {
     using namespace cuemu;
-    (void)workspace; (void)workspaceSize;
+    (void)workspace;
+    (void)workspaceSize;
     if (!h || h->magic != kLtMagic) return CUBLAS_STATUS_NOT_INITIALIZED;
     LtPlan P;
     cublasStatus_t st = lt_plan(d, Ad, Bd, Cd, Dd, P);
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     if (!alpha || !beta) return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "alpha/beta must not be NULL");
     if ((st = lt_check_align(algo, 0, "A", A_)) || (st = lt_check_align(algo, 1, "B", B_)) ||
-        (*(const float*)beta != 0.0f && (st = lt_check_align(algo, 2, "C", C_))) || (st = lt_check_align(algo, 3, "D", D_)))
+        (*(const float*)beta != 0.0f && (st = lt_check_align(algo, 2, "C", C_))) ||
+        (st = lt_check_align(algo, 3, "D", D_)))
         return st;
     const float al = *(const float*)alpha, be = *(const float*)beta;
     const int64_t m = P.m, n = P.n, k = P.k;
@@ -526,12 +655,15 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     size_t bs = lt_size(P.bias_type), xs = lt_size(P.aux_type);
     int64_t bias_len = P.bgradb ? n : m;
     if (P.use_bias || P.bgrad_rows || P.bgrada || P.bgradb) {
-        if (!d->bias) return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "epilogue %u needs CUBLASLT_MATMUL_DESC_BIAS_POINTER", P.epi);
+        if (!d->bias)
+            return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "epilogue %u needs CUBLASLT_MATMUL_DESC_BIAS_POINTER", P.epi);
         size_t span = (size_t)(bias_len + (P.batch - 1) * d->bias_bstride) * bs;
         if ((st = lt_check_ptr("bias", d->bias, span))) return st;
     }
     if (P.aux_out || P.dgelu) {
-        if (!d->aux) return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "epilogue %u needs CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", P.epi);
+        if (!d->aux)
+            return lt_fail(CUBLAS_STATUS_INVALID_VALUE, "epilogue %u needs CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER",
+                           P.epi);
         if ((st = lt_check_ptr("aux", d->aux, lt_span(m, n, d->aux_ld, P.batch, d->aux_bstride, xs)))) return st;
     }
     // What it reads and writes (streams.h's hazard detector), then the product itself,
@@ -547,9 +679,12 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
     if (P.use_bias || P.bgrad_rows || P.bgrada || P.bgradb)
         matrix_access(acc, d->bias, bias_len, 1, bias_len, P.batch, d->bias_bstride, bs, !P.use_bias);
     if (P.aux_out || P.dgelu) matrix_access(acc, d->aux, m, n, d->aux_ld, P.batch, d->aux_bstride, xs, P.aux_out);
-    issue(stream, [P, dc = *d, Ac = *Ad, Bc = *Bd, Cc = *Cd, Dc = *Dd, al, be, A_, B_, C_, D_] {
-        lt_compute(P, &dc, &Ac, &Bc, &Cc, &Dc, al, be, A_, B_, C_, D_);
-    }, acc, "cublasLtMatmul", file, line);
+    issue(
+        stream,
+        [P, dc = *d, Ac = *Ad, Bc = *Bd, Cc = *Cd, Dc = *Dd, al, be, A_, B_, C_, D_] {
+            lt_compute(P, &dc, &Ac, &Bc, &Cc, &Dc, al, be, A_, B_, C_, D_);
+        },
+        acc, "cublasLtMatmul", file, line);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -613,4 +748,4 @@ inline void lt_compute(const LtPlan& P, const cublasLtMatmulDescOpaque_t* d, con
             }
     }
 }
-}  // namespace cuemu
+} // namespace cuemu

@@ -52,51 +52,57 @@ namespace cuemu {
 // interval); an entry with an older stamp is empty. Thread ids are linear + 1.
 struct ShadowS {
     uint32_t stamp;
-    uint16_t w;            // last writer (0 = none)
-    uint16_t r1, r2;       // the first two distinct readers
-    uint16_t rwarp;        // warp of all readers, 0xffff when they span warps
-    uint8_t many, pad;     // more than two readers (their generations folded into gx)
-    uint32_t wgen, g1, g2, gx;  // the lane's __syncwarp generation at the write / reads
-    uintptr_t wpc, rpc;    // code addresses of the write / the first read
+    uint16_t w;                // last writer (0 = none)
+    uint16_t r1, r2;           // the first two distinct readers
+    uint16_t rwarp;            // warp of all readers, 0xffff when they span warps
+    uint8_t many, pad;         // more than two readers (their generations folded into gx)
+    uint32_t wgen, g1, g2, gx; // the lane's __syncwarp generation at the write / reads
+    uintptr_t wpc, rpc;        // code addresses of the write / the first read
 };
-struct GRegion { uintptr_t lo, hi; uint64_t* shadow; };
+struct GRegion {
+    uintptr_t lo, hi;
+    uint64_t* shadow;
+};
 // The bytes of one 4 KiB page the running launch has read (r) and written (w), one bit each.
-struct PageBits { uintptr_t page; uint64_t r[64], w[64]; };
-constexpr int kPageCacheBits = 8;  // direct-mapped cache of the launch's pages
+struct PageBits {
+    uintptr_t page;
+    uint64_t r[64], w[64];
+};
+constexpr int kPageCacheBits = 8; // direct-mapped cache of the launch's pages
 // The hooks must not call instrumented code (it would call the hooks again), and an
 // instrumented inline function (std::vector::operator[], a lambda) is not inlined into
 // a no_sanitize_thread one: the hot path below uses raw pointers only.
 
 struct Detect {
     bool on = true;
-    long check_blocks = 8;       // blocks per launch whose shared memory is checked (0: all)
-    bool shared_on = true;       // this block's shared accesses are checked
-    uint32_t stamp = 1;          // bumped at every block start and barrier release
-    uint64_t launch = 0;         // launch counter (global granules)
-    int tid = -1, warp = 0;      // the emulated thread that is running
-    uint32_t wgen = 0;           // its warp's __syncwarp generation it has seen
-    const uint32_t* warp_gen = nullptr;  // per-warp generation counters (kernel.h)
-    uintptr_t slo = 0, shi = 0;  // static shared section
-    uintptr_t dlo = 0, dhi = 0;  // dynamic shared memory of this launch
-    uintptr_t klo = 0, khi = 0;  // the running thread's stack (kernel.h resume())
-    uintptr_t glo = 0, ghi = 0;  // hull of the device regions
-    ShadowS* sshadow = nullptr;  // mapped lazily by the kernel (only touched pages cost memory)
+    long check_blocks = 8;              // blocks per launch whose shared memory is checked (0: all)
+    bool shared_on = true;              // this block's shared accesses are checked
+    uint32_t stamp = 1;                 // bumped at every block start and barrier release
+    uint64_t launch = 0;                // launch counter (global granules)
+    int tid = -1, warp = 0;             // the emulated thread that is running
+    uint32_t wgen = 0;                  // its warp's __syncwarp generation it has seen
+    const uint32_t* warp_gen = nullptr; // per-warp generation counters (kernel.h)
+    uintptr_t slo = 0, shi = 0;         // static shared section
+    uintptr_t dlo = 0, dhi = 0;         // dynamic shared memory of this launch
+    uintptr_t klo = 0, khi = 0;         // the running thread's stack (kernel.h resume())
+    uintptr_t glo = 0, ghi = 0;         // hull of the device regions
+    ShadowS* sshadow = nullptr;         // mapped lazily by the kernel (only touched pages cost memory)
     std::vector<ShadowS> dshadow;
-    ShadowS* dsh = nullptr;           // dshadow.data()
-    std::vector<GRegion> regions;     // device regions, sorted, for this launch
-    GRegion* reg = nullptr;           // regions.data()
+    ShadowS* dsh = nullptr;       // dshadow.data()
+    std::vector<GRegion> regions; // device regions, sorted, for this launch
+    GRegion* reg = nullptr;       // regions.data()
     size_t nreg = 0;
-    std::map<uintptr_t, std::vector<uint64_t>*> gshadow;  // by region base
+    std::map<uintptr_t, std::vector<uint64_t>*> gshadow; // by region base
     size_t last = 0;
     unsigned long long block = 0;
     const char* kname = "";
     // Byte-range tracking (streams.h sets `track` for the launches it needs it for).
-    bool track = false;               // record this launch's device-memory bytes
-    bool active = false;              // the hooks work while a thread runs: on || track
-    uintptr_t symlo = 0, symhi = 0;   // hull of the __device__ symbol regions in static storage
+    bool track = false;             // record this launch's device-memory bytes
+    bool active = false;            // the hooks work while a thread runs: on || track
+    uintptr_t symlo = 0, symhi = 0; // hull of the __device__ symbol regions in static storage
     PageBits* pcache[1 << kPageCacheBits] = {};
-    std::unordered_map<uintptr_t, PageBits*> pages;  // the launch's touched pages
-    std::vector<PageBits*> used, pool;               // touched this launch / cleared, for reuse
+    std::unordered_map<uintptr_t, PageBits*> pages; // the launch's touched pages
+    std::vector<PageBits*> used, pool;              // touched this launch / cleared, for reuse
     Detect() {
         if (const char* s = getenv("CUEMU_RACECHECK")) on = atoi(s) != 0;
         if (const char* s = getenv("CUEMU_RACECHECK_BLOCKS")) check_blocks = atol(s);
@@ -105,8 +111,10 @@ struct Detect {
         if (shi > slo) {
             void* m = mmap(nullptr, (shi - slo + 2) / 2 * sizeof(ShadowS), PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (m == MAP_FAILED) shi = slo;
-            else sshadow = (ShadowS*)m;
+            if (m == MAP_FAILED)
+                shi = slo;
+            else
+                sshadow = (ShadowS*)m;
         }
     }
 };
@@ -131,7 +139,8 @@ CUEMU_NOTSAN inline std::string where(uintptr_t pc) {
         int n = 0;
         while (fgets(line, sizeof line, p) && n < 3) {
             line[strcspn(line, "\n")] = 0;
-            const char* base = strstr(line, "/llmc/") ? strstr(line, "/llmc/") + 1 : (strstr(line, "/dev/") ? strstr(line, "/dev/") + 1 : line);
+            const char* base = strstr(line, "/llmc/") ? strstr(line, "/llmc/") + 1
+                                                      : (strstr(line, "/dev/") ? strstr(line, "/dev/") + 1 : line);
             if (n) out += " <- ";
             out += base;
             n++;
@@ -146,18 +155,20 @@ CUEMU_NOTSAN inline std::string where(uintptr_t pc) {
     return out;
 }
 
-void thread_desc(int linear, char* buf, size_t n);  // kernel.h
-[[noreturn]] void race_die(const char* msg);        // kernel.h
+void thread_desc(int linear, char* buf, size_t n); // kernel.h
+[[noreturn]] void race_die(const char* msg);       // kernel.h
 
 [[noreturn]] CUEMU_NOTSAN inline void report_shared(const char* what, int t1, uintptr_t pc1, int t2, uintptr_t pc2,
-                                                   uintptr_t addr) {
+                                                    uintptr_t addr) {
     Detect& d = det();
     t_active = false;
     char a[64], b[64], loc[160], msg[2048];
     thread_desc(t1, a, sizeof a);
     thread_desc(t2, b, sizeof b);
-    if (addr >= d.dlo && addr < d.dhi) snprintf(loc, sizeof loc, "dynamic shared memory, byte offset %lu", (unsigned long)(addr - d.dlo));
-    else snprintf(loc, sizeof loc, "static __shared__ memory %p", (void*)addr);
+    if (addr >= d.dlo && addr < d.dhi)
+        snprintf(loc, sizeof loc, "dynamic shared memory, byte offset %lu", (unsigned long)(addr - d.dlo));
+    else
+        snprintf(loc, sizeof loc, "static __shared__ memory %p", (void*)addr);
     snprintf(msg, sizeof msg,
              "shared-memory race (%s) in kernel %s: %s at %s and %s at %s touch %s in the same barrier interval "
              "(no __syncthreads or __syncwarp between them)",
@@ -168,39 +179,68 @@ void thread_desc(int linear, char* buf, size_t n);  // kernel.h
 CUEMU_NOTSAN_INL void shared_access(ShadowS& s, bool write, uintptr_t pc, uintptr_t addr) {
     Detect& d = det();
     uint16_t me = (uint16_t)(d.tid + 1);
-    if (s.stamp != d.stamp) { s.stamp = d.stamp; s.w = s.r1 = s.r2 = 0; s.many = 0; s.rwarp = 0xffff; s.gx = 0; }
+    if (s.stamp != d.stamp) {
+        s.stamp = d.stamp;
+        s.w = s.r1 = s.r2 = 0;
+        s.many = 0;
+        s.rwarp = 0xffff;
+        s.gx = 0;
+    }
     // An earlier access by thread `other` at generation `gen` is ordered before this one when
     // both are lanes of one warp and this lane has since passed a __syncwarp with it.
-#define ordered(other, gen) ((((other) - 1) >> 5) == d.warp && (gen) < d.wgen)
+#define ordered(other, gen) ((((other)-1) >> 5) == d.warp && (gen) < d.wgen)
     if (s.w && s.w != me && !ordered(s.w, s.wgen))
         report_shared(write ? "write after write" : "read after write", s.w - 1, s.wpc, d.tid, pc, addr);
     if (write) {
         int other = 0;
-        if (s.r1 && s.r1 != me && !ordered(s.r1, s.g1)) other = s.r1;
-        else if (s.r2 && s.r2 != me && !ordered(s.r2, s.g2)) other = s.r2;
-        else if (s.many && !(s.rwarp == (uint16_t)d.warp && s.gx < d.wgen)) other = -1;
-        if (other) report_shared("write after read", other > 0 ? other - 1 : -1, other == s.r1 ? s.rpc : 0, d.tid, pc, addr);
-        s.w = me; s.wgen = d.wgen; s.wpc = pc;
+        if (s.r1 && s.r1 != me && !ordered(s.r1, s.g1))
+            other = s.r1;
+        else if (s.r2 && s.r2 != me && !ordered(s.r2, s.g2))
+            other = s.r2;
+        else if (s.many && !(s.rwarp == (uint16_t)d.warp && s.gx < d.wgen))
+            other = -1;
+        if (other)
+            report_shared("write after read", other > 0 ? other - 1 : -1, other == s.r1 ? s.rpc : 0, d.tid, pc, addr);
+        s.w = me;
+        s.wgen = d.wgen;
+        s.wpc = pc;
 #undef ordered
     } else {
-        if (s.r1 == me && !s.r2) { s.g1 = d.wgen; return; }  // fast paths: nothing new to record
+        if (s.r1 == me && !s.r2) {
+            s.g1 = d.wgen;
+            return;
+        } // fast paths: nothing new to record
         if (s.many && (s.rwarp == 0xffff || s.rwarp == (uint16_t)d.warp) && d.wgen <= s.gx) return;
-        if (!s.r1) { s.r1 = me; s.g1 = d.wgen; s.rpc = pc; s.rwarp = (uint16_t)d.warp; return; }
+        if (!s.r1) {
+            s.r1 = me;
+            s.g1 = d.wgen;
+            s.rpc = pc;
+            s.rwarp = (uint16_t)d.warp;
+            return;
+        }
         if (s.rwarp != (uint16_t)d.warp) s.rwarp = 0xffff;
-        if (s.r1 == me) s.g1 = d.wgen;
-        else if (!s.r2 || s.r2 == me) { s.r2 = me; s.g2 = d.wgen; }
-        else { s.many = 1; if (d.wgen > s.gx) s.gx = d.wgen; }
+        if (s.r1 == me)
+            s.g1 = d.wgen;
+        else if (!s.r2 || s.r2 == me) {
+            s.r2 = me;
+            s.g2 = d.wgen;
+        } else {
+            s.many = 1;
+            if (d.wgen > s.gx) s.gx = d.wgen;
+        }
     }
 }
 
-[[noreturn]] CUEMU_NOTSAN inline void report_global(unsigned long long b1, unsigned long long b2, uintptr_t addr, const GRegion& g, uintptr_t pc) {
+[[noreturn]] CUEMU_NOTSAN inline void report_global(unsigned long long b1, unsigned long long b2, uintptr_t addr,
+                                                    const GRegion& g, uintptr_t pc) {
     Detect& d = det();
     t_active = false;
     char msg[1024];
-    snprintf(msg, sizeof msg,
-             "global-memory race in kernel %s: blocks %llu and %llu (linear ids) of one launch both write byte %lu of "
-             "the allocation at %p without an atomic (the order between blocks is undefined on a GPU); this write at %s",
-             d.kname, b1, b2, (unsigned long)(addr - g.lo), (void*)g.lo, where(pc).c_str());
+    snprintf(
+        msg, sizeof msg,
+        "global-memory race in kernel %s: blocks %llu and %llu (linear ids) of one launch both write byte %lu of "
+        "the allocation at %p without an atomic (the order between blocks is undefined on a GPU); this write at %s",
+        d.kname, b1, b2, (unsigned long)(addr - g.lo), (void*)g.lo, where(pc).c_str());
     race_die(msg);
 }
 
@@ -208,13 +248,20 @@ CUEMU_NOTSAN_INL void shared_access(ShadowS& s, bool write, uintptr_t pc, uintpt
 inline GRegion* find_region_shadow_impl(uintptr_t a) {
     Detect& d = det();
     size_t lo = 0, hi = d.nreg;
-    while (lo < hi) { size_t m = (lo + hi) / 2; if (d.reg[m].hi <= a) lo = m + 1; else hi = m; }
+    while (lo < hi) {
+        size_t m = (lo + hi) / 2;
+        if (d.reg[m].hi <= a)
+            lo = m + 1;
+        else
+            hi = m;
+    }
     if (lo >= d.nreg || a < d.reg[lo].lo) return nullptr;
     d.last = lo;
     GRegion& g = d.reg[lo];
     if (!g.shadow) {
         auto it = d.gshadow.find(g.lo);
-        if (it == d.gshadow.end()) it = d.gshadow.emplace(g.lo, new std::vector<uint64_t>((g.hi - g.lo + 1) / 2, 0)).first;
+        if (it == d.gshadow.end())
+            it = d.gshadow.emplace(g.lo, new std::vector<uint64_t>((g.hi - g.lo + 1) / 2, 0)).first;
         g.shadow = it->second->data();
     }
     return &g;
@@ -231,7 +278,7 @@ CUEMU_NOTSAN_INL void global_write(uintptr_t a, size_t n, uintptr_t pc) {
     GRegion* g = d.reg + d.last;
     if (d.last >= d.nreg || a < g->lo || a >= g->hi || !g->shadow) {
         g = find_region_shadow(a);
-        if (!g) return;  // not device memory: the heap, a host buffer
+        if (!g) return; // not device memory: the heap, a host buffer
     }
     uint64_t tag = (d.launch << 24) | ((d.block + 1) & 0xffffff);
     for (uintptr_t p = a & ~(uintptr_t)1; p < a + n && p < g->hi; p += 2) {
@@ -248,7 +295,10 @@ inline PageBits* page_slow_impl(uintptr_t pg, size_t slot) {
     if (!e) {
         if (d.pool.empty()) {
             e = (PageBits*)calloc(1, sizeof(PageBits));
-            if (!e) { fprintf(stderr, "cuemu: out of memory for the range tracker\n"); abort(); }
+            if (!e) {
+                fprintf(stderr, "cuemu: out of memory for the range tracker\n");
+                abort();
+            }
         } else {
             e = d.pool.back();
             d.pool.pop_back();
@@ -314,7 +364,8 @@ CUEMU_NOTSAN_INL void access(void* p, size_t n, bool write, uintptr_t pc) {
         return;
     }
     if (a >= d.slo && a < d.shi) {
-        for (uintptr_t q = a & ~(uintptr_t)1; q < a + n; q += 2) shared_access(d.sshadow[(q - d.slo) >> 1], write, pc, q);
+        for (uintptr_t q = a & ~(uintptr_t)1; q < a + n; q += 2)
+            shared_access(d.sshadow[(q - d.slo) >> 1], write, pc, q);
     } else if (a >= d.dlo && a < d.dhi) {
         for (uintptr_t q = a & ~(uintptr_t)1; q < a + n; q += 2) shared_access(d.dsh[(q - d.dlo) >> 1], write, pc, q);
     } else if (write && a >= d.glo && a < d.ghi && !(a >= d.klo && a < d.khi)) {
@@ -340,8 +391,11 @@ CUEMU_NOTSAN inline void detect_launch(const char* kname, const void* dyn, size_
         GRegion g{kv.first, kv.first + kv.second.size, nullptr};
         auto it = d.gshadow.find(g.lo);
         if (it != d.gshadow.end()) {
-            if (it->second->size() != (kv.second.size + 1) / 2) { delete it->second; d.gshadow.erase(it); }
-            else g.shadow = it->second->data();
+            if (it->second->size() != (kv.second.size + 1) / 2) {
+                delete it->second;
+                d.gshadow.erase(it);
+            } else
+                g.shadow = it->second->data();
         }
         d.regions.push_back(g);
     }
@@ -365,13 +419,19 @@ template <class F>
 inline void launch_ranges(F&& emit) {
     Detect& d = det();
     std::sort(d.used.begin(), d.used.end(), [](const PageBits* x, const PageBits* y) { return x->page < y->page; });
-    for (int kind = 0; kind < 2; kind++) {  // 0: written, 1: read and not written
+    for (int kind = 0; kind < 2; kind++) { // 0: written, 1: read and not written
         uintptr_t olo = 0, ohi = 0;
         auto flush = [&] {
             if (ohi <= olo) return;
             // split at the region boundaries (regions are sorted and disjoint)
             size_t lo = 0, hi = d.nreg;
-            while (lo < hi) { size_t m = (lo + hi) / 2; if (d.reg[m].hi <= olo) lo = m + 1; else hi = m; }
+            while (lo < hi) {
+                size_t m = (lo + hi) / 2;
+                if (d.reg[m].hi <= olo)
+                    lo = m + 1;
+                else
+                    hi = m;
+            }
             for (size_t i = lo; i < d.nreg && d.reg[i].lo < ohi; i++) {
                 uintptr_t a = std::max(olo, d.reg[i].lo), b = std::min(ohi, d.reg[i].hi);
                 if (a < b) emit(a, b, kind == 0);
@@ -386,8 +446,13 @@ inline void launch_ranges(F&& emit) {
                     uint64_t x = bits >> s;
                     int len = ~x == 0 ? 64 - s : __builtin_ctzll(~x);
                     uintptr_t a = base + (uintptr_t)i * 64 + (uintptr_t)s, b = a + (uintptr_t)len;
-                    if (a == ohi) ohi = b;
-                    else { flush(); olo = a; ohi = b; }
+                    if (a == ohi)
+                        ohi = b;
+                    else {
+                        flush();
+                        olo = a;
+                        ohi = b;
+                    }
                     bits &= len == 64 ? 0 : ~(((1ull << len) - 1) << s);
                 }
             }
@@ -407,31 +472,34 @@ inline void launch_ranges(F&& emit) {
 CUEMU_NOTSAN inline void detect_forget(const void* p) {
     Detect& d = det();
     auto it = d.gshadow.find((uintptr_t)p);
-    if (it != d.gshadow.end()) { delete it->second; d.gshadow.erase(it); }
+    if (it != d.gshadow.end()) {
+        delete it->second;
+        d.gshadow.erase(it);
+    }
 }
 
-}  // namespace cuemu
+} // namespace cuemu
 
 // ---------------------------------------------------------------- the instrumentation hooks
 // Signatures as GCC's builtin declarations (sanitizer.def).
-#define CUEMU_TSAN_RW(N)                                                                                         \
-    CUEMU_HOOK void __tsan_read##N(void* p) {                                                       \
-        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0));                 \
-    }                                                                                                            \
-    CUEMU_HOOK void __tsan_write##N(void* p) {                                                      \
-        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));                  \
-    }                                                                                                            \
-    CUEMU_HOOK void __tsan_unaligned_read##N(void* p) {                                             \
-        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0));                 \
-    }                                                                                                            \
-    CUEMU_HOOK void __tsan_unaligned_write##N(void* p) {                                            \
-        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));                  \
-    }                                                                                                            \
-    CUEMU_HOOK void __tsan_volatile_read##N(void* p) {                                              \
-        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0));                 \
-    }                                                                                                            \
-    CUEMU_HOOK void __tsan_volatile_write##N(void* p) {                                             \
-        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));                  \
+#define CUEMU_TSAN_RW(N)                                                                         \
+    CUEMU_HOOK void __tsan_read##N(void* p) {                                                    \
+        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0)); \
+    }                                                                                            \
+    CUEMU_HOOK void __tsan_write##N(void* p) {                                                   \
+        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));  \
+    }                                                                                            \
+    CUEMU_HOOK void __tsan_unaligned_read##N(void* p) {                                          \
+        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0)); \
+    }                                                                                            \
+    CUEMU_HOOK void __tsan_unaligned_write##N(void* p) {                                         \
+        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));  \
+    }                                                                                            \
+    CUEMU_HOOK void __tsan_volatile_read##N(void* p) {                                           \
+        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0)); \
+    }                                                                                            \
+    CUEMU_HOOK void __tsan_volatile_write##N(void* p) {                                          \
+        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));  \
     }
 #ifdef __SANITIZE_THREAD__
 CUEMU_TSAN_RW(1)

@@ -109,14 +109,30 @@ namespace cuemu {
 enum FiberState { F_PARKED = 0, F_RUNNABLE, F_WAIT_BAR, F_WAIT_WARP, F_DONE };
 enum BarKind { BAR_PLAIN = 0, BAR_COUNT, BAR_AND, BAR_OR };
 enum CollKind {
-    C_SHFL_IDX = 0, C_SHFL_UP, C_SHFL_DOWN, C_SHFL_XOR, C_BALLOT, C_ANY, C_ALL, C_SYNCWARP,
-    C_MATCH_ANY, C_RED_ADD, C_RED_MIN_U, C_RED_MAX_U, C_RED_MIN_S, C_RED_MAX_S, C_RED_AND, C_RED_OR, C_RED_XOR
+    C_SHFL_IDX = 0,
+    C_SHFL_UP,
+    C_SHFL_DOWN,
+    C_SHFL_XOR,
+    C_BALLOT,
+    C_ANY,
+    C_ALL,
+    C_SYNCWARP,
+    C_MATCH_ANY,
+    C_RED_ADD,
+    C_RED_MIN_U,
+    C_RED_MAX_U,
+    C_RED_MIN_S,
+    C_RED_MAX_S,
+    C_RED_AND,
+    C_RED_OR,
+    C_RED_XOR
 };
 inline const char* coll_name(int k) {
-    static const char* names[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
-                                  "__ballot_sync", "__any_sync", "__all_sync", "__syncwarp", "__match_any_sync",
-                                  "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync", "__reduce_min_sync",
-                                  "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync"};
+    static const char* names[] = {"__shfl_sync",       "__shfl_up_sync",    "__shfl_down_sync",  "__shfl_xor_sync",
+                                  "__ballot_sync",     "__any_sync",        "__all_sync",        "__syncwarp",
+                                  "__match_any_sync",  "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
+                                  "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync",
+                                  "__reduce_xor_sync"};
     return (k >= 0 && k <= C_RED_XOR) ? names[k] : "?";
 }
 
@@ -125,18 +141,27 @@ struct Fiber {
 #if !CUEMU_ASM_SWITCH
     ucontext_t uc;
 #endif
-    char* mem = nullptr;  // mapping: guard page + stack
+    char* mem = nullptr; // mapping: guard page + stack
     size_t mem_size = 0;
     uint3 tid{0, 0, 0};
     int linear = 0, lane = 0, warp = 0;
     int state = F_PARKED;
-    uint64_t xval = 0, xres = 0;  // warp collective: my contribution / my result
+    uint64_t xval = 0, xres = 0; // warp collective: my contribution / my result
     int xarg = 0, xwidth = 32;
     int bar_kind = 0, bar_pred = 0, bar_res = 0;
-    uint32_t wgen = 0;  // generation of the last __syncwarp this lane took part in (detect.h)
+    uint32_t wgen = 0; // generation of the last __syncwarp this lane took part in (detect.h)
 };
-struct Coll { uint32_t mask; int kind; uint32_t arrived; };
-struct Warp { uint32_t exist = 0, live = 0; int ncoll = 0; uint32_t sync_gen = 0; Coll coll[32]; };
+struct Coll {
+    uint32_t mask;
+    int kind;
+    uint32_t arrived;
+};
+struct Warp {
+    uint32_t exist = 0, live = 0;
+    int ncoll = 0;
+    uint32_t sync_gen = 0;
+    Coll coll[32];
+};
 
 struct Exec {
     std::vector<Fiber*> fibers;
@@ -159,20 +184,27 @@ struct Exec {
     int kline = 0;
     char* dyn = nullptr;
     size_t dyn_cap = 0, dyn_size = 0;
-    std::map<const void*, int> max_dyn_smem;  // cudaFuncSetAttribute(MaxDynamicSharedMemorySize)
+    std::map<const void*, int> max_dyn_smem; // cudaFuncSetAttribute(MaxDynamicSharedMemorySize)
     std::mutex launch_mu;
     unsigned long long launches = 0;
     cudaError_t last_error = cudaSuccess;
     bool segv_installed = false;
 };
-inline Exec& ex() { static Exec e; return e; }
+inline Exec& ex() {
+    static Exec e;
+    return e;
+}
 
 inline void kernel_context(char* buf, size_t n) {
     Exec& e = ex();
-    if (!e.in_kernel) { snprintf(buf, n, "(host code)"); return; }
+    if (!e.in_kernel) {
+        snprintf(buf, n, "(host code)");
+        return;
+    }
     Fiber* f = e.cur;
     if (!f) {
-        snprintf(buf, n, "kernel %s launched at %s:%d, block (%u,%u,%u)", e.kname, e.kfile, e.kline, blockIdx.x, blockIdx.y, blockIdx.z);
+        snprintf(buf, n, "kernel %s launched at %s:%d, block (%u,%u,%u)", e.kname, e.kfile, e.kline, blockIdx.x,
+                 blockIdx.y, blockIdx.z);
         return;
     }
     snprintf(buf, n, "kernel %s launched at %s:%d, block (%u,%u,%u), thread (%u,%u,%u)", e.kname, e.kfile, e.kline,
@@ -187,21 +219,28 @@ inline void kernel_context(char* buf, size_t n) {
     va_end(ap);
     kernel_context(ctx, sizeof ctx);
     fflush(stdout);
-    fprintf(stderr, "cuemu: FATAL: %s\n  in %s\n  (this is undefined behaviour or a hang on a real GPU; fix the code)\n", msg, ctx);
+    fprintf(stderr,
+            "cuemu: FATAL: %s\n  in %s\n  (this is undefined behaviour or a hang on a real GPU; fix the code)\n", msg,
+            ctx);
     fflush(stderr);
     abort();
 }
 
 // For the race reports of detect.h.
 inline void thread_desc(int linear, char* buf, size_t n) {
-    if (linear < 0) { snprintf(buf, n, "another thread"); return; }
+    if (linear < 0) {
+        snprintf(buf, n, "another thread");
+        return;
+    }
     unsigned bx = blockDim.x, by = blockDim.y, i = (unsigned)linear;
-    snprintf(buf, n, "thread (%u,%u,%u) of block (%u,%u,%u)", i % bx, (i / bx) % by, i / (bx * by), blockIdx.x, blockIdx.y,
-             blockIdx.z);
+    snprintf(buf, n, "thread (%u,%u,%u) of block (%u,%u,%u)", i % bx, (i / bx) % by, i / (bx * by), blockIdx.x,
+             blockIdx.y, blockIdx.z);
 }
 [[noreturn]] inline void race_die(const char* msg) { die("%s", msg); }
 
-inline void set_error(cudaError_t err) { if (err != cudaSuccess) ex().last_error = err; }
+inline void set_error(cudaError_t err) {
+    if (err != cudaSuccess) ex().last_error = err;
+}
 
 // ---------------------------------------------------------------- fibers
 inline void fiber_main(Fiber* f);
@@ -216,8 +255,9 @@ inline void segv_handler(int sig, siginfo_t* si, void*) {
         if (a >= (uintptr_t)f->mem && a < (uintptr_t)f->mem + e.page) overflow = true;
     char msg[1024];
     if (overflow)
-        snprintf(msg, sizeof msg, "cuemu: stack overflow of an emulated GPU thread in %s: raise CUEMU_STACK_KB (now %zu)\n",
-                 ctx, config().stack_bytes / 1024);
+        snprintf(msg, sizeof msg,
+                 "cuemu: stack overflow of an emulated GPU thread in %s: raise CUEMU_STACK_KB (now %zu)\n", ctx,
+                 config().stack_bytes / 1024);
     else if (e.in_kernel)
         snprintf(msg, sizeof msg, "cuemu: segmentation fault at %p in %s (an out-of-bounds access in the kernel?)\n",
                  si->si_addr, ctx);
@@ -234,7 +274,7 @@ inline void install_segv_handler() {
     if (e.segv_installed) return;
     e.segv_installed = true;
     struct sigaction old;
-    if (sigaction(SIGSEGV, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;  // someone else owns it
+    if (sigaction(SIGSEGV, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return; // someone else owns it
     static char altstack[64 * 1024];
     stack_t ss;
     ss.ss_sp = altstack;
@@ -262,21 +302,21 @@ inline Fiber* new_fiber() {
     void* m = mmap(nullptr, f->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) die("cannot map a %zu-byte fiber stack", f->mem_size);
     f->mem = (char*)m;
-    mprotect(f->mem, page, PROT_NONE);  // guard page below the stack
+    mprotect(f->mem, page, PROT_NONE); // guard page below the stack
 #if CUEMU_ASM_SWITCH
     uintptr_t top = ((uintptr_t)(f->mem + f->mem_size)) & ~(uintptr_t)15;
-    uint64_t* sp = (uint64_t*)(top - 80);  // 16-byte aligned; see cuemu_ctx_switch
+    uint64_t* sp = (uint64_t*)(top - 80); // 16-byte aligned; see cuemu_ctx_switch
     unsigned int mxcsr = __builtin_ia32_stmxcsr();
     unsigned short fpcw;
     __asm__ volatile("fnstcw %0" : "=m"(fpcw));
     sp[0] = (uint64_t)mxcsr | ((uint64_t)fpcw << 32);
-    sp[1] = 0;                                  // r15
-    sp[2] = 0;                                  // r14
-    sp[3] = (uint64_t)(uintptr_t)&fiber_main;   // r13: function the trampoline calls
-    sp[4] = (uint64_t)(uintptr_t)f;             // r12: its argument
-    sp[5] = 0;                                  // rbx
-    sp[6] = 0;                                  // rbp
-    sp[7] = (uint64_t)(uintptr_t)&cuemu_ctx_trampoline;  // return address
+    sp[1] = 0;                                          // r15
+    sp[2] = 0;                                          // r14
+    sp[3] = (uint64_t)(uintptr_t)&fiber_main;           // r13: function the trampoline calls
+    sp[4] = (uint64_t)(uintptr_t)f;                     // r12: its argument
+    sp[5] = 0;                                          // rbx
+    sp[6] = 0;                                          // rbp
+    sp[7] = (uint64_t)(uintptr_t)&cuemu_ctx_trampoline; // return address
     sp[8] = sp[9] = 0;
     f->sp = sp;
 #else
@@ -326,7 +366,7 @@ CUEMU_NOTSAN inline Fiber* current(const char* what) {
 }
 
 // ---------------------------------------------------------------- warp collectives
-inline uint64_t poison_bits() { return ~0ull; }  // NaN for float/double/bf16, -1 for integers
+inline uint64_t poison_bits() { return ~0ull; } // NaN for float/double/bf16, -1 for integers
 
 // All lanes named in the collective's mask that are still alive have arrived?
 // Then compute every participant's result and wake them.
@@ -346,9 +386,13 @@ CUEMU_NOTSAN inline bool try_complete(Exec& e, int warp, int ci) {
         case C_ANY:
         case C_ALL:
             for (int j = 0; j < 32; j++)
-                if ((in >> j) & 1u) { cnt++; if (lanes[j]->xval) all |= 1ull << j; }
+                if ((in >> j) & 1u) {
+                    cnt++;
+                    if (lanes[j]->xval) all |= 1ull << j;
+                }
             break;
-        default: break;
+        default:
+            break;
     }
     uint64_t red = 0;
     if (c.kind >= C_RED_ADD) {
@@ -357,31 +401,53 @@ CUEMU_NOTSAN inline bool try_complete(Exec& e, int warp, int ci) {
             if (!((in >> j) & 1u)) continue;
             uint32_t v = (uint32_t)lanes[j]->xval;
             uint32_t r = (uint32_t)red;
-            if (first) { r = v; first = false; }
-            else switch (c.kind) {
-                case C_RED_ADD: r = r + v; break;
-                case C_RED_MIN_U: r = std::min(r, v); break;
-                case C_RED_MAX_U: r = std::max(r, v); break;
-                case C_RED_MIN_S: r = (uint32_t)std::min((int32_t)r, (int32_t)v); break;
-                case C_RED_MAX_S: r = (uint32_t)std::max((int32_t)r, (int32_t)v); break;
-                case C_RED_AND: r = r & v; break;
-                case C_RED_OR: r = r | v; break;
-                case C_RED_XOR: r = r ^ v; break;
-            }
+            if (first) {
+                r = v;
+                first = false;
+            } else
+                switch (c.kind) {
+                    case C_RED_ADD:
+                        r = r + v;
+                        break;
+                    case C_RED_MIN_U:
+                        r = std::min(r, v);
+                        break;
+                    case C_RED_MAX_U:
+                        r = std::max(r, v);
+                        break;
+                    case C_RED_MIN_S:
+                        r = (uint32_t)std::min((int32_t)r, (int32_t)v);
+                        break;
+                    case C_RED_MAX_S:
+                        r = (uint32_t)std::max((int32_t)r, (int32_t)v);
+                        break;
+                    case C_RED_AND:
+                        r = r & v;
+                        break;
+                    case C_RED_OR:
+                        r = r | v;
+                        break;
+                    case C_RED_XOR:
+                        r = r ^ v;
+                        break;
+                }
             red = r;
         }
     }
-    if (c.kind == C_SYNCWARP) w.sync_gen++;  // orders the lanes' shared-memory accesses (detect.h)
+    if (c.kind == C_SYNCWARP) w.sync_gen++; // orders the lanes' shared-memory accesses (detect.h)
     for (int L = 0; L < 32; L++) {
         if (!((in >> L) & 1u)) continue;
         Fiber* f = lanes[L];
         if (c.kind == C_SYNCWARP) {
             f->wgen = w.sync_gen;
-            if (f == e.cur) det().wgen = f->wgen;  // the lane that completed it runs on
+            if (f == e.cur) det().wgen = f->wgen; // the lane that completed it runs on
         }
         uint64_t r = 0;
         switch (c.kind) {
-            case C_SHFL_IDX: case C_SHFL_UP: case C_SHFL_DOWN: case C_SHFL_XOR: {
+            case C_SHFL_IDX:
+            case C_SHFL_UP:
+            case C_SHFL_DOWN:
+            case C_SHFL_XOR: {
                 // PTX shfl.sync semantics; CUDA passes c = ((32 - width) << 8) | (up ? 0 : 31).
                 int segmask = (32 - f->xwidth) & 31;
                 int b = f->xarg & 31;
@@ -389,18 +455,35 @@ CUEMU_NOTSAN inline bool try_complete(Exec& e, int warp, int ci) {
                 int maxLane = minLane | (31 & ~segmask);
                 int j = L;
                 bool ok = true;
-                if (c.kind == C_SHFL_IDX) { j = minLane | (b & ~segmask & 31); ok = j <= maxLane; }
-                else if (c.kind == C_SHFL_UP) { j = L - b; ok = j >= minLane; }
-                else if (c.kind == C_SHFL_DOWN) { j = L + b; ok = j <= maxLane; }
-                else { j = L ^ b; ok = j <= maxLane; }
+                if (c.kind == C_SHFL_IDX) {
+                    j = minLane | (b & ~segmask & 31);
+                    ok = j <= maxLane;
+                } else if (c.kind == C_SHFL_UP) {
+                    j = L - b;
+                    ok = j >= minLane;
+                } else if (c.kind == C_SHFL_DOWN) {
+                    j = L + b;
+                    ok = j <= maxLane;
+                } else {
+                    j = L ^ b;
+                    ok = j <= maxLane;
+                }
                 if (!ok) j = L;
-                r = val(j);  // a source lane that did not take part: undefined on the GPU -> poison
+                r = val(j); // a source lane that did not take part: undefined on the GPU -> poison
                 break;
             }
-            case C_BALLOT: r = all; break;
-            case C_ANY: r = all != 0; break;
-            case C_ALL: r = (uint64_t)__builtin_popcountll(all) == (uint64_t)cnt; break;
-            case C_SYNCWARP: r = 0; break;
+            case C_BALLOT:
+                r = all;
+                break;
+            case C_ANY:
+                r = all != 0;
+                break;
+            case C_ALL:
+                r = (uint64_t)__builtin_popcountll(all) == (uint64_t)cnt;
+                break;
+            case C_SYNCWARP:
+                r = 0;
+                break;
             case C_MATCH_ANY: {
                 uint32_t m = 0;
                 for (int j = 0; j < 32; j++)
@@ -408,7 +491,9 @@ CUEMU_NOTSAN inline bool try_complete(Exec& e, int warp, int ci) {
                 r = m;
                 break;
             }
-            default: r = red; break;
+            default:
+                r = red;
+                break;
         }
         f->xres = r;
         if (f->state == F_WAIT_WARP) f->state = F_RUNNABLE;
@@ -422,7 +507,8 @@ CUEMU_NOTSAN inline uint64_t warp_collective(int kind, unsigned mask, uint64_t v
     Fiber* f = current(what);
     Exec& e = ex();
     uint32_t bit = 1u << f->lane;
-    if (!(mask & bit)) die("%s: lane %d calls it with mask 0x%08x, which does not include the lane itself", what, f->lane, mask);
+    if (!(mask & bit))
+        die("%s: lane %d calls it with mask 0x%08x, which does not include the lane itself", what, f->lane, mask);
     if (width <= 0 || width > 32 || (width & (width - 1)))
         die("%s: width %d is not a power of two in [1, 32]", what, width);
     f->xval = val;
@@ -431,7 +517,10 @@ CUEMU_NOTSAN inline uint64_t warp_collective(int kind, unsigned mask, uint64_t v
     Warp& w = e.warps[f->warp];
     int ci = -1;
     for (int c = 0; c < w.ncoll; c++)
-        if (w.coll[c].mask == mask && !(w.coll[c].arrived & bit)) { ci = c; break; }
+        if (w.coll[c].mask == mask && !(w.coll[c].arrived & bit)) {
+            ci = c;
+            break;
+        }
     if (ci < 0) {
         if (w.ncoll >= 32) die("%s: too many concurrent warp collectives in warp %d", what, f->warp);
         ci = w.ncoll++;
@@ -499,13 +588,14 @@ inline void make_order(Exec& e) {
 
 [[noreturn]] inline void report_deadlock(Exec& e) {
     char buf[900];
-    int off = snprintf(buf, sizeof buf, "deadlock in block (%u,%u,%u): %d live threads, %d at __syncthreads", blockIdx.x,
-                       blockIdx.y, blockIdx.z, e.live, e.at_bar);
+    int off = snprintf(buf, sizeof buf, "deadlock in block (%u,%u,%u): %d live threads, %d at __syncthreads",
+                       blockIdx.x, blockIdx.y, blockIdx.z, e.live, e.at_bar);
     for (size_t w = 0; w < e.warps.size() && off < 700; w++)
         for (int c = 0; c < e.warps[w].ncoll && off < 700; c++) {
             const Coll& cc = e.warps[w].coll[c];
-            off += snprintf(buf + off, sizeof buf - off, "; warp %zu: lanes 0x%08x wait in %s(mask 0x%08x) for lanes 0x%08x",
-                            w, cc.arrived, coll_name(cc.kind), cc.mask, (cc.mask & e.warps[w].live) & ~cc.arrived);
+            off += snprintf(buf + off, sizeof buf - off,
+                            "; warp %zu: lanes 0x%08x wait in %s(mask 0x%08x) for lanes 0x%08x", w, cc.arrived,
+                            coll_name(cc.kind), cc.mask, (cc.mask & e.warps[w].live) & ~cc.arrived);
         }
     e.cur = nullptr;
     die("%s", buf);
@@ -523,7 +613,7 @@ inline void run_block(Exec& e) {
         f->state = F_RUNNABLE;
         f->wgen = 0;
     }
-    det().stamp++;  // a new block: no shared-memory access before this one counts
+    det().stamp++; // a new block: no shared-memory access before this one counts
     for (size_t w = 0; w < e.warps.size(); w++) {
         int lanes = std::min(32, n - (int)w * 32);
         e.warps[w].exist = e.warps[w].live = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
@@ -540,10 +630,13 @@ inline void run_block(Exec& e) {
         bool ran = false;
         for (int k = 0; k < n; k++) {
             Fiber* f = e.fibers[e.order[k]];
-            if (f->state == F_RUNNABLE) { resume(f); ran = true; }
+            if (f->state == F_RUNNABLE) {
+                resume(f);
+                ran = true;
+            }
         }
         if (e.live == 0) break;
-        if (e.at_bar == e.live) {  // everyone still alive is at the barrier: release it
+        if (e.at_bar == e.live) { // everyone still alive is at the barrier: release it
             int count = 0;
             for (int i = 0; i < n; i++)
                 if (e.fibers[i]->state == F_WAIT_BAR) count += e.fibers[i]->bar_pred;
@@ -551,13 +644,14 @@ inline void run_block(Exec& e) {
                 Fiber* f = e.fibers[i];
                 if (f->state != F_WAIT_BAR) continue;
                 f->bar_res = f->bar_kind == BAR_COUNT ? count
-                           : f->bar_kind == BAR_AND   ? (count == e.at_bar)
-                           : f->bar_kind == BAR_OR    ? (count > 0) : 0;
+                             : f->bar_kind == BAR_AND ? (count == e.at_bar)
+                             : f->bar_kind == BAR_OR  ? (count > 0)
+                                                      : 0;
                 f->state = F_RUNNABLE;
             }
             e.at_bar = 0;
             e.interval++;
-            det().stamp++;  // a new barrier interval
+            det().stamp++; // a new barrier interval
             make_order(e);
             continue;
         }
@@ -568,7 +662,10 @@ inline void run_block(Exec& e) {
 
 // GRID_STRIDE_CAP (llmc/cuda/cuda_common.cuh): CUEMU_MAX_GRID=n caps grid-stride grids.
 inline int grid_cap(long long g) {
-    static long cap = [] { const char* s = getenv("CUEMU_MAX_GRID"); return s ? atol(s) : 0L; }();
+    static long cap = [] {
+        const char* s = getenv("CUEMU_MAX_GRID");
+        return s ? atol(s) : 0L;
+    }();
     return (int)(cap > 0 && g > cap ? cap : g);
 }
 
@@ -580,14 +677,15 @@ inline int dyn_smem_limit(const void* kernel) {
 
 // The launch checks a GPU makes at the launch (the error is there for cudaGetLastError
 // right after it): configuration, dynamic shared memory, the register table.
-inline bool grid_ok(const void* kernel, const char* name, const char* file, int line, dim3 grid, dim3 block, size_t smem) {
+inline bool grid_ok(const void* kernel, const char* name, const char* file, int line, dim3 grid, dim3 block,
+                    size_t smem) {
     Exec& e = ex();
     if (e.in_kernel) die("kernel %s launched from inside a kernel (dynamic parallelism is not emulated)", name);
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     if (nthreads == 0 || nthreads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x == 0 ||
         grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
-        fprintf(stderr, "cuemu: %s:%d: launch of %s with grid (%u,%u,%u) block (%u,%u,%u): invalid configuration\n", file,
-                line, name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+        fprintf(stderr, "cuemu: %s:%d: launch of %s with grid (%u,%u,%u) block (%u,%u,%u): invalid configuration\n",
+                file, line, name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
         set_error(cudaErrorInvalidConfiguration);
         return false;
     }
@@ -650,9 +748,12 @@ inline void run_grid(const char* name, const char* file, int line, dim3 grid, di
     CUEMU_COST_HOOK(cost_kernel_begin(name));
     for (unsigned long long i = 0; i < total; i++) {
         unsigned long long b = i;
-        if (mode == SCHED_REVERSE) b = total - 1 - i;
-        else if (mode == SCHED_SHUFFLE) b = (unsigned long long)(((unsigned __int128)a * i + c0) % total);
-        blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)((b / grid.x) % grid.y), (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
+        if (mode == SCHED_REVERSE)
+            b = total - 1 - i;
+        else if (mode == SCHED_SHUFFLE)
+            b = (unsigned long long)(((unsigned __int128)a * i + c0) % total);
+        blockIdx = uint3{(unsigned)(b % grid.x), (unsigned)((b / grid.x) % grid.y),
+                         (unsigned)(b / ((unsigned long long)grid.x * grid.y))};
         e.block_linear = b;
         det().block = b;
         // Shared-memory races show in any block: checking the first few (in run order) of
@@ -686,7 +787,10 @@ inline void check_kernel_arg(const char* name, const char* file, int line, int i
 template <class Tup, size_t... I>
 inline bool check_kernel_args(const char* name, const char* file, int line, const Tup& t, std::index_sequence<I...>) {
     bool bad = false;
-    (void)name; (void)file; (void)line; (void)t;  // unused when the kernel has no parameters
+    (void)name;
+    (void)file;
+    (void)line;
+    (void)t; // unused when the kernel has no parameters
     (check_kernel_arg(name, file, line, (int)I, std::get<I>(t), bad), ...);
     return !bad;
 }
@@ -703,12 +807,14 @@ inline void kernel_access(const T& v, std::vector<Access>& acc) {
         if (v == nullptr) return;
         Found f = lookup((const void*)v, 0);
         if (f.kind == MEM_NONE) return;
-        acc.push_back(Access{(const void*)f.base, f.size, !std::is_const<typename std::remove_pointer<P>::type>::value});
+        acc.push_back(
+            Access{(const void*)f.base, f.size, !std::is_const<typename std::remove_pointer<P>::type>::value});
     }
 }
 template <class... P, class Tup, size_t... I>
 inline void kernel_accesses(const Tup& t, std::vector<Access>& acc, std::index_sequence<I...>) {
-    (void)t; (void)acc;
+    (void)t;
+    (void)acc;
     (kernel_access<typename std::decay<P>::type>(std::get<I>(t), acc), ...);
 }
 
@@ -718,7 +824,8 @@ inline void kernel_accesses(const Tup& t, std::vector<Access>& acc, std::index_s
 template <class... P, class... A>
 inline void launch(void (*kernel)(P...), const char* name, const char* file, int line, dim3 grid, dim3 block,
                    size_t smem, cudaStream_t stream, A&&... args) {
-    static_assert(sizeof...(P) == sizeof...(A), "LAUNCH: the number of arguments does not match the kernel's parameters");
+    static_assert(sizeof...(P) == sizeof...(A),
+                  "LAUNCH: the number of arguments does not match the kernel's parameters");
     using Tup = std::tuple<typename std::decay<P>::type...>;
     auto params = std::make_shared<Tup>(std::forward<A>(args)...);
     if (!check_kernel_args(name, file, line, *params, std::index_sequence_for<P...>{})) {
@@ -729,24 +836,30 @@ inline void launch(void (*kernel)(P...), const char* name, const char* file, int
     std::vector<Access> acc;
     bool exact = exact_kernel_ranges();
     if (!exact) kernel_accesses<P...>(*params, acc, std::index_sequence_for<P...>{});
-    issue(stream, [kernel, name, file, line, grid, block, smem, params, exact] {
-        struct Ctx { void (*k)(P...); Tup* t; };
-        Ctx ctx{kernel, params.get()};
-        auto body = [](void* p) {
-            Ctx* c = static_cast<Ctx*>(p);
-            std::apply(c->k, *c->t);  // each thread gets its own copy of the parameters
-        };
-        det().track = exact;
-        run_grid(name, file, line, grid, block, smem, +body, &ctx);
-        if (exact) {
-            // the bytes it really touched become the operation's accesses (run_until checks them)
-            std::vector<Access>* out = streams().cur_acc;
-            launch_ranges([out](uintptr_t a, uintptr_t b, bool w) {
-                if (out) out->push_back(Access{(const void*)a, (size_t)(b - a), w});
-            });
-            det().track = false;
-        }
-    }, acc, name, file, line);
+    issue(
+        stream,
+        [kernel, name, file, line, grid, block, smem, params, exact] {
+            struct Ctx {
+                void (*k)(P...);
+                Tup* t;
+            };
+            Ctx ctx{kernel, params.get()};
+            auto body = [](void* p) {
+                Ctx* c = static_cast<Ctx*>(p);
+                std::apply(c->k, *c->t); // each thread gets its own copy of the parameters
+            };
+            det().track = exact;
+            run_grid(name, file, line, grid, block, smem, +body, &ctx);
+            if (exact) {
+                // the bytes it really touched become the operation's accesses (run_until checks them)
+                std::vector<Access>* out = streams().cur_acc;
+                launch_ranges([out](uintptr_t a, uintptr_t b, bool w) {
+                    if (out) out->push_back(Access{(const void*)a, (size_t)(b - a), w});
+                });
+                det().track = false;
+            }
+        },
+        acc, name, file, line);
 }
 
 inline void* dynamic_smem() {
@@ -755,14 +868,16 @@ inline void* dynamic_smem() {
     return e.dyn;
 }
 
-}  // namespace cuemu
+} // namespace cuemu
 
 // ---------------------------------------------------------------- barriers and warp intrinsics
 static inline void __syncthreads() { cuemu::block_barrier(cuemu::BAR_PLAIN, 0); }
 static inline int __syncthreads_count(int pred) { return cuemu::block_barrier(cuemu::BAR_COUNT, pred); }
 static inline int __syncthreads_and(int pred) { return cuemu::block_barrier(cuemu::BAR_AND, pred); }
 static inline int __syncthreads_or(int pred) { return cuemu::block_barrier(cuemu::BAR_OR, pred); }
-static inline void __syncwarp(unsigned mask = 0xffffffffu) { cuemu::warp_collective(cuemu::C_SYNCWARP, mask, 0, 0, 32); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    cuemu::warp_collective(cuemu::C_SYNCWARP, mask, 0, 0, 32);
+}
 static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -781,7 +896,7 @@ inline T shfl(int kind, unsigned mask, T var, int arg, int width) {
     memcpy(&out, &r, sizeof(T));
     return out;
 }
-}  // namespace cuemu
+} // namespace cuemu
 template <class T>
 static inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = warpSize) {
     return cuemu::shfl(cuemu::C_SHFL_IDX, mask, var, srcLane, width);
@@ -801,8 +916,12 @@ static inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 
 static inline unsigned __ballot_sync(unsigned mask, int pred) {
     return (unsigned)cuemu::warp_collective(cuemu::C_BALLOT, mask, pred != 0, 0, 32);
 }
-static inline int __any_sync(unsigned mask, int pred) { return (int)cuemu::warp_collective(cuemu::C_ANY, mask, pred != 0, 0, 32); }
-static inline int __all_sync(unsigned mask, int pred) { return (int)cuemu::warp_collective(cuemu::C_ALL, mask, pred != 0, 0, 32); }
+static inline int __any_sync(unsigned mask, int pred) {
+    return (int)cuemu::warp_collective(cuemu::C_ANY, mask, pred != 0, 0, 32);
+}
+static inline int __all_sync(unsigned mask, int pred) {
+    return (int)cuemu::warp_collective(cuemu::C_ALL, mask, pred != 0, 0, 32);
+}
 template <class T>
 static inline unsigned __match_any_sync(unsigned mask, T value) {
     static_assert(std::is_integral<T>::value || std::is_floating_point<T>::value, "__match_any_sync: scalar type");
@@ -810,21 +929,44 @@ static inline unsigned __match_any_sync(unsigned mask, T value) {
     memcpy(&v, &value, sizeof(T));
     return (unsigned)cuemu::warp_collective(cuemu::C_MATCH_ANY, mask, v, 0, 32);
 }
-static inline unsigned __reduce_add_sync(unsigned mask, unsigned v) { return (unsigned)cuemu::warp_collective(cuemu::C_RED_ADD, mask, v, 0, 32); }
-static inline int __reduce_add_sync(unsigned mask, int v) { return (int)(unsigned)cuemu::warp_collective(cuemu::C_RED_ADD, mask, (unsigned)v, 0, 32); }
-static inline unsigned __reduce_min_sync(unsigned mask, unsigned v) { return (unsigned)cuemu::warp_collective(cuemu::C_RED_MIN_U, mask, v, 0, 32); }
-static inline int __reduce_min_sync(unsigned mask, int v) { return (int)(unsigned)cuemu::warp_collective(cuemu::C_RED_MIN_S, mask, (unsigned)v, 0, 32); }
-static inline unsigned __reduce_max_sync(unsigned mask, unsigned v) { return (unsigned)cuemu::warp_collective(cuemu::C_RED_MAX_U, mask, v, 0, 32); }
-static inline int __reduce_max_sync(unsigned mask, int v) { return (int)(unsigned)cuemu::warp_collective(cuemu::C_RED_MAX_S, mask, (unsigned)v, 0, 32); }
-static inline unsigned __reduce_and_sync(unsigned mask, unsigned v) { return (unsigned)cuemu::warp_collective(cuemu::C_RED_AND, mask, v, 0, 32); }
-static inline unsigned __reduce_or_sync(unsigned mask, unsigned v) { return (unsigned)cuemu::warp_collective(cuemu::C_RED_OR, mask, v, 0, 32); }
-static inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return (unsigned)cuemu::warp_collective(cuemu::C_RED_XOR, mask, v, 0, 32); }
+static inline unsigned __reduce_add_sync(unsigned mask, unsigned v) {
+    return (unsigned)cuemu::warp_collective(cuemu::C_RED_ADD, mask, v, 0, 32);
+}
+static inline int __reduce_add_sync(unsigned mask, int v) {
+    return (int)(unsigned)cuemu::warp_collective(cuemu::C_RED_ADD, mask, (unsigned)v, 0, 32);
+}
+static inline unsigned __reduce_min_sync(unsigned mask, unsigned v) {
+    return (unsigned)cuemu::warp_collective(cuemu::C_RED_MIN_U, mask, v, 0, 32);
+}
+static inline int __reduce_min_sync(unsigned mask, int v) {
+    return (int)(unsigned)cuemu::warp_collective(cuemu::C_RED_MIN_S, mask, (unsigned)v, 0, 32);
+}
+static inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
+    return (unsigned)cuemu::warp_collective(cuemu::C_RED_MAX_U, mask, v, 0, 32);
+}
+static inline int __reduce_max_sync(unsigned mask, int v) {
+    return (int)(unsigned)cuemu::warp_collective(cuemu::C_RED_MAX_S, mask, (unsigned)v, 0, 32);
+}
+static inline unsigned __reduce_and_sync(unsigned mask, unsigned v) {
+    return (unsigned)cuemu::warp_collective(cuemu::C_RED_AND, mask, v, 0, 32);
+}
+static inline unsigned __reduce_or_sync(unsigned mask, unsigned v) {
+    return (unsigned)cuemu::warp_collective(cuemu::C_RED_OR, mask, v, 0, 32);
+}
+static inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) {
+    return (unsigned)cuemu::warp_collective(cuemu::C_RED_XOR, mask, v, 0, 32);
+}
 
 // ---------------------------------------------------------------- atomics
 // Fibers never switch inside these functions, so a plain read-modify-write is
 // atomic with respect to every other emulated thread.
-#define CUEMU_ATOMIC2(NAME, T, EXPR) \
-    CUEMU_NOTSAN static inline T NAME(T* address, T val) { cuemu::track_atomic(address, sizeof(T)); T old = *address; *address = (EXPR); return old; }
+#define CUEMU_ATOMIC2(NAME, T, EXPR)                       \
+    CUEMU_NOTSAN static inline T NAME(T* address, T val) { \
+        cuemu::track_atomic(address, sizeof(T));           \
+        T old = *address;                                  \
+        *address = (EXPR);                                 \
+        return old;                                        \
+    }
 CUEMU_ATOMIC2(atomicAdd, int, old + val)
 CUEMU_ATOMIC2(atomicAdd, unsigned int, old + val)
 CUEMU_ATOMIC2(atomicAdd, unsigned long long, old + val)
@@ -844,9 +986,9 @@ CUEMU_ATOMIC2(atomicMax, int, val > old ? val : old)
 CUEMU_ATOMIC2(atomicMax, unsigned int, val > old ? val : old)
 CUEMU_ATOMIC2(atomicMax, long long, val > old ? val : old)
 CUEMU_ATOMIC2(atomicMax, unsigned long long, val > old ? val : old)
-CUEMU_ATOMIC2(atomicAnd, int, old & val)
-CUEMU_ATOMIC2(atomicAnd, unsigned int, old & val)
-CUEMU_ATOMIC2(atomicAnd, unsigned long long, old & val)
+CUEMU_ATOMIC2(atomicAnd, int, old& val)
+CUEMU_ATOMIC2(atomicAnd, unsigned int, old& val)
+CUEMU_ATOMIC2(atomicAnd, unsigned long long, old& val)
 CUEMU_ATOMIC2(atomicOr, int, old | val)
 CUEMU_ATOMIC2(atomicOr, unsigned int, old | val)
 CUEMU_ATOMIC2(atomicOr, unsigned long long, old | val)
@@ -856,8 +998,13 @@ CUEMU_ATOMIC2(atomicXor, unsigned long long, old ^ val)
 CUEMU_ATOMIC2(atomicInc, unsigned int, (old >= val) ? 0u : old + 1u)
 CUEMU_ATOMIC2(atomicDec, unsigned int, (old == 0u || old > val) ? val : old - 1u)
 #undef CUEMU_ATOMIC2
-#define CUEMU_ATOMIC_CAS(T) \
-    CUEMU_NOTSAN static inline T atomicCAS(T* address, T compare, T val) { cuemu::track_atomic(address, sizeof(T)); T old = *address; if (old == compare) *address = val; return old; }
+#define CUEMU_ATOMIC_CAS(T)                                                \
+    CUEMU_NOTSAN static inline T atomicCAS(T* address, T compare, T val) { \
+        cuemu::track_atomic(address, sizeof(T));                           \
+        T old = *address;                                                  \
+        if (old == compare) *address = val;                                \
+        return old;                                                        \
+    }
 CUEMU_ATOMIC_CAS(int)
 CUEMU_ATOMIC_CAS(unsigned int)
 CUEMU_ATOMIC_CAS(unsigned long long)
@@ -873,16 +1020,46 @@ CUEMU_ATOMIC_CAS(unsigned short)
 #define atomicExch_block atomicExch
 
 // ---------------------------------------------------------------- cache hints and loads
-template <class T> static inline T __ldg(const T* p) { return *p; }
-template <class T> static inline T __ldcg(const T* p) { return *p; }
-template <class T> static inline T __ldca(const T* p) { return *p; }
-template <class T> static inline T __ldcs(const T* p) { return *p; }
-template <class T> static inline T __ldlu(const T* p) { return *p; }
-template <class T> static inline T __ldcv(const T* p) { return *p; }
-template <class T> static inline void __stcg(T* p, T v) { *p = v; }
-template <class T> static inline void __stcs(T* p, T v) { *p = v; }
-template <class T> static inline void __stwb(T* p, T v) { *p = v; }
-template <class T> static inline void __stwt(T* p, T v) { *p = v; }
+template <class T>
+static inline T __ldg(const T* p) {
+    return *p;
+}
+template <class T>
+static inline T __ldcg(const T* p) {
+    return *p;
+}
+template <class T>
+static inline T __ldca(const T* p) {
+    return *p;
+}
+template <class T>
+static inline T __ldcs(const T* p) {
+    return *p;
+}
+template <class T>
+static inline T __ldlu(const T* p) {
+    return *p;
+}
+template <class T>
+static inline T __ldcv(const T* p) {
+    return *p;
+}
+template <class T>
+static inline void __stcg(T* p, T v) {
+    *p = v;
+}
+template <class T>
+static inline void __stcs(T* p, T v) {
+    *p = v;
+}
+template <class T>
+static inline void __stwb(T* p, T v) {
+    *p = v;
+}
+template <class T>
+static inline void __stwt(T* p, T v) {
+    *p = v;
+}
 
 // ---------------------------------------------------------------- device math
 // Fast-math intrinsics map to the accurate host functions (the GPU versions are
@@ -898,7 +1075,10 @@ inline float __powf(float x, float y) noexcept { return powf(x, y); }
 inline float __sinf(float x) noexcept { return sinf(x); }
 inline float __cosf(float x) noexcept { return cosf(x); }
 inline float __tanf(float x) noexcept { return tanf(x); }
-inline void __sincosf(float x, float* s, float* c) noexcept { *s = sinf(x); *c = cosf(x); }
+inline void __sincosf(float x, float* s, float* c) noexcept {
+    *s = sinf(x);
+    *c = cosf(x);
+}
 inline float __tanhf(float x) noexcept { return tanhf(x); }
 inline float __fdividef(float x, float y) noexcept { return x / y; }
 inline float fdividef(float x, float y) noexcept { return x / y; }
@@ -926,12 +1106,36 @@ static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x)
 static inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
 static inline float __int2float_rn(int x) { return (float)x; }
 static inline float __uint2float_rn(unsigned x) { return (float)x; }
-static inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
-static inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
-static inline float __int_as_float(int i) { float x; memcpy(&x, &i, 4); return x; }
-static inline float __uint_as_float(unsigned i) { float x; memcpy(&x, &i, 4); return x; }
-static inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
-static inline double __longlong_as_double(long long i) { double x; memcpy(&x, &i, 8); return x; }
+static inline int __float_as_int(float x) {
+    int i;
+    memcpy(&i, &x, 4);
+    return i;
+}
+static inline unsigned __float_as_uint(float x) {
+    unsigned i;
+    memcpy(&i, &x, 4);
+    return i;
+}
+static inline float __int_as_float(int i) {
+    float x;
+    memcpy(&x, &i, 4);
+    return x;
+}
+static inline float __uint_as_float(unsigned i) {
+    float x;
+    memcpy(&x, &i, 4);
+    return x;
+}
+static inline long long __double_as_longlong(double x) {
+    long long i;
+    memcpy(&i, &x, 8);
+    return i;
+}
+static inline double __longlong_as_double(long long i) {
+    double x;
+    memcpy(&x, &i, 8);
+    return x;
+}
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }

@@ -49,7 +49,9 @@
 #define NCCL_CONFIG_UNDEF_PTR NULL
 
 typedef struct ncclComm* ncclComm_t;
-typedef struct { char internal[NCCL_UNIQUE_ID_BYTES]; } ncclUniqueId;
+typedef struct {
+    char internal[NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
 typedef enum {
     ncclSuccess = 0,
     ncclUnhandledCudaError = 1,
@@ -63,15 +65,20 @@ typedef enum {
 } ncclResult_t;
 typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4, ncclNumOps = 5 } ncclRedOp_t;
 typedef enum {
-    ncclInt8 = 0, ncclChar = 0,
+    ncclInt8 = 0,
+    ncclChar = 0,
     ncclUint8 = 1,
-    ncclInt32 = 2, ncclInt = 2,
+    ncclInt32 = 2,
+    ncclInt = 2,
     ncclUint32 = 3,
     ncclInt64 = 4,
     ncclUint64 = 5,
-    ncclFloat16 = 6, ncclHalf = 6,
-    ncclFloat32 = 7, ncclFloat = 7,
-    ncclFloat64 = 8, ncclDouble = 8,
+    ncclFloat16 = 6,
+    ncclHalf = 6,
+    ncclFloat32 = 7,
+    ncclFloat = 7,
+    ncclFloat64 = 8,
+    ncclDouble = 8,
     ncclBfloat16 = 9,
     ncclFloat8e4m3 = 10,
     ncclFloat8e5m2 = 11,
@@ -96,13 +103,13 @@ typedef struct ncclConfig_v22800 {
     int nChannelsPerNetPeer;
     int nvlinkCentricSched;
 } ncclConfig_t;
-#define NCCL_CONFIG_INITIALIZER                                                                                     \
-    {                                                                                                               \
+#define NCCL_CONFIG_INITIALIZER                                                                                    \
+    {                                                                                                              \
         sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_CONFIG_UNDEF_INT, \
-            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR,             \
-            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,             \
-            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,             \
-            NCCL_CONFIG_UNDEF_INT                                                                                   \
+            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR,            \
+            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,            \
+            NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,            \
+            NCCL_CONFIG_UNDEF_INT                                                                                  \
     }
 
 struct ncclComm {
@@ -111,9 +118,12 @@ struct ncclComm {
 #if CUEMU_NCCL_MPI
     MPI_Comm mpi;
 #endif
-    bool local;  // 1-rank communicator without MPI
-    struct SelfMsg { void* buf; size_t bytes; };
-    std::vector<SelfMsg> self_sends, self_recvs;  // grouped send/recv to self
+    bool local; // 1-rank communicator without MPI
+    struct SelfMsg {
+        void* buf;
+        size_t bytes;
+    };
+    std::vector<SelfMsg> self_sends, self_recvs; // grouped send/recv to self
 #if CUEMU_NCCL_MPI
     // posted send/recv requests whose completion may not have run yet (ncclCommDestroy
     // waits for them; a completion sets its request to MPI_REQUEST_NULL)
@@ -124,10 +134,22 @@ struct ncclComm {
 namespace cuemu {
 constexpr int kNcclMagic = 0x4e43454d;
 constexpr char kIdMagic[16] = "cuemu-nccl-id1";
-struct NcclId { char magic[16]; int world_rank; int counter; int world_size; };
+struct NcclId {
+    char magic[16];
+    int world_rank;
+    int counter;
+    int world_size;
+};
 #if CUEMU_NCCL_MPI
 // a posted send/recv of a group: its completion is queued on `stream` at ncclGroupEnd
-struct PendingP2p { const void* stream; std::shared_ptr<MPI_Request> req; std::vector<Access> acc; const char* what; const char* file; int line; };
+struct PendingP2p {
+    const void* stream;
+    std::shared_ptr<MPI_Request> req;
+    std::vector<Access> acc;
+    const char* what;
+    const char* file;
+    int line;
+};
 #endif
 struct NcclGroup {
     int depth = 0;
@@ -138,7 +160,10 @@ struct NcclGroup {
     int counter = 0;
     std::string last_error;
 };
-inline NcclGroup& nccl_state() { static NcclGroup g; return g; }
+inline NcclGroup& nccl_state() {
+    static NcclGroup g;
+    return g;
+}
 
 inline ncclResult_t nccl_fail(ncclResult_t r, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 inline ncclResult_t nccl_fail(ncclResult_t r, const char* fmt, ...) {
@@ -155,16 +180,30 @@ inline ncclResult_t nccl_fail(ncclResult_t r, const char* fmt, ...) {
     MPI_Finalized(&fin);
     if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
 #endif
-    if (wrank >= 0) fprintf(stderr, "cuemu nccl [rank %d]: %s\n", wrank, msg);
-    else fprintf(stderr, "cuemu nccl: %s\n", msg);
+    if (wrank >= 0)
+        fprintf(stderr, "cuemu nccl [rank %d]: %s\n", wrank, msg);
+    else
+        fprintf(stderr, "cuemu nccl: %s\n", msg);
     return r;
 }
 inline size_t nccl_size(int dt) {
     switch (dt) {
-        case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-        case ncclFloat16: case ncclBfloat16: return 2;
-        case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-        case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+        case ncclInt8:
+        case ncclUint8:
+        case ncclFloat8e4m3:
+        case ncclFloat8e5m2:
+            return 1;
+        case ncclFloat16:
+        case ncclBfloat16:
+            return 2;
+        case ncclInt32:
+        case ncclUint32:
+        case ncclFloat32:
+            return 4;
+        case ncclInt64:
+        case ncclUint64:
+        case ncclFloat64:
+            return 8;
     }
     return 0;
 }
@@ -173,10 +212,11 @@ inline ncclResult_t check_buf(const char* op, const char* which, const void* p, 
     if (bytes == 0 || !config().check_ptrs) return ncclSuccess;
     Found f = lookup(p, bytes);
     if (!device_accessible(f.kind))
-        return nccl_fail(ncclInvalidArgument, "%s: %s %p is %s; NCCL needs device memory (cudaMalloc)", op, which, p, kind_name(f.kind));
+        return nccl_fail(ncclInvalidArgument, "%s: %s %p is %s; NCCL needs device memory (cudaMalloc)", op, which, p,
+                         kind_name(f.kind));
     if (f.overrun)
-        return nccl_fail(ncclInvalidArgument, "%s: %s %p + %zu bytes runs past its allocation (%p, %zu bytes)", op, which, p, bytes,
-                         (void*)f.base, f.size);
+        return nccl_fail(ncclInvalidArgument, "%s: %s %p + %zu bytes runs past its allocation (%p, %zu bytes)", op,
+                         which, p, bytes, (void*)f.base, f.size);
     return ncclSuccess;
 }
 
@@ -186,10 +226,19 @@ inline void reduce_typed(T* acc, const T* x, size_t n, int op) {
     for (size_t i = 0; i < n; i++) {
         T a = acc[i], b = x[i];
         switch (op) {
-            case ncclSum: case ncclAvg: acc[i] = (T)(a + b); break;
-            case ncclProd: acc[i] = (T)(a * b); break;
-            case ncclMax: acc[i] = b > a ? b : a; break;
-            case ncclMin: acc[i] = b < a ? b : a; break;
+            case ncclSum:
+            case ncclAvg:
+                acc[i] = (T)(a + b);
+                break;
+            case ncclProd:
+                acc[i] = (T)(a * b);
+                break;
+            case ncclMax:
+                acc[i] = b > a ? b : a;
+                break;
+            case ncclMin:
+                acc[i] = b < a ? b : a;
+                break;
         }
     }
 }
@@ -197,39 +246,84 @@ inline void reduce_bf16(unsigned short* acc, const unsigned short* x, size_t n, 
     for (size_t i = 0; i < n; i++) {
         float a = bf2f(acc[i]), b = bf2f(x[i]), r = a;
         switch (op) {
-            case ncclSum: case ncclAvg: r = a + b; break;
-            case ncclProd: r = a * b; break;
-            case ncclMax: r = b > a ? b : a; break;
-            case ncclMin: r = b < a ? b : a; break;
+            case ncclSum:
+            case ncclAvg:
+                r = a + b;
+                break;
+            case ncclProd:
+                r = a * b;
+                break;
+            case ncclMax:
+                r = b > a ? b : a;
+                break;
+            case ncclMin:
+                r = b < a ? b : a;
+                break;
         }
         acc[i] = f2bf_rn(r);
     }
 }
-inline bool reduce_supported(int dt) { return dt != ncclFloat16 && dt != ncclFloat8e4m3 && dt != ncclFloat8e5m2 && nccl_size(dt) > 0; }
+inline bool reduce_supported(int dt) {
+    return dt != ncclFloat16 && dt != ncclFloat8e4m3 && dt != ncclFloat8e5m2 && nccl_size(dt) > 0;
+}
 inline void reduce_into(int dt, int op, void* acc, const void* x, size_t n) {
     switch (dt) {
-        case ncclInt8: reduce_typed((int8_t*)acc, (const int8_t*)x, n, op); break;
-        case ncclUint8: reduce_typed((uint8_t*)acc, (const uint8_t*)x, n, op); break;
-        case ncclInt32: reduce_typed((int32_t*)acc, (const int32_t*)x, n, op); break;
-        case ncclUint32: reduce_typed((uint32_t*)acc, (const uint32_t*)x, n, op); break;
-        case ncclInt64: reduce_typed((int64_t*)acc, (const int64_t*)x, n, op); break;
-        case ncclUint64: reduce_typed((uint64_t*)acc, (const uint64_t*)x, n, op); break;
-        case ncclFloat32: reduce_typed((float*)acc, (const float*)x, n, op); break;
-        case ncclFloat64: reduce_typed((double*)acc, (const double*)x, n, op); break;
-        case ncclBfloat16: reduce_bf16((unsigned short*)acc, (const unsigned short*)x, n, op); break;
+        case ncclInt8:
+            reduce_typed((int8_t*)acc, (const int8_t*)x, n, op);
+            break;
+        case ncclUint8:
+            reduce_typed((uint8_t*)acc, (const uint8_t*)x, n, op);
+            break;
+        case ncclInt32:
+            reduce_typed((int32_t*)acc, (const int32_t*)x, n, op);
+            break;
+        case ncclUint32:
+            reduce_typed((uint32_t*)acc, (const uint32_t*)x, n, op);
+            break;
+        case ncclInt64:
+            reduce_typed((int64_t*)acc, (const int64_t*)x, n, op);
+            break;
+        case ncclUint64:
+            reduce_typed((uint64_t*)acc, (const uint64_t*)x, n, op);
+            break;
+        case ncclFloat32:
+            reduce_typed((float*)acc, (const float*)x, n, op);
+            break;
+        case ncclFloat64:
+            reduce_typed((double*)acc, (const double*)x, n, op);
+            break;
+        case ncclBfloat16:
+            reduce_bf16((unsigned short*)acc, (const unsigned short*)x, n, op);
+            break;
     }
 }
 // ncclAvg: divide the sum by the number of ranks.
 inline void finish_avg(int dt, void* acc, size_t n, int nranks) {
     switch (dt) {
-        case ncclInt8: for (size_t i = 0; i < n; i++) ((int8_t*)acc)[i] /= nranks; break;
-        case ncclUint8: for (size_t i = 0; i < n; i++) ((uint8_t*)acc)[i] /= nranks; break;
-        case ncclInt32: for (size_t i = 0; i < n; i++) ((int32_t*)acc)[i] /= nranks; break;
-        case ncclUint32: for (size_t i = 0; i < n; i++) ((uint32_t*)acc)[i] /= (uint32_t)nranks; break;
-        case ncclInt64: for (size_t i = 0; i < n; i++) ((int64_t*)acc)[i] /= nranks; break;
-        case ncclUint64: for (size_t i = 0; i < n; i++) ((uint64_t*)acc)[i] /= (uint64_t)nranks; break;
-        case ncclFloat32: for (size_t i = 0; i < n; i++) ((float*)acc)[i] /= (float)nranks; break;
-        case ncclFloat64: for (size_t i = 0; i < n; i++) ((double*)acc)[i] /= (double)nranks; break;
+        case ncclInt8:
+            for (size_t i = 0; i < n; i++) ((int8_t*)acc)[i] /= nranks;
+            break;
+        case ncclUint8:
+            for (size_t i = 0; i < n; i++) ((uint8_t*)acc)[i] /= nranks;
+            break;
+        case ncclInt32:
+            for (size_t i = 0; i < n; i++) ((int32_t*)acc)[i] /= nranks;
+            break;
+        case ncclUint32:
+            for (size_t i = 0; i < n; i++) ((uint32_t*)acc)[i] /= (uint32_t)nranks;
+            break;
+        case ncclInt64:
+            for (size_t i = 0; i < n; i++) ((int64_t*)acc)[i] /= nranks;
+            break;
+        case ncclUint64:
+            for (size_t i = 0; i < n; i++) ((uint64_t*)acc)[i] /= (uint64_t)nranks;
+            break;
+        case ncclFloat32:
+            for (size_t i = 0; i < n; i++) ((float*)acc)[i] /= (float)nranks;
+            break;
+        case ncclFloat64:
+            for (size_t i = 0; i < n; i++) ((double*)acc)[i] /= (double)nranks;
+            break;
         case ncclBfloat16:
             for (size_t i = 0; i < n; i++) {
                 unsigned short* a = (unsigned short*)acc;
@@ -293,8 +387,10 @@ inline ncclResult_t check_coll(const char* op, ncclComm* c, int dt, int redop, b
     if (!comm_ok(c)) return nccl_fail(ncclInvalidArgument, "%s: invalid communicator", op);
     if (nccl_size(dt) == 0) return nccl_fail(ncclInvalidArgument, "%s: invalid datatype %d", op, dt);
     if (reduces) {
-        if (redop < 0 || redop >= ncclNumOps) return nccl_fail(ncclInvalidArgument, "%s: invalid reduction op %d", op, redop);
-        if (!reduce_supported(dt)) return nccl_fail(ncclInvalidArgument, "%s: reductions on datatype %d are not emulated", op, dt);
+        if (redop < 0 || redop >= ncclNumOps)
+            return nccl_fail(ncclInvalidArgument, "%s: invalid reduction op %d", op, redop);
+        if (!reduce_supported(dt))
+            return nccl_fail(ncclInvalidArgument, "%s: reductions on datatype %d are not emulated", op, dt);
     }
     return ncclSuccess;
 }
@@ -309,26 +405,43 @@ inline ncclComm* new_comm(int rank, int size, bool local) {
 #endif
     return c;
 }
-}  // namespace cuemu
+} // namespace cuemu
 
 // ---------------------------------------------------------------- API
 static inline const char* ncclGetErrorString(ncclResult_t r) {
     switch (r) {
-        case ncclSuccess: return "no error";
-        case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-        case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-        case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-        case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-        case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-        case ncclRemoteError: return "remote process exited or there was a network error";
-        case ncclInProgress: return "NCCL operation in progress";
-        default: return "unknown result code";
+        case ncclSuccess:
+            return "no error";
+        case ncclUnhandledCudaError:
+            return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+        case ncclSystemError:
+            return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+        case ncclInternalError:
+            return "internal error - please report this issue to the NCCL developers";
+        case ncclInvalidArgument:
+            return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+        case ncclInvalidUsage:
+            return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+        case ncclRemoteError:
+            return "remote process exited or there was a network error";
+        case ncclInProgress:
+            return "NCCL operation in progress";
+        default:
+            return "unknown result code";
     }
 }
 static inline const char* ncclGetLastError(ncclComm_t) { return cuemu::nccl_state().last_error.c_str(); }
-static inline ncclResult_t ncclGetVersion(int* v) { if (!v) return ncclInvalidArgument; *v = NCCL_VERSION_CODE; return ncclSuccess; }
-static inline ncclResult_t ncclMemAlloc(void** p, size_t size) { return cudaMalloc(p, size) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError; }
-static inline ncclResult_t ncclMemFree(void* p) { return cudaFree(p) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError; }
+static inline ncclResult_t ncclGetVersion(int* v) {
+    if (!v) return ncclInvalidArgument;
+    *v = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+static inline ncclResult_t ncclMemAlloc(void** p, size_t size) {
+    return cudaMalloc(p, size) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+static inline ncclResult_t ncclMemFree(void* p) {
+    return cudaFree(p) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
 
 static inline ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
     using namespace cuemu;
@@ -357,7 +470,8 @@ static inline ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUn
     NcclId x;
     memcpy(&x, id.internal, sizeof x);
     if (memcmp(x.magic, kIdMagic, sizeof x.magic) != 0)
-        return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: the unique id was not made by ncclGetUniqueId (not broadcast?)");
+        return nccl_fail(ncclInvalidArgument,
+                         "ncclCommInitRank: the unique id was not made by ncclGetUniqueId (not broadcast?)");
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: rank %d of %d is invalid", rank, nranks);
     if (nranks == 1) {
@@ -366,23 +480,30 @@ static inline ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUn
     }
 #if CUEMU_NCCL_MPI
     if (!mpi_up())
-        return nccl_fail(ncclInvalidUsage, "ncclCommInitRank: %d ranks need MPI (the emulated NCCL runs over MPI): call MPI_Init first and start with mpirun", nranks);
+        return nccl_fail(ncclInvalidUsage,
+                         "ncclCommInitRank: %d ranks need MPI (the emulated NCCL runs over MPI): call MPI_Init first "
+                         "and start with mpirun",
+                         nranks);
     int wrank = 0, wsize = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
-    if (nranks > wsize) return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: %d ranks but only %d MPI processes", nranks, wsize);
-    if (x.world_rank < 0 || x.world_rank >= wsize) return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: corrupt unique id");
+    if (nranks > wsize)
+        return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: %d ranks but only %d MPI processes", nranks, wsize);
+    if (x.world_rank < 0 || x.world_rank >= wsize)
+        return nccl_fail(ncclInvalidArgument, "ncclCommInitRank: corrupt unique id");
     int tag = rendezvous_tag(x.counter);
     std::vector<int> table(nranks, -1);
     int msg[4] = {x.counter, nranks, rank, wrank};
-    if (wrank == x.world_rank) {  // the id's creator collects the members
+    if (wrank == x.world_rank) { // the id's creator collects the members
         table[rank] = wrank;
         for (int i = 1; i < nranks; i++) {
             int in[4];
             MPI_Recv(in, 4, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             if (in[0] != x.counter || in[1] != nranks || in[2] < 0 || in[2] >= nranks || table[in[2]] != -1) {
-                fprintf(stderr, "cuemu nccl: ncclCommInitRank: world rank %d joined with (id %d, nranks %d, rank %d), "
-                        "expected id %d, nranks %d and a rank not yet taken\n", in[3], in[0], in[1], in[2], x.counter, nranks);
+                fprintf(stderr,
+                        "cuemu nccl: ncclCommInitRank: world rank %d joined with (id %d, nranks %d, rank %d), "
+                        "expected id %d, nranks %d and a rank not yet taken\n",
+                        in[3], in[0], in[1], in[2], x.counter, nranks);
                 MPI_Abort(MPI_COMM_WORLD, 3);
             }
             table[in[2]] = in[3];
@@ -409,14 +530,18 @@ static inline ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUn
     *comm = c;
     return ncclSuccess;
 #else
-    return nccl_fail(ncclInvalidUsage, "ncclCommInitRank: %d ranks need the MPI build of the emulation (compile with mpicxx)", nranks);
+    return nccl_fail(ncclInvalidUsage,
+                     "ncclCommInitRank: %d ranks need the MPI build of the emulation (compile with mpicxx)", nranks);
 #endif
 }
-static inline ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t*) {
+static inline ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
+                                                  ncclConfig_t*) {
     return ncclCommInitRank(comm, nranks, id, rank);
 }
 static inline ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*) {
-    if (ndev != 1) return cuemu::nccl_fail(ncclInvalidArgument, "ncclCommInitAll: the emulation runs one device per process (ndev must be 1)");
+    if (ndev != 1)
+        return cuemu::nccl_fail(ncclInvalidArgument,
+                                "ncclCommInitAll: the emulation runs one device per process (ndev must be 1)");
     comms[0] = cuemu::new_comm(0, 1, true);
     return ncclSuccess;
 }
@@ -446,7 +571,8 @@ static inline ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm) return ncclSuccess;
     if (!cuemu::comm_ok(comm)) return cuemu::nccl_fail(ncclInvalidArgument, "ncclCommDestroy: invalid communicator");
 #if CUEMU_NCCL_MPI
-    if (cuemu::mpi_up()) // its send/recv must be done before the communicator goes (completions queued later find MPI_REQUEST_NULL)
+    if (cuemu::mpi_up()) // its send/recv must be done before the communicator goes (completions queued later find
+                         // MPI_REQUEST_NULL)
         for (auto& r : comm->posted) MPI_Wait(r.get(), MPI_STATUS_IGNORE);
     comm->posted.clear();
     if (!comm->local && comm->mpi != MPI_COMM_NULL && cuemu::mpi_up()) MPI_Comm_free(&comm->mpi);
@@ -456,7 +582,9 @@ static inline ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     return ncclSuccess;
 }
 static inline ncclResult_t ncclCommAbort(ncclComm_t comm) { return ncclCommDestroy(comm); }
-static inline ncclResult_t ncclCommFinalize(ncclComm_t comm) { return cuemu::comm_ok(comm) ? ncclSuccess : ncclInvalidArgument; }
+static inline ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+    return cuemu::comm_ok(comm) ? ncclSuccess : ncclInvalidArgument;
+}
 static inline ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* e) {
     if (!cuemu::comm_ok(comm) || !e) return ncclInvalidArgument;
     *e = ncclSuccess;
@@ -478,13 +606,16 @@ static inline ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) 
     return ncclSuccess;
 }
 
-static inline ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt, ncclRedOp_t op,
-                                         ncclComm_t comm, cudaStream_t stream_, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+static inline ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt,
+                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream_,
+                                         const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclAllReduce", comm, dt, op, true))) return r;
     size_t bytes = count * nccl_size(dt);
-    if ((r = check_buf("ncclAllReduce", "sendbuff", sendbuff, bytes)) || (r = check_buf("ncclAllReduce", "recvbuff", recvbuff, bytes))) return r;
+    if ((r = check_buf("ncclAllReduce", "sendbuff", sendbuff, bytes)) ||
+        (r = check_buf("ncclAllReduce", "recvbuff", recvbuff, bytes)))
+        return r;
     nccl_now(stream_, {{sendbuff, bytes, false}, {recvbuff, bytes, true}}, "ncclAllReduce", file, line);
     if (comm->size == 1) {
         if (sendbuff != recvbuff) memmove(recvbuff, sendbuff, bytes);
@@ -498,13 +629,17 @@ static inline ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, s
     if ((r = rs_chunks("ncclAllReduce", sendbuff, count, dt, op, comm, off, mine))) return r;
     size_t es = nccl_size(dt);
     std::vector<int> rc(n), rd(n);
-    for (int q = 0; q < n; q++) { rc[q] = (int)((off[q + 1] - off[q]) * es); rd[q] = (int)(off[q] * es); }
+    for (int q = 0; q < n; q++) {
+        rc[q] = (int)((off[q + 1] - off[q]) * es);
+        rd[q] = (int)(off[q] * es);
+    }
     MPI_Allgatherv(mine.data(), rc[comm->rank], MPI_BYTE, recvbuff, rc.data(), rd.data(), MPI_BYTE, comm->mpi);
 #endif
     return ncclSuccess;
 }
-static inline ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t dt, ncclRedOp_t op,
-                                             ncclComm_t comm, cudaStream_t stream_, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+static inline ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t dt,
+                                             ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream_,
+                                             const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclReduceScatter", comm, dt, op, true))) return r;
@@ -512,7 +647,8 @@ static inline ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuf
     if ((r = check_buf("ncclReduceScatter", "sendbuff", sendbuff, bytes * comm->size)) ||
         (r = check_buf("ncclReduceScatter", "recvbuff", recvbuff, bytes)))
         return r;
-    nccl_now(stream_, {{sendbuff, bytes * comm->size, false}, {recvbuff, bytes, true}}, "ncclReduceScatter", file, line);
+    nccl_now(stream_, {{sendbuff, bytes * comm->size, false}, {recvbuff, bytes, true}}, "ncclReduceScatter", file,
+             line);
     if (comm->size == 1) {
         if (sendbuff != recvbuff) memmove(recvbuff, sendbuff, bytes);
         return ncclSuccess;
@@ -527,13 +663,16 @@ static inline ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuf
 #endif
     return ncclSuccess;
 }
-static inline ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t dt, ncclComm_t comm,
-                                         cudaStream_t stream_, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+static inline ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t dt,
+                                         ncclComm_t comm, cudaStream_t stream_, const char* file = __builtin_FILE(),
+                                         int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclAllGather", comm, dt, 0, false))) return r;
     size_t bytes = sendcount * nccl_size(dt);
-    if ((r = check_buf("ncclAllGather", "sendbuff", sendbuff, bytes)) || (r = check_buf("ncclAllGather", "recvbuff", recvbuff, bytes * comm->size))) return r;
+    if ((r = check_buf("ncclAllGather", "sendbuff", sendbuff, bytes)) ||
+        (r = check_buf("ncclAllGather", "recvbuff", recvbuff, bytes * comm->size)))
+        return r;
     // in place (sendbuff is this rank's part of recvbuff): the write covers the read
     nccl_now(stream_, {{sendbuff, bytes, false}, {recvbuff, bytes * comm->size, true}}, "ncclAllGather", file, line);
     if (comm->size == 1) {
@@ -541,22 +680,26 @@ static inline ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, s
         return ncclSuccess;
     }
 #if CUEMU_NCCL_MPI
-    if (!fits_int(bytes) || !fits_int(bytes * comm->size)) return nccl_fail(ncclInvalidArgument, "ncclAllGather: too large for the MPI emulation");
+    if (!fits_int(bytes) || !fits_int(bytes * comm->size))
+        return nccl_fail(ncclInvalidArgument, "ncclAllGather: too large for the MPI emulation");
     const void* src = (const char*)recvbuff + bytes * comm->rank == sendbuff ? MPI_IN_PLACE : sendbuff;
     MPI_Allgather(src, (int)bytes, MPI_BYTE, recvbuff, (int)bytes, MPI_BYTE, comm->mpi);
 #endif
     return ncclSuccess;
 }
-static inline ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
-                                         cudaStream_t stream_, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+static inline ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt,
+                                         int root, ncclComm_t comm, cudaStream_t stream_,
+                                         const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclBroadcast", comm, dt, 0, false))) return r;
-    if (root < 0 || root >= comm->size) return nccl_fail(ncclInvalidArgument, "ncclBroadcast: root %d of %d", root, comm->size);
+    if (root < 0 || root >= comm->size)
+        return nccl_fail(ncclInvalidArgument, "ncclBroadcast: root %d of %d", root, comm->size);
     size_t bytes = count * nccl_size(dt);
     if (comm->rank == root && (r = check_buf("ncclBroadcast", "sendbuff", sendbuff, bytes))) return r;
     if ((r = check_buf("ncclBroadcast", "recvbuff", recvbuff, bytes))) return r;
-    nccl_now(stream_, {{comm->rank == root ? sendbuff : nullptr, bytes, false}, {recvbuff, bytes, true}}, "ncclBroadcast", file, line);
+    nccl_now(stream_, {{comm->rank == root ? sendbuff : nullptr, bytes, false}, {recvbuff, bytes, true}},
+             "ncclBroadcast", file, line);
     if (comm->rank == root && sendbuff != recvbuff) memmove(recvbuff, sendbuff, bytes);
 #if CUEMU_NCCL_MPI
     if (comm->size > 1) {
@@ -566,16 +709,18 @@ static inline ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, s
 #endif
     return ncclSuccess;
 }
-static inline ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm, cudaStream_t s,
-                                     const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+static inline ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
+                                     cudaStream_t s, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     return ncclBroadcast(buff, buff, count, dt, root, comm, s, file, line);
 }
-static inline ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
-                                      ncclComm_t comm, cudaStream_t s, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+static inline ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t dt,
+                                      ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t s,
+                                      const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     using namespace cuemu;
     ncclResult_t r;
     if ((r = check_coll("ncclReduce", comm, dt, op, true))) return r;
-    if (root < 0 || root >= comm->size) return nccl_fail(ncclInvalidArgument, "ncclReduce: root %d of %d", root, comm->size);
+    if (root < 0 || root >= comm->size)
+        return nccl_fail(ncclInvalidArgument, "ncclReduce: root %d of %d", root, comm->size);
     size_t bytes = count * nccl_size(dt);
     void* tmp = nullptr;
     if (cudaMalloc(&tmp, bytes ? bytes : 1) != cudaSuccess) return ncclUnhandledCudaError;
@@ -586,7 +731,8 @@ static inline ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size
             memmove(recvbuff, tmp, bytes);
         }
     }
-    release("ncclReduce scratch", tmp, MEM_DEVICE, MEM_DEVICE, false); // no cudaFree: that would synchronise the device and hide races
+    release("ncclReduce scratch", tmp, MEM_DEVICE, MEM_DEVICE,
+            false); // no cudaFree: that would synchronise the device and hide races
     return r;
 }
 
@@ -598,11 +744,16 @@ namespace cuemu {
 // reading or writing the buffer, so the hazard detector holds other streams to it.
 inline void queue_completion(const PendingP2p& p) {
     std::shared_ptr<MPI_Request> req = p.req;
-    issue(p.stream, [req] { MPI_Wait(req.get(), MPI_STATUS_IGNORE); }, p.acc, p.what, p.file, p.line, false, nullptr, true);
+    issue(
+        p.stream, [req] { MPI_Wait(req.get(), MPI_STATUS_IGNORE); }, p.acc, p.what, p.file, p.line, false, nullptr,
+        true);
 }
-}  // namespace cuemu
+} // namespace cuemu
 #endif
-static inline ncclResult_t ncclGroupStart() { cuemu::nccl_state().depth++; return ncclSuccess; }
+static inline ncclResult_t ncclGroupStart() {
+    cuemu::nccl_state().depth++;
+    return ncclSuccess;
+}
 static inline ncclResult_t ncclGroupEnd() {
     using namespace cuemu;
     NcclGroup& g = nccl_state();
@@ -611,10 +762,13 @@ static inline ncclResult_t ncclGroupEnd() {
     ncclResult_t res = ncclSuccess;
     for (ncclComm* c : g.self_comms) {
         if (c->self_sends.size() != c->self_recvs.size())
-            res = nccl_fail(ncclInvalidUsage, "ncclGroupEnd: %zu sends to self but %zu receives from self", c->self_sends.size(), c->self_recvs.size());
+            res = nccl_fail(ncclInvalidUsage, "ncclGroupEnd: %zu sends to self but %zu receives from self",
+                            c->self_sends.size(), c->self_recvs.size());
         for (size_t i = 0; i < std::min(c->self_sends.size(), c->self_recvs.size()); i++) {
             if (c->self_sends[i].bytes != c->self_recvs[i].bytes)
-                res = nccl_fail(ncclInvalidUsage, "ncclGroupEnd: send to self of %zu bytes matched with a receive of %zu", c->self_sends[i].bytes, c->self_recvs[i].bytes);
+                res =
+                    nccl_fail(ncclInvalidUsage, "ncclGroupEnd: send to self of %zu bytes matched with a receive of %zu",
+                              c->self_sends[i].bytes, c->self_recvs[i].bytes);
             else
                 memmove(c->self_recvs[i].buf, c->self_sends[i].buf, c->self_sends[i].bytes);
         }
@@ -631,8 +785,8 @@ static inline ncclResult_t ncclGroupEnd() {
 }
 
 namespace cuemu {
-inline ncclResult_t p2p(bool send, void* buf, size_t count, int dt, int peer, ncclComm* c, const void* stream, const char* file,
-                        int line) {
+inline ncclResult_t p2p(bool send, void* buf, size_t count, int dt, int peer, ncclComm* c, const void* stream,
+                        const char* file, int line) {
     const char* op = send ? "ncclSend" : "ncclRecv";
     ncclResult_t r;
     if ((r = check_coll(op, c, dt, 0, false))) return r;
@@ -649,33 +803,41 @@ inline ncclResult_t p2p(bool send, void* buf, size_t count, int dt, int peer, nc
         return ncclSuccess;
     }
 #if CUEMU_NCCL_MPI
-    if (!fits_int(bytes)) return nccl_fail(ncclInvalidArgument, "%s: %zu bytes too large for the MPI emulation", op, bytes);
+    if (!fits_int(bytes))
+        return nccl_fail(ncclInvalidArgument, "%s: %zu bytes too large for the MPI emulation", op, bytes);
     // the stream's earlier work (its earlier send/recv completions too) runs first, as a
     // kernel starts after it; then the operation is posted and its completion queued
     nccl_now(stream, {}, op, file, line);
     std::shared_ptr<MPI_Request> req = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
-    if (send) MPI_Issend(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi, req.get());
-    else MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi, req.get());
+    if (send)
+        MPI_Issend(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi, req.get());
+    else
+        MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, 0, c->mpi, req.get());
     c->posted.push_back(req);
     if (c->posted.size() > 64) { // forget completed ones
         size_t o = 0;
-        for (size_t i = 0; i < c->posted.size(); i++) if (*c->posted[i] != MPI_REQUEST_NULL) c->posted[o++] = c->posted[i];
+        for (size_t i = 0; i < c->posted.size(); i++)
+            if (*c->posted[i] != MPI_REQUEST_NULL) c->posted[o++] = c->posted[i];
         c->posted.resize(o);
     }
     PendingP2p p{stream, req, {{buf, bytes, !send}}, op, file, line};
-    if (g.depth > 0) g.pending.push_back(std::move(p));
-    else queue_completion(p);
+    if (g.depth > 0)
+        g.pending.push_back(std::move(p));
+    else
+        queue_completion(p);
     return ncclSuccess;
 #else
     return nccl_fail(ncclInternalError, "%s: no MPI", op);
 #endif
 }
-}  // namespace cuemu
-static inline ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream_,
-                                    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+} // namespace cuemu
+static inline ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
+                                    cudaStream_t stream_, const char* file = __builtin_FILE(),
+                                    int line = __builtin_LINE()) {
     return cuemu::p2p(true, const_cast<void*>(sendbuff), count, dt, peer, comm, stream_, file, line);
 }
-static inline ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream_,
-                                    const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+static inline ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
+                                    cudaStream_t stream_, const char* file = __builtin_FILE(),
+                                    int line = __builtin_LINE()) {
     return cuemu::p2p(false, recvbuff, count, dt, peer, comm, stream_, file, line);
 }

@@ -15,7 +15,11 @@
 
 namespace cuemu {
 
-struct ArchLimits { int arch; size_t smem_optin; size_t smem_per_sm; };
+struct ArchLimits {
+    int arch;
+    size_t smem_optin;
+    size_t smem_per_sm;
+};
 inline const ArchLimits& arch_limits() {
     static ArchLimits L = [] {
         const char* s = getenv("CUEMU_ARCH");
@@ -27,7 +31,11 @@ inline const ArchLimits& arch_limits() {
     return L;
 }
 
-struct KernelRes { int regs; size_t smem_static; int max_threads; };
+struct KernelRes {
+    int regs;
+    size_t smem_static;
+    int max_threads;
+};
 struct ResTable {
     bool loaded = false;
     std::string path;
@@ -63,18 +71,24 @@ inline ResTable& res_table() {
         std::vector<std::string> col;
         std::string cur;
         for (char* p = line; *p && *p != '\n' && *p != '\r'; p++) {
-            if (*p == '\t') { col.push_back(cur); cur.clear(); }
-            else cur += *p;
+            if (*p == '\t') {
+                col.push_back(cur);
+                cur.clear();
+            } else
+                cur += *p;
         }
         col.push_back(cur);
         if (!header) {
-            if (col.size() < 6 || col[0] != "kernel" || col[1] != "regs" || col[4] != "smem_static" || col[5] != "max_threads")
-                die("%s: header must be kernel<TAB>regs<TAB>spill_st<TAB>spill_ld<TAB>smem_static<TAB>max_threads", T.path.c_str());
+            if (col.size() < 6 || col[0] != "kernel" || col[1] != "regs" || col[4] != "smem_static" ||
+                col[5] != "max_threads")
+                die("%s: header must be kernel<TAB>regs<TAB>spill_st<TAB>spill_ld<TAB>smem_static<TAB>max_threads",
+                    T.path.c_str());
             header = true;
             continue;
         }
         if (col.size() < 6) die("%s: line '%s' has %zu columns, expected 6", T.path.c_str(), line, col.size());
-        T.k[strip_spaces(col[0])] = KernelRes{atoi(col[1].c_str()), (size_t)atoll(col[4].c_str()), atoi(col[5].c_str())};
+        T.k[strip_spaces(col[0])] =
+            KernelRes{atoi(col[1].c_str()), (size_t)atoll(col[4].c_str()), atoi(col[5].c_str())};
     }
     fclose(f);
     return T;
@@ -94,16 +108,27 @@ inline std::string kernel_table_name(const void* kernel, const char* launch_name
             int depth = 0;
             size_t cut = std::string::npos;
             for (size_t i = s.size(); i-- > 0;) {
-                if (s[i] == ')') depth++;
-                else if (s[i] == '(') { if (--depth == 0) { cut = i; break; } }
+                if (s[i] == ')')
+                    depth++;
+                else if (s[i] == '(') {
+                    if (--depth == 0) {
+                        cut = i;
+                        break;
+                    }
+                }
             }
             if (cut != std::string::npos) s = s.substr(0, cut);
             // drop the return type: text before the first top-level space
             depth = 0;
             for (size_t i = 0; i < s.size(); i++) {
-                if (s[i] == '<') depth++;
-                else if (s[i] == '>') depth--;
-                else if (s[i] == ' ' && depth == 0) { s = s.substr(i + 1); break; }
+                if (s[i] == '<')
+                    depth++;
+                else if (s[i] == '>')
+                    depth--;
+                else if (s[i] == ' ' && depth == 0) {
+                    s = s.substr(i + 1);
+                    break;
+                }
             }
             return strip_spaces(s);
         }
@@ -114,14 +139,16 @@ inline std::string kernel_table_name(const void* kernel, const char* launch_name
     return n;
 }
 // Returns false (after saying why) when the launch exceeds the block's resources.
-inline bool check_resources(const void* kernel, const char* name, const char* file, int line, unsigned long long threads,
-                            size_t dyn_smem) {
+inline bool check_resources(const void* kernel, const char* name, const char* file, int line,
+                            unsigned long long threads, size_t dyn_smem) {
     ResTable& T = res_table();
     if (T.k.empty()) return true;
     std::string n = kernel_table_name(kernel, name);
     auto it = T.k.find(n);
     if (it == T.k.end()) {
-        if (T.noted.insert(n).second) fprintf(stderr, "cuemu: note: kernel %s is not in %s: its launch resources are not checked\n", n.c_str(), T.path.c_str());
+        if (T.noted.insert(n).second)
+            fprintf(stderr, "cuemu: note: kernel %s is not in %s: its launch resources are not checked\n", n.c_str(),
+                    T.path.c_str());
         return true;
     }
     const KernelRes& r = it->second;
@@ -129,20 +156,21 @@ inline bool check_resources(const void* kernel, const char* name, const char* fi
     const char* why = nullptr;
     char buf[256];
     if (regs > 65536) {
-        snprintf(buf, sizeof buf, "%llu threads x %d registers (%llu) exceed the 65536 registers of an SM", threads, r.regs, regs);
+        snprintf(buf, sizeof buf, "%llu threads x %d registers (%llu) exceed the 65536 registers of an SM", threads,
+                 r.regs, regs);
         why = buf;
     } else if (r.max_threads > 0 && threads > (unsigned long long)r.max_threads) {
         snprintf(buf, sizeof buf, "%llu threads exceed the kernel's max_threads %d", threads, r.max_threads);
         why = buf;
     } else if (r.smem_static + dyn_smem > arch_limits().smem_optin) {
-        snprintf(buf, sizeof buf, "%zu bytes static + %zu dynamic shared memory exceed sm_%d's %zu per block", r.smem_static, dyn_smem,
-                 arch_limits().arch, arch_limits().smem_optin);
+        snprintf(buf, sizeof buf, "%zu bytes static + %zu dynamic shared memory exceed sm_%d's %zu per block",
+                 r.smem_static, dyn_smem, arch_limits().arch, arch_limits().smem_optin);
         why = buf;
     }
     if (!why) return true;
-    fprintf(stderr, "cuemu: %s:%d: launch of %s: too many resources requested for launch: %s (%s)\n", file, line, n.c_str(), why,
-            T.path.c_str());
+    fprintf(stderr, "cuemu: %s:%d: launch of %s: too many resources requested for launch: %s (%s)\n", file, line,
+            n.c_str(), why, T.path.c_str());
     return false;
 }
 
-}  // namespace cuemu
+} // namespace cuemu

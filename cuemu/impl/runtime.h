@@ -91,23 +91,30 @@ struct cudaFuncAttributes {
 };
 
 namespace cuemu {
-constexpr size_t kTotalMem = 80ull << 30;  // what cudaMemGetInfo / totalGlobalMem report
+constexpr size_t kTotalMem = 80ull << 30; // what cudaMemGetInfo / totalGlobalMem report
 constexpr int kSMs = 132;
-inline int& cur_device() { static int d = 0; return d; }
-inline cudaError_t ret(cudaError_t e) { set_error(e); return e; }
+inline int& cur_device() {
+    static int d = 0;
+    return d;
+}
+inline cudaError_t ret(cudaError_t e) {
+    set_error(e);
+    return e;
+}
 // 256-byte aligned like cudaMalloc, and exactly `size` bytes, so that a build with
 // -fsanitize=address reports a kernel that writes past the end of a buffer.
 inline void* alloc_poisoned(size_t size) {
     size_t n = size ? size : 1;
     void* p = nullptr;
     if (posix_memalign(&p, 256, n) != 0) return nullptr;
-    if (config().poison) memset(p, 0xff, n);  // NaN everywhere: uninitialised reads show up
+    if (config().poison) memset(p, 0xff, n); // NaN everywhere: uninitialised reads show up
     return p;
 }
-inline cudaError_t bad_pointer(const char* api, const char* which, const void* p, size_t n, const Found& f, const char* want) {
+inline cudaError_t bad_pointer(const char* api, const char* which, const void* p, size_t n, const Found& f,
+                               const char* want) {
     if (f.kind != MEM_NONE && f.overrun)
-        fprintf(stderr, "cuemu: %s: %s %p + %zu bytes runs past the end of its allocation (%p, %zu bytes)\n", api, which, p,
-                n, (void*)f.base, f.size);
+        fprintf(stderr, "cuemu: %s: %s %p + %zu bytes runs past the end of its allocation (%p, %zu bytes)\n", api,
+                which, p, n, (void*)f.base, f.size);
     else
         fprintf(stderr, "cuemu: %s: %s %p is %s, expected %s\n", api, which, p, kind_name(f.kind), want);
     return ret(cudaErrorInvalidValue);
@@ -121,16 +128,18 @@ inline bool side_ok(const void* p, size_t n, bool device, Found& f) {
     return !(f.kind == MEM_DEVICE || f.kind == MEM_SYMBOL);
 }
 // stream: the stream of an async copy; sync: cudaMemcpy (waits for all earlier work).
-inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, cudaMemcpyKind kind, const void* stream = nullptr,
-                        bool async = false, const char* file = nullptr, int line = 0) {
+inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, cudaMemcpyKind kind,
+                        const void* stream = nullptr, bool async = false, const char* file = nullptr, int line = 0) {
     if (n == 0) return cudaSuccess;
     if ((int)kind < 0 || (int)kind > 4) return ret(cudaErrorInvalidMemcpyDirection);
     if (kind != cudaMemcpyDefault) {
         bool ddev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
         bool sdev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
         Found fd, fs;
-        if (!side_ok(dst, n, ddev, fd)) return bad_pointer(api, "destination", dst, n, fd, ddev ? "device memory" : "host memory");
-        if (!side_ok(src, n, sdev, fs)) return bad_pointer(api, "source", src, n, fs, sdev ? "device memory" : "host memory");
+        if (!side_ok(dst, n, ddev, fd))
+            return bad_pointer(api, "destination", dst, n, fd, ddev ? "device memory" : "host memory");
+        if (!side_ok(src, n, sdev, fs))
+            return bad_pointer(api, "source", src, n, fs, sdev ? "device memory" : "host memory");
     } else {
         Found fd = lookup(dst, n), fs = lookup(src, n);
         if (fd.kind != MEM_NONE && fd.overrun) return bad_pointer(api, "destination", dst, n, fd, "");
@@ -140,20 +149,24 @@ inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, c
     std::vector<Access> acc{{dst, n, true}, {src, n, false}};
     if (!async) {
         // cudaMemcpy: an operation of the legacy stream that the host waits for
-        issue(nullptr, [=] { memmove(dst, src, n); }, acc, api, file, line, true);
+        issue(
+            nullptr, [=] { memmove(dst, src, n); }, acc, api, file, line, true);
         stream_sync(nullptr);
         return cudaSuccess;
     }
     if (fd.kind == MEM_NONE) {
         // into pageable memory the call returns when the copy is done (CUDA stages it)
-        issue(stream, [=] { memmove(dst, src, n); }, acc, api, file, line, true);
+        issue(
+            stream, [=] { memmove(dst, src, n); }, acc, api, file, line, true);
         stream_sync(stream);
         return cudaSuccess;
     }
     if (fs.kind == MEM_NONE) {
         // from pageable memory: staged at the call, so the host may rewrite it at once
-        auto stage = std::make_shared<std::vector<unsigned char>>((const unsigned char*)src, (const unsigned char*)src + n);
-        issue(stream, [=] { memmove(dst, stage->data(), n); }, acc, api, file, line);
+        auto stage =
+            std::make_shared<std::vector<unsigned char>>((const unsigned char*)src, (const unsigned char*)src + n);
+        issue(
+            stream, [=] { memmove(dst, stage->data(), n); }, acc, api, file, line);
         return cudaSuccess;
     }
     if (fd.kind == MEM_PINNED && config().poison && !pinned_source_pending(dst, n)) {
@@ -164,11 +177,14 @@ inline cudaError_t copy(const char* api, void* dst, const void* src, size_t n, c
     }
     if (fs.kind == MEM_PINNED) {
         // the copy engine reads the pinned source when the stream reaches the copy
-        PinnedCopy c{0, 0, dst, src, n, std::vector<unsigned char>((const unsigned char*)src, (const unsigned char*)src + n), file, line, false};
+        PinnedCopy c{0,    0,    dst,
+                     src,  n,    std::vector<unsigned char>((const unsigned char*)src, (const unsigned char*)src + n),
+                     file, line, false};
         issue(stream, std::function<void()>(), acc, api, file, line, false, &c);
         return cudaSuccess;
     }
-    issue(stream, [=] { memmove(dst, src, n); }, acc, api, file, line);
+    issue(
+        stream, [=] { memmove(dst, src, n); }, acc, api, file, line);
     return cudaSuccess;
 }
 inline cudaError_t alloc(void** p, size_t size, int kind) {
@@ -180,7 +196,7 @@ inline cudaError_t alloc(void** p, size_t size, int kind) {
 }
 inline cudaError_t release(const char* api, void* p, int kind_a, int kind_b, bool sync = true) {
     if (!p) return cudaSuccess;
-    if (sync) device_sync();  // cudaFree/cudaFreeHost wait for the device (the emulation's own scratch does not)
+    if (sync) device_sync(); // cudaFree/cudaFreeHost wait for the device (the emulation's own scratch does not)
     int k = unregister_region(p, kind_a, kind_b);
     if (k <= 0) {
         fprintf(stderr, "cuemu: %s(%p): not a pointer returned by the matching allocation call (it is %s)\n", api, p,
@@ -201,8 +217,12 @@ inline void fill_props(cudaDeviceProp* p) {
     p->warpSize = 32;
     p->memPitch = 2147483647;
     p->maxThreadsPerBlock = 1024;
-    p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
-    p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
+    p->maxThreadsDim[0] = 1024;
+    p->maxThreadsDim[1] = 1024;
+    p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647;
+    p->maxGridSize[1] = 65535;
+    p->maxGridSize[2] = 65535;
     p->totalConstMem = 65536;
     p->major = arch_limits().arch / 10;
     p->minor = 0;
@@ -224,47 +244,86 @@ inline void fill_props(cudaDeviceProp* p) {
     p->reservedSharedMemPerBlock = 1024;
     p->clusterLaunch = 1;
 }
-}  // namespace cuemu
+} // namespace cuemu
 
 // ---------------------------------------------------------------- errors
-static inline cudaError_t cudaGetLastError() { cudaError_t e = cuemu::ex().last_error; cuemu::ex().last_error = cudaSuccess; return e; }
+static inline cudaError_t cudaGetLastError() {
+    cudaError_t e = cuemu::ex().last_error;
+    cuemu::ex().last_error = cudaSuccess;
+    return e;
+}
 static inline cudaError_t cudaPeekAtLastError() { return cuemu::ex().last_error; }
 static inline const char* cudaGetErrorName(cudaError_t e) {
     switch (e) {
-#define CUEMU_E(x) case x: return #x;
-        CUEMU_E(cudaSuccess) CUEMU_E(cudaErrorInvalidValue) CUEMU_E(cudaErrorMemoryAllocation)
-        CUEMU_E(cudaErrorInitializationError) CUEMU_E(cudaErrorInvalidConfiguration) CUEMU_E(cudaErrorInvalidSymbol)
-        CUEMU_E(cudaErrorInvalidDevicePointer) CUEMU_E(cudaErrorInvalidMemcpyDirection)
-        CUEMU_E(cudaErrorInvalidDeviceFunction) CUEMU_E(cudaErrorNoDevice) CUEMU_E(cudaErrorInvalidDevice)
-        CUEMU_E(cudaErrorInvalidResourceHandle) CUEMU_E(cudaErrorNotReady) CUEMU_E(cudaErrorIllegalAddress)
-        CUEMU_E(cudaErrorLaunchOutOfResources) CUEMU_E(cudaErrorAssert) CUEMU_E(cudaErrorLaunchFailure)
-        CUEMU_E(cudaErrorNotPermitted) CUEMU_E(cudaErrorNotSupported) CUEMU_E(cudaErrorUnknown)
+#define CUEMU_E(x) \
+    case x:        \
+        return #x
+        CUEMU_E(cudaSuccess);
+        CUEMU_E(cudaErrorInvalidValue);
+        CUEMU_E(cudaErrorMemoryAllocation);
+        CUEMU_E(cudaErrorInitializationError);
+        CUEMU_E(cudaErrorInvalidConfiguration);
+        CUEMU_E(cudaErrorInvalidSymbol);
+        CUEMU_E(cudaErrorInvalidDevicePointer);
+        CUEMU_E(cudaErrorInvalidMemcpyDirection);
+        CUEMU_E(cudaErrorInvalidDeviceFunction);
+        CUEMU_E(cudaErrorNoDevice);
+        CUEMU_E(cudaErrorInvalidDevice);
+        CUEMU_E(cudaErrorInvalidResourceHandle);
+        CUEMU_E(cudaErrorNotReady);
+        CUEMU_E(cudaErrorIllegalAddress);
+        CUEMU_E(cudaErrorLaunchOutOfResources);
+        CUEMU_E(cudaErrorAssert);
+        CUEMU_E(cudaErrorLaunchFailure);
+        CUEMU_E(cudaErrorNotPermitted);
+        CUEMU_E(cudaErrorNotSupported);
+        CUEMU_E(cudaErrorUnknown);
 #undef CUEMU_E
     }
     return "cudaErrorUnknown";
 }
 static inline const char* cudaGetErrorString(cudaError_t e) {
     switch (e) {
-        case cudaSuccess: return "no error";
-        case cudaErrorInvalidValue: return "invalid argument";
-        case cudaErrorMemoryAllocation: return "out of memory";
-        case cudaErrorInitializationError: return "initialization error";
-        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-        case cudaErrorInvalidSymbol: return "invalid device symbol";
-        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-        case cudaErrorInvalidDeviceFunction: return "invalid device function";
-        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-        case cudaErrorInvalidDevice: return "invalid device ordinal";
-        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-        case cudaErrorNotReady: return "device not ready";
-        case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-        case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
-        case cudaErrorAssert: return "device-side assert triggered";
-        case cudaErrorLaunchFailure: return "unspecified launch failure";
-        case cudaErrorNotPermitted: return "operation not permitted";
-        case cudaErrorNotSupported: return "operation not supported";
-        default: return "unknown error";
+        case cudaSuccess:
+            return "no error";
+        case cudaErrorInvalidValue:
+            return "invalid argument";
+        case cudaErrorMemoryAllocation:
+            return "out of memory";
+        case cudaErrorInitializationError:
+            return "initialization error";
+        case cudaErrorInvalidConfiguration:
+            return "invalid configuration argument";
+        case cudaErrorInvalidSymbol:
+            return "invalid device symbol";
+        case cudaErrorInvalidDevicePointer:
+            return "invalid device pointer";
+        case cudaErrorInvalidMemcpyDirection:
+            return "invalid copy direction for memcpy";
+        case cudaErrorInvalidDeviceFunction:
+            return "invalid device function";
+        case cudaErrorNoDevice:
+            return "no CUDA-capable device is detected";
+        case cudaErrorInvalidDevice:
+            return "invalid device ordinal";
+        case cudaErrorInvalidResourceHandle:
+            return "invalid resource handle";
+        case cudaErrorNotReady:
+            return "device not ready";
+        case cudaErrorIllegalAddress:
+            return "an illegal memory access was encountered";
+        case cudaErrorLaunchOutOfResources:
+            return "too many resources requested for launch";
+        case cudaErrorAssert:
+            return "device-side assert triggered";
+        case cudaErrorLaunchFailure:
+            return "unspecified launch failure";
+        case cudaErrorNotPermitted:
+            return "operation not permitted";
+        case cudaErrorNotSupported:
+            return "operation not supported";
+        default:
+            return "unknown error";
     }
 }
 
@@ -276,14 +335,20 @@ namespace cuemu {
 // but empty, no device is visible. A device's PCI bus id comes from its node ordinal, so
 // processes that see one device under different ordinals can tell (cudaDeviceGetPCIBusId).
 constexpr int kMaxDevices = 256;
-struct Visible { int n; int node[kMaxDevices]; };
+struct Visible {
+    int n;
+    int node[kMaxDevices];
+};
 inline const Visible& visible() {
     static const Visible v = [] {
         Visible x;
         memset(&x, 0, sizeof x);
         int total = std::min(config().devices, kMaxDevices);
         const char* p = getenv("CUDA_VISIBLE_DEVICES");
-        if (p == nullptr) { for (int i = 0; i < total; i++) x.node[x.n++] = i; return x; }
+        if (p == nullptr) {
+            for (int i = 0; i < total; i++) x.node[x.n++] = i;
+            return x;
+        }
         while (*p != '\0' && x.n < kMaxDevices) {
             char* end = nullptr;
             long k = strtol(p, &end, 10);
@@ -293,7 +358,10 @@ inline const Visible& visible() {
             if (used) break;
             x.node[x.n++] = (int)k;
             p = end;
-            if (*p == ',') p++; else break;
+            if (*p == ',')
+                p++;
+            else
+                break;
         }
         return x;
     }();
@@ -302,12 +370,12 @@ inline const Visible& visible() {
 inline int device_count() { return visible().n; }
 inline bool valid_device(int d) { return d >= 0 && d < device_count(); }
 inline int pci_bus(int d) { return 0x18 + visible().node[d]; }
-}  // namespace cuemu
+} // namespace cuemu
 
 static inline cudaError_t cudaGetDeviceCount(int* count) {
     if (!count) return cuemu::ret(cudaErrorInvalidValue);
     *count = cuemu::device_count();
-    return *count > 0 ? cudaSuccess : cuemu::ret(cudaErrorNoDevice);  // as CUDA with no device
+    return *count > 0 ? cudaSuccess : cuemu::ret(cudaErrorNoDevice); // as CUDA with no device
 }
 static inline cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int d) {
     if (!id || len < 13) return cuemu::ret(cudaErrorInvalidValue);
@@ -320,7 +388,11 @@ static inline cudaError_t cudaSetDevice(int d) {
     cuemu::cur_device() = d;
     return cudaSuccess;
 }
-static inline cudaError_t cudaGetDevice(int* d) { if (!d) return cuemu::ret(cudaErrorInvalidValue); *d = cuemu::cur_device(); return cudaSuccess; }
+static inline cudaError_t cudaGetDevice(int* d) {
+    if (!d) return cuemu::ret(cudaErrorInvalidValue);
+    *d = cuemu::cur_device();
+    return cudaSuccess;
+}
 static inline cudaError_t cudaSetDeviceFlags(unsigned) { return cudaSuccess; }
 namespace cuemu {
 // CUEMU_SYNC_LOG=FILE: the number of host waits on the device (cudaDeviceSynchronize,
@@ -331,14 +403,21 @@ inline long& sync_count() {
         if (getenv("CUEMU_SYNC_LOG") != nullptr)
             atexit([] {
                 FILE* f = fopen(getenv("CUEMU_SYNC_LOG"), "w");
-                if (f) { fprintf(f, "%ld\n", sync_count()); fclose(f); }
+                if (f) {
+                    fprintf(f, "%ld\n", sync_count());
+                    fclose(f);
+                }
             });
         return 0L;
     }();
     return n;
 }
-}  // namespace cuemu
-static inline cudaError_t cudaDeviceSynchronize() { cuemu::sync_count()++; cuemu::device_sync(); return cudaSuccess; }
+} // namespace cuemu
+static inline cudaError_t cudaDeviceSynchronize() {
+    cuemu::sync_count()++;
+    cuemu::device_sync();
+    return cudaSuccess;
+}
 static inline cudaError_t cudaDeviceReset() { return cudaSuccess; }
 static inline cudaError_t cudaDeviceSetLimit(cudaLimit, size_t) { return cudaSuccess; }
 static inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
@@ -354,25 +433,58 @@ static inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr
     cudaDeviceProp p;
     cuemu::fill_props(&p);
     switch (attr) {
-        case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
-        case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
-        case cudaDevAttrWarpSize: *value = 32; break;
-        case cudaDevAttrClockRate: *value = 1980000; break;
-        case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
-        case cudaDevAttrMemoryClockRate: *value = 2619000; break;
-        case cudaDevAttrGlobalMemoryBusWidth: *value = p.memoryBusWidth; break;
-        case cudaDevAttrL2CacheSize: *value = p.l2CacheSize; break;
-        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = p.maxThreadsPerMultiProcessor; break;
-        case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
-        case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
-        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = (int)p.sharedMemPerMultiprocessor; break;
-        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
-        default: return cuemu::ret(cudaErrorInvalidValue);
+        case cudaDevAttrMaxThreadsPerBlock:
+            *value = p.maxThreadsPerBlock;
+            break;
+        case cudaDevAttrMaxSharedMemoryPerBlock:
+            *value = (int)p.sharedMemPerBlock;
+            break;
+        case cudaDevAttrWarpSize:
+            *value = 32;
+            break;
+        case cudaDevAttrClockRate:
+            *value = 1980000;
+            break;
+        case cudaDevAttrMultiProcessorCount:
+            *value = p.multiProcessorCount;
+            break;
+        case cudaDevAttrMemoryClockRate:
+            *value = 2619000;
+            break;
+        case cudaDevAttrGlobalMemoryBusWidth:
+            *value = p.memoryBusWidth;
+            break;
+        case cudaDevAttrL2CacheSize:
+            *value = p.l2CacheSize;
+            break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor:
+            *value = p.maxThreadsPerMultiProcessor;
+            break;
+        case cudaDevAttrComputeCapabilityMajor:
+            *value = p.major;
+            break;
+        case cudaDevAttrComputeCapabilityMinor:
+            *value = p.minor;
+            break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
+            *value = (int)p.sharedMemPerMultiprocessor;
+            break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+            *value = (int)p.sharedMemPerBlockOptin;
+            break;
+        default:
+            return cuemu::ret(cudaErrorInvalidValue);
     }
     return cudaSuccess;
 }
-static inline cudaError_t cudaRuntimeGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
-static inline cudaError_t cudaDriverGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
+static inline cudaError_t cudaRuntimeGetVersion(int* v) {
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaDriverGetVersion(int* v) {
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
 static inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
     size_t used = cuemu::registry().device_bytes;
     if (free_bytes) *free_bytes = used < cuemu::kTotalMem ? cuemu::kTotalMem - used : 0;
@@ -382,25 +494,56 @@ static inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes
 
 // ---------------------------------------------------------------- memory
 static inline cudaError_t cudaMalloc(void** p, size_t size) { return cuemu::alloc(p, size, cuemu::MEM_DEVICE); }
-static inline cudaError_t cudaMallocManaged(void** p, size_t size, unsigned = cudaMemAttachGlobal) { return cuemu::alloc(p, size, cuemu::MEM_MANAGED); }
+static inline cudaError_t cudaMallocManaged(void** p, size_t size, unsigned = cudaMemAttachGlobal) {
+    return cuemu::alloc(p, size, cuemu::MEM_MANAGED);
+}
 static inline cudaError_t cudaMallocHost(void** p, size_t size) { return cuemu::alloc(p, size, cuemu::MEM_PINNED); }
-static inline cudaError_t cudaHostAlloc(void** p, size_t size, unsigned) { return cuemu::alloc(p, size, cuemu::MEM_PINNED); }
-static inline cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t) { return cuemu::alloc(p, size, cuemu::MEM_DEVICE); }
-template <class T> static inline cudaError_t cudaMalloc(T** p, size_t size) { return cudaMalloc((void**)(void*)p, size); }
-template <class T> static inline cudaError_t cudaMallocManaged(T** p, size_t size, unsigned f = cudaMemAttachGlobal) { return cudaMallocManaged((void**)(void*)p, size, f); }
-template <class T> static inline cudaError_t cudaMallocHost(T** p, size_t size) { return cudaMallocHost((void**)(void*)p, size); }
-template <class T> static inline cudaError_t cudaHostAlloc(T** p, size_t size, unsigned f) { return cudaHostAlloc((void**)(void*)p, size, f); }
-template <class T> static inline cudaError_t cudaMallocAsync(T** p, size_t size, cudaStream_t s) { return cudaMallocAsync((void**)(void*)p, size, s); }
-static inline cudaError_t cudaFree(void* p) { return cuemu::release("cudaFree", p, cuemu::MEM_DEVICE, cuemu::MEM_MANAGED); }
-static inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cuemu::release("cudaFreeAsync", p, cuemu::MEM_DEVICE, cuemu::MEM_MANAGED); }
-static inline cudaError_t cudaFreeHost(void* p) { return cuemu::release("cudaFreeHost", p, cuemu::MEM_PINNED, cuemu::MEM_PINNED); }
-static inline cudaError_t cudaHostRegister(void* p, size_t size, unsigned) { cuemu::register_region(p, size, cuemu::MEM_PINNED); return cudaSuccess; }
+static inline cudaError_t cudaHostAlloc(void** p, size_t size, unsigned) {
+    return cuemu::alloc(p, size, cuemu::MEM_PINNED);
+}
+static inline cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t) {
+    return cuemu::alloc(p, size, cuemu::MEM_DEVICE);
+}
+template <class T>
+static inline cudaError_t cudaMalloc(T** p, size_t size) {
+    return cudaMalloc((void**)(void*)p, size);
+}
+template <class T>
+static inline cudaError_t cudaMallocManaged(T** p, size_t size, unsigned f = cudaMemAttachGlobal) {
+    return cudaMallocManaged((void**)(void*)p, size, f);
+}
+template <class T>
+static inline cudaError_t cudaMallocHost(T** p, size_t size) {
+    return cudaMallocHost((void**)(void*)p, size);
+}
+template <class T>
+static inline cudaError_t cudaHostAlloc(T** p, size_t size, unsigned f) {
+    return cudaHostAlloc((void**)(void*)p, size, f);
+}
+template <class T>
+static inline cudaError_t cudaMallocAsync(T** p, size_t size, cudaStream_t s) {
+    return cudaMallocAsync((void**)(void*)p, size, s);
+}
+static inline cudaError_t cudaFree(void* p) {
+    return cuemu::release("cudaFree", p, cuemu::MEM_DEVICE, cuemu::MEM_MANAGED);
+}
+static inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
+    return cuemu::release("cudaFreeAsync", p, cuemu::MEM_DEVICE, cuemu::MEM_MANAGED);
+}
+static inline cudaError_t cudaFreeHost(void* p) {
+    return cuemu::release("cudaFreeHost", p, cuemu::MEM_PINNED, cuemu::MEM_PINNED);
+}
+static inline cudaError_t cudaHostRegister(void* p, size_t size, unsigned) {
+    cuemu::register_region(p, size, cuemu::MEM_PINNED);
+    return cudaSuccess;
+}
 static inline cudaError_t cudaHostUnregister(void* p) {
     cuemu::device_sync();
-    return cuemu::unregister_region(p, cuemu::MEM_PINNED) == cuemu::MEM_PINNED ? cudaSuccess : cuemu::ret(cudaErrorInvalidValue);
+    return cuemu::unregister_region(p, cuemu::MEM_PINNED) == cuemu::MEM_PINNED ? cudaSuccess
+                                                                               : cuemu::ret(cudaErrorInvalidValue);
 }
-static inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, const char* file = __builtin_FILE(),
-                                     int line = __builtin_LINE()) {
+static inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
+                                     const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     cuemu::sync_count()++; // blocking: the host waits for the device
     return cuemu::copy("cudaMemcpy", dst, src, n, kind, nullptr, false, file, line);
 }
@@ -413,33 +556,38 @@ inline cudaError_t memset_op(const char* api, void* p, int value, size_t n, cons
     if (n == 0) return cudaSuccess;
     Found f;
     if (!side_ok(p, n, true, f)) return bad_pointer(api, "destination", p, n, f, "device memory");
-    issue(s, [=] { memset(p, value, n); }, {{p, n, true}}, api, file, line);
+    issue(
+        s, [=] { memset(p, value, n); }, {{p, n, true}}, api, file, line);
     return cudaSuccess;
 }
-}  // namespace cuemu
-static inline cudaError_t cudaMemset(void* p, int value, size_t n, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+} // namespace cuemu
+static inline cudaError_t cudaMemset(void* p, int value, size_t n, const char* file = __builtin_FILE(),
+                                     int line = __builtin_LINE()) {
     return cuemu::memset_op("cudaMemset", p, value, n, nullptr, file, line);
 }
-static inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s = 0, const char* file = __builtin_FILE(),
-                                          int line = __builtin_LINE()) {
+static inline cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s = 0,
+                                          const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
     return cuemu::memset_op("cudaMemsetAsync", p, value, n, s, file, line);
 }
 template <class T>
-static inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t n, size_t offset = 0, cudaMemcpyKind = cudaMemcpyHostToDevice) {
+static inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t n, size_t offset = 0,
+                                             cudaMemcpyKind = cudaMemcpyHostToDevice) {
     if (offset + n > sizeof(T)) return cuemu::ret(cudaErrorInvalidValue);
     cuemu::device_sync();
     memmove((char*)&symbol + offset, src, n);
     return cudaSuccess;
 }
 template <class T>
-static inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t n, size_t offset = 0, cudaMemcpyKind = cudaMemcpyDeviceToHost) {
+static inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t n, size_t offset = 0,
+                                               cudaMemcpyKind = cudaMemcpyDeviceToHost) {
     if (offset + n > sizeof(T)) return cuemu::ret(cudaErrorInvalidValue);
     cuemu::device_sync();
     memmove(dst, (const char*)&symbol + offset, n);
     return cudaSuccess;
 }
 template <class T>
-static inline cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t n, size_t offset = 0, cudaMemcpyKind k = cudaMemcpyHostToDevice, cudaStream_t = 0) {
+static inline cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* src, size_t n, size_t offset = 0,
+                                                  cudaMemcpyKind k = cudaMemcpyHostToDevice, cudaStream_t = 0) {
     return cudaMemcpyToSymbol(symbol, src, n, offset, k);
 }
 template <class T>
@@ -450,25 +598,61 @@ static inline cudaError_t cudaGetSymbolAddress(void** p, const T& symbol) {
 }
 
 // ---------------------------------------------------------------- streams and events
-static inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{0, 0}; cuemu::stream_set_flags(*s, 0); return cudaSuccess; }
-static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) { *s = new CUstream_st{flags, 0}; cuemu::stream_set_flags(*s, flags); return cudaSuccess; }
-static inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned flags, int prio) { *s = new CUstream_st{flags, prio}; cuemu::stream_set_flags(*s, flags); return cudaSuccess; }
-static inline cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return cudaSuccess; }
-static inline bool cuemu_is_special_stream(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread; }
+static inline cudaError_t cudaStreamCreate(cudaStream_t* s) {
+    *s = new CUstream_st{0, 0};
+    cuemu::stream_set_flags(*s, 0);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags) {
+    *s = new CUstream_st{flags, 0};
+    cuemu::stream_set_flags(*s, flags);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned flags, int prio) {
+    *s = new CUstream_st{flags, prio};
+    cuemu::stream_set_flags(*s, flags);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+    if (least) *least = 0;
+    if (greatest) *greatest = -5;
+    return cudaSuccess;
+}
+static inline bool cuemu_is_special_stream(cudaStream_t s) {
+    return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+}
 static inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (cuemu_is_special_stream(s)) return cuemu::ret(cudaErrorInvalidResourceHandle);
     cuemu::stream_forget(s);
     delete s;
     return cudaSuccess;
 }
-static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { cuemu::sync_count()++; cuemu::stream_sync(s); return cudaSuccess; }
-static inline cudaError_t cudaStreamQuery(cudaStream_t s) { cuemu::sync_count()++; cuemu::stream_sync(s); return cudaSuccess; }  // always done
-static inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st{0, false, 0.0, nullptr, 0, {}}; return cudaSuccess; }
-static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) { *e = new CUevent_st{flags, false, 0.0, nullptr, 0, {}}; return cudaSuccess; }
-static inline cudaError_t cudaEventDestroy(cudaEvent_t e) { if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle); delete e; return cudaSuccess; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    cuemu::sync_count()++;
+    cuemu::stream_sync(s);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamQuery(cudaStream_t s) {
+    cuemu::sync_count()++;
+    cuemu::stream_sync(s);
+    return cudaSuccess;
+} // always done
+static inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
+    *e = new CUevent_st{0, false, 0.0, nullptr, 0, {}};
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+    *e = new CUevent_st{flags, false, 0.0, nullptr, 0, {}};
+    return cudaSuccess;
+}
+static inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
+    delete e;
+    return cudaSuccess;
+}
 static inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
     if (!e) return cuemu::ret(cudaErrorInvalidResourceHandle);
-    cuemu::event_record(s, e->stream, e->seq, e->vc);  // completes with the stream's work issued so far
+    cuemu::event_record(s, e->stream, e->seq, e->vc); // completes with the stream's work issued so far
     e->recorded = true;
     e->t_ms = cuemu::now_ms();
     return cudaSuccess;
@@ -479,7 +663,7 @@ static inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (e->recorded) cuemu::event_sync(e->stream, e->seq, e->vc);
     return cudaSuccess;
 }
-static inline cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }  // always complete
+static inline cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); } // always complete
 // The waiting stream's later work runs after the event's stream reached the event and
 // happens after everything the event covers (the host learns nothing).
 static inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned = 0) {

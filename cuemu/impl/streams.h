@@ -27,7 +27,7 @@ namespace cuemu {
 // wrote it while the copy may not have run yet (a race on every GPU).
 struct PinnedCopy {
     uint64_t seq;
-    uint64_t clock;  // of its stream (vector clocks below)
+    uint64_t clock; // of its stream (vector clocks below)
     void* dst;
     const void* src;
     size_t n;
@@ -38,12 +38,19 @@ struct PinnedCopy {
 };
 
 // An operation that must have run before another can: stream `st` up to issue number `seq`.
-struct Wait { StreamState* st; uint64_t seq; };
+struct Wait {
+    StreamState* st;
+    uint64_t seq;
+};
 // One range an operation reads or writes, for the hazard detector.
-struct Access { const void* p; size_t n; bool w; };
+struct Access {
+    const void* p;
+    size_t n;
+    bool w;
+};
 struct Op {
     uint64_t seq;              // global issue number (increasing over all streams)
-    std::function<void()> run;  // empty for markers (event records, waits)
+    std::function<void()> run; // empty for markers (event records, waits)
     std::vector<Wait> waits;   // cross-stream dependencies (events, legacy stream)
     // for the hazard detector: the stream's clock and vector clock at the issue, and the
     // ranges (a kernel with exact ranges adds its own while it runs, through cur_acc)
@@ -55,14 +62,14 @@ struct Op {
     int line = 0;
 };
 struct StreamState {
-    int id = 0;                 // creation order: index into the vector clocks
-    const void* key = nullptr;  // nullptr: the legacy default stream
-    bool nonblocking = false;   // cudaStreamNonBlocking: no implicit order with the legacy stream
-    uint64_t last_seq = 0;      // of the last operation issued on the stream
-    uint64_t clock = 0;         // operations issued on the stream
-    VClock vc;                  // what the stream's next operation happens after
-    std::deque<Op> ops;         // issued, not yet run (issue order)
-    std::deque<PinnedCopy> pinned;  // pinned-source copies not yet synchronised with
+    int id = 0;                    // creation order: index into the vector clocks
+    const void* key = nullptr;     // nullptr: the legacy default stream
+    bool nonblocking = false;      // cudaStreamNonBlocking: no implicit order with the legacy stream
+    uint64_t last_seq = 0;         // of the last operation issued on the stream
+    uint64_t clock = 0;            // operations issued on the stream
+    VClock vc;                     // what the stream's next operation happens after
+    std::deque<Op> ops;            // issued, not yet run (issue order)
+    std::deque<PinnedCopy> pinned; // pinned-source copies not yet synchronised with
 };
 // One recorded access of an operation that has run, for the hazard detector.
 struct AccessRec {
@@ -80,9 +87,10 @@ struct Streams {
     uint64_t seq = 0;
     uint64_t rng = 0;
     bool eager = false, races = true, init = false;
-    std::map<const void*, StreamState*> live;      // key nullptr: the legacy (and per-thread) default stream
-    std::vector<std::unique_ptr<StreamState>> all;  // every stream ever used, destroyed ones too (events may point there)
-    VClock host;                                     // what the host has synchronised with
+    std::map<const void*, StreamState*> live; // key nullptr: the legacy (and per-thread) default stream
+    std::vector<std::unique_ptr<StreamState>>
+        all;     // every stream ever used, destroyed ones too (events may point there)
+    VClock host; // what the host has synchronised with
     std::map<uintptr_t, std::vector<AccessRec>> acc; // by allocation base
     std::vector<Access>* cur_acc = nullptr;          // the running operation's ranges (kernel.h adds a kernel's)
 };
@@ -93,15 +101,19 @@ inline Streams& streams() {
         s.rng = config().seed ^ 0x57ea3500dull;
         const char* m = getenv("CUEMU_STREAMS");
 #ifdef CUEMU_COST
-        s.eager = true;  // the cost model attributes cuBLASLt calls to the kernels around them
+        s.eager = true; // the cost model attributes cuBLASLt calls to the kernels around them
 #endif
-        if (m && !strcmp(m, "eager")) s.eager = true;
-        else if (m && *m && strcmp(m, "deferred") != 0) fprintf(stderr, "cuemu: CUEMU_STREAMS=%s unknown (deferred|eager); using deferred\n", m);
+        if (m && !strcmp(m, "eager"))
+            s.eager = true;
+        else if (m && *m && strcmp(m, "deferred") != 0)
+            fprintf(stderr, "cuemu: CUEMU_STREAMS=%s unknown (deferred|eager); using deferred\n", m);
         if (const char* r = getenv("CUEMU_STREAM_RACES")) s.races = atoi(r) != 0;
     }
     return s;
 }
-inline const void* stream_key(const void* s) { return (s == nullptr || s == (const void*)0x1 || s == (const void*)0x2) ? nullptr : s; }
+inline const void* stream_key(const void* s) {
+    return (s == nullptr || s == (const void*)0x1 || s == (const void*)0x2) ? nullptr : s;
+}
 inline StreamState* stream_state(const void* s) {
     Streams& S = streams();
     const void* k = stream_key(s);
@@ -117,8 +129,10 @@ inline StreamState* stream_state(const void* s) {
 inline const char* stream_name(int sid, char* buf, size_t n) {
     Streams& S = streams();
     const StreamState* st = S.all[(size_t)sid].get();
-    if (st->key == nullptr) snprintf(buf, n, "the default stream");
-    else snprintf(buf, n, "stream %p", st->key);
+    if (st->key == nullptr)
+        snprintf(buf, n, "the default stream");
+    else
+        snprintf(buf, n, "stream %p", st->key);
     return buf;
 }
 
@@ -149,7 +163,7 @@ inline bool pinned_source_pending(const void* p, size_t n) {
 }
 
 // ---------------------------------------------------------------- running the queues
-inline void check_and_record(int sid, const Op& op);  // the hazard detector, below
+inline void check_and_record(int sid, const Op& op); // the hazard detector, below
 inline bool reached(const StreamState* st, uint64_t seq) { return st->ops.empty() || st->ops.front().seq > seq; }
 // Runs stream st's operations up to issue number `upto`, each after what it waits for
 // (those run first, in a seeded order). Waits always point to earlier issue numbers, so
@@ -163,7 +177,7 @@ inline void run_until(StreamState* st, uint64_t upto) {
             f.waits.clear();
             for (size_t i = w.size(); i > 1; i--) std::swap(w[i - 1], w[splitmix64(S.rng) % i]);
             for (const Wait& x : w) run_until(x.st, x.seq);
-            continue;  // the front is still f (nothing else can run st's ops)
+            continue; // the front is still f (nothing else can run st's ops)
         }
         Op op = std::move(f);
         st->ops.pop_front();
@@ -210,11 +224,12 @@ inline void check_and_record(int sid, const Op& op) {
     VClock floor = S.host;
     for (auto& up : S.all)
         if (!up->ops.empty())
-            for (size_t i = 0; i < floor.c.size(); i++) floor.c[i] = std::min(floor.c[i], up->ops.front().vc.get((int)i));
+            for (size_t i = 0; i < floor.c.size(); i++)
+                floor.c[i] = std::min(floor.c[i], up->ops.front().vc.get((int)i));
     for (const Access& a : op.acc) {
         if (a.n == 0 || a.p == nullptr) continue;
         Found f = lookup(a.p, a.n);
-        if (f.kind == MEM_NONE) continue;  // pageable host memory: staged at the call
+        if (f.kind == MEM_NONE) continue; // pageable host memory: staged at the call
         uintptr_t lo = (uintptr_t)a.p, hi = lo + a.n;
         std::vector<AccessRec>& L = S.acc[f.base];
         size_t out = 0;
@@ -225,7 +240,8 @@ inline void check_and_record(int sid, const Op& op) {
                 bool rf = r.seq < op.seq;
                 const char *w1 = rf ? r.what : op.what, *f1 = rf ? r.file : op.file, *w2 = rf ? op.what : r.what,
                            *f2 = rf ? op.file : r.file;
-                int l1 = rf ? r.line : op.line, l2 = rf ? op.line : r.line, s1 = rf ? r.sid : sid, s2 = rf ? sid : r.sid;
+                int l1 = rf ? r.line : op.line, l2 = rf ? op.line : r.line, s1 = rf ? r.sid : sid,
+                    s2 = rf ? sid : r.sid;
                 bool x1 = rf ? r.w : a.w, x2 = rf ? a.w : r.w;
                 char n1[64], n2[64];
                 die("cross-stream race on %p + [%zu, %zu) (allocation %p, %zu bytes): %s at %s:%d on %s %s it, and "
@@ -233,10 +249,11 @@ inline void check_and_record(int sid, const Op& op) {
                     "after the first and cudaStreamWaitEvent on the second's stream; CUEMU_STREAM_RACES=0 disables "
                     "this check)",
                     (void*)f.base, (size_t)(std::max(lo, r.lo) - f.base), (size_t)(std::min(hi, r.hi) - f.base),
-                    (void*)f.base, f.size, w1, f1 ? f1 : "?", l1, stream_name(s1, n1, sizeof n1), x1 ? "writes" : "reads",
-                    w2, f2 ? f2 : "?", l2, stream_name(s2, n2, sizeof n2), x2 ? "writes" : "reads");
+                    (void*)f.base, f.size, w1, f1 ? f1 : "?", l1, stream_name(s1, n1, sizeof n1),
+                    x1 ? "writes" : "reads", w2, f2 ? f2 : "?", l2, stream_name(s2, n2, sizeof n2),
+                    x2 ? "writes" : "reads");
             }
-            if (floor.get(r.sid) >= r.clock) continue;  // before everything still to run
+            if (floor.get(r.sid) >= r.clock) continue; // before everything still to run
             // the new access makes an earlier one of its stream redundant when it covers it
             // and writes if that one wrote (whatever does not happen after that one does not
             // happen after this one either: a later conflict with it conflicts with this one)
@@ -252,12 +269,16 @@ inline void check_and_record(int sid, const Op& op) {
 // (cuBLASLt's column-major layouts). One range per column, merged where they touch or
 // overlap, so the gaps between columns (ld > rows) are not counted; beyond 65536 columns
 // the whole span (conservative: it may report a gap, never miss an overlap).
-inline void matrix_access(std::vector<Access>& acc, const void* p, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
-                          int64_t stride, size_t es, bool w) {
+inline void matrix_access(std::vector<Access>& acc, const void* p, int64_t rows, int64_t cols, int64_t ld,
+                          int64_t batch, int64_t stride, size_t es, bool w) {
     if (!p || rows <= 0 || cols <= 0 || batch <= 0) return;
-    if (ld == rows) { rows *= cols; ld = rows; cols = 1; }  // each matrix is contiguous
+    if (ld == rows) {
+        rows *= cols;
+        ld = rows;
+        cols = 1;
+    } // each matrix is contiguous
     if (batch == 1) stride = 0;
-    std::vector<std::pair<int64_t, int64_t>> v;  // element offsets [a, b)
+    std::vector<std::pair<int64_t, int64_t>> v; // element offsets [a, b)
     if (batch * cols <= 65536) {
         for (int64_t b = 0; b < batch; b++)
             for (int64_t j = 0; j < cols; j++) v.push_back({b * stride + j * ld, b * stride + j * ld + rows});
@@ -267,11 +288,14 @@ inline void matrix_access(std::vector<Access>& acc, const void* p, int64_t rows,
     std::sort(v.begin(), v.end());
     size_t k = 0;
     for (size_t i = 1; i < v.size(); i++) {
-        if (v[i].first <= v[k].second) v[k].second = std::max(v[k].second, v[i].second);
-        else v[++k] = v[i];
+        if (v[i].first <= v[k].second)
+            v[k].second = std::max(v[k].second, v[i].second);
+        else
+            v[++k] = v[i];
     }
     v.resize(k + 1);
-    for (const auto& r : v) acc.push_back(Access{(const char*)p + (size_t)r.first * es, (size_t)(r.second - r.first) * es, w});
+    for (const auto& r : v)
+        acc.push_back(Access{(const char*)p + (size_t)r.first * es, (size_t)(r.second - r.first) * es, w});
 }
 inline void forget_accesses(const void* base) {
     Streams& S = streams();
@@ -315,7 +339,7 @@ inline uint64_t issue(const void* s, std::function<void()> fn, const std::vector
     op.clock = st->clock;
     if (S.races) {
         op.vc = st->vc;
-        op.acc = accs;  // checked when the operation runs (run_until)
+        op.acc = accs; // checked when the operation runs (run_until)
     }
     op.what = what;
     op.file = file;
@@ -324,7 +348,7 @@ inline uint64_t issue(const void* s, std::function<void()> fn, const std::vector
         pc->seq = op.seq;
         pc->clock = st->clock;
         st->pinned.push_back(std::move(*pc));
-        PinnedCopy* c = &st->pinned.back();  // deque: stays put while others are added or retired
+        PinnedCopy* c = &st->pinned.back(); // deque: stays put while others are added or retired
         op.run = [c] { run_pinned(*c); };
     } else {
         op.run = std::move(fn);
@@ -410,4 +434,4 @@ inline void stream_forget(const void* s) {
     S.live.erase(it);
 }
 
-}  // namespace cuemu
+} // namespace cuemu

@@ -2,6 +2,7 @@
 // Found first on the include path of emulated builds (-Idev/cuemu/include).
 #pragma once
 #ifndef CUEMU
-#error "cuemu/include/cuda_bf16.h is the CPU emulation's header: it must not be on the include path of a real CUDA build"
+#error \
+    "cuemu/include/cuda_bf16.h is the CPU emulation's header: it must not be on the include path of a real CUDA build"
 #endif
 #include "../impl/bf16.h"

@@ -2,7 +2,7 @@
 // there is no profiler to start or stop, so both calls succeed and do nothing.
 #pragma once
 #ifndef CUEMU
-#error "cuemu/include/cuda_profiler_api.h is the CPU emulation's header: it must not be on the include path of a real CUDA build"
+#error "cuemu/include/cuda_profiler_api.h is the CPU emulation's header: keep it off a real CUDA build's include path"
 #endif
 #include "cuda_runtime.h"
 static inline cudaError_t cudaProfilerStart(void) { return cudaSuccess; }

@@ -2,6 +2,6 @@
 // Found first on the include path of emulated builds (-Idev/cuemu/include).
 #pragma once
 #ifndef CUEMU
-#error "cuemu/include/cuda_runtime_api.h is the CPU emulation's header: it must not be on the include path of a real CUDA build"
+#error "cuemu/include/cuda_runtime_api.h is the CPU emulation's header: keep it off a real CUDA build's include path"
 #endif
 #include "../impl/runtime.h"

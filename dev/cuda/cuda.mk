@@ -45,16 +45,21 @@ CUDA_ARCHS ?= 80 90
 CUDA_GENCODE = $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a))
 NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo
 CUDA_WERROR ?= 1
-CUDA_HOST_WARN = -Wall,-Wextra,$(if $(filter 1,$(CUDA_WERROR)),-Werror$(CUDA_COMMA))-Wno-unused-function,-Wno-format-truncation
-CUDA_OMP := $(shell echo 'int main(void){return 0;}' | $(or $(CXX),g++) -fopenmp -x c++ - -o /dev/null 2>/dev/null && echo yes)
-CUDA_NVCC_ALL = $(NVCC_FLAGS) $(if $(filter 1,$(CUDA_WERROR)),-Werror all-warnings) $(NCCL_CFLAGS) -Xcompiler $(CUDA_HOST_WARN)$(if $(CUDA_OMP),$(CUDA_COMMA)-fopenmp,$(CUDA_COMMA)-Wno-unknown-pragmas) $(CUDA_GENCODE)
+CUDA_HOST_WARN = -Wall,-Wextra,$(if $(filter \
+    1,$(CUDA_WERROR)),-Werror$(CUDA_COMMA))-Wno-unused-function,-Wno-format-truncation
+CUDA_OMP := $(shell echo 'int main(void){return 0;}' | $(or $(CXX),g++) -fopenmp -x c++ - -o /dev/null 2>/dev/null && \
+    echo yes)
+CUDA_NVCC_ALL = $(NVCC_FLAGS) $(if $(filter 1,$(CUDA_WERROR)),-Werror all-warnings) $(NCCL_CFLAGS) -Xcompiler \
+    $(CUDA_HOST_WARN)$(if $(CUDA_OMP),$(CUDA_COMMA)-fopenmp,$(CUDA_COMMA)-Wno-unknown-pragmas) $(CUDA_GENCODE)
 # the toolkit's own library directory (cuBLASLt, nvrtc) as an rpath, so the binary finds them
 # whatever the machine's loader configuration: the -L directories nvcc itself links with
 # (nvcc -dryrun), the first that holds libcublasLt
 CUDA_TK_LIBDIR := $(if $(NVCC),$(patsubst %/,%,$(dir $(firstword $(wildcard $(addsuffix /libcublasLt.so*,\
     $(patsubst -L%,%,$(filter -L%,$(shell echo 'int main(){return 0;}' > /tmp/llmc_dryrun_$$$$.cu; \
-    $(NVCC) -dryrun /tmp/llmc_dryrun_$$$$.cu -o /tmp/llmc_dryrun_$$$$ 2>&1 | tr '"' ' '; rm -f /tmp/llmc_dryrun_$$$$.cu)))))))))
-CUDA_LIBS = -lcublasLt -lcublas $(if $(CUDA_TK_LIBDIR),-Xlinker -rpath=$(CUDA_TK_LIBDIR)) $(NCCL_LIBS) $(if $(CUDA_OMP),-lgomp)
+    $(NVCC) -dryrun /tmp/llmc_dryrun_$$$$.cu -o /tmp/llmc_dryrun_$$$$ 2>&1 | tr '"' ' '; rm -f \
+    /tmp/llmc_dryrun_$$$$.cu)))))))))
+CUDA_LIBS = -lcublasLt -lcublas $(if $(CUDA_TK_LIBDIR),-Xlinker -rpath=$(CUDA_TK_LIBDIR)) $(NCCL_LIBS) $(if \
+    $(CUDA_OMP),-lgomp)
 CUDA_COMMA := ,
 
 # MPI: compile and link flags from the wrapper (Open MPI --showme, MPICH -compile_info)
@@ -71,10 +76,13 @@ endif
 # NCCL and cuDNN: toolkit, system, the -I of NVCC_FLAGS or Python wheels (dev/cuda/find_libs.sh)
 ifneq ($(NVCC),)
 CUDA_FOUND_MK := $(CUDA_BUILD)/found_libs.mk
-CUDA_FIND_LIBS_RC := $(shell mkdir -p $(CUDA_BUILD) && NVCC_FLAGS="$(NVCC_FLAGS)" bash $(CUDA_DIR)/find_libs.sh $(CUDA_BUILD)/libs > $(CUDA_FOUND_MK) && echo ok)
+CUDA_FIND_LIBS_RC := $(shell mkdir -p $(CUDA_BUILD) && NVCC_FLAGS="$(NVCC_FLAGS)" bash $(CUDA_DIR)/find_libs.sh \
+    $(CUDA_BUILD)/libs > $(CUDA_FOUND_MK) && echo ok)
 include $(CUDA_FOUND_MK)
 endif
 
+CUDA_CUDNN_MISSING = cuDNN (cudnn.h + libcudnn) not found: pip install nvidia-cudnn-cu13 or install \
+    libcudnn9-dev; make cuda-libs says what was found
 CUDA_HEADERS = $(wildcard $(CUDA_ROOT)/llmc/*/*.h $(CUDA_ROOT)/llmc/*/*.cuh)
 # the kernel checks and other CUDA tests (tests/cuda)
 CUDA_TEST_DIR := $(CUDA_ROOT)/tests/cuda
@@ -92,9 +100,12 @@ CUDA_CHECKS = $(sort $(basename $(notdir $(wildcard $(CUDA_TEST_DIR)/test_*.cu))
 
 CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/cuemu
 CUDA_EMU_CXX ?= g++
-CUDA_EMU_FLAGS = -std=c++17 -O2 -rdynamic -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
+CUDA_EMU_FLAGS = -std=c++17 -O2 -rdynamic -Wall -Wextra -Wno-unused-function -Wno-unknown-pragmas -DCUEMU \
+    -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
 
-.PHONY: cuda-rpath-check cuda-emu-detect cuda-costmodel cuda-cudnn-note cuda-cudnn-attention cuda-resources cuda-resources-check cuda-libs cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host cuda-emu-test cuda-clean cuda-nccl-header
+.PHONY: cuda-rpath-check cuda-emu-detect cuda-costmodel cuda-cudnn-note cuda-cudnn-attention cuda-resources \
+    cuda-resources-check cuda-libs cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host \
+    cuda-emu-test cuda-clean cuda-nccl-header
 
 ifeq ($(NVCC),)
 cuda-build cuda-check-build:
@@ -103,44 +114,56 @@ cuda-resources cuda-resources-check cuda-libs cuda-rpath-check:
 	@echo "$@: nvcc not found: SKIPPED"
 else
 cuda-nccl-header:
-	@$(if $(filter 1,$(NCCL_FOUND)),true,{ echo "error: NCCL not found (nccl.h + libnccl.so*) in the toolkit, /usr, /usr/local, the -I of NVCC_FLAGS or a Python wheel: install libnccl-dev or pip install nvidia-nccl-cu13"; exit 1; })
+	@$(if $(filter 1,$(NCCL_FOUND)),true,{ echo \
+	    "error: NCCL not found (nccl.h + libnccl.so*) in the toolkit, /usr, /usr/local, the -I of NVCC_FLAGS" \
+	    "or a Python wheel: install libnccl-dev or pip install nvidia-nccl-cu13"; exit 1; })
 	@$(if $(CUDA_MPI),true,echo "note: mpicxx not found: building the CUDA trainer without MPI (single process only)")
 
 # host-only C++ (the frontend is header-only and heavy): one object for every arch; the
 # frontend's own headers are -isystem so their warnings are not ours
-$(CUDA_BUILD)/attention_cudnn.o: $(CUDA_ROOT)/llmc/cuda/attention_cudnn.cpp $(CUDA_ROOT)/llmc/cuda/attention_cudnn.h $(CUDA_ROOT)/llmc/cuda/cuda_common.cuh
+$(CUDA_BUILD)/attention_cudnn.o: $(CUDA_ROOT)/llmc/cuda/attention_cudnn.cpp $(CUDA_ROOT)/llmc/cuda/attention_cudnn.h \
+    $(CUDA_ROOT)/llmc/cuda/cuda_common.cuh
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) $(if $(filter 1,$(CUDA_WERROR)),-Werror all-warnings) -Xcompiler $(CUDA_HOST_WARN) $(CUDNN_CFLAGS) -DCUDNN_FRONTEND_SKIP_JSON_LIB $(subst -I,-isystem ,$(CUDNN_FRONTEND_CFLAGS)) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) $(if $(filter 1,$(CUDA_WERROR)),-Werror all-warnings) -Xcompiler $(CUDA_HOST_WARN) \
+	    $(CUDNN_CFLAGS) -DCUDNN_FRONTEND_SKIP_JSON_LIB $(subst -I,-isystem ,$(CUDNN_FRONTEND_CFLAGS)) -c $< -o $@
 
 # ptxas -v goes to $(CUDA_BUILD)/train_gpt_cu.ptxas.log (the resource tables are made from it)
 train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
 	@mkdir -p $(CUDA_BUILD)
-	$(NVCC) $(CUDA_NVCC_ALL) -Xptxas -v $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS) 2> $(CUDA_BUILD)/train_gpt_cu.ptxas.log || \
+	$(NVCC) $(CUDA_NVCC_ALL) -Xptxas -v $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) \
+	    $(CUDA_MPI_LIBS) 2> $(CUDA_BUILD)/train_gpt_cu.ptxas.log || \
 	    { grep -v '^ptxas info\|bytes stack frame' $(CUDA_BUILD)/train_gpt_cu.ptxas.log; exit 1; }
 	@grep -v '^ptxas info\|bytes stack frame' $(CUDA_BUILD)/train_gpt_cu.ptxas.log >&2 || true
 
 cuda-cudnn-note:
-	@$(if $(CUDA_HAVE_CUDNN),echo "note: cuDNN fused attention: on (USE_CUDNN)",echo "note: cuDNN attention off ($(if $(filter 1,$(CUDA_CUDNN)),cuDNN (cudnn.h + libcudnn) not found: pip install nvidia-cudnn-cu13 or install libcudnn9-dev; make cuda-libs says what was found,CUDA_CUDNN=0)): attention uses the own kernels")
+	@$(if $(CUDA_HAVE_CUDNN),echo "note: cuDNN fused attention: on (USE_CUDNN)",echo \
+	    "note: cuDNN attention off ($(if $(filter 1,$(CUDA_CUDNN)),$(CUDA_CUDNN_MISSING),CUDA_CUDNN=0)):" \
+	    "attention uses the own kernels")
 
-test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
+test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header \
+    cuda-cudnn-note
 	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS)
 
 # cuDNN attention against the own kernels at the presets' shapes (GPU only; gpu_check.sh)
-$(CUDA_BUILD)/cudnn_attention: $(CUDA_TEST_DIR)/cudnn_attention.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS) $(CUDNN_OBJ)
+$(CUDA_BUILD)/cudnn_attention: $(CUDA_TEST_DIR)/cudnn_attention.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS) \
+    $(CUDNN_OBJ)
 	@mkdir -p $(@D)
 	$(NVCC) $(CUDA_NVCC_ALL) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS)
 
 cuda-cudnn-attention: $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention,cuda-cudnn-note)
 
 cuda-build: train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention)
-	@echo "cuda-build: train_gpt_cu and test_gpt_cu built for sm_$(subst $() ,/sm_,$(CUDA_ARCHS)) ($(if $(filter 1,$(CUDA_WERROR)),warnings are errors,warnings allowed))$(if $(CUDA_HAVE_CUDNN), with cuDNN attention)"
+	@echo "cuda-build: train_gpt_cu and test_gpt_cu built for sm_$(subst $() ,/sm_,$(CUDA_ARCHS))" \
+	    "($(if $(filter 1,$(CUDA_WERROR)),warnings are errors,warnings allowed))" \
+	    "$(if $(CUDA_HAVE_CUDNN),with cuDNN attention,without cuDNN attention)"
 
 cuda-libs:
 	@echo "$(FIND_LIBS_NOTE)"
 
 # the binaries carry an rpath to the toolkit's libraries (cuBLASLt, nvrtc), not only to NCCL's/cuDNN's
 cuda-rpath-check: train_gpt_cu test_gpt_cu
-	@test -n "$(CUDA_TK_LIBDIR)" || { echo "FAIL cuda-rpath-check: libcublasLt not found in nvcc's -L directories"; exit 1; }
+	@test -n "$(CUDA_TK_LIBDIR)" || { echo \
+	    "FAIL cuda-rpath-check: libcublasLt not found in nvcc's -L directories"; exit 1; }
 	@for b in $^; do readelf -d $$b | grep -E 'R(UN)?PATH' | grep -qF '$(CUDA_TK_LIBDIR)' || \
 	    { echo "FAIL cuda-rpath-check: $$b has no rpath to $(CUDA_TK_LIBDIR)"; exit 1; }; done
 	@echo "cuda-rpath-check: train_gpt_cu and test_gpt_cu find cuBLASLt/nvrtc through their rpath ($(CUDA_TK_LIBDIR))"
@@ -170,7 +193,8 @@ endif
 cuda-check-run: cuda-check-build
 	@set -e; for c in $(CUDA_CHECKS); do echo "== $$c"; $(CUDA_BUILD)/$$c; done
 
-$(CUDA_BUILD)-emu/%: $(CUDA_TEST_DIR)/%.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+$(CUDA_BUILD)-emu/%: $(CUDA_TEST_DIR)/%.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS) $(wildcard \
+    $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
 	@mkdir -p $(@D)
 	$(CUDA_EMU_CXX) $(CUDA_EMU_FLAGS) $(CUEMU_DETECT_FLAGS) -x c++ $< -x none -o $@ -lpthread
 
@@ -178,37 +202,45 @@ cuda-check-emu: $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS))
 	@set -e; for c in $(CUDA_CHECKS); do echo "== $$c (CPU emulation)"; $(CUDA_BUILD)-emu/$$c; done
 	@echo "== test_attention --large 192 (CPU emulation; dev/gpu_check.sh runs T = 2048 on the GPU)"
 	@$(CUDA_BUILD)-emu/test_attention --large 192
-	@echo "== test_layernorm, test_gelu, test_encoder, test_adamw with CUEMU_MAX_GRID=3 (each block loops over many rows/packs)"
+	@echo "== test_layernorm, test_gelu, test_encoder, test_adamw with CUEMU_MAX_GRID=3" \
+	    "(each block loops over many rows/packs)"
 	@set -e; for c in test_layernorm test_gelu test_encoder test_adamw; do \
-	    CUEMU_MAX_GRID=3 $(CUDA_BUILD)-emu/$$c > $(CUDA_BUILD)-emu/$$c.grid3.log 2>&1 || { cat $(CUDA_BUILD)-emu/$$c.grid3.log; exit 1; }; \
+	    CUEMU_MAX_GRID=3 $(CUDA_BUILD)-emu/$$c > $(CUDA_BUILD)-emu/$$c.grid3.log 2>&1 || { cat \
+	    $(CUDA_BUILD)-emu/$$c.grid3.log; exit 1; }; \
 	    echo "$$c (CUEMU_MAX_GRID=3): $$(tail -n 1 $(CUDA_BUILD)-emu/$$c.grid3.log)"; done
 
 cuda-check-host: $(CUDA_TEST_DIR)/test_pp_groups.cu $(CUDA_ROOT)/llmc/host/layout.h
 	@mkdir -p $(CUDA_BUILD)-host
-	$(CUDA_EMU_CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Wno-unused-function -x c++ $< -x none -o $(CUDA_BUILD)-host/test_pp_groups
+	$(CUDA_EMU_CXX) -std=c++17 -O2 -Wall -Wextra -Werror -Wno-unused-function -x c++ $< -x none -o \
+	    $(CUDA_BUILD)-host/test_pp_groups
 	$(CUDA_BUILD)-host/test_pp_groups
 	bash $(CUDA_TEST_DIR)/test_find_libs.sh
 	bash $(CUDA_ROOT)/tests/test_gpu_check.sh
 
 CUDA_EMU_MPI_FLAGS = $(CUDA_EMU_FLAGS) -Wno-format-truncation -fopenmp -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
 
-$(CUDA_BUILD)-emu/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+$(CUDA_BUILD)-emu/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h \
+    $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
 	@mkdir -p $(@D)
 	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -x c++ $< -x none -o $@
 
-$(CUDA_BUILD)-emu/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+$(CUDA_BUILD)-emu/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard \
+    $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
 	@mkdir -p $(@D)
 	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -x c++ $< -x none -o $@
 
 # a mutant of train_gpt.cu without the wait of acts_host_claim (the upload slot's event guard),
 # for test_upload_guard.sh: the emulation must report the race. The build fails if the line is gone.
 CUDA_NOGUARD_LINE = dc_wait_event(dc, a->uploaded);
-$(CUDA_BUILD)-emu/train_gpt_cu_noguard: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+$(CUDA_BUILD)-emu/train_gpt_cu_noguard: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h \
+    $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
 	@mkdir -p $(@D)
-	@[ "$$(grep -cF '$(CUDA_NOGUARD_LINE)' $<)" = 1 ] || { echo "error: '$(CUDA_NOGUARD_LINE)' is not once in $<: update CUDA_NOGUARD_LINE"; exit 1; }
+	@[ "$$(grep -cF '$(CUDA_NOGUARD_LINE)' $<)" = 1 ] || { echo \
+	    "error: '$(CUDA_NOGUARD_LINE)' is not once in $<: update CUDA_NOGUARD_LINE"; exit 1; }
 	@mkdir -p $(@D)/noguard
 	grep -vF '$(CUDA_NOGUARD_LINE)' $< > $(@D)/noguard/train_gpt.cu
-	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -Wno-unused-parameter -I$(CUDA_ROOT) -x c++ $(@D)/noguard/train_gpt.cu -x none -o $@
+	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -Wno-unused-parameter -I$(CUDA_ROOT) -x c++ $(@D)/noguard/train_gpt.cu -x \
+	    none -o $@
 
 cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/train_gpt_cu_noguard
 	CUEMU_DEVICES=8 LLMC_TEST_NCCL_LAYOUTS=1 LLMC_TRAIN_GPT_CU=$(CUDA_BUILD)-emu/train_gpt_cu OMP_NUM_THREADS=1 \
@@ -219,7 +251,8 @@ cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CU
 # train_gpt.cu's own steps under the emulation's race/alignment detectors (GCC only)
 cuda-emu-detect:
 ifeq ($(CUEMU_DETECT),1)
-	bash $(CUDA_TEST_DIR)/test_trainer_detect.sh "$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) $(CUEMU_DETECT_FLAGS)" $(CUDA_ROOT) $(CUDA_BUILD)-emu-detect
+	bash $(CUDA_TEST_DIR)/test_trainer_detect.sh "$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) $(CUEMU_DETECT_FLAGS)" \
+	    $(CUDA_ROOT) $(CUDA_BUILD)-emu-detect
 else
 	@echo "cuda-emu-detect: CUEMU_DETECT=0 (or clang): the trainer under the detectors NOT run"
 endif
@@ -232,17 +265,20 @@ CUDA_COST_CXX ?= clang++
 CUDA_COST_FLAGS = -std=c++17 -O1 -fno-vectorize -fno-slp-vectorize -DCUEMU -DCUEMU_COST \
     -fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores -Wno-unknown-pragmas \
     -I$(CUEMU_DIR_FOR_CUDA)/include -include $(CUEMU_DIR_FOR_CUDA)/cuemu.h
-$(CUDA_BUILD)-cost/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+$(CUDA_BUILD)-cost/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h \
+    $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
 	@mkdir -p $(@D)
 	$(CUDA_COST_CXX) $(CUDA_COST_FLAGS) -x c++ $< -x none -o $@ -lpthread
 
 cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu
-	/usr/bin/python3 $(CUDA_DIR)/costmodel.py --exe $(CUDA_BUILD)-cost/train_gpt_cu --out $(CUDA_BUILD)-cost/counts --selftest --pred-tsv $(CUDA_DIR)/costmodel_pred.tsv
+	/usr/bin/python3 $(CUDA_DIR)/costmodel.py --exe $(CUDA_BUILD)-cost/train_gpt_cu --out \
+	    $(CUDA_BUILD)-cost/counts --selftest --pred-tsv $(CUDA_DIR)/costmodel_pred.tsv
 	/usr/bin/python3 $(CUDA_DIR)/kernel_times.py --selftest
 
 # every binary the CUDA tests above run, so `make test` can build them side by side up front
 # (make -j; the tests then run one after another): nvcc builds only where nvcc is
-CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) $(CUDA_BUILD)/sass_old_sm90.cubin) \
+CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) \
+    $(CUDA_BUILD)/sass_old_sm90.cubin) \
     $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu) $(CUDA_BUILD)-cost/train_gpt_cu
 
 cuda-clean:

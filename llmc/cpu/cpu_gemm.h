@@ -70,15 +70,26 @@ static int cpu_isa_choose(CpuIsa* isa, char* err, size_t n) {
     const char* e = getenv("LLMC_CPU_ISA");
     if (e != NULL && *e != '\0' && strcmp(e, "auto") != 0) {
         CpuIsa want;
-        if (strcmp(e, "avx512") == 0) want = CPU_ISA_AVX512;
-        else if (strcmp(e, "avx2") == 0) want = CPU_ISA_AVX2;
-        else if (strcmp(e, "generic") == 0) want = CPU_ISA_GENERIC;
-        else { snprintf(err, n, "LLMC_CPU_ISA=%s: expected avx512, avx2, generic or auto", e); return -1; }
-        if (!cpu_isa_supported(want)) { snprintf(err, n, "LLMC_CPU_ISA=%s: this CPU does not support it", e); return -1; }
+        if (strcmp(e, "avx512") == 0)
+            want = CPU_ISA_AVX512;
+        else if (strcmp(e, "avx2") == 0)
+            want = CPU_ISA_AVX2;
+        else if (strcmp(e, "generic") == 0)
+            want = CPU_ISA_GENERIC;
+        else {
+            snprintf(err, n, "LLMC_CPU_ISA=%s: expected avx512, avx2, generic or auto", e);
+            return -1;
+        }
+        if (!cpu_isa_supported(want)) {
+            snprintf(err, n, "LLMC_CPU_ISA=%s: this CPU does not support it", e);
+            return -1;
+        }
         *isa = want;
         return 0;
     }
-    *isa = cpu_isa_supported(CPU_ISA_AVX512) ? CPU_ISA_AVX512 : cpu_isa_supported(CPU_ISA_AVX2) ? CPU_ISA_AVX2 : CPU_ISA_GENERIC;
+    *isa = cpu_isa_supported(CPU_ISA_AVX512) ? CPU_ISA_AVX512
+           : cpu_isa_supported(CPU_ISA_AVX2) ? CPU_ISA_AVX2
+                                             : CPU_ISA_GENERIC;
     return 0;
 }
 
@@ -87,7 +98,10 @@ static int cpu_isa_choose(CpuIsa* isa, char* err, size_t n) {
 static CpuIsa cpu_isa(void) {
     CpuIsa isa;
     char err[160];
-    if (cpu_isa_choose(&isa, err, sizeof(err)) != 0) { fprintf(stderr, "error: %s\n", err); exit(1); }
+    if (cpu_isa_choose(&isa, err, sizeof(err)) != 0) {
+        fprintf(stderr, "error: %s\n", err);
+        exit(1);
+    }
     return isa;
 }
 
@@ -107,15 +121,18 @@ typedef void (*GemmKernel)(int kc, const float* Ap, const float* Bp, float* C, i
 static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {
     enum { MR = 4, NR = 16 };
     float acc[MR][NR];
-    for (int r = 0; r < MR; r++) for (int j = 0; j < NR; j++) acc[r][j] = (load & 1) ? C[(size_t)r * ldc + j] : 0.0f;
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) acc[r][j] = (load & 1) ? C[(size_t)r * ldc + j] : 0.0f;
     for (int k = 0; k < kc; k++) {
         for (int r = 0; r < MR; r++) {
             float a = Ap[r];
             for (int j = 0; j < NR; j++) acc[r][j] = fmaf(a, Bp[j], acc[r][j]);
         }
-        Ap += MR; Bp += NR;
+        Ap += MR;
+        Bp += NR;
     }
-    for (int r = 0; r < MR; r++) for (int j = 0; j < NR; j++) C[(size_t)r * ldc + j] = acc[r][j];
+    for (int r = 0; r < MR; r++)
+        for (int j = 0; j < NR; j++) C[(size_t)r * ldc + j] = acc[r][j];
 }
 
 #ifdef CPU_GEMM_X86
@@ -135,23 +152,39 @@ static void gemm_kernel_generic(int kc, const float* Ap, const float* Bp, float*
 #define GEMM_ROWS6(X, I) GEMM_ROWS4(X, I) X(4, I) X(5, I)
 #define GEMM_ROWS8(X, I) GEMM_ROWS6(X, I) X(6, I) X(7, I)
 #define GEMM_ROWS12(X, I) GEMM_ROWS8(X, I) X(8, I) X(9, I) X(10, I) X(11, I)
-#define GEMM_VEC_KERNEL(NAME, ROWS, MR, I)                                                                \
-    __attribute__((target(GV(I, TARGET))))                                                                 \
-    static void NAME(int kc, const float* Ap, const float* Bp, float* C, int ldc, int load) {              \
-        ROWS(GEMM_V_DECL, I)                                                                               \
-        if (load & 1) { ROWS(GEMM_V_LOAD, I) }                                                             \
-        for (int k = 0; k < kc; k++) {                                                                     \
-            GV(I, T) b0 = GV(I, LOAD)(Bp), b1 = GV(I, LOAD)(Bp + GV(I, W)), a;                             \
-            ROWS(GEMM_V_FMA, I)                                                                            \
-            Ap += (MR); Bp += 2 * GV(I, W);                                                                \
-        }                                                                                                  \
-        if (load & 2) { ROWS(GEMM_V_STREAM, I) } else { ROWS(GEMM_V_STORE, I) }                           \
+#define GEMM_VEC_KERNEL(NAME, ROWS, MR, I)                                                                      \
+    __attribute__((target(GV(I, TARGET)))) static void NAME(int kc, const float* Ap, const float* Bp, float* C, \
+                                                            int ldc, int load) {                                \
+        ROWS(GEMM_V_DECL, I)                                                                                    \
+        if (load & 1) {                                                                                         \
+            ROWS(GEMM_V_LOAD, I)                                                                                \
+        }                                                                                                       \
+        for (int k = 0; k < kc; k++) {                                                                          \
+            GV(I, T) b0 = GV(I, LOAD)(Bp), b1 = GV(I, LOAD)(Bp + GV(I, W)), a;                                  \
+            ROWS(GEMM_V_FMA, I)                                                                                 \
+            Ap += (MR);                                                                                         \
+            Bp += 2 * GV(I, W);                                                                                 \
+        }                                                                                                       \
+        if (load & 2) {                                                                                         \
+            ROWS(GEMM_V_STREAM, I)                                                                              \
+        } else {                                                                                                \
+            ROWS(GEMM_V_STORE, I)                                                                               \
+        }                                                                                                       \
     }
 #define GEMM_V_DECL(r, I) GV(I, T) c##r##0 = GV(I, ZERO)(), c##r##1 = GV(I, ZERO)();
-#define GEMM_V_LOAD(r, I) c##r##0 = GV(I, LOADU)(C + (size_t)r * ldc); c##r##1 = GV(I, LOADU)(C + (size_t)r * ldc + GV(I, W));
-#define GEMM_V_FMA(r, I) a = GV(I, BCAST)(Ap + r); c##r##0 = GV(I, FMA)(a, b0, c##r##0); c##r##1 = GV(I, FMA)(a, b1, c##r##1);
-#define GEMM_V_STREAM(r, I) GV(I, STREAM)(C + (size_t)r * ldc, c##r##0); GV(I, STREAM)(C + (size_t)r * ldc + GV(I, W), c##r##1);
-#define GEMM_V_STORE(r, I) GV(I, STOREU)(C + (size_t)r * ldc, c##r##0); GV(I, STOREU)(C + (size_t)r * ldc + GV(I, W), c##r##1);
+#define GEMM_V_LOAD(r, I)                        \
+    c##r##0 = GV(I, LOADU)(C + (size_t)r * ldc); \
+    c##r##1 = GV(I, LOADU)(C + (size_t)r * ldc + GV(I, W));
+#define GEMM_V_FMA(r, I)                  \
+    a = GV(I, BCAST)(Ap + r);             \
+    c##r##0 = GV(I, FMA)(a, b0, c##r##0); \
+    c##r##1 = GV(I, FMA)(a, b1, c##r##1);
+#define GEMM_V_STREAM(r, I)                      \
+    GV(I, STREAM)(C + (size_t)r * ldc, c##r##0); \
+    GV(I, STREAM)(C + (size_t)r * ldc + GV(I, W), c##r##1);
+#define GEMM_V_STORE(r, I)                       \
+    GV(I, STOREU)(C + (size_t)r * ldc, c##r##0); \
+    GV(I, STOREU)(C + (size_t)r * ldc + GV(I, W), c##r##1);
 
 // AVX2: 6 x 16, 12 ymm accumulators, 2 for B, 1 broadcast (of 16 registers)
 #define GV_avx2_TARGET "avx2,fma"
@@ -186,18 +219,27 @@ GEMM_VEC_KERNEL(gemm_kernel_avx512_r4, GEMM_ROWS4, 12, avx512)
 
 // kernel: the full mr x nr tile; rows[h]: a kernel for the first h rows of a full-width tile
 // (NULL: that edge goes through a full-size copy)
-typedef struct { GemmKernel kernel; int mr, nr; GemmKernel rows[GEMM_MR_MAX + 1]; } GemmArch;
+typedef struct {
+    GemmKernel kernel;
+    int mr, nr;
+    GemmKernel rows[GEMM_MR_MAX + 1];
+} GemmArch;
 
 static GemmArch gemm_arch(CpuIsa isa) {
     GemmArch g = {gemm_kernel_generic, 4, 16, {NULL}};
 #ifdef CPU_GEMM_X86
     if (isa == CPU_ISA_AVX512) {
-        g.kernel = gemm_kernel_avx512; g.mr = 12; g.nr = 32;
-        g.rows[8] = gemm_kernel_avx512_r8; g.rows[4] = gemm_kernel_avx512_r4;
-    }
-    else if (isa == CPU_ISA_AVX2) {
-        g.kernel = gemm_kernel_avx2; g.mr = 6; g.nr = 16;
-        g.rows[4] = gemm_kernel_avx2_r4; g.rows[2] = gemm_kernel_avx2_r2;
+        g.kernel = gemm_kernel_avx512;
+        g.mr = 12;
+        g.nr = 32;
+        g.rows[8] = gemm_kernel_avx512_r8;
+        g.rows[4] = gemm_kernel_avx512_r4;
+    } else if (isa == CPU_ISA_AVX2) {
+        g.kernel = gemm_kernel_avx2;
+        g.mr = 6;
+        g.nr = 16;
+        g.rows[4] = gemm_kernel_avx2_r4;
+        g.rows[2] = gemm_kernel_avx2_r2;
     }
 #else
     (void)isa;
@@ -207,8 +249,7 @@ static GemmArch gemm_arch(CpuIsa isa) {
 
 #ifdef CPU_GEMM_X86
 // 8 x 8 transpose in registers: r[i] lane j -> r[j] lane i (data movement only)
-__attribute__((target("avx2")))
-static inline void gemm_transpose8(__m256 r[8]) {
+__attribute__((target("avx2"))) static inline void gemm_transpose8(__m256 r[8]) {
     __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
     __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
     __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -217,10 +258,14 @@ static inline void gemm_transpose8(__m256 r[8]) {
     __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
     __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
     __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20); r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20); r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31); r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31); r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
 // dst[k * ld + c] = src[c * ss + k] for c < n (<= 8), k < kc: a transposing copy, 8 x 8
@@ -230,8 +275,8 @@ static inline void gemm_transpose8(__m256 r[8]) {
 // next rows, which the next stores overwrite (masked stores cost several times more). The
 // last rows, whose extra lanes would land past the panel, are stored masked: nothing outside
 // the panel is written, so threads may pack neighbouring panels of one buffer at once.
-__attribute__((target("avx2")))
-static void gemm_transpose_copy(float* dst, ptrdiff_t ld, const float* src, ptrdiff_t ss, int n, int kc) {
+__attribute__((target("avx2"))) static void gemm_transpose_copy(float* dst, ptrdiff_t ld, const float* src,
+                                                                ptrdiff_t ss, int n, int kc) {
     static const int lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
     __m256i mask = _mm256_loadu_si256((const __m256i*)(lanes + 8 - n));
     int wide = n == 8 || ld == n;
@@ -241,8 +286,10 @@ static void gemm_transpose_copy(float* dst, ptrdiff_t ld, const float* src, ptrd
         for (int c = 0; c < 8; c++) r[c] = c < n ? _mm256_loadu_ps(src + (ptrdiff_t)c * ss + k) : _mm256_setzero_ps();
         gemm_transpose8(r);
         for (int q = 0; q < 8; q++) {
-            if (wide && (ld != n || (ptrdiff_t)(k + q) * ld + 8 <= (ptrdiff_t)kc * ld)) _mm256_storeu_ps(dst + (ptrdiff_t)(k + q) * ld, r[q]);
-            else _mm256_maskstore_ps(dst + (ptrdiff_t)(k + q) * ld, mask, r[q]);
+            if (wide && (ld != n || (ptrdiff_t)(k + q) * ld + 8 <= (ptrdiff_t)kc * ld))
+                _mm256_storeu_ps(dst + (ptrdiff_t)(k + q) * ld, r[q]);
+            else
+                _mm256_maskstore_ps(dst + (ptrdiff_t)(k + q) * ld, mask, r[q]);
         }
     }
     for (; k < kc; k++)
@@ -254,7 +301,8 @@ static void gemm_transpose_copy(float* dst, ptrdiff_t ld, const float* src, ptrd
 static void gemm_transpose_pack(CpuIsa isa, float* dst, ptrdiff_t ld, const float* src, ptrdiff_t ss, int n, int kc) {
 #ifdef CPU_GEMM_X86
     if (isa != CPU_ISA_GENERIC) {
-        for (int c = 0; c < n; c += 8) gemm_transpose_copy(dst + c, ld, src + (ptrdiff_t)c * ss, ss, n - c < 8 ? n - c : 8, kc);
+        for (int c = 0; c < n; c += 8)
+            gemm_transpose_copy(dst + c, ld, src + (ptrdiff_t)c * ss, ss, n - c < 8 ? n - c : 8, kc);
         return;
     }
 #else
@@ -267,16 +315,22 @@ static void gemm_transpose_pack(CpuIsa isa, float* dst, ptrdiff_t ld, const floa
 // d[0..n) = s[0..n): constant-length memcpy for the tile widths, so they become vector moves
 // (element loops stayed scalar moves: gcc cannot rule out that d and s overlap)
 static inline void gemm_copy(float* d, const float* s, int n) {
-    if (n == 16) memcpy(d, s, sizeof(float) * 16);
-    else if (n == 32) memcpy(d, s, sizeof(float) * 32);
-    else if (n == 6) memcpy(d, s, sizeof(float) * 6);
-    else if (n == 12) memcpy(d, s, sizeof(float) * 12);
-    else memcpy(d, s, sizeof(float) * (size_t)n);
+    if (n == 16)
+        memcpy(d, s, sizeof(float) * 16);
+    else if (n == 32)
+        memcpy(d, s, sizeof(float) * 32);
+    else if (n == 6)
+        memcpy(d, s, sizeof(float) * 6);
+    else if (n == 12)
+        memcpy(d, s, sizeof(float) * 12);
+    else
+        memcpy(d, s, sizeof(float) * (size_t)n);
 }
 
 // Ap: rows [i0, i0+mc) x k [k0, k0+kc) of op(A) as mr-row micro-panels, each (kc, mr),
 // rows past M zero. Reads along whichever stride is contiguous; writes nothing past Ap[mc * kc].
-static void gemm_pack_a(CpuIsa isa, float* Ap, const float* A, ptrdiff_t rs, ptrdiff_t cs, int M, int i0, int mc, int k0, int kc, int mr) {
+static void gemm_pack_a(CpuIsa isa, float* Ap, const float* A, ptrdiff_t rs, ptrdiff_t cs, int M, int i0, int mc,
+                        int k0, int kc, int mr) {
     int full = 0; // micro-panels with all mr rows inside M
     while (full + mr <= mc && i0 + full + mr <= M) full += mr;
     if (rs == 1 && full > 0) {
@@ -287,7 +341,8 @@ static void gemm_pack_a(CpuIsa isa, float* Ap, const float* A, ptrdiff_t rs, ptr
             for (int p = 0; p < full; p += mr) gemm_copy(Ap + (size_t)p * kc + (size_t)k * mr, src + p, mr);
         }
     } else if (cs == 1) { // rows contiguous along k: a transposing copy per panel
-        for (int p = 0; p < full; p += mr) gemm_transpose_pack(isa, Ap + (size_t)p * kc, mr, A + (ptrdiff_t)(i0 + p) * rs + k0, rs, mr, kc);
+        for (int p = 0; p < full; p += mr)
+            gemm_transpose_pack(isa, Ap + (size_t)p * kc, mr, A + (ptrdiff_t)(i0 + p) * rs + k0, rs, mr, kc);
     } else {
         full = 0;
     }
@@ -295,7 +350,10 @@ static void gemm_pack_a(CpuIsa isa, float* Ap, const float* A, ptrdiff_t rs, ptr
         float* dst = Ap + (size_t)p * kc;
         for (int r = 0; r < mr; r++) {
             int i = i0 + p + r;
-            if (i >= M || p + r >= mc) { for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = 0.0f; continue; }
+            if (i >= M || p + r >= mc) {
+                for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = 0.0f;
+                continue;
+            }
             const float* src = A + (ptrdiff_t)i * rs + (ptrdiff_t)k0 * cs;
             for (int k = 0; k < kc; k++) dst[(size_t)k * mr + r] = src[(ptrdiff_t)k * cs];
         }
@@ -304,7 +362,8 @@ static void gemm_pack_a(CpuIsa isa, float* Ap, const float* A, ptrdiff_t rs, ptr
 
 // Bp: k [k0, k0+kc) x columns [j0, j0+nc) of op(B) as nr-column micro-panels (kc, nr),
 // columns past N zero.
-static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptrdiff_t cs, int N, int j0, int nc, int k0, int kc, int nr) {
+static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptrdiff_t cs, int N, int j0, int nc,
+                        int k0, int kc, int nr) {
     if (cs == 1) {
         // rows of B contiguous: 8 rows at a time, each row segment read once front to back
         // (panel by panel it was a strided walk through cold memory), the 8 rows then spread
@@ -318,7 +377,10 @@ static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptr
                 for (int k = kb; k < ke; k++) {
                     const float* src = B + (ptrdiff_t)(k0 + k) * rs + j0 + q;
                     float* d = Bp + (size_t)q * kc + (size_t)k * nr;
-                    if (w == nr) { gemm_copy(d, src, nr); continue; }
+                    if (w == nr) {
+                        gemm_copy(d, src, nr);
+                        continue;
+                    }
                     for (int c = 0; c < nr; c++) d[c] = c < w ? src[c] : 0.0f;
                 }
             }
@@ -332,10 +394,14 @@ static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptr
         if (w < 0) w = 0;
         if (rs == 1) { // columns contiguous (B = W^T): a transposing copy
             if (w > 0) gemm_transpose_pack(isa, dst, nr, B + k0 + (ptrdiff_t)(j0 + q) * cs, cs, w, kc);
-            for (int c = w; c < nr; c++) for (int k = 0; k < kc; k++) dst[(size_t)k * nr + c] = 0.0f;
+            for (int c = w; c < nr; c++)
+                for (int k = 0; k < kc; k++) dst[(size_t)k * nr + c] = 0.0f;
         } else { // neither stride contiguous: element by element
             for (int c = 0; c < nr; c++) {
-                if (c >= w) { for (int k = 0; k < kc; k++) dst[(size_t)k * nr + c] = 0.0f; continue; }
+                if (c >= w) {
+                    for (int k = 0; k < kc; k++) dst[(size_t)k * nr + c] = 0.0f;
+                    continue;
+                }
                 const float* src = B + (ptrdiff_t)k0 * rs + (ptrdiff_t)(j0 + q + c) * cs;
                 for (int k = 0; k < kc; k++) dst[(size_t)k * nr + c] = src[(ptrdiff_t)k * rs];
             }
@@ -348,15 +414,15 @@ static void gemm_pack_b(CpuIsa isa, float* Bp, const float* B, ptrdiff_t rs, ptr
 // sa + Mp * pc, Mp = M rounded up to mr; likewise sb + Np * pc), or NULL: packed here into
 // the thread's Ap / Bp.
 static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                        const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int flags,
-                        int m0, int m1, int n0, int n1, float* Ap, float* Bp, const float* sa, const float* sb) {
+                        const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int flags, int m0, int m1,
+                        int n0, int n1, float* Ap, float* Bp, const float* sa, const float* sb) {
     int mr = ar.mr, nr = ar.nr;
     int accumulate = flags & CPU_GEMM_ACCUMULATE;
     // non-temporal stores need every full tile's rows aligned to the vector (the nr-column
     // panels start at multiples of nr floats: 64 B or more)
     size_t va = isa == CPU_ISA_AVX512 ? 64 : 32;
-    int stream = (flags & CPU_GEMM_STREAM) && !accumulate && isa != CPU_ISA_GENERIC &&
-                 (uintptr_t)C % va == 0 && ((size_t)ldc * sizeof(float)) % va == 0;
+    int stream = (flags & CPU_GEMM_STREAM) && !accumulate && isa != CPU_ISA_GENERIC && (uintptr_t)C % va == 0 &&
+                 ((size_t)ldc * sizeof(float)) % va == 0;
     size_t Mp = (size_t)(M + mr - 1) / mr * mr, Np = (size_t)(N + nr - 1) / nr * nr;
     float tile[GEMM_MR_MAX * GEMM_NR_MAX];
     for (int jc = n0; jc < n1; jc += GEMM_NC) {
@@ -380,18 +446,26 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
                         const float* ap = ak + (size_t)ir * kc;
                         int h = mc - ir < mr ? mc - ir : mr;
                         float* c = C + (size_t)(ic + ir) * ldc + (jc + jr);
-                        if (!st && ir + mr < mc) { // the next tile's C rows (read or only written: owned either way) while this one computes
+                        if (!st && ir + mr < mc) { // the next tile's C rows (read or only written: owned either way)
+                                                   // while this one computes
                             for (int r = 0; r < mr; r++) {
                                 const char* pf = (const char*)(c + (size_t)(mr + r) * ldc);
                                 __builtin_prefetch(pf, 1, 3);
                                 if (nr > 16) __builtin_prefetch(pf + 64, 1, 3);
                             }
                         }
-                        if (h == mr && w == nr) { ar.kernel(kc, ap, bp, c, ldc, load | st); continue; }
-                        if (w == nr && ar.rows[h] != NULL) { ar.rows[h](kc, ap, bp, c, ldc, load); continue; }
+                        if (h == mr && w == nr) {
+                            ar.kernel(kc, ap, bp, c, ldc, load | st);
+                            continue;
+                        }
+                        if (w == nr && ar.rows[h] != NULL) {
+                            ar.rows[h](kc, ap, bp, c, ldc, load);
+                            continue;
+                        }
                         // edge tile: through a full-size copy, only the valid part written back
-                        for (int r = 0; r < mr; r++) for (int j = 0; j < nr; j++)
-                            tile[r * nr + j] = (load && r < h && j < w) ? c[(size_t)r * ldc + j] : 0.0f;
+                        for (int r = 0; r < mr; r++)
+                            for (int j = 0; j < nr; j++)
+                                tile[r * nr + j] = (load && r < h && j < w) ? c[(size_t)r * ldc + j] : 0.0f;
                         ar.kernel(kc, ap, bp, tile, nr, 1);
                         for (int r = 0; r < h; r++) memcpy(c + (size_t)r * ldc, tile + r * nr, sizeof(float) * w);
                     }
@@ -404,8 +478,8 @@ static void gemm_serial(CpuIsa isa, GemmArch ar, int M, int N, int K, const floa
 // With several threads the outputs are cut into chunks handed out dynamically: in a shared
 // VM the two threads of a 2-core guest ran 7-25% apart per GEMM (measured on the 125m step's
 // shapes), and with one half each the faster one idled for the difference. The chunks shrink
-// as they go (gemm_chunks_guided), so the wait at the end is short. The operand every chunk needs whole (op(A) when the chunks split the columns,
-// op(B) when they split the rows) is then packed once, by all threads together, into a shared
+// as they go (gemm_chunks_guided), so the wait at the end is short. The operand every chunk needs whole (op(A) when the
+// chunks split the columns, op(B) when they split the rows) is then packed once, by all threads together, into a shared
 // buffer of at most GEMM_SHARED_MAX floats (256 rows x K 4096: the widest layer of 350m at
 // B x T = 256); a larger one is packed per thread and the outputs cut into one part per thread.
 // Every chunk reads all of the shared operand: past GEMM_SHARED_L2 floats (more than a core's
@@ -440,7 +514,12 @@ static int gemm_chunks_guided(int panels, int nt, int div, int* cb) {
 // Pack buffers for up to `threads` OpenMP threads, made once by the caller: allocating them
 // per call cost page faults and TLB shootdowns in every GEMM (~2.5% of a 125m step). shared:
 // the jointly packed operand, shared_cap floats (a test sets it lower to force the other path).
-typedef struct { float* mem; int threads; float* shared; size_t shared_cap; } CpuGemmWork;
+typedef struct {
+    float* mem;
+    int threads;
+    float* shared;
+    size_t shared_cap;
+} CpuGemmWork;
 
 // floats of one thread's pack buffers for blocks of at most mc rows, nc columns, kc deep:
 // an (mc + MR) x kc block of A and an (nc + NR) x kc panel of B, each a multiple of 16
@@ -471,15 +550,21 @@ static int cpu_gemm_work_alloc(CpuGemmWork* w, int threads) {
     w->shared_cap = ns;
     return 0;
 }
-static void cpu_gemm_work_free(CpuGemmWork* w) { free(w->mem); w->mem = NULL; w->shared = NULL; w->shared_cap = 0; w->threads = 0; }
+static void cpu_gemm_work_free(CpuGemmWork* w) {
+    free(w->mem);
+    w->mem = NULL;
+    w->shared = NULL;
+    w->shared_cap = 0;
+    w->threads = 0;
+}
 
 // C (M, N), row stride ldc. See the top of the file. Parallel over outputs only: the larger of
 // M and N is cut into chunks of whole micro-panels (one OpenMP region; see gemm_chunks_guided).
 // flags: CPU_GEMM_ACCUMULATE, CPU_GEMM_STREAM. work: pack buffers for at least this region's
 // threads, or NULL (allocated per call).
-static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                     const float* B, ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int flags,
-                     const float* bias, const CpuGemmWork* work) {
+static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t a_rs, ptrdiff_t a_cs, const float* B,
+                     ptrdiff_t b_rs, ptrdiff_t b_cs, float* C, int ldc, int flags, const float* bias,
+                     const CpuGemmWork* work) {
     int accumulate = flags & CPU_GEMM_ACCUMULATE;
     if (M <= 0 || N <= 0) return;
     GemmArch ar = gemm_arch(isa);
@@ -493,29 +578,39 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
     size_t need = (split_rows ? Np : Mp) * (size_t)(K > 0 ? K : 0);
     float *shared = NULL, *shared_own = NULL;
     if (parallel && K > 0 && need <= GEMM_SHARED_MAX) {
-        if (work == NULL) shared = shared_own = (float*)aligned_alloc(64, sizeof(float) * ((need + 15) / 16 * 16));
-        else if (work->shared != NULL && need <= work->shared_cap) shared = work->shared;
+        if (work == NULL)
+            shared = shared_own = (float*)aligned_alloc(64, sizeof(float) * ((need + 15) / 16 * 16));
+        else if (work->shared != NULL && need <= work->shared_cap)
+            shared = work->shared;
     }
-    #pragma omp parallel if (parallel)
+#pragma omp parallel if (parallel)
     {
         int nt = 1, id = 0;
 #ifdef _OPENMP
-        nt = omp_get_num_threads(); id = omp_get_thread_num();
+        nt = omp_get_num_threads();
+        id = omp_get_thread_num();
 #endif
         const float* sa = NULL;
         const float* sb = NULL;
-        int div = 0; // chunking: equal parts, or guided around the shared operand
+        int div = 0;                    // chunking: equal parts, or guided around the shared operand
         if (shared != NULL && nt > 1) { // pack the shared operand together: each thread a slice of every k block
             int units = split_rows ? (int)(Np / ar.nr) : (int)(Mp / ar.mr);
             int u0 = (int)((long long)units * id / nt), u1 = (int)((long long)units * (id + 1) / nt);
             for (int pc = 0; pc < K && u0 < u1; pc += GEMM_KC) {
                 int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC;
-                if (split_rows) gemm_pack_b(isa, shared + Np * pc + (size_t)u0 * ar.nr * kc, B, b_rs, b_cs, N, u0 * ar.nr, (u1 - u0) * ar.nr, pc, kc, ar.nr);
-                else gemm_pack_a(isa, shared + Mp * pc + (size_t)u0 * ar.mr * kc, A, a_rs, a_cs, M, u0 * ar.mr, (u1 - u0) * ar.mr, pc, kc, ar.mr);
+                if (split_rows)
+                    gemm_pack_b(isa, shared + Np * pc + (size_t)u0 * ar.nr * kc, B, b_rs, b_cs, N, u0 * ar.nr,
+                                (u1 - u0) * ar.nr, pc, kc, ar.nr);
+                else
+                    gemm_pack_a(isa, shared + Mp * pc + (size_t)u0 * ar.mr * kc, A, a_rs, a_cs, M, u0 * ar.mr,
+                                (u1 - u0) * ar.mr, pc, kc, ar.mr);
             }
-            if (split_rows) sb = shared; else sa = shared;
+            if (split_rows)
+                sb = shared;
+            else
+                sa = shared;
             div = need > GEMM_SHARED_L2 ? nt : 2 * nt;
-            #pragma omp barrier
+#pragma omp barrier
         }
         float *Ap = NULL, *Bp = NULL, *own = NULL;
         if (K > 0) {
@@ -530,8 +625,12 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
                 size_t nc = (size_t)N < GEMM_NC ? (size_t)N : GEMM_NC;
                 gemm_pack_floats(mc, nc, kc, &na, &nb);
                 own = (float*)aligned_alloc(64, sizeof(float) * (na + nb));
-                if (own == NULL) { fprintf(stderr, "error: out of memory in cpu_gemm\n"); exit(1); }
-                Ap = own; Bp = own + na;
+                if (own == NULL) {
+                    fprintf(stderr, "error: out of memory in cpu_gemm\n");
+                    exit(1);
+                }
+                Ap = own;
+                Bp = own + na;
             }
         }
         // chunks in order, each to whichever thread is free (the bits do not depend on which):
@@ -539,15 +638,23 @@ static void cpu_gemm(CpuIsa isa, int M, int N, int K, const float* A, ptrdiff_t 
         // other, are small
         int cb[GEMM_CHUNKS_CAP(nt) + 1];
         int chunks = gemm_chunks_guided(panels, nt, div, cb);
-        #pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1)
         for (int ch = 0; ch < chunks; ch++) {
             int p0 = cb[ch], p1 = cb[ch + 1];
             int m0 = 0, m1 = M, n0 = 0, n1 = N;
-            if (split_rows) { m0 = p0 * ar.mr; m1 = p1 * ar.mr < M ? p1 * ar.mr : M; }
-            else { n0 = p0 * ar.nr; n1 = p1 * ar.nr < N ? p1 * ar.nr : N; }
+            if (split_rows) {
+                m0 = p0 * ar.mr;
+                m1 = p1 * ar.mr < M ? p1 * ar.mr : M;
+            } else {
+                n0 = p0 * ar.nr;
+                n1 = p1 * ar.nr < N ? p1 * ar.nr : N;
+            }
             if (m0 >= m1 || n0 >= n1) continue;
-            if (K > 0) gemm_serial(isa, ar, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, flags, m0, m1, n0, n1, Ap, Bp, sa, sb);
-            else if (!accumulate) for (int i = m0; i < m1; i++) memset(C + (size_t)i * ldc + n0, 0, sizeof(float) * (n1 - n0));
+            if (K > 0)
+                gemm_serial(isa, ar, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, ldc, flags, m0, m1, n0, n1, Ap, Bp, sa,
+                            sb);
+            else if (!accumulate)
+                for (int i = m0; i < m1; i++) memset(C + (size_t)i * ldc + n0, 0, sizeof(float) * (n1 - n0));
 #ifdef CPU_GEMM_X86
             if (flags & CPU_GEMM_STREAM) _mm_sfence(); // the non-temporal stores land before the bias or anyone reads C
 #endif

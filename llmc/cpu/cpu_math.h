@@ -23,9 +23,9 @@
 static inline float exp_vec(float x) {
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
-    const float round_magic = 12582912.0f;                  // 1.5 * 2^23: x + it rounds x to an integer
+    const float round_magic = 12582912.0f;                            // 1.5 * 2^23: x + it rounds x to an integer
     float n = (x * 1.44269504088896341f + round_magic) - round_magic; // round(x / ln2)
-    float r = fmaf(n, -0.693359375f, x);                    // ln2 = 0.693359375 - 2.12194440e-4 (Cody-Waite)
+    float r = fmaf(n, -0.693359375f, x);                              // ln2 = 0.693359375 - 2.12194440e-4 (Cody-Waite)
     r = fmaf(n, 2.12194440e-4f, r);
     float p = 1.0f / 5040.0f;
     p = fmaf(p, r, 1.0f / 720.0f);
@@ -35,8 +35,8 @@ static inline float exp_vec(float x) {
     p = fmaf(p, r, 0.5f);
     p = fmaf(p, r, 1.0f);
     p = fmaf(p, r, 1.0f);
-    n = n == n ? n : 0.0f;                                  // NaN: p is NaN already; keep the cast defined
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;     // 2^n, n in [-126, 127]
+    n = n == n ? n : 0.0f;                              // NaN: p is NaN already; keep the cast defined
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23; // 2^n, n in [-126, 127]
     float scale;
     memcpy(&scale, &bits, sizeof(scale));
     return p * scale;

@@ -19,7 +19,8 @@
 template <bool VEC>
 __global__ void adamw_kernel(float* master, bf16* params_bf16, const float* grad, float* m, float* v, size_t n,
                              float lr, float b1, float b2, float bc1, float bc2, float eps, float wd, float gscale) {
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += (size_t)gridDim.x * blockDim.x * 4) {
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
+         i += (size_t)gridDim.x * blockDim.x * 4) {
         float g[4], mi[4], vi[4], p[4];
         load_f32x4<VEC>(g, grad, i, n);
         load_f32x4<VEC>(mi, m, i, n);
@@ -44,8 +45,11 @@ static void adamw_update(float* master, bf16* params_bf16, const float* grad, fl
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 4), 256);
     if (vec16_ok(n, 8, master, params_bf16, grad, m, v))
-        LAUNCH(adamw_kernel<true>, g, 256, 0, s, master, params_bf16, grad, m, v, n, lr, b1, b2, bc1, bc2, eps, wd, gscale);
-    else LAUNCH(adamw_kernel<false>, g, 256, 0, s, master, params_bf16, grad, m, v, n, lr, b1, b2, bc1, bc2, eps, wd, gscale);
+        LAUNCH(adamw_kernel<true>, g, 256, 0, s, master, params_bf16, grad, m, v, n, lr, b1, b2, bc1, bc2, eps, wd,
+               gscale);
+    else
+        LAUNCH(adamw_kernel<false>, g, 256, 0, s, master, params_bf16, grad, m, v, n, lr, b1, b2, bc1, bc2, eps, wd,
+               gscale);
 }
 
 #endif // LLMC_ADAMW_CUH

@@ -45,7 +45,11 @@ __global__ void attn_naive_forward_kernel(bf16* out, float* att, const bf16* qkv
     }
     mx = block_max(mx);
     float sum = 0.0f;
-    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) { float e = expf(a[t2] - mx); a[t2] = e; sum += e; }
+    for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
+        float e = expf(a[t2] - mx);
+        a[t2] = e;
+        sum += e;
+    }
     sum = block_sum(sum);
     float inv = 1.0f / sum;
     for (int t2 = threadIdx.x; t2 < T; t2 += blockDim.x) a[t2] = t2 <= t ? a[t2] * inv : 0.0f;
@@ -58,7 +62,8 @@ __global__ void attn_naive_forward_kernel(bf16* out, float* att, const bf16* qkv
 }
 
 // dpre[b,h,t,t2] = att * (datt - sum(att * datt)) * scale, datt[t2] = dout[t] . v[t2]
-__global__ void attn_naive_bwd_row_kernel(float* dpre, const float* att, const bf16* dout, const bf16* qkv, int T, int NH, int hs) {
+__global__ void attn_naive_bwd_row_kernel(float* dpre, const float* att, const bf16* dout, const bf16* qkv, int T,
+                                          int NH, int hs) {
     int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int Cl = NH * hs, C3 = 3 * Cl;
     float scale = 1.0f / sqrtf((float)hs);
@@ -90,8 +95,8 @@ __global__ void attn_naive_bwd_dq_kernel(bf16* dqkv, const float* dpre, const bf
 }
 
 // dk[t2] = sum_{t >= t2} dpre[t][t2] q[t]; dv[t2] = sum_{t >= t2} att[t][t2] dout[t]
-__global__ void attn_naive_bwd_dkv_kernel(bf16* dqkv, const float* dpre, const float* att, const bf16* dout, const bf16* qkv,
-                                          int T, int NH, int hs) {
+__global__ void attn_naive_bwd_dkv_kernel(bf16* dqkv, const float* dpre, const float* att, const bf16* dout,
+                                          const bf16* qkv, int T, int NH, int hs) {
     int t2 = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int Cl = NH * hs, C3 = 3 * Cl;
     size_t bh = ((size_t)b * NH + h) * T;
@@ -107,7 +112,8 @@ __global__ void attn_naive_bwd_dkv_kernel(bf16* dqkv, const float* dpre, const f
 }
 
 // out (B, T, Cl); att (B, NH, T, T) probabilities
-static void attention_forward_naive(bf16* out, float* att, const bf16* qkv, int B, int T, int NH, int hs, cudaStream_t s) {
+static void attention_forward_naive(bf16* out, float* att, const bf16* qkv, int B, int T, int NH, int hs,
+                                    cudaStream_t s) {
     dim3 grid(T, NH, B);
     LAUNCH(attn_naive_forward_kernel, grid, 128, 0, s, out, att, qkv, T, NH, hs);
 }
@@ -124,13 +130,14 @@ static void attention_backward_naive(bf16* dqkv, float* dpre, const bf16* dout, 
 // ---------------------------------------------------------------------------------------
 // flash
 
-#define FA_TILE 32              // queries per query tile = keys per key tile = lanes
+#define FA_TILE 32 // queries per query tile = keys per key tile = lanes
 #define FA_WARPS 8
 #define FA_ROWS (FA_TILE / FA_WARPS) // rows (queries or keys) owned by one warp
 
 // loads rows [r0, r0 + FA_TILE) of one head of a (B, T, stride) bf16 tensor into a
 // FA_TILE x ld fp32 tile (rows >= T are zero)
-__device__ __forceinline__ void fa_load_tile(float* dst, int ld, const bf16* src, size_t stride, int r0, int T, int hs) {
+__device__ __forceinline__ void fa_load_tile(float* dst, int ld, const bf16* src, size_t stride, int r0, int T,
+                                             int hs) {
     for (int idx = threadIdx.x; idx < FA_TILE * hs; idx += blockDim.x) {
         int r = idx / hs, d = idx % hs, t = r0 + r;
         dst[r * ld + d] = t < T ? bf(src[(size_t)t * stride + d]) : 0.0f;
@@ -144,17 +151,18 @@ __global__ void flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     int Cl = NH * hs, C3 = 3 * Cl, ldk = hs + 1;
     float scale = 1.0f / sqrtf((float)hs);
-    float* sQ = sm;                  // (32, hs)   rows read by broadcast
-    float* sK = sQ + FA_TILE * hs;   // (32, hs+1) lane = key reads its row
-    float* sV = sK + FA_TILE * ldk;  // (32, hs)   lanes over dims
+    float* sQ = sm;                 // (32, hs)   rows read by broadcast
+    float* sK = sQ + FA_TILE * hs;  // (32, hs+1) lane = key reads its row
+    float* sV = sK + FA_TILE * ldk; // (32, hs)   lanes over dims
     const bf16* base = qkv + (size_t)b * T * C3 + h * hs;
     int q0 = qt * FA_TILE;
     fa_load_tile(sQ, hs, base, C3, q0, T, hs);
     float o[FA_ROWS][MAXD], m[FA_ROWS], l[FA_ROWS];
-    #pragma unroll
+#pragma unroll
     for (int r = 0; r < FA_ROWS; r++) {
-        m[r] = -INFINITY; l[r] = 0.0f;
-        #pragma unroll
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
         for (int i = 0; i < MAXD; i++) o[r][i] = 0.0f;
     }
     for (int kt = 0; kt <= qt; kt++) {
@@ -164,7 +172,7 @@ __global__ void flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int
         fa_load_tile(sV, hs, base + 2 * Cl, C3, k0, T, hs);
         __syncthreads();
         int key = k0 + lane;
-        #pragma unroll
+#pragma unroll
         for (int r = 0; r < FA_ROWS; r++) {
             int row = w * FA_ROWS + r, t = q0 + row;
             if (t >= T || k0 > t) continue; // warp-uniform
@@ -177,12 +185,12 @@ __global__ void flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int
             float p = vis ? expf(s - mn) : 0.0f;
             float alpha = expf(m[r] - mn);
             l[r] = l[r] * alpha + warp_sum(p);
-            #pragma unroll
+#pragma unroll
             for (int i = 0; i < MAXD; i++) o[r][i] *= alpha;
             for (int j = 0; j < FA_TILE; j++) {
                 if (k0 + j > t) break; // warp-uniform
                 float pj = __shfl_sync(0xffffffffu, p, j);
-                #pragma unroll
+#pragma unroll
                 for (int i = 0; i < MAXD; i++) {
                     int d = lane + WARP * i;
                     if (d < hs) o[r][i] += pj * sV[j * hs + d];
@@ -191,12 +199,12 @@ __global__ void flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int
             m[r] = mn;
         }
     }
-    #pragma unroll
+#pragma unroll
     for (int r = 0; r < FA_ROWS; r++) {
         int t = q0 + w * FA_ROWS + r;
         if (t >= T) continue;
         float inv = 1.0f / l[r];
-        #pragma unroll
+#pragma unroll
         for (int i = 0; i < MAXD; i++) {
             int d = lane + WARP * i;
             if (d < hs) out[((size_t)b * T + t) * Cl + h * hs + d] = to_bf(o[r][i] * inv);
@@ -226,22 +234,25 @@ __global__ void flash_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* q
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     int Cl = NH * hs, C3 = 3 * Cl, ldq = hs + 1;
     float scale = 1.0f / sqrtf((float)hs);
-    float* sK = sm;                   // (32, hs)   broadcast
-    float* sV = sK + FA_TILE * hs;    // (32, hs)   broadcast
-    float* sQ = sV + FA_TILE * hs;    // (32, hs+1) lane = query reads its row; lanes over dims read row j
-    float* sG = sQ + FA_TILE * ldq;   // (32, hs+1) dout, same access
-    float* sL = sG + FA_TILE * ldq;   // (32) lse
-    float* sD = sL + FA_TILE;         // (32) D
+    float* sK = sm;                 // (32, hs)   broadcast
+    float* sV = sK + FA_TILE * hs;  // (32, hs)   broadcast
+    float* sQ = sV + FA_TILE * hs;  // (32, hs+1) lane = query reads its row; lanes over dims read row j
+    float* sG = sQ + FA_TILE * ldq; // (32, hs+1) dout, same access
+    float* sL = sG + FA_TILE * ldq; // (32) lse
+    float* sD = sL + FA_TILE;       // (32) D
     const bf16* base = qkv + (size_t)b * T * C3 + h * hs;
     const bf16* gbase = dout + (size_t)b * T * Cl + h * hs;
     int k0 = kt * FA_TILE, nqt = (T + FA_TILE - 1) / FA_TILE;
     fa_load_tile(sK, hs, base + Cl, C3, k0, T, hs);
     fa_load_tile(sV, hs, base + 2 * Cl, C3, k0, T, hs);
     float dk[FA_ROWS][MAXD], dv[FA_ROWS][MAXD];
-    #pragma unroll
+#pragma unroll
     for (int r = 0; r < FA_ROWS; r++) {
-        #pragma unroll
-        for (int i = 0; i < MAXD; i++) { dk[r][i] = 0.0f; dv[r][i] = 0.0f; }
+#pragma unroll
+        for (int i = 0; i < MAXD; i++) {
+            dk[r][i] = 0.0f;
+            dv[r][i] = 0.0f;
+        }
     }
     for (int qt = kt; qt < nqt; qt++) {
         int q0 = qt * FA_TILE;
@@ -255,7 +266,7 @@ __global__ void flash_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* q
         }
         __syncthreads();
         int t = q0 + lane; // this lane's query
-        #pragma unroll
+#pragma unroll
         for (int r = 0; r < FA_ROWS; r++) {
             int kr = w * FA_ROWS + r, key = k0 + kr;
             if (key >= T || q0 + FA_TILE - 1 < key) continue; // warp-uniform
@@ -270,19 +281,22 @@ __global__ void flash_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* q
             int j0 = key - q0 > 0 ? key - q0 : 0; // queries before the key see nothing
             for (int j = j0; j < FA_TILE; j++) {
                 float pj = __shfl_sync(0xffffffffu, p, j), dsj = __shfl_sync(0xffffffffu, ds, j);
-                #pragma unroll
+#pragma unroll
                 for (int i = 0; i < MAXD; i++) {
                     int d = lane + WARP * i;
-                    if (d < hs) { dv[r][i] += pj * sG[j * ldq + d]; dk[r][i] += dsj * sQ[j * ldq + d]; }
+                    if (d < hs) {
+                        dv[r][i] += pj * sG[j * ldq + d];
+                        dk[r][i] += dsj * sQ[j * ldq + d];
+                    }
                 }
             }
         }
     }
-    #pragma unroll
+#pragma unroll
     for (int r = 0; r < FA_ROWS; r++) {
         int key = k0 + w * FA_ROWS + r;
         if (key >= T) continue;
-        #pragma unroll
+#pragma unroll
         for (int i = 0; i < MAXD; i++) {
             int d = lane + WARP * i;
             if (d < hs) {
@@ -302,12 +316,12 @@ __global__ void flash_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qk
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     int Cl = NH * hs, C3 = 3 * Cl, ldk = hs + 1;
     float scale = 1.0f / sqrtf((float)hs);
-    float* sQ = sm;                   // (32, hs)   broadcast
-    float* sG = sQ + FA_TILE * hs;    // (32, hs)   broadcast
-    float* sK = sG + FA_TILE * hs;    // (32, hs+1) lane = key reads its row; lanes over dims read row j
-    float* sV = sK + FA_TILE * ldk;   // (32, hs+1)
-    float* sL = sV + FA_TILE * ldk;   // (32)
-    float* sD = sL + FA_TILE;         // (32)
+    float* sQ = sm;                 // (32, hs)   broadcast
+    float* sG = sQ + FA_TILE * hs;  // (32, hs)   broadcast
+    float* sK = sG + FA_TILE * hs;  // (32, hs+1) lane = key reads its row; lanes over dims read row j
+    float* sV = sK + FA_TILE * ldk; // (32, hs+1)
+    float* sL = sV + FA_TILE * ldk; // (32)
+    float* sD = sL + FA_TILE;       // (32)
     const bf16* base = qkv + (size_t)b * T * C3 + h * hs;
     int q0 = qt * FA_TILE;
     fa_load_tile(sQ, hs, base, C3, q0, T, hs);
@@ -318,9 +332,9 @@ __global__ void flash_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qk
         sD[threadIdx.x] = t < T ? Dd[((size_t)b * NH + h) * T + t] : 0.0f;
     }
     float dq[FA_ROWS][MAXD];
-    #pragma unroll
+#pragma unroll
     for (int r = 0; r < FA_ROWS; r++) {
-        #pragma unroll
+#pragma unroll
         for (int i = 0; i < MAXD; i++) dq[r][i] = 0.0f;
     }
     for (int kt = 0; kt <= qt; kt++) {
@@ -330,7 +344,7 @@ __global__ void flash_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qk
         fa_load_tile(sV, ldk, base + 2 * Cl, C3, k0, T, hs);
         __syncthreads();
         int key = k0 + lane;
-        #pragma unroll
+#pragma unroll
         for (int r = 0; r < FA_ROWS; r++) {
             int row = w * FA_ROWS + r, t = q0 + row;
             if (t >= T || k0 > t) continue; // warp-uniform
@@ -345,7 +359,7 @@ __global__ void flash_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qk
             for (int j = 0; j < FA_TILE; j++) {
                 if (k0 + j > t) break; // warp-uniform
                 float dsj = __shfl_sync(0xffffffffu, ds, j);
-                #pragma unroll
+#pragma unroll
                 for (int i = 0; i < MAXD; i++) {
                     int d = lane + WARP * i;
                     if (d < hs) dq[r][i] += dsj * sK[j * ldk + d];
@@ -353,11 +367,11 @@ __global__ void flash_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qk
             }
         }
     }
-    #pragma unroll
+#pragma unroll
     for (int r = 0; r < FA_ROWS; r++) {
         int t = q0 + w * FA_ROWS + r;
         if (t >= T) continue;
-        #pragma unroll
+#pragma unroll
         for (int i = 0; i < MAXD; i++) {
             int d = lane + WARP * i;
             if (d < hs) dqkv[((size_t)b * T + t) * C3 + h * hs + d] = to_bf(dq[r][i] * scale);
@@ -383,7 +397,9 @@ static int flash_maxd(int hs) {
 template <int MAXD>
 static void flash_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int hs, cudaStream_t s) {
     size_t smem = flash_fwd_smem(hs);
-    if (smem > 48 * 1024) cudaCheck(cudaFuncSetAttribute(flash_forward_kernel<MAXD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (smem > 48 * 1024)
+        cudaCheck(
+            cudaFuncSetAttribute(flash_forward_kernel<MAXD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid(CEIL_DIV(T, FA_TILE), NH, B);
     LAUNCH(flash_forward_kernel<MAXD>, grid, FA_WARPS * WARP, smem, s, out, lse, qkv, T, NH, hs);
 }
@@ -393,8 +409,10 @@ static void flash_backward_launch(bf16* dqkv, const float* Dd, const bf16* dout,
                                   int B, int T, int NH, int hs, cudaStream_t s) {
     size_t smem = flash_bwd_smem(hs);
     if (smem > 48 * 1024) {
-        cudaCheck(cudaFuncSetAttribute(flash_bwd_dkv_kernel<MAXD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        cudaCheck(cudaFuncSetAttribute(flash_bwd_dq_kernel<MAXD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(
+            cudaFuncSetAttribute(flash_bwd_dkv_kernel<MAXD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(
+            cudaFuncSetAttribute(flash_bwd_dq_kernel<MAXD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     }
     dim3 grid(CEIL_DIV(T, FA_TILE), NH, B);
     LAUNCH(flash_bwd_dkv_kernel<MAXD>, grid, FA_WARPS * WARP, smem, s, dqkv, dout, qkv, lse, Dd, T, NH, hs);
@@ -402,25 +420,42 @@ static void flash_backward_launch(bf16* dqkv, const float* Dd, const bf16* dout,
 }
 
 // out (B, T, Cl); lse (B, NH, T)
-static void attention_forward_flash(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int hs, cudaStream_t s) {
+static void attention_forward_flash(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int hs,
+                                    cudaStream_t s) {
     switch (flash_maxd(hs)) {
-        case 1: flash_forward_launch<1>(out, lse, qkv, B, T, NH, hs, s); break;
-        case 2: flash_forward_launch<2>(out, lse, qkv, B, T, NH, hs, s); break;
-        case 4: flash_forward_launch<4>(out, lse, qkv, B, T, NH, hs, s); break;
-        default: flash_forward_launch<8>(out, lse, qkv, B, T, NH, hs, s); break;
+        case 1:
+            flash_forward_launch<1>(out, lse, qkv, B, T, NH, hs, s);
+            break;
+        case 2:
+            flash_forward_launch<2>(out, lse, qkv, B, T, NH, hs, s);
+            break;
+        case 4:
+            flash_forward_launch<4>(out, lse, qkv, B, T, NH, hs, s);
+            break;
+        default:
+            flash_forward_launch<8>(out, lse, qkv, B, T, NH, hs, s);
+            break;
     }
 }
 
 // dqkv (B, T, 3Cl) overwritten; Dd: (B, NH, T) fp32 scratch; out/lse from the forward
-static void attention_backward_flash(bf16* dqkv, float* Dd, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
-                                     int B, int T, int NH, int hs, cudaStream_t s) {
+static void attention_backward_flash(bf16* dqkv, float* Dd, const bf16* dout, const bf16* out, const bf16* qkv,
+                                     const float* lse, int B, int T, int NH, int hs, cudaStream_t s) {
     int rows = B * T * NH;
     LAUNCH(flash_bwd_dot_kernel, CEIL_DIV(rows, 8), 256, 0, s, Dd, dout, out, B, T, NH, hs);
     switch (flash_maxd(hs)) {
-        case 1: flash_backward_launch<1>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s); break;
-        case 2: flash_backward_launch<2>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s); break;
-        case 4: flash_backward_launch<4>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s); break;
-        default: flash_backward_launch<8>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s); break;
+        case 1:
+            flash_backward_launch<1>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s);
+            break;
+        case 2:
+            flash_backward_launch<2>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s);
+            break;
+        case 4:
+            flash_backward_launch<4>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s);
+            break;
+        default:
+            flash_backward_launch<8>(dqkv, Dd, dout, qkv, lse, B, T, NH, hs, s);
+            break;
     }
 }
 

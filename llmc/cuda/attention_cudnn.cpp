@@ -14,31 +14,31 @@
 
 namespace fe = cudnn_frontend;
 
-#define cudnnCheck(call)                                                                                   \
-    do {                                                                                                   \
-        cudnnStatus_t cudnn_status_ = (call);                                                              \
-        if (cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                                       \
-            fprintf(stderr,                                                                                \
-                    "[cuDNN ERROR] %s:%d: %s failed: %s\n"                                                 \
-                    "  next: check that the cuDNN library found at run time (LD_LIBRARY_PATH) is the one\n"  \
+#define cudnnCheck(call)                                                                                        \
+    do {                                                                                                        \
+        cudnnStatus_t cudnn_status_ = (call);                                                                   \
+        if (cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                                            \
+            fprintf(stderr,                                                                                     \
+                    "[cuDNN ERROR] %s:%d: %s failed: %s\n"                                                      \
+                    "  next: check that the cuDNN library found at run time (LD_LIBRARY_PATH) is the one\n"     \
                     "  the trainer was built against, or run with LLMC_ATTENTION=tc to use the own kernels.\n", \
-                    __FILE__, __LINE__, #call, cudnnGetErrorString(cudnn_status_));                        \
-            exit(1);                                                                                       \
-        }                                                                                                  \
+                    __FILE__, __LINE__, #call, cudnnGetErrorString(cudnn_status_));                             \
+            exit(1);                                                                                            \
+        }                                                                                                       \
     } while (0)
 
 // a frontend call that must succeed once the graph was accepted (execution)
-#define feCheck(call)                                                                                      \
-    do {                                                                                                   \
-        fe::error_t fe_err_ = (call);                                                                      \
-        if (fe_err_.is_bad()) {                                                                            \
-            fprintf(stderr,                                                                                \
-                    "[cuDNN frontend ERROR] %s:%d: %s failed: %s\n"                                        \
+#define feCheck(call)                                                                                       \
+    do {                                                                                                    \
+        fe::error_t fe_err_ = (call);                                                                       \
+        if (fe_err_.is_bad()) {                                                                             \
+            fprintf(stderr,                                                                                 \
+                    "[cuDNN frontend ERROR] %s:%d: %s failed: %s\n"                                         \
                     "  next: rerun with CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr for the\n" \
                     "  frontend's reason, or with LLMC_ATTENTION=tc to use the own kernels.\n",             \
-                    __FILE__, __LINE__, #call, fe_err_.get_message().c_str());                             \
-            exit(1);                                                                                       \
-        }                                                                                                  \
+                    __FILE__, __LINE__, #call, fe_err_.get_message().c_str());                              \
+            exit(1);                                                                                        \
+        }                                                                                                   \
     } while (0)
 
 // tensor ids in the variant packs
@@ -54,8 +54,8 @@ struct CudnnAttn {
 };
 
 // Q, K, V (or dQ, dK, dV) as (B, NH, T, hs) views of the packed (B, T, 3*NH*hs) buffer.
-static std::shared_ptr<fe::graph::Tensor_attributes> qkv_view(fe::graph::Graph& g, const char* name, int64_t uid,
-                                                              int B, int T, int NH, int hs) {
+static std::shared_ptr<fe::graph::Tensor_attributes> qkv_view(fe::graph::Graph& g, const char* name, int64_t uid, int B,
+                                                              int T, int NH, int hs) {
     int64_t C3 = 3 * (int64_t)NH * hs;
     return g.tensor(fe::graph::Tensor_attributes()
                         .set_name(name)
@@ -92,7 +92,8 @@ static bool finalize(fe::graph::Graph& g, cudnnHandle_t h, std::string* why) {
     return e.is_good();
 }
 
-static std::shared_ptr<fe::graph::Graph> build_forward(int B, int T, int NH, int hs, cudnnHandle_t h, std::string* why) {
+static std::shared_ptr<fe::graph::Graph> build_forward(int B, int T, int NH, int hs, cudnnHandle_t h,
+                                                       std::string* why) {
     auto g = new_graph();
     auto Q = qkv_view(*g, "Q", UID_Q, B, T, NH, hs);
     auto K = qkv_view(*g, "K", UID_K, B, T, NH, hs);
@@ -111,8 +112,8 @@ static std::shared_ptr<fe::graph::Graph> build_forward(int B, int T, int NH, int
     return g;
 }
 
-static std::shared_ptr<fe::graph::Graph> build_backward(int B, int T, int NH, int hs, bool deterministic, cudnnHandle_t h,
-                                                        std::string* why) {
+static std::shared_ptr<fe::graph::Graph> build_backward(int B, int T, int NH, int hs, bool deterministic,
+                                                        cudnnHandle_t h, std::string* why) {
     auto g = new_graph();
     auto Q = qkv_view(*g, "Q", UID_Q, B, T, NH, hs);
     auto K = qkv_view(*g, "K", UID_K, B, T, NH, hs);
@@ -139,7 +140,10 @@ static std::shared_ptr<fe::graph::Graph> build_backward(int B, int T, int NH, in
 
 CudnnAttn* cudnn_attn_create(int B, int T, int NH, int hs, cudaStream_t stream, char* why, size_t n) {
     CudnnAttn* ca = new CudnnAttn();
-    ca->B = B; ca->T = T; ca->NH = NH; ca->hs = hs;
+    ca->B = B;
+    ca->T = T;
+    ca->NH = NH;
+    ca->hs = hs;
     cudnnCheck(cudnnCreate(&ca->handle));
     cudnnCheck(cudnnSetStream(ca->handle, stream));
     std::string reason;
@@ -147,7 +151,10 @@ CudnnAttn* cudnn_attn_create(int B, int T, int NH, int hs, cudaStream_t stream, 
     if (ca->fwd) {
         ca->deterministic = 1;
         ca->bwd = build_backward(B, T, NH, hs, true, ca->handle, &reason);
-        if (!ca->bwd) { ca->deterministic = 0; ca->bwd = build_backward(B, T, NH, hs, false, ca->handle, &reason); }
+        if (!ca->bwd) {
+            ca->deterministic = 0;
+            ca->bwd = build_backward(B, T, NH, hs, false, ca->handle, &reason);
+        }
     }
     if (!ca->fwd || !ca->bwd) {
         snprintf(why, n, "cuDNN %zu has no fused attention for B=%d T=%d heads=%d head size %d: %s", cudnnGetVersion(),
@@ -168,23 +175,28 @@ CudnnAttn* cudnn_attn_create(int B, int T, int NH, int hs, cudaStream_t stream, 
 void cudnn_attn_forward(CudnnAttn* ca, void* out, float* lse, const void* qkv, cudaStream_t stream) {
     int64_t Cl = (int64_t)ca->NH * ca->hs;
     char* base = (char*)const_cast<void*>(qkv);
-    const size_t el = 2;  // bf16
+    const size_t el = 2; // bf16
     std::unordered_map<int64_t, void*> pack = {
         {UID_Q, base}, {UID_K, base + el * Cl}, {UID_V, base + el * 2 * Cl}, {UID_O, out}, {UID_STATS, lse}};
     cudnnCheck(cudnnSetStream(ca->handle, stream));
     feCheck(ca->fwd->execute(ca->handle, pack, ca->workspace));
 }
 
-void cudnn_attn_backward(CudnnAttn* ca, void* dqkv, const void* dout, const void* out, const void* qkv, const float* lse,
-                         cudaStream_t stream) {
+void cudnn_attn_backward(CudnnAttn* ca, void* dqkv, const void* dout, const void* out, const void* qkv,
+                         const float* lse, cudaStream_t stream) {
     int64_t Cl = (int64_t)ca->NH * ca->hs;
     char* base = (char*)const_cast<void*>(qkv);
     char* dbase = (char*)dqkv;
-    const size_t el = 2;  // bf16
-    std::unordered_map<int64_t, void*> pack = {
-        {UID_Q, base},       {UID_K, base + el * Cl},       {UID_V, base + el * 2 * Cl},
-        {UID_O, const_cast<void*>(out)},  {UID_DO, const_cast<void*>(dout)},  {UID_STATS, const_cast<float*>(lse)},
-        {UID_DQ, dbase},     {UID_DK, dbase + el * Cl},     {UID_DV, dbase + el * 2 * Cl}};
+    const size_t el = 2; // bf16
+    std::unordered_map<int64_t, void*> pack = {{UID_Q, base},
+                                               {UID_K, base + el * Cl},
+                                               {UID_V, base + el * 2 * Cl},
+                                               {UID_O, const_cast<void*>(out)},
+                                               {UID_DO, const_cast<void*>(dout)},
+                                               {UID_STATS, const_cast<float*>(lse)},
+                                               {UID_DQ, dbase},
+                                               {UID_DK, dbase + el * Cl},
+                                               {UID_DV, dbase + el * 2 * Cl}};
     cudnnCheck(cudnnSetStream(ca->handle, stream));
     feCheck(ca->bwd->execute(ca->handle, pack, ca->workspace));
 }

@@ -45,4 +45,4 @@ size_t cudnn_attn_workspace_bytes(const CudnnAttn* ca);
 size_t cudnn_attn_version(void);
 void cudnn_attn_destroy(CudnnAttn* ca);
 
-#endif  // LLMC_ATTENTION_CUDNN_H
+#endif // LLMC_ATTENTION_CUDNN_H

@@ -44,7 +44,7 @@ __device__ __forceinline__ void tc_load_rows(bf16* dst, int ld, const bf16* src,
 // The dynamic shared array rounded up to 128 bytes. Align by adding an offset to the array's
 // own pointer: rounding the pointer itself through uintptr_t made nvcc lose the shared address
 // space (generic LD/ST instead of LDS/STS/LDSM in SASS). LLMC_TC_SMEM_BASE_OLD brings back the
-// old rounding, only so that dev/cuda/sass_check.sh can show that its check catches it.
+// old rounding, only so that the SASS check (dev/cuda/resources.py sass) can show it catches it.
 __device__ __forceinline__ char* tc_smem_base(void* raw) {
 #ifdef LLMC_TC_SMEM_BASE_OLD
     return (char*)(((uintptr_t)raw + 127) & ~(uintptr_t)127);

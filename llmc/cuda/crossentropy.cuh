@@ -43,9 +43,9 @@
 
 #include "cuda_utils.cuh"
 
-#define CE_THREADS 512            // the streaming kernels (TP > 1)
-#define CE_FUSED_THREADS 1024     // ce_fused at most
-#define CE_FUSED_PACKS 8          // 8-column packs per thread held in registers by ce_fused at most
+#define CE_THREADS 512        // the streaming kernels (TP > 1)
+#define CE_FUSED_THREADS 1024 // ce_fused at most
+#define CE_FUSED_PACKS 8      // 8-column packs per thread held in registers by ce_fused at most
 #define CE_FUSED_MAX_COLS (8 * CE_FUSED_PACKS * CE_FUSED_THREADS)
 
 __device__ __forceinline__ void ce_combine(float& m, float& s, float m2, float s2) {
@@ -96,8 +96,8 @@ __device__ __forceinline__ x128 ce_dlogits8(x128 xr, int c, int Vv, int t, float
 // TP = 1, one pass: logits (BT, ld) -> losses, lse (BT) and, if dloss != 0, dlogits in
 // place over all ld columns. One block per row (grid-stride); 8 * blockDim.x * P >= ld.
 template <bool VEC, int P>
-__global__ void __launch_bounds__(CE_FUSED_THREADS) ce_fused_kernel(bf16* logits, int ld, float* losses, float* lse,
-                                                                     const int* targets, int BT, int Vv, float dloss) {
+__global__ void __launch_bounds__(CE_FUSED_THREADS)
+    ce_fused_kernel(bf16* logits, int ld, float* losses, float* lse, const int* targets, int BT, int Vv, float dloss) {
     __shared__ float sm[32], ss[32];
     int tid = threadIdx.x, BS = blockDim.x;
     for (int n = blockIdx.x; n < BT; n += gridDim.x) {
@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(CE_FUSED_THREADS) ce_fused_kernel(bf16* logits
             float x[8];
             x128_to_f8(x, xr[k]);
 #pragma unroll
-            for (int j = 0; j < 8; j++) if (c + j < Vv) m = fmaxf(m, x[j]);
+            for (int j = 0; j < 8; j++)
+                if (c + j < Vv) m = fmaxf(m, x[j]);
         }
         float s = 0.0f, tl = 0.0f;
         int own = 0;
@@ -156,8 +157,7 @@ __global__ void __launch_bounds__(CE_FUSED_THREADS) ce_fused_kernel(bf16* logits
 // slice's max, sum of exp relative to it, and the target logit (0 if not in the slice)
 template <bool VEC>
 __global__ void __launch_bounds__(CE_THREADS) ce_stats_kernel(float* mloc, float* se, float* tl, const bf16* logits,
-                                                              int ld, const int* targets,
-                                int BT, int Vv, int v0) {
+                                                              int ld, const int* targets, int BT, int Vv, int v0) {
     __shared__ float sm[32], ss[32];
     for (int n = blockIdx.x; n < BT; n += gridDim.x) {
         const bf16* row = logits + (size_t)n * ld;
@@ -168,7 +168,8 @@ __global__ void __launch_bounds__(CE_THREADS) ce_stats_kernel(float* mloc, float
             load_bf16x8<VEC>(x, row, c, ld);
             float pm = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < 8; j++) if (c + j < Vv) pm = fmaxf(pm, x[j]);
+            for (int j = 0; j < 8; j++)
+                if (c + j < Vv) pm = fmaxf(pm, x[j]);
             float mn = fmaxf(m, pm); // finite: the pack has a real column
             float ps = 0.0f;
 #pragma unroll
@@ -206,9 +207,9 @@ __global__ void ce_finish_kernel(float* losses, float* lse, const float* m, cons
 // after the all-reduce, one pass: losses, lse (BT) from the global statistics m, se, tl,
 // and logits (BT, ld) -> dlogits in place over all ld columns (padded ones 0)
 template <bool VEC>
-__global__ void __launch_bounds__(CE_THREADS) ce_backward_kernel(bf16* logits, int ld, float* losses, float* lse,
-                                                                 const float* m, const float* se,
-                                   const float* tl, const int* targets, int BT, int Vv, int v0, float dloss) {
+__global__ void __launch_bounds__(CE_THREADS)
+    ce_backward_kernel(bf16* logits, int ld, float* losses, float* lse, const float* m, const float* se,
+                       const float* tl, const int* targets, int BT, int Vv, int v0, float dloss) {
     for (int n = blockIdx.x; n < BT; n += gridDim.x) {
         bf16* row = logits + (size_t)n * ld;
         float l = m[n] + logf(se[n]);
@@ -258,12 +259,16 @@ static inline bool ce_fused_fits(int ld) {
     return ld >= 1 && ce_fused_packs(ld, &th) > 0;
 }
 
-#define CE_FUSED_LAUNCH(VEC, P, grid, th, s, ...)                                                                      \
-    do {                                                                                                               \
-        if (P == 1) LAUNCH((ce_fused_kernel<VEC, 1>), grid, th, 0, s, __VA_ARGS__);                                    \
-        else if (P == 2) LAUNCH((ce_fused_kernel<VEC, 2>), grid, th, 0, s, __VA_ARGS__);                               \
-        else if (P == 4) LAUNCH((ce_fused_kernel<VEC, 4>), grid, th, 0, s, __VA_ARGS__);                               \
-        else LAUNCH((ce_fused_kernel<VEC, CE_FUSED_PACKS>), grid, th, 0, s, __VA_ARGS__);                              \
+#define CE_FUSED_LAUNCH(VEC, P, grid, th, s, ...)                                        \
+    do {                                                                                 \
+        if (P == 1)                                                                      \
+            LAUNCH((ce_fused_kernel<VEC, 1>), grid, th, 0, s, __VA_ARGS__);              \
+        else if (P == 2)                                                                 \
+            LAUNCH((ce_fused_kernel<VEC, 2>), grid, th, 0, s, __VA_ARGS__);              \
+        else if (P == 4)                                                                 \
+            LAUNCH((ce_fused_kernel<VEC, 4>), grid, th, 0, s, __VA_ARGS__);              \
+        else                                                                             \
+            LAUNCH((ce_fused_kernel<VEC, CE_FUSED_PACKS>), grid, th, 0, s, __VA_ARGS__); \
     } while (0)
 
 // TP = 1: losses, lse (BT) and, if dloss != 0, dlogits in place, in one pass over logits
@@ -274,8 +279,10 @@ static void ce_fused(bf16* logits, int ld, float* losses, float* lse, const int*
     int th = 0, P = ce_fused_packs(ld, &th);
     if (P == 0) die("ce_fused: rows of %d columns exceed %d (use ce_stats + ce_backward)", ld, CE_FUSED_MAX_COLS);
     int grid = ce_rows_grid(BT);
-    if (vec16_ok(ld, 8, logits)) CE_FUSED_LAUNCH(true, P, grid, th, s, logits, ld, losses, lse, targets, BT, Vv, dloss);
-    else CE_FUSED_LAUNCH(false, P, grid, th, s, logits, ld, losses, lse, targets, BT, Vv, dloss);
+    if (vec16_ok(ld, 8, logits))
+        CE_FUSED_LAUNCH(true, P, grid, th, s, logits, ld, losses, lse, targets, BT, Vv, dloss);
+    else
+        CE_FUSED_LAUNCH(false, P, grid, th, s, logits, ld, losses, lse, targets, BT, Vv, dloss);
 }
 static void ce_stats(float* mloc, float* se, float* tl, const bf16* logits, int ld, const int* targets, int BT, int Vv,
                      int v0, cudaStream_t s) {
@@ -297,8 +304,8 @@ static void ce_finish(float* losses, float* lse, const float* m, const float* se
     LAUNCH(ce_finish_kernel, CEIL_DIV(BT, 256), 256, 0, s, losses, lse, m, se, tl, BT);
 }
 // losses, lse from the (all-reduced) statistics m, se, tl and dlogits in place (all ld columns)
-static void ce_backward(bf16* logits, int ld, float* losses, float* lse, const float* m, const float* se, const float* tl,
-                        const int* targets, int BT, int Vv, int v0, float dloss, cudaStream_t s) {
+static void ce_backward(bf16* logits, int ld, float* losses, float* lse, const float* m, const float* se,
+                        const float* tl, const int* targets, int BT, int Vv, int v0, float dloss, cudaStream_t s) {
     if (BT == 0) return;
     int grid = ce_rows_grid(BT), th = ce_threads(ld);
     if (vec16_ok(ld, 8, logits))

@@ -21,7 +21,7 @@
 #include <cstdlib>
 #include <cuda_runtime.h>
 
-#define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+#define CEIL_DIV(a, b) (((a) + (b)-1) / (b))
 
 static inline void cuda_check_(cudaError_t err, const char* call, const char* file, int line) {
     if (err == cudaSuccess) return;
@@ -36,32 +36,32 @@ static inline void cuda_check_(cudaError_t err, const char* call, const char* fi
 }
 #define cudaCheck(call) cuda_check_((call), #call, __FILE__, __LINE__)
 
-#define cublasCheck(call)                                                                                          \
-    do {                                                                                                           \
-        cublasStatus_t cublas_status_ = (call);                                                                    \
-        if (cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-            fprintf(stderr,                                                                                        \
-                    "[cuBLAS ERROR] %s:%d: %s failed: %s (%d)\n"                                                   \
-                    "  next: check the matrix layouts (rows, cols, leading dimension >= rows, column-major),\n"    \
-                    "  the transposes, the data types, the epilogue and its bias/aux pointers and aux leading\n"   \
-                    "  dimension (a multiple of 8); run with CUBLASLT_LOG_LEVEL=5 for cuBLASLt's own reason.\n",   \
-                    __FILE__, __LINE__, #call, cublasLtGetStatusString(cublas_status_), (int)cublas_status_);      \
-            exit(1);                                                                                               \
-        }                                                                                                          \
+#define cublasCheck(call)                                                                                        \
+    do {                                                                                                         \
+        cublasStatus_t cublas_status_ = (call);                                                                  \
+        if (cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                                           \
+            fprintf(stderr,                                                                                      \
+                    "[cuBLAS ERROR] %s:%d: %s failed: %s (%d)\n"                                                 \
+                    "  next: check the matrix layouts (rows, cols, leading dimension >= rows, column-major),\n"  \
+                    "  the transposes, the data types, the epilogue and its bias/aux pointers and aux leading\n" \
+                    "  dimension (a multiple of 8); run with CUBLASLT_LOG_LEVEL=5 for cuBLASLt's own reason.\n", \
+                    __FILE__, __LINE__, #call, cublasLtGetStatusString(cublas_status_), (int)cublas_status_);    \
+            exit(1);                                                                                             \
+        }                                                                                                        \
     } while (0)
 
-#define ncclCheck(call)                                                                                            \
-    do {                                                                                                           \
-        ncclResult_t nccl_result_ = (call);                                                                        \
-        if (nccl_result_ != ncclSuccess) {                                                                         \
-            fprintf(stderr,                                                                                        \
-                    "[NCCL ERROR] %s:%d: %s failed: %s (%d)\n"                                                     \
+#define ncclCheck(call)                                                                                             \
+    do {                                                                                                            \
+        ncclResult_t nccl_result_ = (call);                                                                         \
+        if (nccl_result_ != ncclSuccess) {                                                                          \
+            fprintf(stderr,                                                                                         \
+                    "[NCCL ERROR] %s:%d: %s failed: %s (%d)\n"                                                      \
                     "  next: rerun with NCCL_DEBUG=WARN (or INFO) for NCCL's reason; check that every rank calls\n" \
-                    "  the same collectives in the same order with the same counts and types, that buffers are\n"  \
-                    "  device memory, and that peers of grouped send/recv match.\n",                               \
-                    __FILE__, __LINE__, #call, ncclGetErrorString(nccl_result_), (int)nccl_result_);               \
-            exit(1);                                                                                               \
-        }                                                                                                          \
+                    "  the same collectives in the same order with the same counts and types, that buffers are\n"   \
+                    "  device memory, and that peers of grouped send/recv match.\n",                                \
+                    __FILE__, __LINE__, #call, ncclGetErrorString(nccl_result_), (int)nccl_result_);                \
+            exit(1);                                                                                                \
+        }                                                                                                           \
     } while (0)
 
 #ifdef CUEMU
@@ -82,10 +82,10 @@ static inline void cuda_check_(cudaError_t err, const char* call, const char* fi
 #define GRID_STRIDE_CAP(g) (g)
 #endif
 
-#define LAUNCH(kernel, grid, block, smem, stream, ...)                        \
-    do {                                                                      \
-        LAUNCH_UNCHECKED(kernel, grid, block, smem, stream, ##__VA_ARGS__);   \
-        cudaCheck(cudaGetLastError());                                        \
+#define LAUNCH(kernel, grid, block, smem, stream, ...)                      \
+    do {                                                                    \
+        LAUNCH_UNCHECKED(kernel, grid, block, smem, stream, ##__VA_ARGS__); \
+        cudaCheck(cudaGetLastError());                                      \
     } while (0)
 
-#endif  // LLMC_CUDA_COMMON_CUH
+#endif // LLMC_CUDA_COMMON_CUH

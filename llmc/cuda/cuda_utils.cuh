@@ -64,7 +64,8 @@ __device__ __forceinline__ double block_sum_d(double v) {
 __device__ __forceinline__ float2 block_sum2(float a, float b) {
     __shared__ float2 part2[32];
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    a = warp_sum(a); b = warp_sum(b);
+    a = warp_sum(a);
+    b = warp_sum(b);
     __syncthreads();
     if (lane == 0) part2[w] = make_float2(a, b);
     __syncthreads();
@@ -103,10 +104,18 @@ __device__ __forceinline__ bf16 to_bf(float x) { return __float2bfloat16(x); }
 struct x128 {
     uint4 u;
 };
-__device__ __forceinline__ x128 ld128(const void* p) { x128 r; r.u = *reinterpret_cast<const uint4*>(p); return r; }
+__device__ __forceinline__ x128 ld128(const void* p) {
+    x128 r;
+    r.u = *reinterpret_cast<const uint4*>(p);
+    return r;
+}
 __device__ __forceinline__ void st128(void* p, x128 v) { *reinterpret_cast<uint4*>(p) = v.u; }
 // L2 only (not L1): data written by another block of the same launch
-__device__ __forceinline__ x128 ld128_cg(const void* p) { x128 r; r.u = __ldcg(reinterpret_cast<const uint4*>(p)); return r; }
+__device__ __forceinline__ x128 ld128_cg(const void* p) {
+    x128 r;
+    r.u = __ldcg(reinterpret_cast<const uint4*>(p));
+    return r;
+}
 
 __device__ __forceinline__ unsigned x128_word(const x128& v, int i) {
     return i == 0 ? v.u.x : i == 1 ? v.u.y : i == 2 ? v.u.z : v.u.w;
@@ -125,13 +134,17 @@ __device__ __forceinline__ x128 f8_to_x128(const float f[8]) {
     unsigned w[4];
 #pragma unroll
     for (int i = 0; i < 4; i++)
-        w[i] = (unsigned)__bfloat16_as_ushort(to_bf(f[2 * i])) | ((unsigned)__bfloat16_as_ushort(to_bf(f[2 * i + 1])) << 16);
+        w[i] = (unsigned)__bfloat16_as_ushort(to_bf(f[2 * i])) |
+               ((unsigned)__bfloat16_as_ushort(to_bf(f[2 * i + 1])) << 16);
     x128 r;
     r.u = make_uint4(w[0], w[1], w[2], w[3]);
     return r;
 }
 __device__ __forceinline__ void x128_to_f4(float f[4], x128 v) {
-    f[0] = __uint_as_float(v.u.x); f[1] = __uint_as_float(v.u.y); f[2] = __uint_as_float(v.u.z); f[3] = __uint_as_float(v.u.w);
+    f[0] = __uint_as_float(v.u.x);
+    f[1] = __uint_as_float(v.u.y);
+    f[2] = __uint_as_float(v.u.z);
+    f[3] = __uint_as_float(v.u.w);
 }
 __device__ __forceinline__ x128 f4_to_x128(const float f[4]) {
     x128 r;
@@ -168,9 +181,13 @@ __device__ __forceinline__ void stx_bf16(bf16* p, size_t c, size_t n, x128 v) {
     }
 }
 template <bool VEC>
-__device__ __forceinline__ void load_bf16x8(float f[8], const bf16* p, size_t c, size_t n) { x128_to_f8(f, ldx_bf16<VEC>(p, c, n)); }
+__device__ __forceinline__ void load_bf16x8(float f[8], const bf16* p, size_t c, size_t n) {
+    x128_to_f8(f, ldx_bf16<VEC>(p, c, n));
+}
 template <bool VEC>
-__device__ __forceinline__ void store_bf16x8(bf16* p, size_t c, size_t n, const float f[8]) { stx_bf16<VEC>(p, c, n, f8_to_x128(f)); }
+__device__ __forceinline__ void store_bf16x8(bf16* p, size_t c, size_t n, const float f[8]) {
+    stx_bf16<VEC>(p, c, n, f8_to_x128(f));
+}
 // 4 consecutive elements (fp32 kernels: thread t's 16 bytes of fp32 sit next to thread
 // t+1's, so a warp request is contiguous; the bf16 side is then 8 bytes, a uint2)
 template <bool VEC>
@@ -188,15 +205,18 @@ __device__ __forceinline__ void store_f32x4(float* p, size_t c, size_t n, const 
         st128(p + c, f4_to_x128(f));
     } else {
 #pragma unroll
-        for (int j = 0; j < 4; j++) if (c + j < n) p[c + j] = f[j];
+        for (int j = 0; j < 4; j++)
+            if (c + j < n) p[c + j] = f[j];
     }
 }
 template <bool VEC>
 __device__ __forceinline__ void load_bf16x4(float f[4], const bf16* p, size_t c, size_t n) {
     if constexpr (VEC) {
         uint2 u = *reinterpret_cast<const uint2*>(p + c);
-        f[0] = __uint_as_float(u.x << 16); f[1] = __uint_as_float(u.x & 0xffff0000u);
-        f[2] = __uint_as_float(u.y << 16); f[3] = __uint_as_float(u.y & 0xffff0000u);
+        f[0] = __uint_as_float(u.x << 16);
+        f[1] = __uint_as_float(u.x & 0xffff0000u);
+        f[2] = __uint_as_float(u.y << 16);
+        f[3] = __uint_as_float(u.y & 0xffff0000u);
     } else {
 #pragma unroll
         for (int j = 0; j < 4; j++) f[j] = c + j < n ? bf(p[c + j]) : 0.0f;
@@ -211,7 +231,8 @@ __device__ __forceinline__ void store_bf16x4(bf16* p, size_t c, size_t n, const 
         *reinterpret_cast<uint2*>(p + c) = make_uint2(h[0] | h[1] << 16, h[2] | h[3] << 16);
     } else {
 #pragma unroll
-        for (int j = 0; j < 4; j++) if (c + j < n) p[c + j] = to_bf(f[j]);
+        for (int j = 0; j < 4; j++)
+            if (c + j < n) p[c + j] = to_bf(f[j]);
     }
 }
 
@@ -222,7 +243,8 @@ template <class... P>
 static inline bool vec16_ok(size_t n, size_t pack, P... ptrs) {
     const void* ps[] = {(const void*)ptrs...};
     if (n % pack != 0) return false;
-    for (const void* p : ps) if (!aligned16(p)) return false;
+    for (const void* p : ps)
+        if (!aligned16(p)) return false;
     return true;
 }
 
@@ -240,7 +262,8 @@ static inline int grid_for(size_t n, int block) {
 // consecutive elements per step (VEC: one 16-byte fp32 access, one 8-byte bf16 access).
 template <bool VEC>
 __global__ void cast_f32_to_bf16_kernel(bf16* out, const float* in, size_t n) {
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += (size_t)gridDim.x * blockDim.x * 4) {
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
+         i += (size_t)gridDim.x * blockDim.x * 4) {
         float f[4];
         load_f32x4<VEC>(f, in, i, n);
         store_bf16x4<VEC>(out, i, n, f);
@@ -248,7 +271,8 @@ __global__ void cast_f32_to_bf16_kernel(bf16* out, const float* in, size_t n) {
 }
 template <bool VEC>
 __global__ void cast_bf16_to_f32_kernel(float* out, const bf16* in, size_t n) {
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += (size_t)gridDim.x * blockDim.x * 4) {
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n;
+         i += (size_t)gridDim.x * blockDim.x * 4) {
         float f[4];
         load_bf16x4<VEC>(f, in, i, n);
         store_f32x4<VEC>(out, i, n, f);
@@ -258,14 +282,18 @@ __global__ void cast_bf16_to_f32_kernel(float* out, const bf16* in, size_t n) {
 static void cast_f32_to_bf16(bf16* out, const float* in, size_t n, cudaStream_t s) {
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 4), 256);
-    if (vec16_ok(n, 8, out, in)) LAUNCH(cast_f32_to_bf16_kernel<true>, g, 256, 0, s, out, in, n);
-    else LAUNCH(cast_f32_to_bf16_kernel<false>, g, 256, 0, s, out, in, n);
+    if (vec16_ok(n, 8, out, in))
+        LAUNCH(cast_f32_to_bf16_kernel<true>, g, 256, 0, s, out, in, n);
+    else
+        LAUNCH(cast_f32_to_bf16_kernel<false>, g, 256, 0, s, out, in, n);
 }
 static void cast_bf16_to_f32(float* out, const bf16* in, size_t n, cudaStream_t s) {
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 4), 256);
-    if (vec16_ok(n, 8, out, in)) LAUNCH(cast_bf16_to_f32_kernel<true>, g, 256, 0, s, out, in, n);
-    else LAUNCH(cast_bf16_to_f32_kernel<false>, g, 256, 0, s, out, in, n);
+    if (vec16_ok(n, 8, out, in))
+        LAUNCH(cast_bf16_to_f32_kernel<true>, g, 256, 0, s, out, in, n);
+    else
+        LAUNCH(cast_bf16_to_f32_kernel<false>, g, 256, 0, s, out, in, n);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -279,20 +307,24 @@ static void* dev_alloc(size_t bytes) {
     if (e != cudaSuccess) {
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
-        fprintf(stderr, "error: cudaMalloc of %.3f GiB failed (%s; %.2f of %.2f GiB free): use -recompute 1, a smaller -mb, "
-                "more tensor/pipeline parallelism or -zero 1\n", bytes / 1073741824.0, cudaGetErrorString(e), fr / 1073741824.0, tot / 1073741824.0);
+        fprintf(stderr,
+                "error: cudaMalloc of %.3f GiB failed (%s; %.2f of %.2f GiB free): use -recompute 1, a smaller -mb, "
+                "more tensor/pipeline parallelism or -zero 1\n",
+                bytes / 1073741824.0, cudaGetErrorString(e), fr / 1073741824.0, tot / 1073741824.0);
         exit(1);
     }
     cudaCheck(cudaMemset(p, 0, bytes));
     return p;
 }
-static void dev_free(void* p) { if (p) cudaCheck(cudaFree(p)); }
+static void dev_free(void* p) {
+    if (p) cudaCheck(cudaFree(p));
+}
 
 static inline uint16_t host_f2bf(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fff; // NaN
-    u += 0x7fffu + ((u >> 16) & 1u);                     // round to nearest even
+    u += 0x7fffu + ((u >> 16) & 1u);                    // round to nearest even
     return (uint16_t)(u >> 16);
 }
 static inline float host_bf2f(uint16_t b) {

@@ -21,13 +21,16 @@
 // Host-built buckets of one micro-batch: the owned tokens that occur (uniq, local row ids),
 // and for bucket u the positions pos[off[u] .. off[u+1]) in increasing order.
 typedef struct {
-    int nu;      // owned distinct tokens
-    int* uniq;   // (nu) local row (tok - v0)
-    int* off;    // (nu + 1)
-    int* pos;    // (off[nu]) positions n in [0, B*T)
+    int nu;    // owned distinct tokens
+    int* uniq; // (nu) local row (tok - v0)
+    int* off;  // (nu + 1)
+    int* pos;  // (off[nu]) positions n in [0, B*T)
 } EmbedBuckets;
 
-static int embed_cmp_int(const void* a, const void* b) { int x = *(const int*)a, y = *(const int*)b; return (x > y) - (x < y); }
+static int embed_cmp_int(const void* a, const void* b) {
+    int x = *(const int*)a, y = *(const int*)b;
+    return (x > y) - (x < y);
+}
 
 // Fills host buckets for tokens (BT) and the vocabulary slice [v0, v0 + Vl).
 // work: (Vl + 1) ints of scratch. Counting sort: O(BT + distinct).
@@ -42,7 +45,12 @@ static void embed_buckets_build(EmbedBuckets* e, const int* tokens, int BT, int 
     // order buckets by row id (deterministic, independent of first occurrence)
     qsort(e->uniq, (size_t)e->nu, sizeof(int), embed_cmp_int);
     int acc = 0;
-    for (int u = 0; u < e->nu; u++) { int r = e->uniq[u]; e->off[u] = acc; acc += work[r]; work[r] = e->off[u]; }
+    for (int u = 0; u < e->nu; u++) {
+        int r = e->uniq[u];
+        e->off[u] = acc;
+        acc += work[r];
+        work[r] = e->off[u];
+    }
     e->off[e->nu] = acc;
     for (int n = 0; n < BT; n++) {
         int r = tokens[n] - v0;
@@ -56,16 +64,18 @@ static void embed_buckets_build(EmbedBuckets* e, const int* tokens, int BT, int 
 // of one row per step (CP = ceil(C / 8) packs per row; VEC: 16-byte loads and stores, the
 // scalar instantiation for misaligned pointers or C % 8 != 0, same arithmetic).
 template <bool VEC>
-__global__ void encoder_forward_kernel(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, int BT, int T, int C,
-                                       int v0, int Vl, int add_pos) {
+__global__ void encoder_forward_kernel(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, int BT, int T,
+                                       int C, int v0, int Vl, int add_pos) {
     int CP = (C + 7) / 8;
     size_t total = (size_t)BT * CP;
     for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (size_t)gridDim.x * blockDim.x) {
         int n = (int)(p / CP), c = (int)(p % CP) * 8;
         int r = tokens[n] - v0;
         float v[8], q[8];
-        if (r >= 0 && r < Vl) load_bf16x8<VEC>(v, wte + (size_t)r * C, c, C);
-        else for (int j = 0; j < 8; j++) v[j] = 0.0f;
+        if (r >= 0 && r < Vl)
+            load_bf16x8<VEC>(v, wte + (size_t)r * C, c, C);
+        else
+            for (int j = 0; j < 8; j++) v[j] = 0.0f;
         if (add_pos) {
             load_bf16x8<VEC>(q, wpe + (size_t)(n % T) * C, c, C);
             for (int j = 0; j < 8; j++) v[j] += q[j];
@@ -75,8 +85,8 @@ __global__ void encoder_forward_kernel(bf16* x, const int* tokens, const bf16* w
 }
 
 // one block per bucket (grid-stride), threads over channels
-__global__ void encoder_backward_wte_kernel(float* dwte, const bf16* dx, const int* uniq, const int* off, const int* pos,
-                                            int nu, int C) {
+__global__ void encoder_backward_wte_kernel(float* dwte, const bf16* dx, const int* uniq, const int* off,
+                                            const int* pos, int nu, int C) {
     for (int u = blockIdx.x; u < nu; u += gridDim.x) {
         int r = uniq[u], a = off[u], b = off[u + 1];
         for (int c = threadIdx.x; c < C; c += blockDim.x) {
@@ -100,14 +110,16 @@ __global__ void encoder_backward_wpe_kernel(float* dwpe, const bf16* dx, int B, 
 static void encoder_forward(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, int B, int T, int C, int v0,
                             int Vl, int add_pos, cudaStream_t s) {
     int g = grid_for((size_t)B * T * CEIL_DIV(C, 8), 256);
-    if (vec16_ok(C, 8, x, wte, wpe)) LAUNCH(encoder_forward_kernel<true>, g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0, Vl, add_pos);
-    else LAUNCH(encoder_forward_kernel<false>, g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0, Vl, add_pos);
+    if (vec16_ok(C, 8, x, wte, wpe))
+        LAUNCH(encoder_forward_kernel<true>, g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0, Vl, add_pos);
+    else
+        LAUNCH(encoder_forward_kernel<false>, g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0, Vl, add_pos);
 }
 
 // d_uniq/d_off/d_pos: the device copies of a host EmbedBuckets with nu buckets.
 // dwte may be NULL (a rank without the token embedding); dwpe likewise.
-static void encoder_backward(float* dwte, float* dwpe, const bf16* dx, const int* d_uniq, const int* d_off, const int* d_pos,
-                             int nu, int B, int T, int C, cudaStream_t s) {
+static void encoder_backward(float* dwte, float* dwpe, const bf16* dx, const int* d_uniq, const int* d_off,
+                             const int* d_pos, int nu, int B, int T, int C, cudaStream_t s) {
     if (dwte != NULL && nu > 0) {
         int grid = GRID_STRIDE_CAP(nu < 65535 ? nu : 65535);
         int block = C >= 256 ? 256 : ((C + 31) / 32) * 32;

@@ -27,7 +27,8 @@ __device__ __forceinline__ float gelu_grad_f(float x) {
 // instantiation serves misaligned pointers and n % 8 != 0, with the same arithmetic)
 template <bool VEC>
 __global__ void gelu_forward_kernel(bf16* out, const bf16* inp, size_t n) {
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n; i += (size_t)gridDim.x * blockDim.x * 8) {
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n;
+         i += (size_t)gridDim.x * blockDim.x * 8) {
         float x[8];
         load_bf16x8<VEC>(x, inp, i, n);
 #pragma unroll
@@ -38,7 +39,8 @@ __global__ void gelu_forward_kernel(bf16* out, const bf16* inp, size_t n) {
 
 template <bool VEC>
 __global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) {
-    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n; i += (size_t)gridDim.x * blockDim.x * 8) {
+    for (size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8; i < n;
+         i += (size_t)gridDim.x * blockDim.x * 8) {
         float x[8], d[8];
         load_bf16x8<VEC>(x, inp, i, n);
         load_bf16x8<VEC>(d, dout, i, n);
@@ -52,15 +54,19 @@ __global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* do
 static void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t s) {
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 8), 256);
-    if (vec16_ok(n, 8, out, inp)) LAUNCH(gelu_forward_kernel<true>, g, 256, 0, s, out, inp, n);
-    else LAUNCH(gelu_forward_kernel<false>, g, 256, 0, s, out, inp, n);
+    if (vec16_ok(n, 8, out, inp))
+        LAUNCH(gelu_forward_kernel<true>, g, 256, 0, s, out, inp, n);
+    else
+        LAUNCH(gelu_forward_kernel<false>, g, 256, 0, s, out, inp, n);
 }
 // dinp (n) = dout (n) * gelu'(inp (n))
 static void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, cudaStream_t s) {
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 8), 256);
-    if (vec16_ok(n, 8, dinp, inp, dout)) LAUNCH(gelu_backward_kernel<true>, g, 256, 0, s, dinp, inp, dout, n);
-    else LAUNCH(gelu_backward_kernel<false>, g, 256, 0, s, dinp, inp, dout, n);
+    if (vec16_ok(n, 8, dinp, inp, dout))
+        LAUNCH(gelu_backward_kernel<true>, g, 256, 0, s, dinp, inp, dout, n);
+    else
+        LAUNCH(gelu_backward_kernel<false>, g, 256, 0, s, dinp, inp, dout, n);
 }
 
 #endif // LLMC_GELU_CUH

@@ -25,16 +25,19 @@
 #include "cuda_utils.cuh"
 
 #define GN_MAX_RANGES 32
-#define GN_BLOCKS 512  // blocks at most (partial sums); all resident at once on an A100 or H100
+#define GN_BLOCKS 512 // blocks at most (partial sums); all resident at once on an A100 or H100
 #define GN_THREADS 256
-#define GN_UNROLL 4    // 16-byte loads in flight per thread and step
-#define GN_CHUNK 16    // steps summed in fp32 before the fp64 total takes them
+#define GN_UNROLL 4 // 16-byte loads in flight per thread and step
+#define GN_CHUNK 16 // steps summed in fp32 before the fp64 total takes them
 
-typedef struct { int n; size_t lo[GN_MAX_RANGES], hi[GN_MAX_RANGES]; } RangeList;
+typedef struct {
+    int n;
+    size_t lo[GN_MAX_RANGES], hi[GN_MAX_RANGES];
+} RangeList;
 
 // partial[blockIdx.x] = this block's share of the sum of x[i]^2 over the ranges
 __global__ void __launch_bounds__(GN_THREADS) sumsq_partial_kernel(double* partial, const float* x, RangeList r) {
-    size_t S = (size_t)gridDim.x * blockDim.x;     // threads of the grid
+    size_t S = (size_t)gridDim.x * blockDim.x; // threads of the grid
     size_t gid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     float acc[GN_UNROLL][4];
 #pragma unroll

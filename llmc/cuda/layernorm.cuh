@@ -36,35 +36,42 @@
 #include "cuda_utils.cuh"
 
 #define LN_EPS 1e-5f
-#define LN_MAX_PACKS 5   // 8-column packs per thread: C <= 5 * 8 * LN_MAX_THREADS = 20480 (530b)
+#define LN_MAX_PACKS 5 // 8-column packs per thread: C <= 5 * 8 * LN_MAX_THREADS = 20480 (530b)
 #define LN_MAX_THREADS 512
-#define LN_BWD_GRID 512  // backward blocks at most (each takes >= LN_BWD_MIN_ROWS rows)
+#define LN_BWD_GRID 512 // backward blocks at most (each takes >= LN_BWD_MIN_ROWS rows)
 #define LN_BWD_MIN_ROWS 8
-#define LN_FAN 32        // blocks per cluster of the dw/db tree
+#define LN_FAN 32 // blocks per cluster of the dw/db tree
 
 // threads per row: one per 8-column pack, a warp multiple, at most LN_MAX_THREADS
 static inline int ln_threads(int C) {
     int t = CEIL_DIV(CEIL_DIV(C, 8), WARP) * WARP;
     if (t > LN_MAX_THREADS) t = LN_MAX_THREADS;
-    if (CEIL_DIV(C, 8 * t) > LN_MAX_PACKS) die("layernorm: C = %d above %d (LN_MAX_PACKS)", C, 8 * LN_MAX_PACKS * LN_MAX_THREADS);
+    if (CEIL_DIV(C, 8 * t) > LN_MAX_PACKS)
+        die("layernorm: C = %d above %d (LN_MAX_PACKS)", C, 8 * LN_MAX_PACKS * LN_MAX_THREADS);
     return t;
 }
 // packs per thread the kernels are instantiated for: 1 (C <= 8 * LN_MAX_THREADS) or LN_MAX_PACKS
 static inline int ln_packs(int C, int threads) { return CEIL_DIV(C, 8 * threads) <= 1 ? 1 : LN_MAX_PACKS; }
 // launches kernel<VEC, P> for the runtime vec and P (the four instantiations)
-#define LN_LAUNCH(kernel, vec, P, grid, block, smem, stream, ...)                                                      \
-    do {                                                                                                               \
-        if (vec && P == 1) LAUNCH((kernel<true, 1>), grid, block, smem, stream, __VA_ARGS__);                          \
-        else if (vec) LAUNCH((kernel<true, LN_MAX_PACKS>), grid, block, smem, stream, __VA_ARGS__);                     \
-        else if (P == 1) LAUNCH((kernel<false, 1>), grid, block, smem, stream, __VA_ARGS__);                           \
-        else LAUNCH((kernel<false, LN_MAX_PACKS>), grid, block, smem, stream, __VA_ARGS__);                             \
+#define LN_LAUNCH(kernel, vec, P, grid, block, smem, stream, ...)                          \
+    do {                                                                                   \
+        if (vec && P == 1)                                                                 \
+            LAUNCH((kernel<true, 1>), grid, block, smem, stream, __VA_ARGS__);             \
+        else if (vec)                                                                      \
+            LAUNCH((kernel<true, LN_MAX_PACKS>), grid, block, smem, stream, __VA_ARGS__);  \
+        else if (P == 1)                                                                   \
+            LAUNCH((kernel<false, 1>), grid, block, smem, stream, __VA_ARGS__);            \
+        else                                                                               \
+            LAUNCH((kernel<false, LN_MAX_PACKS>), grid, block, smem, stream, __VA_ARGS__); \
     } while (0)
 static inline int ln_rows_grid(int N) { return GRID_STRIDE_CAP(N < (1 << 20) ? N : (1 << 20)); }
 
 // out = (x - m) * rs * w + b for the 8 columns of one pack
 __device__ __forceinline__ x128 ln_affine8(x128 xr, float m, float rs, x128 wr, x128 br) {
     float x[8], w[8], b[8], o[8];
-    x128_to_f8(x, xr); x128_to_f8(w, wr); x128_to_f8(b, br);
+    x128_to_f8(x, xr);
+    x128_to_f8(w, wr);
+    x128_to_f8(b, br);
 #pragma unroll
     for (int j = 0; j < 8; j++) o[j] = (x[j] - m) * rs * w[j] + b[j];
     return f8_to_x128(o);
@@ -90,15 +97,20 @@ __device__ __forceinline__ float2 ln_stats(const x128 xr[P], int C) {
         float x[8];
         x128_to_f8(x, xr[k]);
 #pragma unroll
-        for (int j = 0; j < 8; j++) if (c + j < C) { float d = x[j] - m; v += d * d; }
+        for (int j = 0; j < 8; j++)
+            if (c + j < C) {
+                float d = x[j] - m;
+                v += d * d;
+            }
     }
     return make_float2(m, 1.0f / sqrtf(block_sum(v) / C + LN_EPS));
 }
 
 // out (N, C), mean/rstd (N), inp (N, C), w/b (C)
 template <bool VEC, int P>
-__global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_forward_kernel(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w,
-                                         const bf16* b, int N, int C) {
+__global__ void __launch_bounds__(LN_MAX_THREADS)
+    layernorm_forward_kernel(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b, int N,
+                             int C) {
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         const bf16* x = inp + (size_t)row * C;
         x128 xr[P];
@@ -112,17 +124,22 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_forward_kernel(bf16*
 #pragma unroll
         for (int k = 0; k < P; k++) {
             int c = 8 * (threadIdx.x + blockDim.x * k);
-            if (c < C) stx_bf16<VEC>(o, c, C, ln_affine8(xr[k], st.x, st.y, ldx_bf16<VEC>(w, c, C), ldx_bf16<VEC>(b, c, C)));
+            if (c < C)
+                stx_bf16<VEC>(o, c, C, ln_affine8(xr[k], st.x, st.y, ldx_bf16<VEC>(w, c, C), ldx_bf16<VEC>(b, c, C)));
         }
-        if (threadIdx.x == 0) { mean[row] = st.x; rstd[row] = st.y; }
+        if (threadIdx.x == 0) {
+            mean[row] = st.x;
+            rstd[row] = st.y;
+        }
     }
 }
 
 // resid = a + b (+ bias); if out: out = LN(resid) * w + lb. resid may alias a or b (each
 // element is read and written by one thread).
 template <bool VEC, int P>
-__global__ void __launch_bounds__(LN_MAX_THREADS) residual_forward_kernel(bf16* resid, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
-                                        const bf16* bias, const bf16* w, const bf16* lb, int N, int C) {
+__global__ void __launch_bounds__(LN_MAX_THREADS)
+    residual_forward_kernel(bf16* resid, bf16* out, float* mean, float* rstd, const bf16* a, const bf16* b,
+                            const bf16* bias, const bf16* w, const bf16* lb, int N, int C) {
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         size_t base = (size_t)row * C;
         x128 rr[P];
@@ -136,7 +153,10 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) residual_forward_kernel(bf16* 
             load_bf16x8<VEC>(fb, b + base, c, C);
             if (bias) load_bf16x8<VEC>(fc, bias, c, C);
 #pragma unroll
-            for (int j = 0; j < 8; j++) { fa[j] += fb[j]; if (bias) fa[j] += fc[j]; }
+            for (int j = 0; j < 8; j++) {
+                fa[j] += fb[j];
+                if (bias) fa[j] += fc[j];
+            }
             rr[k] = f8_to_x128(fa); // rounded once; LN reads the rounded value
             stx_bf16<VEC>(resid + base, c, C, rr[k]);
         }
@@ -145,9 +165,14 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) residual_forward_kernel(bf16* 
 #pragma unroll
         for (int k = 0; k < P; k++) {
             int c = 8 * (threadIdx.x + blockDim.x * k);
-            if (c < C) stx_bf16<VEC>(out + base, c, C, ln_affine8(rr[k], st.x, st.y, ldx_bf16<VEC>(w, c, C), ldx_bf16<VEC>(lb, c, C)));
+            if (c < C)
+                stx_bf16<VEC>(out + base, c, C,
+                              ln_affine8(rr[k], st.x, st.y, ldx_bf16<VEC>(w, c, C), ldx_bf16<VEC>(lb, c, C)));
         }
-        if (threadIdx.x == 0) { mean[row] = st.x; rstd[row] = st.y; }
+        if (threadIdx.x == 0) {
+            mean[row] = st.x;
+            rstd[row] = st.y;
+        }
     }
 }
 
@@ -192,14 +217,19 @@ __device__ __forceinline__ void ln_sum_partials(float* d0, float* d1, const floa
 #pragma unroll 8
         for (int i = 0; i < m; i++) { // unrolled: 8 independent L2 loads in flight per thread
             const float* p = src + (size_t)i * n + f;
-            if constexpr (VEC) x128_to_f4(v, ld128_cg(p));
-            else v[0] = __ldcg(p);
+            if constexpr (VEC)
+                x128_to_f4(v, ld128_cg(p));
+            else
+                v[0] = __ldcg(p);
 #pragma unroll
             for (int j = 0; j < W; j++) s[j] += v[j];
         }
         float* d = f < C ? d0 + f : d1 + (f - C);
         if constexpr (VEC) {
-            if (accumulate) { x128_to_f4(v, ld128(d)); for (int j = 0; j < 4; j++) s[j] = v[j] + s[j]; }
+            if (accumulate) {
+                x128_to_f4(v, ld128(d));
+                for (int j = 0; j < 4; j++) s[j] = v[j] + s[j];
+            }
             st128(d, f4_to_x128(s));
         } else {
             *d = accumulate ? *d + s[0] : s[0];
@@ -210,9 +240,10 @@ __device__ __forceinline__ void ln_sum_partials(float* d0, float* d1, const floa
 // dinp = dresid + LN backward of dout; dw/db += column sums (see the top of the file).
 // partial: (G, 2, C) then (ncl, 2, C) of the scratch; tickets: (1 + ncl) at its start.
 template <bool VEC, int P>
-__global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16* dinp, const bf16* dresid, float* dw, float* db, const bf16* dout,
-                                          const bf16* inp, const bf16* w, const float* mean, const float* rstd, int N,
-                                          int C, float* partial, unsigned* tickets) {
+__global__ void __launch_bounds__(LN_MAX_THREADS)
+    layernorm_backward_kernel(bf16* dinp, const bf16* dresid, float* dw, float* db, const bf16* dout, const bf16* inp,
+                              const bf16* w, const float* mean, const float* rstd, int N, int C, float* partial,
+                              unsigned* tickets) {
     DYNAMIC_SMEM(float, acc); // (2, C): this block's sums of g * norm (dw) and g (db)
     __shared__ unsigned ticket;
     int t = threadIdx.x, BS = blockDim.x, G = gridDim.x, ncl = CEIL_DIV(G, LN_FAN);
@@ -223,7 +254,11 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16
         wr[k] = x128{make_uint4(0, 0, 0, 0)};
         if (c >= C) continue;
         wr[k] = ldx_bf16<VEC>(w, c, C);
-        for (int j = 0; j < 8; j++) if (c + j < C) { acc[c + j] = 0.0f; acc[C + c + j] = 0.0f; }
+        for (int j = 0; j < 8; j++)
+            if (c + j < C) {
+                acc[c + j] = 0.0f;
+                acc[C + c + j] = 0.0f;
+            }
     }
     for (int row = blockIdx.x; row < N; row += G) {
         size_t base = (size_t)row * C;
@@ -238,24 +273,30 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16
             xr[k] = ldx_bf16<VEC>(inp + base, c, C);
             gr[k] = ldx_bf16<VEC>(dout + base, c, C);
             float x[8], g[8], wf[8];
-            x128_to_f8(x, xr[k]); x128_to_f8(g, gr[k]); x128_to_f8(wf, wr[k]);
+            x128_to_f8(x, xr[k]);
+            x128_to_f8(g, gr[k]);
+            x128_to_f8(wf, wr[k]);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 if (c + j >= C) break;
                 float norm = (x[j] - m) * rs, dn = wf[j] * g[j];
-                mg += dn; mgn += dn * norm;
+                mg += dn;
+                mgn += dn * norm;
                 acc[c + j] += g[j] * norm; // own columns only: no race, no barrier
                 acc[C + c + j] += g[j];
             }
         }
         float2 r = block_sum2(mg, mgn);
-        mg = r.x / C; mgn = r.y / C;
+        mg = r.x / C;
+        mgn = r.y / C;
 #pragma unroll
         for (int k = 0; k < P; k++) {
             int c = 8 * (t + BS * k);
             if (c >= C) continue;
             float x[8], g[8], wf[8], d[8], res[8];
-            x128_to_f8(x, xr[k]); x128_to_f8(g, gr[k]); x128_to_f8(wf, wr[k]);
+            x128_to_f8(x, xr[k]);
+            x128_to_f8(g, gr[k]);
+            x128_to_f8(wf, wr[k]);
             if (dresid) load_bf16x8<VEC>(res, dresid + base, c, C);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
@@ -270,7 +311,7 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16
     float* mine = partial + (size_t)blockIdx.x * 2 * C;
     __syncthreads(); // acc is copied out in another thread-to-column mapping
     ln_copy_partial<VEC>(mine, acc, C);
-    __threadfence();  // the partial is visible to every block before the ticket is taken
+    __threadfence(); // the partial is visible to every block before the ticket is taken
     __syncthreads();
     int cl = blockIdx.x / LN_FAN, b0 = cl * LN_FAN, nb = min(LN_FAN, G - b0);
     if (t == 0) ticket = atomicAdd(&tickets[1 + cl], 1u);
@@ -289,11 +330,12 @@ __global__ void __launch_bounds__(LN_MAX_THREADS) layernorm_backward_kernel(bf16
     if (t == 0) tickets[0] = 0;
 }
 
-static void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b,
-                              int N, int C, cudaStream_t s) {
+static void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b, int N,
+                              int C, cudaStream_t s) {
     if (N == 0) return;
     int th = ln_threads(C), g = ln_rows_grid(N), P = ln_packs(C, th);
-    LN_LAUNCH(layernorm_forward_kernel, vec16_ok(C, 8, out, inp, w, b), P, g, th, 0, s, out, mean, rstd, inp, w, b, N, C);
+    LN_LAUNCH(layernorm_forward_kernel, vec16_ok(C, 8, out, inp, w, b), P, g, th, 0, s, out, mean, rstd, inp, w, b, N,
+              C);
 }
 
 // resid (N, C) = a + b + bias; out = LN(resid) unless out is NULL
@@ -301,29 +343,34 @@ static void residual_forward(bf16* resid, bf16* out, float* mean, float* rstd, c
                              const bf16* bias, const bf16* w, const bf16* lb, int N, int C, cudaStream_t s) {
     if (N == 0) return;
     int th = ln_threads(C), g = ln_rows_grid(N), P = ln_packs(C, th);
-    LN_LAUNCH(residual_forward_kernel, vec16_ok(C, 8, resid, out, a, b, bias, w, lb), P, g, th, 0, s, resid, out, mean, rstd,
-              a, b, bias, w, lb, N, C);
+    LN_LAUNCH(residual_forward_kernel, vec16_ok(C, 8, resid, out, a, b, bias, w, lb), P, g, th, 0, s, resid, out, mean,
+              rstd, a, b, bias, w, lb, N, C);
 }
 
 // dinp (N, C) = dresid + LN'(dout); dw, db (C) fp32 +=. scratch: scratch_n >=
 // layernorm_backward_scratch(N, C) floats, zero before its first use (the kernel leaves it
 // reusable). Launches on one stream at a time (the tickets are shared).
 static void layernorm_backward(bf16* dinp, const bf16* dresid, float* dw, float* db, const bf16* dout, const bf16* inp,
-                               const bf16* w, const float* mean, const float* rstd, int N, int C,
-                               float* scratch, size_t scratch_n, cudaStream_t s) {
+                               const bf16* w, const float* mean, const float* rstd, int N, int C, float* scratch,
+                               size_t scratch_n, cudaStream_t s) {
     if (N == 0) return;
     size_t need = layernorm_backward_scratch(N, C);
-    if (scratch_n < need) die("layernorm_backward: scratch of %zu floats is below the %zu needed for N = %d, C = %d", scratch_n, need, N, C);
+    if (scratch_n < need)
+        die("layernorm_backward: scratch of %zu floats is below the %zu needed for N = %d, C = %d", scratch_n, need, N,
+            C);
     int th = ln_threads(C), G = ln_bwd_grid(N), P = ln_packs(C, th);
     size_t smem = 2 * (size_t)C * sizeof(float);
     unsigned* tickets = (unsigned*)scratch;
     float* partial = scratch + LN_TICKETS;
     bool vec = vec16_ok(C, 8, dinp, dresid, dw, db, dout, inp, w, scratch);
     if (smem > 48 * 1024) { // 2C floats above 48 KiB: C > 6144, only the LN_MAX_PACKS instantiations
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<true, LN_MAX_PACKS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<false, LN_MAX_PACKS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<true, LN_MAX_PACKS>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        cudaCheck(cudaFuncSetAttribute(layernorm_backward_kernel<false, LN_MAX_PACKS>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     }
-    LN_LAUNCH(layernorm_backward_kernel, vec, P, G, th, smem, s, dinp, dresid, dw, db, dout, inp, w, mean, rstd, N, C, partial, tickets);
+    LN_LAUNCH(layernorm_backward_kernel, vec, P, G, th, smem, s, dinp, dresid, dw, db, dout, inp, w, mean, rstd, N, C,
+              partial, tickets);
 }
 
 #endif // LLMC_LAYERNORM_CUH

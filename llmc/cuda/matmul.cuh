@@ -53,14 +53,17 @@ typedef struct {
 
 typedef struct {
     cublasLtHandle_t handle;
-    void* workspace; size_t ws_bytes;
-    GemmPlan* plans; int nplans, cap;
+    void* workspace;
+    size_t ws_bytes;
+    GemmPlan* plans;
+    int nplans, cap;
     cudaStream_t stream;
     int gelu_fused_ok; // -1 not tried, 0 cuBLASLt refused every shape so far, 1 used
-    float* partials; size_t partials_n; // bias_backward scratch
-    float* bgrad; // (partials_n) fp32 output of the bias-gradient epilogues
-    int bgrad_fused;     // LLMC_BGRAD_FUSION: try the BGRADB / DGELU_BGRAD epilogues
-    int bgrad_fused_ok;  // -1 not tried, 0 refused so far, 1 used at least once
+    float* partials;
+    size_t partials_n;  // bias_backward scratch
+    float* bgrad;       // (partials_n) fp32 output of the bias-gradient epilogues
+    int bgrad_fused;    // LLMC_BGRAD_FUSION: try the BGRADB / DGELU_BGRAD epilogues
+    int bgrad_fused_ok; // -1 not tried, 0 refused so far, 1 used at least once
 } Gemm;
 
 static void gemm_init(Gemm* g, cudaStream_t stream, size_t max_bias_cols) {
@@ -82,7 +85,9 @@ static void gemm_free(Gemm* g) {
     for (int i = 0; i < g->nplans; i++) {
         GemmPlan* p = &g->plans[i];
         cublasLtMatmulDescDestroy(p->desc);
-        cublasLtMatrixLayoutDestroy(p->la); cublasLtMatrixLayoutDestroy(p->lb); cublasLtMatrixLayoutDestroy(p->ld);
+        cublasLtMatrixLayoutDestroy(p->la);
+        cublasLtMatrixLayoutDestroy(p->lb);
+        cublasLtMatrixLayoutDestroy(p->ld);
     }
     free(g->plans);
     dev_free(g->workspace);
@@ -106,7 +111,8 @@ static GemmPlan* gemm_plan(Gemm* g, int ta, int tb, int m, int n, int k, int lda
         GemmPlan* p = &g->plans[i];
         if (p->ta == ta && p->tb == tb && p->m == m && p->n == n && p->k == k && p->lda == lda && p->ldb == ldb &&
             p->ldd == ldd && p->d_f32 == d_f32 && p->epi == epi && p->ldaux == ldaux && p->align_a == al_a &&
-            p->align_b == al_b && p->align_d == al_d && p->align_bias == al_bias && p->align_aux == al_aux) return p;
+            p->align_b == al_b && p->align_d == al_d && p->align_bias == al_bias && p->align_aux == al_aux)
+            return p;
     }
     if (g->nplans == g->cap) {
         g->cap = g->cap ? 2 * g->cap : 32;
@@ -115,9 +121,22 @@ static GemmPlan* gemm_plan(Gemm* g, int ta, int tb, int m, int n, int k, int lda
     }
     GemmPlan* p = &g->plans[g->nplans++];
     memset(p, 0, sizeof(*p));
-    p->ta = ta; p->tb = tb; p->m = m; p->n = n; p->k = k; p->lda = lda; p->ldb = ldb; p->ldd = ldd;
-    p->d_f32 = d_f32; p->epi = epi; p->ldaux = ldaux;
-    p->align_a = al_a; p->align_b = al_b; p->align_d = al_d; p->align_bias = al_bias; p->align_aux = al_aux;
+    p->ta = ta;
+    p->tb = tb;
+    p->m = m;
+    p->n = n;
+    p->k = k;
+    p->lda = lda;
+    p->ldb = ldb;
+    p->ldd = ldd;
+    p->d_f32 = d_f32;
+    p->epi = epi;
+    p->ldaux = ldaux;
+    p->align_a = al_a;
+    p->align_b = al_b;
+    p->align_d = al_d;
+    p->align_bias = al_bias;
+    p->align_aux = al_aux;
     cublasCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
@@ -145,19 +164,27 @@ static GemmPlan* gemm_plan(Gemm* g, int ta, int tb, int m, int n, int k, int lda
     uint64_t ws = g->ws_bytes;
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     uint32_t a1 = (uint32_t)al_a, a2 = (uint32_t)al_b, a3 = (uint32_t)al_d;
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a1, sizeof(a1)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a2, sizeof(a2)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &a3, sizeof(a3)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a3, sizeof(a3)));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a1, sizeof(a1)));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &a2, sizeof(a2)));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &a3, sizeof(a3)));
+    cublasCheck(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &a3, sizeof(a3)));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->handle, p->desc, p->la, p->lb, p->ld, p->ld,
-                                                       pref, 1, &res, &found);
+    cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(g->handle, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (st == CUBLAS_STATUS_SUCCESS && found > 0) { p->ok = 1; p->algo = res.algo; }
-    else if (!epi_optional(epi)) {
-        die("cuBLASLt has no algorithm for GEMM m=%d n=%d k=%d (transa=%d transb=%d lda=%d ldb=%d ldd=%d %s out, epilogue %d, "
-            "alignments %d/%d/%d): a shape this build cannot run", m, n, k, ta, tb, lda, ldb, ldd, d_f32 ? "fp32" : "bf16", epi, al_a, al_b, al_d);
+    if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+        p->ok = 1;
+        p->algo = res.algo;
+    } else if (!epi_optional(epi)) {
+        die("cuBLASLt has no algorithm for GEMM m=%d n=%d k=%d (transa=%d transb=%d lda=%d ldb=%d ldd=%d %s out, "
+            "epilogue %d, "
+            "alignments %d/%d/%d): a shape this build cannot run",
+            m, n, k, ta, tb, lda, ldb, ldd, d_f32 ? "fp32" : "bf16", epi, al_a, al_b, al_d);
     }
     return p;
 }
@@ -166,29 +193,36 @@ static GemmPlan* gemm_plan(Gemm* g, int ta, int tb, int m, int n, int k, int lda
 // algorithm exists (only for the optional fused epilogues; the caller falls back).
 static int gemm_run(Gemm* g, int ta, int tb, int m, int n, int k, const bf16* A, int lda, const bf16* B, int ldb,
                     void* D, int ldd, int d_f32, float beta, int epi, const void* bias, bf16* aux, int ldaux) {
-    GemmPlan* p = gemm_plan(g, ta, tb, m, n, k, lda, ldb, ldd, d_f32, epi, ldaux, ptr_align(A), ptr_align(B), ptr_align(D),
-                            bias ? ptr_align(bias) : 0, aux ? ptr_align(aux) : 0);
+    GemmPlan* p = gemm_plan(g, ta, tb, m, n, k, lda, ldb, ldd, d_f32, epi, ldaux, ptr_align(A), ptr_align(B),
+                            ptr_align(D), bias ? ptr_align(bias) : 0, aux ? ptr_align(aux) : 0);
     if (!p->ok) return -1;
-    if (epi != EPI_NONE) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    if (epi_has_aux(epi)) cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    if (epi != EPI_NONE)
+        cublasCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (epi_has_aux(epi))
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
     float alpha = 1.0f;
-    cublasStatus_t st = cublasLtMatmul(g->handle, p->desc, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld, &p->algo,
-                                       g->workspace, g->ws_bytes, g->stream);
-    if (st != CUBLAS_STATUS_SUCCESS && epi_optional(epi)) { p->ok = 0; return -1; }
+    cublasStatus_t st = cublasLtMatmul(g->handle, p->desc, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld,
+                                       &p->algo, g->workspace, g->ws_bytes, g->stream);
+    if (st != CUBLAS_STATUS_SUCCESS && epi_optional(epi)) {
+        p->ok = 0;
+        return -1;
+    }
     cublasCheck(st);
     return 0;
 }
 
 // out (N, OC) row stride ldo = inp (N, IC) @ W (OC, IC)^T (+ bias (OC))
-static void matmul_forward(Gemm* g, bf16* out, int ldo, const bf16* inp, const bf16* W, const bf16* bias, int N, int IC, int OC) {
+static void matmul_forward(Gemm* g, bf16* out, int ldo, const bf16* inp, const bf16* W, const bf16* bias, int N, int IC,
+                           int OC) {
     if (N == 0 || OC == 0) return;
     gemm_run(g, 1, 0, OC, N, IC, W, IC, inp, IC, out, ldo, 0, 0.0f, bias ? EPI_BIAS : EPI_NONE, bias, NULL, 0);
 }
 
 // out (N, OC) = gelu(pre), pre (N, OC) = inp @ W^T + bias. use_fused: try cuBLASLt's
 // GELU_AUX_BIAS epilogue first (its GeLU is the tanh approximation, like gelu.cuh).
-static void matmul_forward_gelu(Gemm* g, bf16* out, bf16* pre, const bf16* inp, const bf16* W, const bf16* bias,
-                                int N, int IC, int OC, int use_fused) {
+static void matmul_forward_gelu(Gemm* g, bf16* out, bf16* pre, const bf16* inp, const bf16* W, const bf16* bias, int N,
+                                int IC, int OC, int use_fused) {
     if (use_fused) { // a shape cuBLASLt refuses is remembered by its plan and not tried again
         if (gemm_run(g, 1, 0, OC, N, IC, W, IC, inp, IC, out, OC, 0, 0.0f, EPI_GELU_AUX_BIAS, bias, pre, OC) == 0) {
             g->gelu_fused_ok = 1;
@@ -201,14 +235,19 @@ static void matmul_forward_gelu(Gemm* g, bf16* out, bf16* pre, const bf16* inp, 
 }
 
 // dinp (N, IC) = dout (N, OC; row stride ldd) @ W (OC, IC)
-static void matmul_backward_input(Gemm* g, bf16* dinp, const bf16* dout, int ldd, const bf16* W, int N, int IC, int OC) {
+static void matmul_backward_input(Gemm* g, bf16* dinp, const bf16* dout, int ldd, const bf16* W, int N, int IC,
+                                  int OC) {
     if (N == 0 || IC == 0) return;
-    if (OC == 0) { cudaCheck(cudaMemsetAsync(dinp, 0, sizeof(bf16) * (size_t)N * IC, g->stream)); return; }
+    if (OC == 0) {
+        cudaCheck(cudaMemsetAsync(dinp, 0, sizeof(bf16) * (size_t)N * IC, g->stream));
+        return;
+    }
     gemm_run(g, 0, 0, IC, N, OC, W, IC, dout, ldd, dinp, IC, 0, 0.0f, EPI_NONE, NULL, NULL, 0);
 }
 
 // dW (OC, IC) fp32 += dout (N, OC; stride ldd)^T @ inp (N, IC)
-static void matmul_backward_weight(Gemm* g, float* dW, const bf16* dout, int ldd, const bf16* inp, int N, int IC, int OC) {
+static void matmul_backward_weight(Gemm* g, float* dW, const bf16* dout, int ldd, const bf16* inp, int N, int IC,
+                                   int OC) {
     if (N == 0 || OC == 0 || IC == 0) return;
     gemm_run(g, 0, 1, IC, OC, N, inp, IC, dout, ldd, dW, IC, 1, 1.0f, EPI_NONE, NULL, NULL, 0);
 }
@@ -282,8 +321,8 @@ static void matmul_backward_input_dgelu(Gemm* g, bf16* dinp, float* dbias, const
                                         const bf16* pre, int N, int IC, int OC, int use_fused) {
     if (N == 0 || IC == 0) return;
     if (use_fused && OC > 0 && g->bgrad_fused && (size_t)IC <= g->partials_n &&
-        gemm_run(g, 0, 0, IC, N, OC, W, IC, dout, ldd, dinp, IC, 0, 0.0f, EPI_DGELU_BGRAD, g->bgrad,
-                 (bf16*)pre, IC) == 0) {
+        gemm_run(g, 0, 0, IC, N, OC, W, IC, dout, ldd, dinp, IC, 0, 0.0f, EPI_DGELU_BGRAD, g->bgrad, (bf16*)pre, IC) ==
+            0) {
         g->bgrad_fused_ok = 1;
         LAUNCH(vec_add_f32_kernel, CEIL_DIV(IC, 256), 256, 0, g->stream, dbias, (const float*)g->bgrad, IC);
         return;
@@ -294,7 +333,9 @@ static void matmul_backward_input_dgelu(Gemm* g, bf16* dinp, float* dbias, const
     bias_backward(g, dbias, dinp, IC, N, IC);
 }
 
-static const char* fused_state(int ok) { return ok == 1 ? "used" : (ok == 0 ? "REFUSED by cuBLASLt, unfused kernels run" : "not tried"); }
+static const char* fused_state(int ok) {
+    return ok == 1 ? "used" : (ok == 0 ? "REFUSED by cuBLASLt, unfused kernels run" : "not tried");
+}
 
 // What the GEMMs actually ran: the fused epilogues (used, refused and fallen back, or never
 // tried) and, with per_shape, each planned shape's cuBLASLt algorithm (id, tile, stages,
@@ -305,9 +346,11 @@ static void gemm_report(const Gemm* g, int gelu_wanted, FILE* out) {
             gelu_wanted ? fused_state(g->gelu_fused_ok) : "off (LLMC_GELU_FUSION=0)",
             g->bgrad_fused ? fused_state(g->bgrad_fused_ok) : "off (LLMC_BGRAD_FUSION=0)");
     if (gelu_wanted && g->gelu_fused_ok == 0)
-        fprintf(stderr, "warning: cuBLASLt refused the fused GELU epilogue: the unfused GEMM + gelu kernel run (slower)\n");
+        fprintf(stderr,
+                "warning: cuBLASLt refused the fused GELU epilogue: the unfused GEMM + gelu kernel run (slower)\n");
     if (g->bgrad_fused && g->bgrad_fused_ok == 0)
-        fprintf(stderr, "warning: cuBLASLt refused the fused bias-gradient epilogues: separate bias passes run (slower)\n");
+        fprintf(stderr,
+                "warning: cuBLASLt refused the fused bias-gradient epilogues: separate bias passes run (slower)\n");
     const char* v = getenv("LLMC_GEMM_REPORT");
     if (v == NULL || strcmp(v, "1") != 0) return;
     for (int i = 0; i < g->nplans; i++) {
@@ -317,15 +360,20 @@ static void gemm_report(const Gemm* g, int gelu_wanted, FILE* out) {
         size_t w = 0;
         if (p->ok) {
             cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &w));
-            cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w));
-            cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &w));
-            cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &w));
+            cublasCheck(
+                cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &w));
+            cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                                             sizeof stages, &w));
+            cublasCheck(cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                                             sizeof splitk, &w));
         }
-        fprintf(out, "gemm plan %2d: m %6d n %6d k %6d op %c%c out %s epilogue %-13s align %3d/%3d/%3d: ", i, p->m, p->n, p->k,
-                p->ta ? 'T' : 'N', p->tb ? 'T' : 'N', p->d_f32 ? "fp32" : "bf16", EPI[p->epi], p->align_a, p->align_b,
-                p->align_d);
-        if (p->ok) fprintf(out, "algo %d tile %u stages %u split-k %u\n", id, tile, stages, splitk);
-        else fprintf(out, "no algorithm (fell back)\n");
+        fprintf(out, "gemm plan %2d: m %6d n %6d k %6d op %c%c out %s epilogue %-13s align %3d/%3d/%3d: ", i, p->m,
+                p->n, p->k, p->ta ? 'T' : 'N', p->tb ? 'T' : 'N', p->d_f32 ? "fp32" : "bf16", EPI[p->epi], p->align_a,
+                p->align_b, p->align_d);
+        if (p->ok)
+            fprintf(out, "algo %d tile %u stages %u split-k %u\n", id, tile, stages, splitk);
+        else
+            fprintf(out, "no algorithm (fell back)\n");
     }
 }
 

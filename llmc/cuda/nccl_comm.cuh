@@ -51,10 +51,10 @@
 // last and the first stage are neighbours too; with PP = 2 the two neighbours coincide)
 #define DC_MAX_LINKS 4
 typedef struct {
-    int from, to;               // pipeline stages: messages travel from -> to only
-    ncclComm_t comm;            // 2 ranks: from is NCCL rank 0, to is rank 1
-    cudaStream_t stream;        // this end's stream: only sends (from) or only receives (to)
-    cudaEvent_t done;           // the compute stream's join at the end of a schedule
+    int from, to;        // pipeline stages: messages travel from -> to only
+    ncclComm_t comm;     // 2 ranks: from is NCCL rank 0, to is rank 1
+    cudaStream_t stream; // this end's stream: only sends (from) or only receives (to)
+    cudaEvent_t done;    // the compute stream's join at the end of a schedule
 } PpLink;
 
 // A buffer that pipeline messages travel from or into (an activation slot, a gradient
@@ -63,34 +63,49 @@ typedef struct {
 // that touched it (a receive into it waits for it); comm: recorded on a link stream after
 // the last send from / receive into it (the compute stream, and a later transfer on
 // another link, wait for it). pending: the compute stream has not yet waited for comm.
-typedef struct { cudaEvent_t used, comm; int used_set, comm_set, pending; } PpBuf;
+typedef struct {
+    cudaEvent_t used, comm;
+    int used_set, comm_set, pending;
+} PpBuf;
 
 typedef struct {
-    Comm* host;                 // the layout's MPI groups and host collectives
-    int nccl;                   // 1: NCCL, 0: host-staged over MPI
+    Comm* host; // the layout's MPI groups and host collectives
+    int nccl;   // 1: NCCL, 0: host-staged over MPI
     cudaStream_t stream;
     ncclComm_t tp, dp, pp, emb; // NULL where the group has one rank (or, emb, where not a member)
-    float* hf; size_t hf_n;     // pinned host staging, grown on demand
-    uint16_t* hb; size_t hb_n;
+    float* hf;
+    size_t hf_n; // pinned host staging, grown on demand
+    uint16_t* hb;
+    size_t hb_n;
     // NCCL time on the stream: one event pair per call (ev: (ev_cap, 2)), summed when the step ends
-    cudaEvent_t* ev; int* ev_kind; int nev, ev_cap, timing, group_timer;
-    long host_syncs;            // host waits on the device so far (dc_wait_*): a step's count is printed and tested
+    cudaEvent_t* ev;
+    int* ev_kind;
+    int nev, ev_cap, timing, group_timer;
+    long host_syncs; // host waits on the device so far (dc_wait_*): a step's count is printed and tested
     // overlapped DP reduction (NCCL, DP > 1, unless LLMC_DP_OVERLAP=0): buckets reduce on cstream
     // while the compute stream runs on; ev_ready orders each bucket after its gradients, ev_reduced
     // the optimizer after every bucket
-    int overlap; cudaStream_t cstream; cudaEvent_t ev_ready, ev_reduced;
+    int overlap;
+    cudaStream_t cstream;
+    cudaEvent_t ev_ready, ev_reduced;
     // pipeline links (NCCL, PP > 1, unless LLMC_PP_OVERLAP=0): one 2-rank communicator and
     // one stream per ordered pair of neighbouring stages that exchange messages (rank 0 of
     // the pair sends, rank 1 receives); only the links this rank is an end of
     int pp_overlap, nlinks;
     PpLink link[DC_MAX_LINKS];
-    cudaEvent_t ev_pp;          // scratch: compute-stream points the link streams wait for
-    bf16* warm;                 // (2 * DC_MAX_LINKS) the warm-up messages, one element per link end
+    cudaEvent_t ev_pp; // scratch: compute-stream points the link streams wait for
+    bf16* warm;        // (2 * DC_MAX_LINKS) the warm-up messages, one element per link end
 } DevComm;
 
 // Every host wait on the device goes through these two, so a step's waits can be counted.
-static void dc_wait_stream(DevComm* d, cudaStream_t s) { d->host_syncs++; cudaCheck(cudaStreamSynchronize(s)); }
-static void dc_wait_event(DevComm* d, cudaEvent_t e) { d->host_syncs++; cudaCheck(cudaEventSynchronize(e)); }
+static void dc_wait_stream(DevComm* d, cudaStream_t s) {
+    d->host_syncs++;
+    cudaCheck(cudaStreamSynchronize(s));
+}
+static void dc_wait_event(DevComm* d, cudaEvent_t e) {
+    d->host_syncs++;
+    cudaCheck(cudaEventSynchronize(e));
+}
 
 #ifdef USE_MPI
 static ncclComm_t dc_nccl_for(MPI_Comm mc) {
@@ -111,16 +126,25 @@ static ncclComm_t dc_nccl_for(MPI_Comm mc) {
 static void dc_timers_grow(DevComm* d, int cap) {
     cudaEvent_t* ev = (cudaEvent_t*)malloc_check(sizeof(cudaEvent_t) * 2 * cap);
     int* kind = (int*)malloc_check(sizeof(int) * cap);
-    if (d->ev) { memcpy(ev, d->ev, sizeof(cudaEvent_t) * 2 * d->ev_cap); memcpy(kind, d->ev_kind, sizeof(int) * d->ev_cap); }
+    if (d->ev) {
+        memcpy(ev, d->ev, sizeof(cudaEvent_t) * 2 * d->ev_cap);
+        memcpy(kind, d->ev_kind, sizeof(int) * d->ev_cap);
+    }
     for (int i = 2 * d->ev_cap; i < 2 * cap; i++) cudaCheck(cudaEventCreate(&ev[i]));
-    free(d->ev); free(d->ev_kind);
-    d->ev = ev; d->ev_kind = kind; d->ev_cap = cap;
+    free(d->ev);
+    free(d->ev_kind);
+    d->ev = ev;
+    d->ev_kind = kind;
+    d->ev_cap = cap;
 }
 
 // use_nccl: -comm nccl. Every rank calls this (group creation is collective per group).
 static void devcomm_init(DevComm* d, Comm* c, int use_nccl, cudaStream_t stream, int timing) {
     memset(d, 0, sizeof(*d));
-    d->host = c; d->nccl = use_nccl; d->stream = stream; d->timing = timing;
+    d->host = c;
+    d->nccl = use_nccl;
+    d->stream = stream;
+    d->timing = timing;
 #ifdef USE_MPI
     if (use_nccl && c->mpi && c->world > 1) {
         // same order on every rank; each init blocks only on its own group's members
@@ -152,15 +176,26 @@ static void devcomm_free(DevComm* d) {
         cudaStreamDestroy(L->stream);
         cudaEventDestroy(L->done);
     }
-    if (d->pp_overlap) { cudaEventDestroy(d->ev_pp); dev_free(d->warm); }
+    if (d->pp_overlap) {
+        cudaEventDestroy(d->ev_pp);
+        dev_free(d->warm);
+    }
     if (d->tp) ncclCommDestroy(d->tp);
     if (d->dp) ncclCommDestroy(d->dp);
     if (d->pp) ncclCommDestroy(d->pp);
     if (d->emb) ncclCommDestroy(d->emb);
     if (d->hf) cudaFreeHost(d->hf);
     if (d->hb) cudaFreeHost(d->hb);
-    if (d->ev) { for (int i = 0; i < 2 * d->ev_cap; i++) cudaEventDestroy(d->ev[i]); free(d->ev); free(d->ev_kind); }
-    if (d->overlap) { cudaStreamDestroy(d->cstream); cudaEventDestroy(d->ev_ready); cudaEventDestroy(d->ev_reduced); }
+    if (d->ev) {
+        for (int i = 0; i < 2 * d->ev_cap; i++) cudaEventDestroy(d->ev[i]);
+        free(d->ev);
+        free(d->ev_kind);
+    }
+    if (d->overlap) {
+        cudaStreamDestroy(d->cstream);
+        cudaEventDestroy(d->ev_ready);
+        cudaEventDestroy(d->ev_reduced);
+    }
     memset(d, 0, sizeof(*d));
 }
 
@@ -203,9 +238,12 @@ static void dc_collect_time(DevComm* d) {
     for (int i = 0; i < d->nev; i++) {
         float ms = 0.0f;
         cudaCheck(cudaEventElapsedTime(&ms, d->ev[2 * i], d->ev[2 * i + 1]));
-        if (d->ev_kind[i] == 0) d->host->comm_ms += ms;
-        else if (d->ev_kind[i] == 1) d->host->idle_ms += ms;
-        else d->host->overlap_ms += ms;
+        if (d->ev_kind[i] == 0)
+            d->host->comm_ms += ms;
+        else if (d->ev_kind[i] == 1)
+            d->host->idle_ms += ms;
+        else
+            d->host->overlap_ms += ms;
     }
     d->nev = 0;
 }
@@ -265,7 +303,10 @@ static void dc_tp_allreduce_f32(DevComm* d, float* buf, size_t n, int op_max) {
         return;
     }
     float* hf = dc_stage_down_f32(d, buf, n, 0);
-    if (op_max) tp_allreduce_max(d->host, hf, n); else tp_allreduce_sum(d->host, hf, n);
+    if (op_max)
+        tp_allreduce_max(d->host, hf, n);
+    else
+        tp_allreduce_sum(d->host, hf, n);
     dc_stage_up_f32(d, buf, hf, n);
 }
 
@@ -306,13 +347,18 @@ static void dc_dp_allreduce_f32(DevComm* d, float* buf, size_t n) {
 // ZeRO-1 each part of it goes to the DP rank whose shard holds it (ncclReduce in place: the
 // shards are the equal slices [r*per, (r+1)*per), as in dc_dp_reduce_scatter_f32), so the
 // owner's slice of grads ends as its reduced shard. One NCCL group per bucket.
-static void dc_dp_bucket_f32(DevComm* d, float* grads, const size_t* lo, const size_t* hi, int n, size_t per, int zero) {
+static void dc_dp_bucket_f32(DevComm* d, float* grads, const size_t* lo, const size_t* hi, int n, size_t per,
+                             int zero) {
     cudaCheck(cudaEventRecord(d->ev_ready, d->stream));
     cudaCheck(cudaStreamWaitEvent(d->cstream, d->ev_ready, 0));
     int k = dc_tic_on(d, d->cstream);
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
-        if (!zero) { ncclCheck(ncclAllReduce(grads + lo[i], grads + lo[i], hi[i] - lo[i], ncclFloat, ncclSum, d->dp, d->cstream)); continue; }
+        if (!zero) {
+            ncclCheck(
+                ncclAllReduce(grads + lo[i], grads + lo[i], hi[i] - lo[i], ncclFloat, ncclSum, d->dp, d->cstream));
+            continue;
+        }
         for (int r = (int)(lo[i] / per); r < d->host->DP && (size_t)r * per < hi[i]; r++) {
             size_t a = lo[i] > (size_t)r * per ? lo[i] : (size_t)r * per;
             size_t b = hi[i] < (size_t)(r + 1) * per ? hi[i] : (size_t)(r + 1) * per;
@@ -334,7 +380,10 @@ static void dc_dp_reduce_scatter_f32(DevComm* d, const float* full, float* shard
     Comm* c = d->host;
     size_t off, cnt;
     zero_shard(total, c->DP, c->dp, &off, &cnt);
-    if (c->DP == 1) { cudaCheck(cudaMemcpyAsync(shard, full, sizeof(float) * total, cudaMemcpyDeviceToDevice, d->stream)); return; }
+    if (c->DP == 1) {
+        cudaCheck(cudaMemcpyAsync(shard, full, sizeof(float) * total, cudaMemcpyDeviceToDevice, d->stream));
+        return;
+    }
     if (d->nccl) {
         size_t per = (total + c->DP - 1) / c->DP;
         int k = dc_tic(d);
@@ -434,12 +483,18 @@ static void dc_sp_reduce_scatter_bf16(DevComm* d, bf16* shard, const bf16* full,
 // pipeline: bf16 activations or their gradients to / from a neighbouring stage, inside one
 // group per run of messages (LLMC_PP_OVERLAP=0, or -comm mpi); dc_pp_send_bf16 below picks
 static void dc_pp_group_send_bf16(DevComm* d, const bf16* buf, size_t n, int to_stage, int tag) {
-    if (d->nccl) { ncclCheck(ncclSend(buf, n, ncclBfloat16, to_stage, d->pp, d->stream)); return; } // inside a group
+    if (d->nccl) {
+        ncclCheck(ncclSend(buf, n, ncclBfloat16, to_stage, d->pp, d->stream));
+        return;
+    } // inside a group
     float* hf = dc_stage_down_bf16(d, buf, n);
     pp_send(d->host, hf, n, to_stage, tag); // copies into comm.h's send ring
 }
 static void dc_pp_group_recv_bf16(DevComm* d, bf16* buf, size_t n, int from_stage, int tag) {
-    if (d->nccl) { ncclCheck(ncclRecv(buf, n, ncclBfloat16, from_stage, d->pp, d->stream)); return; } // inside a group
+    if (d->nccl) {
+        ncclCheck(ncclRecv(buf, n, ncclBfloat16, from_stage, d->pp, d->stream));
+        return;
+    } // inside a group
     float* hf = dc_hf(d, n);
     pp_recv(d->host, hf, n, from_stage, tag);
     dc_stage_up_bf16(d, buf, hf, n);
@@ -456,7 +511,9 @@ static void dc_group_end(DevComm* d) {
     ncclCheck(ncclGroupEnd());
     dc_toc(d, d->group_timer, 1);
 }
-static void dc_pp_flush(DevComm* d) { if (!d->nccl) pp_flush(d->host); }
+static void dc_pp_flush(DevComm* d) {
+    if (!d->nccl) pp_flush(d->host);
+}
 
 
 // ---------------------------------------------------------------------------------------
@@ -495,9 +552,13 @@ static void dc_pp_links_init(DevComm* d, int V) {
             MPI_Comm sub;
             mpiCheck(MPI_Comm_split(c->pp_comm, member ? 0 : MPI_UNDEFINED, me == from ? 0 : 1, &sub));
             if (!member) continue;
-            if (d->nlinks == DC_MAX_LINKS) { fprintf(stderr, "internal: more than %d pipeline links\n", DC_MAX_LINKS); exit(1); }
+            if (d->nlinks == DC_MAX_LINKS) {
+                fprintf(stderr, "internal: more than %d pipeline links\n", DC_MAX_LINKS);
+                exit(1);
+            }
             PpLink* L = &d->link[d->nlinks++];
-            L->from = from; L->to = to;
+            L->from = from;
+            L->to = to;
             L->comm = dc_nccl_for(sub); // blocks on the pair only
             mpiCheck(MPI_Comm_free(&sub));
             cudaCheck(cudaStreamCreateWithFlags(&L->stream, cudaStreamNonBlocking));
@@ -506,11 +567,13 @@ static void dc_pp_links_init(DevComm* d, int V) {
     cudaCheck(cudaEventCreateWithFlags(&d->ev_pp, cudaEventDisableTiming));
     d->warm = (bf16*)dev_alloc(sizeof(bf16) * 2 * DC_MAX_LINKS);
     cudaCheck(cudaEventRecord(d->ev_pp, d->stream)); // after dev_alloc's zeroing (d->stream is a blocking stream)
-    for (int i = 0; i < d->nlinks; i++) { // d->link is already in the global (from, to) order
+    for (int i = 0; i < d->nlinks; i++) {            // d->link is already in the global (from, to) order
         PpLink* L = &d->link[i];
         cudaCheck(cudaStreamWaitEvent(L->stream, d->ev_pp, 0));
-        if (L->from == me) ncclCheck(ncclSend(d->warm + 2 * i, 1, ncclBfloat16, 1, L->comm, L->stream));
-        else ncclCheck(ncclRecv(d->warm + 2 * i + 1, 1, ncclBfloat16, 0, L->comm, L->stream));
+        if (L->from == me)
+            ncclCheck(ncclSend(d->warm + 2 * i, 1, ncclBfloat16, 1, L->comm, L->stream));
+        else
+            ncclCheck(ncclRecv(d->warm + 2 * i + 1, 1, ncclBfloat16, 0, L->comm, L->stream));
     }
     for (int i = 0; i < d->nlinks; i++) dc_wait_stream(d, d->link[i].stream);
 #else
@@ -520,7 +583,8 @@ static void dc_pp_links_init(DevComm* d, int V) {
 }
 
 static PpLink* dc_pp_link(DevComm* d, int from, int to) {
-    for (int i = 0; i < d->nlinks; i++) if (d->link[i].from == from && d->link[i].to == to) return &d->link[i];
+    for (int i = 0; i < d->nlinks; i++)
+        if (d->link[i].from == from && d->link[i].to == to) return &d->link[i];
     fprintf(stderr, "internal: no pipeline link %d -> %d on stage %d\n", from, to, d->host->pp);
     exit(1);
 }
@@ -530,7 +594,11 @@ static void dc_ppbuf_init(PpBuf* b) {
     cudaCheck(cudaEventCreateWithFlags(&b->used, cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&b->comm, cudaEventDisableTiming));
 }
-static void dc_ppbuf_free(PpBuf* b) { cudaEventDestroy(b->used); cudaEventDestroy(b->comm); memset(b, 0, sizeof(*b)); }
+static void dc_ppbuf_free(PpBuf* b) {
+    cudaEventDestroy(b->used);
+    cudaEventDestroy(b->comm);
+    memset(b, 0, sizeof(*b));
+}
 
 // The start of a schedule: every link stream waits for the compute stream's work so far
 // (whatever touched the buffers before), and the buffers' events start afresh.
@@ -565,12 +633,16 @@ static void dc_pp_irecv_bf16(DevComm* d, PpBuf* b, bf16* buf, size_t n, int from
 // A message of the schedule: on its link's stream when the links overlap (b: the buffer's
 // events), else inside the caller's group (tag: the host ring's message tag).
 static void dc_pp_send_bf16(DevComm* d, PpBuf* b, const bf16* buf, size_t n, int to_stage, int tag) {
-    if (d->pp_overlap) dc_pp_isend_bf16(d, b, buf, n, to_stage);
-    else dc_pp_group_send_bf16(d, buf, n, to_stage, tag);
+    if (d->pp_overlap)
+        dc_pp_isend_bf16(d, b, buf, n, to_stage);
+    else
+        dc_pp_group_send_bf16(d, buf, n, to_stage, tag);
 }
 static void dc_pp_recv_bf16(DevComm* d, PpBuf* b, bf16* buf, size_t n, int from_stage, int tag) {
-    if (d->pp_overlap) dc_pp_irecv_bf16(d, b, buf, n, from_stage);
-    else dc_pp_group_recv_bf16(d, buf, n, from_stage, tag);
+    if (d->pp_overlap)
+        dc_pp_irecv_bf16(d, b, buf, n, from_stage);
+    else
+        dc_pp_group_recv_bf16(d, buf, n, from_stage, tag);
 }
 // Before compute touches b: the compute stream waits for its last transfer (a receive's
 // data has arrived, a send no longer reads it). The time the compute stream spends in this

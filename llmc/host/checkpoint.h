@@ -41,25 +41,53 @@
 #define CKPT_HEADER_INTS 128
 
 typedef enum {
-    CK_MAGIC, CK_VERSION,
-    CK_L, CK_H, CK_HEADS, CK_SEQ, CK_V, CK_VP,       // model shape
-    CK_TP, CK_PP, CK_DP, CK_ZERO,                    // layout that wrote it
-    CK_TP_RANK, CK_PP_RANK, CK_DP_RANK, CK_RANK,     // this file's rank
-    CK_STEP, CK_TOKENS, CK_SAMPLES, CK_ADAM_T,       // progress: steps, tokens, data position, AdamW t
-    CK_SEED, CK_RNG,                                 // run seed, sampler RNG state
-    CK_N_PARAMS, CK_OPT_OFF, CK_N_OPT,               // payload sizes (float32 counts)
-    CK_CHECKSUM,                                     // FNV-1a 64 of the payload
+    CK_MAGIC,
+    CK_VERSION,
+    CK_L,
+    CK_H,
+    CK_HEADS,
+    CK_SEQ,
+    CK_V,
+    CK_VP, // model shape
+    CK_TP,
+    CK_PP,
+    CK_DP,
+    CK_ZERO, // layout that wrote it
+    CK_TP_RANK,
+    CK_PP_RANK,
+    CK_DP_RANK,
+    CK_RANK, // this file's rank
+    CK_STEP,
+    CK_TOKENS,
+    CK_SAMPLES,
+    CK_ADAM_T, // progress: steps, tokens, data position, AdamW t
+    CK_SEED,
+    CK_RNG, // run seed, sampler RNG state
+    CK_N_PARAMS,
+    CK_OPT_OFF,
+    CK_N_OPT,    // payload sizes (float32 counts)
+    CK_CHECKSUM, // FNV-1a 64 of the payload
     CK_SCALED_INIT,
-    CK_AUTO_GB,                                      // -ramp auto: current global batch (0: not used)
-    CK_NOISE_G2M, CK_NOISE_SM, CK_NOISE_BETAPOW,     // noise-scale EMA state (double bits)
+    CK_AUTO_GB, // -ramp auto: current global batch (0: not used)
+    CK_NOISE_G2M,
+    CK_NOISE_SM,
+    CK_NOISE_BETAPOW, // noise-scale EMA state (double bits)
     CK_NOISE_N,
-    CK_SHUFFLE, CK_DATA_HASH,                        // run identity: data order (with CK_SEED)
-    CK_LR, CK_BETA1, CK_BETA2, CK_EPS, CK_WD, CK_CLIP, // recipe when saved (double bits): changes are logged
-    CK_VPP,                                          // model chunks per rank that wrote it (0 = 1)
+    CK_SHUFFLE,
+    CK_DATA_HASH, // run identity: data order (with CK_SEED)
+    CK_LR,
+    CK_BETA1,
+    CK_BETA2,
+    CK_EPS,
+    CK_WD,
+    CK_CLIP, // recipe when saved (double bits): changes are logged
+    CK_VPP,  // model chunks per rank that wrote it (0 = 1)
     CK_NUM_FIELDS
 } CkptField;
 
-typedef struct { int64_t h[CKPT_HEADER_INTS]; } CkptHeader;
+typedef struct {
+    int64_t h[CKPT_HEADER_INTS];
+} CkptHeader;
 
 static void ckpt_dir_name(char* out, size_t n, const char* base, int64_t step) {
     snprintf(out, n, "%s/ckpt_%08lld", base, (long long)step);
@@ -72,27 +100,34 @@ static int mkdir_p(const char* path) {
     char tmp[1024];
     snprintf(tmp, sizeof(tmp), "%s", path);
     for (char* p = tmp + 1; *p; p++) {
-        if (*p == '/') { *p = 0; if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1; *p = '/'; }
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+            *p = '/';
+        }
     }
     if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
     return 0;
 }
 
-static int write_all(FILE* f, const void* p, size_t bytes) {
-    return bytes == 0 || fwrite(p, 1, bytes, f) == bytes;
-}
+static int write_all(FILE* f, const void* p, size_t bytes) { return bytes == 0 || fwrite(p, 1, bytes, f) == bytes; }
 
 // Writes one rank's file atomically. Returns 0 on success, -1 (with a message) on failure;
 // on failure nothing is renamed, so the previous checkpoint is untouched.
-static int ckpt_write_rank(const char* dir, int rank, CkptHeader* hdr,
-                           const float* params, size_t n_params,
+static int ckpt_write_rank(const char* dir, int rank, CkptHeader* hdr, const float* params, size_t n_params,
                            const float* m, const float* v, size_t opt_off, size_t n_opt) {
-    if (mkdir_p(dir) != 0) { fprintf(stderr, "error: cannot create checkpoint directory %s: %s\n", dir, strerror(errno)); return -1; }
+    if (mkdir_p(dir) != 0) {
+        fprintf(stderr, "error: cannot create checkpoint directory %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
     char path[1100], tmp[1110];
     ckpt_rank_path(path, sizeof(path), dir, rank);
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    hdr->h[CK_MAGIC] = CKPT_MAGIC; hdr->h[CK_VERSION] = CKPT_VERSION;
-    hdr->h[CK_N_PARAMS] = (int64_t)n_params; hdr->h[CK_OPT_OFF] = (int64_t)opt_off; hdr->h[CK_N_OPT] = (int64_t)n_opt;
+    hdr->h[CK_MAGIC] = CKPT_MAGIC;
+    hdr->h[CK_VERSION] = CKPT_VERSION;
+    hdr->h[CK_N_PARAMS] = (int64_t)n_params;
+    hdr->h[CK_OPT_OFF] = (int64_t)opt_off;
+    hdr->h[CK_N_OPT] = (int64_t)n_opt;
     hdr->h[CK_CHECKSUM] = 0;
     uint64_t h = fnv1a64(FNV1A64_INIT, hdr->h, sizeof(hdr->h));
     h = fnv1a64(h, params, n_params * sizeof(float));
@@ -100,13 +135,17 @@ static int ckpt_write_rank(const char* dir, int rank, CkptHeader* hdr,
     h = fnv1a64(h, v, n_opt * sizeof(float));
     memcpy(&hdr->h[CK_CHECKSUM], &h, sizeof(h));
     FILE* f = fopen(tmp, "wb");
-    if (f == NULL) { fprintf(stderr, "error: cannot write checkpoint file %s: %s\n", tmp, strerror(errno)); return -1; }
+    if (f == NULL) {
+        fprintf(stderr, "error: cannot write checkpoint file %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
     int ok = write_all(f, hdr->h, sizeof(hdr->h)) && write_all(f, params, n_params * sizeof(float)) &&
              write_all(f, m, n_opt * sizeof(float)) && write_all(f, v, n_opt * sizeof(float));
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (fclose(f) != 0) ok = 0;
     if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "error: writing checkpoint file %s failed (%s); the previous checkpoint is intact\n", path, strerror(errno));
+        fprintf(stderr, "error: writing checkpoint file %s failed (%s); the previous checkpoint is intact\n", path,
+                strerror(errno));
         unlink(tmp);
         return -1;
     }
@@ -170,7 +209,11 @@ static int ckpt_list_complete(const char* base, int64_t* steps, int max) {
     closedir(d);
     int k = n < max ? n : max;
     for (int a = 1; a < k; a++) // insertion sort, newest first (a handful of entries)
-        for (int b = a; b > 0 && steps[b] > steps[b - 1]; b--) { int64_t t = steps[b]; steps[b] = steps[b - 1]; steps[b - 1] = t; }
+        for (int b = a; b > 0 && steps[b] > steps[b - 1]; b--) {
+            int64_t t = steps[b];
+            steps[b] = steps[b - 1];
+            steps[b - 1] = t;
+        }
     return n;
 }
 
@@ -207,31 +250,46 @@ static uint64_t ckpt_header_sum(const CkptHeader* hdr) {
 // file_size: the file's length in bytes (the payload sizes must match it exactly).
 static int ckpt_header_validate(const CkptHeader* hdr, const char* path, int64_t file_size, char* err, size_t errn) {
     const int64_t* h = hdr->h;
-    #define CKBAD(...) do { int n_ = snprintf(err, errn, "checkpoint file %s has an invalid header: ", path); \
-        if (n_ >= 0 && (size_t)n_ < errn) { snprintf(err + n_, errn - n_, __VA_ARGS__); } return -1; } while (0)
-    if (h[CK_L] < 1 || h[CK_L] > 4096 || h[CK_H] < 1 || h[CK_H] > CKPT_MAX_DIM || h[CK_HEADS] < 1 || h[CK_HEADS] > h[CK_H] ||
-        h[CK_SEQ] < 1 || h[CK_SEQ] > CKPT_MAX_DIM || h[CK_V] < 1 || h[CK_V] > 65536 || h[CK_VP] < h[CK_V] || h[CK_VP] > CKPT_MAX_DIM)
-        CKBAD("model shape out of range (L=%lld H=%lld heads=%lld seq=%lld V=%lld Vp=%lld)", (long long)h[CK_L], (long long)h[CK_H],
-              (long long)h[CK_HEADS], (long long)h[CK_SEQ], (long long)h[CK_V], (long long)h[CK_VP]);
-    if (h[CK_H] % h[CK_HEADS] != 0) CKBAD("heads=%lld do not divide H=%lld", (long long)h[CK_HEADS], (long long)h[CK_H]);
-    if (h[CK_TP] < 1 || h[CK_PP] < 1 || h[CK_DP] < 1 || h[CK_TP] > CKPT_MAX_RANKS || h[CK_PP] > CKPT_MAX_RANKS || h[CK_DP] > CKPT_MAX_RANKS ||
-        h[CK_TP] * h[CK_PP] * h[CK_DP] > CKPT_MAX_RANKS)
-        CKBAD("layout out of range (tp=%lld pp=%lld dp=%lld)", (long long)h[CK_TP], (long long)h[CK_PP], (long long)h[CK_DP]);
-    if (h[CK_HEADS] % h[CK_TP] != 0 || (4 * h[CK_H]) % h[CK_TP] != 0 || h[CK_VP] % h[CK_TP] != 0 || h[CK_L] % h[CK_PP] != 0)
+#define CKBAD(...)                                                                        \
+    do {                                                                                  \
+        int n_ = snprintf(err, errn, "checkpoint file %s has an invalid header: ", path); \
+        if (n_ >= 0 && (size_t)n_ < errn) {                                               \
+            snprintf(err + n_, errn - n_, __VA_ARGS__);                                   \
+        }                                                                                 \
+        return -1;                                                                        \
+    } while (0)
+    if (h[CK_L] < 1 || h[CK_L] > 4096 || h[CK_H] < 1 || h[CK_H] > CKPT_MAX_DIM || h[CK_HEADS] < 1 ||
+        h[CK_HEADS] > h[CK_H] || h[CK_SEQ] < 1 || h[CK_SEQ] > CKPT_MAX_DIM || h[CK_V] < 1 || h[CK_V] > 65536 ||
+        h[CK_VP] < h[CK_V] || h[CK_VP] > CKPT_MAX_DIM)
+        CKBAD("model shape out of range (L=%lld H=%lld heads=%lld seq=%lld V=%lld Vp=%lld)", (long long)h[CK_L],
+              (long long)h[CK_H], (long long)h[CK_HEADS], (long long)h[CK_SEQ], (long long)h[CK_V],
+              (long long)h[CK_VP]);
+    if (h[CK_H] % h[CK_HEADS] != 0)
+        CKBAD("heads=%lld do not divide H=%lld", (long long)h[CK_HEADS], (long long)h[CK_H]);
+    if (h[CK_TP] < 1 || h[CK_PP] < 1 || h[CK_DP] < 1 || h[CK_TP] > CKPT_MAX_RANKS || h[CK_PP] > CKPT_MAX_RANKS ||
+        h[CK_DP] > CKPT_MAX_RANKS || h[CK_TP] * h[CK_PP] * h[CK_DP] > CKPT_MAX_RANKS)
+        CKBAD("layout out of range (tp=%lld pp=%lld dp=%lld)", (long long)h[CK_TP], (long long)h[CK_PP],
+              (long long)h[CK_DP]);
+    if (h[CK_HEADS] % h[CK_TP] != 0 || (4 * h[CK_H]) % h[CK_TP] != 0 || h[CK_VP] % h[CK_TP] != 0 ||
+        h[CK_L] % h[CK_PP] != 0)
         CKBAD("layout tp=%lld pp=%lld does not fit the model", (long long)h[CK_TP], (long long)h[CK_PP]);
     if (h[CK_ZERO] != 0 && h[CK_ZERO] != 1) CKBAD("zero=%lld", (long long)h[CK_ZERO]);
     if (h[CK_SCALED_INIT] != 0 && h[CK_SCALED_INIT] != 1) CKBAD("scaled_init=%lld", (long long)h[CK_SCALED_INIT]);
     if (h[CK_SHUFFLE] != 0 && h[CK_SHUFFLE] != 1) CKBAD("shuffle=%lld", (long long)h[CK_SHUFFLE]);
     if (h[CK_TP_RANK] < 0 || h[CK_TP_RANK] >= h[CK_TP] || h[CK_PP_RANK] < 0 || h[CK_PP_RANK] >= h[CK_PP] ||
         h[CK_DP_RANK] < 0 || h[CK_DP_RANK] >= h[CK_DP] ||
-        h[CK_RANK] != layout_rank((int)h[CK_TP_RANK], (int)h[CK_DP_RANK], (int)h[CK_PP_RANK], (int)h[CK_TP], (int)h[CK_DP]))
-        CKBAD("rank %lld (tp %lld, pp %lld, dp %lld) is not a rank of layout tp=%lld pp=%lld dp=%lld", (long long)h[CK_RANK],
-              (long long)h[CK_TP_RANK], (long long)h[CK_PP_RANK], (long long)h[CK_DP_RANK], (long long)h[CK_TP], (long long)h[CK_PP], (long long)h[CK_DP]);
+        h[CK_RANK] !=
+            layout_rank((int)h[CK_TP_RANK], (int)h[CK_DP_RANK], (int)h[CK_PP_RANK], (int)h[CK_TP], (int)h[CK_DP]))
+        CKBAD("rank %lld (tp %lld, pp %lld, dp %lld) is not a rank of layout tp=%lld pp=%lld dp=%lld",
+              (long long)h[CK_RANK], (long long)h[CK_TP_RANK], (long long)h[CK_PP_RANK], (long long)h[CK_DP_RANK],
+              (long long)h[CK_TP], (long long)h[CK_PP], (long long)h[CK_DP]);
     if (h[CK_STEP] < 0 || h[CK_TOKENS] < 0 || h[CK_SAMPLES] < 0 || h[CK_ADAM_T] < 0 || h[CK_ADAM_T] > h[CK_STEP] ||
-        h[CK_SAMPLES] > (INT64_MAX / h[CK_SEQ]) || h[CK_TOKENS] != h[CK_SAMPLES] * h[CK_SEQ] || (h[CK_STEP] == 0) != (h[CK_SAMPLES] == 0))
-        CKBAD("inconsistent progress (step=%lld tokens=%lld samples=%lld adam_t=%lld)", (long long)h[CK_STEP], (long long)h[CK_TOKENS],
-              (long long)h[CK_SAMPLES], (long long)h[CK_ADAM_T]);
-    if (h[CK_AUTO_GB] < 0 || h[CK_NOISE_N] < 0) CKBAD("auto_gb=%lld noise_n=%lld", (long long)h[CK_AUTO_GB], (long long)h[CK_NOISE_N]);
+        h[CK_SAMPLES] > (INT64_MAX / h[CK_SEQ]) || h[CK_TOKENS] != h[CK_SAMPLES] * h[CK_SEQ] ||
+        (h[CK_STEP] == 0) != (h[CK_SAMPLES] == 0))
+        CKBAD("inconsistent progress (step=%lld tokens=%lld samples=%lld adam_t=%lld)", (long long)h[CK_STEP],
+              (long long)h[CK_TOKENS], (long long)h[CK_SAMPLES], (long long)h[CK_ADAM_T]);
+    if (h[CK_AUTO_GB] < 0 || h[CK_NOISE_N] < 0)
+        CKBAD("auto_gb=%lld noise_n=%lld", (long long)h[CK_AUTO_GB], (long long)h[CK_NOISE_N]);
     // the payload this rank's layout implies (params.h's sizes from the validated shape)
     // a bound on any rank's payload: the whole model (exact per-rank sizes: reshard.h)
     int64_t C = h[CK_H];
@@ -240,15 +298,18 @@ static int ckpt_header_validate(const CkptHeader* hdr, const char* path, int64_t
         CKBAD("n_params=%lld (at most %lld for this shape and layout)", (long long)h[CK_N_PARAMS], (long long)bound);
     if (h[CK_N_OPT] < 0 || h[CK_OPT_OFF] < 0 || h[CK_N_OPT] > bound || h[CK_OPT_OFF] > bound - h[CK_N_OPT])
         CKBAD("optimizer range [%lld, +%lld) out of bounds", (long long)h[CK_OPT_OFF], (long long)h[CK_N_OPT]);
-    if (h[CK_N_PARAMS] > 0 && h[CK_DP_RANK] != 0) CKBAD("a data-parallel replica (dp %lld) holds weights", (long long)h[CK_DP_RANK]);
+    if (h[CK_N_PARAMS] > 0 && h[CK_DP_RANK] != 0)
+        CKBAD("a data-parallel replica (dp %lld) holds weights", (long long)h[CK_DP_RANK]);
     if (!h[CK_ZERO] && h[CK_N_OPT] > 0 && (h[CK_OPT_OFF] != 0 || h[CK_N_OPT] != h[CK_N_PARAMS]))
-        CKBAD("moments [%lld, +%lld) without ZeRO must cover the weights (%lld)", (long long)h[CK_OPT_OFF], (long long)h[CK_N_OPT], (long long)h[CK_N_PARAMS]);
+        CKBAD("moments [%lld, +%lld) without ZeRO must cover the weights (%lld)", (long long)h[CK_OPT_OFF],
+              (long long)h[CK_N_OPT], (long long)h[CK_N_PARAMS]);
     int64_t want = (int64_t)sizeof(hdr->h) + 4 * (h[CK_N_PARAMS] + 2 * h[CK_N_OPT]);
     if (file_size != want) {
-        snprintf(err, errn, "checkpoint file %s is truncated or corrupt (%lld bytes, header implies %lld)", path, (long long)file_size, (long long)want);
+        snprintf(err, errn, "checkpoint file %s is truncated or corrupt (%lld bytes, header implies %lld)", path,
+                 (long long)file_size, (long long)want);
         return -1;
     }
-    #undef CKBAD
+#undef CKBAD
     return 0;
 }
 
@@ -257,17 +318,35 @@ static int ckpt_header_validate(const CkptHeader* hdr, const char* path, int64_t
 // payload (reshard.h). Returns 0, or -1 with a message in err.
 static int ckpt_read_header(const char* path, CkptHeader* hdr, char* err, size_t errn) {
     struct stat st;
-    if (stat(path, &st) != 0) { snprintf(err, errn, "cannot open checkpoint file %s: %s", path, strerror(errno)); return -1; }
-    if (!S_ISREG(st.st_mode)) { snprintf(err, errn, "checkpoint file %s is not a regular file", path); return -1; }
+    if (stat(path, &st) != 0) {
+        snprintf(err, errn, "cannot open checkpoint file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errn, "checkpoint file %s is not a regular file", path);
+        return -1;
+    }
     FILE* f = fopen(path, "rb");
-    if (f == NULL) { snprintf(err, errn, "cannot open checkpoint file %s: %s", path, strerror(errno)); return -1; }
+    if (f == NULL) {
+        snprintf(err, errn, "cannot open checkpoint file %s: %s", path, strerror(errno));
+        return -1;
+    }
     size_t got = fread(hdr->h, sizeof(int64_t), CKPT_HEADER_INTS, f);
     fclose(f);
-    if (got != CKPT_HEADER_INTS) { snprintf(err, errn, "checkpoint file %s is truncated (no complete header)", path); return -1; }
-    if (hdr->h[CK_MAGIC] != CKPT_MAGIC) { snprintf(err, errn, "%s is not a checkpoint file (bad magic)", path); return -1; }
+    if (got != CKPT_HEADER_INTS) {
+        snprintf(err, errn, "checkpoint file %s is truncated (no complete header)", path);
+        return -1;
+    }
+    if (hdr->h[CK_MAGIC] != CKPT_MAGIC) {
+        snprintf(err, errn, "%s is not a checkpoint file (bad magic)", path);
+        return -1;
+    }
     if (hdr->h[CK_VERSION] != CKPT_VERSION) {
-        snprintf(err, errn, "checkpoint %s has format version %lld; this build reads version %d only%s", path, (long long)hdr->h[CK_VERSION], CKPT_VERSION,
-                 hdr->h[CK_VERSION] == 1 ? " (version 1 headers are not covered by the checksum; resume with the build that wrote it)" : "");
+        snprintf(err, errn, "checkpoint %s has format version %lld; this build reads version %d only%s", path,
+                 (long long)hdr->h[CK_VERSION], CKPT_VERSION,
+                 hdr->h[CK_VERSION] == 1
+                     ? " (version 1 headers are not covered by the checksum; resume with the build that wrote it)"
+                     : "");
         return -1;
     }
     return ckpt_header_validate(hdr, path, (int64_t)st.st_size, err, errn);

@@ -22,16 +22,34 @@
 #include "params.h"
 #include "reshard.h"
 
+// The recipe values a checkpoint header records (written by save_checkpoint_rank, compared by
+// run_check_identity on -resume, where each change is logged): X(name, header slot, value
+// in Config c). lr is -1 for -lr auto.
+#define CKPT_RECIPE(X, c)                         \
+    X("lr", CK_LR, (c)->lr_auto ? -1.0 : (c)->lr) \
+    X("beta1", CK_BETA1, (c)->beta1)              \
+    X("beta2", CK_BETA2, (c)->beta2)              \
+    X("eps", CK_EPS, (c)->eps)                    \
+    X("wd", CK_WD, (c)->wd)                       \
+    X("clip", CK_CLIP, (c)->clip)
+
 // where a run is: steps done, tokens and samples consumed, AdamW t, sampler RNG state,
 // and the state -ramp auto needs to continue exactly (its batch and the noise-scale EMAs)
 typedef struct {
-    int64_t step, tokens, samples, adam_t; uint64_t rng;
-    int64_t auto_gb; double noise_g2m, noise_sm, noise_betapow; int64_t noise_n;
-    uint64_t data_hash;   // identity of the training shards (run.h), saved to refuse a silent change
+    int64_t step, tokens, samples, adam_t;
+    uint64_t rng;
+    int64_t auto_gb;
+    double noise_g2m, noise_sm, noise_betapow;
+    int64_t noise_n;
+    uint64_t data_hash; // identity of the training shards (run.h), saved to refuse a silent change
 } Progress;
 
 static void ckpt_put_f64(CkptHeader* h, int f, double x) { memcpy(&h->h[f], &x, 8); }
-static double ckpt_get_f64(const CkptHeader* h, int f) { double x; memcpy(&x, &h->h[f], 8); return x; }
+static double ckpt_get_f64(const CkptHeader* h, int f) {
+    double x;
+    memcpy(&x, &h->h[f], 8);
+    return x;
+}
 
 // Moves a complete temporary checkpoint directory into place as final (rank 0). A
 // directory already at final (a save of the same step that a crash or a failed load left
@@ -43,8 +61,14 @@ static int ckpt_install(const char* tmp, const char* final) {
     ckpt_remove_dir(old);
     struct stat st;
     int had = stat(final, &st) == 0;
-    if (had && rename(final, old) != 0) { fprintf(stderr, "error: cannot move %s aside: %s\n", final, strerror(errno)); return -1; }
-    if (rename(tmp, final) != 0) { fprintf(stderr, "error: cannot rename %s to %s: %s\n", tmp, final, strerror(errno)); return -1; }
+    if (had && rename(final, old) != 0) {
+        fprintf(stderr, "error: cannot move %s aside: %s\n", final, strerror(errno));
+        return -1;
+    }
+    if (rename(tmp, final) != 0) {
+        fprintf(stderr, "error: cannot rename %s to %s: %s\n", tmp, final, strerror(errno));
+        return -1;
+    }
     if (had) ckpt_remove_dir(old);
     return 0;
 }
@@ -56,7 +80,8 @@ static int ckpt_install(const char* tmp, const char* final) {
 // which no checkpoint loads.
 static int ckpt_known_good(int64_t s, const int64_t* good, int ngood, int64_t resumed) {
     if (s == resumed) return 1;
-    for (int i = 0; i < ngood; i++) if (good[i] == s) return 1;
+    for (int i = 0; i < ngood; i++)
+        if (good[i] == s) return 1;
     return 0;
 }
 static void ckpt_prune(const char* base, int keep, const int64_t* good, int ngood, int64_t resumed) {
@@ -68,7 +93,10 @@ static void ckpt_prune(const char* base, int keep, const int64_t* good, int ngoo
     int kept_good = 0;
     for (int i = 0; i < n; i++) { // newest first
         int known = ckpt_known_good(steps[i], good, ngood, resumed);
-        if (kept_good < keep) { kept_good += known; continue; }
+        if (kept_good < keep) {
+            kept_good += known;
+            continue;
+        }
         if (steps[i] == resumed) continue;
         char d[1100];
         ckpt_dir_name(d, sizeof(d), base, steps[i]);
@@ -84,30 +112,53 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
     ckpt_dir_name(dir, sizeof(dir), c->out_dir, p->step);
     CkptHeader h;
     memset(&h, 0, sizeof(h));
-    h.h[CK_L] = c->L; h.h[CK_H] = c->H; h.h[CK_HEADS] = c->heads; h.h[CK_SEQ] = c->seq;
-    h.h[CK_V] = c->V; h.h[CK_VP] = c->Vp;
-    h.h[CK_TP] = comm->TP; h.h[CK_PP] = comm->PP; h.h[CK_DP] = comm->DP; h.h[CK_ZERO] = c->zero;
-    h.h[CK_TP_RANK] = comm->tp; h.h[CK_PP_RANK] = comm->pp; h.h[CK_DP_RANK] = comm->dp; h.h[CK_RANK] = comm->rank;
-    h.h[CK_STEP] = p->step; h.h[CK_TOKENS] = p->tokens; h.h[CK_SAMPLES] = p->samples; h.h[CK_ADAM_T] = p->adam_t;
-    h.h[CK_SEED] = (int64_t)c->seed; h.h[CK_RNG] = (int64_t)p->rng; h.h[CK_SCALED_INIT] = c->scaled_init;
-    h.h[CK_AUTO_GB] = p->auto_gb; h.h[CK_NOISE_N] = p->noise_n;
+    h.h[CK_L] = c->L;
+    h.h[CK_H] = c->H;
+    h.h[CK_HEADS] = c->heads;
+    h.h[CK_SEQ] = c->seq;
+    h.h[CK_V] = c->V;
+    h.h[CK_VP] = c->Vp;
+    h.h[CK_TP] = comm->TP;
+    h.h[CK_PP] = comm->PP;
+    h.h[CK_DP] = comm->DP;
+    h.h[CK_ZERO] = c->zero;
+    h.h[CK_TP_RANK] = comm->tp;
+    h.h[CK_PP_RANK] = comm->pp;
+    h.h[CK_DP_RANK] = comm->dp;
+    h.h[CK_RANK] = comm->rank;
+    h.h[CK_STEP] = p->step;
+    h.h[CK_TOKENS] = p->tokens;
+    h.h[CK_SAMPLES] = p->samples;
+    h.h[CK_ADAM_T] = p->adam_t;
+    h.h[CK_SEED] = (int64_t)c->seed;
+    h.h[CK_RNG] = (int64_t)p->rng;
+    h.h[CK_SCALED_INIT] = c->scaled_init;
+    h.h[CK_AUTO_GB] = p->auto_gb;
+    h.h[CK_NOISE_N] = p->noise_n;
     h.h[CK_VPP] = pl->nchunks;
-    memcpy(&h.h[CK_NOISE_G2M], &p->noise_g2m, 8); memcpy(&h.h[CK_NOISE_SM], &p->noise_sm, 8);
+    memcpy(&h.h[CK_NOISE_G2M], &p->noise_g2m, 8);
+    memcpy(&h.h[CK_NOISE_SM], &p->noise_sm, 8);
     memcpy(&h.h[CK_NOISE_BETAPOW], &p->noise_betapow, 8);
-    h.h[CK_SHUFFLE] = c->shuffle; h.h[CK_DATA_HASH] = (int64_t)p->data_hash;
-    ckpt_put_f64(&h, CK_LR, c->lr_auto ? -1.0 : c->lr); ckpt_put_f64(&h, CK_BETA1, c->beta1); ckpt_put_f64(&h, CK_BETA2, c->beta2);
-    ckpt_put_f64(&h, CK_EPS, c->eps); ckpt_put_f64(&h, CK_WD, c->wd); ckpt_put_f64(&h, CK_CLIP, c->clip);
+    h.h[CK_SHUFFLE] = c->shuffle;
+    h.h[CK_DATA_HASH] = (int64_t)p->data_hash;
+#define CKPT_PUT_RECIPE(name, slot, value) ckpt_put_f64(&h, slot, value);
+    CKPT_RECIPE(CKPT_PUT_RECIPE, c)
+#undef CKPT_PUT_RECIPE
     int writes_weights = comm->dp == 0;
     int writes_moments = c->zero || comm->dp == 0;
     char tmp[1100];
     snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
     int ok = 1;
     if (comm->rank == 0) { // a fresh temporary directory: whatever an earlier attempt left there goes
-        if (ckpt_remove_dir(tmp) != 0 || mkdir_p(tmp) != 0) { fprintf(stderr, "error: cannot create %s: %s\n", tmp, strerror(errno)); ok = 0; }
+        if (ckpt_remove_dir(tmp) != 0 || mkdir_p(tmp) != 0) {
+            fprintf(stderr, "error: cannot create %s: %s\n", tmp, strerror(errno));
+            ok = 0;
+        }
     }
     ok = world_sum(comm, ok ? 0.0 : 1.0) == 0.0;
     if (ok) {
-        int rc = ckpt_write_rank(tmp, comm->rank, &h, params, writes_weights ? pl->total : 0, m, v, opt_off, writes_moments ? n_opt : 0);
+        int rc = ckpt_write_rank(tmp, comm->rank, &h, params, writes_weights ? pl->total : 0, m, v, opt_off,
+                                 writes_moments ? n_opt : 0);
         ok = world_sum(comm, rc == 0 ? 0.0 : 1.0) == 0.0;
     }
     if (comm->rank == 0) {
@@ -126,7 +177,9 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
 static int ckpt_check_model(const Config* c, const CkptHeader* h, const char* path, char* err, size_t n) {
     if (h->h[CK_L] != c->L || h->h[CK_H] != c->H || h->h[CK_HEADS] != c->heads || h->h[CK_SEQ] != c->seq ||
         h->h[CK_V] != c->V || h->h[CK_VP] != c->Vp) {
-        snprintf(err, n, "checkpoint %s is for a different model (L=%lld H=%lld heads=%lld seq=%lld V=%lld Vp=%lld; this run: L=%d H=%d heads=%d seq=%d V=%d Vp=%d)",
+        snprintf(err, n,
+                 "checkpoint %s is for a different model (L=%lld H=%lld heads=%lld seq=%lld V=%lld Vp=%lld; this run: "
+                 "L=%d H=%d heads=%d seq=%d V=%d Vp=%d)",
                  path, (long long)h->h[CK_L], (long long)h->h[CK_H], (long long)h->h[CK_HEADS], (long long)h->h[CK_SEQ],
                  (long long)h->h[CK_V], (long long)h->h[CK_VP], c->L, c->H, c->heads, c->seq, c->V, c->Vp);
         return -1;
@@ -136,18 +189,29 @@ static int ckpt_check_model(const Config* c, const CkptHeader* h, const char* pa
 
 // Loads this rank's slices (layout pl, optimizer range [opt_off, opt_off+n_opt)) from a
 // checkpoint written in any layout. weights_only: m, v and progress are left alone.
-static int load_checkpoint_rank(const Config* c, const char* dir, const ParamLayout* pl, float* params, float* m, float* v,
-                                size_t opt_off, size_t n_opt, int weights_only, Progress* p, char* err, size_t n) {
+static int load_checkpoint_rank(const Config* c, const char* dir, const ParamLayout* pl, float* params, float* m,
+                                float* v, size_t opt_off, size_t n_opt, int weights_only, Progress* p, char* err,
+                                size_t n) {
     CkptSet set;
-    if (ckpt_set_open(&set, dir, err, n) != 0) { ckpt_set_close(&set); return -1; }
+    if (ckpt_set_open(&set, dir, err, n) != 0) {
+        ckpt_set_close(&set);
+        return -1;
+    }
     const CkptHeader* h = &set.hdr[0];
     int rc = ckpt_check_model(c, h, set.paths[0], err, n);
-    if (rc == 0) rc = ckpt_set_load_local(&set, pl, params, weights_only ? NULL : m, weights_only ? NULL : v, opt_off, n_opt, err, n);
+    if (rc == 0)
+        rc = ckpt_set_load_local(&set, pl, params, weights_only ? NULL : m, weights_only ? NULL : v, opt_off, n_opt,
+                                 err, n);
     if (rc == 0 && !weights_only) {
-        p->step = h->h[CK_STEP]; p->tokens = h->h[CK_TOKENS]; p->samples = h->h[CK_SAMPLES];
-        p->adam_t = h->h[CK_ADAM_T]; p->rng = (uint64_t)h->h[CK_RNG];
-        p->auto_gb = h->h[CK_AUTO_GB]; p->noise_n = h->h[CK_NOISE_N];
-        memcpy(&p->noise_g2m, &h->h[CK_NOISE_G2M], 8); memcpy(&p->noise_sm, &h->h[CK_NOISE_SM], 8);
+        p->step = h->h[CK_STEP];
+        p->tokens = h->h[CK_TOKENS];
+        p->samples = h->h[CK_SAMPLES];
+        p->adam_t = h->h[CK_ADAM_T];
+        p->rng = (uint64_t)h->h[CK_RNG];
+        p->auto_gb = h->h[CK_AUTO_GB];
+        p->noise_n = h->h[CK_NOISE_N];
+        memcpy(&p->noise_g2m, &h->h[CK_NOISE_G2M], 8);
+        memcpy(&p->noise_sm, &h->h[CK_NOISE_SM], 8);
         memcpy(&p->noise_betapow, &h->h[CK_NOISE_BETAPOW], 8);
     }
     ckpt_set_close(&set);

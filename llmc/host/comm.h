@@ -27,37 +27,50 @@
 
 
 #ifdef USE_MPI
-#define mpiCheck(call) do { int rc_ = (call); if (rc_ != MPI_SUCCESS) { \
-    char s_[MPI_MAX_ERROR_STRING]; int n_ = 0; MPI_Error_string(rc_, s_, &n_); \
-    fprintf(stderr, "error: MPI call failed at %s:%d: %s (check the launch line and the network)\n", __FILE__, __LINE__, s_); \
-    MPI_Abort(MPI_COMM_WORLD, 1); } } while (0)
+#define mpiCheck(call)                                                                                                 \
+    do {                                                                                                               \
+        int rc_ = (call);                                                                                              \
+        if (rc_ != MPI_SUCCESS) {                                                                                      \
+            char s_[MPI_MAX_ERROR_STRING];                                                                             \
+            int n_ = 0;                                                                                                \
+            MPI_Error_string(rc_, s_, &n_);                                                                            \
+            fprintf(stderr, "error: MPI call failed at %s:%d: %s (check the launch line and the network)\n", __FILE__, \
+                    __LINE__, s_);                                                                                     \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                                              \
+        }                                                                                                              \
+    } while (0)
 #endif
 
 typedef struct {
     int rank, world;
-    int tp, TP, pp, PP, dp, DP;   // coordinates, rank = tp + TP*dp + TP*DP*pp (layout.h)
-    int mpi;                      // MPI initialised (launched by mpirun/srun)
+    int tp, TP, pp, PP, dp, DP; // coordinates, rank = tp + TP*dp + TP*DP*pp (layout.h)
+    int mpi;                    // MPI initialised (launched by mpirun/srun)
 #ifdef USE_MPI
     MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm; // emb_comm: first and last stage, MPI_COMM_NULL elsewhere
     // ring of pipeline sends: nsend slots of send_n floats, each sent as nreq chunked messages
-    MPI_Request* send_req; float** send_buf; int nsend, nreq; size_t send_n; // send_req: (nsend, nreq)
+    MPI_Request* send_req;
+    float** send_buf;
+    int nsend, nreq;
+    size_t send_n; // send_req: (nsend, nreq)
 #endif
-    size_t chunk;                 // most elements one MPI call moves (see the top)
-    double comm_ms, idle_ms;      // time inside collectives / waiting on pipeline peers, this step
-    double overlap_ms;            // CUDA trainer: DP reduction on the communication stream, overlapping compute
+    size_t chunk;            // most elements one MPI call moves (see the top)
+    double comm_ms, idle_ms; // time inside collectives / waiting on pipeline peers, this step
+    double overlap_ms;       // CUDA trainer: DP reduction on the communication stream, overlapping compute
 } Comm;
 
 #define COMM_CHUNK_DEFAULT ((size_t)1 << 30)
 
 static void comm_init_single(Comm* c) {
     memset(c, 0, sizeof(*c));
-    c->world = 1; c->TP = c->PP = c->DP = 1;
+    c->world = 1;
+    c->TP = c->PP = c->DP = 1;
     c->chunk = COMM_CHUNK_DEFAULT;
     const char* v = getenv("LLMC_MPI_CHUNK");
     if (v != NULL && v[0] != '\0') {
         char* end = NULL;
         long long k = strtoll(v, &end, 10);
-        if (*end != '\0' || k < 1 || (size_t)k > COMM_CHUNK_DEFAULT) die("environment LLMC_MPI_CHUNK=%s: use an element count from 1 to %zu", v, COMM_CHUNK_DEFAULT);
+        if (*end != '\0' || k < 1 || (size_t)k > COMM_CHUNK_DEFAULT)
+            die("environment LLMC_MPI_CHUNK=%s: use an element count from 1 to %zu", v, COMM_CHUNK_DEFAULT);
         c->chunk = (size_t)k;
     }
 }
@@ -77,9 +90,13 @@ static int launched_by_mpi(void) {
 #ifdef USE_MPI
 // Splits MPI_COMM_WORLD into the TP, DP, PP and embedding groups (layout already valid).
 static void comm_init_groups(Comm* c, int TP, int PP, int DP, size_t act_floats) {
-    c->TP = TP; c->PP = PP; c->DP = DP;
+    c->TP = TP;
+    c->PP = PP;
+    c->DP = DP;
     Coords k = layout_coords(c->rank, TP, DP);
-    c->tp = k.tp; c->dp = k.dp; c->pp = k.pp;
+    c->tp = k.tp;
+    c->dp = k.dp;
+    c->pp = k.pp;
     mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->dp + DP * c->pp, c->tp, &c->tp_comm));
     mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->pp, c->dp, &c->dp_comm));
     mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->dp, c->pp, &c->pp_comm));
@@ -101,9 +118,12 @@ static void comm_free(Comm* c) {
     if (c->send_req) {
         mpiCheck(MPI_Waitall(c->nsend * c->nreq, c->send_req, MPI_STATUSES_IGNORE));
         for (int i = 0; i < c->nsend; i++) free(c->send_buf[i]);
-        free(c->send_buf); free(c->send_req);
+        free(c->send_buf);
+        free(c->send_req);
     }
-    MPI_Comm_free(&c->tp_comm); MPI_Comm_free(&c->dp_comm); MPI_Comm_free(&c->pp_comm);
+    MPI_Comm_free(&c->tp_comm);
+    MPI_Comm_free(&c->dp_comm);
+    MPI_Comm_free(&c->pp_comm);
     if (c->emb_comm != MPI_COMM_NULL) MPI_Comm_free(&c->emb_comm);
 #else
     (void)c;
@@ -126,7 +146,9 @@ static void tp_allreduce_sum(Comm* c, float* buf, size_t n) {
 #ifdef USE_MPI
     allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->tp_comm, c->TP);
 #else
-    (void)c; (void)buf; (void)n;
+    (void)c;
+    (void)buf;
+    (void)n;
 #endif
 }
 
@@ -134,7 +156,9 @@ static void tp_allreduce_max(Comm* c, float* buf, size_t n) {
 #ifdef USE_MPI
     allreduce(c, buf, n, MPI_FLOAT, MPI_MAX, c->tp_comm, c->TP);
 #else
-    (void)c; (void)buf; (void)n;
+    (void)c;
+    (void)buf;
+    (void)n;
 #endif
 }
 
@@ -156,7 +180,8 @@ static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) 
     if (n > c->send_n) die("pp_send: %zu floats exceed the send ring's %zu", n, c->send_n);
     int slot = -1;
     double t0 = wall_ms();
-    for (int i = 0; i < c->nsend && slot < 0; i++) { // a free ring slot: all its chunks sent (all are free after a flush)
+    for (int i = 0; i < c->nsend && slot < 0;
+         i++) { // a free ring slot: all its chunks sent (all are free after a flush)
         int done = 0;
         mpiCheck(MPI_Testall(c->nreq, &c->send_req[i * c->nreq], &done, MPI_STATUSES_IGNORE));
         if (done) slot = i;
@@ -174,10 +199,15 @@ static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) 
     memcpy(c->send_buf[slot], buf, sizeof(float) * n);
     // the chunks of one message share its tag: MPI keeps their order between a pair of ranks
     for (size_t i = 0, k; (k = comm_piece(c, n, i)) > 0; i++)
-        mpiCheck(MPI_Isend(c->send_buf[slot] + i * c->chunk, (int)k, MPI_FLOAT, to_stage, tag, c->pp_comm, &c->send_req[slot * c->nreq + i]));
+        mpiCheck(MPI_Isend(c->send_buf[slot] + i * c->chunk, (int)k, MPI_FLOAT, to_stage, tag, c->pp_comm,
+                           &c->send_req[slot * c->nreq + i]));
     c->comm_ms += wall_ms() - t0;
 #else
-    (void)c; (void)buf; (void)n; (void)to_stage; (void)tag;
+    (void)c;
+    (void)buf;
+    (void)n;
+    (void)to_stage;
+    (void)tag;
 #endif
 }
 
@@ -188,7 +218,11 @@ static void pp_recv(Comm* c, float* buf, size_t n, int from_stage, int tag) {
         mpiCheck(MPI_Recv(buf + i * c->chunk, (int)k, MPI_FLOAT, from_stage, tag, c->pp_comm, MPI_STATUS_IGNORE));
     c->idle_ms += wall_ms() - t0;
 #else
-    (void)c; (void)buf; (void)n; (void)from_stage; (void)tag;
+    (void)c;
+    (void)buf;
+    (void)n;
+    (void)from_stage;
+    (void)tag;
 #endif
 }
 
@@ -209,7 +243,9 @@ static void emb_allreduce_sum(Comm* c, float* buf, size_t n) {
 #ifdef USE_MPI
     if (c->PP > 1 && c->emb_comm != MPI_COMM_NULL) allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->emb_comm, 2);
 #else
-    (void)c; (void)buf; (void)n;
+    (void)c;
+    (void)buf;
+    (void)n;
 #endif
 }
 
@@ -217,7 +253,9 @@ static void dp_allreduce_sum(Comm* c, float* buf, size_t n) {
 #ifdef USE_MPI
     allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->dp_comm, c->DP);
 #else
-    (void)c; (void)buf; (void)n;
+    (void)c;
+    (void)buf;
+    (void)n;
 #endif
 }
 
@@ -226,11 +264,18 @@ static void dp_allreduce_sum(Comm* c, float* buf, size_t n) {
 // Larger: each shard in chunks, reduced to its owner (MPI_Reduce, same sums).
 static void dp_reduce_scatter_sum(Comm* c, const float* full, float* shard, size_t total) {
 #ifdef USE_MPI
-    if (c->DP == 1) { memcpy(shard, full, sizeof(float) * total); return; }
+    if (c->DP == 1) {
+        memcpy(shard, full, sizeof(float) * total);
+        return;
+    }
     double t0 = wall_ms();
     if (total <= c->chunk) {
         int* counts = (int*)malloc_check(sizeof(int) * c->DP);
-        for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; }
+        for (int d = 0; d < c->DP; d++) {
+            size_t off, cnt;
+            zero_shard(total, c->DP, d, &off, &cnt);
+            counts[d] = (int)cnt;
+        }
         mpiCheck(MPI_Reduce_scatter(full, shard, counts, MPI_FLOAT, MPI_SUM, c->dp_comm));
         free(counts);
     } else {
@@ -238,12 +283,14 @@ static void dp_reduce_scatter_sum(Comm* c, const float* full, float* shard, size
             size_t off, cnt;
             zero_shard(total, c->DP, d, &off, &cnt);
             for (size_t i = 0, k; (k = comm_piece(c, cnt, i)) > 0; i++)
-                mpiCheck(MPI_Reduce(full + off + i * c->chunk, d == c->dp ? shard + i * c->chunk : NULL, (int)k, MPI_FLOAT, MPI_SUM, d, c->dp_comm));
+                mpiCheck(MPI_Reduce(full + off + i * c->chunk, d == c->dp ? shard + i * c->chunk : NULL, (int)k,
+                                    MPI_FLOAT, MPI_SUM, d, c->dp_comm));
         }
     }
     c->comm_ms += wall_ms() - t0;
 #else
-    (void)c; memcpy(shard, full, sizeof(float) * total);
+    (void)c;
+    memcpy(shard, full, sizeof(float) * total);
 #endif
 }
 
@@ -256,9 +303,15 @@ static void dp_allgather(Comm* c, float* full, size_t total) {
     if (total <= c->chunk) {
         int* counts = (int*)malloc_check(sizeof(int) * c->DP);
         int* displs = (int*)malloc_check(sizeof(int) * c->DP);
-        for (int d = 0; d < c->DP; d++) { size_t off, cnt; zero_shard(total, c->DP, d, &off, &cnt); counts[d] = (int)cnt; displs[d] = (int)off; }
+        for (int d = 0; d < c->DP; d++) {
+            size_t off, cnt;
+            zero_shard(total, c->DP, d, &off, &cnt);
+            counts[d] = (int)cnt;
+            displs[d] = (int)off;
+        }
         mpiCheck(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, counts, displs, MPI_FLOAT, c->dp_comm));
-        free(counts); free(displs);
+        free(counts);
+        free(displs);
     } else {
         for (int d = 0; d < c->DP; d++) {
             size_t off, cnt;
@@ -269,7 +322,9 @@ static void dp_allgather(Comm* c, float* full, size_t total) {
     }
     c->comm_ms += wall_ms() - t0;
 #else
-    (void)c; (void)full; (void)total;
+    (void)c;
+    (void)full;
+    (void)total;
 #endif
 }
 
@@ -280,7 +335,10 @@ static void world_bcast(Comm* c, void* buf, size_t bytes, int root) {
         for (size_t i = 0, k; (k = comm_piece(c, bytes, i)) > 0; i++)
             mpiCheck(MPI_Bcast((char*)buf + i * c->chunk, (int)k, MPI_BYTE, root, MPI_COMM_WORLD));
 #else
-    (void)c; (void)buf; (void)bytes; (void)root;
+    (void)c;
+    (void)buf;
+    (void)bytes;
+    (void)root;
 #endif
 }
 

@@ -37,25 +37,37 @@
 typedef struct {
     int nshards;
     char** paths;
-    int64_t* start;      // first stream token of each shard
-    int64_t* count;      // tokens in each shard
+    int64_t* start; // first stream token of each shard
+    int64_t* count; // tokens in each shard
     int64_t ntokens, nsamples;
     int T, V;
     int shuffle;
     uint64_t seed;
-    FILE* f; int f_shard; // one open shard at a time
-    uint16_t* buf;        // (T+1)
+    FILE* f;
+    int f_shard;   // one open shard at a time
+    uint16_t* buf; // (T+1)
 } DataSet;
 
 // Checks a shard header (the first 256 int32) against the file size. Returns the token
 // count, or -1 with a message in err. Pure: the fuzzer calls it on arbitrary bytes.
 static int64_t shard_parse_header(const int32_t* h, int64_t file_bytes, const char* path, char* err, size_t errn) {
-    if (file_bytes < SHARD_HEADER_BYTES) { snprintf(err, errn, "data shard %s is truncated (no complete 1024-byte header)", path); return -1; }
-    if (h[0] != SHARD_MAGIC) { snprintf(err, errn, "data shard %s has wrong magic %d (want %d): not an llm.c token shard", path, h[0], SHARD_MAGIC); return -1; }
-    if (h[1] != SHARD_VERSION) { snprintf(err, errn, "data shard %s has version %d (want %d)", path, h[1], SHARD_VERSION); return -1; }
+    if (file_bytes < SHARD_HEADER_BYTES) {
+        snprintf(err, errn, "data shard %s is truncated (no complete 1024-byte header)", path);
+        return -1;
+    }
+    if (h[0] != SHARD_MAGIC) {
+        snprintf(err, errn, "data shard %s has wrong magic %d (want %d): not an llm.c token shard", path, h[0],
+                 SHARD_MAGIC);
+        return -1;
+    }
+    if (h[1] != SHARD_VERSION) {
+        snprintf(err, errn, "data shard %s has version %d (want %d)", path, h[1], SHARD_VERSION);
+        return -1;
+    }
     int64_t n = (int64_t)(uint32_t)h[2];
     if (file_bytes != SHARD_HEADER_BYTES + 2 * n) {
-        snprintf(err, errn, "data shard %s is truncated or corrupt: header says %lld tokens, file holds %lld bytes (want %lld)",
+        snprintf(err, errn,
+                 "data shard %s is truncated or corrupt: header says %lld tokens, file holds %lld bytes (want %lld)",
                  path, (long long)n, (long long)file_bytes, (long long)(SHARD_HEADER_BYTES + 2 * n));
         return -1;
     }
@@ -68,7 +80,8 @@ static int64_t shard_scan_tokens(const uint16_t* tok, int64_t n, int V) {
     uint16_t mx = 0;
     for (int64_t i = 0; i < n; i++) mx = tok[i] > mx ? tok[i] : mx;
     if ((int)mx < V) return -1;
-    for (int64_t i = 0; i < n; i++) if ((int)tok[i] >= V) return i;
+    for (int64_t i = 0; i < n; i++)
+        if ((int)tok[i] >= V) return i;
     return -1;
 }
 
@@ -81,22 +94,35 @@ static int64_t shard_validate(const char* path, int V, char* err, size_t errn) {
     memset(h, 0, sizeof(h));
     size_t got = fread(h, 1, sizeof(h), f);
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) { snprintf(err, errn, "cannot stat data shard %s", path); fclose(f); return -1; }
+    if (fstat(fileno(f), &st) != 0) {
+        snprintf(err, errn, "cannot stat data shard %s", path);
+        fclose(f);
+        return -1;
+    }
     int64_t n = shard_parse_header(h, got < sizeof(h) ? (int64_t)got : (int64_t)st.st_size, path, err, errn);
-    if (n < 0) { fclose(f); return -1; }
+    if (n < 0) {
+        fclose(f);
+        return -1;
+    }
     const int64_t CHUNK = 1 << 20; // tokens per read
     uint16_t* buf = (uint16_t*)malloc_check(sizeof(uint16_t) * CHUNK);
     for (int64_t done = 0; done < n;) {
         int64_t take = n - done < CHUNK ? n - done : CHUNK;
         if (fread(buf, sizeof(uint16_t), (size_t)take, f) != (size_t)take) {
             snprintf(err, errn, "data shard %s is unreadable at token %lld", path, (long long)done);
-            free(buf); fclose(f); return -1;
+            free(buf);
+            fclose(f);
+            return -1;
         }
         int64_t bad = shard_scan_tokens(buf, take, V);
         if (bad >= 0) {
-            snprintf(err, errn, "data shard %s: token id %d at token offset %lld is >= the vocabulary size %d: pass the right -V or rebuild the shard",
+            snprintf(err, errn,
+                     "data shard %s: token id %d at token offset %lld is >= the vocabulary size %d: pass the right -V "
+                     "or rebuild the shard",
                      path, buf[bad], (long long)(done + bad), V);
-            free(buf); fclose(f); return -1;
+            free(buf);
+            fclose(f);
+            return -1;
         }
         done += take;
     }
@@ -145,17 +171,26 @@ static void dataset_open(DataSet* ds, const char* pattern, int T, int V, int shu
         total += ds->count[i];
     }
     globfree(&g);
-    ds->ntokens = total; ds->T = T; ds->V = V; ds->shuffle = shuffle; ds->seed = seed;
+    ds->ntokens = total;
+    ds->T = T;
+    ds->V = V;
+    ds->shuffle = shuffle;
+    ds->seed = seed;
     ds->nsamples = total > 0 ? (total - 1) / T : 0;
-    if (ds->nsamples <= 0) die("data '%s' has %lld tokens: fewer than one sample of %d+1 tokens", pattern, (long long)total, T);
-    ds->f = NULL; ds->f_shard = -1;
+    if (ds->nsamples <= 0)
+        die("data '%s' has %lld tokens: fewer than one sample of %d+1 tokens", pattern, (long long)total, T);
+    ds->f = NULL;
+    ds->f_shard = -1;
     ds->buf = (uint16_t*)malloc_check(sizeof(uint16_t) * (T + 1));
 }
 
 static void dataset_close(DataSet* ds) {
     if (ds->f) fclose(ds->f);
     for (int i = 0; i < ds->nshards; i++) free(ds->paths[i]);
-    free(ds->paths); free(ds->start); free(ds->count); free(ds->buf);
+    free(ds->paths);
+    free(ds->start);
+    free(ds->count);
+    free(ds->buf);
     memset(ds, 0, sizeof(*ds));
 }
 
@@ -172,7 +207,8 @@ static int64_t feistel_permute(int64_t x, int64_t n, uint64_t key) {
         for (int r = 0; r < 4; r++) {
             uint64_t f = splitmix64(key ^ (right * 0x9E3779B97F4A7C15ULL) ^ ((uint64_t)r << 56)) & mask;
             uint64_t nl = right, nr = left ^ f;
-            left = nl; right = nr;
+            left = nl;
+            right = nr;
         }
         v = (left << half) | right;
     } while (v >= (uint64_t)n);
@@ -213,13 +249,17 @@ static void dataset_get(DataSet* ds, int64_t s, int* inputs, int* targets) {
     dataset_read_tokens(ds, pos, ds->T + 1);
     for (int i = 0; i <= ds->T; i++) {
         if (ds->buf[i] >= ds->V) {
-            int64_t p = pos + i; int sh = 0;
+            int64_t p = pos + i;
+            int sh = 0;
             while (sh + 1 < ds->nshards && ds->start[sh + 1] <= p) sh++;
-            die("token id %d at position %lld of shard %s is >= the vocabulary size %d: pass the right -V",
-                ds->buf[i], (long long)(p - ds->start[sh]), ds->paths[sh], ds->V);
+            die("token id %d at position %lld of shard %s is >= the vocabulary size %d: pass the right -V", ds->buf[i],
+                (long long)(p - ds->start[sh]), ds->paths[sh], ds->V);
         }
     }
-    for (int i = 0; i < ds->T; i++) { inputs[i] = ds->buf[i]; targets[i] = ds->buf[i + 1]; }
+    for (int i = 0; i < ds->T; i++) {
+        inputs[i] = ds->buf[i];
+        targets[i] = ds->buf[i + 1];
+    }
 }
 
 // First run sample of micro-batch i of DP rank d in a global batch of B samples starting

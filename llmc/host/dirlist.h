@@ -29,12 +29,18 @@ static int dir_list_files(const char* dir, const char* prefix, const char* suffi
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             char** grown = (char**)realloc(*paths, sizeof(char*) * cap);
-            if (grown == NULL) { closedir(d); return -1; }
+            if (grown == NULL) {
+                closedir(d);
+                return -1;
+            }
             *paths = grown;
         }
         size_t need = strlen(dir) + 1 + len + 1;
         (*paths)[n] = (char*)malloc(need);
-        if ((*paths)[n] == NULL) { closedir(d); return -1; }
+        if ((*paths)[n] == NULL) {
+            closedir(d);
+            return -1;
+        }
         snprintf((*paths)[n], need, "%s/%s", dir, e->d_name);
         n++;
     }

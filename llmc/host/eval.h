@@ -27,28 +27,39 @@
 #include "utils.h"
 
 typedef struct {
-    int n;          // items
-    int* off;       // (n+1) item i's ids are ids[off[i] .. off[i+1])
-    int* ntgt;      // (n) target tokens, the last ntgt[i] ids of the item
+    int n;     // items
+    int* off;  // (n+1) item i's ids are ids[off[i] .. off[i+1])
+    int* ntgt; // (n) target tokens, the last ntgt[i] ids of the item
     int* ids;
 } ClozeSet;
 
 typedef struct {
     void* self;
-    void (*forward)(void* self, const int* tokens);          // (B, T) through the pipeline, forward only; every rank
-    void (*row)(void* self, int b, int pos, float* row);     // last stage: this TP rank's logits of (b, pos) at their
-                                                             // vocabulary offset, zeros elsewhere (Vp floats)
+    void (*forward)(void* self, const int* tokens);      // (B, T) through the pipeline, forward only; every rank
+    void (*row)(void* self, int b, int pos, float* row); // last stage: this TP rank's logits of (b, pos) at their
+                                                         // vocabulary offset, zeros elsewhere (Vp floats)
 } EvalHooks;
 
-typedef struct { double acc, ppl; int n; } ClozeResult;
+typedef struct {
+    double acc, ppl;
+    int n;
+} ClozeResult;
 
-static void cloze_free(ClozeSet* s) { free(s->off); free(s->ntgt); free(s->ids); memset(s, 0, sizeof(*s)); }
+static void cloze_free(ClozeSet* s) {
+    free(s->off);
+    free(s->ntgt);
+    free(s->ids);
+    memset(s, 0, sizeof(*s));
+}
 
 // Reads a cloze JSONL. Returns 0, or -1 with a message in err (bad line, id >= V, ...).
 static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t errn) {
     memset(s, 0, sizeof(*s));
     FILE* f = fopen(path, "rb");
-    if (f == NULL) { snprintf(err, errn, "cannot open cloze file %s", path); return -1; }
+    if (f == NULL) {
+        snprintf(err, errn, "cannot open cloze file %s", path);
+        return -1;
+    }
     size_t cap_items = 256, cap_ids = 4096, nids = 0;
     s->off = (int*)malloc_check(sizeof(int) * (cap_items + 1));
     s->ntgt = (int*)malloc_check(sizeof(int) * cap_items);
@@ -62,7 +73,11 @@ static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t er
         size_t len = 0;
         int ch;
         while ((ch = fgetc(f)) != EOF && ch != '\n') {
-            if (len + 1 >= linecap) { linecap *= 2; line = (char*)realloc(line, linecap); if (!line) die("out of memory reading %s", path); }
+            if (len + 1 >= linecap) {
+                linecap *= 2;
+                line = (char*)realloc(line, linecap);
+                if (!line) die("out of memory reading %s", path);
+            }
             line[len++] = (char)ch;
         }
         line[len] = '\0';
@@ -72,7 +87,9 @@ static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t er
         char* p = strstr(line, "\"ids\"");
         char* q = strstr(line, "\"n_target\"");
         if (p == NULL || q == NULL || (p = strchr(p, '[')) == NULL || (q = strchr(q, ':')) == NULL) {
-            snprintf(err, errn, "%s line %d: want \"ids\": [...] and \"n_target\": k", path, lineno); rc = -1; break;
+            snprintf(err, errn, "%s line %d: want \"ids\": [...] and \"n_target\": k", path, lineno);
+            rc = -1;
+            break;
         }
         int k = (int)strtol(q + 1, NULL, 10);
         size_t start = nids;
@@ -82,13 +99,26 @@ static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t er
             if (*p == ']') break;
             char* end;
             long v = strtol(p, &end, 10);
-            if (end == p || v < 0 || v >= V) { snprintf(err, errn, "%s line %d: bad token id (ids must be integers in [0, %d))", path, lineno, V); rc = -1; break; }
-            if (nids == cap_ids) { cap_ids *= 2; s->ids = (int*)realloc(s->ids, sizeof(int) * cap_ids); if (!s->ids) die("out of memory reading %s", path); }
+            if (end == p || v < 0 || v >= V) {
+                snprintf(err, errn, "%s line %d: bad token id (ids must be integers in [0, %d))", path, lineno, V);
+                rc = -1;
+                break;
+            }
+            if (nids == cap_ids) {
+                cap_ids *= 2;
+                s->ids = (int*)realloc(s->ids, sizeof(int) * cap_ids);
+                if (!s->ids) die("out of memory reading %s", path);
+            }
             s->ids[nids++] = (int)v;
             p = end;
         }
         if (rc != 0) break;
-        if (k < 1 || (size_t)k >= nids - start) { snprintf(err, errn, "%s line %d: n_target %d must be >= 1 and leave at least one context id", path, lineno, k); rc = -1; break; }
+        if (k < 1 || (size_t)k >= nids - start) {
+            snprintf(err, errn, "%s line %d: n_target %d must be >= 1 and leave at least one context id", path, lineno,
+                     k);
+            rc = -1;
+            break;
+        }
         if ((size_t)s->n == cap_items) {
             cap_items *= 2;
             s->off = (int*)realloc(s->off, sizeof(int) * (cap_items + 1));
@@ -101,7 +131,10 @@ static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t er
     }
     free(line);
     fclose(f);
-    if (rc == 0 && s->n == 0) { snprintf(err, errn, "cloze file %s has no items", path); rc = -1; }
+    if (rc == 0 && s->n == 0) {
+        snprintf(err, errn, "cloze file %s has no items", path);
+        rc = -1;
+    }
     if (rc != 0) cloze_free(s);
     return rc;
 }
@@ -111,8 +144,8 @@ static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t er
 static int cloze_pack(const ClozeSet* s, int i, int T, int* row, int pad) {
     int n = s->off[i + 1] - s->off[i];
     const int* ids = s->ids + s->off[i];
-    int w0 = n > T + 1 ? n - (T + 1) : 0;  // the window: the last T+1 ids
-    int nin = n - w0 - 1;                  // inputs: all of the window but its last id
+    int w0 = n > T + 1 ? n - (T + 1) : 0; // the window: the last T+1 ids
+    int nin = n - w0 - 1;                 // inputs: all of the window but its last id
     for (int t = 0; t < T; t++) row[t] = t < nin ? ids[w0 + t] : pad;
     return nin - s->ntgt[i];
 }
@@ -121,7 +154,11 @@ static int cloze_pack(const ClozeSet* s, int i, int T, int* row, int pad) {
 static void eval_row_stats(const float* row, int V, int* argmax, double* lse) {
     float mx = -INFINITY;
     int am = 0;
-    for (int v = 0; v < V; v++) if (row[v] > mx) { mx = row[v]; am = v; }
+    for (int v = 0; v < V; v++)
+        if (row[v] > mx) {
+            mx = row[v];
+            am = v;
+        }
     double s = 0.0;
     for (int v = 0; v < V; v++) s += exp((double)row[v] - mx);
     *argmax = am;
@@ -140,8 +177,10 @@ static ClozeResult cloze_evaluate(const ClozeSet* s, const EvalHooks* h, Comm* c
     for (int r = 0; r < rounds; r++) {
         for (int b = 0; b < B; b++) {
             int i = (r * comm->DP + comm->dp) * B + b;
-            if (i < s->n) first[b] = cloze_pack(s, i, T, tokens + (size_t)b * T, pad);
-            else for (int t = 0; t < T; t++) tokens[(size_t)b * T + t] = pad;
+            if (i < s->n)
+                first[b] = cloze_pack(s, i, T, tokens + (size_t)b * T, pad);
+            else
+                for (int t = 0; t < T; t++) tokens[(size_t)b * T + t] = pad;
         }
         h->forward(h->self, tokens);
         if (!last_stage) continue;
@@ -154,15 +193,22 @@ static ClozeResult cloze_evaluate(const ClozeSet* s, const EvalHooks* h, Comm* c
             for (int j = 0; j < s->ntgt[i]; j++) {
                 h->row(h->self, b, first[b] + j, row);
                 tp_allreduce_sum(comm, row, Vp);
-                int am; double lse;
+                int am;
+                double lse;
                 eval_row_stats(row, V, &am, &lse);
                 lp += row[tgt[j]] - lse;
                 if (am != tgt[j]) greedy = 0;
             }
-            if (comm->tp == 0) { sum_lp += lp; correct += greedy; count += 1; }
+            if (comm->tp == 0) {
+                sum_lp += lp;
+                correct += greedy;
+                count += 1;
+            }
         }
     }
-    free(tokens); free(row); free(first);
+    free(tokens);
+    free(row);
+    free(first);
     ClozeResult res;
     res.n = (int)world_sum(comm, count);
     res.acc = world_sum(comm, correct) / res.n;
@@ -171,7 +217,10 @@ static ClozeResult cloze_evaluate(const ClozeSet* s, const EvalHooks* h, Comm* c
 }
 
 static void eval_log(Logger* lg, int64_t step, int64_t tokens, const ClozeResult* r) {
-    if (lg->print) { printf("eval %6lld | cloze_acc %.4f | cloze_ppl %.4f | items %d\n", (long long)step, r->acc, r->ppl, r->n); fflush(stdout); }
+    if (lg->print) {
+        printf("eval %6lld | cloze_acc %.4f | cloze_ppl %.4f | items %d\n", (long long)step, r->acc, r->ppl, r->n);
+        fflush(stdout);
+    }
     if (lg->f) {
         fprintf(lg->f, "{\"type\":\"eval\",\"step\":%lld,\"tokens\":%lld,", (long long)step, (long long)tokens);
         json_num(lg->f, "cloze_acc", r->acc);

@@ -15,15 +15,15 @@
  * activations on a stage at any time, so micro-batch k can live in slot k % PP.
  *
  * Interleaved 1F1B (Narayanan et al. 2021; Megatron's schedule with virtual pipeline
- * stages), V model chunks per rank: chunk c of rank r is virtual stage c*PP + r and holds
- * layers [(c*PP + r)*L/(PP*V), ...+L/(PP*V)). m must be a multiple of PP. Forwards walk
- * the V*m (chunk, micro-batch) units in groups of PP micro-batches: unit i is micro-batch
- * (i / (PP*V))*PP + i % PP of chunk (i % (PP*V)) / PP; backwards walk them the same way
- * with the chunk order reversed. Rank r runs w = min(2*(PP-r-1) + (V-1)*PP, V*m) warm-up
+ * stages), nchunk model chunks per rank: chunk c of rank r is virtual stage c*PP + r and holds
+ * layers [(c*PP + r)*L/(PP*nchunk), ...+L/(PP*nchunk)). m must be a multiple of PP. Forwards walk
+ * the nchunk*m (chunk, micro-batch) units in groups of PP micro-batches: unit i is micro-batch
+ * (i / (PP*nchunk))*PP + i % PP of chunk (i % (PP*nchunk)) / PP; backwards walk them the same way
+ * with the chunk order reversed. Rank r runs w = min(2*(PP-r-1) + (nchunk-1)*PP, nchunk*m) warm-up
  * forwards, then one forward and one backward alternately, then drains. Activations go to
  * rank r+1 (the last rank wraps to rank 0's next chunk), gradients the other way, under
  * the same blocking-receive / non-blocking-send rules; at most w+1 units hold activations
- * at once (the tests check all of this for every PP <= 8, V <= 4, m up to 4*PP).
+ * at once (the tests check all of this for every PP <= 8, nchunk <= 4, m up to 4*PP).
  */
 #ifndef LLMC_LAYOUT_H
 #define LLMC_LAYOUT_H
@@ -31,7 +31,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-typedef struct { int tp, dp, pp; } Coords;
+typedef struct {
+    int tp, dp, pp;
+} Coords;
 
 static inline Coords layout_coords(int rank, int TP, int DP) {
     Coords c;
@@ -48,19 +50,29 @@ static inline void zero_shard(size_t n, int DP, int d, size_t* off, size_t* coun
     size_t per = (n + DP - 1) / DP;
     size_t lo = per * d < n ? per * d : n;
     size_t hi = per * (d + 1) < n ? per * (d + 1) : n;
-    *off = lo; *count = hi - lo;
+    *off = lo;
+    *count = hi - lo;
 }
 
 typedef enum { ACT_RECV_ACT, ACT_FORWARD, ACT_SEND_ACT, ACT_RECV_GRAD, ACT_BACKWARD, ACT_SEND_GRAD } ActionKind;
-typedef struct { ActionKind kind; int micro; int chunk; } Action; // chunk: model chunk (0 without interleaving)
+typedef struct {
+    ActionKind kind;
+    int micro;
+    int chunk;
+} Action; // chunk: model chunk (0 without interleaving)
 
 static const char* action_name(ActionKind k) {
     static const char* names[] = {"recv_act", "forward", "send_act", "recv_grad", "backward", "send_grad"};
     return names[k];
 }
 
-static void push_action(Action* a, int* n, ActionKind kind, int k, int c) { a[*n].kind = kind; a[*n].micro = k; a[*n].chunk = c; (*n)++; }
-// vstage: virtual stage c*PP + r; NV: number of virtual stages (PP*V)
+static void push_action(Action* a, int* n, ActionKind kind, int k, int c) {
+    a[*n].kind = kind;
+    a[*n].micro = k;
+    a[*n].chunk = c;
+    (*n)++;
+}
+// vstage: virtual stage c*PP + r; NV: number of virtual stages (PP*nchunk)
 static void push_forward_v(Action* a, int* n, int k, int c, int vstage, int NV) {
     if (vstage > 0) push_action(a, n, ACT_RECV_ACT, k, c);
     push_action(a, n, ACT_FORWARD, k, c);
@@ -76,7 +88,7 @@ static void push_backward(Action* a, int* n, int k, int stage, int PP) { push_ba
 
 // The 1F1B action list of `stage` (0-based) for m micro-batches; *n receives its length.
 // The caller frees the list. forward_only: the evaluation schedule (forwards in order).
-static Action* schedule_1f1b(int stage, int PP, int m, int forward_only, int* n) {
+static Action* pipe_1f1b(int stage, int PP, int m, int forward_only, int* n) {
     Action* a = (Action*)malloc(sizeof(Action) * (6 * (size_t)m + 1));
     *n = 0;
     if (a == NULL) return NULL;
@@ -88,50 +100,62 @@ static Action* schedule_1f1b(int stage, int PP, int m, int forward_only, int* n)
     if (w > m) w = m;
     int f = 0, b = 0;
     for (; f < w; f++) push_forward(a, n, f, stage, PP);
-    for (; f < m; f++, b++) { push_forward(a, n, f, stage, PP); push_backward(a, n, b, stage, PP); }
+    for (; f < m; f++, b++) {
+        push_forward(a, n, f, stage, PP);
+        push_backward(a, n, b, stage, PP);
+    }
     for (; b < m; b++) push_backward(a, n, b, stage, PP);
     return a;
 }
 
-// Interleaved unit i (0 <= i < V*m) of rank `stage`: its micro-batch and chunk.
-static void interleaved_unit(int i, int PP, int V, int backward, int* micro, int* chunk) {
-    int g = i % (PP * V);
-    *micro = (i / (PP * V)) * PP + i % PP;
+// Interleaved unit i (0 <= i < nchunk*m) of rank `stage`: its micro-batch and chunk.
+static void interleaved_unit(int i, int PP, int nchunk, int backward, int* micro, int* chunk) {
+    int g = i % (PP * nchunk);
+    *micro = (i / (PP * nchunk)) * PP + i % PP;
     *chunk = g / PP;
-    if (backward) *chunk = V - 1 - *chunk;
+    if (backward) *chunk = nchunk - 1 - *chunk;
 }
 
 // warm-up forwards of rank `stage` in the interleaved schedule
-static int interleaved_warmup(int stage, int PP, int V, int m) {
-    int w = 2 * (PP - stage - 1) + (V - 1) * PP;
-    return w < V * m ? w : V * m;
+static int interleaved_warmup(int stage, int PP, int nchunk, int m) {
+    int w = 2 * (PP - stage - 1) + (nchunk - 1) * PP;
+    return w < nchunk * m ? w : nchunk * m;
 }
 
 // Activation slots a rank needs: the most (chunk, micro-batch) units it holds at once.
-static int schedule_slots(int stage, int PP, int V) {
-    return V == 1 ? PP - stage : 2 * (PP - stage - 1) + (V - 1) * PP + 1;
+static int pipe_slots(int stage, int PP, int nchunk) {
+    return nchunk == 1 ? PP - stage : 2 * (PP - stage - 1) + (nchunk - 1) * PP + 1;
 }
 
-// The interleaved 1F1B action list of rank `stage` with V chunks and m micro-batches
-// (m % PP == 0 unless forward_only; V == 1 is schedule_1f1b). forward_only: every
+// The interleaved 1F1B action list of rank `stage` with nchunk chunks and m micro-batches
+// (m % PP == 0 unless forward_only; nchunk == 1 is pipe_1f1b). forward_only: every
 // micro-batch through chunk 0, 1, ... in order (evaluation and sampling).
-static Action* schedule_interleaved(int stage, int PP, int V, int m, int forward_only, int* n) {
-    if (V == 1) return schedule_1f1b(stage, PP, m, forward_only, n);
-    Action* a = (Action*)malloc(sizeof(Action) * (6 * (size_t)m * V + 1));
+static Action* pipe_interleaved(int stage, int PP, int nchunk, int m, int forward_only, int* n) {
+    if (nchunk == 1) return pipe_1f1b(stage, PP, m, forward_only, n);
+    Action* a = (Action*)malloc(sizeof(Action) * (6 * (size_t)m * nchunk + 1));
     *n = 0;
     if (a == NULL) return NULL;
-    int NV = PP * V;
+    int NV = PP * nchunk;
     if (forward_only) {
-        for (int k = 0; k < m; k++) for (int c = 0; c < V; c++) push_forward_v(a, n, k, c, c * PP + stage, NV);
+        for (int k = 0; k < m; k++)
+            for (int c = 0; c < nchunk; c++) push_forward_v(a, n, k, c, c * PP + stage, NV);
         return a;
     }
-    int total = V * m, w = interleaved_warmup(stage, PP, V, m), f = 0, b = 0, k, c;
-    for (; f < w; f++) { interleaved_unit(f, PP, V, 0, &k, &c); push_forward_v(a, n, k, c, c * PP + stage, NV); }
-    for (; f < total; f++, b++) {
-        interleaved_unit(f, PP, V, 0, &k, &c); push_forward_v(a, n, k, c, c * PP + stage, NV);
-        interleaved_unit(b, PP, V, 1, &k, &c); push_backward_v(a, n, k, c, c * PP + stage, NV);
+    int total = nchunk * m, w = interleaved_warmup(stage, PP, nchunk, m), f = 0, b = 0, k, c;
+    for (; f < w; f++) {
+        interleaved_unit(f, PP, nchunk, 0, &k, &c);
+        push_forward_v(a, n, k, c, c * PP + stage, NV);
     }
-    for (; b < total; b++) { interleaved_unit(b, PP, V, 1, &k, &c); push_backward_v(a, n, k, c, c * PP + stage, NV); }
+    for (; f < total; f++, b++) {
+        interleaved_unit(f, PP, nchunk, 0, &k, &c);
+        push_forward_v(a, n, k, c, c * PP + stage, NV);
+        interleaved_unit(b, PP, nchunk, 1, &k, &c);
+        push_backward_v(a, n, k, c, c * PP + stage, NV);
+    }
+    for (; b < total; b++) {
+        interleaved_unit(b, PP, nchunk, 1, &k, &c);
+        push_backward_v(a, n, k, c, c * PP + stage, NV);
+    }
     return a;
 }
 
@@ -139,16 +163,31 @@ static Action* schedule_interleaved(int stage, int PP, int V, int m, int forward
 // `stage`. Activations go to the next virtual stage (rank+1, or rank 0's next chunk from
 // the last rank), gradients to the previous one. The tag names the receiving (chunk,
 // micro-batch) and the direction, so sender and receiver compute the same one.
-static void schedule_peer(const Action* a, int stage, int PP, int V, int* peer, int* tag) {
+static void pipe_peer(const Action* a, int stage, int PP, int nchunk, int* peer, int* tag) {
     int c = a->chunk, rc = c, dir = 0;
     switch (a->kind) {
-        case ACT_SEND_ACT: *peer = (stage + 1) % PP; rc = stage == PP - 1 ? c + 1 : c; break;
-        case ACT_RECV_ACT: *peer = (stage + PP - 1) % PP; break;
-        case ACT_SEND_GRAD: *peer = (stage + PP - 1) % PP; rc = stage == 0 ? c - 1 : c; dir = 1; break;
-        case ACT_RECV_GRAD: *peer = (stage + 1) % PP; dir = 1; break;
-        default: *peer = -1; *tag = -1; return;
+        case ACT_SEND_ACT:
+            *peer = (stage + 1) % PP;
+            rc = stage == PP - 1 ? c + 1 : c;
+            break;
+        case ACT_RECV_ACT:
+            *peer = (stage + PP - 1) % PP;
+            break;
+        case ACT_SEND_GRAD:
+            *peer = (stage + PP - 1) % PP;
+            rc = stage == 0 ? c - 1 : c;
+            dir = 1;
+            break;
+        case ACT_RECV_GRAD:
+            *peer = (stage + 1) % PP;
+            dir = 1;
+            break;
+        default:
+            *peer = -1;
+            *tag = -1;
+            return;
     }
-    *tag = 2 * (a->micro * V + rc) + dir;
+    *tag = 2 * (a->micro * nchunk + rc) + dir;
 }
 
 
@@ -167,39 +206,57 @@ static void schedule_peer(const Action* a, int stage, int PP, int V, int* peer, 
  * produced them on both sides, so NCCL's order matching pairs the right ones. Computes keep
  * their order, so results do not change; receives come exactly where the plain list has
  * them, so a stage holds the same activation slots; a send may wait until its receiver
- * needs it, so gradients being sent back are held longer (schedule_grad_buffers).
+ * needs it, so gradients being sent back are held longer (pipe_grad_buffers).
  * Returns the stage's list and, in *phase, the phase of each action (-1 for computes);
  * adjacent actions with equal phase form one group. NULL if out of memory.
  */
-typedef struct { int t; int prod; int kind; Action a; int phase; } PhasedItem;
+typedef struct {
+    int t;
+    int prod;
+    int kind;
+    Action a;
+    int phase;
+} PhasedItem;
 
 static int phased_cmp(const void* x, const void* y) {
-    const PhasedItem* a = (const PhasedItem*)x; const PhasedItem* b = (const PhasedItem*)y;
+    const PhasedItem* a = (const PhasedItem*)x;
+    const PhasedItem* b = (const PhasedItem*)y;
     if (a->t != b->t) return a->t < b->t ? -1 : 1;
     if (a->prod != b->prod) return a->prod < b->prod ? -1 : 1;
     return a->kind - b->kind;
 }
 
 // message index: receiving stage, direction (0 activation, 1 gradient), micro-batch, receiving chunk
-static size_t phased_msg(int to, int dir, int k, int c, int m, int V) { return (((size_t)to * 2 + dir) * m + k) * V + c; }
+static size_t phased_msg(int to, int dir, int k, int c, int m, int nchunk) {
+    return (((size_t)to * 2 + dir) * m + k) * nchunk + c;
+}
 // the message a send of `stage` carries (as its receiver names it)
-static size_t phased_send_msg(const Action* a, int stage, int PP, int V, int m) {
-    if (a->kind == ACT_SEND_ACT) return phased_msg((stage + 1) % PP, 0, a->micro, stage == PP - 1 ? a->chunk + 1 : a->chunk, m, V);
-    return phased_msg((stage + PP - 1) % PP, 1, a->micro, stage == 0 ? a->chunk - 1 : a->chunk, m, V);
+static size_t phased_send_msg(const Action* a, int stage, int PP, int nchunk, int m) {
+    if (a->kind == ACT_SEND_ACT)
+        return phased_msg((stage + 1) % PP, 0, a->micro, stage == PP - 1 ? a->chunk + 1 : a->chunk, m, nchunk);
+    return phased_msg((stage + PP - 1) % PP, 1, a->micro, stage == 0 ? a->chunk - 1 : a->chunk, m, nchunk);
 }
 
-static Action* schedule_phased(int stage, int PP, int V, int m, int forward_only, int** phase, int* n) {
+static Action* pipe_phased(int stage, int PP, int nchunk, int m, int forward_only, int** phase, int* n) {
     Action** plans = (Action**)calloc(PP, sizeof(Action*));
     int* len = (int*)calloc(PP, sizeof(int));
     int* pos = (int*)calloc(PP, sizeof(int));
-    size_t nmsg = (size_t)PP * 2 * m * V;
+    size_t nmsg = (size_t)PP * 2 * m * nchunk;
     int* made = (int*)calloc(nmsg, sizeof(int)); // round that produced each message (0: not yet)
     int* need = (int*)calloc(nmsg, sizeof(int)); // round whose compute consumes it
-    int* round_of = NULL; // (len[stage]) round of each action of `stage`
-    Action* out = NULL; int* ph = NULL; PhasedItem* items = NULL;
+    int* round_of = NULL;                        // (len[stage]) round of each action of `stage`
+    Action* out = NULL;
+    int* ph = NULL;
+    PhasedItem* items = NULL;
     int ok = plans && len && pos && made && need;
-    for (int s = 0; ok && s < PP; s++) { plans[s] = schedule_interleaved(s, PP, V, m, forward_only, &len[s]); ok = plans[s] != NULL; }
-    if (ok) { round_of = (int*)calloc(len[stage] + 1, sizeof(int)); ok = round_of != NULL; }
+    for (int s = 0; ok && s < PP; s++) {
+        plans[s] = pipe_interleaved(s, PP, nchunk, m, forward_only, &len[s]);
+        ok = plans[s] != NULL;
+    }
+    if (ok) {
+        round_of = (int*)calloc(len[stage] + 1, sizeof(int));
+        ok = round_of != NULL;
+    }
     // rounds: each stage computes its next unit once every receive before it has arrived
     int left = 0;
     for (int s = 0; ok && s < PP; s++) left += len[s];
@@ -209,17 +266,18 @@ static Action* schedule_phased(int stage, int PP, int V, int m, int forward_only
             int i = pos[s], ready = 1;
             for (; i < len[s] && (plans[s][i].kind == ACT_RECV_ACT || plans[s][i].kind == ACT_RECV_GRAD); i++) {
                 const Action* a = &plans[s][i];
-                int d = made[phased_msg(s, a->kind == ACT_RECV_GRAD, a->micro, a->chunk, m, V)];
+                int d = made[phased_msg(s, a->kind == ACT_RECV_GRAD, a->micro, a->chunk, m, nchunk)];
                 if (d == 0 || d >= r) ready = 0;
             }
             if (!ready || i >= len[s]) continue;
             for (int j = pos[s]; j < i; j++) {
                 const Action* a = &plans[s][j];
-                need[phased_msg(s, a->kind == ACT_RECV_GRAD, a->micro, a->chunk, m, V)] = r;
+                need[phased_msg(s, a->kind == ACT_RECV_GRAD, a->micro, a->chunk, m, nchunk)] = r;
             }
             for (i++; i < len[s] && (plans[s][i].kind == ACT_SEND_ACT || plans[s][i].kind == ACT_SEND_GRAD); i++)
-                made[phased_send_msg(&plans[s][i], s, PP, V, m)] = r;
-            if (s == stage) for (int j = pos[s]; j < i; j++) round_of[j] = r;
+                made[phased_send_msg(&plans[s][i], s, PP, nchunk, m)] = r;
+            if (s == stage)
+                for (int j = pos[s]; j < i; j++) round_of[j] = r;
             left -= i - pos[s];
             pos[s] = i;
             progress = 1;
@@ -236,22 +294,42 @@ static Action* schedule_phased(int stage, int PP, int V, int m, int forward_only
     for (int i = 0; ok && i < ns; i++) {
         const Action* a = &plans[stage][i];
         PhasedItem* it = &items[i];
-        it->a = *a; it->kind = a->kind; it->prod = 0; it->phase = -1;
-        if (a->kind == ACT_FORWARD || a->kind == ACT_BACKWARD) { it->t = 2 * round_of[i]; continue; }
+        it->a = *a;
+        it->kind = a->kind;
+        it->prod = 0;
+        it->phase = -1;
+        if (a->kind == ACT_FORWARD || a->kind == ACT_BACKWARD) {
+            it->t = 2 * round_of[i];
+            continue;
+        }
         size_t msg = (a->kind == ACT_SEND_ACT || a->kind == ACT_SEND_GRAD)
-                         ? phased_send_msg(a, stage, PP, V, m)
-                         : phased_msg(stage, a->kind == ACT_RECV_GRAD, a->micro, a->chunk, m, V);
+                         ? phased_send_msg(a, stage, PP, nchunk, m)
+                         : phased_msg(stage, a->kind == ACT_RECV_GRAD, a->micro, a->chunk, m, nchunk);
         it->phase = need[msg] - 1;
         it->prod = made[msg];
         it->t = 2 * it->phase + 1;
     }
     if (ok) {
         qsort(items, ns, sizeof(PhasedItem), phased_cmp);
-        for (int i = 0; i < ns; i++) { out[i] = items[i].a; ph[i] = items[i].phase; }
-        *n = ns; *phase = ph;
-    } else { free(out); free(ph); out = NULL; }
+        for (int i = 0; i < ns; i++) {
+            out[i] = items[i].a;
+            ph[i] = items[i].phase;
+        }
+        *n = ns;
+        *phase = ph;
+    } else {
+        free(out);
+        free(ph);
+        out = NULL;
+    }
     for (int s = 0; plans && s < PP; s++) free(plans[s]);
-    free(plans); free(len); free(pos); free(made); free(need); free(round_of); free(items);
+    free(plans);
+    free(len);
+    free(pos);
+    free(made);
+    free(need);
+    free(round_of);
+    free(items);
     return out;
 }
 
@@ -261,15 +339,29 @@ static Action* schedule_phased(int stage, int PP, int V, int m, int forward_only
  * SEND_GRAD's group has ended (or its BACKWARD, on virtual stage 0). A release inside a
  * group takes effect when the group ends, so no group both reads and writes one buffer.
  */
-typedef struct { int n; int* unit; int* pending; } UnitPool; // unit: k*V + c or -1; pending: released at group end
+typedef struct {
+    int n;
+    int* unit;
+    int* pending;
+} UnitPool; // unit: k*nchunk + c or -1; pending: released at group end
 
 static int pool_init(UnitPool* p, int n) {
-    p->n = n; p->unit = (int*)malloc(sizeof(int) * n); p->pending = (int*)malloc(sizeof(int) * n);
+    p->n = n;
+    p->unit = (int*)malloc(sizeof(int) * n);
+    p->pending = (int*)malloc(sizeof(int) * n);
     if (p->unit == NULL || p->pending == NULL) return 0;
-    for (int i = 0; i < n; i++) { p->unit[i] = -1; p->pending[i] = 0; }
+    for (int i = 0; i < n; i++) {
+        p->unit[i] = -1;
+        p->pending[i] = 0;
+    }
     return 1;
 }
-static void pool_free(UnitPool* p) { free(p->unit); free(p->pending); p->unit = p->pending = NULL; p->n = 0; }
+static void pool_free(UnitPool* p) {
+    free(p->unit);
+    free(p->pending);
+    p->unit = p->pending = NULL;
+    p->n = 0;
+}
 // the buffer of `unit`, taken from the free ones on first touch; -1 when none is free
 static int pool_get(UnitPool* p, int unit) {
     int free_i = -1;
@@ -281,30 +373,46 @@ static int pool_get(UnitPool* p, int unit) {
     return free_i;
 }
 static void pool_release(UnitPool* p, int unit, int at_group_end) {
-    for (int i = 0; i < p->n; i++) if (p->unit[i] == unit) { if (at_group_end) p->pending[i] = 1; else p->unit[i] = -1; }
+    for (int i = 0; i < p->n; i++)
+        if (p->unit[i] == unit) {
+            if (at_group_end)
+                p->pending[i] = 1;
+            else
+                p->unit[i] = -1;
+        }
 }
 static void pool_group_end(UnitPool* p) {
-    for (int i = 0; i < p->n; i++) if (p->pending[i]) { p->pending[i] = 0; p->unit[i] = -1; }
+    for (int i = 0; i < p->n; i++)
+        if (p->pending[i]) {
+            p->pending[i] = 0;
+            p->unit[i] = -1;
+        }
 }
-static int pool_held(const UnitPool* p) { int h = 0; for (int i = 0; i < p->n; i++) h += p->unit[i] >= 0; return h; }
+static int pool_held(const UnitPool* p) {
+    int h = 0;
+    for (int i = 0; i < p->n; i++) h += p->unit[i] >= 0;
+    return h;
+}
 
 // The gradient-pool events of action a (stage `stage`): the unit's buffer is taken at
 // RECV_GRAD or at BACKWARD on the last virtual stage, released at group end after
 // SEND_GRAD or right after BACKWARD on virtual stage 0.
-static int grad_takes(const Action* a, int stage, int PP, int V) {
-    return a->kind == ACT_RECV_GRAD || (a->kind == ACT_BACKWARD && a->chunk * PP + stage == PP * V - 1);
+static int grad_takes(const Action* a, int stage, int PP, int nchunk) {
+    return a->kind == ACT_RECV_GRAD || (a->kind == ACT_BACKWARD && a->chunk * PP + stage == PP * nchunk - 1);
 }
-static int grad_frees_now(const Action* a, int stage, int PP) { return a->kind == ACT_BACKWARD && a->chunk * PP + stage == 0; }
+static int grad_frees_now(const Action* a, int stage, int PP) {
+    return a->kind == ACT_BACKWARD && a->chunk * PP + stage == 0;
+}
 
 // The most gradient buffers `stage` holds at once with list a (phase: the groups, or
 // NULL for runs of adjacent communication actions).
-static int schedule_grad_buffers(const Action* a, const int* phase, int n, int stage, int PP, int V) {
+static int pipe_grad_buffers(const Action* a, const int* phase, int n, int stage, int PP, int nchunk) {
     UnitPool p;
     if (!pool_init(&p, n + 1)) return -1; // room for every unit: the count is never capped
     int most = 0;
     for (int i = 0; i < n; i++) {
-        int unit = a[i].micro * V + a[i].chunk;
-        if (grad_takes(&a[i], stage, PP, V)) pool_get(&p, unit);
+        int unit = a[i].micro * nchunk + a[i].chunk;
+        if (grad_takes(&a[i], stage, PP, nchunk)) pool_get(&p, unit);
         int h = pool_held(&p);
         if (h > most) most = h;
         if (grad_frees_now(&a[i], stage, PP)) pool_release(&p, unit, 0);
@@ -321,14 +429,16 @@ static int schedule_grad_buffers(const Action* a, const int* phase, int n, int s
 // Gradient buffers `stage` needs for every step a run can make: the most over the
 // micro-batch counts PP, 2PP, ... up to m_max (-vpp needs multiples of PP); phased: the NCCL
 // list. Two (the 1F1B double buffer) at least; -1 if out of memory.
-static int schedule_grad_buffers_max(int stage, int PP, int V, int m_max, int phased) {
+static int pipe_grad_buffers_max(int stage, int PP, int nchunk, int m_max, int phased) {
     int most = 2;
-    for (int m = PP; V > 1 && m <= m_max; m += PP) {
+    for (int m = PP; nchunk > 1 && m <= m_max; m += PP) {
         int n, *phase = NULL;
-        Action* a = phased ? schedule_phased(stage, PP, V, m, 0, &phase, &n) : schedule_interleaved(stage, PP, V, m, 0, &n);
+        Action* a =
+            phased ? pipe_phased(stage, PP, nchunk, m, 0, &phase, &n) : pipe_interleaved(stage, PP, nchunk, m, 0, &n);
         if (a == NULL) return -1;
-        int k = schedule_grad_buffers(a, phase, n, stage, PP, V);
-        free(a); free(phase);
+        int k = pipe_grad_buffers(a, phase, n, stage, PP, nchunk);
+        free(a);
+        free(phase);
         if (k < 0) return -1;
         if (k > most) most = k;
     }

@@ -16,54 +16,68 @@
 #include "utils.h"
 
 typedef struct {
-    int64_t step;        // 1-based index of the step just taken
+    int64_t step; // 1-based index of the step just taken
     double loss, lr, gnorm;
-    int64_t gb;          // global batch, sequences
-    int64_t tokens;      // tokens consumed after the step
-    double ms;           // wall time of the step
-    double tok_s;        // tokens per second, whole job
-    double tflops;       // model TFLOP/s per device, paper formula (f=4 with recompute, else 3)
-    double mfu;          // model FLOPs (f=3) over the device peak; < 0 when unknown (CPU)
+    int64_t gb;                                // global batch, sequences
+    int64_t tokens;                            // tokens consumed after the step
+    double ms;                                 // wall time of the step
+    double tok_s;                              // tokens per second, whole job
+    double tflops;                             // model TFLOP/s per device, paper formula (f=4 with recompute, else 3)
+    double mfu;                                // model FLOPs (f=3) over the device peak; < 0 when unknown (CPU)
     double t_compute_ms, t_comm_ms, t_idle_ms; // this rank's split of the step (compute = wall - comm - idle)
-    double t_overlap_ms; // communication that ran beside compute (not in the split)
-    int micro;           // micro-batches per DP rank this step
-    int host_syncs;      // host waits on the device during the step (CUDA trainer); < 0: not counted
-    double b_simple;     // gradient noise scale (sequences); < 0 when not measured
-    double g2, trsigma;  // this step's unbiased |G|^2 and tr(Sigma) estimates (valid when b_simple >= 0 or has_noise)
+    double t_overlap_ms;                       // communication that ran beside compute (not in the split)
+    int micro;                                 // micro-batches per DP rank this step
+    int host_syncs;     // host waits on the device during the step (CUDA trainer); < 0: not counted
+    double b_simple;    // gradient noise scale (sequences); < 0 when not measured
+    double g2, trsigma; // this step's unbiased |G|^2 and tr(Sigma) estimates (valid when b_simple >= 0 or has_noise)
     int has_noise;
-    const char* skip;    // NULL, or why the update was skipped ("spike", "nonfinite")
+    const char* skip;             // NULL, or why the update was skipped ("spike", "nonfinite")
     double elapsed_s, pct, eta_s; // progress: since start, % of the run done, ETA (< 0 unknown)
 } StepLog;
 
 // 75 -> "1m15s", 4000 -> "1h06m"
 static void fmt_dur(char* b, size_t n, double s) {
-    if (s < 0) { snprintf(b, n, "?"); return; }
+    if (s < 0) {
+        snprintf(b, n, "?");
+        return;
+    }
     long t = (long)(s + 0.5);
-    if (t < 3600) snprintf(b, n, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(b, n, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+    if (t < 3600)
+        snprintf(b, n, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(b, n, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
 }
 
 // JSON has no NaN or Inf: write null
 static void json_num(FILE* f, const char* key, double x) {
-    if (isfinite(x)) fprintf(f, "\"%s\":%.9g,", key, x);
-    else fprintf(f, "\"%s\":null,", key);
+    if (isfinite(x))
+        fprintf(f, "\"%s\":%.9g,", key, x);
+    else
+        fprintf(f, "\"%s\":null,", key);
 }
 
 typedef struct {
-    FILE* f;             // JSONL, or NULL
+    FILE* f; // JSONL, or NULL
     int rank, tp, pp, dp;
-    int print;           // print human lines (rank 0)
-    char path[1100];     // for error messages
+    int print;       // print human lines (rank 0)
+    char path[1100]; // for error messages
 } Logger;
 
 // after each record: a failed write (full disk) ends the run with one line
 static void logger_check(Logger* lg) {
-    if (lg->print && (fflush(stdout) != 0 || ferror(stdout))) die("writing standard output failed: %s", strerror(errno ? errno : EIO));
-    if (lg->f && (fflush(lg->f) != 0 || ferror(lg->f))) die("writing log file %s failed: %s", lg->path, strerror(errno ? errno : EIO));
+    if (lg->print && (fflush(stdout) != 0 || ferror(stdout)))
+        die("writing standard output failed: %s", strerror(errno ? errno : EIO));
+    if (lg->f && (fflush(lg->f) != 0 || ferror(lg->f)))
+        die("writing log file %s failed: %s", lg->path, strerror(errno ? errno : EIO));
 }
 
 static void logger_open(Logger* lg, const char* path, int append, int rank, int tp, int pp, int dp, int print) {
-    lg->f = NULL; lg->rank = rank; lg->tp = tp; lg->pp = pp; lg->dp = dp; lg->print = print;
+    lg->f = NULL;
+    lg->rank = rank;
+    lg->tp = tp;
+    lg->pp = pp;
+    lg->dp = dp;
+    lg->print = print;
     snprintf(lg->path, sizeof(lg->path), "%s", path != NULL ? path : "");
     if (path != NULL && path[0] != '\0') {
         char err[1400];
@@ -76,12 +90,15 @@ static void logger_step(Logger* lg, const StepLog* s) {
     if (lg->print) {
         printf("step %6lld | loss %.6f | lr %.4e | gb %lld | tokens %lld | gnorm %.4f | ms %.1f | tok/s %.0f",
                (long long)s->step, s->loss, s->lr, (long long)s->gb, (long long)s->tokens, s->gnorm, s->ms, s->tok_s);
-        if (s->mfu >= 0) printf(" | TFLOP/s %.1f | MFU %.1f%%", s->tflops, 100.0 * s->mfu);
-        else printf(" | GFLOP/s %.2f", s->tflops * 1e3);
+        if (s->mfu >= 0)
+            printf(" | TFLOP/s %.1f | MFU %.1f%%", s->tflops, 100.0 * s->mfu);
+        else
+            printf(" | GFLOP/s %.2f", s->tflops * 1e3);
         if (s->b_simple >= 0) printf(" | B_simple %.1f", s->b_simple);
         if (s->skip) printf(" | SKIPPED %s", s->skip);
         char el[32], eta[32];
-        fmt_dur(el, sizeof(el), s->elapsed_s); fmt_dur(eta, sizeof(eta), s->eta_s);
+        fmt_dur(el, sizeof(el), s->elapsed_s);
+        fmt_dur(eta, sizeof(eta), s->eta_s);
         printf(" | %.1f%% | elapsed %s | ETA %s\n", s->pct, el, eta);
         fflush(stdout);
     }
@@ -92,16 +109,22 @@ static void logger_step(Logger* lg, const StepLog* s) {
         fprintf(lg->f, "\"gb\":%lld,\"tokens\":%lld,", (long long)s->gb, (long long)s->tokens);
         json_num(lg->f, "gnorm", s->gnorm);
         fprintf(lg->f, "\"ms\":%.4f,\"tok_s\":%.3f,\"tflops\":%.6g,", s->ms, s->tok_s, s->tflops);
-        if (s->mfu >= 0) fprintf(lg->f, "\"mfu\":%.6g,", s->mfu);
-        else fprintf(lg->f, "\"gflops\":%.6g,", s->tflops * 1e3);
-        if (s->has_noise) { json_num(lg->f, "g2", s->g2); json_num(lg->f, "trsigma", s->trsigma); }
+        if (s->mfu >= 0)
+            fprintf(lg->f, "\"mfu\":%.6g,", s->mfu);
+        else
+            fprintf(lg->f, "\"gflops\":%.6g,", s->tflops * 1e3);
+        if (s->has_noise) {
+            json_num(lg->f, "g2", s->g2);
+            json_num(lg->f, "trsigma", s->trsigma);
+        }
         if (s->b_simple >= 0) json_num(lg->f, "b_simple", s->b_simple);
         if (s->skip) fprintf(lg->f, "\"skip\":\"%s\",", s->skip);
         if (s->host_syncs >= 0) fprintf(lg->f, "\"host_syncs\":%d,", s->host_syncs);
         fprintf(lg->f, "\"elapsed_s\":%.3f,\"pct\":%.4f,", s->elapsed_s, s->pct);
         json_num(lg->f, "eta_s", s->eta_s >= 0 ? s->eta_s : NAN);
         fprintf(lg->f, "\"t_overlap_ms\":%.4f,", s->t_overlap_ms);
-        fprintf(lg->f, "\"micro\":%d,\"t_compute_ms\":%.4f,\"t_comm_ms\":%.4f,\"t_idle_ms\":%.4f,"
+        fprintf(lg->f,
+                "\"micro\":%d,\"t_compute_ms\":%.4f,\"t_comm_ms\":%.4f,\"t_idle_ms\":%.4f,"
                 "\"rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d}\n",
                 s->micro, s->t_compute_ms, s->t_comm_ms, s->t_idle_ms, lg->rank, lg->tp, lg->pp, lg->dp);
     }
@@ -120,7 +143,8 @@ static void logger_val(Logger* lg, int64_t step, int64_t tokens, double val_loss
 
 // at the end of the run: the last writes (and the samples on stdout) are checked too
 static void logger_close(Logger* lg) {
-    if (lg->print && (fflush(stdout) != 0 || ferror(stdout))) die("writing standard output failed: %s", strerror(errno ? errno : EIO));
+    if (lg->print && (fflush(stdout) != 0 || ferror(stdout)))
+        die("writing standard output failed: %s", strerror(errno ? errno : EIO));
     if (lg->f) {
         char err[1400];
         FILE* f = lg->f;

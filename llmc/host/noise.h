@@ -96,7 +96,8 @@ static inline void noise_init(NoiseScale* st, double beta) {
 static inline int noise_update(NoiseScale* st, double gs2, double gb2, double b_small, double b_big) {
     double g2, s;
     if (noise_estimate(gs2, gb2, b_small, b_big, &g2, &s) != 0) return 0;
-    st->last_g2 = g2; st->last_s = s;
+    st->last_g2 = g2;
+    st->last_s = s;
     st->g2_m = st->beta * st->g2_m + (1.0 - st->beta) * g2;
     st->s_m = st->beta * st->s_m + (1.0 - st->beta) * s;
     st->beta_pow *= st->beta;
@@ -104,12 +105,8 @@ static inline int noise_update(NoiseScale* st, double gs2, double gb2, double b_
     return 1;
 }
 
-static inline double noise_g2(const NoiseScale* st) {
-    return st->n > 0 ? st->g2_m / (1.0 - st->beta_pow) : 0.0;
-}
-static inline double noise_s(const NoiseScale* st) {
-    return st->n > 0 ? st->s_m / (1.0 - st->beta_pow) : 0.0;
-}
+static inline double noise_g2(const NoiseScale* st) { return st->n > 0 ? st->g2_m / (1.0 - st->beta_pow) : 0.0; }
+static inline double noise_s(const NoiseScale* st) { return st->n > 0 ? st->s_m / (1.0 - st->beta_pow) : 0.0; }
 
 // B_simple in samples (sequences). -1: undefined (no update yet, or the smoothed |G|^2 is
 // not positive: the signal is below the noise floor). 0 when the smoothed tr(Sigma) < 0.

@@ -27,23 +27,37 @@
 // open for the run's life), or -1 with a message in err.
 static int outdir_lock(const char* dir, char* err, size_t n) {
     struct stat st;
-    if (mkdir_p(dir) != 0) { snprintf(err, n, "cannot create -o directory %s: %s", dir, strerror(errno)); return -1; }
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { snprintf(err, n, "cannot create -o directory %s: a file of that name exists", dir); return -1; }
+    if (mkdir_p(dir) != 0) {
+        snprintf(err, n, "cannot create -o directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, n, "cannot create -o directory %s: a file of that name exists", dir);
+        return -1;
+    }
     char path[1100];
     snprintf(path, sizeof(path), "%s/lock", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) { snprintf(err, n, "cannot create the lock file %s: %s", path, strerror(errno)); return -1; }
+    if (fd < 0) {
+        snprintf(err, n, "cannot create the lock file %s: %s", path, strerror(errno));
+        return -1;
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         char pid[32] = "?";
         ssize_t k = pread(fd, pid, sizeof(pid) - 1, 0);
-        if (k > 0) { pid[k] = '\0'; pid[strcspn(pid, "\n")] = '\0'; }
-        snprintf(err, n, "-o %s is in use by another run (pid %s holds %s): wait for it to end or use another -o", dir, pid, path);
+        if (k > 0) {
+            pid[k] = '\0';
+            pid[strcspn(pid, "\n")] = '\0';
+        }
+        snprintf(err, n, "-o %s is in use by another run (pid %s holds %s): wait for it to end or use another -o", dir,
+                 pid, path);
         close(fd);
         return -1;
     }
     char b[32];
     int len = snprintf(b, sizeof(b), "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, b, len, 0) != len) { /* the pid is only informative */ }
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, b, len, 0) != len) { /* the pid is only informative */
+    }
     return fd;
 }
 
@@ -66,8 +80,11 @@ static int outdir_clean_partial(const char* dir) {
     for (int i = 0; i < k; i++) {
         char p[1400];
         snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
-        if (ckpt_remove_dir(p) == 0) { printf("removed the partial checkpoint %s (a save that did not complete)\n", p); n++; }
-        else fprintf(stderr, "warning: cannot remove the partial checkpoint %s\n", p);
+        if (ckpt_remove_dir(p) == 0) {
+            printf("removed the partial checkpoint %s (a save that did not complete)\n", p);
+            n++;
+        } else
+            fprintf(stderr, "warning: cannot remove the partial checkpoint %s\n", p);
     }
     return n;
 }
@@ -95,7 +112,10 @@ static int log_truncate_to_step(const char* path, int64_t step) {
     char tmp[1100];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE* out = fopen(tmp, "wb");
-    if (out == NULL) { fclose(in); return -1; }
+    if (out == NULL) {
+        fclose(in);
+        return -1;
+    }
     char* line = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -109,7 +129,10 @@ static int log_truncate_to_step(const char* path, int64_t step) {
     free(line);
     fclose(in);
     if (fclose(out) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) { unlink(tmp); return -1; }
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
     return 0;
 }
 

@@ -39,10 +39,10 @@ typedef enum {
 } ParamId;
 
 typedef enum {
-    SPLIT_NONE,  // replicated on every TP rank
-    SPLIT_ROWS,  // rows split in TP contiguous blocks (vocab-parallel wte, fc1)
-    SPLIT_QKV,   // rows split within each of the Q, K, V blocks (whole heads)
-    SPLIT_COLS,  // columns split (row-parallel layers: input dimension)
+    SPLIT_NONE, // replicated on every TP rank
+    SPLIT_ROWS, // rows split in TP contiguous blocks (vocab-parallel wte, fc1)
+    SPLIT_QKV,  // rows split within each of the Q, K, V blocks (whole heads)
+    SPLIT_COLS, // columns split (row-parallel layers: input dimension)
 } SplitKind;
 
 typedef enum { ON_ALL_STAGES, ON_FIRST_STAGE, ON_LAST_STAGE, ON_FIRST_AND_LAST } Placement;
@@ -53,7 +53,7 @@ typedef struct {
     int layered;
     SplitKind split;
     Placement place;
-    int decay;     // weight decay applies (matrices and embeddings; not biases or LayerNorm)
+    int decay; // weight decay applies (matrices and embeddings; not biases or LayerNorm)
     InitKind init;
 } ParamInfo;
 
@@ -78,40 +78,56 @@ static const ParamInfo PARAM_INFO[NUM_PARAM_TENSORS] = {
 
 // The shape of one model (what checkpoints must agree on) and where this rank sits.
 typedef struct {
-    int L, C, NH, T, V, Vp;        // full model
-    int tp, TP, pp, PP;            // this rank's TP and PP coordinates
-    int layer0, nlayers;           // the stage's layers [layer0, layer0 + nlayers) when V == 1
-    int nchunks;                   // model chunks per rank (interleaved pipeline): chunk c holds the
-                                   // nlayers/V layers of virtual stage c*PP + pp; 1 = contiguous
+    int L, C, NH, T, V, Vp; // full model
+    int tp, TP, pp, PP;     // this rank's TP and PP coordinates
+    int layer0, nlayers;    // the stage's layers [layer0, layer0 + nlayers) when V == 1
+    int nchunks;            // model chunks per rank (interleaved pipeline): chunk c holds the
+                            // nlayers/V layers of virtual stage c*PP + pp; 1 = contiguous
     int full_rows[NUM_PARAM_TENSORS], full_cols[NUM_PARAM_TENSORS]; // per layer, unsliced
     int rows[NUM_PARAM_TENSORS], cols[NUM_PARAM_TENSORS];           // per layer, local slice
-    int nl[NUM_PARAM_TENSORS];      // local layers held (0 = tensor not on this stage)
+    int nl[NUM_PARAM_TENSORS];                                      // local layers held (0 = tensor not on this stage)
     size_t numel[NUM_PARAM_TENSORS], offset[NUM_PARAM_TENSORS];
     size_t total;
 } ParamLayout;
 
 static int param_on_stage(Placement p, int pp, int PP) {
     switch (p) {
-        case ON_ALL_STAGES: return 1;
-        case ON_FIRST_STAGE: return pp == 0;
-        case ON_LAST_STAGE: return pp == PP - 1;
-        case ON_FIRST_AND_LAST: return pp == 0 || pp == PP - 1;
+        case ON_ALL_STAGES:
+            return 1;
+        case ON_FIRST_STAGE:
+            return pp == 0;
+        case ON_LAST_STAGE:
+            return pp == PP - 1;
+        case ON_FIRST_AND_LAST:
+            return pp == 0 || pp == PP - 1;
     }
     return 0;
 }
 
-static void param_layout_init(ParamLayout* pl, int L, int C, int NH, int T, int V, int Vp,
-                              int tp, int TP, int pp, int PP) {
-    pl->L = L; pl->C = C; pl->NH = NH; pl->T = T; pl->V = V; pl->Vp = Vp;
-    pl->tp = tp; pl->TP = TP; pl->pp = pp; pl->PP = PP;
-    pl->nlayers = L / PP; pl->layer0 = pp * pl->nlayers; pl->nchunks = 1; // param_layout_set_chunks for V > 1
+static void param_layout_init(ParamLayout* pl, int L, int C, int NH, int T, int V, int Vp, int tp, int TP, int pp,
+                              int PP) {
+    pl->L = L;
+    pl->C = C;
+    pl->NH = NH;
+    pl->T = T;
+    pl->V = V;
+    pl->Vp = Vp;
+    pl->tp = tp;
+    pl->TP = TP;
+    pl->pp = pp;
+    pl->PP = PP;
+    pl->nlayers = L / PP;
+    pl->layer0 = pp * pl->nlayers;
+    pl->nchunks = 1; // param_layout_set_chunks for V > 1
     const int fr[NUM_PARAM_TENSORS] = {Vp, T, C, C, 3 * C, 3 * C, C, C, C, C, 4 * C, 4 * C, C, C, C, C};
     const int fc[NUM_PARAM_TENSORS] = {C, C, 1, 1, C, 1, C, 1, 1, 1, C, 1, 4 * C, 1, 1, 1};
     size_t off = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         const ParamInfo* pi = &PARAM_INFO[t];
-        pl->full_rows[t] = fr[t]; pl->full_cols[t] = fc[t];
-        pl->rows[t] = fr[t]; pl->cols[t] = fc[t];
+        pl->full_rows[t] = fr[t];
+        pl->full_cols[t] = fc[t];
+        pl->rows[t] = fr[t];
+        pl->cols[t] = fc[t];
         if (pi->split == SPLIT_ROWS || pi->split == SPLIT_QKV) pl->rows[t] = fr[t] / TP;
         if (pi->split == SPLIT_COLS) pl->cols[t] = fc[t] / TP;
         int here = param_on_stage(pi->place, pp, PP);
@@ -152,13 +168,19 @@ static void param_full_coords(const ParamLayout* pl, int t, size_t local, int* l
     size_t rem = local % per;
     int lr = (int)(rem / c), lc = (int)(rem % c);
     *layer = PARAM_INFO[t].layered ? param_global_layer(pl, l) : 0;
-    *row = lr; *col = lc;
+    *row = lr;
+    *col = lc;
     switch (PARAM_INFO[t].split) {
-        case SPLIT_NONE: break;
-        case SPLIT_ROWS: *row = pl->tp * r + lr; break;
-        case SPLIT_COLS: *col = pl->tp * c + lc; break;
+        case SPLIT_NONE:
+            break;
+        case SPLIT_ROWS:
+            *row = pl->tp * r + lr;
+            break;
+        case SPLIT_COLS:
+            *col = pl->tp * c + lc;
+            break;
         case SPLIT_QKV: {
-            int blk = r / 3;                 // local rows per Q/K/V block
+            int blk = r / 3; // local rows per Q/K/V block
             int which = lr / blk, within = lr % blk;
             *row = which * (pl->full_rows[t] / 3) + pl->tp * blk + within;
             break;
@@ -182,13 +204,22 @@ static void param_init(const ParamLayout* pl, float* params, uint64_t seed, int 
         size_t n = pl->numel[t];
         InitKind k = PARAM_INFO[t].init;
         double std = (k == INIT_NORMAL_SCALED && scaled_init) ? s / sqrt(2.0 * pl->L) : s;
-        #pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) {
-            if (k == INIT_ZEROS) { p[i] = 0.0f; continue; }
-            if (k == INIT_ONES) { p[i] = 1.0f; continue; }
+            if (k == INIT_ZEROS) {
+                p[i] = 0.0f;
+                continue;
+            }
+            if (k == INIT_ONES) {
+                p[i] = 1.0f;
+                continue;
+            }
             int layer, row, col;
             param_full_coords(pl, t, i, &layer, &row, &col);
-            if (t == PT_WTE && row >= pl->V) { p[i] = 0.0f; continue; }
+            if (t == PT_WTE && row >= pl->V) {
+                p[i] = 0.0f;
+                continue;
+            }
             size_t full = ((size_t)layer * pl->full_rows[t] + row) * pl->full_cols[t] + col;
             p[i] = (float)(std * normal_at(seed, (uint64_t)t, (uint64_t)full));
         }

@@ -32,7 +32,9 @@ static inline double normal_at(uint64_t seed, uint64_t stream, uint64_t index) {
 // sequential generator (xorshift64*), state must be non-zero
 static inline uint64_t rng_next(uint64_t* state) {
     uint64_t x = *state;
-    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
     *state = x;
     return x * 0x2545F4914F6CDD1DULL;
 }

@@ -48,29 +48,37 @@ typedef struct {
     Tokenizer tok;
     int have_tok;
     int64_t step, tokens, samples, adam_t; // steps done, tokens and samples consumed, AdamW t
-    uint64_t rng;                           // sampler state
+    uint64_t rng;                          // sampler state
     double lr_peak;
-    NoiseScale noise;                       // gradient noise scale (DP >= 2)
-    SpikeGuard spike;                       // loss-spike guard
-    int64_t auto_gb;                        // -ramp auto: the current global batch
-    uint64_t data_hash;                     // identity of the training shards (outdir.h)
-    int lock_fd;                            // rank 0: the flock on -o (held until exit), else -1
-    Watchdog wd;                            // step watchdog (-timeout)
-    char events[2048];                      // resume notes for the log, written once it is open
-    ClozeSet cloze;                         // -eval-file (every rank holds it)
+    NoiseScale noise;   // gradient noise scale (DP >= 2)
+    SpikeGuard spike;   // loss-spike guard
+    int64_t auto_gb;    // -ramp auto: the current global batch
+    uint64_t data_hash; // identity of the training shards (outdir.h)
+    int lock_fd;        // rank 0: the flock on -o (held until exit), else -1
+    Watchdog wd;        // step watchdog (-timeout)
+    char events[2048];  // resume notes for the log, written once it is open
+    ClozeSet cloze;     // -eval-file (every rank holds it)
     int have_cloze;
-    int prompt[CFG_PATH_LEN]; int nprompt;  // -prompt token ids
-    double t_start;                         // wall ms when the run started (progress)
-    double win_ms[16]; int64_t win_tok[16], win_step[16]; int win_n; // recent steps (ETA)
-    int64_t* saved; int nsaved, saved_cap;  // steps this run saved (known to load: -keep counts only these)
-    int64_t resumed_step;                   // the checkpoint -resume loaded, -1 if none (never pruned)
+    int prompt[CFG_PATH_LEN];
+    int nprompt;    // -prompt token ids
+    double t_start; // wall ms when the run started (progress)
+    double win_ms[16];
+    int64_t win_tok[16], win_step[16];
+    int win_n; // recent steps (ETA)
+    int64_t* saved;
+    int nsaved, saved_cap; // steps this run saved (known to load: -keep counts only these)
+    int64_t resumed_step;  // the checkpoint -resume loaded, -1 if none (never pruned)
 } Run;
 
 typedef struct {
-    double loss, gnorm, lr; int64_t gb; int micro; int clipped;
-    int host_syncs;                         // host waits on the device in this step (CUDA trainer; -1: not counted)
-    int has_noise; double g2, trsigma;      // this step's noise-scale estimates (DP >= 2)
-    SkipKind skip;                          // the update was skipped (weights unchanged)
+    double loss, gnorm, lr;
+    int64_t gb;
+    int micro;
+    int clipped;
+    int host_syncs; // host waits on the device in this step (CUDA trainer; -1: not counted)
+    int has_noise;
+    double g2, trsigma; // this step's noise-scale estimates (DP >= 2)
+    SkipKind skip;      // the update was skipped (weights unchanged)
 } StepResult;
 
 static void run_init(Run* R, const Config* cfg, const Comm* comm) {
@@ -103,7 +111,10 @@ static void run_free(Run* R) {
 // rank takes part in evaluation), the tokenizer.
 static void run_open_data(Run* R, int reads_tokens) {
     const Config* c = &R->cfg;
-    if (R->comm.rank == 0) { printf("checking data shards %s ...\n", c->train_glob); fflush(stdout); }
+    if (R->comm.rank == 0) {
+        printf("checking data shards %s ...\n", c->train_glob);
+        fflush(stdout);
+    }
     if (reads_tokens) {
         dataset_open(&R->train, c->train_glob, c->seq, c->V, c->shuffle, c->seed);
         if (c->val_glob[0] != '\0' && c->val_every > 0) {
@@ -127,10 +138,11 @@ static void run_open_data(Run* R, int reads_tokens) {
         if (cloze_load(&R->cloze, c->eval_file, c->V, err, sizeof(err)) != 0) die("%s", err);
         R->have_cloze = 1;
     }
-    for (const char* p = c->prompt; *p; ) { // "12,7,99": ids the sample continues
+    for (const char* p = c->prompt; *p;) { // "12,7,99": ids the sample continues
         char* end;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v >= c->V) die("-prompt wants comma-separated token ids below V=%d, got '%s'", c->V, c->prompt);
+        if (end == p || v < 0 || v >= c->V)
+            die("-prompt wants comma-separated token ids below V=%d, got '%s'", c->V, c->prompt);
         if (R->nprompt + 1 >= c->seq) die("-prompt has too many tokens for seq %d", c->seq);
         R->prompt[R->nprompt++] = (int)v;
         p = *end == ',' ? end + 1 : end;
@@ -145,16 +157,21 @@ static void run_open_log(Run* R, int append) {
     char path[CFG_PATH_LEN + 32];
     path[0] = '\0';
     if (c->log_path[0]) {
-        if (m->rank == 0) snprintf(path, sizeof(path), "%s", c->log_path);
-        else snprintf(path, sizeof(path), "%s.rank%05d", c->log_path, m->rank);
+        if (m->rank == 0)
+            snprintf(path, sizeof(path), "%s", c->log_path);
+        else
+            snprintf(path, sizeof(path), "%s.rank%05d", c->log_path, m->rank);
     } else if (c->out_dir[0]) {
         mkdir_p(c->out_dir);
-        if (m->rank == 0) snprintf(path, sizeof(path), "%s/log.jsonl", c->out_dir);
-        else snprintf(path, sizeof(path), "%s/log_rank%05d.jsonl", c->out_dir, m->rank);
+        if (m->rank == 0)
+            snprintf(path, sizeof(path), "%s/log.jsonl", c->out_dir);
+        else
+            snprintf(path, sizeof(path), "%s/log_rank%05d.jsonl", c->out_dir, m->rank);
     }
     // a resume continues the log from the checkpoint's step: later records (of steps the
     // crashed or stopped attempt took past it) go, so no step is logged twice
-    if (append && path[0] && log_truncate_to_step(path, R->step) != 0) die("cannot rewrite the log %s on resume: check -log / -o", path);
+    if (append && path[0] && log_truncate_to_step(path, R->step) != 0)
+        die("cannot rewrite the log %s on resume: check -log / -o", path);
     logger_open(&R->log, path, append, m->rank, m->tp, m->pp, m->dp, m->rank == 0);
 }
 
@@ -166,7 +183,8 @@ static StepResult run_step_plan(const Run* R) {
     const Config* c = &R->cfg;
     StepResult r;
     memset(&r, 0, sizeof(r));
-    r.gb = c->ramp_auto ? R->auto_gb : schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, R->samples);
+    r.gb = c->ramp_auto ? R->auto_gb
+                        : schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, R->samples);
     r.lr = schedule_lr(R->lr_peak, c->minlr_frac, c->warmup_tokens, c->decay_tokens, R->tokens);
     r.micro = (int)(r.gb / ((int64_t)c->mb * R->comm.DP));
     r.host_syncs = -1;
@@ -187,7 +205,10 @@ static float run_step_judge(Run* R, StepResult* r, double small_sumsq) {
     }
     r->skip = spike_check(&R->spike, r->loss, r->gnorm, c->skip_spikes);
     float gscale = 1.0f;
-    if (r->skip == SKIP_NONE && c->clip > 0 && r->gnorm > c->clip) { gscale = (float)(c->clip / (r->gnorm + 1e-6)); r->clipped = 1; }
+    if (r->skip == SKIP_NONE && c->clip > 0 && r->gnorm > c->clip) {
+        gscale = (float)(c->clip / (r->gnorm + 1e-6));
+        r->clipped = 1;
+    }
     if (r->skip == SKIP_NONE) R->adam_t += 1;
     return gscale;
 }
@@ -213,17 +234,31 @@ static int run_finished(const Run* R) {
 static Progress run_progress(const Run* R) {
     Progress p;
     memset(&p, 0, sizeof(p));
-    p.step = R->step; p.tokens = R->tokens; p.samples = R->samples; p.adam_t = R->adam_t; p.rng = R->rng;
+    p.step = R->step;
+    p.tokens = R->tokens;
+    p.samples = R->samples;
+    p.adam_t = R->adam_t;
+    p.rng = R->rng;
     p.auto_gb = R->auto_gb;
-    p.noise_g2m = R->noise.g2_m; p.noise_sm = R->noise.s_m; p.noise_betapow = R->noise.beta_pow; p.noise_n = R->noise.n;
+    p.noise_g2m = R->noise.g2_m;
+    p.noise_sm = R->noise.s_m;
+    p.noise_betapow = R->noise.beta_pow;
+    p.noise_n = R->noise.n;
     p.data_hash = R->data_hash;
     return p;
 }
 
 static void run_restore(Run* R, const Progress* p) {
-    R->step = p->step; R->tokens = p->tokens; R->samples = p->samples; R->adam_t = p->adam_t; R->rng = p->rng;
+    R->step = p->step;
+    R->tokens = p->tokens;
+    R->samples = p->samples;
+    R->adam_t = p->adam_t;
+    R->rng = p->rng;
     if (p->auto_gb > 0) R->auto_gb = p->auto_gb;
-    R->noise.g2_m = p->noise_g2m; R->noise.s_m = p->noise_sm; R->noise.beta_pow = p->noise_betapow; R->noise.n = p->noise_n;
+    R->noise.g2_m = p->noise_g2m;
+    R->noise.s_m = p->noise_sm;
+    R->noise.beta_pow = p->noise_betapow;
+    R->noise.n = p->noise_n;
     if (R->noise.n == 0) noise_init(&R->noise, R->cfg.noise_beta);
 }
 
@@ -251,9 +286,14 @@ static void run_print_config(const Run* R) {
     table_row("layout", "tp=%d pp=%d dp=%d world=%d", m->TP, m->PP, m->DP, m->world);
     table_row("micro-batch", "%d sequences", c->mb);
     table_row("zero / recompute", "%d / %d", c->zero, c->recompute);
-    if (c->ramp_auto) table_row("global batch", "%lld, -ramp auto from %lld by %lld", (long long)c->gb, (long long)c->ramp_start, (long long)c->ramp_inc);
-    else if (c->ramp_inc) table_row("global batch", "%lld, ramp %lld+%lld over %lld tokens", (long long)c->gb, (long long)c->ramp_start, (long long)c->ramp_inc, (long long)c->ramp_tokens);
-    else table_row("global batch", "%lld (no ramp)", (long long)c->gb);
+    if (c->ramp_auto)
+        table_row("global batch", "%lld, -ramp auto from %lld by %lld", (long long)c->gb, (long long)c->ramp_start,
+                  (long long)c->ramp_inc);
+    else if (c->ramp_inc)
+        table_row("global batch", "%lld, ramp %lld+%lld over %lld tokens", (long long)c->gb, (long long)c->ramp_start,
+                  (long long)c->ramp_inc, (long long)c->ramp_tokens);
+    else
+        table_row("global batch", "%lld (no ramp)", (long long)c->gb);
     table_row("peak lr", "%.4e%s", R->lr_peak, c->lr_auto ? " (auto: GPT-3 power-law fit)" : "");
     table_row("warmup / decay", "%lld / %lld tokens", (long long)c->warmup_tokens, (long long)c->decay_tokens);
     table_row("min lr", "%.4e (%.3g of peak)", R->lr_peak * c->minlr_frac, c->minlr_frac);
@@ -269,7 +309,8 @@ static void run_print_config(const Run* R) {
     if (R->have_cloze) table_row("cloze eval", "%d items every %lld steps", R->cloze.n, (long long)c->eval_every);
     double done = (double)R->tokens / c->total_tokens;
     if (c->max_steps > 0 && (double)R->step / c->max_steps > done) done = (double)R->step / c->max_steps;
-    table_row("progress", "step %lld, %.1f%% done; ETA after the first step", (long long)R->step, 100.0 * (done < 1 ? done : 1));
+    table_row("progress", "step %lld, %.1f%% done; ETA after the first step", (long long)R->step,
+              100.0 * (done < 1 ? done : 1));
 }
 
 // ----------------------------------------------------------------------------------------
@@ -298,13 +339,29 @@ static int run_sample_next(Run* R, float* row, int last_stage) {
         tp_allreduce_sum(&R->comm, row, c->Vp);
         float mx = -INFINITY;
         int am = 0;
-        for (int v = 0; v < c->V; v++) if (row[v] > mx) { mx = row[v]; am = v; }
-        if (c->sample_greedy) { next = am; goto done; } // the first maximum, as torch.argmax
+        for (int v = 0; v < c->V; v++)
+            if (row[v] > mx) {
+                mx = row[v];
+                am = v;
+            }
+        if (c->sample_greedy) {
+            next = am;
+            goto done;
+        } // the first maximum, as torch.argmax
         double sum = 0.0;
-        for (int v = 0; v < c->V; v++) { row[v] = expf(row[v] - mx); sum += row[v]; }
+        for (int v = 0; v < c->V; v++) {
+            row[v] = expf(row[v] - mx);
+            sum += row[v];
+        }
         double u = rng_uniform(&R->rng) * sum, cdf = 0.0;
         next = c->V - 1;
-        for (int v = 0; v < c->V; v++) { cdf += row[v]; if (u < cdf) { next = v; break; } }
+        for (int v = 0; v < c->V; v++) {
+            cdf += row[v];
+            if (u < cdf) {
+                next = v;
+                break;
+            }
+        }
     }
 done:
     world_bcast(&R->comm, &next, sizeof(next), run_sampler_rank(R));
@@ -327,31 +384,36 @@ static int run_sample_prompt(const Run* R, int* tokens, int T) {
 
 static void run_sample_print(const Run* R, FILE* out, int token) {
     if (R->comm.rank != run_sampler_rank(R)) return;
-    if (R->have_tok) tokenizer_print_token(out, &R->tok, (uint32_t)token);
-    else fprintf(out, "%d ", token);
+    if (R->have_tok)
+        tokenizer_print_token(out, &R->tok, (uint32_t)token);
+    else
+        fprintf(out, "%d ", token);
 }
 
 // after the last token: the sampler's RNG advanced on the last stage only, keep every
 // rank's copy equal; end the line
 static void run_sample_end(Run* R, FILE* out) {
     world_bcast(&R->comm, &R->rng, sizeof(R->rng), run_sampler_rank(R));
-    if (R->comm.rank == run_sampler_rank(R)) { fprintf(out, "\n"); fflush(out); }
+    if (R->comm.rank == run_sampler_rank(R)) {
+        fprintf(out, "\n");
+        fflush(out);
+    }
 }
 
 // ----------------------------------------------------------------------------------------
 // the main loop
 
 typedef struct {
-    void* self;                        // the trainer's context
-    StepResult (*step)(void* self);    // one optimizer step (calls the run_step_* functions)
-    double (*evaluate)(void* self);    // mean validation loss (every rank takes part)
+    void* self;                            // the trainer's context
+    StepResult (*step)(void* self);        // one optimizer step (calls the run_step_* functions)
+    double (*evaluate)(void* self);        // mean validation loss (every rank takes part)
     void (*sample)(void* self, FILE* out); // a text sample (every rank takes part)
-    int (*save)(void* self);           // a checkpoint: 0 ok, -1 failed (the previous one stays)
+    int (*save)(void* self);               // a checkpoint: 0 ok, -1 failed (the previous one stays)
     int (*load)(void* self, const char* dir, int weights_only, char* err, size_t n); // any layout; 0 or -1 (err)
-    void (*init)(void* self);          // fresh weights from the seed
-    double peak_tflops;                // device bf16 peak for MFU; <= 0: report GFLOP/s instead
-    void (*abort)(void* self);         // the watchdog ends a stuck job: abort device communicators (NULL: none)
-    EvalHooks ev;                      // forward of a token batch + a logits row (cloze eval, logits dump)
+    void (*init)(void* self);                                                        // fresh weights from the seed
+    double peak_tflops;        // device bf16 peak for MFU; <= 0: report GFLOP/s instead
+    void (*abort)(void* self); // the watchdog ends a stuck job: abort device communicators (NULL: none)
+    EvalHooks ev;              // forward of a token batch + a logits row (cloze eval, logits dump)
 } RunHooks;
 
 // 1 when path (which must exist) is dir or lies below it, after resolving links and "..".
@@ -372,18 +434,23 @@ static void run_claim_outdir(Run* R) {
     int bad = 0;
     if (R->comm.rank == 0) {
         R->lock_fd = outdir_lock(c->out_dir, err, sizeof(err));
-        if (R->lock_fd < 0) bad = 1;
+        if (R->lock_fd < 0)
+            bad = 1;
         else {
             outdir_clean_partial(c->out_dir);
             int n = ckpt_list_complete(c->out_dir, NULL, 0);
             if (!c->resume && n > 0) {
                 if (!c->overwrite) {
-                    snprintf(err, sizeof(err), "-o %s holds %d checkpoint(s) of an earlier run: add -resume to continue it, "
-                             "-overwrite 1 to start over (deletes them), or choose another -o", c->out_dir, n);
+                    snprintf(err, sizeof(err),
+                             "-o %s holds %d checkpoint(s) of an earlier run: add -resume to continue it, "
+                             "-overwrite 1 to start over (deletes them), or choose another -o",
+                             c->out_dir, n);
                     bad = 1;
                 } else if (c->init_from[0] != '\0' && path_inside(c->init_from, c->out_dir)) {
-                    snprintf(err, sizeof(err), "-init-from %s lies in -o %s, whose checkpoints -overwrite 1 would delete "
-                             "first: copy it out of %s, or choose another -o", c->init_from, c->out_dir, c->out_dir);
+                    snprintf(err, sizeof(err),
+                             "-init-from %s lies in -o %s, whose checkpoints -overwrite 1 would delete "
+                             "first: copy it out of %s, or choose another -o",
+                             c->init_from, c->out_dir, c->out_dir);
                     bad = 1;
                 } else {
                     int removed = outdir_remove_checkpoints(c->out_dir);
@@ -393,7 +460,10 @@ static void run_claim_outdir(Run* R) {
         }
     }
     if (world_sum(&R->comm, bad) > 0) {
-        if (R->comm.rank == 0) { fprintf(stderr, "error: %s\n", err); fflush(stderr); }
+        if (R->comm.rank == 0) {
+            fprintf(stderr, "error: %s\n", err);
+            fflush(stderr);
+        }
         exit(1);
     }
 }
@@ -416,23 +486,38 @@ static void run_check_identity(Run* R, const char* dir) {
     if (ckpt_read_header(path, &h, err, sizeof(err)) != 0) die("%s", err);
     char what[600] = "";
     size_t k = 0;
-    if ((uint64_t)h.h[CK_SEED] != c->seed) k += snprintf(what + k, sizeof(what) - k, " -seed %llu -> %llu", (unsigned long long)h.h[CK_SEED], (unsigned long long)c->seed);
-    if (h.h[CK_SHUFFLE] != c->shuffle) k += snprintf(what + k, sizeof(what) - k, " -shuffle %lld -> %d", (long long)h.h[CK_SHUFFLE], c->shuffle);
-    if ((uint64_t)h.h[CK_DATA_HASH] != R->data_hash && k < sizeof(what)) k += snprintf(what + k, sizeof(what) - k, " the training shards (-i: names or sizes differ)");
+    if ((uint64_t)h.h[CK_SEED] != c->seed)
+        k += snprintf(what + k, sizeof(what) - k, " -seed %llu -> %llu", (unsigned long long)h.h[CK_SEED],
+                      (unsigned long long)c->seed);
+    if (h.h[CK_SHUFFLE] != c->shuffle)
+        k += snprintf(what + k, sizeof(what) - k, " -shuffle %lld -> %d", (long long)h.h[CK_SHUFFLE], c->shuffle);
+    if ((uint64_t)h.h[CK_DATA_HASH] != R->data_hash && k < sizeof(what))
+        k += snprintf(what + k, sizeof(what) - k, " the training shards (-i: names or sizes differ)");
     if (k > 0) {
         if (!c->allow_data_change)
-            die("-resume would change the run's data order:%s; resume with the original values, or pass -allow-data-change 1 to accept the change", what);
+            die("-resume would change the run's data order:%s; resume with the original values, or pass "
+                "-allow-data-change 1 to accept the change",
+                what);
         if (R->comm.rank == 0) printf("warning: -allow-data-change 1: the data order changes on resume:%s\n", what);
-        run_event(R, "{\"type\":\"event\",\"event\":\"data_change\",\"step\":%lld,\"what\":\"%s\"}\n", (long long)R->step, what + 1);
+        run_event(R, "{\"type\":\"event\",\"event\":\"data_change\",\"step\":%lld,\"what\":\"%s\"}\n",
+                  (long long)R->step, what + 1);
     }
-    struct { const char* name; int f; double now; } rv[] = {
-        {"lr", CK_LR, c->lr_auto ? -1.0 : c->lr}, {"beta1", CK_BETA1, c->beta1}, {"beta2", CK_BETA2, c->beta2},
-        {"eps", CK_EPS, c->eps}, {"wd", CK_WD, c->wd}, {"clip", CK_CLIP, c->clip}};
+    struct {
+        const char* name;
+        int f;
+        double now;
+    } rv[] = {
+#define RUN_RECIPE_ROW(name, slot, value) {name, slot, value},
+        CKPT_RECIPE(RUN_RECIPE_ROW, c)
+#undef RUN_RECIPE_ROW
+    };
     for (size_t i = 0; i < sizeof(rv) / sizeof(rv[0]); i++) {
         double was = ckpt_get_f64(&h, rv[i].f);
         if (was == rv[i].now) continue;
-        if (R->comm.rank == 0) printf("resume: -%s changed from %g to %g at step %lld\n", rv[i].name, was, rv[i].now, (long long)R->step);
-        run_event(R, "{\"type\":\"event\",\"event\":\"change\",\"step\":%lld,\"what\":\"%s\",\"old\":%.9g,\"new\":%.9g}\n",
+        if (R->comm.rank == 0)
+            printf("resume: -%s changed from %g to %g at step %lld\n", rv[i].name, was, rv[i].now, (long long)R->step);
+        run_event(R,
+                  "{\"type\":\"event\",\"event\":\"change\",\"step\":%lld,\"what\":\"%s\",\"old\":%.9g,\"new\":%.9g}\n",
                   (long long)R->step, rv[i].name, was, rv[i].now);
     }
 }
@@ -453,13 +538,24 @@ static void run_resume(Run* R, const RunHooks* hk) {
         ckpt_dir_name(dir, sizeof(dir), c->out_dir, steps[i]);
         int rc = hk->load(hk->self, dir, 0, err, sizeof(err));
         int fails = (int)world_sum(&R->comm, rc != 0 ? 1.0 : 0.0);
-        if (fails == 0) { chosen = i; break; }
-        if (i == 0) { first_failed = rc != 0; snprintf(first_err, sizeof(first_err), "%s", rc != 0 ? err : "it does not load on another rank"); }
+        if (fails == 0) {
+            chosen = i;
+            break;
+        }
+        if (i == 0) {
+            first_failed = rc != 0;
+            snprintf(first_err, sizeof(first_err), "%s", rc != 0 ? err : "it does not load on another rank");
+        }
         // the reasons are printed once a fallback loads (all failing: one error line below)
         size_t k = strlen(skipped);
-        if (rc != 0) snprintf(skipped + k, sizeof(skipped) - k, "warning: rank %d: -resume skips %s: %s\n", R->comm.rank, dir, err);
-        else if (R->comm.rank == 0) snprintf(skipped + k, sizeof(skipped) - k, "warning: -resume skips %s: it does not load on %d other rank(s)\n", dir, fails);
-        run_event(R, "{\"type\":\"event\",\"event\":\"skip_checkpoint\",\"checkpoint\":\"ckpt_%08lld\"}\n", (long long)steps[i]);
+        if (rc != 0)
+            snprintf(skipped + k, sizeof(skipped) - k, "warning: rank %d: -resume skips %s: %s\n", R->comm.rank, dir,
+                     err);
+        else if (R->comm.rank == 0)
+            snprintf(skipped + k, sizeof(skipped) - k,
+                     "warning: -resume skips %s: it does not load on %d other rank(s)\n", dir, fails);
+        run_event(R, "{\"type\":\"event\",\"event\":\"skip_checkpoint\",\"checkpoint\":\"ckpt_%08lld\"}\n",
+                  (long long)steps[i]);
     }
     free(steps);
     if (chosen < 0) {
@@ -469,12 +565,18 @@ static void run_resume(Run* R, const RunHooks* hk) {
         }
         exit(1);
     }
-    if (skipped[0]) { fputs(skipped, stderr); fflush(stderr); }
+    if (skipped[0]) {
+        fputs(skipped, stderr);
+        fflush(stderr);
+    }
     run_check_identity(R, dir);
     R->resumed_step = R->step;
-    if (R->comm.rank == 0) printf("resumed from %s at step %lld (%lld tokens)%s\n", dir, (long long)R->step, (long long)R->tokens,
-                                  chosen > 0 ? " (newer checkpoints skipped, see above)" : "");
-    run_event(R, "{\"type\":\"event\",\"event\":\"resume\",\"step\":%lld,\"tokens\":%lld,\"checkpoint\":\"ckpt_%08lld\",\"skipped\":%d}\n",
+    if (R->comm.rank == 0)
+        printf("resumed from %s at step %lld (%lld tokens)%s\n", dir, (long long)R->step, (long long)R->tokens,
+               chosen > 0 ? " (newer checkpoints skipped, see above)" : "");
+    run_event(R,
+              "{\"type\":\"event\",\"event\":\"resume\",\"step\":%lld,\"tokens\":%lld,\"checkpoint\":\"ckpt_%08lld\","
+              "\"skipped\":%d}\n",
               (long long)R->step, (long long)R->tokens, (long long)R->step, chosen);
 }
 
@@ -488,18 +590,33 @@ static void run_load_weights(Run* R, const RunHooks* h) {
     R->data_hash = data_identity(c->train_glob);
     run_claim_outdir(R);
     if (c->resume) {
-        if (R->comm.rank == 0) { printf("loading the newest checkpoint in %s (resharding to this layout) ...\n", c->out_dir); fflush(stdout); }
+        if (R->comm.rank == 0) {
+            printf("loading the newest checkpoint in %s (resharding to this layout) ...\n", c->out_dir);
+            fflush(stdout);
+        }
         run_resume(R, h);
-        if (R->comm.rank == 0) { printf("loaded in %.1f s\n", (wall_ms() - t0) / 1e3); fflush(stdout); }
+        if (R->comm.rank == 0) {
+            printf("loaded in %.1f s\n", (wall_ms() - t0) / 1e3);
+            fflush(stdout);
+        }
     } else if (c->init_from[0] != '\0') {
-        if (R->comm.rank == 0) { printf("loading weights from %s (resharding to this layout) ...\n", c->init_from); fflush(stdout); }
+        if (R->comm.rank == 0) {
+            printf("loading weights from %s (resharding to this layout) ...\n", c->init_from);
+            fflush(stdout);
+        }
         if (h->load(h->self, c->init_from, 1, err, sizeof(err)) != 0) die("%s", err);
-        if (R->comm.rank == 0) { printf("loaded in %.1f s\n", (wall_ms() - t0) / 1e3); fflush(stdout); }
+        if (R->comm.rank == 0) {
+            printf("loaded in %.1f s\n", (wall_ms() - t0) / 1e3);
+            fflush(stdout);
+        }
     } else {
         h->init(h->self);
     }
     run_open_log(R, c->resume);
-    if (R->log.f && R->events[0]) { fputs(R->events, R->log.f); fflush(R->log.f); }
+    if (R->log.f && R->events[0]) {
+        fputs(R->events, R->log.f);
+        fflush(R->log.f);
+    }
     R->events[0] = '\0';
 }
 
@@ -507,12 +624,17 @@ static void run_load_weights(Run* R, const RunHooks* h) {
 static void run_start_watchdog(Run* R, const RunHooks* h) {
     const Config* c = &R->cfg;
     Watchdog* w = &R->wd;
-    w->on = c->timeout != 0; w->fixed_s = c->timeout > 0 ? c->timeout : 0;
-    w->rank = R->comm.rank; w->world = R->comm.world; w->mpi = R->comm.mpi;
-    w->abort_fn = h->abort; w->abort_self = h->self;
+    w->on = c->timeout != 0;
+    w->fixed_s = c->timeout > 0 ? c->timeout : 0;
+    w->rank = R->comm.rank;
+    w->world = R->comm.world;
+    w->mpi = R->comm.mpi;
+    w->abort_fn = h->abort;
+    w->abort_self = h->self;
     if (!w->on) return;
     char path[1100];
-    if (c->out_dir[0]) snprintf(path, sizeof(path), "%s/heartbeat", c->out_dir);
+    if (c->out_dir[0])
+        snprintf(path, sizeof(path), "%s/heartbeat", c->out_dir);
     else {
         int pid = (int)getpid();
         world_bcast(&R->comm, &pid, sizeof(pid), 0);
@@ -529,13 +651,15 @@ static void run_start_watchdog(Run* R, const RunHooks* h) {
 // with -steps) left at the speed of the last up to 16 steps.
 static void run_progress_mark(Run* R, double now_ms) {
     int k = R->win_n % 16;
-    R->win_ms[k] = now_ms; R->win_tok[k] = R->tokens; R->win_step[k] = R->step;
+    R->win_ms[k] = now_ms;
+    R->win_tok[k] = R->tokens;
+    R->win_step[k] = R->step;
     R->win_n++;
 }
 
 static void run_progress_est(Run* R, double now_ms, double* pct, double* eta_s) {
     const Config* c = &R->cfg;
-    run_progress_mark(R, now_ms);  // the window: the run's start, then the last 16 steps
+    run_progress_mark(R, now_ms); // the window: the run's start, then the last 16 steps
     int o = R->win_n > 16 ? R->win_n % 16 : 0;
     double f = (double)R->tokens / c->total_tokens;
     if (c->max_steps > 0 && (double)R->step / c->max_steps > f) f = (double)R->step / c->max_steps;
@@ -554,9 +678,13 @@ static void run_progress_est(Run* R, double now_ms, double* pct, double* eta_s) 
 // -eval-file: the cloze evaluation, logged
 static void run_cloze(Run* R, const RunHooks* h) {
     if (h->ev.forward == NULL) die("this trainer has no cloze evaluation hooks");
-    if (R->comm.rank == 0) { printf("evaluating cloze %s (%d items) ...\n", R->cfg.eval_file, R->cloze.n); fflush(stdout); }
+    if (R->comm.rank == 0) {
+        printf("evaluating cloze %s (%d items) ...\n", R->cfg.eval_file, R->cloze.n);
+        fflush(stdout);
+    }
     int last = R->comm.pp == R->comm.PP - 1;
-    ClozeResult r = cloze_evaluate(&R->cloze, &h->ev, &R->comm, R->cfg.mb, R->cfg.seq, R->cfg.V, R->cfg.Vp, last, run_sample_start(R));
+    ClozeResult r = cloze_evaluate(&R->cloze, &h->ev, &R->comm, R->cfg.mb, R->cfg.seq, R->cfg.V, R->cfg.Vp, last,
+                                   run_sample_start(R));
     eval_log(&R->log, R->step, R->tokens, &r);
 }
 
@@ -574,7 +702,8 @@ static int run_eval_only(Run* R, const RunHooks* h) {
         int last = R->comm.pp == R->comm.PP - 1;
         if (eval_dump_logits(&h->ev, &R->comm, in, B, T, c->V, c->Vp, last, run_sampler_rank(R), c->dump_logits) != 0)
             die("cannot write -dump-logits %s", c->dump_logits);
-        free(in); free(tg);
+        free(in);
+        free(tg);
     }
     if (c->sample_len > 0 && (c->sample_every > 0 || R->nprompt > 0)) h->sample(h->self, stdout);
     return 0;
@@ -615,14 +744,28 @@ static int run_loop(Run* R, const RunHooks* h) {
         watchdog_beat(&R->wd, R->step);
         StepLog s;
         memset(&s, 0, sizeof(s));
-        s.step = R->step; s.loss = r.loss; s.lr = r.lr; s.gnorm = r.gnorm; s.gb = r.gb; s.tokens = R->tokens;
-        s.ms = ms; s.tok_s = r.gb * c->seq / (ms / 1e3); s.micro = r.micro;
+        s.step = R->step;
+        s.loss = r.loss;
+        s.lr = r.lr;
+        s.gnorm = r.gnorm;
+        s.gb = r.gb;
+        s.tokens = R->tokens;
+        s.ms = ms;
+        s.tok_s = r.gb * c->seq / (ms / 1e3);
+        s.micro = r.micro;
         s.tflops = model_flops(f, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / R->comm.world / 1e12;
         // MFU: model FLOPs (f = 3, recomputation not counted) over the device peak
-        s.mfu = h->peak_tflops > 0 ? model_flops(3, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) / R->comm.world / 1e12 / h->peak_tflops : -1;
-        s.t_comm_ms = R->comm.comm_ms; s.t_idle_ms = R->comm.idle_ms; s.t_compute_ms = ms - s.t_comm_ms - s.t_idle_ms;
+        s.mfu = h->peak_tflops > 0 ? model_flops(3, (double)r.gb, c->seq, c->L, c->H, c->Vp) / (ms / 1e3) /
+                                         R->comm.world / 1e12 / h->peak_tflops
+                                   : -1;
+        s.t_comm_ms = R->comm.comm_ms;
+        s.t_idle_ms = R->comm.idle_ms;
+        s.t_compute_ms = ms - s.t_comm_ms - s.t_idle_ms;
         s.t_overlap_ms = R->comm.overlap_ms;
-        s.has_noise = r.has_noise; s.g2 = r.g2; s.trsigma = r.trsigma; s.host_syncs = r.host_syncs;
+        s.has_noise = r.has_noise;
+        s.g2 = r.g2;
+        s.trsigma = r.trsigma;
+        s.host_syncs = r.host_syncs;
         s.b_simple = R->comm.DP > 1 ? noise_bsimple(&R->noise) : -1.0;
         s.skip = r.skip != SKIP_NONE ? spike_kind_name(r.skip) : NULL;
         s.elapsed_s = (wall_ms() - R->t_start) / 1e3;
@@ -631,32 +774,48 @@ static int run_loop(Run* R, const RunHooks* h) {
         if (spike_should_stop(&R->spike, c->spike_stop)) {
             // skipped steps leave the weights alone: this checkpoint holds the weights from before the trouble
             if (c->out_dir[0] && run_save(R, h) != 0) die("checkpoint after %d skipped steps failed", c->spike_stop);
-            if (R->comm.rank == 0) fprintf(stderr, "error: %d consecutive steps skipped (last: %s, loss %g, gnorm %g) at step %lld: "
-                                           "lower -lr or -beta2, then -resume from the checkpoint in %s\n",
-                                           c->spike_stop, spike_kind_name(r.skip), r.loss, r.gnorm, (long long)R->step,
-                                           c->out_dir[0] ? c->out_dir : "(no -o)");
+            if (R->comm.rank == 0)
+                fprintf(stderr,
+                        "error: %d consecutive steps skipped (last: %s, loss %g, gnorm %g) at step %lld: "
+                        "lower -lr or -beta2, then -resume from the checkpoint in %s\n",
+                        c->spike_stop, spike_kind_name(r.skip), r.loss, r.gnorm, (long long)R->step,
+                        c->out_dir[0] ? c->out_dir : "(no -o)");
             fflush(stderr);
             return RUN_EXIT_SPIKE;
         }
         int last = run_finished(R);
-        if (R->have_val && (R->step % c->val_every == 0 || last)) logger_val(&R->log, R->step, R->tokens, h->evaluate(h->self));
+        if (R->have_val && (R->step % c->val_every == 0 || last))
+            logger_val(&R->log, R->step, R->tokens, h->evaluate(h->self));
         if (R->have_cloze && c->eval_every > 0 && (R->step % c->eval_every == 0 || last)) run_cloze(R, h);
-        if (c->sample_every > 0 && c->sample_len > 0 && (R->step % c->sample_every == 0 || last)) h->sample(h->self, stdout);
+        if (c->sample_every > 0 && c->sample_len > 0 && (R->step % c->sample_every == 0 || last))
+            h->sample(h->self, stdout);
         watchdog_beat(&R->wd, R->step);
         int saved = 0;
         if (c->out_dir[0] && c->ckpt_every > 0 && (R->step % c->ckpt_every == 0 || last)) {
-            if (run_save(R, h) != 0) die("checkpoint at step %lld failed: free disk space or fix -o", (long long)R->step);
+            if (run_save(R, h) != 0)
+                die("checkpoint at step %lld failed: free disk space or fix -o", (long long)R->step);
             saved = 1;
         }
         watchdog_beat(&R->wd, R->step);
         // a signal on any rank stops every rank after this same step
         int sig = stop_requested();
         if (world_sum(&R->comm, sig ? 1.0 : 0.0) > 0 && !last) {
-            if (c->out_dir[0] && !saved && run_save(R, h) != 0) die("checkpoint on stop at step %lld failed: free disk space or fix -o", (long long)R->step);
-            if (R->log.f) { fprintf(R->log.f, "{\"type\":\"event\",\"event\":\"stop\",\"step\":%lld,\"signal\":%d}\n", (long long)R->step, sig); fflush(R->log.f); }
+            if (c->out_dir[0] && !saved && run_save(R, h) != 0)
+                die("checkpoint on stop at step %lld failed: free disk space or fix -o", (long long)R->step);
+            if (R->log.f) {
+                fprintf(R->log.f, "{\"type\":\"event\",\"event\":\"stop\",\"step\":%lld,\"signal\":%d}\n",
+                        (long long)R->step, sig);
+                fflush(R->log.f);
+            }
             if (R->comm.rank == 0) {
-                if (c->out_dir[0]) fprintf(stderr, "stopped by a signal after step %lld: checkpoint saved in %s; continue with -resume (exit %d)\n", (long long)R->step, c->out_dir, RUN_EXIT_STOPPED);
-                else fprintf(stderr, "stopped by a signal after step %lld: no -o, nothing saved (exit %d)\n", (long long)R->step, RUN_EXIT_STOPPED);
+                if (c->out_dir[0])
+                    fprintf(stderr,
+                            "stopped by a signal after step %lld: checkpoint saved in %s; continue with -resume (exit "
+                            "%d)\n",
+                            (long long)R->step, c->out_dir, RUN_EXIT_STOPPED);
+                else
+                    fprintf(stderr, "stopped by a signal after step %lld: no -o, nothing saved (exit %d)\n",
+                            (long long)R->step, RUN_EXIT_STOPPED);
                 fflush(stderr);
             }
             return RUN_EXIT_STOPPED;

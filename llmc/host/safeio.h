@@ -29,18 +29,32 @@ static inline const char* safeio_kind(mode_t m) {
 // Opens an input file for reading; refuses anything but a regular file.
 static inline FILE* safeio_open_read(const char* path, const char* what, char* err, size_t errn) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) { snprintf(err, errn, "cannot open %s %s: %s", what, path, strerror(errno)); return NULL; }
+    if (fd < 0) {
+        snprintf(err, errn, "cannot open %s %s: %s", what, path, strerror(errno));
+        return NULL;
+    }
     struct stat st;
-    if (fstat(fd, &st) != 0) { snprintf(err, errn, "cannot stat %s %s: %s", what, path, strerror(errno)); close(fd); return NULL; }
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errn, "cannot stat %s %s: %s", what, path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errn, "%s %s is %s, not a regular file", what, path, safeio_kind(st.st_mode));
         close(fd);
         return NULL;
     }
     int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) { snprintf(err, errn, "cannot set up %s %s: %s", what, path, strerror(errno)); close(fd); return NULL; }
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        snprintf(err, errn, "cannot set up %s %s: %s", what, path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
     FILE* f = fdopen(fd, "rb");
-    if (f == NULL) { snprintf(err, errn, "cannot open %s %s: %s", what, path, strerror(errno)); close(fd); }
+    if (f == NULL) {
+        snprintf(err, errn, "cannot open %s %s: %s", what, path, strerror(errno));
+        close(fd);
+    }
     return f;
 }
 
@@ -50,12 +64,18 @@ static inline FILE* safeio_open_read(const char* path, const char* what, char* e
 static inline FILE* safeio_open_write(const char* path, int append, const char* what, char* err, size_t errn) {
     int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0644);
     if (fd < 0) {
-        if (errno == ENXIO) snprintf(err, errn, "%s %s is a FIFO, not a regular file", what, path);
-        else snprintf(err, errn, "cannot open %s %s for writing: %s", what, path, strerror(errno));
+        if (errno == ENXIO)
+            snprintf(err, errn, "%s %s is a FIFO, not a regular file", what, path);
+        else
+            snprintf(err, errn, "cannot open %s %s for writing: %s", what, path, strerror(errno));
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) { snprintf(err, errn, "cannot stat %s %s: %s", what, path, strerror(errno)); close(fd); return NULL; }
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errn, "cannot stat %s %s: %s", what, path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
     if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
         snprintf(err, errn, "%s %s is %s, not a regular file", what, path, safeio_kind(st.st_mode));
         close(fd);
@@ -68,9 +88,16 @@ static inline FILE* safeio_open_write(const char* path, int append, const char* 
         return NULL;
     }
     int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) { snprintf(err, errn, "cannot set up %s %s: %s", what, path, strerror(errno)); close(fd); return NULL; }
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        snprintf(err, errn, "cannot set up %s %s: %s", what, path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
     FILE* f = fdopen(fd, append ? "ab" : "wb");
-    if (f == NULL) { snprintf(err, errn, "cannot open %s %s: %s", what, path, strerror(errno)); close(fd); }
+    if (f == NULL) {
+        snprintf(err, errn, "cannot open %s %s: %s", what, path, strerror(errno));
+        close(fd);
+    }
     return f;
 }
 
@@ -79,8 +106,14 @@ static inline FILE* safeio_open_write(const char* path, int append, const char* 
 static inline int safeio_close_write(FILE* f, const char* path, const char* what, char* err, size_t errn) {
     int bad = fflush(f) != 0 || ferror(f);
     int e = errno;
-    if (fclose(f) != 0 && !bad) { bad = 1; e = errno; }
-    if (bad) { snprintf(err, errn, "writing %s %s failed: %s", what, path, strerror(e ? e : EIO)); return -1; }
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
+        snprintf(err, errn, "writing %s %s failed: %s", what, path, strerror(e ? e : EIO));
+        return -1;
+    }
     return 0;
 }
 

@@ -40,7 +40,10 @@ static void lr_auto_fit(double* a, double* b) {
     static const double N[8] = {125e6, 350e6, 760e6, 1.3e9, 2.7e9, 6.7e9, 13e9, 175e9};
     static const double LR[8] = {6.0e-4, 3.0e-4, 2.5e-4, 2.0e-4, 1.6e-4, 1.2e-4, 1.0e-4, 0.6e-4};
     double mx = 0, my = 0, sxy = 0, sxx = 0;
-    for (int i = 0; i < 8; i++) { mx += log(N[i]) / 8; my += log(LR[i]) / 8; }
+    for (int i = 0; i < 8; i++) {
+        mx += log(N[i]) / 8;
+        my += log(LR[i]) / 8;
+    }
     for (int i = 0; i < 8; i++) {
         sxy += (log(N[i]) - mx) * (log(LR[i]) - my);
         sxx += (log(N[i]) - mx) * (log(N[i]) - mx);

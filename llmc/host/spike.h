@@ -50,11 +50,11 @@ typedef enum { SKIP_NONE = 0, SKIP_SPIKE = 1, SKIP_NONFINITE = 2 } SkipKind;
 
 typedef struct {
     int W, min_samples;
-    double rel_floor;        // sd floor as a fraction of |mean|
-    double* loss;            // ring buffers of W accepted values
+    double rel_floor; // sd floor as a fraction of |mean|
+    double* loss;     // ring buffers of W accepted values
     double* gnorm;
-    int n, head;             // values held (<= W), next slot to write
-    int consecutive;         // skips in a row
+    int n, head;                              // values held (<= W), next slot to write
+    int consecutive;                          // skips in a row
     int64_t n_spike, n_nonfinite, n_accepted; // totals
     double last_mean_loss, last_sd_loss, last_mean_gnorm, last_sd_gnorm;
 } SpikeGuard;
@@ -63,21 +63,27 @@ static inline int spike_init(SpikeGuard* g, int W, int min_samples) {
     if (W < 2) W = 2;
     if (min_samples < 2) min_samples = 2;
     if (min_samples > W) min_samples = W;
-    g->W = W; g->min_samples = min_samples; g->rel_floor = 1e-3;
-    g->n = g->head = 0; g->consecutive = 0;
+    g->W = W;
+    g->min_samples = min_samples;
+    g->rel_floor = 1e-3;
+    g->n = g->head = 0;
+    g->consecutive = 0;
     g->n_spike = g->n_nonfinite = g->n_accepted = 0;
     g->last_mean_loss = g->last_sd_loss = g->last_mean_gnorm = g->last_sd_gnorm = 0.0;
     g->loss = (double*)malloc(sizeof(double) * (size_t)W);
     g->gnorm = (double*)malloc(sizeof(double) * (size_t)W);
     if (g->loss == NULL || g->gnorm == NULL) {
-        free(g->loss); free(g->gnorm); g->loss = g->gnorm = NULL;
+        free(g->loss);
+        free(g->gnorm);
+        g->loss = g->gnorm = NULL;
         return -1;
     }
     return 0;
 }
 
 static inline void spike_free(SpikeGuard* g) {
-    free(g->loss); free(g->gnorm);
+    free(g->loss);
+    free(g->gnorm);
     g->loss = g->gnorm = NULL;
     g->n = g->head = 0;
 }
@@ -96,7 +102,8 @@ static inline void spike_stats(const double* x, int n, double* mean, double* sd)
 static inline SkipKind spike_check(SpikeGuard* g, double loss, double gnorm, double z) {
     g->last_mean_loss = g->last_sd_loss = g->last_mean_gnorm = g->last_sd_gnorm = 0.0;
     if (!isfinite(loss) || !isfinite(gnorm)) {
-        g->consecutive++; g->n_nonfinite++;
+        g->consecutive++;
+        g->n_nonfinite++;
         return SKIP_NONFINITE;
     }
     if (z > 0.0 && g->n >= g->min_samples) {
@@ -105,9 +112,13 @@ static inline SkipKind spike_check(SpikeGuard* g, double loss, double gnorm, dou
         spike_stats(g->gnorm, g->n, &mg, &sg);
         if (sl < g->rel_floor * fabs(ml)) sl = g->rel_floor * fabs(ml);
         if (sg < g->rel_floor * fabs(mg)) sg = g->rel_floor * fabs(mg);
-        g->last_mean_loss = ml; g->last_sd_loss = sl; g->last_mean_gnorm = mg; g->last_sd_gnorm = sg;
+        g->last_mean_loss = ml;
+        g->last_sd_loss = sl;
+        g->last_mean_gnorm = mg;
+        g->last_sd_gnorm = sg;
         if (loss > ml + z * sl || gnorm > mg + z * sg) {
-            g->consecutive++; g->n_spike++;
+            g->consecutive++;
+            g->n_spike++;
             return SKIP_SPIKE;
         }
     }

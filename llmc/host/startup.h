@@ -31,22 +31,34 @@ static int startup_check_inputs(const Config* c, int rank, int argc, char** argv
     struct stat st;
     if (c->tokenizer[0] != '\0') {
         Tokenizer t;
-        if (tokenizer_load(&t, c->tokenizer, e, sizeof(e)) != 0) { snprintf(err, CFG_ERR_LEN, "%s", e); return 1; }
+        if (tokenizer_load(&t, c->tokenizer, e, sizeof(e)) != 0) {
+            snprintf(err, CFG_ERR_LEN, "%s", e);
+            return 1;
+        }
         uint32_t vocab = t.vocab_size;
         tokenizer_free(&t);
         if ((int64_t)vocab < c->V) {
-            snprintf(err, CFG_ERR_LEN, "tokenizer %s has %u tokens, fewer than the vocabulary V=%d: pass the right -V or -tokenizer", c->tokenizer, vocab, c->V);
+            snprintf(err, CFG_ERR_LEN,
+                     "tokenizer %s has %u tokens, fewer than the vocabulary V=%d: pass the right -V or -tokenizer",
+                     c->tokenizer, vocab, c->V);
             return 1;
         }
     }
     if (c->init_from[0] != '\0') {
         char done[CFG_PATH_LEN + 16];
         snprintf(done, sizeof(done), "%s/DONE", c->init_from);
-        if (stat(c->init_from, &st) != 0 || !S_ISDIR(st.st_mode)) { snprintf(err, CFG_ERR_LEN, "-init-from %s is not a checkpoint directory", c->init_from); return 1; }
-        if (stat(done, &st) != 0) { snprintf(err, CFG_ERR_LEN, "-init-from %s has no DONE marker: not a complete checkpoint", c->init_from); return 1; }
+        if (stat(c->init_from, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, CFG_ERR_LEN, "-init-from %s is not a checkpoint directory", c->init_from);
+            return 1;
+        }
+        if (stat(done, &st) != 0) {
+            snprintf(err, CFG_ERR_LEN, "-init-from %s has no DONE marker: not a complete checkpoint", c->init_from);
+            return 1;
+        }
     }
     // the log itself is opened (non-blocking) later; refusing a FIFO here fails before any work
-    if (c->log_path[0] != '\0' && stat(c->log_path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
+    if (c->log_path[0] != '\0' && stat(c->log_path, &st) == 0 &&
+        (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
         snprintf(err, CFG_ERR_LEN, "log file %s is %s, not a regular file", c->log_path, safeio_kind(st.st_mode));
         return 1;
     }
@@ -57,7 +69,10 @@ static int startup_check_inputs(const Config* c, int rank, int argc, char** argv
             const char* g = k == 0 ? c->train_glob : c->val_glob;
             if (!plan_argv_has(argc, argv, k == 0 ? "-i" : "-j") || g[0] == '\0') continue;
             int r = dataset_validate_glob(g, c->V, e, sizeof(e));
-            if (r < 0) { snprintf(err, CFG_ERR_LEN, "%s", e); return 1; }
+            if (r < 0) {
+                snprintf(err, CFG_ERR_LEN, "%s", e);
+                return 1;
+            }
             if (r > 0 && rank == 0) printf("check: %s (not validated)\n", e);
         }
     }
@@ -82,8 +97,11 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
     if (!bad && cfg->plan) { // the layout planner: pure arithmetic, no MPI needed
         int rc = 0;
         if (comm->rank == 0) {
-            plan.model.L = cfg->L; plan.model.H = cfg->H; plan.model.heads = cfg->heads;
-            plan.model.seq = cfg->seq; plan.model.V = cfg->Vp;
+            plan.model.L = cfg->L;
+            plan.model.H = cfg->H;
+            plan.model.heads = cfg->heads;
+            plan.model.seq = cfg->seq;
+            plan.model.V = cfg->Vp;
             plan.gb = (int)cfg->gb;
             // layout flags the user gave are fixed; the others are searched
             plan.tp = plan_argv_has(argc, argv, "-tp") ? cfg->tp : 0;
@@ -96,8 +114,10 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
             plan.vpp = plan_argv_has(argc, argv, "-vpp") ? cfg->vpp : 0;
             if (cfg->peak_tflops > 0) plan.o_peak = cfg->peak_tflops;
             struct stat st; // fopen would block on a FIFO
-            if (plan.csv_path != NULL && stat(plan.csv_path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
-                fprintf(stderr, "error: -plan-csv %s is %s, not a regular file\n", plan.csv_path, safeio_kind(st.st_mode));
+            if (plan.csv_path != NULL && stat(plan.csv_path, &st) == 0 &&
+                (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
+                fprintf(stderr, "error: -plan-csv %s is %s, not a regular file\n", plan.csv_path,
+                        safeio_kind(st.st_mode));
                 rc = 2;
             } else {
                 rc = plan_run(&plan, stdout);
@@ -111,8 +131,11 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
     }
     int world = comm->world;
     if (!bad && cfg->world > 0) {
-        if (!cfg->check) { snprintf(err, sizeof(err), "-world only goes with -check (a real run takes its world size from mpirun)"); bad = 1; }
-        else world = cfg->world;
+        if (!cfg->check) {
+            snprintf(err, sizeof(err), "-world only goes with -check (a real run takes its world size from mpirun)");
+            bad = 1;
+        } else
+            world = cfg->world;
     }
     if (!bad) bad = config_validate_layout(cfg, world, err) != 0;
     if (!bad && !cfg->help) bad = startup_check_inputs(cfg, comm->rank, argc, argv, err) != 0;
@@ -126,8 +149,11 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
     if (cfg->dp == 0) cfg->dp = world / (cfg->tp * cfg->pp);
     if (cfg->help || cfg->check) {
         if (comm->rank == 0) {
-            if (cfg->help) config_print_help(stdout);
-            else printf("check: flags, model and layout are valid (tp=%d pp=%d dp=%d, world %d)\n", cfg->tp, cfg->pp, cfg->dp, world);
+            if (cfg->help)
+                config_print_help(stdout);
+            else
+                printf("check: flags, model and layout are valid (tp=%d pp=%d dp=%d, world %d)\n", cfg->tp, cfg->pp,
+                       cfg->dp, world);
             if (startup_stdout_failed()) {
 #ifdef USE_MPI
                 if (comm->mpi) MPI_Finalize();

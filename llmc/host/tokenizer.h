@@ -10,10 +10,9 @@ File format (all little-endian):
 
 Only decoding lives here: encoding text is done offline in Python
 (dev/data/prepare_kjv.py), the trainer only ever needs ids -> bytes.
-Header-only, C11 with POSIX.1-2008 (open/fstat/fdopen, via safeio.h), and valid C++ so it also compiles inside a .cu via nvcc.
-No global state and no exit(): loading returns an error code and a
-one-line message, so the caller decides whether a missing tokenizer is fatal
-(sampling can still print raw ids without one).
+Header-only, C11 with POSIX.1-2008 (open/fstat/fdopen, via safeio.h), and valid C++ so it also compiles inside a .cu via
+nvcc. No global state and no exit(): loading returns an error code and a one-line message, so the caller decides whether
+a missing tokenizer is fatal (sampling can still print raw ids without one).
 */
 #ifndef LLMC_TOKENIZER_H
 #define LLMC_TOKENIZER_H
@@ -30,18 +29,22 @@ one-line message, so the caller decides whether a missing tokenizer is fatal
 
 typedef struct {
     uint32_t vocab_size;
-    uint32_t eot_token;    // id of <|endoftext|>
-    char** token_table;    // token_table[id]: the token's bytes plus a NUL terminator
-    uint8_t* token_len;    // token_len[id]: byte count (a token may contain a 0 byte)
-    int init_ok;           // 1 after a successful tokenizer_init
+    uint32_t eot_token; // id of <|endoftext|>
+    char** token_table; // token_table[id]: the token's bytes plus a NUL terminator
+    uint8_t* token_len; // token_len[id]: byte count (a token may contain a 0 byte)
+    int init_ok;        // 1 after a successful tokenizer_init
 } Tokenizer;
 
 // Frees what tokenizer_init allocated; safe on a zeroed or failed Tokenizer and
 // safe to call twice.
 static inline void tokenizer_free(Tokenizer* t) {
-    if (t == NULL) { return; }
+    if (t == NULL) {
+        return;
+    }
     if (t->token_table != NULL) {
-        for (uint32_t i = 0; i < t->vocab_size; i++) { free(t->token_table[i]); }
+        for (uint32_t i = 0; i < t->vocab_size; i++) {
+            free(t->token_table[i]);
+        }
         free(t->token_table);
     }
     free(t->token_len);
@@ -62,14 +65,14 @@ static inline int tokenizer_init_stream(Tokenizer* t, FILE* f, const char* filen
         return -1;
     }
     if (header[0] != TOKENIZER_MAGIC) {
-        snprintf(err, errn, "tokenizer file %s: bad magic %u (expected %u); not a tokenizer file?",
-                filename, header[0], TOKENIZER_MAGIC);
+        snprintf(err, errn, "tokenizer file %s: bad magic %u (expected %u); not a tokenizer file?", filename, header[0],
+                 TOKENIZER_MAGIC);
         fclose(f);
         return -1;
     }
     if (header[1] != TOKENIZER_VERSION) {
-        snprintf(err, errn, "tokenizer file %s: unsupported version %u (expected %u)",
-                filename, header[1], TOKENIZER_VERSION);
+        snprintf(err, errn, "tokenizer file %s: unsupported version %u (expected %u)", filename, header[1],
+                 TOKENIZER_VERSION);
         fclose(f);
         return -1;
     }
@@ -116,7 +119,7 @@ static inline int tokenizer_init_stream(Tokenizer* t, FILE* f, const char* filen
             tokenizer_free(t);
             return -1;
         }
-        t->token_table[i] = bytes;  // owned by t from here on, even if the read fails
+        t->token_table[i] = bytes; // owned by t from here on, even if the read fails
         if (fread(bytes, 1, len, f) != len) {
             snprintf(err, errn, "tokenizer file %s: truncated in token %u of %u", filename, i, vocab);
             fclose(f);
@@ -161,13 +164,17 @@ static inline int tokenizer_init(Tokenizer* t, const char* filename) {
 // out of range. A token containing a 0 byte reads short as a C string; use
 // tokenizer_token_len for the exact byte count.
 static inline const char* tokenizer_decode(const Tokenizer* t, uint32_t id) {
-    if (t == NULL || !t->init_ok || id >= t->vocab_size) { return NULL; }
+    if (t == NULL || !t->init_ok || id >= t->vocab_size) {
+        return NULL;
+    }
     return t->token_table[id];
 }
 
 // Byte count of token `id` (0 if unavailable, see tokenizer_decode).
 static inline size_t tokenizer_token_len(const Tokenizer* t, uint32_t id) {
-    if (t == NULL || !t->init_ok || id >= t->vocab_size) { return 0; }
+    if (t == NULL || !t->init_ok || id >= t->vocab_size) {
+        return 0;
+    }
     return t->token_len[id];
 }
 
@@ -177,17 +184,33 @@ static inline size_t tokenizer_utf8_seq_len_(const unsigned char* s, size_t n) {
     unsigned char c = s[0];
     size_t len;
     uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1Fu; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0Fu; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07u; }
-    else { return 0; }
-    if (len > n) { return 0; }
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        cp = c & 0x1Fu;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        cp = c & 0x0Fu;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        cp = c & 0x07u;
+    } else {
+        return 0;
+    }
+    if (len > n) {
+        return 0;
+    }
     for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xC0u) != 0x80u) { return 0; }
+        if ((s[k] & 0xC0u) != 0x80u) {
+            return 0;
+        }
         cp = (cp << 6) | (s[k] & 0x3Fu);
     }
-    if ((len == 3 && cp < 0x800u) || (len == 4 && cp < 0x10000u)) { return 0; }
-    if ((cp >= 0xD800u && cp <= 0xDFFFu) || cp > 0x10FFFFu) { return 0; }
+    if ((len == 3 && cp < 0x800u) || (len == 4 && cp < 0x10000u)) {
+        return 0;
+    }
+    if ((cp >= 0xD800u && cp <= 0xDFFFu) || cp > 0x10FFFFu) {
+        return 0;
+    }
     return len;
 }
 
@@ -197,7 +220,9 @@ static inline size_t tokenizer_utf8_seq_len_(const unsigned char* s, size_t n) {
 // dropped. Works per piece, so a character that BPE split across two tokens is
 // dropped too; that is rare (the KJV is ASCII) and safer than guessing.
 static inline void tokenizer_safe_write(FILE* out, const char* piece, size_t len) {
-    if (out == NULL || piece == NULL) { return; }
+    if (out == NULL || piece == NULL) {
+        return;
+    }
     const unsigned char* s = (const unsigned char*)piece;
     size_t i = 0;
     while (i < len) {
@@ -214,7 +239,7 @@ static inline void tokenizer_safe_write(FILE* out, const char* piece, size_t len
                 i++;
             }
         } else {
-            i++;  // other control byte
+            i++; // other control byte
         }
     }
 }
@@ -222,7 +247,9 @@ static inline void tokenizer_safe_write(FILE* out, const char* piece, size_t len
 // Convenience: safely prints token `id` to `out` (nothing for an invalid id).
 static inline void tokenizer_print_token(FILE* out, const Tokenizer* t, uint32_t id) {
     const char* piece = tokenizer_decode(t, id);
-    if (piece != NULL) { tokenizer_safe_write(out, piece, tokenizer_token_len(t, id)); }
+    if (piece != NULL) {
+        tokenizer_safe_write(out, piece, tokenizer_token_len(t, id));
+    }
 }
 
 #endif // LLMC_TOKENIZER_H

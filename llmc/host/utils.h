@@ -46,13 +46,17 @@ static void fread_check(void* ptr, size_t size, size_t n, FILE* f, const char* w
 
 static void* malloc_check(size_t n) {
     void* p = malloc(n > 0 ? n : 1);
-    if (p == NULL) { die("out of memory allocating %zu bytes: use a smaller model or micro-batch", n); }
+    if (p == NULL) {
+        die("out of memory allocating %zu bytes: use a smaller model or micro-batch", n);
+    }
     return p;
 }
 
 static void* calloc_check(size_t count, size_t size) {
     void* p = calloc(count > 0 ? count : 1, size > 0 ? size : 1);
-    if (p == NULL) { die("out of memory allocating %zu x %zu bytes", count, size); }
+    if (p == NULL) {
+        die("out of memory allocating %zu x %zu bytes", count, size);
+    }
     return p;
 }
 
@@ -86,7 +90,10 @@ static double wall_ms(void) {
 #define FNV1A64_INIT 14695981039346656037ULL
 static uint64_t fnv1a64(uint64_t h, const void* data, size_t n) {
     const unsigned char* p = (const unsigned char*)data;
-    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ULL; }
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
     return h;
 }
 

@@ -17,8 +17,8 @@
  *   plan_parse_flag_err(&r, flag, value, err, n)    same, message into err instead of stderr
  *   plan_config_flag(user=&r, argc, argv, &i, err)  adapter for config.h's ExtraFlagFn
  *   plan_argv_has(argc, argv, flag)                 did the user give this flag (else: search it)
- *   plan_run(&r, FILE*)                             prints the plan / scaling tables; 0 ok, 1 nothing feasible, 2 bad request
- *   model terms the tests call: plan_layer_params_gpu, plan_stage_params, plan_total_params,
+ *   plan_run(&r, FILE*)                             prints the plan / scaling tables; 0 ok, 1 nothing feasible, 2 bad
+ * request model terms the tests call: plan_layer_params_gpu, plan_stage_params, plan_total_params,
  *   plan_layer_act_bytes, plan_memory, plan_time, plan_evaluate, plan_paper_flops,
  *   plan_tflops_per_gpu, plan_ring_allreduce_s, plan_reduce_scatter_s, plan_p2p_s,
  *   plan_gemm_s, plan_gemm_eff, plan_layer_fwd(_sp), plan_attn_core_fwd, plan_group_crosses_node,
@@ -66,7 +66,9 @@
 /* ------------------------------------------------------------------------------------ */
 /* types                                                                                  */
 
-typedef struct { int L, H, heads, seq, V; } PlanModel; /* V = padded vocabulary */
+typedef struct {
+    int L, H, heads, seq, V;
+} PlanModel; /* V = padded vocabulary */
 
 typedef struct {
     char name[32];
@@ -96,43 +98,45 @@ typedef struct {
  * sp: Megatron sequence parallelism in the TP group; vpp: model chunks per pipeline rank
  * (1 = plain 1F1B, V > 1 = interleaved 1F1B). */
 enum { PLAN_RC_NONE = 0, PLAN_RC_FULL = 1, PLAN_RC_SELECTIVE = 2 };
-typedef struct { int tp, pp, dp, mb, recompute, zero, sp, vpp; } PlanLayout;
+typedef struct {
+    int tp, pp, dp, mb, recompute, zero, sp, vpp;
+} PlanLayout;
 
-typedef struct {          /* bytes on the worst stage (the one with the largest total) */
+typedef struct { /* bytes on the worst stage (the one with the largest total) */
     int stage;
-    double params;        /* parameters held by one GPU of that stage */
-    double weights;       /* bf16 weights, 2 B/param */
-    double grads;         /* fp32 gradients, 4 B/param */
-    double optim;         /* fp32 master + Adam m + v, 12 B/param (/DP with ZeRO-1) */
-    double act;           /* activations of the in-flight micro-batches (+ recompute working set) */
-    double extra;         /* embedding / LM-head stage extras, p2p and gradient buffers */
+    double params;  /* parameters held by one GPU of that stage */
+    double weights; /* bf16 weights, 2 B/param */
+    double grads;   /* fp32 gradients, 4 B/param */
+    double optim;   /* fp32 master + Adam m + v, 12 B/param (/DP with ZeRO-1) */
+    double act;     /* activations of the in-flight micro-batches (+ recompute working set) */
+    double extra;   /* embedding / LM-head stage extras, p2p and gradient buffers */
     double workspace;
     double total;
 } PlanMem;
 
 typedef struct {
-    int m;                 /* micro-batches per pipeline per iteration = gb/(mb*dp) */
-    double slot_s;         /* slowest stage: one micro-batch forward + backward (+ recompute) */
+    int m;         /* micro-batches per pipeline per iteration = gb/(mb*dp) */
+    double slot_s; /* slowest stage: one micro-batch forward + backward (+ recompute) */
     double slot_gemm_s, slot_mem_s, slot_tp_s, slot_pp_s; /* its parts */
-    double pipe_s;         /* 1F1B: sum over stages of their slot + (m-1) * slowest slot */
-    double bubble_s;       /* pipe_s - m * slot_s: fill and drain */
-    double dp_s;           /* gradient all-reduce (or ZeRO-1 reduce-scatter + all-gather) */
-    double emb_s;          /* tied-embedding gradient all-reduce, first <-> last stage */
-    double ln_s;           /* -sp 1: LayerNorm weight/bias gradient all-reduce over TP */
-    double norm_s;         /* grad-norm scalar all-reduce (latency) */
-    double opt_s;          /* AdamW step, memory bound */
+    double pipe_s;   /* 1F1B: sum over stages of their slot + (m-1) * slowest slot */
+    double bubble_s; /* pipe_s - m * slot_s: fill and drain */
+    double dp_s;     /* gradient all-reduce (or ZeRO-1 reduce-scatter + all-gather) */
+    double emb_s;    /* tied-embedding gradient all-reduce, first <-> last stage */
+    double ln_s;     /* -sp 1: LayerNorm weight/bias gradient all-reduce over TP */
+    double norm_s;   /* grad-norm scalar all-reduce (latency) */
+    double opt_s;    /* AdamW step, memory bound */
     double iter_s;
-    double compute_s, comm_s, idle_s;      /* iter_s = compute_s + comm_s + idle_s */
-    double comm_intra_s, comm_inter_s;     /* comm_s split by link (for calibration) */
-    double tflops;         /* per GPU, hardware FLOPs (recompute included; = the paper's formula with f = 4 for full) */
-    double mfu;            /* model FLOPs (f = 3, no recompute) / peak */
-    double hfu;            /* hardware FLOPs / peak */
+    double compute_s, comm_s, idle_s;  /* iter_s = compute_s + comm_s + idle_s */
+    double comm_intra_s, comm_inter_s; /* comm_s split by link (for calibration) */
+    double tflops; /* per GPU, hardware FLOPs (recompute included; = the paper's formula with f = 4 for full) */
+    double mfu;    /* model FLOPs (f = 3, no recompute) / peak */
+    double hfu;    /* hardware FLOPs / peak */
 } PlanTime;
 
 typedef struct {
     PlanLayout lay;
-    int feasible;           /* 1 ok; 0 infeasible (why says which constraint) */
-    int kind;               /* 0 feasible, 1 memory, 2 batch divisibility, 3 shape divisibility */
+    int feasible; /* 1 ok; 0 infeasible (why says which constraint) */
+    int kind;     /* 0 feasible, 1 memory, 2 batch divisibility, 3 shape divisibility */
     char why[96];
     int tp_inter, pp_inter, dp_inter; /* 1: that group crosses a node boundary */
     PlanMem mem;
@@ -147,15 +151,15 @@ typedef struct {
     double o_peak, o_mem, o_hbm, o_intra, o_inter, o_latency, o_latency_intra;
     PlanConsts k;
     int nodes;
-    int gb, mb;              /* mb = 0: search 1, 2, 4, 8 */
-    int tp, pp, dp;          /* 0 = search */
-    int recompute, zero;     /* -1 = search */
-    int sp;                  /* -1 = search (0 and 1 where TP > 1) */
-    int vpp;                 /* 0 = search (1 and every V with L % (PP*V) == 0, V <= 8) */
-    int top;                 /* rows shown per table, 0 = all */
-    int scaling_n;           /* > 0: scaling report over scaling_nodes */
+    int gb, mb;          /* mb = 0: search 1, 2, 4, 8 */
+    int tp, pp, dp;      /* 0 = search */
+    int recompute, zero; /* -1 = search */
+    int sp;              /* -1 = search (0 and 1 where TP > 1) */
+    int vpp;             /* 0 = search (1 and every V with L % (PP*V) == 0, V <= 8) */
+    int top;             /* rows shown per table, 0 = all */
+    int scaling_n;       /* > 0: scaling report over scaling_nodes */
     int scaling_nodes[PLAN_MAX_SCALING];
-    const char* csv_path;    /* -plan-csv: every evaluated row (plan) or the scaling table */
+    const char* csv_path; /* -plan-csv: every evaluated row (plan) or the scaling table */
 } PlanRequest;
 
 /* ------------------------------------------------------------------------------------ */
@@ -163,7 +167,11 @@ typedef struct {
 
 static inline int cluster_preset(const char* name, Cluster* out) {
     /* name, GPUs/node, bf16 TFLOP/s, GiB, HBM GB/s, NVLink GB/s/dir, IB GB/s/GPU, lat intra, lat inter */
-    static const struct { const char* name; int g; double peak, mem, hbm, intra, inter, lat_intra, lat; } P[] = {
+    static const struct {
+        const char* name;
+        int g;
+        double peak, mem, hbm, intra, inter, lat_intra, lat;
+    } P[] = {
         /* DGX A100 80GB (Selene): 8x A100-SXM4-80GB, 312 TFLOP/s dense bf16, 2039 GB/s HBM2e,
          * NVLink3 via NVSwitch 600 GB/s bidirectional = 300 GB/s per direction,
          * 8x 200 Gb/s HDR InfiniBand per node = 25 GB/s per GPU. */
@@ -178,9 +186,14 @@ static inline int cluster_preset(const char* name, Cluster* out) {
         if (strcmp(P[i].name, name) == 0) {
             memset(out, 0, sizeof(*out));
             snprintf(out->name, sizeof(out->name), "%s", P[i].name);
-            out->gpus_per_node = P[i].g; out->peak_tflops = P[i].peak; out->mem_gb = P[i].mem;
-            out->hbm_gbps = P[i].hbm; out->intra_gbps = P[i].intra; out->inter_gbps = P[i].inter;
-            out->intra_latency_us = P[i].lat_intra; out->latency_us = P[i].lat;
+            out->gpus_per_node = P[i].g;
+            out->peak_tflops = P[i].peak;
+            out->mem_gb = P[i].mem;
+            out->hbm_gbps = P[i].hbm;
+            out->intra_gbps = P[i].intra;
+            out->inter_gbps = P[i].inter;
+            out->intra_latency_us = P[i].lat_intra;
+            out->latency_us = P[i].lat;
             return 0;
         }
     }
@@ -188,13 +201,20 @@ static inline int cluster_preset(const char* name, Cluster* out) {
 }
 
 static inline int plan_model_preset(const char* name, PlanModel* out) {
-    static const struct { const char* name; int L, H, heads, seq; } P[] = {
-        {"tiny", 4, 128, 4, 256}, {"125m", 12, 768, 12, 2048}, {"350m", 24, 1024, 16, 2048},
+    static const struct {
+        const char* name;
+        int L, H, heads, seq;
+    } P[] = {
+        {"tiny", 4, 128, 4, 256},     {"125m", 12, 768, 12, 2048},  {"350m", 24, 1024, 16, 2048},
         {"1.3b", 24, 2048, 16, 2048}, {"6.7b", 32, 4096, 32, 2048}, {"530b", 105, 20480, 128, 2048},
     };
     for (size_t i = 0; i < sizeof(P) / sizeof(P[0]); i++) {
         if (strcmp(P[i].name, name) == 0) {
-            out->L = P[i].L; out->H = P[i].H; out->heads = P[i].heads; out->seq = P[i].seq; out->V = 51200;
+            out->L = P[i].L;
+            out->H = P[i].H;
+            out->heads = P[i].heads;
+            out->seq = P[i].seq;
+            out->V = 51200;
             return 0;
         }
     }
@@ -236,9 +256,17 @@ static inline void plan_request_init(PlanRequest* r) {
     r->o_gpus_per_node = -1;
     r->o_peak = r->o_mem = r->o_hbm = r->o_intra = r->o_inter = r->o_latency = r->o_latency_intra = -1.0;
     r->k = plan_default_consts();
-    r->nodes = 0; r->gb = 1920; r->mb = 0;
-    r->tp = r->pp = r->dp = 0; r->recompute = -1; r->zero = -1; r->sp = -1; r->vpp = 0;
-    r->top = 15; r->scaling_n = 0; r->csv_path = NULL;
+    r->nodes = 0;
+    r->gb = 1920;
+    r->mb = 0;
+    r->tp = r->pp = r->dp = 0;
+    r->recompute = -1;
+    r->zero = -1;
+    r->sp = -1;
+    r->vpp = 0;
+    r->top = 15;
+    r->scaling_n = 0;
+    r->csv_path = NULL;
 }
 
 /* The preset named in the request with the flag overrides applied. 0 ok, -1 unknown name. */
@@ -279,10 +307,25 @@ static inline int planx_parse_int(const char* s, int* out) {
  * -L ..., -tp, -pp, -dp, -mb, -gb, -recompute, -zero) belong to the trainer's parser,
  * which fills r->model, r->tp ... directly. */
 static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const char* value, char* err, size_t errlen) {
-    double d = 0; int n = 0;
-    #define PLAN_BAD(what) do { snprintf(err, errlen, "bad value '%s' for %s: want %s", value ? value : "(none)", flag, what); return -1; } while (0)
-    #define PLAN_POS(field) do { if (!planx_parse_double(value, &d) || d <= 0) PLAN_BAD("a positive number"); field = d; return 1; } while (0)
-    #define PLAN_NONNEG(field) do { if (!planx_parse_double(value, &d) || d < 0) PLAN_BAD("a number >= 0"); field = d; return 1; } while (0)
+    double d = 0;
+    int n = 0;
+#define PLAN_BAD(what)                                                                                 \
+    do {                                                                                               \
+        snprintf(err, errlen, "bad value '%s' for %s: want %s", value ? value : "(none)", flag, what); \
+        return -1;                                                                                     \
+    } while (0)
+#define PLAN_POS(field)                                                              \
+    do {                                                                             \
+        if (!planx_parse_double(value, &d) || d <= 0) PLAN_BAD("a positive number"); \
+        field = d;                                                                   \
+        return 1;                                                                    \
+    } while (0)
+#define PLAN_NONNEG(field)                                                      \
+    do {                                                                        \
+        if (!planx_parse_double(value, &d) || d < 0) PLAN_BAD("a number >= 0"); \
+        field = d;                                                              \
+        return 1;                                                               \
+    } while (0)
     if (err && errlen) err[0] = '\0';
     if (strcmp(flag, "-cluster") == 0) {
         Cluster c;
@@ -290,8 +333,16 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
         snprintf(r->cluster_name, sizeof(r->cluster_name), "%s", value);
         return 1;
     }
-    if (strcmp(flag, "-nodes") == 0) { if (!planx_parse_int(value, &n) || n <= 0) PLAN_BAD("a positive integer"); r->nodes = n; return 1; }
-    if (strcmp(flag, "-gpus-per-node") == 0) { if (!planx_parse_int(value, &n) || n <= 0) PLAN_BAD("a positive integer"); r->o_gpus_per_node = n; return 1; }
+    if (strcmp(flag, "-nodes") == 0) {
+        if (!planx_parse_int(value, &n) || n <= 0) PLAN_BAD("a positive integer");
+        r->nodes = n;
+        return 1;
+    }
+    if (strcmp(flag, "-gpus-per-node") == 0) {
+        if (!planx_parse_int(value, &n) || n <= 0) PLAN_BAD("a positive integer");
+        r->o_gpus_per_node = n;
+        return 1;
+    }
     if (strcmp(flag, "-peak") == 0) PLAN_POS(r->o_peak);
     if (strcmp(flag, "-gpu-mem") == 0) PLAN_POS(r->o_mem);
     if (strcmp(flag, "-bw-hbm") == 0) PLAN_POS(r->o_hbm);
@@ -300,13 +351,37 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
     if (strcmp(flag, "-latency") == 0) PLAN_NONNEG(r->o_latency);
     if (strcmp(flag, "-latency-intra") == 0) PLAN_NONNEG(r->o_latency_intra);
     if (strcmp(flag, "-plan-gemm-dim") == 0) PLAN_NONNEG(r->k.gemm_dim0);
-    if (strcmp(flag, "-plan-eff") == 0) { if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]"); r->k.gemm_eff = d; return 1; }
-    if (strcmp(flag, "-plan-net-eff") == 0) { if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]"); r->k.net_eff = d; return 1; }
-    if (strcmp(flag, "-plan-hbm-eff") == 0) { if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]"); r->k.hbm_eff = d; return 1; }
+    if (strcmp(flag, "-plan-eff") == 0) {
+        if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]");
+        r->k.gemm_eff = d;
+        return 1;
+    }
+    if (strcmp(flag, "-plan-net-eff") == 0) {
+        if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]");
+        r->k.net_eff = d;
+        return 1;
+    }
+    if (strcmp(flag, "-plan-hbm-eff") == 0) {
+        if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]");
+        r->k.hbm_eff = d;
+        return 1;
+    }
     if (strcmp(flag, "-plan-workspace") == 0) PLAN_NONNEG(r->k.workspace_gb);
-    if (strcmp(flag, "-plan-headroom") == 0) { if (!planx_parse_double(value, &d) || d < 0 || d >= 1) PLAN_BAD("a fraction in [0, 1)"); r->k.headroom = d; return 1; }
-    if (strcmp(flag, "-plan-top") == 0) { if (!planx_parse_int(value, &n) || n < 0) PLAN_BAD("an integer >= 0 (0 = all)"); r->top = n; return 1; }
-    if (strcmp(flag, "-plan-csv") == 0) { if (value == NULL || value[0] == '\0' || value[0] == '-') PLAN_BAD("a file path (not starting with '-')"); r->csv_path = value; return 1; }
+    if (strcmp(flag, "-plan-headroom") == 0) {
+        if (!planx_parse_double(value, &d) || d < 0 || d >= 1) PLAN_BAD("a fraction in [0, 1)");
+        r->k.headroom = d;
+        return 1;
+    }
+    if (strcmp(flag, "-plan-top") == 0) {
+        if (!planx_parse_int(value, &n) || n < 0) PLAN_BAD("an integer >= 0 (0 = all)");
+        r->top = n;
+        return 1;
+    }
+    if (strcmp(flag, "-plan-csv") == 0) {
+        if (value == NULL || value[0] == '\0' || value[0] == '-') PLAN_BAD("a file path (not starting with '-')");
+        r->csv_path = value;
+        return 1;
+    }
     if (strcmp(flag, "-scaling") == 0) {
         /* comma-separated node counts, e.g. 280,350,420,560 */
         int cnt = 0;
@@ -324,17 +399,19 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
         r->scaling_n = cnt;
         return 1;
     }
-    #undef PLAN_BAD
-    #undef PLAN_POS
-    #undef PLAN_NONNEG
+#undef PLAN_BAD
+#undef PLAN_POS
+#undef PLAN_NONNEG
     return 0;
 }
 
 static inline int plan_is_flag(const char* flag) {
-    static const char* F[] = {"-cluster", "-nodes", "-gpus-per-node", "-peak", "-gpu-mem", "-bw-hbm", "-bw-intra",
-                              "-bw-inter", "-latency", "-latency-intra", "-plan-eff", "-plan-net-eff", "-plan-hbm-eff",
-                              "-plan-workspace", "-plan-headroom", "-plan-top", "-plan-csv", "-scaling", "-plan-gemm-dim"};
-    for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++) if (strcmp(F[i], flag) == 0) return 1;
+    static const char* F[] = {"-cluster",  "-nodes",        "-gpus-per-node", "-peak",           "-gpu-mem",
+                              "-bw-hbm",   "-bw-intra",     "-bw-inter",      "-latency",        "-latency-intra",
+                              "-plan-eff", "-plan-net-eff", "-plan-hbm-eff",  "-plan-workspace", "-plan-headroom",
+                              "-plan-top", "-plan-csv",     "-scaling",       "-plan-gemm-dim"};
+    for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++)
+        if (strcmp(F[i], flag) == 0) return 1;
     return 0;
 }
 
@@ -349,7 +426,8 @@ static inline int plan_parse_flag(PlanRequest* r, const char* flag, const char* 
 /* 1 if argv holds `flag` (so the trainer can tell a layout flag the user gave from its
  * default, and leave the rest for the planner to search). */
 static inline int plan_argv_has(int argc, char** argv, const char* flag) {
-    for (int i = 1; i < argc; i++) if (strcmp(argv[i], flag) == 0) return 1;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], flag) == 0) return 1;
     return 0;
 }
 
@@ -359,7 +437,10 @@ static inline int plan_config_flag(void* user, int argc, char** argv, int* i, ch
     PlanRequest* r = (PlanRequest*)user;
     const char* f = argv[*i];
     if (!plan_is_flag(f)) return 0;
-    if (*i + 1 >= argc) { snprintf(err, PLAN_ERR_LEN, "flag %s needs a value", f); return -1; }
+    if (*i + 1 >= argc) {
+        snprintf(err, PLAN_ERR_LEN, "flag %s needs a value", f);
+        return -1;
+    }
     int rc = plan_parse_flag_err(r, f, argv[*i + 1], err, PLAN_ERR_LEN);
     if (rc == 1) (*i)++;
     return rc;
@@ -384,7 +465,10 @@ static inline double plan_layer_params_gpu(const PlanModel* m, int tp) {
 static inline double plan_stage_params(const PlanModel* m, int tp, int pp, int stage) {
     double p = (double)(m->L / pp) * plan_layer_params_gpu(m, tp);
     if (stage == 0) p += (double)m->V * m->H / tp + (double)m->seq * m->H;
-    if (stage == pp - 1) { p += 2.0 * m->H; if (pp > 1) p += (double)m->V * m->H / tp; }
+    if (stage == pp - 1) {
+        p += 2.0 * m->H;
+        if (pp > 1) p += (double)m->V * m->H / tp;
+    }
     return p;
 }
 
@@ -406,9 +490,7 @@ static inline double plan_tflops_per_gpu(const PlanModel* m, double gb, int reco
  * count the trainers' MFU uses, so -plan and a run report one MFU. Forward + backward of
  * the transformer, 3 x (24bsH^2 + 4bs^2H) per layer, and of the LM head (4.5bsHV in the
  * paper's count; Korthikanti et al. 2022 count 6bsHV, 0.05% more at 530B). */
-static inline double plan_model_flops(const PlanModel* m, double gb) {
-    return plan_paper_flops(m, gb, 0);
-}
+static inline double plan_model_flops(const PlanModel* m, double gb) { return plan_paper_flops(m, gb, 0); }
 /* Hardware FLOPs: model FLOPs plus what recomputation runs again. Full: every layer's
  * forward (24bsH^2 + 4bs^2H): the paper's formula with f = 4 (whose head term grows with f
  * as well, 1.5BsVH, 0.04% of the total at 530B). Selective: the attention core's forward, QK^T and P*V,
@@ -435,9 +517,7 @@ static inline double plan_layer_act_bytes(const PlanModel* m, int tp, int mb) {
     return s * b * H * (8.0 + 24.0 / tp) + 2.0 * a * s * s * b / tp;
 }
 /* With full recomputation a layer keeps only its bf16 input (2sbh, replicated on TP ranks). */
-static inline double plan_layer_ckpt_bytes(const PlanModel* m, int mb) {
-    return 2.0 * m->seq * (double)mb * m->H;
-}
+static inline double plan_layer_ckpt_bytes(const PlanModel* m, int mb) { return 2.0 * m->seq * (double)mb * m->H; }
 /* 1F1B keeps min(PP - stage, m) micro-batches in flight on a stage (stage 0 the most). */
 static inline int plan_inflight(int pp, int stage, int m) {
     int k = pp - stage;
@@ -476,7 +556,8 @@ static inline double plan_inflight_layers(int L, int pp, int vpp, int stage, int
 }
 
 /* Memory of one GPU of one stage (bytes). m = micro-batches per pipeline per iteration. */
-static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, int stage, PlanMem* o) {
+static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, int stage,
+                                     PlanMem* o) {
     double sbh = (double)md->seq * l->mb * md->H;
     memset(o, 0, sizeof(*o));
     o->stage = stage;
@@ -489,7 +570,8 @@ static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, c
     o->optim = 12.0 * o->params / (l->zero ? l->dp : 1);
     int inflight = plan_inflight(l->pp, stage, m);
     /* what every in-flight layer keeps, plus the recompute working set */
-    o->act = plan_inflight_layers(md->L, l->pp, l->vpp, stage, m) * plan_layer_keep_bytes(md, l->tp, l->mb, l->sp, l->recompute) +
+    o->act = plan_inflight_layers(md->L, l->pp, l->vpp, stage, m) *
+                 plan_layer_keep_bytes(md, l->tp, l->mb, l->sp, l->recompute) +
              plan_recompute_work_bytes(md, l->tp, l->mb, l->sp, l->recompute);
     /* buffers every stage has: p2p send/recv of activations and their gradients, the
      * backward's running dx in/out (6 tensors of b*s*H bf16; 1/TP shards with SP) */
@@ -557,28 +639,31 @@ static inline double plan_gemm_s(double M, double N, double K, double batch, con
  * residual adds 6sbh each, q/k/v permutes 12sbh/TP, attention-out unpermute 4sbh/TP,
  * GeLU 16sbh/TP, scale+mask+softmax 4*a*s^2*b/TP: 20sbh + 32sbh/TP + 4as^2b/TP.
  * (Biases are fused into GEMM epilogues.) */
-static inline void plan_layer_fwd_sp(const PlanModel* md, int tp, int mb, int sp, const Cluster* c, const PlanConsts* k, double* gemm_s, double* mem_s) {
+static inline void plan_layer_fwd_sp(const PlanModel* md, int tp, int mb, int sp, const Cluster* c, const PlanConsts* k,
+                                     double* gemm_s, double* mem_s) {
     double s = md->seq, b = mb, H = md->H, a = md->heads, d = (double)md->H / md->heads;
     double bs = b * s, hp = a / tp * b; /* attention GEMMs are batched over local heads x batch */
     double g = 0.0;
-    g += plan_gemm_s(bs, 3.0 * H / tp, H, 1, c, k);       /* QKV (column-parallel) */
-    g += plan_gemm_s(s, s, d, hp, c, k);                  /* Q K^T */
-    g += plan_gemm_s(s, d, s, hp, c, k);                  /* att V */
-    g += plan_gemm_s(bs, H, H / tp, 1, c, k);             /* attention out (row-parallel) */
-    g += plan_gemm_s(bs, 4.0 * H / tp, H, 1, c, k);       /* fc1 (column-parallel) */
-    g += plan_gemm_s(bs, H, 4.0 * H / tp, 1, c, k);       /* fc2 (row-parallel) */
+    g += plan_gemm_s(bs, 3.0 * H / tp, H, 1, c, k); /* QKV (column-parallel) */
+    g += plan_gemm_s(s, s, d, hp, c, k);            /* Q K^T */
+    g += plan_gemm_s(s, d, s, hp, c, k);            /* att V */
+    g += plan_gemm_s(bs, H, H / tp, 1, c, k);       /* attention out (row-parallel) */
+    g += plan_gemm_s(bs, 4.0 * H / tp, H, 1, c, k); /* fc1 (column-parallel) */
+    g += plan_gemm_s(bs, H, 4.0 * H / tp, 1, c, k); /* fc2 (row-parallel) */
     double sbh = s * b * H;
     /* with SP the LayerNorms and residual adds (the 20sbh) work on a 1/TP shard */
     double bytes = 20.0 * sbh / (sp ? tp : 1) + 32.0 * sbh / tp + 4.0 * a * s * s * b / tp;
     *gemm_s = g;
     *mem_s = bytes / (k->hbm_eff * c->hbm_gbps * 1e9);
 }
-static inline void plan_layer_fwd(const PlanModel* md, int tp, int mb, const Cluster* c, const PlanConsts* k, double* gemm_s, double* mem_s) {
+static inline void plan_layer_fwd(const PlanModel* md, int tp, int mb, const Cluster* c, const PlanConsts* k,
+                                  double* gemm_s, double* mem_s) {
     plan_layer_fwd_sp(md, tp, mb, 0, c, k, gemm_s, mem_s);
 }
 /* What selective recomputation runs again per layer: the attention core's forward, Q K^T
  * and att V (4bs^2H/TP FLOPs) and scale + mask + softmax (4as^2b/TP bytes). */
-static inline void plan_attn_core_fwd(const PlanModel* md, int tp, int mb, const Cluster* c, const PlanConsts* k, double* gemm_s, double* mem_s) {
+static inline void plan_attn_core_fwd(const PlanModel* md, int tp, int mb, const Cluster* c, const PlanConsts* k,
+                                      double* gemm_s, double* mem_s) {
     double s = md->seq, a = md->heads, d = (double)md->H / md->heads, hp = a / tp * mb;
     *gemm_s = plan_gemm_s(s, s, d, hp, c, k) + plan_gemm_s(s, d, s, hp, c, k);
     *mem_s = 4.0 * a * s * s * mb / tp / (k->hbm_eff * c->hbm_gbps * 1e9);
@@ -608,10 +693,13 @@ static inline void plan_links(const PlanLayout* l, int gpn, int* tp_inter, int* 
 }
 
 /* One micro-batch slot (forward + backward, + recompute) on pipeline stage j. */
-typedef struct { double gemm, mem, tp, pp; int tp_inter, pp_inter; } PlanSlot;
+typedef struct {
+    double gemm, mem, tp, pp;
+    int tp_inter, pp_inter;
+} PlanSlot;
 
-static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l,
-                             int stage, int tp_inter, int pp_inter, PlanSlot* o) {
+static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l, int stage,
+                             int tp_inter, int pp_inter, PlanSlot* o) {
     double s = md->seq, b = l->mb, H = md->H, V = md->V;
     double sbh = s * b * H, act_bytes = 2.0 * sbh; /* one bf16 activation tensor [b, s, H] */
     double fg, fm;
@@ -664,7 +752,8 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
     int v = l->vpp > 1 ? l->vpp : 1;
     int hops = 2 * v - (stage == 0) - (stage == l->pp - 1);
     o->pp = hops * plan_p2p_s(act_bytes / spd, bw_pp, lat_pp);
-    o->tp_inter = tp_inter; o->pp_inter = pp_inter;
+    o->tp_inter = tp_inter;
+    o->pp_inter = pp_inter;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -678,7 +767,8 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
  * the familiar (m + PP - 1) t, bubble share (PP - 1)/(m + PP - 1). After the flush: the DP
  * gradient reduction, the tied-embedding all-reduce, the grad-norm all-reduce and the
  * AdamW step, all on the critical path (no overlap). */
-static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l, int gb, PlanTime* o) {
+static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l, int gb,
+                             PlanTime* o) {
     int tp_i, pp_i, dp_i;
     memset(o, 0, sizeof(*o));
     plan_links(l, c->gpus_per_node, &tp_i, &pp_i, &dp_i);
@@ -691,10 +781,16 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
         plan_slot(md, c, k, l, j, tp_i, pp_i, &sl);
         double t = sl.gemm + sl.mem + sl.tp + sl.pp;
         sum += t;
-        if (t > tmax) { tmax = t; worst = sl; }
+        if (t > tmax) {
+            tmax = t;
+            worst = sl;
+        }
     }
     o->slot_s = tmax;
-    o->slot_gemm_s = worst.gemm; o->slot_mem_s = worst.mem; o->slot_tp_s = worst.tp; o->slot_pp_s = worst.pp;
+    o->slot_gemm_s = worst.gemm;
+    o->slot_mem_s = worst.mem;
+    o->slot_tp_s = worst.tp;
+    o->slot_pp_s = worst.pp;
     /* Interleaved 1F1B with V chunks: fill and drain cross each stage's 1/V chunk, so the
      * bubble shrinks V-fold: m * max + (sum - max) / V; equal stages give m t + (PP-1) t/V,
      * a bubble of (PP-1)/(V m) of the ideal time. V = 1 is the formula above. */
@@ -705,22 +801,31 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
      * gradients; plain: one all-reduce; ZeRO-1: reduce-scatter of fp32 gradients, then
      * all-gather of the updated bf16 weights. */
     double pmax = 0.0;
-    for (int j = 0; j < l->pp; j++) { double p = plan_stage_params(md, l->tp, l->pp, j); if (p > pmax) pmax = p; }
+    for (int j = 0; j < l->pp; j++) {
+        double p = plan_stage_params(md, l->tp, l->pp, j);
+        if (p > pmax) pmax = p;
+    }
     double bw_dp = (dp_i ? c->inter_gbps : c->intra_gbps) * k->net_eff;
     double lat_dp = dp_i ? c->latency_us : c->intra_latency_us;
-    if (l->zero) o->dp_s = plan_reduce_scatter_s(4.0 * pmax, l->dp, bw_dp, lat_dp) + plan_reduce_scatter_s(2.0 * pmax, l->dp, bw_dp, lat_dp);
-    else o->dp_s = plan_ring_allreduce_s(4.0 * pmax, l->dp, bw_dp, lat_dp);
+    if (l->zero)
+        o->dp_s = plan_reduce_scatter_s(4.0 * pmax, l->dp, bw_dp, lat_dp) +
+                  plan_reduce_scatter_s(2.0 * pmax, l->dp, bw_dp, lat_dp);
+    else
+        o->dp_s = plan_ring_allreduce_s(4.0 * pmax, l->dp, bw_dp, lat_dp);
     /* tied embedding: fp32 gradient of V*H/TP summed between first and last stage */
     int world = l->tp * l->pp * l->dp;
     int emb_inter = 0;
     if (l->pp > 1) {
         emb_inter = plan_group_crosses_node(0, (long)l->tp * l->dp * (l->pp - 1), 2, c->gpus_per_node);
         double bw = (emb_inter ? c->inter_gbps : c->intra_gbps) * k->net_eff;
-        o->emb_s = plan_ring_allreduce_s(4.0 * md->V * (double)md->H / l->tp, 2, bw, emb_inter ? c->latency_us : c->intra_latency_us);
+        o->emb_s = plan_ring_allreduce_s(4.0 * md->V * (double)md->H / l->tp, 2, bw,
+                                         emb_inter ? c->latency_us : c->intra_latency_us);
     }
     /* grad norm: one scalar over all ranks, a latency-bound tree: 2 log2(world) hops */
     int nodes_used = (world + c->gpus_per_node - 1) / c->gpus_per_node;
-    o->norm_s = world > 1 ? 2.0 * ceil(log2((double)world)) * ((nodes_used > 1) ? c->latency_us : c->intra_latency_us) * 1e-6 : 0.0;
+    o->norm_s = world > 1
+                    ? 2.0 * ceil(log2((double)world)) * ((nodes_used > 1) ? c->latency_us : c->intra_latency_us) * 1e-6
+                    : 0.0;
     /* AdamW, memory bound: per parameter it reads the fp32 gradient twice (norm, update),
      * reads and writes master, m, v (24 B), writes the bf16 copy (2 B) and zeroes the
      * gradient (4 B): 38 bytes; over the local shard with ZeRO-1. */
@@ -742,8 +847,10 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
     o->idle_s = o->bubble_s;
     comm_slot_intra = (tp_i ? 0.0 : worst.tp) + (pp_i ? 0.0 : worst.pp);
     comm_slot_inter = (tp_i ? worst.tp : 0.0) + (pp_i ? worst.pp : 0.0);
-    o->comm_intra_s = o->m * comm_slot_intra + (dp_i ? 0.0 : o->dp_s) + (emb_inter ? 0.0 : o->emb_s) + (tp_i ? 0.0 : o->ln_s);
-    o->comm_inter_s = o->m * comm_slot_inter + (dp_i ? o->dp_s : 0.0) + (emb_inter ? o->emb_s : 0.0) + (tp_i ? o->ln_s : 0.0) + o->norm_s;
+    o->comm_intra_s =
+        o->m * comm_slot_intra + (dp_i ? 0.0 : o->dp_s) + (emb_inter ? 0.0 : o->emb_s) + (tp_i ? 0.0 : o->ln_s);
+    o->comm_inter_s = o->m * comm_slot_inter + (dp_i ? o->dp_s : 0.0) + (emb_inter ? o->emb_s : 0.0) +
+                      (tp_i ? o->ln_s : 0.0) + o->norm_s;
     /* hardware FLOP/s (recompute counted, comparable with the paper's formula) and MFU
      * from model FLOPs only, so recomputation is never counted as useful work */
     o->tflops = plan_hw_flops(md, gb, l->recompute) / (o->iter_s * world) / 1e12;
@@ -757,16 +864,46 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
 /* doc/spec.md section 3 constraints for the final global batch. 0 ok; else 2 (batch) or 3
  * (shape / world) with the reason in why. */
 static inline int plan_check_layout(const PlanModel* md, int world, int gb, const PlanLayout* l, char* why, size_t n) {
-    if (l->tp <= 0 || l->pp <= 0 || l->dp <= 0 || l->mb <= 0) { snprintf(why, n, "layout sizes must be positive"); return 3; }
-    if ((long)l->tp * l->pp * l->dp != world) { snprintf(why, n, "tp*pp*dp=%ld != %d GPUs", (long)l->tp * l->pp * l->dp, world); return 3; }
-    if (md->heads % l->tp) { snprintf(why, n, "heads %d %% tp %d != 0", md->heads, l->tp); return 3; }
-    if ((4L * md->H) % l->tp) { snprintf(why, n, "4H %d %% tp %d != 0", 4 * md->H, l->tp); return 3; }
-    if (md->V % l->tp) { snprintf(why, n, "padded vocab %d %% tp %d != 0", md->V, l->tp); return 3; }
-    if (md->L % l->pp) { snprintf(why, n, "layers %d %% pp %d != 0", md->L, l->pp); return 3; }
-    if (l->sp && md->seq % l->tp) { snprintf(why, n, "sp: seq %d %% tp %d != 0", md->seq, l->tp); return 3; }
-    if (l->vpp > 1 && l->pp < 2) { snprintf(why, n, "vpp %d needs pp >= 2", l->vpp); return 3; }
-    if (l->vpp > 1 && md->L % (l->pp * l->vpp)) { snprintf(why, n, "layers %d %% (pp %d * vpp %d) != 0", md->L, l->pp, l->vpp); return 3; }
-    if (gb % ((long)l->mb * l->dp)) { snprintf(why, n, "gb %d %% (mb %d * dp %d) != 0", gb, l->mb, l->dp); return 2; }
+    if (l->tp <= 0 || l->pp <= 0 || l->dp <= 0 || l->mb <= 0) {
+        snprintf(why, n, "layout sizes must be positive");
+        return 3;
+    }
+    if ((long)l->tp * l->pp * l->dp != world) {
+        snprintf(why, n, "tp*pp*dp=%ld != %d GPUs", (long)l->tp * l->pp * l->dp, world);
+        return 3;
+    }
+    if (md->heads % l->tp) {
+        snprintf(why, n, "heads %d %% tp %d != 0", md->heads, l->tp);
+        return 3;
+    }
+    if ((4L * md->H) % l->tp) {
+        snprintf(why, n, "4H %d %% tp %d != 0", 4 * md->H, l->tp);
+        return 3;
+    }
+    if (md->V % l->tp) {
+        snprintf(why, n, "padded vocab %d %% tp %d != 0", md->V, l->tp);
+        return 3;
+    }
+    if (md->L % l->pp) {
+        snprintf(why, n, "layers %d %% pp %d != 0", md->L, l->pp);
+        return 3;
+    }
+    if (l->sp && md->seq % l->tp) {
+        snprintf(why, n, "sp: seq %d %% tp %d != 0", md->seq, l->tp);
+        return 3;
+    }
+    if (l->vpp > 1 && l->pp < 2) {
+        snprintf(why, n, "vpp %d needs pp >= 2", l->vpp);
+        return 3;
+    }
+    if (l->vpp > 1 && md->L % (l->pp * l->vpp)) {
+        snprintf(why, n, "layers %d %% (pp %d * vpp %d) != 0", md->L, l->pp, l->vpp);
+        return 3;
+    }
+    if (gb % ((long)l->mb * l->dp)) {
+        snprintf(why, n, "gb %d %% (mb %d * dp %d) != 0", gb, l->mb, l->dp);
+        return 2;
+    }
     if (l->vpp > 1 && (gb / ((long)l->mb * l->dp)) % l->pp) {
         snprintf(why, n, "vpp %d: m %ld %% pp %d != 0", l->vpp, gb / ((long)l->mb * l->dp), l->pp);
         return 2;
@@ -782,7 +919,10 @@ static inline int plan_evaluate(const PlanModel* md, const Cluster* c, const Pla
     memset(row, 0, sizeof(*row));
     row->lay = *l;
     row->kind = plan_check_layout(md, world, gb, l, row->why, sizeof(row->why));
-    if (row->kind) { row->feasible = 0; return 0; }
+    if (row->kind) {
+        row->feasible = 0;
+        return 0;
+    }
     plan_links(l, c->gpus_per_node, &row->tp_inter, &row->pp_inter, &row->dp_inter);
     int m = gb / (l->mb * l->dp);
     plan_memory(md, k, l, m, &row->mem);
@@ -790,7 +930,8 @@ static inline int plan_evaluate(const PlanModel* md, const Cluster* c, const Pla
     double cap = c->mem_gb * 1073741824.0;
     if (row->mem.total > cap) {
         row->kind = 1;
-        snprintf(row->why, sizeof(row->why), "memory %.1f GiB > %.0f GiB (stage %d)", row->mem.total / 1073741824.0, c->mem_gb, row->mem.stage);
+        snprintf(row->why, sizeof(row->why), "memory %.1f GiB > %.0f GiB (stage %d)", row->mem.total / 1073741824.0,
+                 c->mem_gb, row->mem.stage);
         row->feasible = 0;
         return 0;
     }
@@ -821,14 +962,17 @@ static inline int planx_cmp_rows(const void* a, const void* b) {
 }
 
 static inline const char* planx_link(int inter, int n) { return n <= 1 ? "-" : (inter ? "IB" : "NV"); }
-static inline const char* planx_rc_name(int rc) { return rc == PLAN_RC_FULL ? "full" : (rc == PLAN_RC_SELECTIVE ? "sel" : (rc == 0 ? "0" : "-")); }
+static inline const char* planx_rc_name(int rc) {
+    return rc == PLAN_RC_FULL ? "full" : (rc == PLAN_RC_SELECTIVE ? "sel" : (rc == 0 ? "0" : "-"));
+}
 
 static inline void planx_print_header(const PlanRequest* r, const Cluster* c, FILE* out) {
     const PlanModel* md = &r->model;
-    fprintf(out, "model: L=%d H=%d heads=%d seq=%d V=%d (%.1fB parameters), global batch %d sequences\n",
-            md->L, md->H, md->heads, md->seq, md->V, plan_total_params(md) / 1e9, r->gb);
-    fprintf(out, "cluster %s: %d GPUs/node, %.0f TFLOP/s bf16, %.0f GiB, HBM %.0f GB/s, NVLink %.0f GB/s/dir, "
-                 "inter-node %.1f GB/s/GPU, latency %.1f/%.1f us\n",
+    fprintf(out, "model: L=%d H=%d heads=%d seq=%d V=%d (%.1fB parameters), global batch %d sequences\n", md->L, md->H,
+            md->heads, md->seq, md->V, plan_total_params(md) / 1e9, r->gb);
+    fprintf(out,
+            "cluster %s: %d GPUs/node, %.0f TFLOP/s bf16, %.0f GiB, HBM %.0f GB/s, NVLink %.0f GB/s/dir, "
+            "inter-node %.1f GB/s/GPU, latency %.1f/%.1f us\n",
             c->name, c->gpus_per_node, c->peak_tflops, c->mem_gb, c->hbm_gbps, c->intra_gbps, c->inter_gbps,
             c->intra_latency_us, c->latency_us);
     fprintf(out, "constants: GEMM efficiency %.2f, network efficiency %.2f, HBM efficiency %.2f, workspace %.1f GiB\n",
@@ -838,12 +982,19 @@ static inline void planx_print_header(const PlanRequest* r, const Cluster* c, FI
 static inline void planx_print_row(const PlanRow* w, int idx, int mark, const char* note, FILE* out) {
     const PlanLayout* l = &w->lay;
     char links[16];
-    snprintf(links, sizeof(links), "%s/%s/%s", planx_link(w->tp_inter, l->tp), planx_link(w->pp_inter, l->pp), planx_link(w->dp_inter, l->dp));
+    snprintf(links, sizeof(links), "%s/%s/%s", planx_link(w->tp_inter, l->tp), planx_link(w->pp_inter, l->pp),
+             planx_link(w->dp_inter, l->dp));
     if (w->kind >= 2) {
         char mbs[16];
-        if (l->mb > 0) snprintf(mbs, sizeof(mbs), "%d", l->mb); else snprintf(mbs, sizeof(mbs), "-");
+        if (l->mb > 0)
+            snprintf(mbs, sizeof(mbs), "%d", l->mb);
+        else
+            snprintf(mbs, sizeof(mbs), "-");
         char vs[8];
-        if (l->recompute < 0) snprintf(vs, sizeof(vs), "-"); else snprintf(vs, sizeof(vs), "%d", l->vpp);
+        if (l->recompute < 0)
+            snprintf(vs, sizeof(vs), "-");
+        else
+            snprintf(vs, sizeof(vs), "%d", l->vpp);
         fprintf(out, "   %4d %4d %4d %5d %3s %4s %2s %2s %2s  %s\n", idx, l->tp, l->pp, l->dp, mbs,
                 planx_rc_name(l->recompute), l->recompute < 0 ? "-" : (l->sp ? "1" : "0"), vs,
                 l->zero < 0 ? "-" : (l->zero ? "1" : "0"), w->why);
@@ -852,13 +1003,15 @@ static inline void planx_print_row(const PlanRow* w, int idx, int mark, const ch
     const PlanTime* t = &w->time;
     const char* txt = w->feasible ? note : w->why;
     fprintf(out, "%s %4d %4d %4d %5d %3d %4s %2d %2d %2d %5d  %-8s %7.1f %8.2f %6.1f%% %6.1f%% %7.1f %5.1f%%%s%s\n",
-            mark ? " *" : "  ", idx, l->tp, l->pp, l->dp, l->mb, planx_rc_name(l->recompute), l->sp, l->vpp, l->zero, t->m, links,
-            w->mem.total / 1073741824.0, t->iter_s, 100.0 * t->idle_s / t->iter_s, 100.0 * t->comm_s / t->iter_s,
-            t->tflops, 100.0 * t->mfu, txt[0] ? "  " : "", txt);
+            mark ? " *" : "  ", idx, l->tp, l->pp, l->dp, l->mb, planx_rc_name(l->recompute), l->sp, l->vpp, l->zero,
+            t->m, links, w->mem.total / 1073741824.0, t->iter_s, 100.0 * t->idle_s / t->iter_s,
+            100.0 * t->comm_s / t->iter_s, t->tflops, 100.0 * t->mfu, txt[0] ? "  " : "", txt);
 }
 
 static inline void planx_table_head(FILE* out) {
-    fprintf(out, "     #   TP   PP    DP  mb   rc sp  V  z     m  TP/PP/DP  mem GiB   iter s  bubble    comm  HW TF/s   MFU\n");
+    fprintf(
+        out,
+        "     #   TP   PP    DP  mb   rc sp  V  z     m  TP/PP/DP  mem GiB   iter s  bubble    comm  HW TF/s   MFU\n");
 }
 
 /* Closes a CSV written by the planner; a failed write (full disk, /dev/full) is an error. */
@@ -870,16 +1023,20 @@ static inline int planx_csv_close(FILE* f, const char* path) {
 }
 
 static inline void planx_csv_head(FILE* f) {
-    fprintf(f, "nodes,gpus,tp,pp,dp,mb,recompute,zero,feasible,reason,m,tp_link,pp_link,dp_link,mem_gib,iter_s,"
-               "bubble_frac,comm_frac,tflops_per_gpu,mfu,t_compute_s,t_gemm_s,t_mem_s,t_opt_s,t_comm_s,"
-               "t_comm_intra_s,t_comm_inter_s,t_idle_s,slot_s,sp,vpp,hfu,rc_name\n");
+    fprintf(f,
+            "nodes,gpus,tp,pp,dp,mb,recompute,zero,feasible,reason,m,tp_link,pp_link,dp_link,mem_gib,iter_s,"
+            "bubble_frac,comm_frac,tflops_per_gpu,mfu,t_compute_s,t_gemm_s,t_mem_s,t_opt_s,t_comm_s,"
+            "t_comm_intra_s,t_comm_inter_s,t_idle_s,slot_s,sp,vpp,hfu,rc_name\n");
 }
 static inline void planx_csv_row(FILE* f, const PlanRow* w, int nodes, int gpus) {
     const PlanLayout* l = &w->lay;
     const PlanTime* t = &w->time;
     fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,\"%s\",", nodes, gpus, l->tp, l->pp, l->dp, l->mb, l->recompute, l->zero,
             w->feasible, w->why);
-    if (w->kind >= 2) { fprintf(f, ",,,,,,,,,,,,,,,,,,,%d,%d,,%s\n", l->sp, l->vpp, planx_rc_name(l->recompute)); return; }
+    if (w->kind >= 2) {
+        fprintf(f, ",,,,,,,,,,,,,,,,,,,%d,%d,,%s\n", l->sp, l->vpp, planx_rc_name(l->recompute));
+        return;
+    }
     fprintf(f, "%d,%s,%s,%s,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.5f,%d,%d,%.4f,%s\n",
             t->m, planx_link(w->tp_inter, l->tp), planx_link(w->pp_inter, l->pp), planx_link(w->dp_inter, l->dp),
             w->mem.total / 1073741824.0, t->iter_s, t->idle_s / t->iter_s, t->comm_s / t->iter_s, t->tflops, t->mfu,
@@ -895,7 +1052,10 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
     PlanRow* rows = (PlanRow*)malloc(sizeof(PlanRow) * cap);
     static const int MB[] = {1, 2, 4, 8};
     int mbs[4], nmb = 0;
-    if (r->mb > 0) mbs[nmb++] = r->mb; else for (int i = 0; i < 4; i++) mbs[nmb++] = MB[i];
+    if (r->mb > 0)
+        mbs[nmb++] = r->mb;
+    else
+        for (int i = 0; i < 4; i++) mbs[nmb++] = MB[i];
     for (int tp = 1; tp <= world && tp <= md->heads; tp++) {
         if (world % tp || (r->tp > 0 && tp != r->tp)) continue;
         for (int pp = 1; pp <= world / tp && pp <= md->L; pp++) {
@@ -903,24 +1063,44 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
             int dp = world / (tp * pp);
             if (r->dp > 0 && dp != r->dp) continue;
             PlanLayout l;
-            l.tp = tp; l.pp = pp; l.dp = dp; l.mb = mbs[0]; l.recompute = -1; l.zero = -1; l.sp = 0; l.vpp = 1;
+            l.tp = tp;
+            l.pp = pp;
+            l.dp = dp;
+            l.mb = mbs[0];
+            l.recompute = -1;
+            l.zero = -1;
+            l.sp = 0;
+            l.vpp = 1;
             char why[96];
             int kind = plan_check_layout(md, world, r->gb, &l, why, sizeof(why));
             if (kind == 3) { /* shape failure: one row for the (tp, pp) pair */
-                if (n == cap) { cap *= 2; rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap); }
+                if (n == cap) {
+                    cap *= 2;
+                    rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
+                }
                 memset(&rows[n], 0, sizeof(PlanRow));
-                rows[n].lay = l; rows[n].lay.mb = r->mb > 0 ? r->mb : 0; rows[n].kind = 3;
+                rows[n].lay = l;
+                rows[n].lay.mb = r->mb > 0 ? r->mb : 0;
+                rows[n].kind = 3;
                 snprintf(rows[n].why, sizeof(rows[n].why), "%s", why);
                 n++;
                 continue;
             }
             for (int im = 0; im < nmb; im++) {
-                l.mb = mbs[im]; l.recompute = -1; l.zero = -1; l.sp = 0; l.vpp = 1;
+                l.mb = mbs[im];
+                l.recompute = -1;
+                l.zero = -1;
+                l.sp = 0;
+                l.vpp = 1;
                 if (plan_check_layout(md, world, r->gb, &l, why, sizeof(why)) == 2) {
                     if (r->mb <= 0 && (long)l.mb * dp > r->gb) continue; /* searched mb too big: not a candidate */
-                    if (n == cap) { cap *= 2; rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap); }
+                    if (n == cap) {
+                        cap *= 2;
+                        rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
+                    }
                     memset(&rows[n], 0, sizeof(PlanRow));
-                    rows[n].lay = l; rows[n].kind = 2;
+                    rows[n].lay = l;
+                    rows[n].kind = 2;
                     snprintf(rows[n].why, sizeof(rows[n].why), "%s", why);
                     n++;
                     continue;
@@ -935,12 +1115,19 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
                         for (int v = 1; v <= 8; v++) {
                             if (r->vpp > 0 && v != r->vpp) continue;
                             /* searched V: only those the shape and batch allow */
-                            if (r->vpp <= 0 && v > 1 && (pp < 2 || md->L % (pp * v) || (r->gb / (l.mb * dp)) % pp)) continue;
+                            if (r->vpp <= 0 && v > 1 && (pp < 2 || md->L % (pp * v) || (r->gb / (l.mb * dp)) % pp))
+                                continue;
                             for (int z = 0; z <= 1; z++) {
                                 if (r->zero >= 0 && z != r->zero) continue;
                                 if (r->zero < 0 && z == 1 && dp == 1) continue; /* same as z = 0 */
-                                l.recompute = rc; l.zero = z; l.sp = sp; l.vpp = v;
-                                if (n == cap) { cap *= 2; rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap); }
+                                l.recompute = rc;
+                                l.zero = z;
+                                l.sp = sp;
+                                l.vpp = v;
+                                if (n == cap) {
+                                    cap *= 2;
+                                    rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
+                                }
                                 plan_evaluate(md, c, &r->k, nodes, r->gb, &l, &rows[n]);
                                 n++;
                             }
@@ -959,7 +1146,8 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
  * `headroom` of the GPU memory free, else the fastest feasible one; -1 if none. */
 static inline int planx_pick(const PlanRow* rows, int n, const Cluster* c, const PlanConsts* k) {
     double cap = c->mem_gb * 1073741824.0 * (1.0 - k->headroom);
-    for (int i = 0; i < n && rows[i].feasible; i++) if (rows[i].mem.total <= cap) return i;
+    for (int i = 0; i < n && rows[i].feasible; i++)
+        if (rows[i].mem.total <= cap) return i;
     return (n > 0 && rows[0].feasible) ? 0 : -1;
 }
 
@@ -974,13 +1162,28 @@ static inline int plan_recommend(const PlanRequest* r, const Cluster* c, int nod
 }
 
 /* The paper's measured Selene points (Smith et al. 2022) for the exact configuration. */
-static inline int plan_paper_point(const PlanRequest* r, const Cluster* c, const PlanLayout* l, int nodes, double* iter_s, double* tflops) {
+static inline int plan_paper_point(const PlanRequest* r, const Cluster* c, const PlanLayout* l, int nodes,
+                                   double* iter_s, double* tflops) {
     const PlanModel* md = &r->model;
     if (md->L != 105 || md->H != 20480 || md->heads != 128 || md->seq != 2048 || r->gb != 1920) return 0;
-    if (strcmp(c->name, "selene-a100") != 0 || l->tp != 8 || l->pp != 35 || l->mb != 1 || l->recompute != 1 || l->sp || l->vpp > 1) return 0;
-    if (nodes == 280) { *iter_s = 60.1; *tflops = 126; return 1; }
-    if (nodes == 350) { *iter_s = 50.2; *tflops = 121; return 1; }
-    if (nodes == 420) { *iter_s = 44.4; *tflops = 113; return 1; }
+    if (strcmp(c->name, "selene-a100") != 0 || l->tp != 8 || l->pp != 35 || l->mb != 1 || l->recompute != 1 || l->sp ||
+        l->vpp > 1)
+        return 0;
+    if (nodes == 280) {
+        *iter_s = 60.1;
+        *tflops = 126;
+        return 1;
+    }
+    if (nodes == 350) {
+        *iter_s = 50.2;
+        *tflops = 121;
+        return 1;
+    }
+    if (nodes == 420) {
+        *iter_s = 44.4;
+        *tflops = 113;
+        return 1;
+    }
     return 0;
 }
 
@@ -989,14 +1192,26 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
     PlanRow* rows = planx_enumerate(r, c, r->nodes, &n);
     int nfeas = 0, nmem = 0, nbatch = 0, nshape = 0;
     for (int i = 0; i < n; i++) {
-        if (rows[i].kind == 0) nfeas++; else if (rows[i].kind == 1) nmem++; else if (rows[i].kind == 2) nbatch++; else nshape++;
+        if (rows[i].kind == 0)
+            nfeas++;
+        else if (rows[i].kind == 1)
+            nmem++;
+        else if (rows[i].kind == 2)
+            nbatch++;
+        else
+            nshape++;
     }
-    fprintf(out, "plan for %d nodes = %d GPUs (rank = tp + TP*dp + TP*DP*pp; TP/PP/DP: NV = inside a node, IB = across nodes)\n",
-            r->nodes, world);
-    fprintf(out, "feasible layouts: %d, ranked by predicted iteration time (rc = recompute, z = ZeRO-1, m = micro-batches per pipeline;\n"
-                 "rc = full/sel(ective)/0, sp = sequence parallel, V = chunks per pipeline rank (interleaved 1F1B);\n"
-                 "HW TF/s = hardware FLOP/s per GPU, recompute included (the paper's formula with f = 4 for full);\n"
-                 "MFU = model FLOPs (f = 3, recompute never counted) / peak)\n", nfeas);
+    fprintf(
+        out,
+        "plan for %d nodes = %d GPUs (rank = tp + TP*dp + TP*DP*pp; TP/PP/DP: NV = inside a node, IB = across nodes)\n",
+        r->nodes, world);
+    fprintf(out,
+            "feasible layouts: %d, ranked by predicted iteration time (rc = recompute, z = ZeRO-1, m = micro-batches "
+            "per pipeline;\n"
+            "rc = full/sel(ective)/0, sp = sequence parallel, V = chunks per pipeline rank (interleaved 1F1B);\n"
+            "HW TF/s = hardware FLOP/s per GPU, recompute included (the paper's formula with f = 4 for full);\n"
+            "MFU = model FLOPs (f = 3, recompute never counted) / peak)\n",
+            nfeas);
     planx_table_head(out);
     int shown = 0, rec = planx_pick(rows, n, c, &r->k);
     double tight = c->mem_gb * 1073741824.0 * (1.0 - r->k.headroom);
@@ -1004,9 +1219,12 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
     for (int i = 0; i < n && rows[i].kind == 0; i++) {
         if (r->top > 0 && shown >= r->top && i > rec) break;
         if (r->top > 0 && shown >= r->top && i != rec) continue; /* always show the recommended row */
-        if (i == rec) snprintf(note, sizeof(note), "recommended");
-        else if (rows[i].mem.total > tight) snprintf(note, sizeof(note), "tight: < %.0f%% memory free", 100.0 * r->k.headroom);
-        else note[0] = '\0';
+        if (i == rec)
+            snprintf(note, sizeof(note), "recommended");
+        else if (rows[i].mem.total > tight)
+            snprintf(note, sizeof(note), "tight: < %.0f%% memory free", 100.0 * r->k.headroom);
+        else
+            note[0] = '\0';
         planx_print_row(&rows[i], i + 1, i == rec, note, out);
         shown++;
     }
@@ -1015,30 +1233,42 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         const PlanRow* b = &rows[rec];
         const PlanTime* t = &b->time;
         double ep, et;
-        fprintf(out, "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d: TP %s, PP %s, DP %s\n",
-                b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute), b->lay.sp, b->lay.vpp, b->lay.zero,
-                b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
+        fprintf(out,
+                "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d: TP %s, PP "
+                "%s, DP %s\n",
+                b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute), b->lay.sp, b->lay.vpp,
+                b->lay.zero, b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
                 b->lay.pp == 1 ? "none" : (b->pp_inter ? "across nodes" : "inside a node"),
                 b->lay.dp == 1 ? "none" : (b->dp_inter ? "across nodes" : "inside a node"));
-        fprintf(out, "  memory per GPU %.1f GiB of %.0f (stage %d: weights %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
-                     "extra %.1f, workspace %.1f)\n",
-                b->mem.total / 1073741824.0, c->mem_gb, b->mem.stage, b->mem.weights / 1073741824.0, b->mem.grads / 1073741824.0,
-                b->mem.optim / 1073741824.0, b->mem.act / 1073741824.0, b->mem.extra / 1073741824.0, b->mem.workspace / 1073741824.0);
-        fprintf(out, "  iteration %.2f s = pipeline %.2f (slot %.1f ms x (m=%d) + bubble %.2f) + DP %.2f + embedding %.3f + optimizer %.3f\n",
+        fprintf(
+            out,
+            "  memory per GPU %.1f GiB of %.0f (stage %d: weights %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
+            "extra %.1f, workspace %.1f)\n",
+            b->mem.total / 1073741824.0, c->mem_gb, b->mem.stage, b->mem.weights / 1073741824.0,
+            b->mem.grads / 1073741824.0, b->mem.optim / 1073741824.0, b->mem.act / 1073741824.0,
+            b->mem.extra / 1073741824.0, b->mem.workspace / 1073741824.0);
+        fprintf(out,
+                "  iteration %.2f s = pipeline %.2f (slot %.1f ms x (m=%d) + bubble %.2f) + DP %.2f + embedding %.3f + "
+                "optimizer %.3f\n",
                 t->iter_s, t->pipe_s, 1e3 * t->slot_s, t->m, t->bubble_s, t->dp_s, t->emb_s, t->opt_s);
-        fprintf(out, "  slot %.1f ms = GEMM %.1f + memory-bound %.1f + TP all-reduce (SP: reduce-scatter + all-gather) %.1f + PP p2p %.1f; "
-                     "shares: compute %.1f%%, comm %.1f%%, bubble %.1f%%\n",
+        fprintf(out,
+                "  slot %.1f ms = GEMM %.1f + memory-bound %.1f + TP all-reduce (SP: reduce-scatter + all-gather) %.1f "
+                "+ PP p2p %.1f; "
+                "shares: compute %.1f%%, comm %.1f%%, bubble %.1f%%\n",
                 1e3 * t->slot_s, 1e3 * t->slot_gemm_s, 1e3 * t->slot_mem_s, 1e3 * t->slot_tp_s, 1e3 * t->slot_pp_s,
                 100.0 * t->compute_s / t->iter_s, 100.0 * t->comm_s / t->iter_s, 100.0 * t->idle_s / t->iter_s);
-        fprintf(out, "  throughput %.1f hardware TFLOP/s per GPU (recompute included), MFU %.1f%%, HFU %.1f%%, %.0f tokens/s", t->tflops,
-                100.0 * t->mfu, 100.0 * t->hfu, (double)r->gb * r->model.seq / t->iter_s);
+        fprintf(
+            out,
+            "  throughput %.1f hardware TFLOP/s per GPU (recompute included), MFU %.1f%%, HFU %.1f%%, %.0f tokens/s",
+            t->tflops, 100.0 * t->mfu, 100.0 * t->hfu, (double)r->gb * r->model.seq / t->iter_s);
         if (plan_paper_point(r, c, &b->lay, r->nodes, &ep, &et))
             fprintf(out, "; paper measured %.1f s, %.0f TFLOP/s", ep, et);
         fprintf(out, "\n");
     }
     int ninf = nmem + nbatch + nshape;
     if (ninf > 0) {
-        fprintf(out, "infeasible layouts: %d (memory %d, batch divisibility %d, shape divisibility %d)\n", ninf, nmem, nbatch, nshape);
+        fprintf(out, "infeasible layouts: %d (memory %d, batch divisibility %d, shape divisibility %d)\n", ninf, nmem,
+                nbatch, nshape);
         planx_table_head(out);
         int sh = 0, per_kind[4] = {0, 0, 0, 0};
         for (int i = nfeas; i < n; i++) { /* up to `top` of each reason */
@@ -1051,10 +1281,17 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
     }
     if (r->csv_path) {
         FILE* f = fopen(r->csv_path, "w");
-        if (f == NULL) { fprintf(stderr, "error: plan: cannot write %s\n", r->csv_path); free(rows); return 2; }
+        if (f == NULL) {
+            fprintf(stderr, "error: plan: cannot write %s\n", r->csv_path);
+            free(rows);
+            return 2;
+        }
         planx_csv_head(f);
         for (int i = 0; i < n; i++) planx_csv_row(f, &rows[i], r->nodes, world);
-        if (planx_csv_close(f, r->csv_path) != 0) { free(rows); return 2; }
+        if (planx_csv_close(f, r->csv_path) != 0) {
+            free(rows);
+            return 2;
+        }
         fprintf(out, "wrote %s (%d rows)\n", r->csv_path, n);
     }
     free(rows);
@@ -1067,29 +1304,48 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
     PlanLayout fam;
     int base_nodes = r->nodes > 0 ? r->nodes : r->scaling_nodes[0];
     if (r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0) {
-        fam.tp = r->tp; fam.pp = r->pp; fam.mb = r->mb; fam.recompute = r->recompute; fam.zero = r->zero; fam.dp = 0;
-        fam.sp = r->sp > 0 ? 1 : 0; fam.vpp = r->vpp > 0 ? r->vpp : 1;
-        fprintf(out, "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d (given), global batch %d\n",
+        fam.tp = r->tp;
+        fam.pp = r->pp;
+        fam.mb = r->mb;
+        fam.recompute = r->recompute;
+        fam.zero = r->zero;
+        fam.dp = 0;
+        fam.sp = r->sp > 0 ? 1 : 0;
+        fam.vpp = r->vpp > 0 ? r->vpp : 1;
+        fprintf(out,
+                "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d "
+                "(given), global batch %d\n",
                 fam.tp, fam.pp, fam.mb, planx_rc_name(fam.recompute), fam.sp, fam.vpp, fam.zero, r->gb);
     } else {
         PlanRow best;
         if (plan_recommend(r, c, base_nodes, &best) != 0) {
-            fprintf(out, "scaling report: no feasible layout on %d nodes to fix the family; give -tp -pp -mb -recompute -zero\n", base_nodes);
+            fprintf(
+                out,
+                "scaling report: no feasible layout on %d nodes to fix the family; give -tp -pp -mb -recompute -zero\n",
+                base_nodes);
             return 1;
         }
-        fam = best.lay; fam.dp = 0;
-        fprintf(out, "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d "
-                     "(recommended on %d nodes), global batch %d\n",
+        fam = best.lay;
+        fam.dp = 0;
+        fprintf(out,
+                "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d "
+                "(recommended on %d nodes), global batch %d\n",
                 fam.tp, fam.pp, fam.mb, planx_rc_name(fam.recompute), fam.sp, fam.vpp, fam.zero, base_nodes, r->gb);
     }
     fprintf(out, "per-GPU throughput at fixed global batch as the cluster grows (the paper's R4)\n");
-    fprintf(out, "  nodes   GPUs    DP     m  mem GiB   iter s  bubble    comm  HW TF/s   MFU   vs first  paper s  paper TFLOP/s\n");
+    fprintf(out,
+            "  nodes   GPUs    DP     m  mem GiB   iter s  bubble    comm  HW TF/s   MFU   vs first  paper s  paper "
+            "TFLOP/s\n");
     FILE* f = NULL;
     if (r->csv_path) {
         f = fopen(r->csv_path, "w");
-        if (f == NULL) { fprintf(stderr, "error: plan: cannot write %s\n", r->csv_path); return 2; }
-        fprintf(f, "nodes,gpus,gb,tp,pp,dp,mb,recompute,zero,m,feasible,reason,mem_gib,iter_s,bubble_frac,comm_frac,"
-                   "tflops_per_gpu,rel_first,paper_iter_s,paper_tflops\n");
+        if (f == NULL) {
+            fprintf(stderr, "error: plan: cannot write %s\n", r->csv_path);
+            return 2;
+        }
+        fprintf(f,
+                "nodes,gpus,gb,tp,pp,dp,mb,recompute,zero,m,feasible,reason,mem_gib,iter_s,bubble_frac,comm_frac,"
+                "tflops_per_gpu,rel_first,paper_iter_s,paper_tflops\n");
     }
     double first = 0.0;
     int nok = 0;
@@ -1099,7 +1355,9 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
         PlanRow w;
         l.dp = (world % (l.tp * l.pp) == 0) ? world / (l.tp * l.pp) : 0;
         if (l.dp == 0) {
-            memset(&w, 0, sizeof(w)); w.lay = l; w.kind = 3;
+            memset(&w, 0, sizeof(w));
+            w.lay = l;
+            w.kind = 3;
             snprintf(w.why, sizeof(w.why), "%d GPUs %% (tp*pp=%d) != 0", world, l.tp * l.pp);
         } else {
             plan_evaluate(&r->model, c, &r->k, nodes, r->gb, &l, &w);
@@ -1108,7 +1366,9 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
         int has = plan_paper_point(r, c, &l, nodes, &ep, &et);
         if (w.kind >= 2) {
             fprintf(out, "  %5d %6d %5d     -  infeasible: %s\n", nodes, world, l.dp, w.why);
-            if (f) fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,,0,\"%s\",,,,,,,,\n", nodes, world, r->gb, l.tp, l.pp, l.dp, l.mb, l.recompute, l.zero, w.why);
+            if (f)
+                fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,,0,\"%s\",,,,,,,,\n", nodes, world, r->gb, l.tp, l.pp, l.dp,
+                        l.mb, l.recompute, l.zero, w.why);
             continue;
         }
         const PlanTime* t = &w.time;
@@ -1122,13 +1382,19 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
         if (!w.feasible) fprintf(out, "  infeasible: %s", w.why);
         fprintf(out, "\n");
         if (f) {
-            fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,\"%s\",%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,", nodes, world, r->gb, l.tp, l.pp, l.dp,
-                    l.mb, l.recompute, l.zero, t->m, w.feasible, w.why, w.mem.total / 1073741824.0, t->iter_s,
-                    t->idle_s / t->iter_s, t->comm_s / t->iter_s, t->tflops, rel);
-            if (has) fprintf(f, "%.1f,%.0f\n", ep, et); else fprintf(f, ",\n");
+            fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,\"%s\",%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,", nodes, world, r->gb,
+                    l.tp, l.pp, l.dp, l.mb, l.recompute, l.zero, t->m, w.feasible, w.why, w.mem.total / 1073741824.0,
+                    t->iter_s, t->idle_s / t->iter_s, t->comm_s / t->iter_s, t->tflops, rel);
+            if (has)
+                fprintf(f, "%.1f,%.0f\n", ep, et);
+            else
+                fprintf(f, ",\n");
         }
     }
-    if (f) { if (planx_csv_close(f, r->csv_path) != 0) return 2; fprintf(out, "wrote %s\n", r->csv_path); }
+    if (f) {
+        if (planx_csv_close(f, r->csv_path) != 0) return 2;
+        fprintf(out, "wrote %s\n", r->csv_path);
+    }
     return nok > 0 ? 0 : 1;
 }
 
@@ -1136,16 +1402,30 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
 static inline int plan_run(const PlanRequest* r, FILE* out) {
     Cluster c;
     const PlanModel* md = &r->model;
-    if (plan_request_cluster(r, &c) != 0) { fprintf(stderr, "plan: unknown cluster '%s' (selene-a100, h100, h200)\n", r->cluster_name); return 2; }
-    if (md->L <= 0 || md->H <= 0 || md->heads <= 0 || md->seq <= 0 || md->V <= 0 || md->H % md->heads) {
-        fprintf(stderr, "plan: bad model shape L=%d H=%d heads=%d seq=%d V=%d\n", md->L, md->H, md->heads, md->seq, md->V);
+    if (plan_request_cluster(r, &c) != 0) {
+        fprintf(stderr, "plan: unknown cluster '%s' (selene-a100, h100, h200)\n", r->cluster_name);
         return 2;
     }
-    if (r->gb <= 0) { fprintf(stderr, "plan: the global batch must be positive\n"); return 2; }
-    if (r->nodes <= 0 && r->scaling_n == 0) { fprintf(stderr, "plan: give -nodes N (or -scaling N1,N2,...)\n"); return 2; }
+    if (md->L <= 0 || md->H <= 0 || md->heads <= 0 || md->seq <= 0 || md->V <= 0 || md->H % md->heads) {
+        fprintf(stderr, "plan: bad model shape L=%d H=%d heads=%d seq=%d V=%d\n", md->L, md->H, md->heads, md->seq,
+                md->V);
+        return 2;
+    }
+    if (r->gb <= 0) {
+        fprintf(stderr, "plan: the global batch must be positive\n");
+        return 2;
+    }
+    if (r->nodes <= 0 && r->scaling_n == 0) {
+        fprintf(stderr, "plan: give -nodes N (or -scaling N1,N2,...)\n");
+        return 2;
+    }
     for (int i = -1; i < r->scaling_n; i++) {
         long n = i < 0 ? r->nodes : r->scaling_nodes[i];
-        if (n * c.gpus_per_node > 1048576L) { fprintf(stderr, "plan: %ld nodes x %d GPUs is more than the planner handles (2^20 GPUs)\n", n, c.gpus_per_node); return 2; }
+        if (n * c.gpus_per_node > 1048576L) {
+            fprintf(stderr, "plan: %ld nodes x %d GPUs is more than the planner handles (2^20 GPUs)\n", n,
+                    c.gpus_per_node);
+            return 2;
+        }
     }
     planx_print_header(r, &c, out);
     if (r->scaling_n > 0) return planx_run_scaling(r, &c, out);

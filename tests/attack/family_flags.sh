@@ -241,4 +241,18 @@ expect_err "defect 9: -o 600 characters" "limit is 511" -- "${C[@]}" -o "$LONG"
 # a real run, not only -check: the same limits hold where the numbers are used
 expect_err "defect 5 (run): -gb 4294967296" "-gb must be in" -- "$TRAIN" "${TINY[@]}" -gb 4294967296 -steps 1
 expect_err "defect 5 (run): -vpad 2147483647" "vpad" -- "$TRAIN" "${TINY[@]}" -vpad 2147483647 -steps 1
+# -h comes from the flag table (llmc/host/config.h): defaults shown, and every flag it lists is
+# one the parser knows
+HELP="$("$TRAIN" -h 2>&1)"
+for pat in '^  -beta2 X .*\[0\.95\]$' '^  -gb N .*\[1920\]$' '^  -lr X\|auto .*\[5e-05\]$' '^  -warmup N .*\[1000000000\]$' \
+    '^  -ramp S I TOKENS .*\[32 32 12e9\]$' '^  -i PATH .*\[dev/data/kjv/kjv_train_\*\.bin\]$'; do
+  if grep -Eq -- "$pat" <<<"$HELP"; then pass "-h shows /$pat/"; else fail "-h shows /$pat/" "not in -h"; fi
+done
+nflags=0
+for f in $(grep -oE '^  -[a-z0-9-]+' <<<"$HELP"); do
+  nflags=$((nflags + 1))
+  run_case "$TRAIN" "$f"
+  if grep -q "unknown flag" "$ERR"; then fail "-h lists $f, which the parser knows" "$(head -c 200 "$ERR")"; fi
+done
+if [ "$nflags" -ge 55 ]; then pass "-h lists $nflags flags, each known to the parser"; else fail "-h lists the flags" "only $nflags"; fi
 attack_done

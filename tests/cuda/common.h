@@ -23,7 +23,9 @@
 // xorshift-based uniform in [-1, 1)
 static uint64_t ck_state = 0x9E3779B97F4A7C15ULL;
 static float ck_rand(void) {
-    ck_state ^= ck_state << 13; ck_state ^= ck_state >> 7; ck_state ^= ck_state << 17;
+    ck_state ^= ck_state << 13;
+    ck_state ^= ck_state >> 7;
+    ck_state ^= ck_state << 17;
     return (float)((ck_state >> 40) * (1.0 / 8388608.0)) - 1.0f;
 }
 
@@ -31,7 +33,10 @@ static float ck_rand(void) {
 static float* ck_rand_bf16(bf16** dev, size_t n, float scale) {
     float* h = (float*)malloc_check(sizeof(float) * (n + 1));
     uint16_t* hb = (uint16_t*)malloc_check(sizeof(uint16_t) * (n + 1));
-    for (size_t i = 0; i < n; i++) { hb[i] = host_f2bf(ck_rand() * scale); h[i] = host_bf2f(hb[i]); }
+    for (size_t i = 0; i < n; i++) {
+        hb[i] = host_f2bf(ck_rand() * scale);
+        h[i] = host_bf2f(hb[i]);
+    }
     *dev = (bf16*)dev_alloc(sizeof(bf16) * (n + 1));
     cudaCheck(cudaMemcpy(*dev, hb, sizeof(uint16_t) * n, cudaMemcpyHostToDevice));
     free(hb);
@@ -95,14 +100,16 @@ static int ck_same_bits(const void* a, const void* b, size_t bytes) {
     cudaCheck(cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost));
     int same = memcmp(ha, hb, bytes) == 0;
-    free(ha); free(hb);
+    free(ha);
+    free(hb);
     return same;
 }
 
 // max |x| of a reference (sets the absolute tolerance of a comparison)
 static double ck_maxabs(const double* x, size_t n) {
     double m = 0.0;
-    for (size_t i = 0; i < n; i++) if (fabs(x[i]) > m) m = fabs(x[i]);
+    for (size_t i = 0; i < n; i++)
+        if (fabs(x[i]) > m) m = fabs(x[i]);
     return m;
 }
 

@@ -25,13 +25,21 @@ static int cmp_f(const float* a, const float* b, size_t n, double atol, double r
 
 static double maxabs_f(const float* x, size_t n) {
     double m = 0;
-    for (size_t i = 0; i < n; i++) if (fabs(x[i]) > m) m = fabs(x[i]);
+    for (size_t i = 0; i < n; i++)
+        if (fabs(x[i]) > m) m = fabs(x[i]);
     return m;
 }
 
-typedef struct { cudaEvent_t a, b; } Timer;
+typedef struct {
+    cudaEvent_t a, b;
+} Timer;
 static float median10(float* v) {
-    for (int i = 1; i < 10; i++) for (int j = i; j > 0 && v[j] < v[j - 1]; j--) { float t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+    for (int i = 1; i < 10; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            float t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
     return 0.5f * (v[4] + v[5]);
 }
 
@@ -42,8 +50,10 @@ static void reference_head(const float* qkv, const float* dout, int T, int NH, i
     double scale = 1.0 / sqrt((double)hs);
     double* p = (double*)malloc_check(8 * (size_t)T);
     double* dp = (double*)malloc_check(8 * (size_t)T);
-    memset(out, 0, 8 * (size_t)T * hs); memset(dq, 0, 8 * (size_t)T * hs);
-    memset(dk, 0, 8 * (size_t)T * hs); memset(dv, 0, 8 * (size_t)T * hs);
+    memset(out, 0, 8 * (size_t)T * hs);
+    memset(dq, 0, 8 * (size_t)T * hs);
+    memset(dk, 0, 8 * (size_t)T * hs);
+    memset(dv, 0, 8 * (size_t)T * hs);
     for (int t = 0; t < T; t++) {
         const float* q = qkv + (size_t)t * C3;
         double m = -1e300;
@@ -51,10 +61,14 @@ static void reference_head(const float* qkv, const float* dout, int T, int NH, i
             const float* k = qkv + (size_t)t2 * C3 + Cl;
             double s = 0;
             for (int i = 0; i < hs; i++) s += (double)q[i] * k[i];
-            p[t2] = s * scale; if (p[t2] > m) m = p[t2];
+            p[t2] = s * scale;
+            if (p[t2] > m) m = p[t2];
         }
         double sum = 0;
-        for (int t2 = 0; t2 <= t; t2++) { p[t2] = exp(p[t2] - m); sum += p[t2]; }
+        for (int t2 = 0; t2 <= t; t2++) {
+            p[t2] = exp(p[t2] - m);
+            sum += p[t2];
+        }
         for (int t2 = 0; t2 <= t; t2++) p[t2] /= sum;
         lse[t] = m + log(sum);
         const float* go = dout + (size_t)t * Cl;
@@ -62,23 +76,31 @@ static void reference_head(const float* qkv, const float* dout, int T, int NH, i
         for (int t2 = 0; t2 <= t; t2++) {
             const float* v = qkv + (size_t)t2 * C3 + 2 * Cl;
             double s = 0;
-            for (int i = 0; i < hs; i++) { out[(size_t)t * hs + i] += p[t2] * v[i]; s += (double)go[i] * v[i]; }
-            dp[t2] = s; dot += p[t2] * s;
+            for (int i = 0; i < hs; i++) {
+                out[(size_t)t * hs + i] += p[t2] * v[i];
+                s += (double)go[i] * v[i];
+            }
+            dp[t2] = s;
+            dot += p[t2] * s;
         }
         for (int t2 = 0; t2 <= t; t2++) {
             const float* k = qkv + (size_t)t2 * C3 + Cl;
             double ds = p[t2] * (dp[t2] - dot) * scale;
             for (int i = 0; i < hs; i++) {
-                dq[(size_t)t * hs + i] += ds * k[i]; dk[(size_t)t2 * hs + i] += ds * q[i]; dv[(size_t)t2 * hs + i] += p[t2] * go[i];
+                dq[(size_t)t * hs + i] += ds * k[i];
+                dk[(size_t)t2 * hs + i] += ds * q[i];
+                dv[(size_t)t2 * hs + i] += p[t2] * go[i];
             }
         }
     }
-    free(p); free(dp);
+    free(p);
+    free(dp);
 }
 
 // the slice (T, hs) of head 0, batch 0 of a (B, T, stride) buffer at column offset off
 static void head_slice(const float* x, int T, int stride, int off, int hs, float* dst) {
-    for (int t = 0; t < T; t++) for (int i = 0; i < hs; i++) dst[(size_t)t * hs + i] = x[(size_t)t * stride + off + i];
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < hs; i++) dst[(size_t)t * hs + i] = x[(size_t)t * stride + off + i];
 }
 
 static void run_shape(int B, int T, int NH, int hs) {
@@ -87,19 +109,28 @@ static void run_shape(int B, int T, int NH, int hs) {
     bf16 *d_qkv, *d_dout;
     float* qkv = ck_rand_bf16(&d_qkv, nqkv, 1.5f);
     float* dout = ck_rand_bf16(&d_dout, nout, 1.0f);
-    bf16* o_own = (bf16*)dev_alloc(2 * nout); bf16* o_dnn = (bf16*)dev_alloc(2 * nout);
-    bf16* g_own = (bf16*)dev_alloc(2 * nqkv); bf16* g_dnn = (bf16*)dev_alloc(2 * nqkv);
-    float* l_own = (float*)dev_alloc(4 * nl); float* l_dnn = (float*)dev_alloc(4 * nl);
+    bf16* o_own = (bf16*)dev_alloc(2 * nout);
+    bf16* o_dnn = (bf16*)dev_alloc(2 * nout);
+    bf16* g_own = (bf16*)dev_alloc(2 * nqkv);
+    bf16* g_dnn = (bf16*)dev_alloc(2 * nqkv);
+    float* l_own = (float*)dev_alloc(4 * nl);
+    float* l_dnn = (float*)dev_alloc(4 * nl);
     float* scratch = (float*)dev_alloc(4 * nl);
     int tc = flash_tc_supported(hs);
     const char* own = tc ? "own tensor-core flash" : "own CUDA-core flash";
     char why[512];
     CudnnAttn* ca = cudnn_attn_create(B, T, NH, hs, 0, why, sizeof why);
-    check(ca != NULL, "cuDNN builds graphs for B=%d T=%d heads=%d hs=%d%s%s", B, T, NH, hs, ca ? "" : ": ", ca ? "" : why);
+    check(ca != NULL, "cuDNN builds graphs for B=%d T=%d heads=%d hs=%d%s%s", B, T, NH, hs, ca ? "" : ": ",
+          ca ? "" : why);
     if (ca == NULL) return;
     // own kernels
-    if (tc) { attention_forward_tc(o_own, l_own, d_qkv, B, T, NH, hs, 0); attention_backward_tc(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0); }
-    else { attention_forward_flash(o_own, l_own, d_qkv, B, T, NH, hs, 0); attention_backward_flash(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0); }
+    if (tc) {
+        attention_forward_tc(o_own, l_own, d_qkv, B, T, NH, hs, 0);
+        attention_backward_tc(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0);
+    } else {
+        attention_forward_flash(o_own, l_own, d_qkv, B, T, NH, hs, 0);
+        attention_backward_flash(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0);
+    }
     cudaCheck(cudaMemset(g_dnn, 0xFF, 2 * nqkv)); // NaN fill: every element must be written
     cudnn_attn_forward(ca, o_dnn, l_dnn, d_qkv, 0);
     cudnn_attn_backward(ca, g_dnn, d_dout, o_dnn, d_qkv, l_dnn, 0);
@@ -119,7 +150,8 @@ static void run_shape(int B, int T, int NH, int hs) {
     // head 0, batch 0 against fp64
     size_t nh = (size_t)T * hs;
     double *ro = (double*)malloc_check(8 * nh), *rl = (double*)malloc_check(8 * (size_t)T);
-    double *rq = (double*)malloc_check(8 * nh), *rk = (double*)malloc_check(8 * nh), *rv = (double*)malloc_check(8 * nh);
+    double *rq = (double*)malloc_check(8 * nh), *rk = (double*)malloc_check(8 * nh),
+           *rv = (double*)malloc_check(8 * nh);
     reference_head(qkv, dout, T, NH, hs, ro, rl, rq, rk, rv);
     float* s = (float*)malloc_check(4 * nh);
     double ao = 2e-3 * ck_maxabs(ro, nh);
@@ -135,41 +167,76 @@ static void run_shape(int B, int T, int NH, int hs) {
         check(e <= 1, "hs=%d T=%d: cuDNN %s of head 0 vs fp64 (error %.2f of tolerance)", hs, T, names[j], e);
     }
     // timing
-    Timer tm; cudaCheck(cudaEventCreate(&tm.a)); cudaCheck(cudaEventCreate(&tm.b));
+    Timer tm;
+    cudaCheck(cudaEventCreate(&tm.a));
+    cudaCheck(cudaEventCreate(&tm.b));
     float tf[4][10];
     for (int rep = 0; rep < 12; rep++) {
         for (int k = 0; k < 4; k++) {
             cudaCheck(cudaEventRecord(tm.a, 0));
-            if (k == 0) cudnn_attn_forward(ca, o_dnn, l_dnn, d_qkv, 0);
-            else if (k == 1) cudnn_attn_backward(ca, g_dnn, d_dout, o_dnn, d_qkv, l_dnn, 0);
-            else if (k == 2) { if (tc) attention_forward_tc(o_own, l_own, d_qkv, B, T, NH, hs, 0); else attention_forward_flash(o_own, l_own, d_qkv, B, T, NH, hs, 0); }
-            else { if (tc) attention_backward_tc(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0); else attention_backward_flash(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0); }
+            if (k == 0)
+                cudnn_attn_forward(ca, o_dnn, l_dnn, d_qkv, 0);
+            else if (k == 1)
+                cudnn_attn_backward(ca, g_dnn, d_dout, o_dnn, d_qkv, l_dnn, 0);
+            else if (k == 2) {
+                if (tc)
+                    attention_forward_tc(o_own, l_own, d_qkv, B, T, NH, hs, 0);
+                else
+                    attention_forward_flash(o_own, l_own, d_qkv, B, T, NH, hs, 0);
+            } else {
+                if (tc)
+                    attention_backward_tc(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0);
+                else
+                    attention_backward_flash(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0);
+            }
             cudaCheck(cudaEventRecord(tm.b, 0));
             cudaCheck(cudaEventSynchronize(tm.b));
-            float ms; cudaCheck(cudaEventElapsedTime(&ms, tm.a, tm.b));
+            float ms;
+            cudaCheck(cudaEventElapsedTime(&ms, tm.a, tm.b));
             if (rep >= 2) tf[k][rep - 2] = ms;
         }
     }
     // causal attention FLOPs: forward 2 GEMMs of B*NH*T*T/2*hs MACs; backward 2.5x forward
     double fwd = 4.0 * B * NH * (double)T * T / 2 * hs, bwd = 2.5 * fwd;
-    const char* kinds[4] = {"cudnn forward", "cudnn backward", tc ? "own-tc forward" : "own-flash forward", tc ? "own-tc backward" : "own-flash backward"};
+    const char* kinds[4] = {"cudnn forward", "cudnn backward", tc ? "own-tc forward" : "own-flash forward",
+                            tc ? "own-tc backward" : "own-flash backward"};
     for (int k = 0; k < 4; k++) {
         float ms = median10(tf[k]);
         printf("BENCH\t%s\tB=%d T=%d heads=%d hs=%d\t%.3f ms\t%.1f TFLOP/s\n", kinds[k], B, T, NH, hs, ms,
                (k % 2 == 0 ? fwd : bwd) / (ms * 1e-3) / 1e12);
     }
-    printf("cuDNN backward: %s\n", cudnn_attn_deterministic(ca) ? "deterministic algorithm" : "non-deterministic algorithm");
+    printf("cuDNN backward: %s\n",
+           cudnn_attn_deterministic(ca) ? "deterministic algorithm" : "non-deterministic algorithm");
     cudnn_attn_destroy(ca);
-    free(qkv); free(dout); free(ho); free(hO); free(hl); free(hL); free(hg); free(hG);
-    free(ro); free(rl); free(rq); free(rk); free(rv); free(s);
-    dev_free(d_qkv); dev_free(d_dout); dev_free(o_own); dev_free(o_dnn); dev_free(g_own); dev_free(g_dnn);
-    dev_free(l_own); dev_free(l_dnn); dev_free(scratch);
+    free(qkv);
+    free(dout);
+    free(ho);
+    free(hO);
+    free(hl);
+    free(hL);
+    free(hg);
+    free(hG);
+    free(ro);
+    free(rl);
+    free(rq);
+    free(rk);
+    free(rv);
+    free(s);
+    dev_free(d_qkv);
+    dev_free(d_dout);
+    dev_free(o_own);
+    dev_free(o_dnn);
+    dev_free(g_own);
+    dev_free(g_dnn);
+    dev_free(l_own);
+    dev_free(l_dnn);
+    dev_free(scratch);
 }
 
 int main(void) {
     printf("cuDNN %zu\n", cudnn_attn_version());
-    run_shape(4, 2048, 12, 64);   // 125m, micro-batch 4
-    run_shape(4, 2048, 16, 128);  // 1.3b, micro-batch 4
-    run_shape(1, 2048, 16, 160);  // 530b, TP 8: 128 heads / 8 per rank
+    run_shape(4, 2048, 12, 64);  // 125m, micro-batch 4
+    run_shape(4, 2048, 16, 128); // 1.3b, micro-batch 4
+    run_shape(1, 2048, 16, 160); // 530b, TP 8: 128 heads / 8 per rank
     return test_summary();
 }

@@ -37,7 +37,8 @@ static void ref_stats(Ref* r) {
         const float* x = r->logit + (size_t)n * r->ld;
         double m = -1e300;
         double s = 0.0;
-        for (int v = 0; v < r->V; v++) if (x[v] > m) m = x[v];
+        for (int v = 0; v < r->V; v++)
+            if (x[v] > m) m = x[v];
         for (int v = 0; v < r->V; v++) s += exp(x[v] - m);
         r->lse[n] = m + log(s);
         r->loss[n] = r->lse[n] - x[r->tgt[n]];
@@ -95,8 +96,8 @@ static void check_fused(int BT, int V, int ld) {
     cudaCheck(cudaMemcpy(&gsum, acc, sizeof(double), cudaMemcpyDeviceToHost));
     check(ck_err(gl, r.loss, BT, 1e-5, 1e-5) <= 1 && ck_err(gs, r.lse, BT, 1e-5, 1e-5) <= 1,
           "ce_fused BT=%d V=%d ld=%d evaluation: losses and lse", BT, V, ld);
-    check(fabs(gsum - r.sum) <= 1e-5 * fabs(r.sum) + 1e-5, "ce_fused BT=%d V=%d: loss sum %.6f (want %.6f)", BT, V, gsum,
-          r.sum);
+    check(fabs(gsum - r.sum) <= 1e-5 * fabs(r.sum) + 1e-5, "ce_fused BT=%d V=%d: loss sum %.6f (want %.6f)", BT, V,
+          gsum, r.sum);
     check(ck_same_bits(keep, dlog, bytes), "ce_fused BT=%d V=%d evaluation: the logits are untouched", BT, V);
     // training: the same losses, dlogits in place, padded columns exactly 0
     float dloss = 1.0f / 37.0f;
@@ -105,8 +106,8 @@ static void check_fused(int BT, int V, int ld) {
     check(memcmp(gl, gl2, sizeof(float) * BT) == 0, "ce_fused BT=%d V=%d training: the evaluation's loss bits", BT, V);
     float* gd = ck_down_bf16(dlog, (size_t)BT * ld);
     double* rd = ref_dlogits(&r, 0, ld, dloss);
-    check(ck_err(gd, rd, (size_t)BT * ld, 1e-3 * dloss, 8e-3) <= 1, "ce_fused BT=%d V=%d ld=%d: dlogits in place", BT, V,
-          ld);
+    check(ck_err(gd, rd, (size_t)BT * ld, 1e-3 * dloss, 8e-3) <= 1, "ce_fused BT=%d V=%d ld=%d: dlogits in place", BT,
+          V, ld);
     check(padded_zero(dlog, BT, V, ld), "ce_fused BT=%d V=%d ld=%d: padded dlogits exactly 0", BT, V, ld);
     // the scalar instantiation (a misaligned copy) gives the same bits
     void* mbase;
@@ -115,8 +116,23 @@ static void check_fused(int BT, int V, int ld) {
     float* gl3 = ck_down_f32(losses, BT);
     check(memcmp(gl, gl3, sizeof(float) * BT) == 0 && ck_same_bits(mis, dlog, bytes),
           "ce_fused BT=%d V=%d misaligned (scalar path): the packed path's bits", BT, V);
-    free(r.logit); free(r.tgt); free(r.loss); free(r.lse); free(gl); free(gs); free(gl2); free(gl3); free(gd); free(rd);
-    dev_free(dlog); dev_free(dtgt); dev_free(losses); dev_free(lse); dev_free(acc); dev_free(keep); dev_free(mbase);
+    free(r.logit);
+    free(r.tgt);
+    free(r.loss);
+    free(r.lse);
+    free(gl);
+    free(gs);
+    free(gl2);
+    free(gl3);
+    free(gd);
+    free(rd);
+    dev_free(dlog);
+    dev_free(dtgt);
+    dev_free(losses);
+    dev_free(lse);
+    dev_free(acc);
+    dev_free(keep);
+    dev_free(mbase);
 }
 
 // vocabulary of V real tokens split into nranks slices of Vl = ldl columns (the last ones
@@ -168,8 +184,8 @@ static void check_split(int BT, int V, int nranks) {
     float* dsum2 = (float*)ck_up(sum2, 8 * (size_t)BT);
     ce_finish(losses, lse, dmg, dsum2, dsum2 + BT, BT, 0);
     float* gl = ck_down_f32(losses, BT);
-    check(ck_err(gl, r.loss, BT, 1e-5, 1e-5) <= 1, "cross-entropy BT=%d V=%d over %d vocab slices: ce_finish losses", BT, V,
-          nranks);
+    check(ck_err(gl, r.loss, BT, 1e-5, 1e-5) <= 1, "cross-entropy BT=%d V=%d over %d vocab slices: ce_finish losses",
+          BT, V, nranks);
     // training: every rank's ce_backward writes the same losses and its slice's dlogits
     float dloss = 1.0f / 29.0f;
     int ok_loss = 1;
@@ -187,15 +203,32 @@ static void check_split(int BT, int V, int nranks) {
         for (int n = 0; n < BT; n++) memcpy(rk + (size_t)n * Vl, rd + (size_t)n * ld + v0, 8 * (size_t)Vl);
         if (!(ck_err(gd, rk, (size_t)BT * Vl, 1e-3 * dloss, 8e-3) <= 1)) ok_d = 0;
         if (!padded_zero(slice[k], BT, Vv, Vl)) ok_pad = 0;
-        free(g2); free(gd); free(rd); free(rk);
+        free(g2);
+        free(gd);
+        free(rd);
+        free(rk);
     }
     check(ok_loss, "cross-entropy BT=%d V=%d over %d slices: ce_backward's losses are ce_finish's bits", BT, V, nranks);
     check(ok_d, "cross-entropy BT=%d V=%d over %d slices: each slice's dlogits", BT, V, nranks);
     check(ok_pad, "cross-entropy BT=%d V=%d over %d slices: padded dlogits exactly 0 (all-padding slices too)", BT, V,
           nranks);
     for (int k = 0; k < nranks; k++) dev_free(slice[k]);
-    free(slice); free(r.logit); free(r.tgt); free(r.loss); free(r.lse); free(hs); free(mg); free(sum2); free(gl);
-    dev_free(dall); dev_free(dtgt); dev_free(losses); dev_free(lse); dev_free(st); dev_free(dmg); dev_free(dsum2);
+    free(slice);
+    free(r.logit);
+    free(r.tgt);
+    free(r.loss);
+    free(r.lse);
+    free(hs);
+    free(mg);
+    free(sum2);
+    free(gl);
+    dev_free(dall);
+    dev_free(dtgt);
+    dev_free(losses);
+    dev_free(lse);
+    dev_free(st);
+    dev_free(dmg);
+    dev_free(dsum2);
 }
 
 // a single row longer than ce_fused's registers: ce_stats + ce_backward without an all-reduce
@@ -220,20 +253,30 @@ static void check_long_row(int BT, int V) {
     check(ck_err(gl, r.loss, BT, 1e-5, 1e-5) <= 1, "long rows BT=%d V=%d: losses", BT, V);
     check(ck_err(gd, rd, (size_t)BT * ld, 1e-3 * dloss, 8e-3) <= 1 && padded_zero(dlog, BT, V, ld),
           "long rows BT=%d V=%d: dlogits, padded ones exactly 0", BT, V);
-    free(r.logit); free(r.tgt); free(r.loss); free(r.lse); free(gl); free(gd); free(rd);
-    dev_free(dlog); dev_free(dtgt); dev_free(ce); dev_free(losses); dev_free(lse);
+    free(r.logit);
+    free(r.tgt);
+    free(r.loss);
+    free(r.lse);
+    free(gl);
+    free(gd);
+    free(rd);
+    dev_free(dlog);
+    dev_free(dtgt);
+    dev_free(ce);
+    dev_free(losses);
+    dev_free(lse);
 }
 
 int main(void) {
     check_fused(1, 7, 8);
     check_fused(5, 100, 112);
     check_fused(33, 1037, 1048);
-    check_fused(64, 5000, 5120);    // 2 packs per thread
-    check_fused(3, 40000, 40960);   // 8 packs per thread
+    check_fused(64, 5000, 5120);  // 2 packs per thread
+    check_fused(3, 40000, 40960); // 8 packs per thread
     check_split(1, 7, 2);
     check_split(5, 100, 3);
     check_split(33, 1037, 2);
-    check_split(16, 20, 4);         // the last slices all padding
+    check_split(16, 20, 4); // the last slices all padding
     check_split(64, 5000, 3);
     check_long_row(2, 70001);
     return test_summary();

@@ -13,7 +13,8 @@ static void check_size(int B, int T, int C, int V, int Vl, int v0) {
     int BT = B * T;
     int* tok = (int*)malloc_check(sizeof(int) * BT);
     for (int n = 0; n < BT; n++) tok[n] = (int)((ck_rand() * 0.5f + 0.5f) * V) % V;
-    tok[0] = v0; if (BT > 2) tok[2] = v0; // a repeat inside the slice
+    tok[0] = v0;
+    if (BT > 2) tok[2] = v0; // a repeat inside the slice
     int* dtok = (int*)ck_up(tok, sizeof(int) * BT);
     bf16 *dwte, *dwpe, *ddx;
     float* wte = ck_rand_bf16(&dwte, (size_t)Vl * C, 1.0f);
@@ -23,14 +24,16 @@ static void check_size(int B, int T, int C, int V, int Vl, int v0) {
     double* ref = (double*)malloc_check(8 * (size_t)BT * C);
     for (int add_pos = 0; add_pos < 2; add_pos++) {
         encoder_forward(dout, dtok, dwte, dwpe, B, T, C, v0, Vl, add_pos, 0);
-        for (int n = 0; n < BT; n++) for (int c = 0; c < C; c++) {
-            int r = tok[n] - v0;
-            double v = (r >= 0 && r < Vl) ? wte[(size_t)r * C + c] : 0.0;
-            if (add_pos) v += wpe[(size_t)(n % T) * C + c];
-            ref[(size_t)n * C + c] = ck_bf(v);
-        }
+        for (int n = 0; n < BT; n++)
+            for (int c = 0; c < C; c++) {
+                int r = tok[n] - v0;
+                double v = (r >= 0 && r < Vl) ? wte[(size_t)r * C + c] : 0.0;
+                if (add_pos) v += wpe[(size_t)(n % T) * C + c];
+                ref[(size_t)n * C + c] = ck_bf(v);
+            }
         float* out = ck_down_bf16(dout, (size_t)BT * C);
-        check(ck_err(out, ref, (size_t)BT * C, 0, 1e-6) <= 1, "encoder_forward B=%d T=%d C=%d slice [%d,%d) add_pos=%d (exact)", B, T, C, v0, v0 + Vl, add_pos);
+        check(ck_err(out, ref, (size_t)BT * C, 0, 1e-6) <= 1,
+              "encoder_forward B=%d T=%d C=%d slice [%d,%d) add_pos=%d (exact)", B, T, C, v0, v0 + Vl, add_pos);
         free(out);
     }
     if (C % 8 == 0) { // the scalar path on a misaligned wte copy: the packed path's bits
@@ -39,17 +42,23 @@ static void check_size(int B, int T, int C, int V, int Vl, int v0) {
         bf16* mout = (bf16*)ck_misaligned(&b2, dout, 2 * (size_t)BT * C, 2);
         encoder_forward(dout, dtok, dwte, dwpe, B, T, C, v0, Vl, 1, 0);
         encoder_forward(mout, dtok, mwte, dwpe, B, T, C, v0, Vl, 1, 0);
-        check(ck_same_bits(mout, dout, 2 * (size_t)BT * C), "encoder_forward B=%d T=%d C=%d misaligned (scalar path): the packed path's bits", B, T, C);
-        dev_free(b1); dev_free(b2);
+        check(ck_same_bits(mout, dout, 2 * (size_t)BT * C),
+              "encoder_forward B=%d T=%d C=%d misaligned (scalar path): the packed path's bits", B, T, C);
+        dev_free(b1);
+        dev_free(b2);
     }
     // backward
     EmbedBuckets eb;
-    eb.uniq = (int*)malloc_check(sizeof(int) * BT); eb.off = (int*)malloc_check(sizeof(int) * (BT + 1)); eb.pos = (int*)malloc_check(sizeof(int) * BT);
+    eb.uniq = (int*)malloc_check(sizeof(int) * BT);
+    eb.off = (int*)malloc_check(sizeof(int) * (BT + 1));
+    eb.pos = (int*)malloc_check(sizeof(int) * BT);
     int* work = (int*)calloc_check(Vl + 1, sizeof(int));
     embed_buckets_build(&eb, tok, BT, v0, Vl, work);
     int zero_ok = 1;
-    for (int i = 0; i <= Vl; i++) if (work[i] != 0) zero_ok = 0;
-    check(zero_ok && (eb.nu == 0 || eb.off[eb.nu] <= BT), "embed_buckets_build leaves its scratch zeroed (%d buckets)", eb.nu);
+    for (int i = 0; i <= Vl; i++)
+        if (work[i] != 0) zero_ok = 0;
+    check(zero_ok && (eb.nu == 0 || eb.off[eb.nu] <= BT), "embed_buckets_build leaves its scratch zeroed (%d buckets)",
+          eb.nu);
     int* du = (int*)ck_up(eb.uniq, sizeof(int) * (eb.nu + 1));
     int* doff = (int*)ck_up(eb.off, sizeof(int) * (eb.nu + 1));
     int* dpos = (int*)ck_up(eb.pos, sizeof(int) * (BT + 1));
@@ -61,20 +70,41 @@ static void check_size(int B, int T, int C, int V, int Vl, int v0) {
     double* rwpe = (double*)malloc_check(8 * (size_t)T * C);
     for (size_t i = 0; i < (size_t)Vl * C; i++) rwte[i] = gwte0[i];
     for (size_t i = 0; i < (size_t)T * C; i++) rwpe[i] = gwpe0[i];
-    for (int n = 0; n < BT; n++) for (int c = 0; c < C; c++) {
-        int r = tok[n] - v0;
-        if (r >= 0 && r < Vl) rwte[(size_t)r * C + c] += dx[(size_t)n * C + c];
-        rwpe[(size_t)(n % T) * C + c] += dx[(size_t)n * C + c];
-    }
+    for (int n = 0; n < BT; n++)
+        for (int c = 0; c < C; c++) {
+            int r = tok[n] - v0;
+            if (r >= 0 && r < Vl) rwte[(size_t)r * C + c] += dx[(size_t)n * C + c];
+            rwpe[(size_t)(n % T) * C + c] += dx[(size_t)n * C + c];
+        }
     float* g1 = ck_down_f32(gwte, (size_t)Vl * C);
     float* g2 = ck_down_f32(gwpe, (size_t)T * C);
     check(ck_err(g1, rwte, (size_t)Vl * C, 1e-5, 1e-5) <= 1, "encoder_backward B=%d T=%d C=%d dwte (buckets)", B, T, C);
     check(ck_err(g2, rwpe, (size_t)T * C, 1e-5, 1e-5) <= 1, "encoder_backward B=%d T=%d C=%d dwpe", B, T, C);
-    free(g1); free(g2); free(rwte); free(rwpe); free(gwte0); free(gwpe0); free(work);
-    free(eb.uniq); free(eb.off); free(eb.pos);
-    dev_free(du); dev_free(doff); dev_free(dpos); dev_free(gwte); dev_free(gwpe);
-    free(tok); free(wte); free(wpe); free(dx); free(ref);
-    dev_free(dtok); dev_free(dwte); dev_free(dwpe); dev_free(ddx); dev_free(dout);
+    free(g1);
+    free(g2);
+    free(rwte);
+    free(rwpe);
+    free(gwte0);
+    free(gwpe0);
+    free(work);
+    free(eb.uniq);
+    free(eb.off);
+    free(eb.pos);
+    dev_free(du);
+    dev_free(doff);
+    dev_free(dpos);
+    dev_free(gwte);
+    dev_free(gwpe);
+    free(tok);
+    free(wte);
+    free(wpe);
+    free(dx);
+    free(ref);
+    dev_free(dtok);
+    dev_free(dwte);
+    dev_free(dwpe);
+    dev_free(ddx);
+    dev_free(dout);
 }
 
 // TP=2 identity: rank 0 (rows [0, V/2), adds wpe) + rank 1 (rows [V/2, V)) == one rank
@@ -96,10 +126,21 @@ static void check_tp_sum(int B, int T, int C, int V) {
     float* b = ck_down_bf16(o1, (size_t)BT * C);
     float* s = ck_down_bf16(o, (size_t)BT * C);
     int same = 1;
-    for (size_t i = 0; i < (size_t)BT * C; i++) if (host_bf2f(host_f2bf(a[i] + b[i])) != s[i]) same = 0;
+    for (size_t i = 0; i < (size_t)BT * C; i++)
+        if (host_bf2f(host_f2bf(a[i] + b[i])) != s[i]) same = 0;
     check(same, "encoder_forward TP=2: bf16 sum of the two ranks equals the one-rank embedding bit for bit");
-    free(tok); free(wte); free(wpe); free(a); free(b); free(s);
-    dev_free(dtok); dev_free(dwte); dev_free(dwpe); dev_free(o0); dev_free(o1); dev_free(o);
+    free(tok);
+    free(wte);
+    free(wpe);
+    free(a);
+    free(b);
+    free(s);
+    dev_free(dtok);
+    dev_free(dwte);
+    dev_free(dwpe);
+    dev_free(o0);
+    dev_free(o1);
+    dev_free(o);
 }
 
 int main(void) {

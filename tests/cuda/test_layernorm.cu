@@ -13,7 +13,8 @@
 #include "common.h"
 #include "../../llmc/cuda/layernorm.cuh"
 
-static void ln_ref(double* out, double* mean, double* rstd, const float* x, const float* w, const float* b, int N, int C) {
+static void ln_ref(double* out, double* mean, double* rstd, const float* x, const float* w, const float* b, int N,
+                   int C) {
     for (int n = 0; n < N; n++) {
         const float* r = x + (size_t)n * C;
         double m = 0, v = 0;
@@ -23,7 +24,8 @@ static void ln_ref(double* out, double* mean, double* rstd, const float* x, cons
         v /= C;
         double s = 1.0 / sqrt(v + 1e-5);
         for (int i = 0; i < C; i++) out[(size_t)n * C + i] = (r[i] - m) * s * w[i] + b[i];
-        mean[n] = m; rstd[n] = s;
+        mean[n] = m;
+        rstd[n] = s;
     }
 }
 
@@ -37,10 +39,15 @@ static void check_size(int N, int C, float* scratch, size_t scratch_n) {
     float* bias = ck_rand_bf16(&dbias, C, 0.3f);
     float* g = ck_rand_bf16(&dg, NC, 1.0f);
     float* res = ck_rand_bf16(&dres, NC, 1.0f);
-    for (int i = 0; i < C; i++) { w[i] += 1.0f; } // keep w around 1 as in a model (device copy below)
+    for (int i = 0; i < C; i++) {
+        w[i] += 1.0f;
+    } // keep w around 1 as in a model (device copy below)
     {
         uint16_t* hb = (uint16_t*)malloc_check(2 * C);
-        for (int i = 0; i < C; i++) { hb[i] = host_f2bf(w[i]); w[i] = host_bf2f(hb[i]); }
+        for (int i = 0; i < C; i++) {
+            hb[i] = host_f2bf(w[i]);
+            w[i] = host_bf2f(hb[i]);
+        }
         cudaCheck(cudaMemcpy(dw, hb, 2 * C, cudaMemcpyHostToDevice));
         free(hb);
     }
@@ -60,32 +67,47 @@ static void check_size(int N, int C, float* scratch, size_t scratch_n) {
     float* rstd = ck_down_f32(drstd, N);
     double amax = ck_maxabs(ref, NC);
     check(ck_err(out, ref, NC, 1e-3 * amax, 8e-3) <= 1, "layernorm_forward N=%d C=%d out", N, C);
-    check(ck_err(mean, rm, N, 1e-5, 1e-4) <= 1 && ck_err(rstd, rs, N, 1e-5, 1e-4) <= 1, "layernorm_forward N=%d C=%d mean, rstd", N, C);
-    free(out); free(mean); free(rstd);
+    check(ck_err(mean, rm, N, 1e-5, 1e-4) <= 1 && ck_err(rstd, rs, N, 1e-5, 1e-4) <= 1,
+          "layernorm_forward N=%d C=%d mean, rstd", N, C);
+    free(out);
+    free(mean);
+    free(rstd);
 
     // residual + bias + LN
     float* rsum = (float*)malloc_check(4 * NC);
     double* rref = (double*)malloc_check(8 * NC);
-    for (size_t i = 0; i < NC; i++) { rref[i] = ck_bf((double)x[i] + a[i] + bias[i % C]); rsum[i] = (float)rref[i]; }
+    for (size_t i = 0; i < NC; i++) {
+        rref[i] = ck_bf((double)x[i] + a[i] + bias[i % C]);
+        rsum[i] = (float)rref[i];
+    }
     residual_forward(dresid, dout, dmean, drstd, dx, da, dbias, dw, db, N, C, 0);
     float* gr = ck_down_bf16(dresid, NC);
-    check(ck_err(gr, rref, NC, 1e-3 * ck_maxabs(rref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d resid = a + b + bias", N, C);
+    check(ck_err(gr, rref, NC, 1e-3 * ck_maxabs(rref, NC), 8e-3) <= 1,
+          "residual_forward N=%d C=%d resid = a + b + bias", N, C);
     ln_ref(ref, rm, rs, gr, w, b, N, C); // LN of what the kernel stored
     out = ck_down_bf16(dout, NC);
-    check(ck_err(out, ref, NC, 1e-3 * ck_maxabs(ref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d fused LayerNorm", N, C);
-    free(out); free(gr);
+    check(ck_err(out, ref, NC, 1e-3 * ck_maxabs(ref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d fused LayerNorm", N,
+          C);
+    free(out);
+    free(gr);
     // residual only, no bias, in place into b
     residual_forward(da, NULL, NULL, NULL, dx, da, NULL, NULL, NULL, N, C, 0);
     for (size_t i = 0; i < NC; i++) rref[i] = ck_bf((double)x[i] + a[i]);
     gr = ck_down_bf16(da, NC);
-    check(ck_err(gr, rref, NC, 1e-3 * ck_maxabs(rref, NC), 8e-3) <= 1, "residual_forward N=%d C=%d in place, no bias, no LN", N, C);
-    free(gr); free(rsum); free(rref);
+    check(ck_err(gr, rref, NC, 1e-3 * ck_maxabs(rref, NC), 8e-3) <= 1,
+          "residual_forward N=%d C=%d in place, no bias, no LN", N, C);
+    free(gr);
+    free(rsum);
+    free(rref);
 
     // backward: statistics of x (as forward stores them)
     float* hm = (float*)malloc_check(4 * N);
     float* hr = (float*)malloc_check(4 * N);
     ln_ref(ref, rm, rs, x, w, b, N, C);
-    for (int n = 0; n < N; n++) { hm[n] = (float)rm[n]; hr[n] = (float)rs[n]; }
+    for (int n = 0; n < N; n++) {
+        hm[n] = (float)rm[n];
+        hr[n] = (float)rs[n];
+    }
     cudaCheck(cudaMemcpy(dmean, hm, 4 * N, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(drstd, hr, 4 * N, cudaMemcpyHostToDevice));
     float *ddw, *ddb;
@@ -94,15 +116,21 @@ static void check_size(int N, int C, float* scratch, size_t scratch_n) {
     double* rdin = (double*)malloc_check(8 * NC);
     double* rdw = (double*)malloc_check(8 * C);
     double* rdb = (double*)malloc_check(8 * C);
-    for (int i = 0; i < C; i++) { rdw[i] = dw0[i]; rdb[i] = db0[i]; }
+    for (int i = 0; i < C; i++) {
+        rdw[i] = dw0[i];
+        rdb[i] = db0[i];
+    }
     for (int n = 0; n < N; n++) {
         double mg = 0, mgn = 0;
         for (int i = 0; i < C; i++) {
             double norm = (x[(size_t)n * C + i] - hm[n]) * (double)hr[n], dn = (double)w[i] * g[(size_t)n * C + i];
-            mg += dn; mgn += dn * norm;
-            rdw[i] += g[(size_t)n * C + i] * norm; rdb[i] += g[(size_t)n * C + i];
+            mg += dn;
+            mgn += dn * norm;
+            rdw[i] += g[(size_t)n * C + i] * norm;
+            rdb[i] += g[(size_t)n * C + i];
         }
-        mg /= C; mgn /= C;
+        mg /= C;
+        mgn /= C;
         for (int i = 0; i < C; i++) {
             double norm = (x[(size_t)n * C + i] - hm[n]) * (double)hr[n], dn = (double)w[i] * g[(size_t)n * C + i];
             rdin[(size_t)n * C + i] = res[(size_t)n * C + i] + hr[n] * (dn - mg - norm * mgn);
@@ -112,21 +140,25 @@ static void check_size(int N, int C, float* scratch, size_t scratch_n) {
     float* gdin = ck_down_bf16(dres, NC);
     float* gdw = ck_down_f32(ddw, C);
     float* gdb = ck_down_f32(ddb, C);
-    check(ck_err(gdin, rdin, NC, 2e-3 * ck_maxabs(rdin, NC), 8e-3) <= 1, "layernorm_backward N=%d C=%d dinp = dresid + LN' (in place)", N, C);
-    check(ck_err(gdw, rdw, C, 1e-4 * ck_maxabs(rdw, C), 1e-4) <= 1 && ck_err(gdb, rdb, C, 1e-4 * ck_maxabs(rdb, C), 1e-4) <= 1,
-       "layernorm_backward N=%d C=%d dw, db accumulate", N, C);
+    check(ck_err(gdin, rdin, NC, 2e-3 * ck_maxabs(rdin, NC), 8e-3) <= 1,
+          "layernorm_backward N=%d C=%d dinp = dresid + LN' (in place)", N, C);
+    check(ck_err(gdw, rdw, C, 1e-4 * ck_maxabs(rdw, C), 1e-4) <= 1 &&
+              ck_err(gdb, rdb, C, 1e-4 * ck_maxabs(rdb, C), 1e-4) <= 1,
+          "layernorm_backward N=%d C=%d dw, db accumulate", N, C);
     // determinism: the same call twice gives the same bits
     cudaCheck(cudaMemcpy(ddw, dw0, 4 * C, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(ddb, db0, 4 * C, cudaMemcpyHostToDevice));
     layernorm_backward(dresid, NULL, ddw, ddb, dg, dx, dw, dmean, drstd, N, C, scratch, scratch_n, 0);
     float* gdw2 = ck_down_f32(ddw, C);
     check(memcmp(gdw, gdw2, 4 * C) == 0, "layernorm_backward N=%d C=%d dw bit-identical on a rerun", N, C);
-    {   // dresid NULL: dinp = LN' alone
+    { // dresid NULL: dinp = LN' alone
         float* gd = ck_down_bf16(dresid, NC);
         double* rr = (double*)malloc_check(8 * NC);
         for (size_t i = 0; i < NC; i++) rr[i] = rdin[i] - res[i];
-        check(ck_err(gd, rr, NC, 2e-3 * ck_maxabs(rr, NC), 8e-3) <= 1, "layernorm_backward N=%d C=%d dinp without dresid", N, C);
-        free(gd); free(rr);
+        check(ck_err(gd, rr, NC, 2e-3 * ck_maxabs(rr, NC), 8e-3) <= 1,
+              "layernorm_backward N=%d C=%d dinp without dresid", N, C);
+        free(gd);
+        free(rr);
     }
 
     // the scalar instantiations on misaligned copies give the packed path's bits
@@ -156,19 +188,54 @@ static void check_size(int N, int C, float* scratch, size_t scratch_n) {
         layernorm_backward(mr, da, mdw, mdb, dg, mx, dw, dmean, drstd, N, C, scratch, scratch_n, 0);
         check(ck_same_bits(mr, dresid, 2 * NC) && ck_same_bits(mdw, ddw, 4 * C) && ck_same_bits(mdb, ddb, 4 * C),
               "layernorm_backward N=%d C=%d misaligned (scalar path): the packed path's bits", N, C);
-        dev_free(b1); dev_free(b2); dev_free(b3); dev_free(b4); dev_free(b5); dev_free(b6); dev_free(b7);
+        dev_free(b1);
+        dev_free(b2);
+        dev_free(b3);
+        dev_free(b4);
+        dev_free(b5);
+        dev_free(b6);
+        dev_free(b7);
     }
-    free(gdin); free(gdw); free(gdb); free(gdw2);
-    free(x); free(w); free(b); free(a); free(bias); free(g); free(res); free(hm); free(hr); free(dw0); free(db0);
-    free(ref); free(rm); free(rs); free(rdin); free(rdw); free(rdb);
-    dev_free(dx); dev_free(dw); dev_free(db); dev_free(da); dev_free(dbias); dev_free(dg); dev_free(dres);
-    dev_free(dout); dev_free(dresid); dev_free(dmean); dev_free(drstd); dev_free(ddw); dev_free(ddb);
+    free(gdin);
+    free(gdw);
+    free(gdb);
+    free(gdw2);
+    free(x);
+    free(w);
+    free(b);
+    free(a);
+    free(bias);
+    free(g);
+    free(res);
+    free(hm);
+    free(hr);
+    free(dw0);
+    free(db0);
+    free(ref);
+    free(rm);
+    free(rs);
+    free(rdin);
+    free(rdw);
+    free(rdb);
+    dev_free(dx);
+    dev_free(dw);
+    dev_free(db);
+    dev_free(da);
+    dev_free(dbias);
+    dev_free(dg);
+    dev_free(dres);
+    dev_free(dout);
+    dev_free(dresid);
+    dev_free(dmean);
+    dev_free(drstd);
+    dev_free(ddw);
+    dev_free(ddb);
 }
 
 int main(void) {
     // N = 1000: 125 backward blocks in 4 clusters; N = 4100: 512 blocks (capped), 16 clusters
-    const int sizes[][2] = {{1, 32}, {7, 96}, {37, 130}, {130, 64}, {64, 768}, {9, 2056}, {5, 4099}, {1000, 64},
-                            {4100, 24}, {3, 20480}};
+    const int sizes[][2] = {{1, 32},   {7, 96},   {37, 130},  {130, 64},  {64, 768},
+                            {9, 2056}, {5, 4099}, {1000, 64}, {4100, 24}, {3, 20480}};
     const int nsizes = (int)(sizeof(sizes) / sizeof(sizes[0]));
     size_t scratch_n = 0;
     for (int i = 0; i < nsizes; i++) {

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     if (!strcmp(mode, "rows")) {
         const int R = 16, C = 300;
         float h[R * C], hs[R], hm[R];
-        for (int i = 0; i < R * C; i++) h[i] = (float)((i * 7919) % 101);  // integers: exact sums
+        for (int i = 0; i < R * C; i++) h[i] = (float)((i * 7919) % 101); // integers: exact sums
         float *dx, *ds, *dm;
         cudaCheck(cudaMalloc(&dx, sizeof h));
         cudaCheck(cudaMalloc(&ds, sizeof hs));
@@ -81,19 +81,31 @@ int main(int argc, char** argv) {
         int bad = 0;
         for (int r = 0; r < R; r++) {
             float s = 0.0f, m = -INFINITY;
-            for (int c = 0; c < C; c++) { s += h[r * C + c]; m = fmaxf(m, h[r * C + c]); }
+            for (int c = 0; c < C; c++) {
+                s += h[r * C + c];
+                m = fmaxf(m, h[r * C + c]);
+            }
             bad += s != hs[r] || m != hm[r];
         }
         printf("rows: %d of %d rows wrong\n", bad, R);
         return bad != 0;
     }
-    if (!strcmp(mode, "smem_race")) LAUNCH(smem_race_kernel, 1, 64, 0, 0, d);
-    else if (!strcmp(mode, "warp_race")) LAUNCH(warp_race_kernel, 1, 32, 0, 0, d);
-    else if (!strcmp(mode, "warp_ok")) LAUNCH(warp_ok_kernel, 1, 32, 0, 0, d);
-    else if (!strcmp(mode, "global_race")) LAUNCH(global_race_kernel, 4, 32, 0, 0, d);
-    else if (!strcmp(mode, "global_atomic")) LAUNCH(global_atomic_kernel, 4, 32, 0, 0, d);
-    else if (!strcmp(mode, "misaligned")) LAUNCH(misaligned_kernel, 1, 32, 0, 0, d, d2);
-    else { fprintf(stderr, "error: unknown mode '%s'\n", mode); return 2; }
+    if (!strcmp(mode, "smem_race"))
+        LAUNCH(smem_race_kernel, 1, 64, 0, 0, d);
+    else if (!strcmp(mode, "warp_race"))
+        LAUNCH(warp_race_kernel, 1, 32, 0, 0, d);
+    else if (!strcmp(mode, "warp_ok"))
+        LAUNCH(warp_ok_kernel, 1, 32, 0, 0, d);
+    else if (!strcmp(mode, "global_race"))
+        LAUNCH(global_race_kernel, 4, 32, 0, 0, d);
+    else if (!strcmp(mode, "global_atomic"))
+        LAUNCH(global_atomic_kernel, 4, 32, 0, 0, d);
+    else if (!strcmp(mode, "misaligned"))
+        LAUNCH(misaligned_kernel, 1, 32, 0, 0, d, d2);
+    else {
+        fprintf(stderr, "error: unknown mode '%s'\n", mode);
+        return 2;
+    }
     cudaCheck(cudaDeviceSynchronize());
     printf("%s: ran to the end\n", mode);
     return 0;

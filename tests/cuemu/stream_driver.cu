@@ -17,7 +17,14 @@
 #include <cstring>
 #include "../../llmc/cuda/cuda_common.cuh"
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "error: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#define CK(x)                                                               \
+    do {                                                                    \
+        cudaError_t e_ = (x);                                               \
+        if (e_ != cudaSuccess) {                                            \
+            fprintf(stderr, "error: %s: %s\n", #x, cudaGetErrorString(e_)); \
+            exit(1);                                                        \
+        }                                                                   \
+    } while (0)
 
 __global__ void sum_kernel(const int* x, int n, int* out) {
     if (threadIdx.x == 0 && blockIdx.x == 0) {
@@ -36,15 +43,17 @@ static int slots(int guard, int pinned) {
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
     for (int k = 0; k < 2; k++) {
-        if (pinned) CK(cudaMallocHost(&h[k], n * sizeof(int)));
-        else h[k] = (int*)malloc(n * sizeof(int));
+        if (pinned)
+            CK(cudaMallocHost(&h[k], n * sizeof(int)));
+        else
+            h[k] = (int*)malloc(n * sizeof(int));
         CK(cudaMalloc(&d[k], n * sizeof(int)));
         CK(cudaEventCreateWithFlags(&ev[k], cudaEventDisableTiming));
     }
     CK(cudaMalloc(&dsum, rounds * sizeof(int)));
     for (int r = 0; r < rounds; r++) {
         int k = r % 2;
-        if (guard && r >= 2) CK(cudaEventSynchronize(ev[k]));  // the slot's last copy has run
+        if (guard && r >= 2) CK(cudaEventSynchronize(ev[k])); // the slot's last copy has run
         for (int i = 0; i < n; i++) h[k][i] = r * 1000 + i;
         CK(cudaMemcpyAsync(d[k], h[k], n * sizeof(int), cudaMemcpyHostToDevice, s));
         CK(cudaEventRecord(ev[k], s));
@@ -56,11 +65,16 @@ static int slots(int guard, int pinned) {
     int bad = 0;
     for (int r = 0; r < rounds; r++) {
         int want = r * 1000 * n + n * (n - 1) / 2;
-        if (got[r] != want) { fprintf(stderr, "round %d: sum %d, expected %d\n", r, got[r], want); bad = 1; }
+        if (got[r] != want) {
+            fprintf(stderr, "round %d: sum %d, expected %d\n", r, got[r], want);
+            bad = 1;
+        }
     }
     for (int k = 0; k < 2; k++) {
-        if (pinned) CK(cudaFreeHost(h[k]));
-        else free(h[k]);
+        if (pinned)
+            CK(cudaFreeHost(h[k]));
+        else
+            free(h[k]);
         CK(cudaFree(d[k]));
         CK(cudaEventDestroy(ev[k]));
     }
@@ -81,7 +95,10 @@ static int pageable_snapshot() {
     CK(cudaMemcpy(&got, d, sizeof(int), cudaMemcpyDeviceToHost));
     free(h);
     CK(cudaFree(d));
-    if (got != 7) { fprintf(stderr, "pageable copy gave %d, expected 7\n", got); return 1; }
+    if (got != 7) {
+        fprintf(stderr, "pageable copy gave %d, expected 7\n", got);
+        return 1;
+    }
     return 0;
 }
 
@@ -93,7 +110,7 @@ static int write_before_sync() {
     CK(cudaMalloc(&d, 64 * sizeof(int)));
     for (int i = 0; i < 64; i++) h[i] = i;
     CK(cudaMemcpyAsync(d, h, 64 * sizeof(int), cudaMemcpyHostToDevice, 0));
-    h[5] = -1;  // races with the copy
+    h[5] = -1; // races with the copy
     CK(cudaDeviceSynchronize());
     CK(cudaFreeHost(h));
     CK(cudaFree(d));
@@ -121,14 +138,17 @@ static int two_streams() {
     CK(cudaMemcpyAsync(&got, dsum, sizeof(int), cudaMemcpyDeviceToHost, b));
     CK(cudaStreamSynchronize(b));
     CK(cudaEventSynchronize(e));
-    h[0] = 0;  // fine: the event has completed
+    h[0] = 0; // fine: the event has completed
     CK(cudaFreeHost(h));
     CK(cudaFree(d));
     CK(cudaFree(dsum));
     CK(cudaEventDestroy(e));
     CK(cudaStreamDestroy(a));
     CK(cudaStreamDestroy(b));
-    if (got != 2 * n) { fprintf(stderr, "two streams: sum %d, expected %d\n", got, 2 * n); return 1; }
+    if (got != 2 * n) {
+        fprintf(stderr, "two streams: sum %d, expected %d\n", got, 2 * n);
+        return 1;
+    }
     return 0;
 }
 
@@ -156,14 +176,17 @@ static int cross(int with_event) {
         CK(cudaStreamWaitEvent(b, e, 0));
     }
     LAUNCH(sum_kernel, 1, 32, 0, b, d, n, dsum);
-    CK(cudaMemcpyAsync(&got, dsum, sizeof(int), cudaMemcpyDeviceToHost, b));  // pageable: returns when done
+    CK(cudaMemcpyAsync(&got, dsum, sizeof(int), cudaMemcpyDeviceToHost, b)); // pageable: returns when done
     CK(cudaDeviceSynchronize());
     CK(cudaFree(d));
     CK(cudaFree(dsum));
     CK(cudaEventDestroy(e));
     CK(cudaStreamDestroy(a));
     CK(cudaStreamDestroy(b));
-    if (got != 3 * n) { fprintf(stderr, "cross-stream read: sum %d, expected %d\n", got, 3 * n); return 1; }
+    if (got != 3 * n) {
+        fprintf(stderr, "cross-stream read: sum %d, expected %d\n", got, 3 * n);
+        return 1;
+    }
     return 0;
 }
 
@@ -192,7 +215,11 @@ static int d2h(int when) {
     CK(cudaFree(d));
     CK(cudaEventDestroy(e));
     CK(cudaStreamDestroy(s));
-    if (bad) { fprintf(stderr, "host read of the pinned D2H destination: %d of %d wrong (h[0] = %d, expected 5)\n", bad, n, first); return 1; }
+    if (bad) {
+        fprintf(stderr, "host read of the pinned D2H destination: %d of %d wrong (h[0] = %d, expected 5)\n", bad, n,
+                first);
+        return 1;
+    }
     return 0;
 }
 
@@ -211,7 +238,10 @@ static int legacy(unsigned flags) {
     CK(cudaFree(d));
     CK(cudaStreamDestroy(s));
     for (int i = 0; i < n; i++)
-        if (got[i] != 7) { fprintf(stderr, "legacy stream read: got[%d] = %d, expected 7\n", i, got[i]); return 1; }
+        if (got[i] != 7) {
+            fprintf(stderr, "legacy stream read: got[%d] = %d, expected 7\n", i, got[i]);
+            return 1;
+        }
     return 0;
 }
 
@@ -222,7 +252,8 @@ static int legacy(unsigned flags) {
 // compute stream's wait (the optimizer may read the reduced gradients too early, and the
 // next backward pass may overwrite gradients the all-reduce is still reading).
 __global__ void backward_kernel(float* grad, int n, int step) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) grad[i] = (float)(step + 1) * 0.5f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        grad[i] = (float)(step + 1) * 0.5f;
 }
 __global__ void sgd_kernel(float* param, const float* grad, int n) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) param[i] -= grad[i];
@@ -234,7 +265,10 @@ static int dp_overlap(int mode) {
     cudaEvent_t grads_ready, reduced_ready;
     ncclComm_t nc;
     ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&nc, 1, id, 0) != ncclSuccess) { fprintf(stderr, "nccl init\n"); return 1; }
+    if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&nc, 1, id, 0) != ncclSuccess) {
+        fprintf(stderr, "nccl init\n");
+        return 1;
+    }
     CK(cudaStreamCreate(&compute));
     CK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
     CK(cudaEventCreateWithFlags(&grads_ready, cudaEventDisableTiming));
@@ -247,7 +281,10 @@ static int dp_overlap(int mode) {
         LAUNCH(backward_kernel, 4, 128, 0, compute, grad, n, step);
         CK(cudaEventRecord(grads_ready, compute));
         if (mode != 1) CK(cudaStreamWaitEvent(comm, grads_ready, 0));
-        if (ncclAllReduce(grad, reduced, n, ncclFloat, ncclSum, nc, comm) != ncclSuccess) { fprintf(stderr, "all-reduce\n"); return 1; }
+        if (ncclAllReduce(grad, reduced, n, ncclFloat, ncclSum, nc, comm) != ncclSuccess) {
+            fprintf(stderr, "all-reduce\n");
+            return 1;
+        }
         CK(cudaEventRecord(reduced_ready, comm));
         if (mode != 2) CK(cudaStreamWaitEvent(compute, reduced_ready, 0));
         LAUNCH(sgd_kernel, 4, 128, 0, compute, param, reduced, n);
@@ -263,9 +300,12 @@ static int dp_overlap(int mode) {
     CK(cudaEventDestroy(reduced_ready));
     CK(cudaStreamDestroy(compute));
     CK(cudaStreamDestroy(comm));
-    const float want = -(0.5f + 1.0f + 1.5f);  // exact in fp32
+    const float want = -(0.5f + 1.0f + 1.5f); // exact in fp32
     for (int i = 0; i < n; i++)
-        if (h[i] != want) { fprintf(stderr, "dp overlap: param[%d] = %g, expected %g\n", i, h[i], want); return 1; }
+        if (h[i] != want) {
+            fprintf(stderr, "dp overlap: param[%d] = %g, expected %g\n", i, h[i], want);
+            return 1;
+        }
     return 0;
 }
 
@@ -300,14 +340,20 @@ static int halves(int mode) {
     CK(cudaStreamDestroy(b));
     for (int i = 0; i < 2 * n; i++) {
         int want = i < (mode == 0 ? n : n - 1) ? 1 : 2;
-        if (h[i] != want) { fprintf(stderr, "halves: h[%d] = %d, expected %d\n", i, h[i], want); return 1; }
+        if (h[i] != want) {
+            fprintf(stderr, "halves: h[%d] = %d, expected %d\n", i, h[i], want);
+            return 1;
+        }
     }
     return 0;
 }
 // What a kernel reaches other than through a pointer parameter counts too: a pointer
 // inside a struct argument (mode 0), an atomicAdd (mode 1). Stream a writes the counter
 // that way, stream b's sum_kernel reads it with no event between them (a race).
-struct IntSlice { int* p; int n; };
+struct IntSlice {
+    int* p;
+    int n;
+};
 __global__ void struct_fill_kernel(IntSlice s, int v) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < s.n; i += gridDim.x * blockDim.x) s.p[i] = v;
 }
@@ -320,9 +366,11 @@ static int hidden_write(int mode) {
     CK(cudaMalloc(&d, 64 * sizeof(int)));
     CK(cudaMalloc(&dsum, sizeof(int)));
     CK(cudaMemset(d, 0, 64 * sizeof(int)));
-    CK(cudaDeviceSynchronize());  // a and b are non-blocking: the legacy memset does not order them
-    if (mode == 0) LAUNCH(struct_fill_kernel, 1, 64, 0, a, IntSlice{d, 64}, 1);
-    else LAUNCH(atomic_count_kernel, 1, 64, 0, a, d);
+    CK(cudaDeviceSynchronize()); // a and b are non-blocking: the legacy memset does not order them
+    if (mode == 0)
+        LAUNCH(struct_fill_kernel, 1, 64, 0, a, IntSlice{d, 64}, 1);
+    else
+        LAUNCH(atomic_count_kernel, 1, 64, 0, a, d);
     LAUNCH(sum_kernel, 1, 32, 0, b, d, 64, dsum);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(&got, dsum, sizeof(int), cudaMemcpyDeviceToHost));
@@ -354,15 +402,20 @@ static int lt_halves(int overlap) {
     CK(cudaMemcpy(A, hA, sizeof hA, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(B, hB, sizeof hB, cudaMemcpyHostToDevice));
     CK(cudaMemset(D, 0, sizeof h));
-    CK(cudaDeviceSynchronize());  // the streams are non-blocking: the legacy memset does not order them
-    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS || cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+    CK(cudaDeviceSynchronize()); // the streams are non-blocking: the legacy memset does not order them
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, m, k, m) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd) != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "cublasLt setup\n"); return 1; }
+        cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasLt setup\n");
+        return 1;
+    }
     const float alpha[2] = {1.0f, 2.0f}, beta = 0.0f;
     for (int i = 0; i < 2; i++) {
         float* Di = D + (i == 0 ? 0 : m - overlap);
-        if (cublasLtMatmul(lt, desc, &alpha[i], A, la, B, lb, &beta, Di, ld, Di, ld, NULL, NULL, 0, s[i]) != CUBLAS_STATUS_SUCCESS) {
+        if (cublasLtMatmul(lt, desc, &alpha[i], A, la, B, lb, &beta, Di, ld, Di, ld, NULL, NULL, 0, s[i]) !=
+            CUBLAS_STATUS_SUCCESS) {
             fprintf(stderr, "cublasLtMatmul\n");
             return 1;
         }
@@ -382,7 +435,10 @@ static int lt_halves(int overlap) {
     for (int j = 0; j < n; j++)
         for (int i = 0; i < ldd; i++) {
             float want = i < m ? (float)k : 2.0f * k;
-            if (h[j * ldd + i] != want) { fprintf(stderr, "lt halves: D[%d,%d] = %g, expected %g\n", i, j, h[j * ldd + i], want); return 1; }
+            if (h[j * ldd + i] != want) {
+                fprintf(stderr, "lt halves: D[%d,%d] = %g, expected %g\n", i, j, h[j * ldd + i], want);
+                return 1;
+            }
         }
     return 0;
 }
@@ -406,9 +462,12 @@ static void launch_res(float* d, int threads) {
 static int resources(const char* m, int threads) {
     float* d;
     CK(cudaMalloc(&d, 4096));
-    if (!strcmp(m, "res_tmpl128")) launch_res<128>(d, threads);
-    else if (!strcmp(m, "res_tmpl64")) launch_res<64>(d, threads);
-    else if (!strcmp(m, "res_plain")) LAUNCH(res_plain_kernel, 1, threads, 1024, 0, d);
+    if (!strcmp(m, "res_tmpl128"))
+        launch_res<128>(d, threads);
+    else if (!strcmp(m, "res_tmpl64"))
+        launch_res<64>(d, threads);
+    else if (!strcmp(m, "res_plain"))
+        LAUNCH(res_plain_kernel, 1, threads, 1024, 0, d);
     else if (!strcmp(m, "res_smem")) {
         // 163 KiB of dynamic shared memory: the opt-in maximum of sm_80, so with the
         // kernel's static shared memory it fits sm_90 (227 KiB) but not sm_80
@@ -427,32 +486,58 @@ static int resources(const char* m, int threads) {
 int main(int argc, char** argv) {
     const char* m = argc > 1 ? argv[1] : "";
     int bad;
-    if (!strncmp(m, "res_", 4)) bad = resources(m, argc > 2 ? atoi(argv[2]) : 256);
-    else
-    if (!strcmp(m, "slots_guarded")) bad = slots(1, 1);
-    else if (!strcmp(m, "slots_unguarded")) bad = slots(0, 1);
-    else if (!strcmp(m, "slots_pageable")) bad = slots(0, 0);
-    else if (!strcmp(m, "pageable_snapshot")) bad = pageable_snapshot();
-    else if (!strcmp(m, "write_before_sync")) bad = write_before_sync();
-    else if (!strcmp(m, "two_streams")) bad = two_streams();
-    else if (!strcmp(m, "cross_no_event")) bad = cross(0);
-    else if (!strcmp(m, "cross_event")) bad = cross(1);
-    else if (!strcmp(m, "d2h_read_early")) bad = d2h(0);
-    else if (!strcmp(m, "d2h_stream_sync")) bad = d2h(1);
-    else if (!strcmp(m, "d2h_event_sync")) bad = d2h(2);
-    else if (!strcmp(m, "legacy_blocking")) bad = legacy(cudaStreamDefault);
-    else if (!strcmp(m, "legacy_nonblocking")) bad = legacy(cudaStreamNonBlocking);
-    else if (!strcmp(m, "halves_disjoint")) bad = halves(0);
-    else if (!strcmp(m, "halves_overlap")) bad = halves(1);
-    else if (!strcmp(m, "halves_overlap_event")) bad = halves(2);
-    else if (!strcmp(m, "lt_halves")) bad = lt_halves(0);
-    else if (!strcmp(m, "lt_halves_overlap")) bad = lt_halves(1);
-    else if (!strcmp(m, "struct_ptr_no_event")) bad = hidden_write(0);
-    else if (!strcmp(m, "atomic_no_event")) bad = hidden_write(1);
-    else if (!strcmp(m, "dp_overlap")) bad = dp_overlap(0);
-    else if (!strcmp(m, "dp_no_comm_wait")) bad = dp_overlap(1);
-    else if (!strcmp(m, "dp_no_compute_wait")) bad = dp_overlap(2);
-    else { fprintf(stderr, "error: unknown mode '%s'\n", m); return 2; }
+    if (!strncmp(m, "res_", 4))
+        bad = resources(m, argc > 2 ? atoi(argv[2]) : 256);
+    else if (!strcmp(m, "slots_guarded"))
+        bad = slots(1, 1);
+    else if (!strcmp(m, "slots_unguarded"))
+        bad = slots(0, 1);
+    else if (!strcmp(m, "slots_pageable"))
+        bad = slots(0, 0);
+    else if (!strcmp(m, "pageable_snapshot"))
+        bad = pageable_snapshot();
+    else if (!strcmp(m, "write_before_sync"))
+        bad = write_before_sync();
+    else if (!strcmp(m, "two_streams"))
+        bad = two_streams();
+    else if (!strcmp(m, "cross_no_event"))
+        bad = cross(0);
+    else if (!strcmp(m, "cross_event"))
+        bad = cross(1);
+    else if (!strcmp(m, "d2h_read_early"))
+        bad = d2h(0);
+    else if (!strcmp(m, "d2h_stream_sync"))
+        bad = d2h(1);
+    else if (!strcmp(m, "d2h_event_sync"))
+        bad = d2h(2);
+    else if (!strcmp(m, "legacy_blocking"))
+        bad = legacy(cudaStreamDefault);
+    else if (!strcmp(m, "legacy_nonblocking"))
+        bad = legacy(cudaStreamNonBlocking);
+    else if (!strcmp(m, "halves_disjoint"))
+        bad = halves(0);
+    else if (!strcmp(m, "halves_overlap"))
+        bad = halves(1);
+    else if (!strcmp(m, "halves_overlap_event"))
+        bad = halves(2);
+    else if (!strcmp(m, "lt_halves"))
+        bad = lt_halves(0);
+    else if (!strcmp(m, "lt_halves_overlap"))
+        bad = lt_halves(1);
+    else if (!strcmp(m, "struct_ptr_no_event"))
+        bad = hidden_write(0);
+    else if (!strcmp(m, "atomic_no_event"))
+        bad = hidden_write(1);
+    else if (!strcmp(m, "dp_overlap"))
+        bad = dp_overlap(0);
+    else if (!strcmp(m, "dp_no_comm_wait"))
+        bad = dp_overlap(1);
+    else if (!strcmp(m, "dp_no_compute_wait"))
+        bad = dp_overlap(2);
+    else {
+        fprintf(stderr, "error: unknown mode '%s'\n", m);
+        return 2;
+    }
     if (bad) return 1;
     printf("ok\n");
     return 0;

@@ -50,8 +50,11 @@ static bool check(bool ok, const char* name, const char* fmt = nullptr, ...) {
 #define FULL 0xffffffffu
 
 static uint32_t g_rng = 12345u;
-static uint32_t rnd() { g_rng = g_rng * 1664525u + 1013904223u; return g_rng >> 8; }
-static float rnd_unit() { return (float)(rnd() % 2000001) / 1000000.0f - 1.0f; }  // [-1, 1]
+static uint32_t rnd() {
+    g_rng = g_rng * 1664525u + 1013904223u;
+    return g_rng >> 8;
+}
+static float rnd_unit() { return (float)(rnd() % 2000001) / 1000000.0f - 1.0f; } // [-1, 1]
 
 template <class T>
 static T* dev_upload(const std::vector<T>& h) {
@@ -72,11 +75,15 @@ __global__ void index_kernel(int* out, int* count) {
     int bid = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     int g = bid * (blockDim.x * blockDim.y * blockDim.z) + tid;
-    out[g] = (int)(blockIdx.x * 1000000 + blockIdx.y * 100000 + blockIdx.z * 10000 + threadIdx.x * 100 + threadIdx.y * 10 + threadIdx.z);
+    out[g] = (int)(blockIdx.x * 1000000 + blockIdx.y * 100000 + blockIdx.z * 10000 + threadIdx.x * 100 +
+                   threadIdx.y * 10 + threadIdx.z);
     atomicAdd(&count[g], 1);
 }
 
-struct ScaleParams { float scale; int n; };
+struct ScaleParams {
+    float scale;
+    int n;
+};
 template <typename T, int N>
 __global__ void scale_kernel(T* x, ScaleParams p) {
     int i = blockIdx.x * N + threadIdx.x;
@@ -125,7 +132,13 @@ __global__ void sync_variants_kernel(int* out) {
     int a0 = __syncthreads_and(t < 99);
     int o1 = __syncthreads_or(t == 57);
     int o0 = __syncthreads_or(t == 1000);
-    if (t == 0) { out[0] = c; out[1] = a1; out[2] = a0; out[3] = o1; out[4] = o0; }
+    if (t == 0) {
+        out[0] = c;
+        out[1] = a1;
+        out[2] = a0;
+        out[3] = o1;
+        out[4] = o0;
+    }
 }
 
 // Warp sums: correct and off-by-one variants.
@@ -138,7 +151,7 @@ __global__ void warp_xor_ok(const float* in, float* out) {
 __global__ void warp_xor_stops_early(const float* in, float* out) {
     int g = blockIdx.x * blockDim.x + threadIdx.x;
     float v = in[g];
-    for (int o = 16; o > 1; o >>= 1) v += __shfl_xor_sync(FULL, v, o);  // BUG: offset 1 never done
+    for (int o = 16; o > 1; o >>= 1) v += __shfl_xor_sync(FULL, v, o); // BUG: offset 1 never done
     out[g] = v;
 }
 __global__ void warp_down_ok(const float* in, float* out) {
@@ -150,7 +163,7 @@ __global__ void warp_down_ok(const float* in, float* out) {
 __global__ void warp_down_off_by_one(const float* in, float* out) {
     int g = blockIdx.x * blockDim.x + threadIdx.x;
     float v = in[g];
-    for (int o = 15; o > 0; o >>= 1) v += __shfl_down_sync(FULL, v, o);  // BUG: offsets 15,7,3,1
+    for (int o = 15; o > 0; o >>= 1) v += __shfl_down_sync(FULL, v, o); // BUG: offsets 15,7,3,1
     if ((threadIdx.x & 31) == 0) out[g / 32] = v;
 }
 // Warp-synchronous reduction through shared memory, 4 warps per block.
@@ -190,7 +203,7 @@ __global__ void shfl_semantics_kernel(int* out) {
     out[5 * 32 + l] = __shfl_down_sync(FULL, v, 5, 16);
     out[6 * 32 + l] = __shfl_up_sync(FULL, v, 33);
 }
-__global__ void vote_kernel(unsigned* out) {  // blockDim 40: warp 1 has 8 lanes
+__global__ void vote_kernel(unsigned* out) { // blockDim 40: warp 1 has 8 lanes
     int t = threadIdx.x, lane = t & 31;
     out[t * 3 + 0] = __ballot_sync(FULL, lane % 3 == 0);
     out[t * 3 + 1] = (unsigned)__any_sync(FULL, t == 39);
@@ -199,11 +212,13 @@ __global__ void vote_kernel(unsigned* out) {  // blockDim 40: warp 1 has 8 lanes
 __global__ void halfwarp_kernel(int* out) {
     int l = threadIdx.x;
     int v = l * 10, r;
-    if (l < 16) r = __shfl_xor_sync(0x0000ffffu, v, 1);
-    else r = __shfl_down_sync(0xffff0000u, v, 1);
+    if (l < 16)
+        r = __shfl_xor_sync(0x0000ffffu, v, 1);
+    else
+        r = __shfl_down_sync(0xffff0000u, v, 1);
     out[l] = r;
 }
-__global__ void partial_warp_shfl_kernel(float* out) {  // blockDim 40
+__global__ void partial_warp_shfl_kernel(float* out) { // blockDim 40
     float v = (float)threadIdx.x;
     out[threadIdx.x] = __shfl_down_sync(FULL, v, 8);
 }
@@ -245,7 +260,8 @@ __global__ void bf16_convert_kernel(const unsigned* fbits, unsigned short* rn, i
     if (i < n) rn[i] = __bfloat16_as_ushort(__float2bfloat16_rn(__uint_as_float(fbits[i])));
 }
 __global__ void bf16_arith_kernel(unsigned short* out) {
-    __nv_bfloat16 one = __ushort_as_bfloat16(0x3F80), one1 = __ushort_as_bfloat16(0x3F81), eps = __ushort_as_bfloat16(0x3B80);
+    __nv_bfloat16 one = __ushort_as_bfloat16(0x3F80), one1 = __ushort_as_bfloat16(0x3F81),
+                  eps = __ushort_as_bfloat16(0x3B80);
     out[0] = __bfloat16_as_ushort(__hadd(one, eps));
     out[1] = __bfloat16_as_ushort(__hadd(one1, eps));
     out[2] = __bfloat16_as_ushort(one1 + eps);
@@ -261,21 +277,23 @@ __global__ void touch_kernel(float* p) { p[threadIdx.x] = 1.0f; }
 // Undefined behaviour / hangs on a GPU, which the emulation must stop loudly.
 __global__ void deadlock_kernel(float* out) {
     float v = (float)threadIdx.x;
-    if (threadIdx.x < 16) v = __shfl_xor_sync(FULL, v, 1);  // lanes 16..31 never come: they wait below
+    if (threadIdx.x < 16) v = __shfl_xor_sync(FULL, v, 1); // lanes 16..31 never come: they wait below
     __syncthreads();
     out[threadIdx.x] = v;
 }
 __global__ void exited_lanes_kernel(float* out) {
-    if (threadIdx.x >= 16) return;  // exited lanes do not hold up a full-mask shuffle (PTX semantics)
+    if (threadIdx.x >= 16) return; // exited lanes do not hold up a full-mask shuffle (PTX semantics)
     out[threadIdx.x] = __shfl_xor_sync(FULL, (float)threadIdx.x, 1);
 }
 __global__ void mask_without_self_kernel(float* out) {
-    out[threadIdx.x] = __shfl_sync(0x1u, (float)threadIdx.x, 0);  // lanes 1..31 are not in their own mask
+    out[threadIdx.x] = __shfl_sync(0x1u, (float)threadIdx.x, 0); // lanes 1..31 are not in their own mask
 }
 __global__ void divergent_intrinsics_kernel(float* out) {
     float v = (float)threadIdx.x;
-    if (threadIdx.x & 1) v = __shfl_xor_sync(FULL, v, 1);
-    else v = __shfl_down_sync(FULL, v, 1);
+    if (threadIdx.x & 1)
+        v = __shfl_xor_sync(FULL, v, 1);
+    else
+        v = __shfl_down_sync(FULL, v, 1);
     out[threadIdx.x] = v;
 }
 
@@ -304,11 +322,13 @@ static void test_launch() {
 
     LAUNCH_UNCHECKED(index_kernel, 1, 1025, 0, 0, out, count);
     cudaError_t e = cudaGetLastError();
-    check(e == cudaErrorInvalidConfiguration, "launch: 1025 threads per block -> cudaErrorInvalidConfiguration", "got %s", cudaGetErrorName(e));
+    check(e == cudaErrorInvalidConfiguration, "launch: 1025 threads per block -> cudaErrorInvalidConfiguration",
+          "got %s", cudaGetErrorName(e));
     check(cudaGetLastError() == cudaSuccess, "cudaGetLastError resets the error");
     LAUNCH_UNCHECKED(index_kernel, dim3(0, 1, 1), 32, 0, 0, out, count);
     e = cudaGetLastError();
-    check(e == cudaErrorInvalidConfiguration, "launch: empty grid -> cudaErrorInvalidConfiguration", "got %s", cudaGetErrorName(e));
+    check(e == cudaErrorInvalidConfiguration, "launch: empty grid -> cudaErrorInvalidConfiguration", "got %s",
+          cudaGetErrorName(e));
 
     const int n = 1000;
     std::vector<float> x(n);
@@ -319,7 +339,8 @@ static void test_launch() {
     std::vector<float> y = dev_download(dx, n);
     bad = 0;
     for (int i = 0; i < n; i++) bad += y[i] != 2.5f * (float)i;
-    check(bad == 0, "launch: template kernel in parentheses, struct argument by value, partial last block", "%d wrong", bad);
+    check(bad == 0, "launch: template kernel in parentheses, struct argument by value, partial last block", "%d wrong",
+          bad);
     cudaCheck(cudaFree(dx));
     cudaCheck(cudaFree(out));
     cudaCheck(cudaFree(count));
@@ -328,7 +349,7 @@ static void test_launch() {
 static void test_block_reduction() {
     const int B = 64, T = 256;
     std::vector<float> in(B * T);
-    for (int i = 0; i < B * T; i++) in[i] = (float)(rnd() % 1000);  // integers: every sum is exact
+    for (int i = 0; i < B * T; i++) in[i] = (float)(rnd() % 1000); // integers: every sum is exact
     std::vector<float> want(B, 0.0f);
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) want[b] += in[b * T + t];
@@ -352,10 +373,12 @@ static void test_block_reduction() {
     cuemu::det().on = false;
     std::vector<float> r1;
     bad = wrong_blocks(block_sum_no_sync_after_store, &r1);
-    check(bad > 0, "broken kernel detected: __syncthreads missing after the shared-memory store", "all %d block sums came out right", B);
+    check(bad > 0, "broken kernel detected: __syncthreads missing after the shared-memory store",
+          "all %d block sums came out right", B);
     printf("       (%d of %d block sums wrong)\n", bad, B);
     bad = wrong_blocks(block_sum_no_sync_in_loop, nullptr);
-    check(bad > 0, "broken kernel detected: __syncthreads missing inside the tree loop", "all %d block sums came out right", B);
+    check(bad > 0, "broken kernel detected: __syncthreads missing inside the tree loop",
+          "all %d block sums came out right", B);
     printf("       (%d of %d block sums wrong)\n", bad, B);
     // Determinism and seeds: children forked from the same state run the broken
     // kernel; the same seed must give the same bits, every seed must expose the bug.
@@ -369,7 +392,11 @@ static void test_block_reduction() {
             cuemu::config().sched = sched;
             std::vector<float> got;
             uint64_t res[2] = {(uint64_t)wrong_blocks(block_sum_no_sync_after_store, &got), 1469598103934665603ull};
-            for (float x : got) { uint32_t u; memcpy(&u, &x, 4); res[1] = (res[1] ^ u) * 1099511628211ull; }
+            for (float x : got) {
+                uint32_t u;
+                memcpy(&u, &x, 4);
+                res[1] = (res[1] ^ u) * 1099511628211ull;
+            }
             ssize_t w = write(fd[1], res, sizeof res);
             _exit(w == (ssize_t)sizeof res ? 0 : 1);
         }
@@ -386,14 +413,16 @@ static void test_block_reduction() {
     uint64_t seed0 = cuemu::config().seed, h1 = 0, h2 = 0, h3 = 0;
     int n1 = 0, n2 = 0, n3 = 0, detected_seeds = 0;
     bool ok = child_run(seed0, &n1, &h1) && child_run(seed0, &n2, &h2);
-    check(ok && h1 == h2 && n1 > 0, "deterministic: the same state and seed give bit-identical wrong sums", "hashes %016llx %016llx",
-          (unsigned long long)h1, (unsigned long long)h2);
+    check(ok && h1 == h2 && n1 > 0, "deterministic: the same state and seed give bit-identical wrong sums",
+          "hashes %016llx %016llx", (unsigned long long)h1, (unsigned long long)h2);
     for (uint64_t sd = 1; sd <= 8; sd++) detected_seeds += child_run(sd, &n3, &h3) && n3 > 0;
-    check(detected_seeds == 8, "the missing __syncthreads is exposed under every one of 8 other seeds", "%d of 8", detected_seeds);
+    check(detected_seeds == 8, "the missing __syncthreads is exposed under every one of 8 other seeds", "%d of 8",
+          detected_seeds);
     int nf = 0, nr = 0;
     child_run(seed0, &nf, &h3, cuemu::SCHED_FORWARD);
     child_run(seed0, &nr, &h3, cuemu::SCHED_REVERSE);
-    printf("       (for comparison, without shuffling: thread order 0..255 gives %d wrong sums, 255..0 gives %d)\n", nf, nr);
+    printf("       (for comparison, without shuffling: thread order 0..255 gives %d wrong sums, 255..0 gives %d)\n", nf,
+           nr);
     cuemu::det().on = true;
 #else
     skip("broken kernels (missing __syncthreads) must fail", "only the emulation guarantees it");
@@ -445,7 +474,7 @@ static void test_warp() {
     bad = run_warp(warp_down_off_by_one);
     check(bad > 0, "broken kernel detected: shfl_down offsets off by one (15,7,3,1)", "every warp right");
 #ifdef CUEMU
-    cuemu::det().on = false;  // the scheduling alone (detect_driver.cu: the race detector stops it)
+    cuemu::det().on = false; // the scheduling alone (detect_driver.cu: the race detector stops it)
     bad = run_warp(warp_smem_no_syncwarp);
     cuemu::det().on = true;
     check(bad > 0, "broken kernel detected: warp-synchronous shared-memory sum without __syncwarp", "every warp right");
@@ -473,10 +502,13 @@ static void test_warp() {
         bads[5] += s[5 * 32 + l] != (((l % 16) + 5 < 16) ? v + 5 : v);
         bads[6] += s[6 * 32 + l] != ((l >= 1) ? v - 1 : v);
     }
-    check(bads[0] == 0, "__shfl_sync(srcLane 3, width 8) reads lane 3 of each 8-lane segment", "%d lanes wrong", bads[0]);
-    check(bads[1] == 0, "__shfl_up_sync(1, width 8): first lane of each segment keeps its value", "%d lanes wrong", bads[1]);
+    check(bads[0] == 0, "__shfl_sync(srcLane 3, width 8) reads lane 3 of each 8-lane segment", "%d lanes wrong",
+          bads[0]);
+    check(bads[1] == 0, "__shfl_up_sync(1, width 8): first lane of each segment keeps its value", "%d lanes wrong",
+          bads[1]);
     check(bads[2] == 0, "__shfl_down_sync(3): lanes 29..31 keep their value", "%d lanes wrong", bads[2]);
-    check(bads[3] == 0, "__shfl_xor_sync(16, width 16): earlier segment readable, later segment gives own value", "%d lanes wrong", bads[3]);
+    check(bads[3] == 0, "__shfl_xor_sync(16, width 16): earlier segment readable, later segment gives own value",
+          "%d lanes wrong", bads[3]);
     check(bads[4] == 0, "__shfl_sync(srcLane >= 32) wraps modulo the width", "%d lanes wrong", bads[4]);
     check(bads[5] == 0, "__shfl_down_sync(5, width 16) stays inside each 16-lane segment", "%d lanes wrong", bads[5]);
     check(bads[6] == 0, "__shfl_up_sync(33) uses delta mod 32 = 1", "%d lanes wrong", bads[6]);
@@ -493,8 +525,10 @@ static void test_warp() {
         bad_any += v[t * 3 + 1] != (w1 ? 1u : 0u);
         bad_all += v[t * 3 + 2] != (w1 ? 0u : 1u);
     }
-    check(bad_ballot == 0, "__ballot_sync on a full warp and on a partial warp (blockDim 40)", "%d threads wrong", bad_ballot);
-    check(bad_any == 0 && bad_all == 0, "__any_sync / __all_sync count only the lanes that exist", "%d/%d threads wrong", bad_any, bad_all);
+    check(bad_ballot == 0, "__ballot_sync on a full warp and on a partial warp (blockDim 40)", "%d threads wrong",
+          bad_ballot);
+    check(bad_any == 0 && bad_all == 0, "__any_sync / __all_sync count only the lanes that exist",
+          "%d/%d threads wrong", bad_any, bad_all);
     cudaCheck(cudaFree(dv));
 
     int* dh;
@@ -511,7 +545,8 @@ static void test_warp() {
     LAUNCH(redux_kernel, 1, 32, 0, 0, dr);
     std::vector<unsigned> rr = dev_download(dr, 96);
     bad = 0;
-    for (unsigned l = 0; l < 32; l++) bad += rr[l] != 496u || rr[32 + l] != 31u || rr[64 + l] != (0xfu << (4 * (l / 4)));
+    for (unsigned l = 0; l < 32; l++)
+        bad += rr[l] != 496u || rr[32 + l] != 31u || rr[64 + l] != (0xfu << (4 * (l / 4)));
     check(bad == 0, "__reduce_add_sync / __reduce_max_sync / __match_any_sync", "%d lanes wrong", bad);
     cudaCheck(cudaFree(dr));
 
@@ -523,12 +558,14 @@ static void test_warp() {
     bad = 0;
     for (int t = 0; t < 32; t++) bad += pw[t] != (float)(t + 8 < 32 ? t + 8 : t);
     for (int t = 32; t < 40; t++) bad += !std::isnan(pw[t]);
-    check(bad == 0, "shuffle from a lane beyond blockDim gives poison (NaN), not a plausible value", "%d lanes wrong", bad);
+    check(bad == 0, "shuffle from a lane beyond blockDim gives poison (NaN), not a plausible value", "%d lanes wrong",
+          bad);
     LAUNCH(exited_lanes_kernel, 1, 32, 0, 0, dp);
     pw = dev_download(dp, 16);
     bad = 0;
     for (int t = 0; t < 16; t++) bad += pw[t] != (float)(t ^ 1);
-    check(bad == 0, "a full-mask shuffle completes once the other lanes have exited (PTX: non-exited lanes)", "%d lanes wrong", bad);
+    check(bad == 0, "a full-mask shuffle completes once the other lanes have exited (PTX: non-exited lanes)",
+          "%d lanes wrong", bad);
     // Fatal misuse: run in a child, expect abort() with the emulation's explanation.
     auto expect_fatal = [&](void (*k)(float*), const char* want) {
         int fd[2];
@@ -539,7 +576,7 @@ static void test_warp() {
             close(fd[0]);
             dup2(fd[1], 2);
             LAUNCH(k, 1, 32, 0, 0, dp);
-            cudaDeviceSynchronize();  // the kernel runs when the host waits for it
+            cudaDeviceSynchronize(); // the kernel runs when the host waits for it
             _exit(0);
         }
         close(fd[1]);
@@ -554,9 +591,12 @@ static void test_warp() {
         if (!ok) printf("       child status %d, stderr: %s\n", status, err.c_str());
         return ok;
     };
-    check(expect_fatal(deadlock_kernel, "deadlock"), "a shuffle waiting for lanes held at __syncthreads is reported as a deadlock");
-    check(expect_fatal(mask_without_self_kernel, "does not include the lane itself"), "a lane calling a shuffle with a mask that excludes it is fatal");
-    check(expect_fatal(divergent_intrinsics_kernel, "different warp intrinsics"), "lanes meeting at different shuffle kinds with one mask is fatal");
+    check(expect_fatal(deadlock_kernel, "deadlock"),
+          "a shuffle waiting for lanes held at __syncthreads is reported as a deadlock");
+    check(expect_fatal(mask_without_self_kernel, "does not include the lane itself"),
+          "a lane calling a shuffle with a mask that excludes it is fatal");
+    check(expect_fatal(divergent_intrinsics_kernel, "different warp intrinsics"),
+          "lanes meeting at different shuffle kinds with one mask is fatal");
     cudaCheck(cudaFree(dp));
 #endif
 }
@@ -577,21 +617,24 @@ static void test_dynamic_smem() {
     cudaCheck(cudaFree(din));
     cudaCheck(cudaFree(dout));
 
-    const int big = 16384;  // 64 KiB of floats: above the default 48 KiB
+    const int big = 16384; // 64 KiB of floats: above the default 48 KiB
     std::vector<float> in2(2 * big);
     for (int i = 0; i < 2 * big; i++) in2[i] = (float)(i * 3);
     din = dev_upload(in2);
     cudaCheck(cudaMalloc(&dout, 2 * big * sizeof(float)));
     LAUNCH_UNCHECKED(reverse_kernel, 2, 256, big * sizeof(float), 0, din, dout, big);
     cudaError_t e = cudaGetLastError();
-    check(e == cudaErrorInvalidValue, "64 KiB of dynamic shared memory without cudaFuncSetAttribute is refused", "got %s", cudaGetErrorName(e));
-    cudaCheck(cudaFuncSetAttribute(reverse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(big * sizeof(float))));
+    check(e == cudaErrorInvalidValue, "64 KiB of dynamic shared memory without cudaFuncSetAttribute is refused",
+          "got %s", cudaGetErrorName(e));
+    cudaCheck(
+        cudaFuncSetAttribute(reverse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(big * sizeof(float))));
     LAUNCH(reverse_kernel, 2, 256, big * sizeof(float), 0, din, dout, big);
     h = dev_download(dout, 2 * big);
     bad = 0;
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < big; i++) bad += h[b * big + i] != in2[b * big + big - 1 - i];
-    check(bad == 0, "64 KiB of dynamic shared memory after cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", "%d wrong", bad);
+    check(bad == 0, "64 KiB of dynamic shared memory after cudaFuncSetAttribute(MaxDynamicSharedMemorySize)",
+          "%d wrong", bad);
     cudaCheck(cudaFree(din));
     cudaCheck(cudaFree(dout));
 }
@@ -636,7 +679,8 @@ static void test_atomics() {
     unsigned long long hu = dev_download(u, 1)[0];
     unsigned hmn = dev_download(mn, 1)[0], hinc = dev_download(inc, 1)[0];
     float hb = __bfloat162float(dev_download(bsum, 1)[0]);
-    check(hf == wf && hi == wi && hu == wu, "atomicAdd float / int / unsigned long long", "%g/%g %d/%d %llu/%llu", hf, wf, hi, wi, hu, wu);
+    check(hf == wf && hi == wi && hu == wu, "atomicAdd float / int / unsigned long long", "%g/%g %d/%d %llu/%llu", hf,
+          wf, hi, wi, hu, wu);
     check(hmx == wmx && hmn == wmn, "atomicMax int / atomicMin unsigned", "%d/%d %u/%u", hmx, wmx, hmn, wmn);
     check(hcas == 2 * N, "atomicCAS retry loop", "%d, want %d", hcas, 2 * N);
     check(hinc == (unsigned)(N % 10), "atomicInc wraps at its limit", "%u, want %u", hinc, (unsigned)(N % 10));
@@ -651,7 +695,11 @@ static void test_atomics() {
     cudaCheck(cudaFree(bsum));
 }
 
-struct BfCase { uint32_t f; uint16_t bf; const char* what; };
+struct BfCase {
+    uint32_t f;
+    uint16_t bf;
+    const char* what;
+};
 static const BfCase kBfRN[] = {
     {0x3F800000u, 0x3F80, "1.0"},
     {0x3F808000u, 0x3F80, "tie 1+2^-8 -> even (down)"},
@@ -701,9 +749,11 @@ static void test_bf16() {
     memcpy(&xm1, &bm1, 4);
     memcpy(&xr, &br, 4);
     check(__bfloat16_as_ushort(__float2bfloat16_rz(x1)) == 0x3F80, "bf16 RZ truncates 0x3F80FFFF -> 0x3F80");
-    check(__bfloat16_as_ushort(__float2bfloat16_ru(xr)) == 0x3F81 && __bfloat16_as_ushort(__float2bfloat16_ru(xm1)) == 0xBF80,
+    check(__bfloat16_as_ushort(__float2bfloat16_ru(xr)) == 0x3F81 &&
+              __bfloat16_as_ushort(__float2bfloat16_ru(xm1)) == 0xBF80,
           "bf16 RU rounds toward +inf");
-    check(__bfloat16_as_ushort(__float2bfloat16_rd(xr)) == 0x3F80 && __bfloat16_as_ushort(__float2bfloat16_rd(xm1)) == 0xBF81,
+    check(__bfloat16_as_ushort(__float2bfloat16_rd(xr)) == 0x3F80 &&
+              __bfloat16_as_ushort(__float2bfloat16_rd(xm1)) == 0xBF81,
           "bf16 RD rounds toward -inf");
     float back = __bfloat162float(__ushort_as_bfloat16(0x3F81));
     uint32_t bb;
@@ -714,11 +764,14 @@ static void test_bf16() {
     cudaCheck(cudaMalloc(&da, 7 * sizeof(unsigned short)));
     LAUNCH(bf16_arith_kernel, 1, 1, 0, 0, da);
     std::vector<unsigned short> a = dev_download(da, 7);
-    check(a[0] == 0x3F80 && a[1] == 0x3F82 && a[2] == 0x3F82, "bf16 add: exact sum rounded once, ties to even (__hadd, operator+)",
-          "0x%04X 0x%04X 0x%04X", a[0], a[1], a[2]);
+    check(a[0] == 0x3F80 && a[1] == 0x3F82 && a[2] == 0x3F82,
+          "bf16 add: exact sum rounded once, ties to even (__hadd, operator+)", "0x%04X 0x%04X 0x%04X", a[0], a[1],
+          a[2]);
     check(a[3] == 0x3F82, "bf16 mul: 1.0078125^2 -> 0x3F82", "0x%04X", a[3]);
-    check(a[4] == 0x3F80 && a[5] == 0x4000, "__floats2bfloat162_rn(a, b): .x = a (low half), .y = b", "0x%04X 0x%04X", a[4], a[5]);
-    check(a[6] == 0x4042, "float math on converted bf16 then __float2bfloat16 (1.0078125*3 -> 3.03125)", "0x%04X", a[6]);
+    check(a[4] == 0x3F80 && a[5] == 0x4000, "__floats2bfloat162_rn(a, b): .x = a (low half), .y = b", "0x%04X 0x%04X",
+          a[4], a[5]);
+    check(a[6] == 0x4042, "float math on converted bf16 then __float2bfloat16 (1.0078125*3 -> 3.03125)", "0x%04X",
+          a[6]);
     cudaCheck(cudaFree(da));
 }
 
@@ -739,7 +792,7 @@ static void test_runtime() {
     cudaCheck(cudaMemcpy(h2.data(), pinned, n * sizeof(float), cudaMemcpyDefault));
     check(h2 == h, "cudaMemcpy H2D, async D2D and D2H on a stream, Default");
     cudaCheck(cudaMemsetAsync(d2, 0, n * sizeof(float), st));
-    cudaCheck(cudaStreamSynchronize(st));  // st is non-blocking: without this the two memsets race
+    cudaCheck(cudaStreamSynchronize(st)); // st is non-blocking: without this the two memsets race
     cudaCheck(cudaMemset(d2, 0, (n / 2) * sizeof(float)));
     std::vector<float> z = dev_download(d2, n);
     int bad = 0;
@@ -779,15 +832,18 @@ static void test_runtime() {
 #ifdef CUEMU
     // Misuse that a GPU would punish must not pass silently under the emulation.
     cudaError_t e = cudaMemcpy(h2.data(), h.data(), n * sizeof(float), cudaMemcpyHostToDevice);
-    check(e == cudaErrorInvalidValue, "emulation: cudaMemcpy HostToDevice into host memory is an error", "%s", cudaGetErrorName(e));
+    check(e == cudaErrorInvalidValue, "emulation: cudaMemcpy HostToDevice into host memory is an error", "%s",
+          cudaGetErrorName(e));
     e = cudaMemcpy(d1, h.data(), (n + 100) * sizeof(float), cudaMemcpyHostToDevice);
-    check(e == cudaErrorInvalidValue, "emulation: a copy running past the end of a device allocation is an error", "%s", cudaGetErrorName(e));
+    check(e == cudaErrorInvalidValue, "emulation: a copy running past the end of a device allocation is an error", "%s",
+          cudaGetErrorName(e));
     e = cudaFree(h2.data());
     check(e == cudaErrorInvalidValue, "emulation: cudaFree of host memory is an error", "%s", cudaGetErrorName(e));
     cudaGetLastError();
     LAUNCH_UNCHECKED(touch_kernel, 1, 32, 0, 0, h2.data());
     e = cudaGetLastError();
-    check(e == cudaErrorIllegalAddress, "emulation: a host pointer passed to a kernel is an illegal address", "%s", cudaGetErrorName(e));
+    check(e == cudaErrorIllegalAddress, "emulation: a host pointer passed to a kernel is an illegal address", "%s",
+          cudaGetErrorName(e));
     std::vector<float> fresh(4);
     float* dfresh;
     cudaCheck(cudaMalloc(&dfresh, 4 * sizeof(float)));
@@ -819,7 +875,7 @@ struct LtCall {
     const void* bias = nullptr;
     void* aux = nullptr;
     long long aux_ld = 0;
-    unsigned align = 0;  // if set: CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES
+    unsigned align = 0; // if set: CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES
 };
 
 static cublasStatus_t lt_run(const LtCall& c) {
@@ -830,9 +886,11 @@ static cublasStatus_t lt_run(const LtCall& c) {
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &c.epi, sizeof c.epi));
-    if (c.bias) cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof c.bias));
+    if (c.bias)
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &c.bias, sizeof c.bias));
     if (c.aux) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof c.aux));
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.aux, sizeof c.aux));
         int64_t ld = c.aux_ld;
         cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
     }
@@ -848,7 +906,8 @@ static cublasStatus_t lt_run(const LtCall& c) {
             int32_t bc = c.batch;
             int64_t s = stride[q];
             cublasCheck(cublasLtMatrixLayoutSetAttribute(L[q], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc));
-            cublasCheck(cublasLtMatrixLayoutSetAttribute(L[q], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof s));
+            cublasCheck(
+                cublasLtMatrixLayoutSetAttribute(L[q], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &s, sizeof s));
         }
     }
     cublasLtMatmulPreference_t pref;
@@ -857,18 +916,22 @@ static cublasStatus_t lt_run(const LtCall& c) {
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     if (c.align) {
         uint32_t al = c.align;
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
-        cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+        cublasCheck(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+        cublasCheck(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
+        cublasCheck(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
+        cublasCheck(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
     }
     cublasLtMatmulHeuristicResult_t heur;
     int found = 0;
     st = cublasLtMatmulAlgoGetHeuristic(g_lt, desc, L[0], L[1], L[2], L[3], pref, 1, &heur, &found);
     if (st == CUBLAS_STATUS_SUCCESS && found == 0) st = CUBLAS_STATUS_NOT_SUPPORTED;
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmul(g_lt, desc, &c.alpha, c.A, L[0], c.B, L[1], &c.beta, c.C ? c.C : c.D, L[2], c.D, L[3], &heur.algo, g_ws,
-                            kWs, 0);
+        st = cublasLtMatmul(g_lt, desc, &c.alpha, c.A, L[0], c.B, L[1], &c.beta, c.C ? c.C : c.D, L[2], c.D, L[3],
+                            &heur.algo, g_ws, kWs, 0);
     cudaCheck(cudaDeviceSynchronize());
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
     for (int q = 0; q < 4; q++) cublasCheck(cublasLtMatrixLayoutDestroy(L[q]));
@@ -903,7 +966,8 @@ static double opA(const std::vector<float>& A, const LtCall& c, int b, int i, in
 static double opB(const std::vector<float>& B, const LtCall& c, int b, int p, int j) {
     return B[(size_t)(b * c.sB) + (c.tb ? j + (size_t)p * c.ldb : p + (size_t)j * c.ldb)];
 }
-static double ref_dot(const std::vector<float>& A, const std::vector<float>& B, const LtCall& c, int b, int i, int j, double* absdot) {
+static double ref_dot(const std::vector<float>& A, const std::vector<float>& B, const LtCall& c, int b, int i, int j,
+                      double* absdot) {
     double s = 0, sa = 0;
     for (int p = 0; p < c.k; p++) {
         double t = opA(A, c, b, i, p) * opB(B, c, b, p, j);
@@ -920,7 +984,8 @@ static std::vector<float> make_mat(int rows, int cols, int ld, int batch, long l
     for (int b = 0; b < batch; b++)
         for (int j = 0; j < cols; j++)
             for (int i = 0; i < rows; i++)
-                h[(size_t)(b * stride) + i + (size_t)j * ld] = exact ? (float)((int)(rnd() % 17) - 8) / 8.0f : rnd_unit();
+                h[(size_t)(b * stride) + i + (size_t)j * ld] =
+                    exact ? (float)((int)(rnd() % 17) - 8) / 8.0f : rnd_unit();
     return h;
 }
 
@@ -930,10 +995,16 @@ static void test_cublaslt_fp32() {
         LtCall c;
         c.ta = combo & 1;
         c.tb = (combo >> 1) & 1;
-        c.m = m; c.n = n; c.k = k;
+        c.m = m;
+        c.n = n;
+        c.k = k;
         int arows = c.ta ? k : m, acols = c.ta ? m : k, brows = c.tb ? n : k, bcols = c.tb ? k : n;
-        c.lda = arows + 3; c.ldb = brows + 5; c.ldc = m + 2; c.ldd = m + 7;
-        std::vector<float> A = make_mat(arows, acols, c.lda, 1, 0, false), B = make_mat(brows, bcols, c.ldb, 1, 0, false);
+        c.lda = arows + 3;
+        c.ldb = brows + 5;
+        c.ldc = m + 2;
+        c.ldd = m + 7;
+        std::vector<float> A = make_mat(arows, acols, c.lda, 1, 0, false),
+                           B = make_mat(brows, bcols, c.ldb, 1, 0, false);
         std::vector<float> C = make_mat(m, n, c.ldc, 1, 0, false);
         c.A = upload_as(A, CUDA_R_32F);
         c.B = upload_as(B, CUDA_R_32F);
@@ -957,8 +1028,8 @@ static void test_cublaslt_fp32() {
         char name[160];
         snprintf(name, sizeof name, "cuBLASLt fp32 op(A)=%s op(B)=%s, 37x29x45, lda/ldb/ldc/ldd > rows, alpha, beta*C",
                  c.ta ? "T" : "N", c.tb ? "T" : "N");
-        check(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5 && pad_bad == 0, name, "status %d, rel err %.3g, padding touched %d",
-              (int)st, worst, pad_bad);
+        check(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5 && pad_bad == 0, name,
+              "status %d, rel err %.3g, padding touched %d", (int)st, worst, pad_bad);
         cudaCheck(cudaFree((void*)c.A));
         cudaCheck(cudaFree((void*)c.B));
         cudaCheck(cudaFree((void*)c.C));
@@ -969,9 +1040,14 @@ static void test_cublaslt_fp32() {
     {
         LtCall c;
         c.tb = true;
-        c.m = 40; c.n = 33; c.k = 70;
-        c.lda = 40; c.ldb = 33; c.ldc = c.ldd = 40;
-        std::vector<float> A = make_mat(40, 70, 40, 1, 0, false), B = make_mat(33, 70, 33, 1, 0, false), D0 = make_mat(40, 33, 40, 1, 0, false);
+        c.m = 40;
+        c.n = 33;
+        c.k = 70;
+        c.lda = 40;
+        c.ldb = 33;
+        c.ldc = c.ldd = 40;
+        std::vector<float> A = make_mat(40, 70, 40, 1, 0, false), B = make_mat(33, 70, 33, 1, 0, false),
+                           D0 = make_mat(40, 33, 40, 1, 0, false);
         c.A = upload_as(A, CUDA_R_32F);
         c.B = upload_as(B, CUDA_R_32F);
         c.D = upload_as(D0, CUDA_R_32F);
@@ -985,7 +1061,8 @@ static void test_cublaslt_fp32() {
                 double sa, ref = ref_dot(A, B, c, 0, i, j, &sa) + D0[i + j * 40];
                 worst = std::max(worst, fabs(D[i + j * 40] - ref) / (sa + 1e-30));
             }
-        check(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5, "cuBLASLt fp32 in place: D = A*B^T + D (C == D, beta = 1)", "status %d, rel err %.3g", (int)st, worst);
+        check(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5, "cuBLASLt fp32 in place: D = A*B^T + D (C == D, beta = 1)",
+              "status %d, rel err %.3g", (int)st, worst);
         cudaCheck(cudaFree((void*)c.A));
         cudaCheck(cudaFree((void*)c.B));
         cudaCheck(cudaFree(c.D));
@@ -995,9 +1072,16 @@ static void test_cublaslt_fp32() {
     {
         LtCall c;
         c.ta = true;
-        c.m = 19; c.n = 23; c.k = 33; c.batch = 3;
-        c.lda = 33; c.ldb = 35; c.ldc = c.ldd = 21;
-        c.sA = 33 * 19 + 11; c.sB = 35 * 23 + 7; c.sC = c.sD = 21 * 23 + 5;
+        c.m = 19;
+        c.n = 23;
+        c.k = 33;
+        c.batch = 3;
+        c.lda = 33;
+        c.ldb = 35;
+        c.ldc = c.ldd = 21;
+        c.sA = 33 * 19 + 11;
+        c.sB = 35 * 23 + 7;
+        c.sC = c.sD = 21 * 23 + 5;
         std::vector<float> A = make_mat(33, 19, c.lda, 3, c.sA, false), B = make_mat(33, 23, c.ldb, 3, c.sB, false);
         size_t dsz = (size_t)(c.sD * 2) + 21 * 23;
         c.A = upload_as(A, CUDA_R_32F);
@@ -1012,11 +1096,15 @@ static void test_cublaslt_fp32() {
             for (int j = 0; j < 23; j++)
                 for (int i = 0; i < 21; i++) {
                     float got = D[(size_t)(b * c.sD) + i + (size_t)j * 21];
-                    if (i >= 19) { gap_bad += got != -7.0f; continue; }
+                    if (i >= 19) {
+                        gap_bad += got != -7.0f;
+                        continue;
+                    }
                     double sa, ref = ref_dot(A, B, c, b, i, j, &sa);
                     worst = std::max(worst, fabs(got - ref) / (sa + 1e-30));
                 }
-        check(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5 && gap_bad == 0, "cuBLASLt fp32 strided batch of 3 (op(A)=T), strides > matrix size",
+        check(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5 && gap_bad == 0,
+              "cuBLASLt fp32 strided batch of 3 (op(A)=T), strides > matrix size",
               "status %d, rel err %.3g, gaps touched %d", (int)st, worst, gap_bad);
         cudaCheck(cudaFree((void*)c.A));
         cudaCheck(cudaFree((void*)c.B));
@@ -1027,8 +1115,12 @@ static void test_cublaslt_fp32() {
     for (int ep = 0; ep < 2; ep++) {
         LtCall c;
         c.ta = true;
-        c.m = 45; c.n = 31; c.k = 37;
-        c.lda = 37; c.ldb = 37; c.ldc = c.ldd = 45;
+        c.m = 45;
+        c.n = 31;
+        c.k = 37;
+        c.lda = 37;
+        c.ldb = 37;
+        c.ldc = c.ldd = 45;
         std::vector<float> A = make_mat(37, 45, 37, 1, 0, false), B = make_mat(37, 31, 37, 1, 0, false), bias(45);
         for (int i = 0; i < 45; i++) bias[i] = (float)i * 0.25f - 3.0f;
         c.A = upload_as(A, CUDA_R_32F);
@@ -1066,9 +1158,13 @@ static void test_cublaslt_bf16() {
         LtCall c;
         c.ta = combo & 1;
         c.tb = (combo >> 1) & 1;
-        c.m = m; c.n = n; c.k = k;
+        c.m = m;
+        c.n = n;
+        c.k = k;
         int arows = c.ta ? k : m, acols = c.ta ? m : k, brows = c.tb ? n : k, bcols = c.tb ? k : n;
-        c.lda = arows + 1; c.ldb = brows + 2; c.ldc = c.ldd = m;
+        c.lda = arows + 1;
+        c.ldb = brows + 2;
+        c.ldc = c.ldd = m;
         c.ab = c.cd = CUDA_R_16BF;
         std::vector<float> A = make_mat(arows, acols, c.lda, 1, 0, true), B = make_mat(brows, bcols, c.ldb, 1, 0, true);
         c.A = upload_as(A, c.ab);
@@ -1080,7 +1176,8 @@ static void test_cublaslt_bf16() {
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) bad += D[i + j * m] != bf16_round(ref_dot(A, B, c, 0, i, j, nullptr));
         char name[160];
-        snprintf(name, sizeof name, "cuBLASLt bf16 in/out op(A)=%s op(B)=%s: exact sums rounded once to nearest even", c.ta ? "T" : "N", c.tb ? "T" : "N");
+        snprintf(name, sizeof name, "cuBLASLt bf16 in/out op(A)=%s op(B)=%s: exact sums rounded once to nearest even",
+                 c.ta ? "T" : "N", c.tb ? "T" : "N");
         check(st == CUBLAS_STATUS_SUCCESS && bad == 0, name, "status %d, %d of %d wrong", (int)st, bad, m * n);
         cudaCheck(cudaFree((void*)c.A));
         cudaCheck(cudaFree((void*)c.B));
@@ -1091,17 +1188,23 @@ static void test_cublaslt_bf16() {
     // aligned: it needs the real alignment in the preference.
     {
         LtCall c;
-        c.m = 16; c.n = 8; c.k = 24;
-        c.lda = 16; c.ldb = 24; c.ldc = c.ldd = 16;
+        c.m = 16;
+        c.n = 8;
+        c.k = 24;
+        c.lda = 16;
+        c.ldb = 24;
+        c.ldc = c.ldd = 16;
         c.ab = c.cd = CUDA_R_16BF;
-        std::vector<float> A = make_mat(16, 24, 16, 1, 0, true), B = make_mat(24, 8, 24, 1, 0, true), A1(A.size() + 1, 0.0f);
+        std::vector<float> A = make_mat(16, 24, 16, 1, 0, true), B = make_mat(24, 8, 24, 1, 0, true),
+                           A1(A.size() + 1, 0.0f);
         for (size_t q = 0; q < A.size(); q++) A1[q + 1] = A[q];
         void* base = upload_as(A1, c.ab);
         c.A = (const __nv_bfloat16*)base + 1;
         c.B = upload_as(B, c.ab);
         cudaCheck(cudaMalloc(&c.D, 16 * 8 * 2));
 #ifdef CUEMU
-        check(lt_run(c) != CUBLAS_STATUS_SUCCESS, "emulation: a 2-byte aligned A with the default alignment preference (256) is refused");
+        check(lt_run(c) != CUBLAS_STATUS_SUCCESS,
+              "emulation: a 2-byte aligned A with the default alignment preference (256) is refused");
 #endif
         c.align = 2;
         cublasStatus_t st = lt_run(c);
@@ -1109,7 +1212,9 @@ static void test_cublaslt_bf16() {
         int bad = 0;
         for (int j = 0; j < 8; j++)
             for (int i = 0; i < 16; i++) bad += D[i + j * 16] != bf16_round(ref_dot(A, B, c, 0, i, j, nullptr));
-        check(st == CUBLAS_STATUS_SUCCESS && bad == 0, "cuBLASLt bf16 with a 2-byte aligned A and MIN_ALIGNMENT_*_BYTES = 2", "status %d, %d wrong", (int)st, bad);
+        check(st == CUBLAS_STATUS_SUCCESS && bad == 0,
+              "cuBLASLt bf16 with a 2-byte aligned A and MIN_ALIGNMENT_*_BYTES = 2", "status %d, %d wrong", (int)st,
+              bad);
         cudaCheck(cudaFree(base));
         cudaCheck(cudaFree((void*)c.B));
         cudaCheck(cudaFree(c.D));
@@ -1120,8 +1225,12 @@ static void test_cublaslt_bf16() {
     const int C = 45, OC = 37, BT = 29, aux_ld = 40;
     LtCall c;
     c.ta = true;
-    c.m = OC; c.n = BT; c.k = C;
-    c.lda = C; c.ldb = C; c.ldc = c.ldd = OC;
+    c.m = OC;
+    c.n = BT;
+    c.k = C;
+    c.lda = C;
+    c.ldb = C;
+    c.ldc = c.ldd = OC;
     c.ab = c.cd = CUDA_R_16BF;
     std::vector<float> W = make_mat(C, OC, C, 1, 0, true), X = make_mat(C, BT, C, 1, 0, true), bias(OC);
     for (int i = 0; i < OC; i++) bias[i] = (float)((int)(rnd() % 33) - 16) / 8.0f;
@@ -1133,7 +1242,8 @@ static void test_cublaslt_bf16() {
     c.aux_ld = aux_ld;
     c.epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     cublasStatus_t st = lt_run(c);
-    std::vector<float> D = download_as(c.D, (size_t)OC * BT, c.cd), AUX = download_as(c.aux, (size_t)aux_ld * BT, CUDA_R_16BF);
+    std::vector<float> D = download_as(c.D, (size_t)OC * BT, c.cd),
+                       AUX = download_as(c.aux, (size_t)aux_ld * BT, CUDA_R_16BF);
     int bad_d = 0, bad_aux = 0;
     for (int j = 0; j < BT; j++)
         for (int i = 0; i < OC; i++) {
@@ -1142,13 +1252,17 @@ static void test_cublaslt_bf16() {
             bad_d += !bf16_near(D[i + j * OC], gelu_ref(pre));
         }
     check(st == CUBLAS_STATUS_SUCCESS && bad_d == 0 && bad_aux == 0,
-          "cuBLASLt bf16 GELU_AUX_BIAS: D = gelu(W^T x + b), aux (ld 40) = the pre-GELU values", "status %d, D %d wrong, aux %d wrong",
-          (int)st, bad_d, bad_aux);
+          "cuBLASLt bf16 GELU_AUX_BIAS: D = gelu(W^T x + b), aux (ld 40) = the pre-GELU values",
+          "status %d, D %d wrong, aux %d wrong", (int)st, bad_d, bad_aux);
 
     // Backward through the GELU: DGELU multiplies A*B by gelu'(aux).
     LtCall g;
-    g.m = OC; g.n = BT; g.k = 23;
-    g.lda = OC; g.ldb = 23; g.ldc = g.ldd = OC;
+    g.m = OC;
+    g.n = BT;
+    g.k = 23;
+    g.lda = OC;
+    g.ldb = 23;
+    g.ldc = g.ldd = OC;
     g.ab = g.cd = CUDA_R_16BF;
     std::vector<float> GA = make_mat(OC, 23, OC, 1, 0, true), GB = make_mat(23, BT, 23, 1, 0, true);
     g.A = upload_as(GA, g.ab);
@@ -1161,15 +1275,22 @@ static void test_cublaslt_bf16() {
     std::vector<float> GD = download_as(g.D, (size_t)OC * BT, g.cd);
     int bad_g = 0;
     for (int j = 0; j < BT; j++)
-        for (int i = 0; i < OC; i++) bad_g += !bf16_near(GD[i + j * OC], ref_dot(GA, GB, g, 0, i, j, nullptr) * dgelu_ref(AUX[i + (size_t)j * aux_ld]));
-    check(st == CUBLAS_STATUS_SUCCESS && bad_g == 0, "cuBLASLt bf16 DGELU: D = (A*B) * gelu'(aux)", "status %d, %d wrong", (int)st, bad_g);
+        for (int i = 0; i < OC; i++)
+            bad_g += !bf16_near(GD[i + j * OC],
+                                ref_dot(GA, GB, g, 0, i, j, nullptr) * dgelu_ref(AUX[i + (size_t)j * aux_ld]));
+    check(st == CUBLAS_STATUS_SUCCESS && bad_g == 0, "cuBLASLt bf16 DGELU: D = (A*B) * gelu'(aux)",
+          "status %d, %d wrong", (int)st, bad_g);
 
     // Weight gradient with bias gradient: dW(C x OC) = inp(C x BT) * dout^T, BGRADB gives
     // dbias[j] = sum over BT of dout[j] (one value per column of D).
     LtCall w;
     w.tb = true;
-    w.m = C; w.n = OC; w.k = BT;
-    w.lda = C; w.ldb = OC; w.ldc = w.ldd = C;
+    w.m = C;
+    w.n = OC;
+    w.k = BT;
+    w.lda = C;
+    w.ldb = OC;
+    w.ldc = w.ldd = C;
     w.ab = w.cd = CUDA_R_16BF;
     std::vector<float> dout = make_mat(OC, BT, OC, 1, 0, true);
     w.A = c.B;
@@ -1188,7 +1309,8 @@ static void test_cublaslt_bf16() {
         bad_b += !bf16_near(DB[j], s);
         for (int i = 0; i < C; i++) bad_w += WD[i + j * C] != bf16_round(ref_dot(X, dout, w, 0, i, j, nullptr));
     }
-    check(st == CUBLAS_STATUS_SUCCESS && bad_w == 0 && bad_b == 0, "cuBLASLt bf16 BGRADB: dW = inp * dout^T and dbias = column sums of op(B)",
+    check(st == CUBLAS_STATUS_SUCCESS && bad_w == 0 && bad_b == 0,
+          "cuBLASLt bf16 BGRADB: dW = inp * dout^T and dbias = column sums of op(B)",
           "status %d, dW %d wrong, dbias %d wrong", (int)st, bad_w, bad_b);
 
     // bf16 in, fp32 out.
@@ -1203,13 +1325,15 @@ static void test_cublaslt_bf16() {
     int bad_f = 0;
     for (int j = 0; j < BT; j++)
         for (int i = 0; i < OC; i++) bad_f += FD[i + j * OC] != (float)ref_dot(W, X, f, 0, i, j, nullptr);
-    check(st == CUBLAS_STATUS_SUCCESS && bad_f == 0, "cuBLASLt bf16 in, fp32 out (fp32 accumulation, no rounding to bf16)", "status %d, %d wrong", (int)st, bad_f);
+    check(st == CUBLAS_STATUS_SUCCESS && bad_f == 0,
+          "cuBLASLt bf16 in, fp32 out (fp32 accumulation, no rounding to bf16)", "status %d, %d wrong", (int)st, bad_f);
 
     // Misuse is reported, not computed: aux leading dimension not a multiple of 8.
     LtCall bad = c;
     bad.aux_ld = OC;
     st = lt_run(bad);
-    check(st != CUBLAS_STATUS_SUCCESS, "cuBLASLt refuses GELU_AUX with an aux leading dimension that is not a multiple of 8");
+    check(st != CUBLAS_STATUS_SUCCESS,
+          "cuBLASLt refuses GELU_AUX with an aux leading dimension that is not a multiple of 8");
 
     cudaCheck(cudaFree((void*)c.A));
     cudaCheck(cudaFree((void*)c.B));
@@ -1227,7 +1351,9 @@ static void test_cublaslt_bf16() {
 
 int main() {
 #ifdef CUEMU
-    printf("# CPU emulation of CUDA; stderr lines starting with 'cuemu' are its diagnostics, expected for the misuse checks\n");
+    printf(
+        "# CPU emulation of CUDA; stderr lines starting with 'cuemu' are its diagnostics, expected for the misuse "
+        "checks\n");
 #endif
     cudaCheck(cudaSetDevice(0));
     test_launch();

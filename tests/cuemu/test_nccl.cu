@@ -33,8 +33,10 @@ static void check(bool ok, const char* name, const char* fmt = nullptr, ...) {
     std::vector<int> oks(g_size);
     MPI_Gather(detail, (int)sizeof detail, MPI_CHAR, details.data(), (int)sizeof detail, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Gather(&mine, 1, MPI_INT, oks.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (all) g_pass++;
-    else g_fail++;
+    if (all)
+        g_pass++;
+    else
+        g_fail++;
     if (g_rank == 0) {
         if (all) {
             printf("ok   - %s\n", name);
@@ -113,7 +115,7 @@ int main(int argc, char** argv) {
     ncclCheck(ncclCommUserRank(world, &rk));
     check(cnt == N && rk == R, "ncclCommInitRank over 4 processes: count and rank", "count %d rank %d", cnt, rk);
 
-    {  // all-reduce sum, float, out of place, count not divisible by 4
+    { // all-reduce sum, float, out of place, count not divisible by 4
         const int n = 1003;
         std::vector<float> h(n);
         for (int i = 0; i < n; i++) h[i] = R * 1000.0f + i * 0.5f;
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
         cudaCheck(cudaFree(s));
         cudaCheck(cudaFree(d));
     }
-    {  // all-reduce max, int32, in place
+    { // all-reduce max, int32, in place
         const int n = 517;
         std::vector<int> h(n);
         for (int i = 0; i < n; i++) h[i] = (i * 7 + R * 13) % 101;
@@ -150,7 +152,7 @@ int main(int argc, char** argv) {
         check(bad == 0, "ncclAllReduce max int32, in place", "%d wrong", bad);
         cudaCheck(cudaFree(d));
     }
-    {  // all-reduce sum, bf16: rounding after every addition makes the order visible
+    { // all-reduce sum, bf16: rounding after every addition makes the order visible
         const int n = 300;
         auto val = [](int r, int i) { return bf(1.0f + (float)((r * 37 + i * 11) % 97) / 64.0f + (float)i / 256.0f); };
         std::vector<__nv_bfloat16> h(n);
@@ -175,13 +177,15 @@ int main(int argc, char** argv) {
         MPI_Allgather(&hash, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
         int differ = 0;
         for (int r = 0; r < N; r++) differ += hashes[r] != hashes[0];
-        check(differ == 0, "ncclAllReduce bf16: every rank gets bit-identical results", "%d ranks differ from rank 0", differ);
+        check(differ == 0, "ncclAllReduce bf16: every rank gets bit-identical results", "%d ranks differ from rank 0",
+              differ);
 #ifdef CUEMU
-        check(not_rank_order == 0, "emulation: bf16 sums are reduced in rank order, rounded after each addition", "%d differ", not_rank_order);
+        check(not_rank_order == 0, "emulation: bf16 sums are reduced in rank order, rounded after each addition",
+              "%d differ", not_rank_order);
 #endif
         cudaCheck(cudaFree(d));
     }
-    {  // reduce-scatter, out of place and in place
+    { // reduce-scatter, out of place and in place
         const int rc = 250;
         std::vector<float> h((size_t)rc * N);
         for (int q = 0; q < N; q++)
@@ -200,7 +204,7 @@ int main(int argc, char** argv) {
         cudaCheck(cudaFree(s));
         cudaCheck(cudaFree(d));
     }
-    {  // all-gather, out of place and in place
+    { // all-gather, out of place and in place
         const int sc = 333;
         std::vector<int> h(sc);
         for (int i = 0; i < sc; i++) h[i] = R * 1000 + i;
@@ -222,7 +226,7 @@ int main(int argc, char** argv) {
         cudaCheck(cudaFree(s));
         cudaCheck(cudaFree(d));
     }
-    {  // broadcast / bcast / reduce
+    { // broadcast / bcast / reduce
         const int n = 100;
         std::vector<double> h(n);
         for (int i = 0; i < n; i++) h[i] = R * 100.0 + i;
@@ -253,7 +257,7 @@ int main(int argc, char** argv) {
         ncclCheck(ncclAllReduce(one, one, 1, ncclFloat, ncclSum, c, 0));
         return dev_download(one, 1)[0];
     };
-    {  // split: pairs {0,1} {2,3}, key reverses the order inside each pair
+    { // split: pairs {0,1} {2,3}, key reverses the order inside each pair
         ncclComm_t pair = nullptr;
         ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
         ncclCheck(ncclCommSplit(world, R / 2, -R, &pair, &cfg));
@@ -270,7 +274,7 @@ int main(int argc, char** argv) {
         ncclCheck(ncclCommDestroy(pair));
         if (three) ncclCheck(ncclCommDestroy(three));
     }
-    {  // a communicator over a subset, made only by its members (ranks 3 and 1)
+    { // a communicator over a subset, made only by its members (ranks 3 and 1)
         ncclComm_t sub = comm_over({3, 1}, 11);
         bool ok = true;
         if (R == 1 || R == 3) {
@@ -284,7 +288,7 @@ int main(int argc, char** argv) {
         }
         check(ok, "ncclCommInitRank over a subset {3, 1}: ranks 0 and 2 take no part and do not block");
     }
-    {  // 2x2 layout: tensor-parallel pairs {0,1},{2,3} then data-parallel pairs {0,2},{1,3}
+    { // 2x2 layout: tensor-parallel pairs {0,1},{2,3} then data-parallel pairs {0,2},{1,3}
         ncclComm_t tp = comm_over(R < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, 21);
         ncclComm_t dp = comm_over(R % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}, 22);
         float st = sum_of(tp, (float)(1 << R)), sd = sum_of(dp, (float)(1 << R));
@@ -294,7 +298,7 @@ int main(int argc, char** argv) {
         ncclCheck(ncclCommDestroy(tp));
         ncclCheck(ncclCommDestroy(dp));
     }
-    {  // grouped ring send/recv, large enough that a blocking send could not complete alone
+    { // grouped ring send/recv, large enough that a blocking send could not complete alone
         const int n = 1 << 18;
         std::vector<float> h(n);
         for (int i = 0; i < n; i++) h[i] = (float)(R * 1000000 + i);
@@ -337,7 +341,8 @@ int main(int argc, char** argv) {
         ncclCheck(ncclAllReduce(x, x, 4, ncclFloat, ncclSum, world, 0));
         ncclCheck(ncclAllReduce(x, x, 4, ncclFloat, ncclMax, world, 0));
         ncclCheck(ncclGroupEnd());
-        std::vector<float> ga = dev_download(a, 4), gb = dev_download(b, 4), gc = dev_download(c, 4), gx = dev_download(x, 4);
+        std::vector<float> ga = dev_download(a, 4), gb = dev_download(b, 4), gc = dev_download(c, 4),
+                           gx = dev_download(x, 4);
         bad = 0;
         for (int i = 0; i < 4; i++)
             bad += ga[i] != (float)R || gb[i] != (float)left || gc[i] != (float)right || gx[i] != 4.0f * (i + 1);
@@ -350,11 +355,11 @@ int main(int argc, char** argv) {
         cudaCheck(cudaFree(s));
         cudaCheck(cudaFree(d));
     }
-    {  // send and receive on their own streams, ungrouped, completed lazily: every rank first
-       // sends to its right neighbour (stream ss), then receives from its left one (stream sr),
-       // and a copy on a third stream waits for the receive's event. On a GPU the send kernel
-       // waits for its receive while the other stream goes on; a send that blocked the host at
-       // the call (as MPI_Ssend) would hang every rank here, each before posting its receive.
+    { // send and receive on their own streams, ungrouped, completed lazily: every rank first
+      // sends to its right neighbour (stream ss), then receives from its left one (stream sr),
+      // and a copy on a third stream waits for the receive's event. On a GPU the send kernel
+      // waits for its receive while the other stream goes on; a send that blocked the host at
+      // the call (as MPI_Ssend) would hang every rank here, each before posting its receive.
         const int n = 1 << 16, right = (R + 1) % N, left = (R + N - 1) % N;
         std::vector<float> h(n);
         for (int i = 0; i < n; i++) h[i] = (float)(R * 1000000 + i);
@@ -375,13 +380,20 @@ int main(int argc, char** argv) {
         int bad = 0;
         for (int i = 0; i < n; i++) bad += g[i] != (float)(left * 1000000 + i);
         cudaCheck(cudaStreamSynchronize(ss));
-        check(bad == 0, "ungrouped ncclSend then ncclRecv on two streams (ring, all send first) complete lazily and deliver after an event", "%d wrong", bad);
+        check(bad == 0,
+              "ungrouped ncclSend then ncclRecv on two streams (ring, all send first) complete lazily and deliver "
+              "after an event",
+              "%d wrong", bad);
         cudaCheck(cudaEventDestroy(got));
-        cudaCheck(cudaStreamDestroy(ss)); cudaCheck(cudaStreamDestroy(sr)); cudaCheck(cudaStreamDestroy(cs));
-        cudaCheck(cudaFree(s)); cudaCheck(cudaFree(d)); cudaCheck(cudaFree(e));
+        cudaCheck(cudaStreamDestroy(ss));
+        cudaCheck(cudaStreamDestroy(sr));
+        cudaCheck(cudaStreamDestroy(cs));
+        cudaCheck(cudaFree(s));
+        cudaCheck(cudaFree(d));
+        cudaCheck(cudaFree(e));
     }
     check(ncclGroupEnd() == ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart is ncclInvalidUsage");
-    {  // a 1-rank communicator
+    { // a 1-rank communicator
         ncclUniqueId id1;
         ncclCheck(ncclGetUniqueId(&id1));
         ncclComm_t solo;
@@ -393,7 +405,8 @@ int main(int argc, char** argv) {
     {
         std::vector<float> host(8, 1.0f);
         ncclResult_t r = ncclAllReduce(host.data(), host.data(), 8, ncclFloat, ncclSum, world, 0);
-        check(r == ncclInvalidArgument, "emulation: a host buffer passed to ncclAllReduce is ncclInvalidArgument", "%s", ncclGetErrorString(r));
+        check(r == ncclInvalidArgument, "emulation: a host buffer passed to ncclAllReduce is ncclInvalidArgument", "%s",
+              ncclGetErrorString(r));
     }
 #endif
     cudaCheck(cudaFree(one));

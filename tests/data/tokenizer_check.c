@@ -20,13 +20,20 @@ usage: tokenizer_check TOKENIZER_BIN CHECK_TXT TMPDIR [SHARD.bin ...]
 static int n_pass = 0, n_fail = 0;
 
 static void report(int ok, const char* what) {
-    if (ok) { n_pass++; } else { n_fail++; printf("FAIL: %s\n", what); }
+    if (ok) {
+        n_pass++;
+    } else {
+        n_fail++;
+        printf("FAIL: %s\n", what);
+    }
 }
 
 // Reads a whole file into a malloc'd buffer; returns NULL on failure.
 static unsigned char* read_file(const char* path, size_t* size) {
     FILE* f = fopen(path, "rb");
-    if (f == NULL) { return NULL; }
+    if (f == NULL) {
+        return NULL;
+    }
     size_t cap = 1 << 16, n = 0;
     unsigned char* buf = (unsigned char*)malloc(cap);
     size_t got;
@@ -35,8 +42,12 @@ static unsigned char* read_file(const char* path, size_t* size) {
         if (n == cap) {
             cap *= 2;
             unsigned char* nb = (unsigned char*)realloc(buf, cap);
-            if (nb == NULL) { free(buf); buf = NULL; }
-            else { buf = nb; }
+            if (nb == NULL) {
+                free(buf);
+                buf = NULL;
+            } else {
+                buf = nb;
+            }
         }
     }
     fclose(f);
@@ -46,7 +57,9 @@ static unsigned char* read_file(const char* path, size_t* size) {
 
 static int write_file(const char* path, const unsigned char* data, size_t size) {
     FILE* f = fopen(path, "wb");
-    if (f == NULL) { return -1; }
+    if (f == NULL) {
+        return -1;
+    }
     size_t w = size > 0 ? fwrite(data, 1, size, f) : 0;
     return (fclose(f) == 0 && w == size) ? 0 : -1;
 }
@@ -70,7 +83,10 @@ static size_t unescape(char* s) {
 static void check_decoding(const Tokenizer* t, const char* check_path) {
     size_t size;
     char* text = (char*)read_file(check_path, &size);
-    if (text == NULL) { report(0, "read tokenizer_check.txt"); return; }
+    if (text == NULL) {
+        report(0, "read tokenizer_check.txt");
+        return;
+    }
     text = (char*)realloc(text, size + 1);
     text[size] = '\0';
     int cases = 0;
@@ -78,10 +94,20 @@ static void check_decoding(const Tokenizer* t, const char* check_path) {
     while (*next != '\0') {
         char* line = next;
         char* nl = strchr(line, '\n');
-        if (nl != NULL) { *nl = '\0'; next = nl + 1; } else { next = line + strlen(line); }
-        if (line[0] == '#' || line[0] == '\0') { continue; }
+        if (nl != NULL) {
+            *nl = '\0';
+            next = nl + 1;
+        } else {
+            next = line + strlen(line);
+        }
+        if (line[0] == '#' || line[0] == '\0') {
+            continue;
+        }
         char* tab = strchr(line, '\t');
-        if (tab == NULL) { report(0, "check line has no tab"); continue; }
+        if (tab == NULL) {
+            report(0, "check line has no tab");
+            continue;
+        }
         *tab = '\0';
         char* expected = tab + 1;
         size_t exp_len = unescape(expected);
@@ -93,12 +119,20 @@ static void check_decoding(const Tokenizer* t, const char* check_path) {
         while (*p != '\0') {
             char* end;
             unsigned long id = strtoul(p, &end, 10);
-            if (end == p) { ok = 0; break; }
+            if (end == p) {
+                ok = 0;
+                break;
+            }
             p = end;
-            while (*p == ' ') { p++; }
+            while (*p == ' ') {
+                p++;
+            }
             const char* piece = tokenizer_decode(t, (uint32_t)id);
             size_t n = tokenizer_token_len(t, (uint32_t)id);
-            if (piece == NULL || got_len + n > sizeof(got)) { ok = 0; break; }
+            if (piece == NULL || got_len + n > sizeof(got)) {
+                ok = 0;
+                break;
+            }
             memcpy(got + got_len, piece, n);
             got_len += n;
         }
@@ -115,7 +149,10 @@ static void check_decoding(const Tokenizer* t, const char* check_path) {
 // Runs tokenizer_safe_write on `in` and compares what it wrote with `want`.
 static void check_safe(const char* in, size_t in_len, const char* want, const char* what) {
     FILE* f = tmpfile();
-    if (f == NULL) { report(0, "tmpfile"); return; }
+    if (f == NULL) {
+        report(0, "tmpfile");
+        return;
+    }
     tokenizer_safe_write(f, in, in_len);
     long n = ftell(f);
     rewind(f);
@@ -140,12 +177,15 @@ static void check_safe_printer(void) {
 static void expect_load_error(const char* tmpdir, const unsigned char* data, size_t size, const char* what) {
     char path[1024];
     snprintf(path, sizeof(path), "%s/corrupt_tokenizer.bin", tmpdir);
-    if (write_file(path, data, size) != 0) { report(0, "write corrupt file"); return; }
+    if (write_file(path, data, size) != 0) {
+        report(0, "write corrupt file");
+        return;
+    }
     Tokenizer t;
     int rc = tokenizer_init(&t, path);
     int ok = rc != 0 && !t.init_ok && t.token_table == NULL && tokenizer_decode(&t, 0) == NULL;
     tokenizer_free(&t);
-    tokenizer_free(&t);  // freeing twice must be harmless
+    tokenizer_free(&t); // freeing twice must be harmless
     char msg[160];
     snprintf(msg, sizeof(msg), "corrupt file rejected: %s", what);
     report(ok, msg);
@@ -153,13 +193,17 @@ static void expect_load_error(const char* tmpdir, const unsigned char* data, siz
 }
 
 static void set_u32(unsigned char* buf, size_t word, uint32_t v) {
-    memcpy(buf + 4 * word, &v, 4);  // the format and all targets are little-endian
+    memcpy(buf + 4 * word, &v, 4); // the format and all targets are little-endian
 }
 
 static void check_corrupt(const char* good_path, const char* tmpdir) {
     size_t size;
     unsigned char* good = read_file(good_path, &size);
-    if (good == NULL || size < 1025) { report(0, "read tokenizer file for corruption tests"); free(good); return; }
+    if (good == NULL || size < 1025) {
+        report(0, "read tokenizer file for corruption tests");
+        free(good);
+        return;
+    }
     unsigned char* bad = (unsigned char*)malloc(size + 16);
     uint32_t vocab;
     memcpy(&vocab, good + 8, 4);
@@ -171,27 +215,37 @@ static void check_corrupt(const char* good_path, const char* tmpdir) {
 
     expect_load_error(tmpdir, good, 0, "empty file");
     expect_load_error(tmpdir, good, 100, "truncated header");
-    memcpy(bad, good, size); set_u32(bad, 0, 20240520u);
+    memcpy(bad, good, size);
+    set_u32(bad, 0, 20240520u);
     expect_load_error(tmpdir, bad, size, "wrong magic (a data shard's)");
-    memcpy(bad, good, size); set_u32(bad, 1, 1u);
+    memcpy(bad, good, size);
+    set_u32(bad, 1, 1u);
     expect_load_error(tmpdir, bad, size, "wrong version");
-    memcpy(bad, good, size); set_u32(bad, 2, 0u);
+    memcpy(bad, good, size);
+    set_u32(bad, 2, 0u);
     expect_load_error(tmpdir, bad, size, "vocab size 0");
-    memcpy(bad, good, size); set_u32(bad, 2, 70000u);
+    memcpy(bad, good, size);
+    set_u32(bad, 2, 70000u);
     expect_load_error(tmpdir, bad, size, "vocab size too large");
-    memcpy(bad, good, size); set_u32(bad, 3, vocab);
+    memcpy(bad, good, size);
+    set_u32(bad, 3, vocab);
     expect_load_error(tmpdir, bad, size, "EOT id out of range");
-    memcpy(bad, good, size); set_u32(bad, 2, vocab + 1);
+    memcpy(bad, good, size);
+    set_u32(bad, 2, vocab + 1);
     expect_load_error(tmpdir, bad, size, "header vocab larger than table");
-    memcpy(bad, good, size); set_u32(bad, 2, vocab - 1); set_u32(bad, 3, 0u);
+    memcpy(bad, good, size);
+    set_u32(bad, 2, vocab - 1);
+    set_u32(bad, 3, 0u);
     expect_load_error(tmpdir, bad, size, "header vocab smaller than table");
     expect_load_error(tmpdir, good, 1024, "header only, no table");
     expect_load_error(tmpdir, good, 1025, "cut right after a length byte");
     expect_load_error(tmpdir, good, size / 2 + 1024 / 2, "table cut in the middle");
     expect_load_error(tmpdir, good, size - 1, "last byte missing");
-    memcpy(bad, good, size); bad[size] = 'x';
+    memcpy(bad, good, size);
+    bad[size] = 'x';
     expect_load_error(tmpdir, bad, size + 1, "trailing garbage");
-    memcpy(bad, good, size); bad[1024] = 0;
+    memcpy(bad, good, size);
+    bad[1024] = 0;
     expect_load_error(tmpdir, bad, size, "zero-length token");
     free(bad);
     free(good);
@@ -212,7 +266,9 @@ static void check_shard(const char* path, const Tokenizer* t) {
             memcpy(&tok, buf + 1024 + 2 * (size_t)i, 2);
             ok = tok < t->vocab_size && (i > 0 || tok == t->eot_token);
         }
-        if (ok) { printf("shard %s: %d tokens\n", path, h[2]); }
+        if (ok) {
+            printf("shard %s: %d tokens\n", path, h[2]);
+        }
     }
     report(ok, what);
     free(buf);
@@ -232,7 +288,9 @@ int main(int argc, char** argv) {
         report(eot != NULL && strcmp(eot, "<|endoftext|>") == 0, "EOT token decodes to <|endoftext|>");
         report(tokenizer_decode(&t, t.vocab_size) == NULL, "out-of-range id gives NULL");
         check_decoding(&t, argv[2]);
-        for (int i = 4; i < argc; i++) { check_shard(argv[i], &t); }
+        for (int i = 4; i < argc; i++) {
+            check_shard(argv[i], &t);
+        }
         printf("tokenizer: vocab %u, EOT id %u\n", t.vocab_size, t.eot_token);
     }
     tokenizer_free(&t);

@@ -10,7 +10,10 @@ static char fuzz_dir[64];
 
 static void fuzz_cleanup(void) {
     char path[128];
-    for (int i = 0; i < 4; i++) { ckpt_rank_path(path, sizeof(path), fuzz_dir, i); unlink(path); }
+    for (int i = 0; i < 4; i++) {
+        ckpt_rank_path(path, sizeof(path), fuzz_dir, i);
+        unlink(path);
+    }
     rmdir(fuzz_dir);
 }
 
@@ -22,10 +25,14 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         atexit(fuzz_cleanup);
     }
     int nfiles = 1 + (data[0] & 3), fix = (data[0] >> 2) & 1;
-    data++; size--;
+    data++;
+    size--;
     size_t per = size / nfiles;
     char path[128];
-    for (int i = 0; i < 4; i++) { ckpt_rank_path(path, sizeof(path), fuzz_dir, i); unlink(path); }
+    for (int i = 0; i < 4; i++) {
+        ckpt_rank_path(path, sizeof(path), fuzz_dir, i);
+        unlink(path);
+    }
     for (int i = 0; i < nfiles; i++) {
         const uint8_t* p = data + i * per;
         size_t n = per;
@@ -34,7 +41,10 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         memcpy(&h, p, n < sizeof(h) ? n : sizeof(h));
         const uint8_t* pay = n > sizeof(h) ? p + sizeof(h) : p;
         size_t pn = n > sizeof(h) ? n - sizeof(h) : 0;
-        if (fix) { uint64_t s = fnv1a64(FNV1A64_INIT, pay, pn); memcpy(&h.h[CK_CHECKSUM], &s, sizeof(s)); }
+        if (fix) {
+            uint64_t s = fnv1a64(FNV1A64_INIT, pay, pn);
+            memcpy(&h.h[CK_CHECKSUM], &s, sizeof(s));
+        }
         ckpt_rank_path(path, sizeof(path), fuzz_dir, i);
         FILE* f = fopen(path, "wb");
         if (f == NULL) abort();
@@ -50,15 +60,18 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (ckpt_set_open(&s, fuzz_dir, err, sizeof(err)) == 0) {
         const int64_t* h = s.hdr[0].h;
         // load into one rank holding everything, only for models of a sane size
-        if (h[CK_L] > 0 && h[CK_L] <= 4 && h[CK_H] > 0 && h[CK_H] <= 64 && h[CK_HEADS] > 0 && h[CK_SEQ] > 0 && h[CK_SEQ] <= 64 &&
-            h[CK_V] > 0 && h[CK_VP] >= h[CK_V] && h[CK_VP] <= 256) {
+        if (h[CK_L] > 0 && h[CK_L] <= 4 && h[CK_H] > 0 && h[CK_H] <= 64 && h[CK_HEADS] > 0 && h[CK_SEQ] > 0 &&
+            h[CK_SEQ] <= 64 && h[CK_V] > 0 && h[CK_VP] >= h[CK_V] && h[CK_VP] <= 256) {
             ParamLayout pl;
-            param_layout_init(&pl, (int)h[CK_L], (int)h[CK_H], (int)h[CK_HEADS], (int)h[CK_SEQ], (int)h[CK_V], (int)h[CK_VP], 0, 1, 0, 1);
+            param_layout_init(&pl, (int)h[CK_L], (int)h[CK_H], (int)h[CK_HEADS], (int)h[CK_SEQ], (int)h[CK_V],
+                              (int)h[CK_VP], 0, 1, 0, 1);
             float* w = (float*)malloc(sizeof(float) * (pl.total + 1));
             float* m = (float*)malloc(sizeof(float) * (pl.total + 1));
             float* v = (float*)malloc(sizeof(float) * (pl.total + 1));
             (void)ckpt_set_load_local(&s, &pl, w, m, v, 0, pl.total, err, sizeof(err));
-            free(w); free(m); free(v);
+            free(w);
+            free(m);
+            free(v);
         }
         ckpt_set_close(&s);
     } else if (s.paths != NULL || s.nfiles != 0) {

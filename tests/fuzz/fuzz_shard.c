@@ -18,7 +18,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int64_t bad = shard_scan_tokens(tok, (int64_t)nt, V);
     // the scan must agree with a plain search
     int64_t want = -1;
-    for (size_t i = 0; i < nt; i++) if ((int)tok[i] >= V) { want = (int64_t)i; break; }
+    for (size_t i = 0; i < nt; i++)
+        if ((int)tok[i] >= V) {
+            want = (int64_t)i;
+            break;
+        }
     if (bad != want) __builtin_trap();
     free(tok);
     return 0;
