@@ -12,15 +12,13 @@
 #include "tests/common.h"
 #include "tests/fixture.h"
 
-static void fixture_train(Train* t, const Config* cfg, const char* dir) {
-    Comm comm;
-    comm_init_single(&comm);
-    train_setup(t, cfg, &comm);
-    dataset_open(&t->run.train, cfg->train_glob, cfg->seq, cfg->V, cfg->shuffle, cfg->seed);
-    char ck[1024], err[1024];
-    snprintf(ck, sizeof(ck), "%s/init/ckpt_00000000", dir);
-    if (load_checkpoint(t, ck, 0, err, sizeof(err)) != 0) die("%s", err);
+// weights and AdamW moments bit-identical (tests/trainer_cases.h's resume test)
+static int trainer_state_equal(Train* a, Train* b) {
+    GPT *ga = &a->model, *gb = &b->model;
+    return memcmp(ga->params, gb->params, sizeof(float) * ga->pl.total) == 0 &&
+           memcmp(ga->m, gb->m, sizeof(float) * ga->n_opt) == 0 && memcmp(ga->v, gb->v, sizeof(float) * ga->n_opt) == 0;
 }
+#include "tests/trainer_cases.h"
 
 // ----------------------------------------------------------------------------------------
 
@@ -207,33 +205,7 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
     Config cfg = fixture_config(fx, dir);
     Train t;
     fixture_train(&t, &cfg, dir);
-    int nsteps = ((const int32_t*)fx_get(fx, "config")->data)[7];
-    const float* wloss = (const float*)fx_get(fx, "steps/loss")->data;
-    const float* wlr = (const float*)fx_get(fx, "steps/lr")->data;
-    const float* wgb = (const float*)fx_get(fx, "steps/gb")->data;
-    const float* wgn = (const float*)fx_get(fx, "steps/gnorm")->data;
-    const float* wtok = (const float*)fx_get(fx, "steps/tokens")->data;
-    int distinct_gb = 1, clipped = 0, unclipped = 0;
-    double lr_sum = 0;
-    for (int s = 0; s < nsteps; s++) {
-        int64_t tok_before = t.run.tokens;
-        StepResult r = train_step(&t);
-        lr_sum += r.lr;
-        if (s > 0 && wgb[s] != wgb[s - 1]) distinct_gb++;
-        clipped += r.clipped;
-        unclipped += !r.clipped;
-        int ok = rel_err(r.loss, wloss[s]) < 1e-5 && rel_err(r.gnorm, wgn[s]) < 1e-4 &&
-                 fabs(r.lr - wlr[s]) <= 1e-6 * wlr[s] + 1e-12 && r.gb == (int64_t)wgb[s] &&
-                 tok_before == (int64_t)wtok[s];
-        check(ok,
-              "step %d: loss %.7f (want %.7f) gnorm %.6f (want %.6f) lr %.4e (want %.4e) gb %lld (want %d) tokens %lld "
-              "(want %.0f)",
-              s, r.loss, wloss[s], r.gnorm, wgn[s], r.lr, wlr[s], (long long)r.gb, (int)wgb[s], (long long)tok_before,
-              wtok[s]);
-    }
-    check(distinct_gb >= 3 && wlr[0] < wlr[1], "the recipe run ramps the batch at least twice (%d sizes) under warmup",
-          distinct_gb);
-    check(clipped > 0 && unclipped > 0, "clipping active in %d steps, inactive in %d", clipped, unclipped);
+    double lr_sum = fixture_steps_check(fx, &t, 1e-5, 1e-4);
     // final weights. The K slice of qkvb has an analytically zero gradient, so Adam turns
     // round-off noise into updates of up to lr per step: compare it to sum(lr) absolute.
     GPT* g = &t.model;
@@ -294,88 +266,8 @@ static void test_recompute(Fixture* fx, const char* dir) {
           "-recompute 1 gives bit-identical losses, grad norms and weights over 8 steps");
 }
 
-// resume continues bit-identically: 8 straight steps == 4 steps, save, load, 4 steps
-static void test_resume_bitwise(Fixture* fx, const char* dir) {
-    Config cfg = fixture_config(fx, dir);
-    char tmp[] = "/tmp/llmc_resumeXXXXXX";
-    if (!mkdtemp(tmp)) die("mkdtemp failed");
-    snprintf(cfg.out_dir, sizeof(cfg.out_dir), "%s", tmp);
-    Train a, b;
-    fixture_train(&a, &cfg, dir);
-    double la[8];
-    for (int s = 0; s < 8; s++) la[s] = train_step(&a).loss;
-    fixture_train(&b, &cfg, dir);
-    for (int s = 0; s < 4; s++) train_step(&b);
-    b.run.rng = 0xDEADBEEF;
-    check(save_checkpoint(&b) == 0, "checkpoint saved at step 4");
-    train_free(&b);
-    Train c;
-    Comm comm;
-    comm_init_single(&comm);
-    train_setup(&c, &cfg, &comm);
-    dataset_open(&c.run.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
-    char latest[1100], err[1024];
-    int64_t st = ckpt_find_latest(tmp, latest, sizeof(latest));
-    check(st == 4 && load_checkpoint(&c, latest, 0, err, sizeof(err)) == 0, "resume finds and loads step %lld",
-          (long long)st);
-    check(c.run.step == 4 && c.run.tokens == (int64_t)((const float*)fx_get(fx, "steps/tokens")->data)[4] &&
-              c.run.rng == 0xDEADBEEF && c.run.adam_t == 4,
-          "resume restores step, tokens, AdamW t and sampler state");
-    int same = 1;
-    for (int s = 4; s < 8; s++) {
-        double l = train_step(&c).loss;
-        if (memcmp(&l, &la[s], sizeof(l)) != 0) same = 0;
-    }
-    GPT *ga = &a.model, *gc = &c.model;
-    same = same && memcmp(ga->params, gc->params, sizeof(float) * ga->pl.total) == 0 &&
-           memcmp(ga->m, gc->m, sizeof(float) * ga->n_opt) == 0 && memcmp(ga->v, gc->v, sizeof(float) * ga->n_opt) == 0;
-    check(same, "steps 5-8 after resume are bit-identical (losses, weights, moments)");
-
-    // a save that fails leaves the previous checkpoint usable (here its temporary
-    // directory cannot be made: a file holds the name; tests/attack/family_disk.sh fills a disk)
-    char bad[1200], link[1300];
-    ckpt_dir_name(bad, sizeof(bad), tmp, 8);
-    snprintf(link, sizeof(link), "%s.tmp", bad);
-    FILE* blocker = fopen(link, "w");
-    int have_full = blocker != NULL && fclose(blocker) == 0;
-    if (have_full) {
-        check(save_checkpoint(&c) != 0, "a save onto a full disk reports failure");
-        st = ckpt_find_latest(tmp, latest, sizeof(latest));
-        Train d;
-        train_setup(&d, &cfg, &comm);
-        check(st == 4 && load_checkpoint(&d, latest, 0, err, sizeof(err)) == 0,
-              "after the failed save, resume still picks step %lld and it loads", (long long)st);
-        train_free(&d);
-    }
-    train_free(&a);
-    train_free(&c);
-    char cmd[1200];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-    if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
-}
-
 // ----------------------------------------------------------------------------------------
 // the binary: bad input and end-to-end resume
-
-// runs a command, returns its exit status; stderr captured into errbuf
-static int run_cmd(const char* cmd, char* errbuf, size_t n) {
-    char full[4400], out[64], errf[64];
-    // per-process names: test runs of other checkouts may run at the same time
-    snprintf(out, sizeof(out), "/tmp/llmc_test_out_%d.txt", (int)getpid());
-    snprintf(errf, sizeof(errf), "/tmp/llmc_test_err_%d.txt", (int)getpid());
-    snprintf(full, sizeof(full), "%s > %s 2> %s", cmd, out, errf);
-    int rc = system(full);
-    errbuf[0] = 0;
-    FILE* f = fopen(errf, "r");
-    if (f) {
-        size_t k = fread(errbuf, 1, n - 1, f);
-        errbuf[k] = 0;
-        fclose(f);
-    }
-    unlink(out);
-    unlink(errf);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
 
 static int count_lines(const char* s) {
     int n = 0;
@@ -615,41 +507,7 @@ static void test_schedule_1f1b(void) {
 // ----------------------------------------------------------------------------------------
 // 3D layouts over MPI against the single process (needs mpirun; skipped, and said, without)
 
-#define LAYOUT_STEPS 20
-typedef struct {
-    double loss[LAYOUT_STEPS + 1], gnorm[LAYOUT_STEPS + 1];
-    char raw[LAYOUT_STEPS + 1][160];
-    int n;
-} RunLog;
-
-static int read_runlog(const char* path, RunLog* rl) {
-    memset(rl, 0, sizeof(*rl));
-    FILE* f = fopen(path, "r");
-    if (!f) return -1;
-    char line[4096];
-    while (fgets(line, sizeof(line), f)) {
-        if (!strstr(line, "\"type\":\"train\"")) continue;
-        long long step;
-        double loss, gnorm;
-        char* p = strstr(line, "\"step\":");
-        if (!p || sscanf(p, "\"step\":%lld", &step) != 1) continue;
-        p = strstr(line, "\"loss\":");
-        if (!p || sscanf(p, "\"loss\":%lf", &loss) != 1) continue;
-        p = strstr(line, "\"gnorm\":");
-        if (!p || sscanf(p, "\"gnorm\":%lf", &gnorm) != 1) continue;
-        if (step < 1 || step > LAYOUT_STEPS) continue;
-        rl->loss[step] = loss;
-        rl->gnorm[step] = gnorm;
-        char* e = strstr(line, ",\"ms\"");
-        size_t len = e ? (size_t)(e - line) : 0;
-        if (len > 159) len = 159;
-        memcpy(rl->raw[step], line, len);
-        rl->raw[step][len] = 0;
-        if (step > rl->n) rl->n = (int)step;
-    }
-    fclose(f);
-    return 0;
-}
+#define LAYOUT_STEPS 20 // at most RUNLOG_STEPS (tests/trainer_cases.h)
 
 static const char* MPIRUN = "timeout 300 mpirun --oversubscribe --allow-run-as-root -x OMP_NUM_THREADS=1";
 
@@ -715,22 +573,6 @@ static double compare_ckpts(const char* a, const char* b, char* worst, size_t wn
 
 static int have_mpirun(void) { return system("command -v mpirun > /dev/null 2>&1") == 0; }
 
-static void write_pattern_shard(const char* path, int ntok, int V) {
-    FILE* f = fopen_check(path, "wb");
-    int32_t h[256] = {0};
-    h[0] = 20240520;
-    h[1] = 1;
-    h[2] = ntok;
-    fwrite(h, 4, 256, f);
-    uint64_t st = 99;
-    for (int i = 0; i < ntok; i++) { // learnable: mostly an arithmetic pattern, some noise
-        uint16_t tok = (uint16_t)((i * 7 + (i / 13)) % V);
-        if (rng_uniform(&st) < 0.2f) tok = (uint16_t)(rng_next(&st) % V);
-        fwrite(&tok, 2, 1, f);
-    }
-    fclose(f);
-}
-
 static void test_layouts(void) {
     if (!have_mpirun()) {
         check(0, "mpirun is available for the 3D layout tests (bash dev/install.sh)");
@@ -776,11 +618,7 @@ static void test_layouts(void) {
         snprintf(path, sizeof(path), "%s/log.jsonl", dir);
         double worst_l = 0, worst_g = 0;
         int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == LAYOUT_STEPS;
-        for (int s = 1; ok && s <= LAYOUT_STEPS; s++) {
-            double el = rel_err(rl.loss[s], ref.loss[s]), eg = rel_err(rl.gnorm[s], ref.gnorm[s]);
-            if (el > worst_l) worst_l = el;
-            if (eg > worst_g) worst_g = eg;
-        }
+        if (ok) runlog_worst(&rl, &ref, LAYOUT_STEPS, &worst_l, &worst_g);
         ok = ok && worst_l <= 1e-5 && worst_g <= 1e-5;
         char wname[256] = "";
         ckpt_dir_name(ck, sizeof(ck), dir, LAYOUT_STEPS);

@@ -34,16 +34,6 @@
 #include "tests/common.h"
 #include "tests/fixture.h"
 
-static void fixture_train(Train* t, const Config* cfg, const char* dir) {
-    Comm comm;
-    comm_init_single(&comm);
-    train_setup(t, cfg, &comm);
-    dataset_open(&t->run.train, cfg->train_glob, cfg->seq, cfg->V, cfg->shuffle, cfg->seed);
-    char ck[1024], err[1024];
-    snprintf(ck, sizeof(ck), "%s/init/ckpt_00000000", dir);
-    if (load_checkpoint(t, ck, 0, err, sizeof(err)) != 0) die("%s", err);
-}
-
 static float* down_bf16(const bf16* d, size_t n) {
     uint16_t* hb = (uint16_t*)malloc_check(sizeof(uint16_t) * (n + 1));
     float* h = (float*)malloc_check(sizeof(float) * (n + 1));
@@ -59,6 +49,22 @@ static float* down_f32(const float* d, size_t n) {
 }
 
 // loads the fixture's micro-batch into slot 0 (host arrays and device)
+// the master weights and AdamW moments bit-identical (tests/trainer_cases.h's resume test)
+static int trainer_state_equal(Train* a, Train* b) {
+    GPT *ga = &a->model, *gb = &b->model;
+    int same = 1;
+    const float* bufs[3][2] = {{ga->master, gb->master}, {ga->m, gb->m}, {ga->v, gb->v}};
+    for (int k = 0; k < 3; k++) {
+        float* x = down_f32(bufs[k][0], ga->n_opt);
+        float* y = down_f32(bufs[k][1], ga->n_opt);
+        same = same && memcmp(x, y, sizeof(float) * ga->n_opt) == 0;
+        free(x);
+        free(y);
+    }
+    return same;
+}
+#include "tests/trainer_cases.h"
+
 static void fixture_batch(Fixture* fx, Train* t) {
     GPT* g = &t->model;
     Acts* a = &g->acts[0];
@@ -137,25 +143,7 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
     Config cfg = fixture_config(fx, dir);
     Train t;
     fixture_train(&t, &cfg, dir);
-    int nsteps = ((const int32_t*)fx_get(fx, "config")->data)[7];
-    const float* wloss = (const float*)fx_get(fx, "steps/loss")->data;
-    const float* wlr = (const float*)fx_get(fx, "steps/lr")->data;
-    const float* wgb = (const float*)fx_get(fx, "steps/gb")->data;
-    const float* wgn = (const float*)fx_get(fx, "steps/gnorm")->data;
-    const float* wtok = (const float*)fx_get(fx, "steps/tokens")->data;
-    double lr_sum = 0;
-    for (int s = 0; s < nsteps; s++) {
-        int64_t tok_before = t.run.tokens;
-        StepResult r = train_step(&t);
-        lr_sum += r.lr;
-        int ok = rel_err(r.loss, wloss[s]) < 1e-2 && rel_err(r.gnorm, wgn[s]) < 5e-2 &&
-                 fabs(r.lr - wlr[s]) <= 1e-6 * wlr[s] + 1e-12 && r.gb == (int64_t)wgb[s] &&
-                 tok_before == (int64_t)wtok[s];
-        check(ok,
-              "step %d: loss %.6f (want %.6f, rel %.1e) gnorm %.5f (want %.5f, rel %.1e) lr %.4e gb %lld tokens %lld",
-              s, r.loss, wloss[s], rel_err(r.loss, wloss[s]), r.gnorm, wgn[s], rel_err(r.gnorm, wgn[s]), r.lr,
-              (long long)r.gb, (long long)tok_before);
-    }
+    double lr_sum = fixture_steps_check(fx, &t, 1e-2, 5e-2);
     GPT* g = &t.model;
     float* master = down_f32(g->master, g->pl.total);
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
@@ -329,141 +317,10 @@ static void test_attention_paths(Fixture* fx, const char* dir) {
     check(worst < 5e-3, "fused and unfused GeLU: 4 training steps agree (worst loss rel %.1e)", worst);
 }
 
-// resume continues bit-identically: 8 straight steps == 4 steps, save, load, 4 steps
-static void test_resume_bitwise(Fixture* fx, const char* dir) {
-    Config cfg = fixture_config(fx, dir);
-    char tmp[] = "/tmp/llmc_cu_resumeXXXXXX";
-    if (!mkdtemp(tmp)) die("mkdtemp failed");
-    snprintf(cfg.out_dir, sizeof(cfg.out_dir), "%s", tmp);
-    Train a, b;
-    fixture_train(&a, &cfg, dir);
-    double la[8];
-    for (int s = 0; s < 8; s++) la[s] = train_step(&a).loss;
-    fixture_train(&b, &cfg, dir);
-    for (int s = 0; s < 4; s++) train_step(&b);
-    b.run.rng = 0xDEADBEEF;
-    check(save_checkpoint(&b) == 0, "checkpoint saved at step 4");
-    train_free(&b);
-    Train c;
-    Comm comm;
-    comm_init_single(&comm);
-    train_setup(&c, &cfg, &comm);
-    dataset_open(&c.run.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
-    char latest[1100], err[1024];
-    int64_t st = ckpt_find_latest(tmp, latest, sizeof(latest));
-    check(st == 4 && load_checkpoint(&c, latest, 0, err, sizeof(err)) == 0, "resume finds and loads step %lld",
-          (long long)st);
-    check(c.run.step == 4 && c.run.rng == 0xDEADBEEF && c.run.adam_t == 4,
-          "resume restores step, AdamW t and sampler state");
-    int same = 1;
-    for (int s = 4; s < 8; s++) {
-        double l = train_step(&c).loss;
-        if (memcmp(&l, &la[s], sizeof(l)) != 0) same = 0;
-    }
-    GPT *ga = &a.model, *gc = &c.model;
-    float* pa = down_f32(ga->master, ga->n_opt);
-    float* pc = down_f32(gc->master, gc->n_opt);
-    float* ma = down_f32(ga->m, ga->n_opt);
-    float* mc = down_f32(gc->m, gc->n_opt);
-    float* va = down_f32(ga->v, ga->n_opt);
-    float* vc = down_f32(gc->v, gc->n_opt);
-    size_t nb = sizeof(float) * ga->n_opt;
-    same = same && memcmp(pa, pc, nb) == 0 && memcmp(ma, mc, nb) == 0 && memcmp(va, vc, nb) == 0;
-    check(same, "steps 5-8 after resume are bit-identical (losses, master weights, moments)");
-    // a checkpoint of the CUDA trainer loads into the same model and gives its weights back
-    free(pa);
-    free(pc);
-    free(ma);
-    free(mc);
-    free(va);
-    free(vc);
-    train_free(&a);
-    train_free(&c);
-    char cmd[1200];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-    if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
-}
-
 // ----------------------------------------------------------------------------------------
 // the binaries: train_gpt_cu against train_gpt (CPU, fp32) for 10 steps; -resume end to end
 
-static int run_cmd(const char* cmd, char* errbuf, size_t n) {
-    char full[4400], out[64], errf[64];
-    // per-process names: test runs of other checkouts may run at the same time
-    snprintf(out, sizeof(out), "/tmp/llmc_cu_test_out_%d.txt", (int)getpid());
-    snprintf(errf, sizeof(errf), "/tmp/llmc_cu_test_err_%d.txt", (int)getpid());
-    snprintf(full, sizeof(full), "%s > %s 2> %s", cmd, out, errf);
-    int rc = system(full);
-    errbuf[0] = 0;
-    FILE* f = fopen(errf, "r");
-    if (f) {
-        size_t k = fread(errbuf, 1, n - 1, f);
-        errbuf[k] = 0;
-        fclose(f);
-    }
-    unlink(out);
-    unlink(errf);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
-#define NSTEPS 10
-typedef struct {
-    double loss[NSTEPS + 1], gnorm[NSTEPS + 1], overlap[NSTEPS + 1];
-    int micro[NSTEPS + 1], syncs[NSTEPS + 1];
-    char raw[NSTEPS + 1][200];
-    int n;
-} RunLog;
-
-static int read_runlog(const char* path, RunLog* rl) {
-    memset(rl, 0, sizeof(*rl));
-    FILE* f = fopen(path, "r");
-    if (!f) return -1;
-    char line[4096];
-    while (fgets(line, sizeof(line), f)) {
-        if (!strstr(line, "\"type\":\"train\"")) continue;
-        long long step;
-        double loss, gnorm;
-        char* p = strstr(line, "\"step\":");
-        if (!p || sscanf(p, "\"step\":%lld", &step) != 1) continue;
-        p = strstr(line, "\"loss\":");
-        if (!p || sscanf(p, "\"loss\":%lf", &loss) != 1) continue;
-        p = strstr(line, "\"gnorm\":");
-        if (!p || sscanf(p, "\"gnorm\":%lf", &gnorm) != 1) continue;
-        if (step < 1 || step > NSTEPS) continue;
-        rl->loss[step] = loss;
-        rl->gnorm[step] = gnorm;
-        p = strstr(line, "\"micro\":");
-        rl->micro[step] = p ? atoi(p + 8) : -1;
-        p = strstr(line, "\"host_syncs\":");
-        rl->syncs[step] = p ? atoi(p + 13) : -1;
-        p = strstr(line, "\"t_overlap_ms\":");
-        rl->overlap[step] = p ? atof(p + 15) : -1.0;
-        char* e = strstr(line, ",\"ms\"");
-        size_t len = e ? (size_t)(e - line) : 0;
-        if (len > 199) len = 199;
-        memcpy(rl->raw[step], line, len);
-        rl->raw[step][len] = 0;
-        if (step > rl->n) rl->n = (int)step;
-    }
-    fclose(f);
-    return 0;
-}
-
-static void write_pattern_shard(const char* path, int ntok, int V) {
-    FILE* f = fopen_check(path, "wb");
-    int32_t h[256] = {0};
-    h[0] = 20240520;
-    h[1] = 1;
-    h[2] = ntok;
-    fwrite(h, 4, 256, f);
-    uint64_t st = 99;
-    for (int i = 0; i < ntok; i++) {
-        uint16_t tok = (uint16_t)((i * 7 + (i / 13)) % V);
-        if (rng_uniform(&st) < 0.2f) tok = (uint16_t)(rng_next(&st) % V);
-        fwrite(&tok, 2, 1, f);
-    }
-    fclose(f);
-}
+#define NSTEPS 10 // at most RUNLOG_STEPS (tests/trainer_cases.h)
 
 // the binaries under test: ./train_gpt (CPU) and ./train_gpt_cu, or the environment's
 // LLMC_TRAIN_GPT / LLMC_TRAIN_GPT_CU (the emulated build points the latter at its own binary)
@@ -503,10 +360,7 @@ static void test_binaries(void) {
     read_runlog(path, &gpu);
     double wl = 0, wg = 0;
     int ok = rc1 == 0 && rc2 == 0 && cpu.n == NSTEPS && gpu.n == NSTEPS;
-    for (int s = 1; ok && s <= NSTEPS; s++) {
-        if (rel_err(gpu.loss[s], cpu.loss[s]) > wl) wl = rel_err(gpu.loss[s], cpu.loss[s]);
-        if (rel_err(gpu.gnorm[s], cpu.gnorm[s]) > wg) wg = rel_err(gpu.gnorm[s], cpu.gnorm[s]);
-    }
+    if (ok) runlog_worst(&gpu, &cpu, NSTEPS, &wl, &wg);
     check(ok && wl <= 2e-2 && wg <= 1e-1,
           "train_gpt_cu vs train_gpt (CPU fp32), %d steps: worst loss rel %.1e, grad norm rel %.1e (rc %d %d)", NSTEPS,
           wl, wg, rc1, rc2);
@@ -696,12 +550,9 @@ static void test_layouts(void) {
         RunLog rl;
         snprintf(path, sizeof(path), "%s/l%zu.jsonl", tmp, i);
         int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == LAYOUT_STEPS && okc && okr;
-        double wl = 0, wg = 0, wc = 0;
-        for (int st = 1; ok && st <= LAYOUT_STEPS; st++) {
-            if (rel_err(rl.loss[st], ref.loss[st]) > wl) wl = rel_err(rl.loss[st], ref.loss[st]);
-            if (rel_err(rl.gnorm[st], ref.gnorm[st]) > wg) wg = rel_err(rl.gnorm[st], ref.gnorm[st]);
-            if (rel_err(rl.loss[st], cpu.loss[st]) > wc) wc = rel_err(rl.loss[st], cpu.loss[st]);
-        }
+        double wl = 0, wg = 0, wc = 0, wcg = 0;
+        if (ok) runlog_worst(&rl, &ref, LAYOUT_STEPS, &wl, &wg);
+        if (ok) runlog_worst(&rl, &cpu, LAYOUT_STEPS, &wc, &wcg);
         // bf16: TP partial sums are rounded before their all-reduce, so layouts differ by bf16 rounding
         // and against the CPU trainer with the bf16 bound of the single-GPU comparison
         check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,

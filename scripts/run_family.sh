@@ -55,12 +55,9 @@
 #SBATCH --output=family_%j.log
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ -n "${LLMC_ROOT:-}" ]; then ROOT="$LLMC_ROOT"
-elif [ -f "$HERE/scripts/lib.sh" ]; then ROOT="$HERE"
-else ROOT="${SLURM_SUBMIT_DIR:?run from the repository root, or set LLMC_ROOT}"; fi
-cd "$ROOT"
-source "$ROOT/scripts/lib.sh"
+ROOT="${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+[ -f "$ROOT/scripts/lib.sh" ] || ROOT="${SLURM_SUBMIT_DIR:?run from the repository root, or set LLMC_ROOT}"
+cd "$ROOT" && source scripts/lib.sh
 
 MODEL=${MODEL:-125m}
 GPUS=8

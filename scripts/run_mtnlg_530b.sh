@@ -60,12 +60,9 @@ set -euo pipefail
 
 # The repository root: the script's parent directory, or, under sbatch (which runs a copy
 # of the script from its spool directory), the directory sbatch was called from.
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ -n "${LLMC_ROOT:-}" ]; then ROOT="$LLMC_ROOT"
-elif [ -f "$HERE/scripts/lib.sh" ]; then ROOT="$HERE"
-else ROOT="${SLURM_SUBMIT_DIR:?run from the repository root, or set LLMC_ROOT}"; fi
-cd "$ROOT"
-source "$ROOT/scripts/lib.sh"
+ROOT="${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+[ -f "$ROOT/scripts/lib.sh" ] || ROOT="${SLURM_SUBMIT_DIR:?run from the repository root, or set LLMC_ROOT}"
+cd "$ROOT" && source scripts/lib.sh
 
 # ---- cluster and 3D layout (paper: 560 nodes, TP 8 inside a node, PP 35, DP 16) --------
 NODES=560

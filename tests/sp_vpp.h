@@ -282,11 +282,7 @@ static void test_layouts_degenerate(const char* tmp, const char* data) {
         snprintf(path, sizeof(path), "%s/log.jsonl", dir);
         double wl = 0, wg = 0;
         int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == LAYOUT_STEPS;
-        for (int s = 1; ok && s <= LAYOUT_STEPS; s++) {
-            double el = rel_err(rl.loss[s], ref.loss[s]), eg = rel_err(rl.gnorm[s], ref.gnorm[s]);
-            if (el > wl) wl = el;
-            if (eg > wg) wg = eg;
-        }
+        if (ok) runlog_worst(&rl, &ref, LAYOUT_STEPS, &wl, &wg);
         check(ok && wl <= 1e-5 && wg <= 1e-5,
               "degenerate layout %dx%dx%d%s sp %d vpp %d recompute %s (%s): %d steps, loss rel %.1e, "
               "gnorm rel %.1e (rc %d)",
@@ -346,11 +342,7 @@ static void test_layouts_sp_vpp(void) {
         snprintf(path, sizeof(path), "%s/log.jsonl", dir);
         double wl = 0, wg = 0;
         int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == LAYOUT_STEPS;
-        for (int s = 1; ok && s <= LAYOUT_STEPS; s++) {
-            double el = rel_err(rl.loss[s], ref[li].loss[s]), eg = rel_err(rl.gnorm[s], ref[li].gnorm[s]);
-            if (el > wl) wl = el;
-            if (eg > wg) wg = eg;
-        }
+        if (ok) runlog_worst(&rl, &ref[li], LAYOUT_STEPS, &wl, &wg);
         ok = ok && wl <= 1e-5 && wg <= 1e-5;
         char wname[256] = "";
         ckpt_dir_name(ck, sizeof(ck), dir, LAYOUT_STEPS);

@@ -86,6 +86,8 @@ CUDA_CUDNN_MISSING = cuDNN (cudnn.h + libcudnn) not found: pip install nvidia-cu
 CUDA_HEADERS = $(wildcard $(CUDA_ROOT)/llmc/*/*.h $(CUDA_ROOT)/llmc/*/*.cuh)
 # the kernel checks and other CUDA tests (tests/cuda)
 CUDA_TEST_DIR := $(CUDA_ROOT)/tests/cuda
+# the helpers test_gpt.cu shares with test_gpt.c
+CUDA_TEST_HEADERS = $(wildcard $(CUDA_ROOT)/tests/*.h)
 
 # cuDNN fused attention (llmc/cuda/attention_cudnn.*): used when find_libs.sh found cuDNN (cudnn.h and
 # the library) and the frontend headers (vendored in third_party/cudnn_frontend);
@@ -140,7 +142,8 @@ cuda-cudnn-note:
 	    "note: cuDNN attention off ($(if $(filter 1,$(CUDA_CUDNN)),$(CUDA_CUDNN_MISSING),CUDA_CUDNN=0)):" \
 	    "attention uses the own kernels")
 
-test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header \
+test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDA_TEST_HEADERS) $(CUDNN_OBJ) \
+    | cuda-nccl-header \
     cuda-cudnn-note
 	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS)
 
@@ -224,7 +227,8 @@ $(CUDA_BUILD)-emu/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wild
 	@mkdir -p $(@D)
 	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -x c++ $< -x none -o $@
 
-$(CUDA_BUILD)-emu/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard \
+$(CUDA_BUILD)-emu/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDA_TEST_HEADERS) \
+    $(wildcard \
     $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
 	@mkdir -p $(@D)
 	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -x c++ $< -x none -o $@

@@ -26,6 +26,40 @@ static inline const char* safeio_kind(mode_t m) {
     return "not a regular file";
 }
 
+// The opened fd's type, checked: regular files, and character devices if allow_chr. Closes
+// fd and fills err on a failure (returns 0).
+static inline int safeio_check_kind(int fd, struct stat* st, int allow_chr, const char* path, const char* what,
+                                    char* err, size_t errn) {
+    if (fstat(fd, st) != 0) {
+        snprintf(err, errn, "cannot stat %s %s: %s", what, path, strerror(errno));
+        close(fd);
+        return 0;
+    }
+    if (!S_ISREG(st->st_mode) && !(allow_chr && S_ISCHR(st->st_mode))) {
+        snprintf(err, errn, "%s %s is %s, not a regular file", what, path, safeio_kind(st->st_mode));
+        close(fd);
+        return 0;
+    }
+    return 1;
+}
+
+// Blocking again (the open was non-blocking, so a FIFO never hung it), then a FILE*.
+static inline FILE* safeio_fdopen(int fd, const char* mode, const char* path, const char* what, char* err,
+                                  size_t errn) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        snprintf(err, errn, "cannot set up %s %s: %s", what, path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    FILE* f = fdopen(fd, mode);
+    if (f == NULL) {
+        snprintf(err, errn, "cannot open %s %s: %s", what, path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 // Opens an input file for reading; refuses anything but a regular file.
 static inline FILE* safeio_open_read(const char* path, const char* what, char* err, size_t errn) {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -34,28 +68,8 @@ static inline FILE* safeio_open_read(const char* path, const char* what, char* e
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        snprintf(err, errn, "cannot stat %s %s: %s", what, path, strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errn, "%s %s is %s, not a regular file", what, path, safeio_kind(st.st_mode));
-        close(fd);
-        return NULL;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-        snprintf(err, errn, "cannot set up %s %s: %s", what, path, strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    FILE* f = fdopen(fd, "rb");
-    if (f == NULL) {
-        snprintf(err, errn, "cannot open %s %s: %s", what, path, strerror(errno));
-        close(fd);
-    }
-    return f;
+    if (!safeio_check_kind(fd, &st, 0, path, what, err, errn)) return NULL;
+    return safeio_fdopen(fd, "rb", path, what, err, errn);
 }
 
 // Opens an output file (truncated, or appended to). Regular files and character devices
@@ -71,34 +85,14 @@ static inline FILE* safeio_open_write(const char* path, int append, const char* 
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        snprintf(err, errn, "cannot stat %s %s: %s", what, path, strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
-        snprintf(err, errn, "%s %s is %s, not a regular file", what, path, safeio_kind(st.st_mode));
-        close(fd);
-        return NULL;
-    }
+    if (!safeio_check_kind(fd, &st, 1, path, what, err, errn)) return NULL;
     // truncate only once the file is known to be a regular file (never a FIFO)
     if (!append && S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0) {
         snprintf(err, errn, "cannot truncate %s %s: %s", what, path, strerror(errno));
         close(fd);
         return NULL;
     }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-        snprintf(err, errn, "cannot set up %s %s: %s", what, path, strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    FILE* f = fdopen(fd, append ? "ab" : "wb");
-    if (f == NULL) {
-        snprintf(err, errn, "cannot open %s %s: %s", what, path, strerror(errno));
-        close(fd);
-    }
-    return f;
+    return safeio_fdopen(fd, append ? "ab" : "wb", path, what, err, errn);
 }
 
 // Flushes and closes a written file; 0, or -1 with a message (a full disk shows here or
