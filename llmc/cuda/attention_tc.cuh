@@ -54,21 +54,23 @@ __device__ __forceinline__ char* tc_smem_base(void* raw) {
 #endif
 }
 
-template <int D> struct TcFwd {
+template <int D>
+struct TcFwd {
     static constexpr int LDB = D + 8, LDP = 72, LDS = (D > 64 ? D : 64) + 4;
     static constexpr size_t bytes = 128 + 3 * 64 * LDB * 2 + TC_WARPS * 16 * LDP * 2 + TC_WARPS * 16 * LDS * 4;
 };
 
 template <int D>
-__global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH) {
+__global__ void __launch_bounds__(TC_WARPS* WARP)
+    flash_tc_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH) {
     constexpr int LDB = TcFwd<D>::LDB, LDP = TcFwd<D>::LDP, LDS = TcFwd<D>::LDS;
     DYNAMIC_SMEM(float, smem_raw);
     char* base = tc_smem_base(smem_raw);
-    bf16* sQ = (bf16*)base;                           // (64, LDB)
-    bf16* sK = sQ + 64 * LDB;                         // (64, LDB)
-    bf16* sV = sK + 64 * LDB;                         // (64, LDB)
-    bf16* sP = sV + 64 * LDB;                         // (warps, 16, LDP) probabilities, bf16
-    float* sW = (float*)(sP + TC_WARPS * 16 * LDP);   // (warps, 16, LDS) scores, then O
+    bf16* sQ = (bf16*)base;                         // (64, LDB)
+    bf16* sK = sQ + 64 * LDB;                       // (64, LDB)
+    bf16* sV = sK + 64 * LDB;                       // (64, LDB)
+    bf16* sP = sV + 64 * LDB;                       // (warps, 16, LDP) probabilities, bf16
+    float* sW = (float*)(sP + TC_WARPS * 16 * LDP); // (warps, 16, LDS) scores, then O
     int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     int Cl = NH * D, C3 = 3 * Cl, q0 = qt * 64;
@@ -102,7 +104,7 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_forward_kernel(bf16*
         }
         __syncwarp();
         float p[32], mx = -INFINITY;
-        #pragma unroll
+#pragma unroll
         for (int c = 0; c < 32; c++) {
             int col = half * 32 + c;
             float s = (t < T && k0 + col <= t) ? sWw[r * LDS + col] * scale : -INFINITY;
@@ -113,7 +115,7 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_forward_kernel(bf16*
         float mn = fmaxf(m, mx);
         float alpha = mn == -INFINITY ? 1.0f : expf(m - mn);
         float sum = 0.0f;
-        #pragma unroll
+#pragma unroll
         for (int c = 0; c < 32; c++) {
             float e = p[c] == -INFINITY ? 0.0f : expf(p[c] - mn);
             sum += e;
@@ -151,17 +153,21 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_forward_kernel(bf16*
     }
 }
 
-template <int D> struct TcBwd {
+template <int D>
+struct TcBwd {
     static constexpr int LDB = D + 8, LDF = 36, LDH = 40;
     // dK/dV kernel: K, V (64 rows), Q, dO (32 rows), lse, D (32), per-warp S, dP (fp32), P, dS (bf16)
-    static constexpr size_t bytes_dkv = 128 + (2 * 64 + 2 * 32) * LDB * 2 + 2 * 32 * 4 + TC_WARPS * 16 * (2 * LDF * 4 + 2 * LDH * 2);
+    static constexpr size_t bytes_dkv =
+        128 + (2 * 64 + 2 * 32) * LDB * 2 + 2 * 32 * 4 + TC_WARPS * 16 * (2 * LDF * 4 + 2 * LDH * 2);
     // dQ kernel: Q, dO (64 rows), K, V (32 rows), lse, D (64), per-warp S, dP (fp32), dS (bf16)
-    static constexpr size_t bytes_dq = 128 + (2 * 64 + 2 * 32) * LDB * 2 + 2 * 64 * 4 + TC_WARPS * 16 * (2 * LDF * 4 + LDH * 2);
+    static constexpr size_t bytes_dq =
+        128 + (2 * 64 + 2 * 32) * LDB * 2 + 2 * 64 * 4 + TC_WARPS * 16 * (2 * LDF * 4 + LDH * 2);
 };
 
 // writes a warp's 16 x D fp32 accumulators (times mul) as bf16 rows row0.. of a (B, T, stride) tensor
 template <int D>
-__device__ __forceinline__ void tc_write_rows(bf16* dst, size_t stride, int row0, int T, FragC* acc, float* scratch, float mul) {
+__device__ __forceinline__ void tc_write_rows(bf16* dst, size_t stride, int row0, int T, FragC* acc, float* scratch,
+                                              float mul) {
     constexpr int LDO = D + 4;
     int lane = threadIdx.x % WARP;
     for (int j = 0; j < D / 16; j++) frag_store(scratch + j * 16, acc[j], LDO);
@@ -174,19 +180,20 @@ __device__ __forceinline__ void tc_write_rows(bf16* dst, size_t stride, int row0
 }
 
 template <int D>
-__global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv,
-                                                                           const float* lse, const float* Dd, int T, int NH) {
+__global__ void __launch_bounds__(TC_WARPS* WARP)
+    flash_tc_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
+                            int NH) {
     constexpr int LDB = TcBwd<D>::LDB, LDF = TcBwd<D>::LDF, LDH = TcBwd<D>::LDH;
     DYNAMIC_SMEM(float, smem_raw);
     char* base = tc_smem_base(smem_raw);
-    bf16* sK = (bf16*)base;               // (64, LDB)
-    bf16* sV = sK + 64 * LDB;             // (64, LDB)
-    bf16* sQ = sV + 64 * LDB;             // (32, LDB)
-    bf16* sG = sQ + 32 * LDB;             // (32, LDB) dO
-    float* sL = (float*)(sG + 32 * LDB);  // (32)
-    float* sD = sL + 32;                  // (32)
-    float* sS = sD + 32;                  // (warps, 16, LDF) S^T, fp32
-    float* sDP = sS + TC_WARPS * 16 * LDF;  // (warps, 16, LDF) dP^T
+    bf16* sK = (bf16*)base;                         // (64, LDB)
+    bf16* sV = sK + 64 * LDB;                       // (64, LDB)
+    bf16* sQ = sV + 64 * LDB;                       // (32, LDB)
+    bf16* sG = sQ + 32 * LDB;                       // (32, LDB) dO
+    float* sL = (float*)(sG + 32 * LDB);            // (32)
+    float* sD = sL + 32;                            // (32)
+    float* sS = sD + 32;                            // (warps, 16, LDF) S^T, fp32
+    float* sDP = sS + TC_WARPS * 16 * LDF;          // (warps, 16, LDF) dP^T
     bf16* sPb = (bf16*)(sDP + TC_WARPS * 16 * LDF); // (warps, 16, LDH) P^T
     bf16* sDSb = sPb + TC_WARPS * 16 * LDH;         // (warps, 16, LDH) dS^T
     int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -204,7 +211,10 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dkv_kernel(bf16*
     bf16* sPbw = sPb + w * 16 * LDH;
     bf16* sDSbw = sDSb + w * 16 * LDH;
     FragC dk[D / 16], dv[D / 16];
-    for (int j = 0; j < D / 16; j++) { frag_zero(dk[j]); frag_zero(dv[j]); }
+    for (int j = 0; j < D / 16; j++) {
+        frag_zero(dk[j]);
+        frag_zero(dv[j]);
+    }
     int r = lane / 2, half = lane % 2, key = k0 + w * 16 + r; // lanes 2r, 2r+1 own key row r
     for (int qt = k0 / 32; qt < nq; qt++) {
         int q0 = qt * 32;
@@ -218,7 +228,7 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dkv_kernel(bf16*
         }
         __syncthreads();
         if (q0 + 31 < k0 + w * 16) continue; // warp-uniform: every query precedes this warp's keys
-        for (int j = 0; j < 2; j++) { // S^T = K_w Q^T, dP^T = V_w dO^T (16 keys x 32 queries)
+        for (int j = 0; j < 2; j++) {        // S^T = K_w Q^T, dP^T = V_w dO^T (16 keys x 32 queries)
             FragC s, dp;
             frag_zero(s);
             frag_zero(dp);
@@ -265,19 +275,20 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dkv_kernel(bf16*
 }
 
 template <int D>
-__global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv,
-                                                                          const float* lse, const float* Dd, int T, int NH) {
+__global__ void __launch_bounds__(TC_WARPS* WARP)
+    flash_tc_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
+                           int NH) {
     constexpr int LDB = TcBwd<D>::LDB, LDF = TcBwd<D>::LDF, LDH = TcBwd<D>::LDH;
     DYNAMIC_SMEM(float, smem_raw);
     char* base = tc_smem_base(smem_raw);
-    bf16* sQ = (bf16*)base;               // (64, LDB)
-    bf16* sG = sQ + 64 * LDB;             // (64, LDB) dO
-    bf16* sK = sG + 64 * LDB;             // (32, LDB)
-    bf16* sV = sK + 32 * LDB;             // (32, LDB)
-    float* sL = (float*)(sV + 32 * LDB);  // (64)
-    float* sD = sL + 64;                  // (64)
-    float* sS = sD + 64;                  // (warps, 16, LDF)
-    float* sDP = sS + TC_WARPS * 16 * LDF;  // (warps, 16, LDF)
+    bf16* sQ = (bf16*)base;                          // (64, LDB)
+    bf16* sG = sQ + 64 * LDB;                        // (64, LDB) dO
+    bf16* sK = sG + 64 * LDB;                        // (32, LDB)
+    bf16* sV = sK + 32 * LDB;                        // (32, LDB)
+    float* sL = (float*)(sV + 32 * LDB);             // (64)
+    float* sD = sL + 64;                             // (64)
+    float* sS = sD + 64;                             // (warps, 16, LDF)
+    float* sDP = sS + TC_WARPS * 16 * LDF;           // (warps, 16, LDF)
     bf16* sDSb = (bf16*)(sDP + TC_WARPS * 16 * LDF); // (warps, 16, LDH)
     int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
@@ -308,7 +319,7 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dq_kernel(bf16* 
         tc_load_rows<D>(sV, LDB, hq + 2 * Cl, C3, k0, 32, T);
         __syncthreads();
         if (k0 > q0 + w * 16 + 15) continue; // warp-uniform: every key follows this warp's queries
-        for (int j = 0; j < 2; j++) { // S = Q_w K^T, dP = dO_w V^T (16 queries x 32 keys)
+        for (int j = 0; j < 2; j++) {        // S = Q_w K^T, dP = dO_w V^T (16 queries x 32 keys)
             FragC s, dp;
             frag_zero(s);
             frag_zero(dp);
@@ -353,8 +364,10 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dq_kernel(bf16* 
 // head sizes with a tensor-core kernel
 static int flash_tc_supported(int hs) { return hs == 16 || hs == 32 || hs == 64 || hs == 128 || hs == 160; }
 
-template <class K> static void tc_smem_attr(K kernel, size_t bytes) {
-    if (bytes > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+template <class K>
+static void tc_smem_attr(K kernel, size_t bytes) {
+    if (bytes > 48 * 1024)
+        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
 template <int D>
@@ -378,27 +391,49 @@ static void flash_tc_backward_launch(bf16* dqkv, const float* Dd, const bf16* do
 // out (B, T, Cl); lse (B, NH, T). hs must be flash_tc_supported.
 static void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int hs, cudaStream_t s) {
     switch (hs) {
-        case 16: flash_tc_forward_launch<16>(out, lse, qkv, B, T, NH, s); break;
-        case 32: flash_tc_forward_launch<32>(out, lse, qkv, B, T, NH, s); break;
-        case 64: flash_tc_forward_launch<64>(out, lse, qkv, B, T, NH, s); break;
-        case 128: flash_tc_forward_launch<128>(out, lse, qkv, B, T, NH, s); break;
-        case 160: flash_tc_forward_launch<160>(out, lse, qkv, B, T, NH, s); break;
-        default: die("tensor-core attention: head size %d not supported", hs);
+        case 16:
+            flash_tc_forward_launch<16>(out, lse, qkv, B, T, NH, s);
+            break;
+        case 32:
+            flash_tc_forward_launch<32>(out, lse, qkv, B, T, NH, s);
+            break;
+        case 64:
+            flash_tc_forward_launch<64>(out, lse, qkv, B, T, NH, s);
+            break;
+        case 128:
+            flash_tc_forward_launch<128>(out, lse, qkv, B, T, NH, s);
+            break;
+        case 160:
+            flash_tc_forward_launch<160>(out, lse, qkv, B, T, NH, s);
+            break;
+        default:
+            die("tensor-core attention: head size %d not supported", hs);
     }
 }
 
 // dqkv (B, T, 3Cl) overwritten; Dd: (B, NH, T) fp32 scratch; out/lse from the forward
-static void attention_backward_tc(bf16* dqkv, float* Dd, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
-                                  int B, int T, int NH, int hs, cudaStream_t s) {
+static void attention_backward_tc(bf16* dqkv, float* Dd, const bf16* dout, const bf16* out, const bf16* qkv,
+                                  const float* lse, int B, int T, int NH, int hs, cudaStream_t s) {
     int rows = B * T * NH;
     LAUNCH(flash_bwd_dot_kernel, CEIL_DIV(rows, 8), 256, 0, s, Dd, dout, out, B, T, NH, hs);
     switch (hs) {
-        case 16: flash_tc_backward_launch<16>(dqkv, Dd, dout, qkv, lse, B, T, NH, s); break;
-        case 32: flash_tc_backward_launch<32>(dqkv, Dd, dout, qkv, lse, B, T, NH, s); break;
-        case 64: flash_tc_backward_launch<64>(dqkv, Dd, dout, qkv, lse, B, T, NH, s); break;
-        case 128: flash_tc_backward_launch<128>(dqkv, Dd, dout, qkv, lse, B, T, NH, s); break;
-        case 160: flash_tc_backward_launch<160>(dqkv, Dd, dout, qkv, lse, B, T, NH, s); break;
-        default: die("tensor-core attention: head size %d not supported", hs);
+        case 16:
+            flash_tc_backward_launch<16>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
+            break;
+        case 32:
+            flash_tc_backward_launch<32>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
+            break;
+        case 64:
+            flash_tc_backward_launch<64>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
+            break;
+        case 128:
+            flash_tc_backward_launch<128>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
+            break;
+        case 160:
+            flash_tc_backward_launch<160>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
+            break;
+        default:
+            die("tensor-core attention: head size %d not supported", hs);
     }
 }
 

@@ -28,19 +28,39 @@ typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16
 typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::col_major> FragBT;
 typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> FragC;
 
-template <class F> __device__ __forceinline__ void frag_load(F& f, const bf16* p, int ld) { nvcuda::wmma::load_matrix_sync(f, p, ld); }
+template <class F>
+__device__ __forceinline__ void frag_load(F& f, const bf16* p, int ld) {
+    nvcuda::wmma::load_matrix_sync(f, p, ld);
+}
 __device__ __forceinline__ void frag_zero(FragC& c) { nvcuda::wmma::fill_fragment(c, 0.0f); }
-__device__ __forceinline__ void frag_store(float* p, const FragC& c, int ld) { nvcuda::wmma::store_matrix_sync(p, c, ld, nvcuda::wmma::mem_row_major); }
-__device__ __forceinline__ void frag_load_c(FragC& c, const float* p, int ld) { nvcuda::wmma::load_matrix_sync(c, p, ld, nvcuda::wmma::mem_row_major); }
-template <class FA, class FB> __device__ __forceinline__ void mma(FragC& c, const FA& a, const FB& b) { nvcuda::wmma::mma_sync(c, a, b, c); }
+__device__ __forceinline__ void frag_store(float* p, const FragC& c, int ld) {
+    nvcuda::wmma::store_matrix_sync(p, c, ld, nvcuda::wmma::mem_row_major);
+}
+__device__ __forceinline__ void frag_load_c(FragC& c, const float* p, int ld) {
+    nvcuda::wmma::load_matrix_sync(c, p, ld, nvcuda::wmma::mem_row_major);
+}
+template <class FA, class FB>
+__device__ __forceinline__ void mma(FragC& c, const FA& a, const FB& b) {
+    nvcuda::wmma::mma_sync(c, a, b, c);
+}
 
 #else // CUEMU: lane l holds elements 8l .. 8l+7 of the row-major 16x16 tile
 
-struct FragA { float x[8]; };
-struct FragAT { float x[8]; };
-struct FragB { float x[8]; };
-struct FragBT { float x[8]; };
-struct FragC { float x[8]; };
+struct FragA {
+    float x[8];
+};
+struct FragAT {
+    float x[8];
+};
+struct FragB {
+    float x[8];
+};
+struct FragBT {
+    float x[8];
+};
+struct FragC {
+    float x[8];
+};
 
 __device__ __forceinline__ void frag_check(const void* p, int ld, int mult) {
     if (((uintptr_t)p % 32) != 0 || ld % mult != 0) {
@@ -61,23 +81,35 @@ __device__ __forceinline__ void frag_load(FragA& f, const bf16* p, int ld) { fra
 __device__ __forceinline__ void frag_load(FragAT& f, const bf16* p, int ld) { frag_load_(f.x, p, ld, 1); }
 __device__ __forceinline__ void frag_load(FragB& f, const bf16* p, int ld) { frag_load_(f.x, p, ld, 0); }
 __device__ __forceinline__ void frag_load(FragBT& f, const bf16* p, int ld) { frag_load_(f.x, p, ld, 1); }
-__device__ __forceinline__ void frag_zero(FragC& c) { for (int i = 0; i < 8; i++) c.x[i] = 0.0f; }
+__device__ __forceinline__ void frag_zero(FragC& c) {
+    for (int i = 0; i < 8; i++) c.x[i] = 0.0f;
+}
 __device__ __forceinline__ void frag_store(float* p, const FragC& c, int ld) {
     frag_check(p, ld, 4);
     int lane = threadIdx.x % WARP;
-    for (int i = 0; i < 8; i++) { int e = lane * 8 + i; p[(e / 16) * ld + e % 16] = c.x[i]; }
+    for (int i = 0; i < 8; i++) {
+        int e = lane * 8 + i;
+        p[(e / 16) * ld + e % 16] = c.x[i];
+    }
 }
 __device__ __forceinline__ void frag_load_c(FragC& c, const float* p, int ld) {
     frag_check(p, ld, 4);
     int lane = threadIdx.x % WARP;
-    for (int i = 0; i < 8; i++) { int e = lane * 8 + i; c.x[i] = p[(e / 16) * ld + e % 16]; }
+    for (int i = 0; i < 8; i++) {
+        int e = lane * 8 + i;
+        c.x[i] = p[(e / 16) * ld + e % 16];
+    }
 }
-template <class FA, class FB> __device__ __forceinline__ void mma(FragC& c, const FA& a, const FB& b) {
+template <class FA, class FB>
+__device__ __forceinline__ void mma(FragC& c, const FA& a, const FB& b) {
     __shared__ float mma_scratch[32][512]; // one A and one B tile per warp
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
     float* A = mma_scratch[w];
     float* B = A + 256;
-    for (int i = 0; i < 8; i++) { A[lane * 8 + i] = a.x[i]; B[lane * 8 + i] = b.x[i]; }
+    for (int i = 0; i < 8; i++) {
+        A[lane * 8 + i] = a.x[i];
+        B[lane * 8 + i] = b.x[i];
+    }
     __syncwarp();
     for (int i = 0; i < 8; i++) {
         int e = lane * 8 + i, r = e / 16, col = e % 16;
