@@ -291,8 +291,9 @@ template <int D> struct TcBwd {
 };
 
 template <int D>
-__global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv,
-                                                                           const float* lse, const float* Dd, int T, int NH) {
+__global__ void __launch_bounds__(TC_WARPS * WARP)
+flash_tc_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
+                        int NH) {
     constexpr int LDB = TcBwd<D>::LDB;
     constexpr int DJ = D / 8;
     constexpr int SQ = 2 * 32 * LDB; // bf16 elements of one stage's Q and dO
@@ -341,10 +342,10 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dkv_kernel(bf16*
         int q0 = qt * 32;
         int st = (qt - qs) % 2;
         if (qt + 1 < nq) { // stage 1 - st was last read in the previous iteration, before its closing barrier
-            bf16* nq_ = sQG + (1 - st) * SQ;
+            bf16* nxt = sQG + (1 - st) * SQ;
             float* nl = sLD + (1 - st) * 64;
-            tc_async_rows<D, 32>(nq_, LDB, hq, C3, q0 + 32, T);
-            tc_async_rows<D, 32>(nq_ + 32 * LDB, LDB, hg, Cl, q0 + 32, T);
+            tc_async_rows<D, 32>(nxt, LDB, hq, C3, q0 + 32, T);
+            tc_async_rows<D, 32>(nxt + 32 * LDB, LDB, hg, Cl, q0 + 32, T);
             tc_async_vec<32>(nl, hl, q0 + 32, T);
             tc_async_vec<32>(nl + 32, hd, q0 + 32, T);
         }
@@ -407,8 +408,9 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dkv_kernel(bf16*
 }
 
 template <int D>
-__global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv,
-                                                                          const float* lse, const float* Dd, int T, int NH) {
+__global__ void __launch_bounds__(TC_WARPS * WARP)
+flash_tc_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
+                       int NH) {
     constexpr int LDB = TcBwd<D>::LDB;
     constexpr int DJ = D / 8;
     constexpr int SK = 2 * 32 * LDB; // bf16 elements of one stage's K and V
@@ -511,7 +513,9 @@ __global__ void __launch_bounds__(TC_WARPS * WARP) flash_tc_bwd_dq_kernel(bf16* 
 static int flash_tc_supported(int hs) { return hs == 16 || hs == 32 || hs == 64 || hs == 128 || hs == 160; }
 
 template <class K> static void tc_smem_attr(K kernel, size_t bytes) {
-    if (bytes > 48 * 1024) cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    if (bytes > 48 * 1024) {
+        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    }
 }
 
 template <int D>
@@ -545,8 +549,8 @@ static void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, int B, 
 }
 
 // dqkv (B, T, 3Cl) overwritten; Dd: (B, NH, T) fp32 scratch; out/lse from the forward
-static void attention_backward_tc(bf16* dqkv, float* Dd, const bf16* dout, const bf16* out, const bf16* qkv, const float* lse,
-                                  int B, int T, int NH, int hs, cudaStream_t s) {
+static void attention_backward_tc(bf16* dqkv, float* Dd, const bf16* dout, const bf16* out, const bf16* qkv,
+                                  const float* lse, int B, int T, int NH, int hs, cudaStream_t s) {
     int rows = B * T * NH;
     LAUNCH(flash_bwd_dot_kernel, CEIL_DIV(rows, 8), 256, 0, s, Dd, dout, out, B, T, NH, hs);
     switch (hs) {

@@ -34,7 +34,7 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     return r;
 }
 
-#ifndef CUEMU
+#ifndef CUEMU // data movement; dev/cuda/resources.py's "emulation" mutant turns this branch off
 
 // the 32-bit shared-window address PTX's .shared instructions take
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -53,14 +53,6 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(smem_u32(p))
                  : "memory");
-}
-
-// c (16 x 8) += a (16 x 16) b (16 x 8)
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // 16 bytes global -> shared without waiting (L2 only, .cg); !valid: the 16 bytes are zeroed
@@ -89,17 +81,8 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-#else // CUEMU: the same semantics in plain CUDA (valid CUDA too: the SASS check's mutant
-      // dev/cuda/resources.py builds it for the GPU and must see it flagged)
-
-// a bf16 is the top half of an fp32
-__device__ __forceinline__ float bits_to_float(uint32_t v) {
-    float f;
-    memcpy(&f, &v, 4);
-    return f;
-}
-__device__ __forceinline__ float bf16_lo(uint32_t v) { return bits_to_float(v << 16); }
-__device__ __forceinline__ float bf16_hi(uint32_t v) { return bits_to_float(v & 0xffff0000u); }
+#else // CUEMU: the same semantics in plain CUDA (valid CUDA too: the SASS check's mutant builds
+      // it for the GPU and must see it flagged)
 
 __device__ __forceinline__ void ldsm_check(const bf16* p) {
     if (((uintptr_t)p % 16) != 0) {
@@ -140,6 +123,48 @@ __device__ __forceinline__ void ldsm_x4_(uint32_t (&r)[4], const bf16* p, bool t
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) { ldsm_x4_(r, p, false); }
 __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) { ldsm_x4_(r, p, true); }
 
+// synchronous: the copy is done when the call returns (the emulation's race detector then
+// sees the write at the issue point, the earliest moment hardware could make it)
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    if (((uintptr_t)dst % 16) != 0 || ((uintptr_t)src % 16) != 0) {
+        printf("mma.cuh: cp.async 16-byte copy %p <- %p not 16-byte aligned\n", dst, src);
+        __trap();
+    }
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+    if (valid) v = *reinterpret_cast<const uint4*>(src);
+    *reinterpret_cast<uint4*>(dst) = v;
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+    float v = 0.0f;
+    if (valid) v = *reinterpret_cast<const float*>(src);
+    *reinterpret_cast<float*>(dst) = v;
+}
+__device__ __forceinline__ void cp_async_commit() {}
+template <int N> __device__ __forceinline__ void cp_async_wait() {}
+
+#endif
+
+#ifndef CUEMU // the product
+
+// c (16 x 8) += a (16 x 16) b (16 x 8)
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+#else // CUEMU
+
+// a bf16 is the top half of an fp32
+__device__ __forceinline__ float bits_to_float(uint32_t v) {
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+__device__ __forceinline__ float bf16_lo(uint32_t v) { return bits_to_float(v << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t v) { return bits_to_float(v & 0xffff0000u); }
+
 // lane l computes C[g][2q..2q+1] and C[g+8][2q..2q+1]: it needs rows g, g+8 of A (in lanes
 // 4g .. 4g+3) and columns 2q, 2q+1 of B (lanes 8q .. 8q+3 and 8q+4 .. 8q+7); registers
 // travel in pairs (64-bit shuffles) to halve the warp exchanges
@@ -177,25 +202,6 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
         c[e] = s;
     }
 }
-
-// synchronous: the copy is done when the call returns (the emulation's race detector then
-// sees the write at the issue point, the earliest moment hardware could make it)
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-    if (((uintptr_t)dst % 16) != 0 || ((uintptr_t)src % 16) != 0) {
-        printf("mma.cuh: cp.async 16-byte copy %p <- %p not 16-byte aligned\n", dst, src);
-        __trap();
-    }
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (valid) v = *reinterpret_cast<const uint4*>(src);
-    *reinterpret_cast<uint4*>(dst) = v;
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-    float v = 0.0f;
-    if (valid) v = *reinterpret_cast<const float*>(src);
-    *reinterpret_cast<float*>(dst) = v;
-}
-__device__ __forceinline__ void cp_async_commit() {}
-template <int N> __device__ __forceinline__ void cp_async_wait() {}
 
 #endif
 
