@@ -95,7 +95,8 @@ static void check_mma(void) {
             bad[1] += regs[(32 + l) * 4 + i] != want_t;
         }
     }
-    check(bad[0] == 0, "mma.cuh ldsm_x4: registers in the PTX layout, ld %d, zero-filled rows (%d of 128 wrong)", MT_LD, bad[0]);
+    check(bad[0] == 0, "mma.cuh ldsm_x4: registers in the PTX layout, ld %d, zero-filled rows (%d of 128 wrong)", MT_LD,
+          bad[0]);
     check(bad[1] == 0, "mma.cuh ldsm_x4_trans: registers in the PTX layout, ld %d (%d of 128 wrong)", MT_LD, bad[1]);
     double want[3][256];
     float first_bf[256]; // the kernel's first product rounded to bf16, as its second product's A
@@ -116,13 +117,19 @@ static void check_mma(void) {
             want[2][r * 16 + n] = s2;
         }
     }
-    const char* what[3] = {"C0 + A B (B via ldsm_x4_trans)", "C0 + A Bt^T (Bt via ldsm_x4)", "bf16(C0 + A B) B (A from accumulators)"};
+    const char* what[3] = {"C0 + A B (B via ldsm_x4_trans)", "C0 + A Bt^T (Bt via ldsm_x4)",
+                           "bf16(C0 + A B) B (A from accumulators)"};
     for (int k = 0; k < 3; k++) {
         double e = ck_err(got + k * 256, want[k], 256, 1e-5 * ck_maxabs(want[k], 256), 1e-5);
         check(e <= 1, "mma.cuh mma_16816: %s against a direct product (error %.2f of tolerance)", what[k], e);
     }
-    free(x); free(c0); free(got);
-    dev_free(dx); dev_free(dc0); dev_free(dregs); dev_free(dout);
+    free(x);
+    free(c0);
+    free(got);
+    dev_free(dx);
+    dev_free(dc0);
+    dev_free(dregs);
+    dev_free(dout);
 }
 
 static void check_size(int B, int T, int NH, int hs) {

@@ -158,15 +158,18 @@ cuda-resources: train_gpt_cu $(CUDA_BUILD)-emu/check_attention
 # ... and the SASS check must catch what it is there for: check_attention built for sm_90 from a
 # copy of the sources with a defect put in (resources.py mutant; no switch in the product code)
 CUDA_MUTANTS = emulation
-cuda-resources-check: train_gpt_cu $(CUDA_BUILD)-emu/check_attention $(foreach m,$(CUDA_MUTANTS),$(CUDA_BUILD)/sass_mutant_$(m)_sm90.cubin)
+CUDA_MUTANT_CUBINS = $(foreach m,$(CUDA_MUTANTS),$(CUDA_BUILD)/sass_mutant_$(m)_sm90.cubin)
+cuda-resources-check: train_gpt_cu $(CUDA_BUILD)-emu/check_attention $(CUDA_MUTANT_CUBINS)
 	$(CUDA_RES) check
-	@set -e; for m in $(CUDA_MUTANTS); do echo "$(CUDA_RES) sass $(CUDA_BUILD)/sass_mutant_$${m}_sm90.cubin --expect-fail flash_tc_"; \
-	    $(CUDA_RES) sass $(CUDA_BUILD)/sass_mutant_$${m}_sm90.cubin --expect-fail flash_tc_; done
+	@set -e; for c in $(CUDA_MUTANT_CUBINS); do echo "$(CUDA_RES) sass $$c --expect-fail flash_tc_"; \
+	    $(CUDA_RES) sass $$c --expect-fail flash_tc_; done
 
-$(CUDA_BUILD)/sass_mutant_%_sm90.cubin: $(CUDA_DIR)/check_attention.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS) $(CUDA_DIR)/resources.py
+$(CUDA_BUILD)/sass_mutant_%_sm90.cubin: $(CUDA_DIR)/check_attention.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS) \
+    $(CUDA_DIR)/resources.py
 	@rm -rf $(CUDA_BUILD)/mutant_$*
 	$(CUDA_RES) mutant $* $(CUDA_BUILD)/mutant_$*
-	$(NVCC) $(NVCC_FLAGS) -gencode arch=compute_90,code=sm_90 -cubin $(CUDA_BUILD)/mutant_$*/dev/cuda/check_attention.cu -o $@
+	$(NVCC) $(NVCC_FLAGS) -gencode arch=compute_90,code=sm_90 -cubin \
+	    $(CUDA_BUILD)/mutant_$*/dev/cuda/check_attention.cu -o $@
 
 endif
 
@@ -234,7 +237,7 @@ cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu
 
 # every binary the CUDA tests above run, so `make test` can build them side by side up front
 # (make -j; the tests then run one after another): nvcc builds only where nvcc is
-CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) $(foreach m,$(CUDA_MUTANTS),$(CUDA_BUILD)/sass_mutant_$(m)_sm90.cubin)) \
+CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) $(CUDA_MUTANT_CUBINS)) \
     $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu) $(CUDA_BUILD)-cost/train_gpt_cu
 
 cuda-clean:

@@ -388,7 +388,9 @@ def main():
         fails, flagged, tc = sass_check(args.cubin, demangle, dyn, {}, args.verbose)
         if args.expect_fail:
             want = {k for k in flagged if k.startswith(args.expect_fail)}
-            every = {k for k in tc if k.startswith(args.expect_fail)} if args.expect_fail.startswith(TC_PREFIX) else want
+            # a tc prefix: every tc kernel of that prefix in the binary must be flagged, not only some
+            every = {k for k in tc if k.startswith(args.expect_fail)} if args.expect_fail.startswith(TC_PREFIX) \
+                else want
             ok = len(want) > 0 and want == every and all(f.split(" ", 1)[1].startswith(args.expect_fail) for f in fails)
             print(f"{'ok  ' if ok else 'FAIL'} the SASS check flags {len(want)} of the {len(every)} kernels starting with "
                   f"{args.expect_fail} in {args.cubin}")
