@@ -138,15 +138,16 @@ __device__ __forceinline__ void tc_store_rows(bf16* dst, size_t stride, int row0
 
 // The dynamic shared array rounded up to 128 bytes. Align by adding an offset to the array's
 // own pointer: rounding the pointer itself through uintptr_t made nvcc lose the shared address
-// space (generic LD/ST instead of shared-memory instructions in SASS); dev/cuda/resources.py's
-// SASS check builds a copy with that rounding put back and must flag it.
+// space (generic LD/ST instead of shared-memory instructions in SASS), which
+// dev/cuda/resources.py's SASS check rejects in every flash_tc_ kernel.
 __device__ __forceinline__ char* tc_smem_base(void* raw) {
     char* p = (char*)raw;
     return p + ((128u - (unsigned)((uintptr_t)p & 127u)) & 127u);
 }
 
 // Rows of D + 8 bf16: 16-byte aligned for cp.async and ldmatrix, and the 8 rows one ldmatrix
-// tile reads fall on 8 different 16-byte bank groups (row stride = 16 bytes mod 128 times odd).
+// tile reads fall on 8 different 16-byte bank groups (the row stride is an odd multiple of 16
+// bytes), so ldmatrix is free of bank conflicts.
 template <int D> struct TcFwd {
     static constexpr int LDB = D + 8;
     // Q, then 2 stages of K and V (64 rows each)
