@@ -123,24 +123,89 @@ __device__ __forceinline__ void ldsm_x4_(uint32_t (&r)[4], const bf16* p, bool t
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) { ldsm_x4_(r, p, false); }
 __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const bf16* p) { ldsm_x4_(r, p, true); }
 
-// synchronous: the copy is done when the call returns (the emulation's race detector then
-// sees the write at the issue point, the earliest moment hardware could make it)
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-    if (((uintptr_t)dst % 16) != 0 || ((uintptr_t)src % 16) != 0) {
-        printf("mma.cuh: cp.async 16-byte copy %p <- %p not 16-byte aligned\n", dst, src);
+// cp.async: each thread queues its copies and makes them at the cp.async.wait_group that
+// retires their group, the latest moment hardware may. So a read of a destination before its
+// wait (a missing or too weak wait_group) sees the old bytes and fails the numeric checks, and
+// the race detector sees the write at the wait: a missing __syncthreads after it is reported.
+// Blocks run one after another under the emulation, so one queue per thread slot suffices.
+#define CP_ASYNC_QUEUE 256
+struct CpAsyncCopy {
+    char* dst;
+    const char* src; // NULL: zero-fill
+    int bytes;       // 16 or 4
+    int group;       // index of the commit group it belongs to
+};
+struct CpAsyncQueue {
+    unsigned long long launch; // the launch and block the queue belongs to: a new block, or a
+    unsigned long long block;  // block of a later launch, starts with an empty queue
+    int n;             // copies queued, in issue order
+    int committed;     // groups committed: copies issued now belong to group `committed`
+    CpAsyncCopy q[CP_ASYNC_QUEUE];
+};
+__device__ CpAsyncQueue cp_async_queues[1024]; // one per thread slot of the running block
+
+__device__ __forceinline__ CpAsyncQueue& cp_async_queue() {
+#ifdef CUEMU
+    unsigned long long launch = ::cuemu::ex().launches;
+    unsigned long long block = ::cuemu::ex().block_linear;
+#else // only the SASS check's mutant builds this branch for the GPU, and never runs it
+    unsigned long long launch = 0;
+    unsigned long long block = blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+#endif
+    int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    CpAsyncQueue& s = cp_async_queues[t];
+    if (s.launch != launch || s.block != block) { // copies a block left in flight end with it
+        s.launch = launch;
+        s.block = block;
+        s.n = 0;
+        s.committed = 0;
+    }
+    return s;
+}
+
+__device__ __forceinline__ void cp_async_(void* dst, const void* src, bool valid, int bytes) {
+    if (((uintptr_t)dst % bytes) != 0 || ((uintptr_t)src % bytes) != 0) {
+        printf("mma.cuh: cp.async %d-byte copy %p <- %p not %d-byte aligned\n", bytes, dst, src, bytes);
         __trap();
     }
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (valid) v = *reinterpret_cast<const uint4*>(src);
-    *reinterpret_cast<uint4*>(dst) = v;
+    CpAsyncQueue& s = cp_async_queue();
+    if (s.n == CP_ASYNC_QUEUE) {
+        printf("mma.cuh: more than %d cp.async copies of one thread in flight\n", CP_ASYNC_QUEUE);
+        __trap();
+    }
+    CpAsyncCopy& c = s.q[s.n];
+    c.dst = (char*)dst;
+    c.src = valid ? (const char*)src : NULL;
+    c.bytes = bytes;
+    c.group = s.committed;
+    s.n++;
 }
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-    float v = 0.0f;
-    if (valid) v = *reinterpret_cast<const float*>(src);
-    *reinterpret_cast<float*>(dst) = v;
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) { cp_async_(dst, src, valid, 16); }
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) { cp_async_(dst, src, valid, 4); }
+__device__ __forceinline__ void cp_async_commit() { cp_async_queue().committed++; }
+
+// makes the copies of every group but the newest N (in issue order); copies not yet
+// committed to a group are not waited for (as in PTX)
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    CpAsyncQueue& s = cp_async_queue();
+    int keep = 0;
+    for (int i = 0; i < s.n; i++) {
+        CpAsyncCopy c = s.q[i];
+        if (c.group >= s.committed - N) { // still in flight
+            s.q[keep] = c;
+            keep++;
+        } else if (c.bytes == 16) {
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (c.src) v = *reinterpret_cast<const uint4*>(c.src);
+            *reinterpret_cast<uint4*>(c.dst) = v;
+        } else {
+            float v = 0.0f;
+            if (c.src) v = *reinterpret_cast<const float*>(c.src);
+            *reinterpret_cast<float*>(c.dst) = v;
+        }
+    }
+    s.n = keep;
 }
-__device__ __forceinline__ void cp_async_commit() {}
-template <int N> __device__ __forceinline__ void cp_async_wait() {}
 
 #endif
 
