@@ -158,11 +158,14 @@ cuda-resources: train_gpt_cu $(CUDA_BUILD)-emu/check_attention
 # ... and the SASS check must catch what it is there for: check_attention built for sm_90 from a
 # copy of the sources with a defect put in (resources.py mutant; no switch in the product code)
 CUDA_MUTANTS = emulation
+# the kernels a mutant must get flagged: the 15 tensor-core ones, and check_attention's own test
+# of mma.cuh, which runs the same mutated wrappers
+CUDA_MUTANT_FLAGGED = flash_tc_,mma_wrapper_kernel
 CUDA_MUTANT_CUBINS = $(foreach m,$(CUDA_MUTANTS),$(CUDA_BUILD)/sass_mutant_$(m)_sm90.cubin)
 cuda-resources-check: train_gpt_cu $(CUDA_BUILD)-emu/check_attention $(CUDA_MUTANT_CUBINS)
 	$(CUDA_RES) check
-	@set -e; for c in $(CUDA_MUTANT_CUBINS); do echo "$(CUDA_RES) sass $$c --expect-fail flash_tc_"; \
-	    $(CUDA_RES) sass $$c --expect-fail flash_tc_; done
+	@set -e; for c in $(CUDA_MUTANT_CUBINS); do echo "$(CUDA_RES) sass $$c --expect-fail $(CUDA_MUTANT_FLAGGED)"; \
+	    $(CUDA_RES) sass $$c --expect-fail $(CUDA_MUTANT_FLAGGED); done
 
 $(CUDA_BUILD)/sass_mutant_%_sm90.cubin: $(CUDA_DIR)/check_attention.cu $(CUDA_DIR)/check_common.h $(CUDA_HEADERS) \
     $(CUDA_DIR)/resources.py

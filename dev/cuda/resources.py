@@ -4,9 +4,9 @@
   write   regenerate dev/cuda/resources_sm<arch>.tsv from the ptxas -v log of the build
   check   the committed tables are current (same as a regeneration), every kernel is within
           its arch's limits, and the SASS check passes (below)
-  sass CUBIN [--expect-fail PREFIX]
+  sass CUBIN [--expect-fail PREFIX[,PREFIX...]]
           only the SASS check on one binary; --expect-fail: the check must flag every kernel
-          whose name starts with PREFIX (the regression runs on the mutants below)
+          whose name starts with PREFIX and no other (the regression runs on the mutants below)
   mutant NAME DIR
           copies the sources check_attention.cu needs to DIR with one defect put in (MUTANTS
           below); cuda.mk builds it for sm_90 and the SASS check must flag every flash_tc_
@@ -387,13 +387,19 @@ def main():
         dyn = dynamic_smem(args.build)
         fails, flagged, tc = sass_check(args.cubin, demangle, dyn, {}, args.verbose)
         if args.expect_fail:
-            want = {k for k in flagged if k.startswith(args.expect_fail)}
-            # a tc prefix: every tc kernel of that prefix in the binary must be flagged, not only some
-            every = {k for k in tc if k.startswith(args.expect_fail)} if args.expect_fail.startswith(TC_PREFIX) \
-                else want
-            ok = len(want) > 0 and want == every and all(f.split(" ", 1)[1].startswith(args.expect_fail) for f in fails)
-            print(f"{'ok  ' if ok else 'FAIL'} the SASS check flags {len(want)} of the {len(every)} kernels starting with "
-                  f"{args.expect_fail} in {args.cubin}")
+            # PREFIX[,PREFIX...]: each names kernels the mutant must get flagged (a tc prefix: all of
+            # them, not only some), and nothing outside them may be flagged
+            prefixes = args.expect_fail.split(",")
+            ok = all(any(f.split(" ", 1)[1].startswith(p) for p in prefixes) for f in fails)
+            for p in prefixes:
+                want = {k for k in flagged if k.startswith(p)}
+                every = {k for k in tc if k.startswith(p)} if p.startswith(TC_PREFIX) else want
+                ok_p = len(want) > 0 and want == every
+                ok = ok and ok_p
+                print(f"{'ok  ' if ok_p else 'FAIL'} the SASS check flags {len(want)} of the {len(every)} kernels "
+                      f"starting with {p} in {args.cubin}")
+            if not all(any(f.split(" ", 1)[1].startswith(p) for p in prefixes) for f in fails):
+                print(f"FAIL kernels outside {args.expect_fail} are flagged too")
             print(f"{1 if ok else 0} passed, {0 if ok else 1} failed")
             sys.exit(0 if ok else 1)
         for f in fails:
