@@ -28,8 +28,10 @@
 #   cuda-resources    regenerates dev/cuda/resources_sm*.tsv (per-kernel registers, spills,
 #                     static shared memory, max threads) from train_gpt_cu's ptxas -v log
 #   cuda-resources-check  the tables are current, within each arch's limits, and every kernel
-#                     that uses shared memory issues shared-memory instructions in its SASS
-#                     (dev/cuda/resources.py; cuobjdump from PyPI, see dev/install.sh)
+#                     that uses shared memory issues shared-memory instructions in its SASS,
+#                     the flash_tc_ kernels LDSM and LDGSTS and no generic LD/ST; a mutant
+#                     build must be flagged (dev/cuda/resources.py; cuobjdump from PyPI, see
+#                     dev/install.sh)
 #   cuda-libs         prints what dev/cuda/find_libs.sh found (NCCL, cuDNN, cuDNN frontend)
 # Variables (override on the command line): NVCC, CUDA_ARCHS, NVCC_FLAGS, CUDA_MPICXX,
 #   CUDA_WERROR (1: warnings are errors, as in CI; 0: allowed, for dev/gpu_check.sh on an
@@ -181,15 +183,24 @@ CUDA_RES = /usr/bin/python3 $(CUDA_DIR)/resources.py --build $(CUDA_BUILD) --roo
 cuda-resources: train_gpt_cu $(CUDA_BUILD)-emu/test_attention
 	$(CUDA_RES) write
 
-# ... and the SASS check must catch the old tc_smem_base (rounding through uintptr_t), which
-# lost the shared address space: test_attention for sm_90 built with it is checked too
-cuda-resources-check: train_gpt_cu $(CUDA_BUILD)-emu/test_attention $(CUDA_BUILD)/sass_old_sm90.cubin
+# ... and the SASS check must catch what it is there for: test_attention built for sm_90 from a
+# copy of the sources with a defect put in (resources.py mutant; no switch in the product code)
+CUDA_MUTANTS = emulation
+# the kernels a mutant must get flagged: the 15 tensor-core ones, and test_attention's own test
+# of mma.cuh, which runs the same mutated wrappers
+CUDA_MUTANT_FLAGGED = flash_tc_,mma_wrapper_kernel
+CUDA_MUTANT_CUBINS = $(foreach m,$(CUDA_MUTANTS),$(CUDA_BUILD)/sass_mutant_$(m)_sm90.cubin)
+cuda-resources-check: train_gpt_cu $(CUDA_BUILD)-emu/test_attention $(CUDA_MUTANT_CUBINS)
 	$(CUDA_RES) check
-	$(CUDA_RES) sass $(CUDA_BUILD)/sass_old_sm90.cubin --expect-fail flash_tc_
+	@set -e; for c in $(CUDA_MUTANT_CUBINS); do echo "$(CUDA_RES) sass $$c --expect-fail $(CUDA_MUTANT_FLAGGED)"; \
+	    $(CUDA_RES) sass $$c --expect-fail $(CUDA_MUTANT_FLAGGED); done
 
-$(CUDA_BUILD)/sass_old_sm90.cubin: $(CUDA_TEST_DIR)/test_attention.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS)
-	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) -DLLMC_TC_SMEM_BASE_OLD -gencode arch=compute_90,code=sm_90 -cubin $< -o $@
+$(CUDA_BUILD)/sass_mutant_%_sm90.cubin: $(CUDA_TEST_DIR)/test_attention.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS) \
+    $(CUDA_DIR)/resources.py
+	@rm -rf $(CUDA_BUILD)/mutant_$*
+	$(CUDA_RES) mutant $* $(CUDA_BUILD)/mutant_$*
+	$(NVCC) $(NVCC_FLAGS) -gencode arch=compute_90,code=sm_90 -cubin \
+	    $(CUDA_BUILD)/mutant_$*/tests/cuda/test_attention.cu -o $@
 
 endif
 
@@ -282,7 +293,7 @@ cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu
 # every binary the CUDA tests above run, so `make test` can build them side by side up front
 # (make -j; the tests then run one after another): nvcc builds only where nvcc is
 CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) \
-    $(CUDA_BUILD)/sass_old_sm90.cubin) \
+    $(CUDA_MUTANT_CUBINS)) \
     $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu) $(CUDA_BUILD)-cost/train_gpt_cu
 
 cuda-clean:

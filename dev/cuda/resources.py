@@ -4,9 +4,17 @@
   write   regenerate dev/cuda/resources_sm<arch>.tsv from the ptxas -v log of the build
   check   the committed tables are current (same as a regeneration), every kernel is within
           its arch's limits, and the SASS check passes (below)
-  sass CUBIN [--expect-fail PREFIX]
+  sass CUBIN [--expect-fail PREFIX[,PREFIX...]]
           only the SASS check on one binary; --expect-fail: the check must flag every kernel
-          whose name starts with PREFIX (the regression run on the old tc_smem_base)
+          whose name starts with PREFIX and no other (the regression runs on the mutants below)
+  mutant NAME DIR
+          copies the sources tests/cuda/test_attention.cu needs to DIR with one defect put in (MUTANTS
+          below); cuda.mk builds it for sm_90 and the SASS check must flag every flash_tc_
+          kernel in it: the check is shown to catch what it was written for, and the product
+          code carries no test-only switch
+  table CUBIN...
+          per flash_tc_ kernel of each binary (sm_90): LDSM, LDGSTS, HMMA, generic LD / ST,
+          registers and local memory (spills), as a Markdown table (doc/cuda_speed.md)
 
 Inputs: BUILD/train_gpt_cu.ptxas.log (written by cuda.mk's train_gpt_cu rule), the binary
 ROOT/train_gpt_cu (cuobjdump -elf for __launch_bounds__, -sass), BUILD-emu/test_attention
@@ -18,7 +26,9 @@ unit) <= 65536, registers <= 255, threads <= 1024; static + dynamic shared memor
 opt-in maximum per block (sm_80: 163 KiB, sm_90: 227 KiB); no spill stores or loads unless the
 kernel is listed with a reason. SASS: every kernel that uses shared memory (static, dynamic, or
 a generic pointer into the shared window, SR_SWINHI) must issue shared-memory instructions
-(LDS/STS/LDSM/STSM/ATOMS/LDGSTS/...), not only generic LD/ST.
+(LDS/STS/LDSM/STSM/ATOMS/LDGSTS/...), not only generic LD/ST; the tensor-core attention
+(flash_tc_*) must load its fragments with LDSM (ldmatrix), its tiles with LDGSTS (cp.async)
+and issue no generic LD/ST at all.
 """
 import argparse, glob, os, re, shutil, subprocess, sys
 
@@ -29,6 +39,16 @@ COMMENT = ("# kernel: demangled name, no return type or parameter list, template
            "dev/cuda/launch_threads.tsv. Made by `make cuda-resources` from train_gpt_cu's ptxas -v; do not edit.")
 SHARED_OP = re.compile(r"^(LDS|STS|LDSM|STSM|ATOMS|LDGSTS|LDSU|UBLKCP|UTMALDG|SYNCS)(\.|$)")
 GENERIC_OP = re.compile(r"^(LD|ST|ATOM)(\.|$)")
+COUNTED = ("LDSM", "LDGSTS", "HMMA", "LD", "ST", "LDL", "STL")
+TC_PREFIX = "flash_tc_"
+# name: (file, text, replacement, what it breaks); the text must occur exactly once
+MUTANTS = {
+    # the plain-CUDA data movement of mma.cuh, the branch the CPU emulation runs, built for the
+    # GPU (an #ifdef gone wrong): ldmatrix becomes loads through shuffled generic addresses and
+    # cp.async a synchronous copy (mma.sync stays: the build stays short)
+    "emulation": ("llmc/cuda/mma.cuh", "#ifndef CUEMU // data movement;", "#if 0 // mutant; data movement;",
+                  "mma.cuh's plain-CUDA ldmatrix and cp.async in place of the PTX"),
+}
 
 
 def die(msg):
@@ -131,7 +151,7 @@ def parse_elf_max_threads(binary):
 
 
 def parse_sass(binary):
-    """{arch: {mangled: (shared ops, generic ops, uses the shared window)}}"""
+    """{arch: {mangled: [shared ops, generic ops, uses the shared window, {op: count of COUNTED}]}}"""
     out = subprocess.run([tool("cuobjdump"), "-sass", binary], capture_output=True, text=True)
     if out.returncode != 0:
         die(f"cuobjdump -sass {binary}: {out.stderr.strip()}")
@@ -144,7 +164,7 @@ def parse_sass(binary):
         m = re.match(r"\s*Function : (\S+)", line)
         if m:
             func = m.group(1)
-            res.setdefault(arch, {})[func] = [0, 0, False]
+            res.setdefault(arch, {})[func] = [0, 0, False, dict.fromkeys(COUNTED, 0)]
             continue
         m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?);", line)
         if m and func is not None:
@@ -160,6 +180,9 @@ def parse_sass(binary):
                 r[1] += 1
             if "SR_SWINHI" in m.group(1):
                 r[2] = True
+            op = ins[0].split(".")[0]
+            if op in r[3]:
+                r[3][op] += 1
     return res
 
 
@@ -236,47 +259,146 @@ def make_tables(args):
 
 
 def sass_check(binary, names_for, dyn, static, verbose=False):
-    """prints per-kernel shared/generic counts; returns (failures, list of flagged kernels)"""
+    """prints per-kernel shared/generic counts; returns (failures, list of flagged kernels, tc kernels seen)"""
     sass = parse_sass(binary)
-    fails, flagged, checked = [], [], []
+    fails, flagged, checked, tc = [], [], [], set()
     for arch in sorted(sass):
         names = names_for(sorted(sass[arch]))
-        for m, (sh, gen, win) in sorted(sass[arch].items(), key=lambda x: names[x[0]]):
+        for m, (sh, gen, win, ops) in sorted(sass[arch].items(), key=lambda x: names[x[0]]):
             k = names[m]
+            is_tc = k.startswith(TC_PREFIX)
             uses = static.get((arch, k), 0) > 0 or dyn.get(k, 0) > 0 or win
-            if not uses:
+            if not uses and not is_tc:
                 continue
-            bad = sh == 0
+            why = []
+            if uses and sh == 0:
+                why.append(f"uses shared memory but issues no shared-memory instruction ({gen} generic LD/ST): "
+                           "the shared address space was lost")
+            if is_tc:
+                tc.add(k)
+                if ops["LDSM"] == 0:
+                    why.append("no LDSM: fragments not loaded with ldmatrix")
+                if ops["LDGSTS"] == 0:
+                    why.append("no LDGSTS: tiles not loaded with cp.async")
+                if gen:
+                    why.append(f"{gen} generic LD/ST (want 0)")
             checked.append(k)
-            if bad or verbose:
-                print(f"  sm_{arch} {k:34s} shared-memory instructions {sh:5d}  generic LD/ST {gen:5d}  {'FAIL' if bad else 'ok'}")
-            if bad:
+            if why or verbose:
+                print(f"  sm_{arch} {k:34s} shared-memory instructions {sh:5d}  LDSM {ops['LDSM']:4d}  "
+                      f"LDGSTS {ops['LDGSTS']:4d}  generic LD/ST {gen:5d}  {'FAIL' if why else 'ok'}")
+            if why:
                 flagged.append(k)
-                fails.append(f"sm_{arch} {k}: uses shared memory but issues no shared-memory instruction "
-                             f"({gen} generic LD/ST): the shared address space was lost")
-    print(f"  {len(checked)} kernel builds use shared memory; {len(flagged)} issue no shared-memory instruction")
-    return fails, flagged
+                fails.append(f"sm_{arch} {k}: " + "; ".join(why))
+    print(f"  {len(checked)} kernel builds checked; {len(flagged)} flagged")
+    return fails, flagged, tc
+
+
+def res_usage(binary):
+    """{arch: {mangled: (registers, stack bytes per thread)}} from cuobjdump -res-usage (spills live on the stack)"""
+    out = subprocess.run([tool("cuobjdump"), "-res-usage", binary], capture_output=True, text=True)
+    if out.returncode != 0:
+        die(f"cuobjdump -res-usage {binary}: {out.stderr.strip()}")
+    res, arch, func = {}, None, None
+    for line in out.stdout.split("\n"):
+        m = re.match(r"\s*(?:arch =|code for) sm_(\d+)", line)
+        if m:
+            arch = m.group(1)
+            continue
+        m = re.match(r"\s*Function (\S+):", line)
+        if m:
+            func = m.group(1)
+            continue
+        m = re.search(r"REG:(\d+) STACK:(\d+)", line)
+        if m and func:
+            res.setdefault(arch or "any", {})[func] = (int(m.group(1)), int(m.group(2)))  # a cubin names no arch
+            func = None
+    return res
+
+
+def sass_table(binaries, arch="90"):
+    """Markdown: per flash_tc_ kernel, one row per binary"""
+    cols = "LDSM | LDGSTS | HMMA | LD | ST | regs | stack bytes | LDL + STL (spills)"
+    rows = {}
+    for binary in binaries:
+        sass = parse_sass(binary).get(arch, {})
+        usage = res_usage(binary)
+        usage = usage.get(arch, usage.get("any", {}))
+        names = demangle(sorted(sass))
+        for m, (_, _, _, ops) in sass.items():
+            k = names[m]
+            if k.startswith(TC_PREFIX):
+                regs, stack = usage.get(m, (0, 0))
+                rows.setdefault(k, []).append((os.path.basename(binary), ops, regs, stack))
+
+    def key(k):  # forward, dK/dV, dQ; then head size
+        return (k.split("<")[0], int(re.search(r"<(\d+)>", k).group(1)))
+    print(f"| kernel (sm_{arch}) | binary | {cols} |")
+    print("| --- | --- |" + " --- |" * len(cols.split("|")))
+    for k in sorted(rows, key=key):
+        for b, ops, regs, stack in rows[k]:
+            print(f"| `{k}` | {b} | {ops['LDSM']} | {ops['LDGSTS']} | {ops['HMMA']} | {ops['LD']} | {ops['ST']} | "
+                  f"{regs} | {stack} | {ops['LDL'] + ops['STL']} |")
+
+
+def make_mutant(root, name, out):
+    """the sources of tests/cuda/test_attention.cu copied to out, with mutant `name` applied"""
+    if name not in MUTANTS:
+        die(f"mutant {name}: unknown (have {', '.join(MUTANTS)})")
+    path, text, repl, _ = MUTANTS[name]
+    for sub in ("llmc/host", "llmc/cuda", "tests", "tests/cuda"):
+        dst = os.path.join(out, sub)
+        os.makedirs(dst, exist_ok=True)
+        for f in glob.glob(os.path.join(root, sub, "*.h")) + glob.glob(os.path.join(root, sub, "*.cuh")) + \
+                glob.glob(os.path.join(root, sub, "test_attention" + ".cu")):
+            shutil.copy(f, dst)
+    target = os.path.join(out, path)
+    src = open(target).read()
+    if src.count(text) != 1:
+        die(f"mutant {name}: {text!r} occurs {src.count(text)} times in {path}, not once: update MUTANTS")
+    open(target, "w").write(src.replace(text, repl))
+    print(f"mutant {name} in {out}: {MUTANTS[name][3]}")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build/cuda")
     ap.add_argument("--root", default=".")
-    ap.add_argument("cmd", choices=["write", "check", "sass"])
-    ap.add_argument("cubin", nargs="?")
+    ap.add_argument("cmd", choices=["write", "check", "sass", "mutant", "table"])
+    ap.add_argument("cubin", nargs="*")
     ap.add_argument("--expect-fail")
     ap.add_argument("--verbose", action="store_true", help="print the SASS counts of every kernel")
     args = ap.parse_args()
     args.dir = os.path.join(args.root, "dev", "cuda")
-    if args.cmd == "sass":
+    if args.cmd == "mutant":
+        if len(args.cubin) != 2:
+            die("mutant: give NAME and the output directory")
+        make_mutant(args.root, args.cubin[0], args.cubin[1])
+        return
+    if args.cmd == "table":
         if not args.cubin:
+            die("table: give the binaries")
+        sass_table(args.cubin)
+        return
+    if args.cmd == "sass":
+        if len(args.cubin) != 1:
             die("sass: give the binary to check")
+        args.cubin = args.cubin[0]
         dyn = dynamic_smem(args.build)
-        fails, flagged = sass_check(args.cubin, demangle, dyn, {}, args.verbose)
+        fails, flagged, tc = sass_check(args.cubin, demangle, dyn, {}, args.verbose)
         if args.expect_fail:
-            want = {k for k in flagged if k.startswith(args.expect_fail)}
-            ok = len(want) > 0 and all(f.split(" ", 1)[1].startswith(args.expect_fail) for f in fails)
-            print(f"{'ok  ' if ok else 'FAIL'} the SASS check flags the {len(want)} kernels starting with {args.expect_fail} in {args.cubin}")
+            # PREFIX[,PREFIX...]: each names kernels the mutant must get flagged (a tc prefix: all of
+            # them, not only some), and nothing outside them may be flagged
+            prefixes = args.expect_fail.split(",")
+            ok = all(any(f.split(" ", 1)[1].startswith(p) for p in prefixes) for f in fails)
+            for p in prefixes:
+                want = {k for k in flagged if k.startswith(p)}
+                every = {k for k in tc if k.startswith(p)} if p.startswith(TC_PREFIX) else want
+                ok_p = len(want) > 0 and want == every
+                ok = ok and ok_p
+                print(f"{'ok  ' if ok_p else 'FAIL'} the SASS check flags {len(want)} of the {len(every)} kernels "
+                      f"starting with {p} in {args.cubin}")
+            if not all(any(f.split(" ", 1)[1].startswith(p) for p in prefixes) for f in fails):
+                print(f"FAIL kernels outside {args.expect_fail} are flagged too")
             print(f"{1 if ok else 0} passed, {0 if ok else 1} failed")
             sys.exit(0 if ok else 1)
         for f in fails:
@@ -332,11 +454,13 @@ def main():
         for b in bad:
             print("     sm_" + arch + " " + b)
         check(not bad, f"sm_{arch}: {text.count(chr(10)) - 2} kernels within registers/threads/shared-memory limits, no unlisted spills")
-    print("SASS: kernels that use shared memory must issue shared-memory instructions")
-    fails, _ = sass_check(os.path.join(args.root, "train_gpt_cu"), lambda ms: names, dyn, static, args.verbose)
+    print("SASS: kernels that use shared memory must issue shared-memory instructions; flash_tc_ kernels LDSM and "
+          "LDGSTS, and no generic LD/ST")
+    fails, _, tc = sass_check(os.path.join(args.root, "train_gpt_cu"), lambda ms: names, dyn, static, args.verbose)
     for f in fails:
         print("     " + f)
     check(not fails, "SASS: every kernel that uses shared memory issues shared-memory instructions")
+    check(len(tc) > 0, f"SASS: {len(tc)} {TC_PREFIX} kernels found and checked for LDSM, LDGSTS, no generic LD/ST")
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 

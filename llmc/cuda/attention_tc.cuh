@@ -1,22 +1,31 @@
 /*
- * attention_tc.cuh: causal flash attention on tensor cores (bf16 16x16x16 MMA with fp32
+ * attention_tc.cuh: causal flash attention on tensor cores (bf16 m16n8k16 mma.sync with fp32
  * accumulation, llmc/cuda/mma.cuh), the fast path of attention.cuh's interface: same qkv
  * (B, T, 3Cl) input, out (B, T, Cl), lse (B, NH, T), dqkv; never stores T x T.
  *
+ * Data movement: tiles go global -> shared with cp.async (16 bytes a thread, rows >= T
+ * zero-filled), double buffered so the next tile streams in while the current one is used;
+ * shared -> registers with ldmatrix (.trans for operands stored the other way round). Scores
+ * and probabilities never go through shared memory: an mma accumulator row (fp32) rounded
+ * pairwise to bf16 is already an A operand (mma.cuh's layout notes), so P (and dS) feed the
+ * next product from registers, and the online-softmax rescale of O is done in registers
+ * (each lane holds 2 rows, g and g + 8, of every accumulator).
  * Forward: one block of 4 warps per (b, h, 64-query tile); each warp owns 16 query rows,
- *   keeps Q in fragments and O in fp32 accumulators; K/V tiles of 64 keys go through
- *   shared memory; S = Q K^T on tensor cores, online softmax in fp32 (two lanes per row),
- *   P rounded to bf16 for O += P V (as FlashAttention does); O is rescaled by
- *   exp(m_old - m_new) through shared memory (fragment layouts are opaque).
+ *   keeps Q as A operands and O as fp32 accumulators; K/V tiles of 64 keys are double
+ *   buffered; S = Q K^T, online softmax in fp32 (4 lanes per row), P rounded to bf16 for
+ *   O += P V (as FlashAttention does).
  * Backward (FlashAttention-2 style, recomputing P from lse), two kernels, no atomics:
- *   dK/dV: one block per 64-key tile, each warp 16 keys, over 32-query tiles:
- *     S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T - lse), dS^T = P^T (dP^T - D),
- *     dV += P^T dO, dK += dS^T Q (accumulated in fragments);
- *   dQ: one block per 64-query tile, each warp 16 queries, over 32-key tiles:
- *     S, dP as above, dQ += dS K.
+ *   dK/dV: one block per 64-key tile, each warp 16 keys, over double-buffered 32-query tiles
+ *     (Q, dO, lse, D): S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T - lse),
+ *     dS^T = P^T (dP^T - D), dV += P^T dO, dK += dS^T Q;
+ *   dQ: one block per 64-query tile, each warp 16 queries, over double-buffered 32-key tiles
+ *     (K, V): S, dP as above, dQ += dS K.
  *   P and dS are rounded to bf16 as tensor-core operands; D = rowsum(dO * O) comes from
  *   attention.cuh's flash_bwd_dot_kernel.
- * Head sizes: 16, 32, 64, 128, 160 (a multiple of 16 whose fragments fit in registers);
+ * Causal work is triangular: blocks are numbered so the tiles with the most work start first
+ *   (forward and dQ: the last query tiles; dK/dV: the first key tiles), and the light ones
+ *   fill the gaps at the end of the grid.
+ * Head sizes: 16, 32, 64, 128, 160 (a multiple of 16 whose accumulators fit in registers);
  * other sizes use attention.cuh's CUDA-core flash kernels.
  */
 #ifndef LLMC_ATTENTION_TC_CUH
@@ -28,337 +37,479 @@
 
 #define TC_WARPS 4
 
-// rows [r0, r0 + R) of one head (D columns at src, row stride `stride` elements) into dst
-// (R x ld bf16), 16 bytes at a time; rows >= T are zero
-template <int D>
-__device__ __forceinline__ void tc_load_rows(bf16* dst, int ld, const bf16* src, size_t stride, int r0, int R, int T) {
+// Issues cp.async for rows [r0, r0 + R) of one head (D columns at src, row stride `stride`
+// elements) into dst (R x ld bf16), 16 bytes per copy; rows >= T are zero-filled (their
+// source address is row 0, valid but not read).
+template <int D, int R>
+__device__ __forceinline__ void tc_async_rows(bf16* dst, int ld, const bf16* src, size_t stride, int r0, int T) {
     constexpr int V8 = D / 8;
     for (int idx = threadIdx.x; idx < R * V8; idx += blockDim.x) {
-        int r = idx / V8, c = (idx % V8) * 8, t = r0 + r;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (t < T) v = *reinterpret_cast<const uint4*>(src + (size_t)t * stride + c);
-        *reinterpret_cast<uint4*>(dst + r * ld + c) = v;
+        int r = idx / V8;
+        int c = (idx % V8) * 8;
+        int t = r0 + r;
+        bool ok = t < T;
+        cp_async16(dst + r * ld + c, src + (size_t)(ok ? t : 0) * stride + c, ok);
+    }
+}
+
+// The same for R floats (lse, D) at src[r0 ..], 4 bytes per copy: rows of lse are not
+// 16-byte aligned when T % 4 != 0.
+template <int R>
+__device__ __forceinline__ void tc_async_vec(float* dst, const float* src, int r0, int T) {
+    for (int i = threadIdx.x; i < R; i += blockDim.x) {
+        bool ok = r0 + i < T;
+        cp_async4(dst + i, src + (ok ? r0 + i : 0), ok);
+    }
+}
+
+// This lane's row address for ldmatrix x4 of a 16 x 16 tile at p (row-major, ld) as
+// 8x8 tiles (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15): r[0..3] is then
+// an A operand, and with .trans two B operands (k x n stored k-major: r[0], r[1] for
+// columns 0-7, r[2], r[3] for 8-15).
+__device__ __forceinline__ const bf16* tc_addr_a(const bf16* p, int ld) {
+    int lane = threadIdx.x % WARP;
+    return p + (lane % 16) * ld + (lane / 16) * 8;
+}
+
+// The same for a B operand stored n-major (16 n-rows x 16 k-columns, read without .trans):
+// tiles (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15), so r[0], r[1]
+// are the B operand of n 0-7 and r[2], r[3] that of n 8-15.
+__device__ __forceinline__ const bf16* tc_addr_bt(const bf16* p, int ld) {
+    int lane = threadIdx.x % WARP;
+    return p + ((lane % 8) + 8 * (lane / 16)) * ld + ((lane / 8) % 2) * 8;
+}
+
+// acc[j] (16 x 8, fp32) += A (16 x 16 of registers) times B rows [0, 16) x columns [0, 8 NJ)
+// of a row-major k x n tile in shared memory (ldmatrix .trans, two 8-column tiles per load)
+template <int NJ>
+__device__ __forceinline__ void tc_mma_ab(float (&acc)[NJ][4], const uint32_t (&a)[4], const bf16* b, int ld) {
+#pragma unroll
+    for (int jp = 0; jp < NJ / 2; jp++) {
+        uint32_t bb[4];
+        ldsm_x4_trans(bb, tc_addr_a(b + jp * 16, ld));
+        mma_16816(acc[2 * jp], a, bb[0], bb[1]);
+        mma_16816(acc[2 * jp + 1], a, bb[2], bb[3]);
+    }
+}
+
+// acc[j] (16 x 8) += A_kk B^T for the 16-column slice kk of a row-major n x k tile bt in
+// shared memory (n = 8 NJ rows, read without .trans)
+template <int NJ>
+__device__ __forceinline__ void tc_mma_abt(float (&acc)[NJ][4], const uint32_t (&a)[4], const bf16* bt, int ld) {
+#pragma unroll
+    for (int jp = 0; jp < NJ / 2; jp++) {
+        uint32_t bb[4];
+        ldsm_x4(bb, tc_addr_bt(bt + jp * 16 * ld, ld));
+        mma_16816(acc[2 * jp], a, bb[0], bb[1]);
+        mma_16816(acc[2 * jp + 1], a, bb[2], bb[3]);
+    }
+}
+
+// Accumulators of keys (or queries) 16 kc .. 16 kc + 15 rounded to bf16 as an A operand:
+// tiles 2 kc and 2 kc + 1 are its left and right 8-column halves.
+template <int NJ>
+__device__ __forceinline__ void tc_acc_to_a(uint32_t (&a)[4], const float (&acc)[NJ][4], int kc) {
+    a[0] = pack_bf16x2(acc[2 * kc][0], acc[2 * kc][1]);
+    a[1] = pack_bf16x2(acc[2 * kc][2], acc[2 * kc][3]);
+    a[2] = pack_bf16x2(acc[2 * kc + 1][0], acc[2 * kc + 1][1]);
+    a[3] = pack_bf16x2(acc[2 * kc + 1][2], acc[2 * kc + 1][3]);
+}
+
+// Writes a warp's 16 x D fp32 accumulators (times mul) as bf16 to rows row0 .. row0 + 15 of a
+// (.., stride) tensor, rows >= T skipped; each lane stores its bf16 pairs directly.
+template <int D>
+__device__ __forceinline__ void tc_store_rows(bf16* dst, size_t stride, int row0, int T, const float (&acc)[D / 8][4],
+                                              float mul) {
+    int lane = threadIdx.x % WARP;
+    int g = lane / 4;
+    int q = lane % 4;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        int row = row0 + g + 8 * hr;
+        if (row >= T) continue;
+        bf16* d = dst + (size_t)row * stride + 2 * q;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            uint32_t v = pack_bf16x2(acc[j][2 * hr] * mul, acc[j][2 * hr + 1] * mul);
+            *reinterpret_cast<uint32_t*>(d + 8 * j) = v;
+        }
     }
 }
 
 // The dynamic shared array rounded up to 128 bytes. Align by adding an offset to the array's
 // own pointer: rounding the pointer itself through uintptr_t made nvcc lose the shared address
-// space (generic LD/ST instead of LDS/STS/LDSM in SASS). LLMC_TC_SMEM_BASE_OLD brings back the
-// old rounding, only so that the SASS check (dev/cuda/resources.py sass) can show it catches it.
+// space (generic LD/ST instead of shared-memory instructions in SASS), which
+// dev/cuda/resources.py's SASS check rejects in every flash_tc_ kernel.
 __device__ __forceinline__ char* tc_smem_base(void* raw) {
-#ifdef LLMC_TC_SMEM_BASE_OLD
-    return (char*)(((uintptr_t)raw + 127) & ~(uintptr_t)127);
-#else
     char* p = (char*)raw;
     return p + ((128u - (unsigned)((uintptr_t)p & 127u)) & 127u);
-#endif
 }
 
+// Rows of D + 8 bf16: 16-byte aligned for cp.async and ldmatrix, and the 8 rows one ldmatrix
+// tile reads fall on 8 different 16-byte bank groups (the row stride is an odd multiple of 16
+// bytes), so ldmatrix is free of bank conflicts.
 template <int D>
 struct TcFwd {
-    static constexpr int LDB = D + 8, LDP = 72, LDS = (D > 64 ? D : 64) + 4;
-    static constexpr size_t bytes = 128 + 3 * 64 * LDB * 2 + TC_WARPS * 16 * LDP * 2 + TC_WARPS * 16 * LDS * 4;
+    static constexpr int LDB = D + 8;
+    // Q, then 2 stages of K and V (64 rows each)
+    static constexpr size_t bytes = 128 + 5 * 64 * LDB * 2;
 };
 
 template <int D>
 __global__ void __launch_bounds__(TC_WARPS* WARP)
     flash_tc_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH) {
-    constexpr int LDB = TcFwd<D>::LDB, LDP = TcFwd<D>::LDP, LDS = TcFwd<D>::LDS;
+    constexpr int LDB = TcFwd<D>::LDB;
+    constexpr int DJ = D / 8; // 8-column accumulator tiles of O
     DYNAMIC_SMEM(float, smem_raw);
     char* base = tc_smem_base(smem_raw);
-    bf16* sQ = (bf16*)base;                         // (64, LDB)
-    bf16* sK = sQ + 64 * LDB;                       // (64, LDB)
-    bf16* sV = sK + 64 * LDB;                       // (64, LDB)
-    bf16* sP = sV + 64 * LDB;                       // (warps, 16, LDP) probabilities, bf16
-    float* sW = (float*)(sP + TC_WARPS * 16 * LDP); // (warps, 16, LDS) scores, then O
-    int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
-    int Cl = NH * D, C3 = 3 * Cl, q0 = qt * 64;
+    bf16* sQ = (bf16*)base;              // (64, LDB)
+    bf16* sKV = sQ + 64 * LDB;           // (2 stages, K then V, 64, LDB)
+    int qt = gridDim.y - 1 - blockIdx.y; // heavy first: the last query tiles see the most key tiles
+    int h = blockIdx.x % NH;
+    int b = blockIdx.x / NH;
+    int lane = threadIdx.x % WARP;
+    int w = threadIdx.x / WARP;
+    int g = lane / 4;
+    int q = lane % 4;
+    int Cl = NH * D;
+    int C3 = 3 * Cl;
+    int q0 = qt * 64;
     float scale = 1.0f / sqrtf((float)D);
     const bf16* hq = qkv + (size_t)b * T * C3 + h * D;
-    tc_load_rows<D>(sQ, LDB, hq, C3, q0, 64, T);
-    __syncthreads();
-    FragA qf[D / 16];
-    for (int kk = 0; kk < D / 16; kk++) frag_load(qf[kk], sQ + w * 16 * LDB + kk * 16, LDB);
-    FragC of[D / 16];
-    for (int j = 0; j < D / 16; j++) frag_zero(of[j]);
-    bf16* sPw = sP + w * 16 * LDP;
-    float* sWw = sW + w * 16 * LDS;
-    int r = lane / 2, half = lane % 2, t = q0 + w * 16 + r; // lanes 2r, 2r+1 own row r
-    float m = -INFINITY, l = 0.0f;
+    tc_async_rows<D, 64>(sQ, LDB, hq, C3, q0, T);
+    tc_async_rows<D, 64>(sKV, LDB, hq + Cl, C3, 0, T);
+    tc_async_rows<D, 64>(sKV + 64 * LDB, LDB, hq + 2 * Cl, C3, 0, T);
+    cp_async_commit();
+    uint32_t qf[D / 16][4]; // Q_w (16 x D) as A operands
+    float o[DJ][4];         // O_w (16 x D), unnormalised
+#pragma unroll
+    for (int j = 0; j < DJ; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) o[j][e] = 0.0f;
+    }
+    int row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8}; // this lane's two query rows
+    float m[2] = {-INFINITY, -INFINITY};
+    float l[2] = {0.0f, 0.0f};
     for (int kt = 0; kt <= qt; kt++) {
         int k0 = kt * 64;
-        __syncthreads(); // every warp is done with the previous K/V tile
-        tc_load_rows<D>(sK, LDB, hq + Cl, C3, k0, 64, T);
-        tc_load_rows<D>(sV, LDB, hq + 2 * Cl, C3, k0, 64, T);
-        __syncthreads();
-        for (int j = 0; j < 4; j++) { // S (16 x 64) = Q_w K^T
-            FragC s;
-            frag_zero(s);
-            for (int kk = 0; kk < D / 16; kk++) {
-                FragBT kb;
-                frag_load(kb, sK + j * 16 * LDB + kk * 16, LDB);
-                mma(s, qf[kk], kb);
-            }
-            frag_store(sWw + j * 16, s, LDS);
+        if (kt < qt) { // stage (kt + 1) % 2 was last read in iteration kt - 1, before its closing barrier
+            bf16* nxt = sKV + ((kt + 1) % 2) * 128 * LDB;
+            tc_async_rows<D, 64>(nxt, LDB, hq + Cl, C3, k0 + 64, T);
+            tc_async_rows<D, 64>(nxt + 64 * LDB, LDB, hq + 2 * Cl, C3, k0 + 64, T);
         }
-        __syncwarp();
-        float p[32], mx = -INFINITY;
+        cp_async_commit(); // possibly empty: keeps "all but the newest group" meaning tile kt
+        cp_async_wait<1>();
+        __syncthreads(); // every thread's copies of tile kt (and Q) are visible
+        if (kt == 0) {
 #pragma unroll
-        for (int c = 0; c < 32; c++) {
-            int col = half * 32 + c;
-            float s = (t < T && k0 + col <= t) ? sWw[r * LDS + col] * scale : -INFINITY;
-            p[c] = s;
-            mx = fmaxf(mx, s);
+            for (int kk = 0; kk < D / 16; kk++) ldsm_x4(qf[kk], tc_addr_a(sQ + w * 16 * LDB + kk * 16, LDB));
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float mn = fmaxf(m, mx);
-        float alpha = mn == -INFINITY ? 1.0f : expf(m - mn);
-        float sum = 0.0f;
+        const bf16* sK = sKV + (kt % 2) * 128 * LDB;
+        const bf16* sV = sK + 64 * LDB;
+        float s[8][4]; // S (16 x 64 keys)
 #pragma unroll
-        for (int c = 0; c < 32; c++) {
-            float e = p[c] == -INFINITY ? 0.0f : expf(p[c] - mn);
-            sum += e;
-            sPw[r * LDP + half * 32 + c] = to_bf(e);
+        for (int j = 0; j < 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[j][e] = 0.0f;
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        l = l * alpha + sum;
-        m = mn;
-        __syncwarp(); // the scores are read: the scratch can take O
-        if (kt > 0) { // O *= alpha, row by row
-            for (int j = 0; j < D / 16; j++) frag_store(sWw + j * 16, of[j], LDS);
-            __syncwarp();
-            for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++) sWw[r * LDS + c] *= alpha;
-            __syncwarp();
-            for (int j = 0; j < D / 16; j++) frag_load_c(of[j], sWw + j * 16, LDS);
-        }
-        for (int j = 0; j < D / 16; j++) { // O += P V
-            for (int kk = 0; kk < 4; kk++) {
-                FragA pa;
-                FragB vb;
-                frag_load(pa, sPw + kk * 16, LDP);
-                frag_load(vb, sV + kk * 16 * LDB + j * 16, LDB);
-                mma(of[j], pa, vb);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) tc_mma_abt<8>(s, qf[kk], sK + kk * 16, LDB);
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = k0 + 8 * j + 2 * q + (e % 2);
+                int t = row[e / 2];
+                float v = (t < T && key <= t) ? s[j][e] * scale : -INFINITY;
+                s[j][e] = v;
+                mx[e / 2] = fmaxf(mx[e / 2], v);
             }
         }
-        __syncwarp();
+        float alpha[2];
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) { // the 4 lanes of a row (same g) agree on its max
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+            float mn = fmaxf(m[hr], mx[hr]);
+            alpha[hr] = mn == -INFINITY ? 1.0f : expf(m[hr] - mn);
+            m[hr] = mn;
+        }
+        float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = s[j][e] == -INFINITY ? 0.0f : expf(s[j][e] - m[e / 2]);
+                s[j][e] = p;
+                sum[e / 2] += p;
+            }
+        }
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            sum[hr] += __shfl_xor_sync(0xffffffffu, sum[hr], 1);
+            sum[hr] += __shfl_xor_sync(0xffffffffu, sum[hr], 2);
+            l[hr] = l[hr] * alpha[hr] + sum[hr];
+        }
+#pragma unroll
+        for (int j = 0; j < DJ; j++) { // O *= alpha, row by row, in registers
+            o[j][0] *= alpha[0];
+            o[j][1] *= alpha[0];
+            o[j][2] *= alpha[1];
+            o[j][3] *= alpha[1];
+        }
+#pragma unroll
+        for (int kc = 0; kc < 4; kc++) { // O += P V, P (bf16) straight from the S registers
+            uint32_t pa[4];
+            tc_acc_to_a<8>(pa, s, kc);
+            tc_mma_ab<DJ>(o, pa, sV + kc * 16 * LDB, LDB);
+        }
+        __syncthreads(); // every warp is done with stage kt % 2 before iteration kt + 1 refills it
     }
-    for (int j = 0; j < D / 16; j++) frag_store(sWw + j * 16, of[j], LDS);
-    __syncwarp();
-    if (t < T) {
-        float inv = 1.0f / l;
-        bf16* o = out + ((size_t)b * T + t) * Cl + h * D;
-        for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++) o[c] = to_bf(sWw[r * LDS + c] * inv);
-        if (half == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+    bf16* ob = out + (size_t)b * T * Cl + h * D;
+    float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+#pragma unroll
+    for (int j = 0; j < DJ; j++) { // normalise in place: tc_store_rows takes one factor per call
+        o[j][0] *= inv[0];
+        o[j][1] *= inv[0];
+        o[j][2] *= inv[1];
+        o[j][3] *= inv[1];
+    }
+    tc_store_rows<D>(ob, Cl, q0 + w * 16, T, o, 1.0f);
+    if (q == 0) {
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            if (row[hr] < T) lse[((size_t)b * NH + h) * T + row[hr]] = m[hr] + logf(l[hr]);
+        }
     }
 }
 
 template <int D>
 struct TcBwd {
-    static constexpr int LDB = D + 8, LDF = 36, LDH = 40;
-    // dK/dV kernel: K, V (64 rows), Q, dO (32 rows), lse, D (32), per-warp S, dP (fp32), P, dS (bf16)
-    static constexpr size_t bytes_dkv =
-        128 + (2 * 64 + 2 * 32) * LDB * 2 + 2 * 32 * 4 + TC_WARPS * 16 * (2 * LDF * 4 + 2 * LDH * 2);
-    // dQ kernel: Q, dO (64 rows), K, V (32 rows), lse, D (64), per-warp S, dP (fp32), dS (bf16)
-    static constexpr size_t bytes_dq =
-        128 + (2 * 64 + 2 * 32) * LDB * 2 + 2 * 64 * 4 + TC_WARPS * 16 * (2 * LDF * 4 + LDH * 2);
+    static constexpr int LDB = D + 8;
+    // dK/dV kernel: K, V (64 rows); 2 stages of Q, dO (32 rows) and lse, D (32 floats)
+    static constexpr size_t bytes_dkv = 128 + (2 * 64 + 2 * 2 * 32) * LDB * 2 + 2 * 2 * 32 * 4;
+    // dQ kernel: Q, dO (64 rows); 2 stages of K, V (32 rows)
+    static constexpr size_t bytes_dq = 128 + (2 * 64 + 2 * 2 * 32) * LDB * 2;
 };
-
-// writes a warp's 16 x D fp32 accumulators (times mul) as bf16 rows row0.. of a (B, T, stride) tensor
-template <int D>
-__device__ __forceinline__ void tc_write_rows(bf16* dst, size_t stride, int row0, int T, FragC* acc, float* scratch,
-                                              float mul) {
-    constexpr int LDO = D + 4;
-    int lane = threadIdx.x % WARP;
-    for (int j = 0; j < D / 16; j++) frag_store(scratch + j * 16, acc[j], LDO);
-    __syncwarp();
-    for (int idx = lane; idx < 16 * D; idx += WARP) {
-        int rr = idx / D, c = idx % D;
-        if (row0 + rr < T) dst[(size_t)(row0 + rr) * stride + c] = to_bf(scratch[rr * LDO + c] * mul);
-    }
-    __syncwarp();
-}
 
 template <int D>
 __global__ void __launch_bounds__(TC_WARPS* WARP)
     flash_tc_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
                             int NH) {
-    constexpr int LDB = TcBwd<D>::LDB, LDF = TcBwd<D>::LDF, LDH = TcBwd<D>::LDH;
+    constexpr int LDB = TcBwd<D>::LDB;
+    constexpr int DJ = D / 8;
+    constexpr int SQ = 2 * 32 * LDB; // bf16 elements of one stage's Q and dO
     DYNAMIC_SMEM(float, smem_raw);
     char* base = tc_smem_base(smem_raw);
-    bf16* sK = (bf16*)base;                         // (64, LDB)
-    bf16* sV = sK + 64 * LDB;                       // (64, LDB)
-    bf16* sQ = sV + 64 * LDB;                       // (32, LDB)
-    bf16* sG = sQ + 32 * LDB;                       // (32, LDB) dO
-    float* sL = (float*)(sG + 32 * LDB);            // (32)
-    float* sD = sL + 32;                            // (32)
-    float* sS = sD + 32;                            // (warps, 16, LDF) S^T, fp32
-    float* sDP = sS + TC_WARPS * 16 * LDF;          // (warps, 16, LDF) dP^T
-    bf16* sPb = (bf16*)(sDP + TC_WARPS * 16 * LDF); // (warps, 16, LDH) P^T
-    bf16* sDSb = sPb + TC_WARPS * 16 * LDH;         // (warps, 16, LDH) dS^T
-    int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
-    int Cl = NH * D, C3 = 3 * Cl, k0 = kt * 64, nq = (T + 31) / 32;
+    bf16* sK = (bf16*)base;              // (64, LDB)
+    bf16* sV = sK + 64 * LDB;            // (64, LDB)
+    bf16* sQG = sV + 64 * LDB;           // (2 stages, Q then dO, 32, LDB)
+    float* sLD = (float*)(sQG + 2 * SQ); // (2 stages, lse then D, 32)
+    int kt = blockIdx.y;                 // heavy first as is: the first key tiles see the most query tiles
+    int h = blockIdx.x % NH;
+    int b = blockIdx.x / NH;
+    int lane = threadIdx.x % WARP;
+    int w = threadIdx.x / WARP;
+    int g = lane / 4;
+    int q = lane % 4;
+    int Cl = NH * D;
+    int C3 = 3 * Cl;
+    int k0 = kt * 64;
+    int nq = (T + 31) / 32;
+    int qs = k0 / 32; // the first query tile with a query >= k0
     float scale = 1.0f / sqrtf((float)D);
     const bf16* hq = qkv + (size_t)b * T * C3 + h * D;
     const bf16* hg = dout + (size_t)b * T * Cl + h * D;
     const float* hl = lse + ((size_t)b * NH + h) * T;
     const float* hd = Dd + ((size_t)b * NH + h) * T;
-    tc_load_rows<D>(sK, LDB, hq + Cl, C3, k0, 64, T);
-    tc_load_rows<D>(sV, LDB, hq + 2 * Cl, C3, k0, 64, T);
-    float* sSw = sS + w * 16 * LDF;
-    float* sDPw = sDP + w * 16 * LDF;
-    bf16* sPbw = sPb + w * 16 * LDH;
-    bf16* sDSbw = sDSb + w * 16 * LDH;
-    FragC dk[D / 16], dv[D / 16];
-    for (int j = 0; j < D / 16; j++) {
-        frag_zero(dk[j]);
-        frag_zero(dv[j]);
+    tc_async_rows<D, 64>(sK, LDB, hq + Cl, C3, k0, T);
+    tc_async_rows<D, 64>(sV, LDB, hq + 2 * Cl, C3, k0, T);
+    tc_async_rows<D, 32>(sQG, LDB, hq, C3, qs * 32, T);
+    tc_async_rows<D, 32>(sQG + 32 * LDB, LDB, hg, Cl, qs * 32, T);
+    tc_async_vec<32>(sLD, hl, qs * 32, T);
+    tc_async_vec<32>(sLD + 32, hd, qs * 32, T);
+    cp_async_commit();
+    float dk[DJ][4]; // dK_w, dV_w (16 keys x D)
+    float dv[DJ][4];
+#pragma unroll
+    for (int j = 0; j < DJ; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            dk[j][e] = 0.0f;
+            dv[j][e] = 0.0f;
+        }
     }
-    int r = lane / 2, half = lane % 2, key = k0 + w * 16 + r; // lanes 2r, 2r+1 own key row r
-    for (int qt = k0 / 32; qt < nq; qt++) {
+    int key[2] = {k0 + w * 16 + g, k0 + w * 16 + g + 8}; // this lane's two key rows
+    for (int qt = qs; qt < nq; qt++) {
         int q0 = qt * 32;
+        int st = (qt - qs) % 2;
+        if (qt + 1 < nq) { // stage 1 - st was last read in the previous iteration, before its closing barrier
+            bf16* nxt = sQG + (1 - st) * SQ;
+            float* nl = sLD + (1 - st) * 64;
+            tc_async_rows<D, 32>(nxt, LDB, hq, C3, q0 + 32, T);
+            tc_async_rows<D, 32>(nxt + 32 * LDB, LDB, hg, Cl, q0 + 32, T);
+            tc_async_vec<32>(nl, hl, q0 + 32, T);
+            tc_async_vec<32>(nl + 32, hd, q0 + 32, T);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
         __syncthreads();
-        tc_load_rows<D>(sQ, LDB, hq, C3, q0, 32, T);
-        tc_load_rows<D>(sG, LDB, hg, Cl, q0, 32, T);
-        if (threadIdx.x < 32) {
-            int q = q0 + threadIdx.x;
-            sL[threadIdx.x] = q < T ? hl[q] : 0.0f;
-            sD[threadIdx.x] = q < T ? hd[q] : 0.0f;
-        }
-        __syncthreads();
-        if (q0 + 31 < k0 + w * 16) continue; // warp-uniform: every query precedes this warp's keys
-        for (int j = 0; j < 2; j++) {        // S^T = K_w Q^T, dP^T = V_w dO^T (16 keys x 32 queries)
-            FragC s, dp;
-            frag_zero(s);
-            frag_zero(dp);
-            for (int kk = 0; kk < D / 16; kk++) {
-                FragA ka, va;
-                FragBT qb, gb;
-                frag_load(ka, sK + w * 16 * LDB + kk * 16, LDB);
-                frag_load(qb, sQ + j * 16 * LDB + kk * 16, LDB);
-                mma(s, ka, qb);
-                frag_load(va, sV + w * 16 * LDB + kk * 16, LDB);
-                frag_load(gb, sG + j * 16 * LDB + kk * 16, LDB);
-                mma(dp, va, gb);
+        const bf16* sQ = sQG + st * SQ;
+        const bf16* sG = sQ + 32 * LDB;
+        const float* sL = sLD + st * 64;
+        const float* sD = sL + 32;
+        if (q0 + 31 >= k0 + w * 16) { // warp-uniform: else every query precedes this warp's keys
+            float s[4][4];            // S^T (16 keys x 32 queries)
+            float dp[4][4];           // dP^T
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    s[j][e] = 0.0f;
+                    dp[j][e] = 0.0f;
+                }
             }
-            frag_store(sSw + j * 16, s, LDF);
-            frag_store(sDPw + j * 16, dp, LDF);
-        }
-        __syncwarp();
-        for (int c = 0; c < 16; c++) {
-            int col = half * 16 + c, q = q0 + col;
-            int vis = key < T && q < T && q >= key;
-            float p = vis ? expf(sSw[r * LDF + col] * scale - sL[col]) : 0.0f;
-            float ds = vis ? p * (sDPw[r * LDF + col] - sD[col]) : 0.0f;
-            sPbw[r * LDH + col] = to_bf(p);
-            sDSbw[r * LDH + col] = to_bf(ds);
-        }
-        __syncwarp();
-        for (int j = 0; j < D / 16; j++) { // dV_w += P^T dO, dK_w += dS^T Q
-            for (int kk = 0; kk < 2; kk++) {
-                FragA pa, sa;
-                FragB gb, qb;
-                frag_load(pa, sPbw + kk * 16, LDH);
-                frag_load(gb, sG + kk * 16 * LDB + j * 16, LDB);
-                mma(dv[j], pa, gb);
-                frag_load(sa, sDSbw + kk * 16, LDH);
-                frag_load(qb, sQ + kk * 16 * LDB + j * 16, LDB);
-                mma(dk[j], sa, qb);
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) { // S^T = K_w Q^T, dP^T = V_w dO^T
+                uint32_t ka[4];
+                uint32_t va[4];
+                ldsm_x4(ka, tc_addr_a(sK + w * 16 * LDB + kk * 16, LDB));
+                ldsm_x4(va, tc_addr_a(sV + w * 16 * LDB + kk * 16, LDB));
+                tc_mma_abt<4>(s, ka, sQ + kk * 16, LDB);
+                tc_mma_abt<4>(dp, va, sG + kk * 16, LDB);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) { // P^T and dS^T in place of S^T and dP^T
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int col = 8 * j + 2 * q + (e % 2);
+                    int qi = q0 + col;
+                    int k = key[e / 2];
+                    bool vis = k < T && qi < T && qi >= k;
+                    float p = vis ? expf(s[j][e] * scale - sL[col]) : 0.0f;
+                    float ds = vis ? p * (dp[j][e] - sD[col]) : 0.0f;
+                    s[j][e] = p;
+                    dp[j][e] = ds;
+                }
+            }
+#pragma unroll
+            for (int kc = 0; kc < 2; kc++) { // dV_w += P^T dO, dK_w += dS^T Q (16 queries at a time)
+                uint32_t pa[4];
+                uint32_t sa[4];
+                tc_acc_to_a<4>(pa, s, kc);
+                tc_acc_to_a<4>(sa, dp, kc);
+                tc_mma_ab<DJ>(dv, pa, sG + kc * 16 * LDB, LDB);
+                tc_mma_ab<DJ>(dk, sa, sQ + kc * 16 * LDB, LDB);
             }
         }
+        __syncthreads(); // every warp is done with stage st before the next iteration refills it
     }
-    __syncthreads(); // K, V no longer read: their space takes the fp32 results
-    float* sOw = (float*)base + w * 16 * (D + 4);
-    tc_write_rows<D>(dqkv + (size_t)b * T * C3 + Cl + h * D, C3, k0 + w * 16, T, dk, sOw, scale);
-    tc_write_rows<D>(dqkv + (size_t)b * T * C3 + 2 * Cl + h * D, C3, k0 + w * 16, T, dv, sOw, 1.0f);
+    bf16* dst = dqkv + (size_t)b * T * C3 + h * D;
+    tc_store_rows<D>(dst + Cl, C3, k0 + w * 16, T, dk, scale);
+    tc_store_rows<D>(dst + 2 * Cl, C3, k0 + w * 16, T, dv, 1.0f);
 }
 
 template <int D>
 __global__ void __launch_bounds__(TC_WARPS* WARP)
     flash_tc_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
                            int NH) {
-    constexpr int LDB = TcBwd<D>::LDB, LDF = TcBwd<D>::LDF, LDH = TcBwd<D>::LDH;
+    constexpr int LDB = TcBwd<D>::LDB;
+    constexpr int DJ = D / 8;
+    constexpr int SK = 2 * 32 * LDB; // bf16 elements of one stage's K and V
     DYNAMIC_SMEM(float, smem_raw);
     char* base = tc_smem_base(smem_raw);
-    bf16* sQ = (bf16*)base;                          // (64, LDB)
-    bf16* sG = sQ + 64 * LDB;                        // (64, LDB) dO
-    bf16* sK = sG + 64 * LDB;                        // (32, LDB)
-    bf16* sV = sK + 32 * LDB;                        // (32, LDB)
-    float* sL = (float*)(sV + 32 * LDB);             // (64)
-    float* sD = sL + 64;                             // (64)
-    float* sS = sD + 64;                             // (warps, 16, LDF)
-    float* sDP = sS + TC_WARPS * 16 * LDF;           // (warps, 16, LDF)
-    bf16* sDSb = (bf16*)(sDP + TC_WARPS * 16 * LDF); // (warps, 16, LDH)
-    int qt = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP;
-    int Cl = NH * D, C3 = 3 * Cl, q0 = qt * 64;
+    bf16* sQ = (bf16*)base;              // (64, LDB)
+    bf16* sG = sQ + 64 * LDB;            // (64, LDB) dO
+    bf16* sKV = sG + 64 * LDB;           // (2 stages, K then V, 32, LDB)
+    int qt = gridDim.y - 1 - blockIdx.y; // heavy first: the last query tiles see the most key tiles
+    int h = blockIdx.x % NH;
+    int b = blockIdx.x / NH;
+    int lane = threadIdx.x % WARP;
+    int w = threadIdx.x / WARP;
+    int g = lane / 4;
+    int q = lane % 4;
+    int Cl = NH * D;
+    int C3 = 3 * Cl;
+    int q0 = qt * 64;
     float scale = 1.0f / sqrtf((float)D);
     const bf16* hq = qkv + (size_t)b * T * C3 + h * D;
     const float* hl = lse + ((size_t)b * NH + h) * T;
     const float* hd = Dd + ((size_t)b * NH + h) * T;
-    tc_load_rows<D>(sQ, LDB, hq, C3, q0, 64, T);
-    tc_load_rows<D>(sG, LDB, dout + (size_t)b * T * Cl + h * D, Cl, q0, 64, T);
-    if (threadIdx.x < 64) {
-        int q = q0 + threadIdx.x;
-        sL[threadIdx.x] = q < T ? hl[q] : 0.0f;
-        sD[threadIdx.x] = q < T ? hd[q] : 0.0f;
+    tc_async_rows<D, 64>(sQ, LDB, hq, C3, q0, T);
+    tc_async_rows<D, 64>(sG, LDB, dout + (size_t)b * T * Cl + h * D, Cl, q0, T);
+    tc_async_rows<D, 32>(sKV, LDB, hq + Cl, C3, 0, T);
+    tc_async_rows<D, 32>(sKV + 32 * LDB, LDB, hq + 2 * Cl, C3, 0, T);
+    cp_async_commit();
+    int row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8}; // this lane's two query rows
+    float lr[2]; // their lse and D, straight from global memory: 2 values per lane, read once
+    float dr[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        lr[hr] = row[hr] < T ? hl[row[hr]] : 0.0f;
+        dr[hr] = row[hr] < T ? hd[row[hr]] : 0.0f;
     }
-    float* sSw = sS + w * 16 * LDF;
-    float* sDPw = sDP + w * 16 * LDF;
-    bf16* sDSbw = sDSb + w * 16 * LDH;
-    FragC dq[D / 16];
-    for (int j = 0; j < D / 16; j++) frag_zero(dq[j]);
-    int r = lane / 2, half = lane % 2, t = q0 + w * 16 + r; // lanes 2r, 2r+1 own query row r
+    float dq[DJ][4]; // dQ_w (16 queries x D)
+#pragma unroll
+    for (int j = 0; j < DJ; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) dq[j][e] = 0.0f;
+    }
     int last = q0 + 63 < T - 1 ? q0 + 63 : T - 1;
     int nkt = last / 32 + 1;
     for (int kt = 0; kt < nkt; kt++) {
         int k0 = kt * 32;
+        if (kt + 1 < nkt) { // stage (kt + 1) % 2 was last read in iteration kt - 1, before its closing barrier
+            bf16* nxt = sKV + ((kt + 1) % 2) * SK;
+            tc_async_rows<D, 32>(nxt, LDB, hq + Cl, C3, k0 + 32, T);
+            tc_async_rows<D, 32>(nxt + 32 * LDB, LDB, hq + 2 * Cl, C3, k0 + 32, T);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();
         __syncthreads();
-        tc_load_rows<D>(sK, LDB, hq + Cl, C3, k0, 32, T);
-        tc_load_rows<D>(sV, LDB, hq + 2 * Cl, C3, k0, 32, T);
-        __syncthreads();
-        if (k0 > q0 + w * 16 + 15) continue; // warp-uniform: every key follows this warp's queries
-        for (int j = 0; j < 2; j++) {        // S = Q_w K^T, dP = dO_w V^T (16 queries x 32 keys)
-            FragC s, dp;
-            frag_zero(s);
-            frag_zero(dp);
-            for (int kk = 0; kk < D / 16; kk++) {
-                FragA qa, ga;
-                FragBT kb, vb;
-                frag_load(qa, sQ + w * 16 * LDB + kk * 16, LDB);
-                frag_load(kb, sK + j * 16 * LDB + kk * 16, LDB);
-                mma(s, qa, kb);
-                frag_load(ga, sG + w * 16 * LDB + kk * 16, LDB);
-                frag_load(vb, sV + j * 16 * LDB + kk * 16, LDB);
-                mma(dp, ga, vb);
+        const bf16* sK = sKV + (kt % 2) * SK;
+        const bf16* sV = sK + 32 * LDB;
+        if (k0 <= q0 + w * 16 + 15) { // warp-uniform: else every key follows this warp's queries
+            float s[4][4];            // S (16 queries x 32 keys)
+            float dp[4][4];           // dP
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    s[j][e] = 0.0f;
+                    dp[j][e] = 0.0f;
+                }
             }
-            frag_store(sSw + j * 16, s, LDF);
-            frag_store(sDPw + j * 16, dp, LDF);
-        }
-        __syncwarp();
-        float lr = sL[w * 16 + r], dr = sD[w * 16 + r];
-        for (int c = 0; c < 16; c++) {
-            int col = half * 16 + c, key = k0 + col;
-            int vis = t < T && key <= t;
-            float p = vis ? expf(sSw[r * LDF + col] * scale - lr) : 0.0f;
-            float ds = vis ? p * (sDPw[r * LDF + col] - dr) : 0.0f;
-            sDSbw[r * LDH + col] = to_bf(ds);
-        }
-        __syncwarp();
-        for (int j = 0; j < D / 16; j++) { // dQ_w += dS K
-            for (int kk = 0; kk < 2; kk++) {
-                FragA sa;
-                FragB kb;
-                frag_load(sa, sDSbw + kk * 16, LDH);
-                frag_load(kb, sK + kk * 16 * LDB + j * 16, LDB);
-                mma(dq[j], sa, kb);
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) { // S = Q_w K^T, dP = dO_w V^T
+                uint32_t qa[4];
+                uint32_t ga[4];
+                ldsm_x4(qa, tc_addr_a(sQ + w * 16 * LDB + kk * 16, LDB));
+                ldsm_x4(ga, tc_addr_a(sG + w * 16 * LDB + kk * 16, LDB));
+                tc_mma_abt<4>(s, qa, sK + kk * 16, LDB);
+                tc_mma_abt<4>(dp, ga, sV + kk * 16, LDB);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) { // dS in place of dP
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int k = k0 + 8 * j + 2 * q + (e % 2);
+                    int t = row[e / 2];
+                    bool vis = t < T && k <= t;
+                    float p = vis ? expf(s[j][e] * scale - lr[e / 2]) : 0.0f;
+                    dp[j][e] = vis ? p * (dp[j][e] - dr[e / 2]) : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int kc = 0; kc < 2; kc++) { // dQ_w += dS K (16 keys at a time)
+                uint32_t sa[4];
+                tc_acc_to_a<4>(sa, dp, kc);
+                tc_mma_ab<DJ>(dq, sa, sK + kc * 16 * LDB, LDB);
             }
         }
+        __syncthreads(); // every warp is done with stage kt % 2 before iteration kt + 1 refills it
     }
-    __syncthreads(); // Q, dO no longer read: their space takes the fp32 results
-    float* sOw = (float*)base + w * 16 * (D + 4);
-    tc_write_rows<D>(dqkv + (size_t)b * T * C3 + h * D, C3, q0 + w * 16, T, dq, sOw, scale);
+    tc_store_rows<D>(dqkv + (size_t)b * T * C3 + h * D, C3, q0 + w * 16, T, dq, scale);
 }
 
 // head sizes with a tensor-core kernel
@@ -366,15 +517,16 @@ static int flash_tc_supported(int hs) { return hs == 16 || hs == 32 || hs == 64 
 
 template <class K>
 static void tc_smem_attr(K kernel, size_t bytes) {
-    if (bytes > 48 * 1024)
+    if (bytes > 48 * 1024) {
         cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    }
 }
 
 template <int D>
 static void flash_tc_forward_launch(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, cudaStream_t s) {
     size_t smem = TcFwd<D>::bytes;
     tc_smem_attr(flash_tc_forward_kernel<D>, smem);
-    dim3 grid(CEIL_DIV(T, 64), NH, B);
+    dim3 grid(NH * B, CEIL_DIV(T, 64)); // (b, h) fastest: all heads of the heaviest tile go first
     LAUNCH(flash_tc_forward_kernel<D>, grid, TC_WARPS * WARP, smem, s, out, lse, qkv, T, NH);
 }
 
@@ -383,7 +535,7 @@ static void flash_tc_backward_launch(bf16* dqkv, const float* Dd, const bf16* do
                                      int B, int T, int NH, cudaStream_t s) {
     tc_smem_attr(flash_tc_bwd_dkv_kernel<D>, TcBwd<D>::bytes_dkv);
     tc_smem_attr(flash_tc_bwd_dq_kernel<D>, TcBwd<D>::bytes_dq);
-    dim3 grid(CEIL_DIV(T, 64), NH, B);
+    dim3 grid(NH * B, CEIL_DIV(T, 64)); // (b, h) fastest: all heads of the heaviest tile go first
     LAUNCH(flash_tc_bwd_dkv_kernel<D>, grid, TC_WARPS * WARP, TcBwd<D>::bytes_dkv, s, dqkv, dout, qkv, lse, Dd, T, NH);
     LAUNCH(flash_tc_bwd_dq_kernel<D>, grid, TC_WARPS * WARP, TcBwd<D>::bytes_dq, s, dqkv, dout, qkv, lse, Dd, T, NH);
 }

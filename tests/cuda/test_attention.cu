@@ -6,10 +6,131 @@
  * kernel's lse, and the backward dq, dk, dv. Sizes cover T below, at and across the
  * 32-row tiles, head sizes that are and are not multiples of 32, and B, NH > 1. Both
  * paths are also checked to be bit-identical on a rerun (no atomics).
+ * First, llmc/cuda/mma.cuh's wrappers on their own (check_mma): ldmatrix with and without .trans
+ * against the PTX register layout, mma m16n8k16 against a direct matrix product (B read
+ * both ways), an accumulator rounded to bf16 as the next A operand, cp.async's zero-fill.
  */
 #include "common.h"
 #include "../../llmc/cuda/attention.cuh"
 #include "../../llmc/cuda/attention_tc.cuh"
+
+// ---------------------------------------------------------------- llmc/cuda/mma.cuh on its own
+#define MT_LD 40 // shared row stride (bf16): 80 bytes, 16-byte aligned but not a power of two
+
+// One warp. x (32 x 32 bf16, rows >= valid zero-filled by cp.async) into shared memory
+// s (32 x MT_LD); then regs (2, 32 lanes, 4): ldmatrix x4 / x4.trans of the 8x8 tiles at
+// rows 8i, column 8; cout (3, 16, 16): C0 + A B, C0 + A Bt^T, bf16(C0 + A B) B, with
+// A = s[0:16, 0:16], B = s[16:32, 16:32] (k x n), Bt = s[0:16, 16:32] (n x k).
+__global__ void mma_wrapper_kernel(uint32_t* regs, float* cout, const bf16* x, const float* c0, int valid) {
+    __shared__ __align__(16) bf16 s[32 * MT_LD];
+    int lane = threadIdx.x;
+    int g = lane / 4;
+    int q = lane % 4;
+    for (int i = lane; i < 32 * 4; i += WARP) { // 32 rows of 4 16-byte chunks
+        int r = i / 4;
+        int c = (i % 4) * 8;
+        cp_async16(s + r * MT_LD + c, x + (r < valid ? r : 0) * 32 + c, r < valid);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncwarp();
+    uint32_t r[4];
+    ldsm_x4(r, s + lane * MT_LD + 8); // lane l: row l of the column-8 strip (tile i = rows 8i..8i+7)
+    for (int i = 0; i < 4; i++) regs[lane * 4 + i] = r[i];
+    ldsm_x4_trans(r, s + lane * MT_LD + 8);
+    for (int i = 0; i < 4; i++) regs[(32 + lane) * 4 + i] = r[i];
+    uint32_t a[4];  // A: tiles (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15)
+    uint32_t b[4];  // B (k x n, .trans): b[0], b[1] for n 0-7, b[2], b[3] for n 8-15
+    uint32_t bt[4]; // Bt (n x k): tiles (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+    ldsm_x4(a, s + (lane % 16) * MT_LD + (lane / 16) * 8);
+    ldsm_x4_trans(b, s + (16 + lane % 16) * MT_LD + 16 + (lane / 16) * 8);
+    ldsm_x4(bt, s + (lane % 8 + 8 * (lane / 16)) * MT_LD + 16 + ((lane / 8) % 2) * 8);
+    float c[3][2][4]; // product, 8-column half, accumulator register
+    for (int k = 0; k < 3; k++) {
+        for (int j = 0; j < 2; j++) {
+            for (int e = 0; e < 4; e++) c[k][j][e] = c0[(g + 8 * (e / 2)) * 16 + 8 * j + 2 * q + e % 2];
+        }
+    }
+    mma_16816(c[0][0], a, b[0], b[1]);
+    mma_16816(c[0][1], a, b[2], b[3]);
+    mma_16816(c[1][0], a, bt[0], bt[1]);
+    mma_16816(c[1][1], a, bt[2], bt[3]);
+    uint32_t p[4]; // the first product as an A operand, straight from its registers
+    p[0] = pack_bf16x2(c[0][0][0], c[0][0][1]);
+    p[1] = pack_bf16x2(c[0][0][2], c[0][0][3]);
+    p[2] = pack_bf16x2(c[0][1][0], c[0][1][1]);
+    p[3] = pack_bf16x2(c[0][1][2], c[0][1][3]);
+    mma_16816(c[2][0], p, b[0], b[1]);
+    mma_16816(c[2][1], p, b[2], b[3]);
+    for (int k = 0; k < 3; k++) {
+        for (int j = 0; j < 2; j++) {
+            for (int e = 0; e < 4; e++) cout[(k * 16 + g + 8 * (e / 2)) * 16 + 8 * j + 2 * q + e % 2] = c[k][j][e];
+        }
+    }
+}
+
+static void check_mma(void) {
+    const int valid = 30;
+    bf16* dx;
+    float* dc0;
+    float* x = ck_rand_bf16(&dx, 32 * 32, 2.0f);
+    float* c0 = ck_rand_f32(&dc0, 16 * 16, 1.0f);
+    for (int i = valid * 32; i < 32 * 32; i++) x[i] = 0.0f; // what the zero-fill must give
+    uint32_t* dregs = (uint32_t*)dev_alloc(2 * 32 * 4 * 4);
+    float* dout = (float*)dev_alloc(3 * 16 * 16 * 4);
+    LAUNCH(mma_wrapper_kernel, 1, WARP, 0, 0, dregs, dout, dx, dc0, valid);
+    uint32_t regs[2 * 32 * 4];
+    cudaCheck(cudaMemcpy(regs, dregs, sizeof(regs), cudaMemcpyDeviceToHost));
+    float* got = ck_down_f32(dout, 3 * 16 * 16);
+    // the PTX layout: lane l, g = l / 4, q = l % 4; tile i = x[8i .. 8i + 7][8 .. 15]
+    int bad[2] = {0, 0};
+    for (int l = 0; l < 32; l++) {
+        int g = l / 4;
+        int q = l % 4;
+        for (int i = 0; i < 4; i++) {
+            const float* t = x + 8 * i * 32 + 8;
+            uint32_t want = host_f2bf(t[g * 32 + 2 * q]) | (uint32_t)host_f2bf(t[g * 32 + 2 * q + 1]) << 16;
+            uint32_t want_t = host_f2bf(t[2 * q * 32 + g]) | (uint32_t)host_f2bf(t[(2 * q + 1) * 32 + g]) << 16;
+            bad[0] += regs[l * 4 + i] != want;
+            bad[1] += regs[(32 + l) * 4 + i] != want_t;
+        }
+    }
+    check(bad[0] == 0, "mma.cuh ldsm_x4: registers in the PTX layout, ld %d, zero-filled rows (%d of 128 wrong)", MT_LD,
+          bad[0]);
+    check(bad[1] == 0, "mma.cuh ldsm_x4_trans: registers in the PTX layout, ld %d (%d of 128 wrong)", MT_LD, bad[1]);
+    double want[3][256];
+    float first_bf[256]; // the kernel's first product rounded to bf16, as its second product's A
+    for (int i = 0; i < 256; i++) first_bf[i] = host_bf2f(host_f2bf(got[i]));
+    for (int r = 0; r < 16; r++) {
+        for (int n = 0; n < 16; n++) {
+            double s0 = c0[r * 16 + n];
+            double s1 = c0[r * 16 + n];
+            double s2 = c0[r * 16 + n];
+            for (int k = 0; k < 16; k++) {
+                double bkn = x[(16 + k) * 32 + 16 + n];
+                s0 += (double)x[r * 32 + k] * bkn;
+                s1 += (double)x[r * 32 + k] * x[n * 32 + 16 + k];
+                s2 += (double)first_bf[r * 16 + k] * bkn;
+            }
+            want[0][r * 16 + n] = s0;
+            want[1][r * 16 + n] = s1;
+            want[2][r * 16 + n] = s2;
+        }
+    }
+    const char* what[3] = {"C0 + A B (B via ldsm_x4_trans)", "C0 + A Bt^T (Bt via ldsm_x4)",
+                           "bf16(C0 + A B) B (A from accumulators)"};
+    for (int k = 0; k < 3; k++) {
+        double e = ck_err(got + k * 256, want[k], 256, 1e-5 * ck_maxabs(want[k], 256), 1e-5);
+        check(e <= 1, "mma.cuh mma_16816: %s against a direct product (error %.2f of tolerance)", what[k], e);
+    }
+    free(x);
+    free(c0);
+    free(got);
+    dev_free(dx);
+    dev_free(dc0);
+    dev_free(dregs);
+    dev_free(dout);
+}
 
 static void check_size(int B, int T, int NH, int hs) {
     int Cl = NH * hs, C3 = 3 * Cl;
@@ -161,6 +282,7 @@ int main(int argc, char** argv) {
         print_dynamic_smem();
         return 0;
     }
+    check_mma();
     check_size(1, 1, 1, 16);
     check_size(2, 7, 2, 32);
     check_size(1, 33, 2, 48);
@@ -168,6 +290,7 @@ int main(int argc, char** argv) {
     check_size(1, 65, 2, 100);
     check_size(2, 100, 2, 16);
     check_size(1, 130, 1, 128);
+    check_size(1, 97, 2, 160);
     if (argc > 1 && strcmp(argv[1], "--medium") == 0) check_size(1, 400, 2, 64);
     // --large [T]: the head sizes the 1.3b..530b presets run (64, 128, 160) at T = 2048, which
     // no fixture covers (dev/gpu_check.sh). CI runs the same code path at a smaller T under
