@@ -46,7 +46,7 @@ MUTANTS = {
     # the plain-CUDA data movement of mma.cuh, the branch the CPU emulation runs, built for the
     # GPU (an #ifdef gone wrong): ldmatrix becomes loads through shuffled generic addresses and
     # cp.async a synchronous copy (mma.sync stays: the build stays short)
-    "emulation": ("llmc/cuda/mma.cuh", "#ifndef CUEMU // data movement;", "#if 0 // mutant; data movement;",
+    "emulation": ("llmc/cuda/mma.cuh", "#if !LLMC_EMULATED // data movement;", "#if 0 // mutant; data movement;",
                   "mma.cuh's plain-CUDA ldmatrix and cp.async in place of the PTX"),
 }
 

@@ -23,6 +23,16 @@
 
 #define CEIL_DIV(a, b) (((a) + (b)-1) / (b))
 
+// The seam: the one place a production header learns whether it runs under the CPU
+// emulation (cuemu defines CUEMU). LAUNCH, DYNAMIC_SMEM and GRID_STRIDE_CAP below hide the
+// difference; code that must branch (mma.cuh's inline PTX, which the emulation cannot run)
+// tests LLMC_EMULATED, never CUEMU.
+#ifdef CUEMU
+#define LLMC_EMULATED 1
+#else
+#define LLMC_EMULATED 0
+#endif
+
 static inline void cuda_check_(cudaError_t err, const char* call, const char* file, int line) {
     if (err == cudaSuccess) return;
     fprintf(stderr,

@@ -3,8 +3,8 @@
  * wrappers around PTX (sm_80+): ldmatrix (8x8 bf16 tiles from shared memory into the
  * registers of a warp), mma.sync m16n8k16 (bf16 inputs, fp32 accumulation) and cp.async
  * (16- and 4-byte global -> shared copies that do not block the issuing thread).
- * Under the CPU emulation (CUEMU) each wrapper has a plain-CUDA branch that reproduces the
- * PTX register layout exactly (lanes exchange row addresses and operand registers with
+ * Under the CPU emulation (LLMC_EMULATED, from cuda_common.cuh) each wrapper has a plain-CUDA branch that reproduces
+ * the PTX register layout exactly (lanes exchange row addresses and operand registers with
  * __shfl_sync), so the kernels that use them run, and are checked, on the CPU; and
  * tests/cuda/test_attention.cu checks these wrappers against a direct matrix product.
  *
@@ -34,7 +34,7 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
     return r;
 }
 
-#ifndef CUEMU // data movement; dev/cuda/resources.py's "emulation" mutant turns this branch off
+#if !LLMC_EMULATED // data movement; dev/cuda/resources.py's "emulation" mutant turns this branch off
 
 // the 32-bit shared-window address PTX's .shared instructions take
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -82,7 +82,7 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-#else // CUEMU: the same semantics in plain CUDA (valid CUDA too: the SASS check's mutant builds
+#else // emulated: the same semantics in plain CUDA (valid CUDA too: the SASS check's mutant builds
       // it for the GPU and must see it flagged)
 
 __device__ __forceinline__ void ldsm_check(const bf16* p) {
@@ -146,7 +146,7 @@ struct CpAsyncQueue {
 __device__ CpAsyncQueue cp_async_queues[1024]; // one per thread slot of the running block
 
 __device__ __forceinline__ CpAsyncQueue& cp_async_queue() {
-#ifdef CUEMU
+#if LLMC_EMULATED
     unsigned long long launch = ::cuemu::ex().launches;
     unsigned long long block = ::cuemu::ex().block_linear;
 #else // only the SASS check's mutant builds this branch for the GPU, and never runs it
@@ -211,7 +211,7 @@ __device__ __forceinline__ void cp_async_wait() {
 
 #endif
 
-#ifndef CUEMU // the product
+#if !LLMC_EMULATED // the product
 
 // c (16 x 8) += a (16 x 16) b (16 x 8)
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -222,7 +222,7 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-#else // CUEMU
+#else // emulated
 
 // a bf16 is the top half of an fp32
 __device__ __forceinline__ float bits_to_float(uint32_t v) {
