@@ -61,6 +61,27 @@ static void test_ramp(void) {
     check(schedule_batch(G, 0, 0, 0, 2048, 0) == G, "no ramp gives G");
 }
 
+// the flag parser's numbers: integers exact over all of int64, round numbers in scientific
+// notation, nothing that strtod would take but a user did not mean (hex, inf, blanks, underflow)
+static void test_parse_numbers(void) {
+    int64_t i = 0;
+    double d = 0;
+    int ok = parse_i64("9007199254740993", &i);
+    check(ok && i == 9007199254740993LL, "-seed 2^53 + 1 parses exactly (%lld)", (long long)i);
+    check(parse_i64("9223372036854775807", &i) && i == INT64_MAX, "the largest int64 parses exactly");
+    check(!parse_i64("9223372036854775808", &i), "one past the largest int64 is refused");
+    check(parse_i64("12e9", &i) && i == 12000000000LL && parse_i64("1.5e6", &i) && i == 1500000LL,
+          "round numbers in scientific notation: 12e9, 1.5e6");
+    check(!parse_i64("1e300", &i) && !parse_i64("1.5", &i) && !parse_i64("9.007199254740993e15", &i),
+          "non-integers and integers beyond 2^53 in scientific notation are refused");
+    const char* bad[] = {"0x2", "0X10", "inf", "nan", " 5", "5 ", "", "1e-400", "2e400", "1,5"};
+    int refused = 1;
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        refused = refused && !parse_f64(bad[k], &d) && !parse_i64(bad[k], &i);
+    check(refused, "hex, inf, nan, blanks, empty, underflow, overflow and commas are refused as numbers");
+    check(parse_f64("5e-5", &d) && d == 5e-5 && parse_f64("-.5", &d) && d == -0.5, "plain decimals parse (5e-5, -.5)");
+}
+
 static void test_lr_auto(void) {
     // least-squares fit computed independently (numpy polyfit in log-log): a=0.132464, b=-0.305130
     double a, b;
@@ -977,6 +998,7 @@ int main(int argc, char** argv) {
     test_schedule();
     test_ramp();
     test_lr_auto();
+    test_parse_numbers();
     test_init();
     test_data_addressing();
     Fixture fx;

@@ -12,6 +12,7 @@
 #define LLMC_CONFIG_H
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -160,8 +161,8 @@ typedef struct {
     X(BOOL, "-sample-greedy", sample_greedy, 0, "output", "argmax instead of sampling")                       \
     X(WORD, "-prompt", prompt, "", "output", "token ids \"12,7,99\" the sample continues")                    \
     X(I64, "-eval-every", eval_every, 0, "output", "cloze evaluation every N steps (0: off)")                 \
-    X(WORD, "-eval-file", eval_file, "", "output", "cloze set (.jsonl)")                                      \
-    X(WORD, "-dump-logits", dump_logits, "", "output", "tests: the logits of the first val micro-batch")      \
+    X(PATH, "-eval-file", eval_file, "", "output", "cloze set (.jsonl)")                                      \
+    X(PATH, "-dump-logits", dump_logits, "", "output", "tests: the logits of the first val micro-batch")      \
     X(F64, "-peak", peak_tflops, 0.0, "output", "peak TFLOP/s for MFU (0: the device table)")                 \
     X(INT, "-threads", threads, 0, "output", "OpenMP threads (0: the default)")                               \
     X(INT, "-keep", keep, 0, "run", "keep the newest N checkpoints (0: all)")                                 \
@@ -181,7 +182,7 @@ typedef struct {
     X("-steps N", "recipe", "stop after N steps (0: evaluate once; -1: until -tokens)", "-1")                   \
     X("-seed N", "output", "random seed", "1337")                                                               \
     X("-resume", "run", "continue from the newest complete checkpoint in -o", "off")                            \
-    X("-timeout S|auto|0", "run", "step watchdog, seconds", "auto")                                             \
+    X("-timeout S|auto|0", "run", "step watchdog, seconds (1..1e8; 0: off)", "auto")                            \
     X("-check [-world N]", "modes", "validate flags, model and layout for N ranks, then exit", "off")           \
     X("-plan", "modes", "the layout planner (flags below)", "off")                                              \
     X("-h", "modes", "this help", "")
@@ -219,13 +220,30 @@ static int round_up(int x, int m) {
 // ---------------------------------------------------------------------------------------
 // parsing
 
+// a decimal number as typed: digits, one sign, '.', an exponent; no blanks (strtod would skip
+// them), no hex, inf or nan (strtod would take them)
+static int is_decimal(const char* s) {
+    if (s == NULL || *s == '\0') return 0;
+    for (const char* p = s; *p; p++)
+        if (!isdigit((unsigned char)*p) && strchr("+-.eE", *p) == NULL) return 0;
+    return 1;
+}
+
+// integers as integers (strtoll: every int64 exact); scientific notation for round numbers
+// (12e9, 1.5e6) only below 2^53, where every integer is a double exactly
 static int parse_i64(const char* s, int64_t* out) {
-    // accepts integers and scientific notation for round numbers (12e9, 1.5e6); strtod
-    // would skip leading blanks, refused so that a value is exactly what was typed
-    if (s == NULL || *s == '\0' || isspace((unsigned char)*s)) return 0;
+    if (!is_decimal(s)) return 0;
     char* end;
+    errno = 0;
+    long long i = strtoll(s, &end, 10);
+    if (*end == '\0') {
+        if (errno == ERANGE) return 0;
+        *out = (int64_t)i;
+        return 1;
+    }
+    errno = 0;
     double d = strtod(s, &end);
-    if (*end != '\0' || !isfinite(d) || d != floor(d) || fabs(d) > 9.0e18) return 0;
+    if (*end != '\0' || !isfinite(d) || errno == ERANGE || d != floor(d) || fabs(d) >= 9007199254740992.0) return 0;
     *out = (int64_t)d;
     return 1;
 }
@@ -235,11 +253,13 @@ static int parse_int(const char* s, int* out) {
     *out = (int)v;
     return 1;
 }
+// a finite double; a value that underflows (1e-400 would become 0) is refused
 static int parse_f64(const char* s, double* out) {
-    if (s == NULL || *s == '\0' || isspace((unsigned char)*s)) return 0;
+    if (!is_decimal(s)) return 0;
     char* end;
+    errno = 0;
     double d = strtod(s, &end);
-    if (*end != '\0' || !isfinite(d)) return 0;
+    if (*end != '\0' || !isfinite(d) || errno == ERANGE) return 0;
     *out = d;
     return 1;
 }
@@ -273,9 +293,12 @@ static int cfg_parse_I64(const char* f, const char* v, int64_t* out, char* err) 
 static int cfg_parse_F64(const char* f, const char* v, double* out, char* err) {
     return parse_f64(v, out) ? 1 : cfg_bad(f, v, err);
 }
+// a word is never truncated either
 static int cfg_parse_WORD(const char* f, const char* v, char* out, size_t n, char* err) {
-    (void)f;
-    (void)err;
+    if (strlen(v) >= n) {
+        snprintf(err, CFG_ERR_LEN, "value for %s is %zu characters; the limit is %d", f, strlen(v), (int)n - 1);
+        return 0;
+    }
     snprintf(out, n, "%s", v);
     return 1;
 }
@@ -352,7 +375,7 @@ static int config_parse_special(Config* c, int argc, char** argv, int* i, char* 
         if (strcmp(v, "auto") == 0)
             c->timeout = -1;
         else
-            ok = parse_f64(v, &c->timeout) && c->timeout >= 0;
+            ok = parse_f64(v, &c->timeout) && (c->timeout == 0 || (c->timeout >= 1 && c->timeout <= 1e8));
     } else if (strcmp(f, "-seed") == 0) {
         int64_t s;
         ok = parse_i64(v, &s) && s >= 0;

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "dataloader.h"
 #include "../planner/planner.h"
+#include "stop.h"
 #include "tokenizer.h"
 
 // -plan, -check and -h answer on stdout: a failed write (stdout on a full disk) is an error
@@ -80,6 +81,7 @@ static int startup_check_inputs(const Config* c, int rank, int argc, char** argv
 }
 
 static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
+    stop_ignore_write_signals();
     comm_init_single(comm);
 #ifdef USE_MPI
     if (launched_by_mpi()) {

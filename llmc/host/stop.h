@@ -38,4 +38,13 @@ static void stop_install(void) {
 
 static int stop_requested(void) { return (int)stop_signal_seen; }
 
+// SIGPIPE (stdout into `head`, a closed pipe) and SIGXFSZ (a write past `ulimit -f`) would
+// kill the process with no error line and no checkpoint. Ignored, the write fails with
+// EPIPE or EFBIG instead, which every write checks: one "error:" line, exit 1, and a
+// checkpoint save that fails leaves the previous one in place.
+static void stop_ignore_write_signals(void) {
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
+}
+
 #endif // LLMC_STOP_H

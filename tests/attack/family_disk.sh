@@ -54,4 +54,13 @@ check "file limit: the failing file is named, ckpt_00000002 complete, no partial
   bash -c "$(declare -f no_partial); grep -q 'rank_00000.bin failed' '$SCRATCH/l.err' && [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && no_partial '$D'"
 continue_elsewhere "$D" "$SCRATCH/l_cont" "$ARGS -steps 6"
 check "file limit: resumed without the limit, bit-identical" same_ckpt "$REF/ckpt_00000006" "$SCRATCH/l_cont/ckpt_00000006"
+
+# 3. the same limit without the shell's trap: the trainer ignores SIGXFSZ itself (the signal
+# would kill it with no error line and no checkpoint)
+D=$SCRATCH/lim_notrap
+mkdir -p "$D"; cp -r "$REF/ckpt_00000002" "$D/"
+rc=0; bash -c "trap - XFSZ; ulimit -f 10000; exec $BIN $ARGS -steps 6 -keep 1 -o $D -resume" > "$SCRATCH/n.out" 2> "$SCRATCH/n.err" || rc=$?
+check "file limit, SIGXFSZ not trapped: the step-4 save fails: exit $rc, 'checkpoint at step 4 failed'" last_error "$SCRATCH/n.err" "$rc" 4
+check "file limit, SIGXFSZ not trapped: ckpt_00000002 complete, no partial checkpoint" \
+  bash -c "$(declare -f no_partial); [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && no_partial '$D'"
 summary

@@ -255,4 +255,20 @@ for f in $(grep -oE '^  -[a-z0-9-]+' <<<"$HELP"); do
   if grep -q "unknown flag" "$ERR"; then fail "-h lists $f, which the parser knows" "$(head -c 200 "$ERR")"; fi
 done
 if [ "$nflags" -ge 55 ]; then pass "-h lists $nflags flags, each known to the parser"; else fail "-h lists the flags" "only $nflags"; fi
+# numbers and strings as typed (issue: integers exact, no hex, no underflow, nothing truncated)
+for a in "-steps 0x2" "-L 0x2" "-lr 1e-400" "-clip 1e-400" "-timeout 1e16" "-timeout 1e-300" "-timeout 0.5" \
+    "-lr inf" "-seed 1e300" "-seed 18446744073709551616"; do
+  expect_err "numbers: $a" "bad value" -- "$TRAIN" -check -V 8192 $a
+done
+expect_ok "numbers: -seed 9007199254740993 (2^53 + 1, above a double's exact integers)" -- "$TRAIN" -check -V 8192 \
+  -seed 9007199254740993
+expect_ok "numbers: -timeout 1 and -timeout 0" -- "$TRAIN" -check -V 8192 -timeout 1 -timeout 0
+LONGIDS="$(printf '99,%.0s' $(seq 1 200))99"
+expect_err "strings: a 599-character -prompt is refused, not cut" "limit is 511" -- "$TRAIN" -check -V 8192 \
+  -prompt "$LONGIDS"
+expect_err "strings: a 520-character -eval-file is refused, not cut" "limit is 511" -- "$TRAIN" -check -V 8192 \
+  -eval-file "/tmp/$(printf 'e%.0s' $(seq 1 515))"
+expect_err "strings: a 520-character -dump-logits is refused, not cut" "limit is 511" -- "$TRAIN" -check -V 8192 \
+  -dump-logits "/tmp/$(printf 'd%.0s' $(seq 1 515))"
+expect_err "strings: -eval-file given a flag" "needs a path" -- "$TRAIN" -check -V 8192 -eval-file -resume
 attack_done

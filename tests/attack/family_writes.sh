@@ -10,6 +10,8 @@ expect_err "-log /dev/full (defect 10)" "writing log file /dev/full failed" -- "
 expect_err "-log /dev/full with validation" "writing log file /dev/full failed" -- "${RUN[@]}" -steps 2 -log /dev/full -val-every 1 -val-samples 2
 expect_err "stdout on /dev/full (step lines)" "writing standard output failed" -- bash -c "'$TRAIN' ${TINY[*]} -steps 2 >/dev/full"
 expect_err "stdout on /dev/full (samples)" "writing standard output failed" -- bash -c "'$TRAIN' ${TINY[*]} -steps 1 -sample-every 1 -sample-len 8 -tokenizer '$ROOT/dev/data/kjv/kjv_tokenizer.bin' >/dev/full"
+expect_err "stdout into a pipe closed early (SIGPIPE not trapped)" "writing standard output failed: Broken pipe" -- \
+  bash -c "trap - PIPE; '$TRAIN' ${TINY[*]} -steps 400 | head -c 100 > /dev/null; exit \${PIPESTATUS[0]}"
 expect_err "-check with stdout on /dev/full" "writing standard output failed" -- bash -c "'$TRAIN' -check >/dev/full"
 expect_err "-h with stdout on /dev/full" "writing standard output failed" -- bash -c "'$TRAIN' -h >/dev/full"
 expect_err "-plan with stdout on /dev/full" "writing standard output failed" -- bash -c "'$TRAIN' -plan -cluster h100 -nodes 1 >/dev/full"
