@@ -122,17 +122,24 @@ def res_keys(res):
     return {k for a in res.values() for k in a}
 
 
-def parse_elf_max_threads(binary):
-    """{arch: {mangled: threads}} from the EIATTR_MAX_THREADS of each kernel (__launch_bounds__)"""
-    out = subprocess.run([tool("cuobjdump"), "-elf", binary], capture_output=True, text=True)
+def cuobjdump(flag, binary):
+    """cuobjdump FLAG BINARY, line by line, as (arch, line): arch is the sm_ number of the section it is in"""
+    out = subprocess.run([tool("cuobjdump"), flag, binary], capture_output=True, text=True)
     if out.returncode != 0:
-        die(f"cuobjdump -elf {binary}: {out.stderr.strip()}")
-    res, arch, func, want = {}, None, None, False
+        die(f"cuobjdump {flag} {binary}: {out.stderr.strip()}")
+    arch = None
     for line in out.stdout.split("\n"):
         m = re.match(r"\s*(?:arch =|code for) sm_(\d+)", line)
         if m:
             arch = m.group(1)
             continue
+        yield arch, line
+
+
+def parse_elf_max_threads(binary):
+    """{arch: {mangled: threads}} from the EIATTR_MAX_THREADS of each kernel (__launch_bounds__)"""
+    res, func, want = {}, None, False
+    for arch, line in cuobjdump("-elf", binary):
         m = re.match(r"^\.nv\.info\.(\S+)", line)
         if m:
             func = m.group(1)
@@ -152,15 +159,8 @@ def parse_elf_max_threads(binary):
 
 def parse_sass(binary):
     """{arch: {mangled: [shared ops, generic ops, uses the shared window, {op: count of COUNTED}]}}"""
-    out = subprocess.run([tool("cuobjdump"), "-sass", binary], capture_output=True, text=True)
-    if out.returncode != 0:
-        die(f"cuobjdump -sass {binary}: {out.stderr.strip()}")
-    res, arch, func = {}, None, None
-    for line in out.stdout.split("\n"):
-        m = re.match(r"\s*(?:arch =|code for) sm_(\d+)", line)
-        if m:
-            arch = m.group(1)
-            continue
+    res, func = {}, None
+    for arch, line in cuobjdump("-sass", binary):
         m = re.match(r"\s*Function : (\S+)", line)
         if m:
             func = m.group(1)
@@ -295,15 +295,8 @@ def sass_check(binary, names_for, dyn, static, verbose=False):
 
 def res_usage(binary):
     """{arch: {mangled: (registers, stack bytes per thread)}} from cuobjdump -res-usage (spills live on the stack)"""
-    out = subprocess.run([tool("cuobjdump"), "-res-usage", binary], capture_output=True, text=True)
-    if out.returncode != 0:
-        die(f"cuobjdump -res-usage {binary}: {out.stderr.strip()}")
-    res, arch, func = {}, None, None
-    for line in out.stdout.split("\n"):
-        m = re.match(r"\s*(?:arch =|code for) sm_(\d+)", line)
-        if m:
-            arch = m.group(1)
-            continue
+    res, func = {}, None
+    for arch, line in cuobjdump("-res-usage", binary):
         m = re.match(r"\s*Function (\S+):", line)
         if m:
             func = m.group(1)

@@ -134,6 +134,28 @@ static void attention_backward_naive(bf16* dqkv, float* dpre, const bf16* dout, 
 #define FA_WARPS 8
 #define FA_ROWS (FA_TILE / FA_WARPS) // rows (queries or keys) owned by one warp
 
+// acc[i] += x * v[d] over this lane's dimensions d = lane + 32 i < hs of one row
+template <int MAXD>
+__device__ __forceinline__ void fa_axpy(float (&acc)[MAXD], float x, const float* v, int hs) {
+    int lane = threadIdx.x % WARP;
+#pragma unroll
+    for (int i = 0; i < MAXD; i++) {
+        int d = lane + WARP * i;
+        if (d < hs) acc[i] += x * v[d];
+    }
+}
+
+// dst[d] = bf16(acc[i] * mul) over this lane's dimensions of one row
+template <int MAXD>
+__device__ __forceinline__ void fa_store_row(bf16* dst, const float (&acc)[MAXD], float mul, int hs) {
+    int lane = threadIdx.x % WARP;
+#pragma unroll
+    for (int i = 0; i < MAXD; i++) {
+        int d = lane + WARP * i;
+        if (d < hs) dst[d] = to_bf(acc[i] * mul);
+    }
+}
+
 // loads rows [r0, r0 + FA_TILE) of one head of a (B, T, stride) bf16 tensor into a
 // FA_TILE x ld fp32 tile (rows >= T are zero)
 __device__ __forceinline__ void fa_load_tile(float* dst, int ld, const bf16* src, size_t stride, int r0, int T,
@@ -171,7 +193,6 @@ __global__ void flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int
         fa_load_tile(sK, ldk, base + Cl, C3, k0, T, hs);
         fa_load_tile(sV, hs, base + 2 * Cl, C3, k0, T, hs);
         __syncthreads();
-        int key = k0 + lane;
 #pragma unroll
         for (int r = 0; r < FA_ROWS; r++) {
             int row = w * FA_ROWS + r, t = q0 + row;
@@ -179,7 +200,7 @@ __global__ void flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int
             float s = 0.0f;
             for (int d = 0; d < hs; d++) s += sQ[row * hs + d] * sK[lane * ldk + d];
             s *= scale;
-            int vis = key <= t;
+            int vis = k0 + lane <= t; // this lane's key
             if (!vis) s = -INFINITY;
             float mn = fmaxf(m[r], warp_max(s)); // finite: key k0 <= t is visible
             float p = vis ? expf(s - mn) : 0.0f;
@@ -189,12 +210,7 @@ __global__ void flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int
             for (int i = 0; i < MAXD; i++) o[r][i] *= alpha;
             for (int j = 0; j < FA_TILE; j++) {
                 if (k0 + j > t) break; // warp-uniform
-                float pj = __shfl_sync(0xffffffffu, p, j);
-#pragma unroll
-                for (int i = 0; i < MAXD; i++) {
-                    int d = lane + WARP * i;
-                    if (d < hs) o[r][i] += pj * sV[j * hs + d];
-                }
+                fa_axpy(o[r], __shfl_sync(0xffffffffu, p, j), sV + j * hs, hs);
             }
             m[r] = mn;
         }
@@ -203,12 +219,7 @@ __global__ void flash_forward_kernel(bf16* out, float* lse, const bf16* qkv, int
     for (int r = 0; r < FA_ROWS; r++) {
         int t = q0 + w * FA_ROWS + r;
         if (t >= T) continue;
-        float inv = 1.0f / l[r];
-#pragma unroll
-        for (int i = 0; i < MAXD; i++) {
-            int d = lane + WARP * i;
-            if (d < hs) out[((size_t)b * T + t) * Cl + h * hs + d] = to_bf(o[r][i] * inv);
-        }
+        fa_store_row(out + ((size_t)b * T + t) * Cl + h * hs, o[r], 1.0f / l[r], hs);
         if (lane == 0) lse[((size_t)b * NH + h) * T + t] = m[r] + logf(l[r]);
     }
 }
@@ -280,15 +291,8 @@ __global__ void flash_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* q
             float ds = vis ? p * (dp - sD[lane]) : 0.0f;
             int j0 = key - q0 > 0 ? key - q0 : 0; // queries before the key see nothing
             for (int j = j0; j < FA_TILE; j++) {
-                float pj = __shfl_sync(0xffffffffu, p, j), dsj = __shfl_sync(0xffffffffu, ds, j);
-#pragma unroll
-                for (int i = 0; i < MAXD; i++) {
-                    int d = lane + WARP * i;
-                    if (d < hs) {
-                        dv[r][i] += pj * sG[j * ldq + d];
-                        dk[r][i] += dsj * sQ[j * ldq + d];
-                    }
-                }
+                fa_axpy(dv[r], __shfl_sync(0xffffffffu, p, j), sG + j * ldq, hs);
+                fa_axpy(dk[r], __shfl_sync(0xffffffffu, ds, j), sQ + j * ldq, hs);
             }
         }
     }
@@ -296,14 +300,9 @@ __global__ void flash_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* q
     for (int r = 0; r < FA_ROWS; r++) {
         int key = k0 + w * FA_ROWS + r;
         if (key >= T) continue;
-#pragma unroll
-        for (int i = 0; i < MAXD; i++) {
-            int d = lane + WARP * i;
-            if (d < hs) {
-                dqkv[((size_t)b * T + key) * C3 + Cl + h * hs + d] = to_bf(dk[r][i] * scale);
-                dqkv[((size_t)b * T + key) * C3 + 2 * Cl + h * hs + d] = to_bf(dv[r][i]);
-            }
-        }
+        bf16* dst = dqkv + ((size_t)b * T + key) * C3 + h * hs;
+        fa_store_row(dst + Cl, dk[r], scale, hs);
+        fa_store_row(dst + 2 * Cl, dv[r], 1.0f, hs);
     }
 }
 
@@ -343,7 +342,6 @@ __global__ void flash_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qk
         fa_load_tile(sK, ldk, base + Cl, C3, k0, T, hs);
         fa_load_tile(sV, ldk, base + 2 * Cl, C3, k0, T, hs);
         __syncthreads();
-        int key = k0 + lane;
 #pragma unroll
         for (int r = 0; r < FA_ROWS; r++) {
             int row = w * FA_ROWS + r, t = q0 + row;
@@ -353,17 +351,12 @@ __global__ void flash_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qk
                 s += sQ[row * hs + d] * sK[lane * ldk + d];
                 dp += sG[row * hs + d] * sV[lane * ldk + d];
             }
-            int vis = key <= t;
+            int vis = k0 + lane <= t; // this lane's key
             float p = vis ? expf(s * scale - sL[row]) : 0.0f;
             float ds = vis ? p * (dp - sD[row]) : 0.0f;
             for (int j = 0; j < FA_TILE; j++) {
                 if (k0 + j > t) break; // warp-uniform
-                float dsj = __shfl_sync(0xffffffffu, ds, j);
-#pragma unroll
-                for (int i = 0; i < MAXD; i++) {
-                    int d = lane + WARP * i;
-                    if (d < hs) dq[r][i] += dsj * sK[j * ldk + d];
-                }
+                fa_axpy(dq[r], __shfl_sync(0xffffffffu, ds, j), sK + j * ldk, hs);
             }
         }
     }
@@ -371,11 +364,7 @@ __global__ void flash_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qk
     for (int r = 0; r < FA_ROWS; r++) {
         int t = q0 + w * FA_ROWS + r;
         if (t >= T) continue;
-#pragma unroll
-        for (int i = 0; i < MAXD; i++) {
-            int d = lane + WARP * i;
-            if (d < hs) dqkv[((size_t)b * T + t) * C3 + h * hs + d] = to_bf(dq[r][i] * scale);
-        }
+        fa_store_row(dqkv + ((size_t)b * T + t) * C3 + h * hs, dq[r], scale, hs);
     }
 }
 

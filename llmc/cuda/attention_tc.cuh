@@ -34,6 +34,7 @@
 #include "cuda_utils.cuh"
 #include "mma.cuh"
 #include "attention.cuh"
+#include <type_traits>
 
 #define TC_WARPS 4
 
@@ -77,6 +78,16 @@ __device__ __forceinline__ const bf16* tc_addr_a(const bf16* p, int ld) {
 __device__ __forceinline__ const bf16* tc_addr_bt(const bf16* p, int ld) {
     int lane = threadIdx.x % WARP;
     return p + ((lane % 8) + 8 * (lane / 16)) * ld + ((lane / 8) % 2) * 8;
+}
+
+// acc = 0 for NJ accumulator tiles (16 x 8, fp32)
+template <int NJ>
+__device__ __forceinline__ void tc_zero(float (&acc)[NJ][4]) {
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[j][e] = 0.0f;
+    }
 }
 
 // acc[j] (16 x 8, fp32) += A (16 x 16 of registers) times B rows [0, 16) x columns [0, 8 NJ)
@@ -148,6 +159,37 @@ __device__ __forceinline__ char* tc_smem_base(void* raw) {
 // Rows of D + 8 bf16: 16-byte aligned for cp.async and ldmatrix, and the 8 rows one ldmatrix
 // tile reads fall on 8 different 16-byte bank groups (the row stride is an odd multiple of 16
 // bytes), so ldmatrix is free of bank conflicts.
+// Where a thread of an attention block works. Block x is (b, h), head fastest; the thread is
+// lane 4 g + q of warp w and holds accumulator rows g and g + 8, column pair q. hq is row 0 of
+// this (b, h)'s Q in the packed (B, T, C3) qkv, with K at hq + Cl and V at hq + 2 Cl.
+struct TcThread {
+    int b;
+    int h;
+    int w;
+    int g;
+    int q;
+    int Cl;
+    int C3;
+    float scale; // 1 / sqrt(D)
+    const bf16* hq;
+};
+
+template <int D>
+__device__ __forceinline__ TcThread tc_thread(const bf16* qkv, int T, int NH) {
+    TcThread t;
+    t.b = blockIdx.x / NH;
+    t.h = blockIdx.x % NH;
+    int lane = threadIdx.x % WARP;
+    t.w = threadIdx.x / WARP;
+    t.g = lane / 4;
+    t.q = lane % 4;
+    t.Cl = NH * D;
+    t.C3 = 3 * t.Cl;
+    t.scale = 1.0f / sqrtf((float)D);
+    t.hq = qkv + (size_t)t.b * T * t.C3 + t.h * D;
+    return t;
+}
+
 template <int D>
 struct TcFwd {
     static constexpr int LDB = D + 8;
@@ -165,28 +207,15 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
     bf16* sQ = (bf16*)base;              // (64, LDB)
     bf16* sKV = sQ + 64 * LDB;           // (2 stages, K then V, 64, LDB)
     int qt = gridDim.y - 1 - blockIdx.y; // heavy first: the last query tiles see the most key tiles
-    int h = blockIdx.x % NH;
-    int b = blockIdx.x / NH;
-    int lane = threadIdx.x % WARP;
-    int w = threadIdx.x / WARP;
-    int g = lane / 4;
-    int q = lane % 4;
-    int Cl = NH * D;
-    int C3 = 3 * Cl;
+    const auto [b, h, w, g, q, Cl, C3, scale, hq] = tc_thread<D>(qkv, T, NH);
     int q0 = qt * 64;
-    float scale = 1.0f / sqrtf((float)D);
-    const bf16* hq = qkv + (size_t)b * T * C3 + h * D;
     tc_async_rows<D, 64>(sQ, LDB, hq, C3, q0, T);
     tc_async_rows<D, 64>(sKV, LDB, hq + Cl, C3, 0, T);
     tc_async_rows<D, 64>(sKV + 64 * LDB, LDB, hq + 2 * Cl, C3, 0, T);
     cp_async_commit();
     uint32_t qf[D / 16][4]; // Q_w (16 x D) as A operands
     float o[DJ][4];         // O_w (16 x D), unnormalised
-#pragma unroll
-    for (int j = 0; j < DJ; j++) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) o[j][e] = 0.0f;
-    }
+    tc_zero(o);
     int row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8}; // this lane's two query rows
     float m[2] = {-INFINITY, -INFINITY};
     float l[2] = {0.0f, 0.0f};
@@ -207,11 +236,7 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
         const bf16* sK = sKV + (kt % 2) * 128 * LDB;
         const bf16* sV = sK + 64 * LDB;
         float s[8][4]; // S (16 x 64 keys)
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) s[j][e] = 0.0f;
-        }
+        tc_zero(s);
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) tc_mma_abt<8>(s, qf[kk], sK + kk * 16, LDB);
         float mx[2] = {-INFINITY, -INFINITY};
@@ -307,19 +332,10 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
     bf16* sQG = sV + 64 * LDB;           // (2 stages, Q then dO, 32, LDB)
     float* sLD = (float*)(sQG + 2 * SQ); // (2 stages, lse then D, 32)
     int kt = blockIdx.y;                 // heavy first as is: the first key tiles see the most query tiles
-    int h = blockIdx.x % NH;
-    int b = blockIdx.x / NH;
-    int lane = threadIdx.x % WARP;
-    int w = threadIdx.x / WARP;
-    int g = lane / 4;
-    int q = lane % 4;
-    int Cl = NH * D;
-    int C3 = 3 * Cl;
+    const auto [b, h, w, g, q, Cl, C3, scale, hq] = tc_thread<D>(qkv, T, NH);
     int k0 = kt * 64;
     int nq = (T + 31) / 32;
     int qs = k0 / 32; // the first query tile with a query >= k0
-    float scale = 1.0f / sqrtf((float)D);
-    const bf16* hq = qkv + (size_t)b * T * C3 + h * D;
     const bf16* hg = dout + (size_t)b * T * Cl + h * D;
     const float* hl = lse + ((size_t)b * NH + h) * T;
     const float* hd = Dd + ((size_t)b * NH + h) * T;
@@ -332,14 +348,8 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
     cp_async_commit();
     float dk[DJ][4]; // dK_w, dV_w (16 keys x D)
     float dv[DJ][4];
-#pragma unroll
-    for (int j = 0; j < DJ; j++) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            dk[j][e] = 0.0f;
-            dv[j][e] = 0.0f;
-        }
-    }
+    tc_zero(dk);
+    tc_zero(dv);
     int key[2] = {k0 + w * 16 + g, k0 + w * 16 + g + 8}; // this lane's two key rows
     for (int qt = qs; qt < nq; qt++) {
         int q0 = qt * 32;
@@ -362,14 +372,8 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
         if (q0 + 31 >= k0 + w * 16) { // warp-uniform: else every query precedes this warp's keys
             float s[4][4];            // S^T (16 keys x 32 queries)
             float dp[4][4];           // dP^T
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    s[j][e] = 0.0f;
-                    dp[j][e] = 0.0f;
-                }
-            }
+            tc_zero(s);
+            tc_zero(dp);
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) { // S^T = K_w Q^T, dP^T = V_w dO^T
                 uint32_t ka[4];
@@ -423,17 +427,8 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
     bf16* sG = sQ + 64 * LDB;            // (64, LDB) dO
     bf16* sKV = sG + 64 * LDB;           // (2 stages, K then V, 32, LDB)
     int qt = gridDim.y - 1 - blockIdx.y; // heavy first: the last query tiles see the most key tiles
-    int h = blockIdx.x % NH;
-    int b = blockIdx.x / NH;
-    int lane = threadIdx.x % WARP;
-    int w = threadIdx.x / WARP;
-    int g = lane / 4;
-    int q = lane % 4;
-    int Cl = NH * D;
-    int C3 = 3 * Cl;
+    const auto [b, h, w, g, q, Cl, C3, scale, hq] = tc_thread<D>(qkv, T, NH);
     int q0 = qt * 64;
-    float scale = 1.0f / sqrtf((float)D);
-    const bf16* hq = qkv + (size_t)b * T * C3 + h * D;
     const float* hl = lse + ((size_t)b * NH + h) * T;
     const float* hd = Dd + ((size_t)b * NH + h) * T;
     tc_async_rows<D, 64>(sQ, LDB, hq, C3, q0, T);
@@ -450,11 +445,7 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
         dr[hr] = row[hr] < T ? hd[row[hr]] : 0.0f;
     }
     float dq[DJ][4]; // dQ_w (16 queries x D)
-#pragma unroll
-    for (int j = 0; j < DJ; j++) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) dq[j][e] = 0.0f;
-    }
+    tc_zero(dq);
     int last = q0 + 63 < T - 1 ? q0 + 63 : T - 1;
     int nkt = last / 32 + 1;
     for (int kt = 0; kt < nkt; kt++) {
@@ -472,14 +463,8 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
         if (k0 <= q0 + w * 16 + 15) { // warp-uniform: else every key follows this warp's queries
             float s[4][4];            // S (16 queries x 32 keys)
             float dp[4][4];           // dP
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    s[j][e] = 0.0f;
-                    dp[j][e] = 0.0f;
-                }
-            }
+            tc_zero(s);
+            tc_zero(dp);
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) { // S = Q_w K^T, dP = dO_w V^T
                 uint32_t qa[4];
@@ -540,27 +525,33 @@ static void flash_tc_backward_launch(bf16* dqkv, const float* Dd, const bf16* do
     LAUNCH(flash_tc_bwd_dq_kernel<D>, grid, TC_WARPS * WARP, TcBwd<D>::bytes_dq, s, dqkv, dout, qkv, lse, Dd, T, NH);
 }
 
-// out (B, T, Cl); lse (B, NH, T). hs must be flash_tc_supported.
-static void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int hs, cudaStream_t s) {
+// f(std::integral_constant<int, hs>()): the kernels are templates on the head size
+template <typename F>
+static void tc_for_head_size(int hs, F f) {
     switch (hs) {
         case 16:
-            flash_tc_forward_launch<16>(out, lse, qkv, B, T, NH, s);
+            f(std::integral_constant<int, 16>());
             break;
         case 32:
-            flash_tc_forward_launch<32>(out, lse, qkv, B, T, NH, s);
+            f(std::integral_constant<int, 32>());
             break;
         case 64:
-            flash_tc_forward_launch<64>(out, lse, qkv, B, T, NH, s);
+            f(std::integral_constant<int, 64>());
             break;
         case 128:
-            flash_tc_forward_launch<128>(out, lse, qkv, B, T, NH, s);
+            f(std::integral_constant<int, 128>());
             break;
         case 160:
-            flash_tc_forward_launch<160>(out, lse, qkv, B, T, NH, s);
+            f(std::integral_constant<int, 160>());
             break;
         default:
             die("tensor-core attention: head size %d not supported", hs);
     }
+}
+
+// out (B, T, Cl); lse (B, NH, T). hs must be flash_tc_supported.
+static void attention_forward_tc(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int hs, cudaStream_t s) {
+    tc_for_head_size(hs, [&](auto d) { flash_tc_forward_launch<decltype(d)::value>(out, lse, qkv, B, T, NH, s); });
 }
 
 // dqkv (B, T, 3Cl) overwritten; Dd: (B, NH, T) fp32 scratch; out/lse from the forward
@@ -568,25 +559,8 @@ static void attention_backward_tc(bf16* dqkv, float* Dd, const bf16* dout, const
                                   const float* lse, int B, int T, int NH, int hs, cudaStream_t s) {
     int rows = B * T * NH;
     LAUNCH(flash_bwd_dot_kernel, CEIL_DIV(rows, 8), 256, 0, s, Dd, dout, out, B, T, NH, hs);
-    switch (hs) {
-        case 16:
-            flash_tc_backward_launch<16>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
-            break;
-        case 32:
-            flash_tc_backward_launch<32>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
-            break;
-        case 64:
-            flash_tc_backward_launch<64>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
-            break;
-        case 128:
-            flash_tc_backward_launch<128>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
-            break;
-        case 160:
-            flash_tc_backward_launch<160>(dqkv, Dd, dout, qkv, lse, B, T, NH, s);
-            break;
-        default:
-            die("tensor-core attention: head size %d not supported", hs);
-    }
+    tc_for_head_size(
+        hs, [&](auto d) { flash_tc_backward_launch<decltype(d)::value>(dqkv, Dd, dout, qkv, lse, B, T, NH, s); });
 }
 
 #endif // LLMC_ATTENTION_TC_CUH
