@@ -190,9 +190,8 @@ static void test_data_addressing(void) {
 }
 
 static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
-    Config cfg = fixture_config(fx, dir);
     Train t;
-    fixture_train(&t, &cfg, dir);
+    Config cfg = fixture_trainer(&t, fx, dir);
     GPT* g = &t.model;
     Acts* a = &g->acts[0];
     int BT = cfg.mb * cfg.seq;
@@ -212,29 +211,24 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     gpt_backward(g, &t.run.comm, a, 0, 1.0f / BT);
     grads_end(g);
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
-        char name[64];
-        snprintf(name, sizeof(name), "grad/%s", PARAM_INFO[tn].name);
-        Record* r = fx_get(fx, name);
-        int shape_ok = r->n == g->pl.numel[tn];
-        double ge = shape_ok ? rel_l2(g->grads + g->pl.offset[tn], (const float*)r->data, r->n) : 1.0;
-        check(shape_ok && ge < 1e-4, "gradient %-8s matches PyTorch (rel L2 %.2e)", PARAM_INFO[tn].name, ge);
+        const float* want = fx_param(fx, "grad", tn, g->pl.numel[tn]);
+        if (!want) continue;
+        double ge = rel_l2(g->grads + g->pl.offset[tn], want, g->pl.numel[tn]);
+        check(ge < 1e-4, "gradient %-8s matches PyTorch (rel L2 %.2e)", PARAM_INFO[tn].name, ge);
     }
     train_free(&t);
 }
 
 static void test_fixture_steps(Fixture* fx, const char* dir) {
-    Config cfg = fixture_config(fx, dir);
     Train t;
-    fixture_train(&t, &cfg, dir);
+    Config cfg = fixture_trainer(&t, fx, dir);
     double lr_sum = fixture_steps_check(fx, &t, 1e-5, 1e-4);
     // final weights. The K slice of qkvb has an analytically zero gradient, so Adam turns
     // round-off noise into updates of up to lr per step: compare it to sum(lr) absolute.
     GPT* g = &t.model;
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
-        char name[64];
-        snprintf(name, sizeof(name), "final/%s", PARAM_INFO[tn].name);
-        Record* r = fx_get(fx, name);
-        const float* want = (const float*)r->data;
+        const float* want = fx_param(fx, "final", tn, g->pl.numel[tn]);
+        if (!want) continue;
         float* got = g->params + g->pl.offset[tn];
         if (tn == PT_QKVB) {
             int C = cfg.H, ok = 1;
@@ -253,7 +247,7 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
                   sqrt(e1 / n1));
             continue;
         }
-        double e = rel_l2(got, want, r->n);
+        double e = rel_l2(got, want, g->pl.numel[tn]);
         check(e < 1e-4, "final %-8s matches PyTorch (rel L2 %.2e)", PARAM_INFO[tn].name, e);
     }
     train_free(&t);
@@ -262,11 +256,8 @@ static void test_fixture_steps(Fixture* fx, const char* dir) {
 // 8 steps without recomputation and with `mode`: 1 when losses, grad norms and final
 // weights are bit-identical; the activation bytes each keeps per micro-batch in bytes[2]
 static int recompute_matches_none(Fixture* fx, const char* dir, int mode, size_t bytes[2]) {
-    Config cfg = fixture_config(fx, dir);
     Train a, b;
-    fixture_train(&a, &cfg, dir);
-    cfg.recompute = mode;
-    fixture_train(&b, &cfg, dir);
+    fixture_trainers_recompute(&a, &b, fx, dir, mode);
     int same = 1;
     for (int s = 0; s < 8; s++) {
         StepResult ra = train_step(&a), rb = train_step(&b);
@@ -600,10 +591,8 @@ static void test_layouts(void) {
         return;
     }
     char tmp[] = "/tmp/llmc_layoutXXXXXX";
-    if (!mkdtemp(tmp)) die("mkdtemp failed");
     char data[1200], args[3000], cmd[4000], err[4096], path[1400], ref_ck[1400], ck[1400];
-    snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
-    write_pattern_shard(data, 40000, 300);
+    pattern_tmpdir(tmp, data, sizeof(data), 40000);
     // the single-process reference (no mpirun, so no MPI)
     char refdir[1300];
     snprintf(refdir, sizeof(refdir), "%s/ref", tmp);
@@ -736,15 +725,7 @@ static void test_layouts(void) {
         RunLog rl;
         snprintf(path, sizeof(path), "%s/log.jsonl", rdir);
         int ok = rc0 == 0 && rc == 0 && read_runlog(path, &rl) == 0;
-        double worst = 0;
-        for (int s = 11; ok && s <= LAYOUT_STEPS; s++) {
-            if (rl.raw[s][0] == 0) {
-                ok = 0;
-                break;
-            }
-            double e = rel_err(rl.loss[s], straight.loss[s]);
-            if (e > worst) worst = e;
-        }
+        double worst = ok ? runlog_worst_loss(&rl, &straight, 11, LAYOUT_STEPS) : INFINITY;
         check(ok && worst <= 1e-5, "2x2x2 zero-1 checkpoint resumed as %dx%dx%d: steps 11-20 losses rel %.1e (rc %d)",
               R[i].tp, R[i].pp, R[i].dp, worst, rc);
     }
@@ -890,10 +871,8 @@ static void test_noise_scale_vs_bruteforce(void) {
         return;
     }
     char tmp[] = "/tmp/llmc_noiseXXXXXX";
-    if (!mkdtemp(tmp)) die("mkdtemp failed");
     char data[1200], outdir[1300], args[3000], cmd[4000], err[4096], path[1400];
-    snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
-    write_pattern_shard(data, 40000, 300);
+    pattern_tmpdir(tmp, data, sizeof(data), 40000);
     snprintf(outdir, sizeof(outdir), "%s/dp4", tmp);
     layout_args(args, sizeof(args), data, outdir);
     snprintf(cmd, sizeof(cmd), "%s -np 4 ./train_gpt %s -dp 4 -steps 3", MPIRUN, args);
@@ -970,10 +949,8 @@ static void test_noise_scale_vs_bruteforce(void) {
 // K consecutive non-finite steps stop the run (exit 3) with a checkpoint from before them
 static void test_spike_stop(void) {
     char tmp[] = "/tmp/llmc_stopXXXXXX";
-    if (!mkdtemp(tmp)) die("mkdtemp failed");
     char data[1200], cmd[4000], err[4096], done[1400];
-    snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
-    write_pattern_shard(data, 20000, 300);
+    pattern_tmpdir(tmp, data, sizeof(data), 20000);
     // an absurd LR blows the weights up within a few steps; afterwards every step is non-finite
     snprintf(cmd, sizeof(cmd),
              "OMP_NUM_THREADS=1 timeout 120 ./train_gpt -L 2 -H 32 -heads 2 -seq 16 -V 300 -vpad 128 -mb 2 -gb 4 "
@@ -1002,11 +979,7 @@ int main(int argc, char** argv) {
     test_init();
     test_data_addressing();
     Fixture fx;
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/fixture.bin", dir);
-    if (fixture_load(&fx, path) != 0) {
-        check(0, "fixture %s loads (run make fixtures)", path);
-    } else {
+    if (fixture_open(&fx, dir) == 0) {
         test_fixture_forward_backward(&fx, dir);
         test_fixture_steps(&fx, dir);
         test_resume_bitwise(&fx, dir);

@@ -218,12 +218,7 @@ static void test_act_memory(void) {
                     cfg.Vp = 384;
                     cfg.sp = sp;
                     cfg.recompute = rc;
-                    Comm comm;
-                    comm_init_single(&comm);
-                    comm.TP = TP;
-                    comm.tp = TP - 1;
-                    comm.PP = 2;
-                    comm.pp = 0; // a first stage: no head buffers
+                    Comm comm = first_stage_comm(TP);
                     GPT g;
                     gpt_build(&g, &cfg, &comm, 1);
                     double want = korthikanti_adapted(cfg.seq, cfg.mb, cfg.H, cfg.heads, TP, sp, rc);
@@ -298,10 +293,8 @@ static void test_layouts_sp_vpp(void) {
         return;
     }
     char tmp[] = "/tmp/llmc_spvppXXXXXX";
-    if (!mkdtemp(tmp)) die("mkdtemp failed");
     char data[1200], args[3000], cmd[4400], err[4096], path[1400], ck[1400], refck[2][1400], refdir[2][1300];
-    snprintf(data, sizeof(data), "%s/pattern_000.bin", tmp);
-    write_pattern_shard(data, 40000, 300);
+    pattern_tmpdir(tmp, data, sizeof(data), 40000);
     test_layouts_degenerate(tmp, data);
     RunLog ref[2];
     for (int i = 0; i < 2; i++) { // references: L 4 and L 8 (1x4x1 V=2 needs L % 8 == 0)
@@ -375,15 +368,7 @@ static void test_layouts_sp_vpp(void) {
         RunLog rl;
         snprintf(path, sizeof(path), "%s/log.jsonl", rdir);
         int ok = rc0 == 0 && rc == 0 && read_runlog(path, &rl) == 0;
-        double worst = 0;
-        for (int s = 11; ok && s <= LAYOUT_STEPS; s++) {
-            if (rl.raw[s][0] == 0) {
-                ok = 0;
-                break;
-            }
-            double e = rel_err(rl.loss[s], ref[0].loss[s]);
-            if (e > worst) worst = e;
-        }
+        double worst = ok ? runlog_worst_loss(&rl, &ref[0], 11, LAYOUT_STEPS) : INFINITY;
         check(ok && worst <= 1e-5, "checkpoint of %s resumed as %s: steps 11-20 losses rel %.1e (rc %d)",
               dirn == 0 ? "2x2x2 -sp 1 -vpp 2" : "1x1x1", dirn == 0 ? "1x1x1" : "2x2x2 -sp 1 -vpp 2", worst, rc);
     }

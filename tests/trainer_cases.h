@@ -24,6 +24,41 @@ static void fixture_train(Train* t, const Config* cfg, const char* dir) {
     if (load_checkpoint(t, ck, 0, err, sizeof(err)) != 0) die("%s", err);
 }
 
+// fixture_train with the fixture's own configuration, which it returns
+static Config fixture_trainer(Train* t, Fixture* fx, const char* dir) {
+    Config cfg = fixture_config(fx, dir);
+    fixture_train(t, &cfg, dir);
+    return cfg;
+}
+
+// Two trainers on the fixture for the recomputation tests: a without recomputation, b with mode
+static Config fixture_trainers_recompute(Train* a, Train* b, Fixture* fx, const char* dir, int mode) {
+    Config cfg = fixture_trainer(a, fx, dir);
+    cfg.recompute = mode;
+    fixture_train(b, &cfg, dir);
+    return cfg;
+}
+
+// Loads DIR/fixture.bin: 0 when it loads, else a failed check that says how to make it
+static int fixture_open(Fixture* fx, const char* dir) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/fixture.bin", dir);
+    int rc = fixture_load(fx, path);
+    if (rc != 0) check(0, "fixture %s loads (run make fixtures)", path);
+    return rc;
+}
+
+// PyTorch's values of parameter tensor tn under "prefix/" (grad/, final/): numel floats,
+// or NULL after a failed check when the fixture holds another number of them
+static const float* fx_param(Fixture* fx, const char* prefix, int tn, size_t numel) {
+    char name[64];
+    snprintf(name, sizeof(name), "%s/%s", prefix, PARAM_INFO[tn].name);
+    Record* r = fx_get(fx, name);
+    if (r->n == numel) return (const float*)r->data;
+    check(0, "%s holds %zu values, the model's tensor %zu", name, r->n, numel);
+    return NULL;
+}
+
 // The fixture's recipe steps on t against PyTorch's: loss and gradient norm within loss_tol
 // and gnorm_tol (relative), learning rate, global batch and tokens exact; the run must ramp
 // the batch at least twice under warmup and clip in some steps but not all. Returns sum(lr).
@@ -194,6 +229,30 @@ static void runlog_worst(const RunLog* a, const RunLog* b, int n, double* wl, do
     }
 }
 
+// the worst relative error of a's losses against b's over steps s0..n: infinite when a
+// logged none for one of them (a resumed run that did not reach the end)
+static double runlog_worst_loss(const RunLog* a, const RunLog* b, int s0, int n) {
+    double worst = 0.0;
+    for (int s = s0; s <= n; s++) {
+        if (a->raw[s][0] == 0) return INFINITY;
+        double e = rel_err(a->loss[s], b->loss[s]);
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+// The single process posing as the last TP rank of a first pipeline stage (no head buffers):
+// what the activation-memory tests build a model for, to count its bytes
+static Comm first_stage_comm(int TP) {
+    Comm comm;
+    comm_init_single(&comm);
+    comm.TP = TP;
+    comm.tp = TP - 1;
+    comm.PP = 2;
+    comm.pp = 0;
+    return comm;
+}
+
 // a learnable shard: mostly an arithmetic pattern over V tokens, 20% noise
 static void write_pattern_shard(const char* path, int ntok, int V) {
     FILE* f = fopen_check(path, "wb");
@@ -209,6 +268,14 @@ static void write_pattern_shard(const char* path, int ntok, int V) {
         fwrite(&tok, 2, 1, f);
     }
     fclose(f);
+}
+
+// Makes the temporary directory tmp (a mkdtemp template) with one pattern shard of ntok
+// tokens over V = 300, the corpus of the layout tests; its path goes to data (cap bytes)
+static void pattern_tmpdir(char* tmp, char* data, size_t cap, int ntok) {
+    if (!mkdtemp(tmp)) die("mkdtemp failed");
+    snprintf(data, cap, "%s/pattern_000.bin", tmp);
+    write_pattern_shard(data, ntok, 300);
 }
 
 #endif // LLMC_TESTS_TRAINER_CASES_H
