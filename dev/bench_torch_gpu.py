@@ -293,9 +293,10 @@ def main():
         opt.step()
         return total
 
-    times, losses = [], []
-    t_first = time.time()
-    try:
+    def timed_steps():  # (step times after the warmup, every step's loss, the last loss)
+        nonlocal note
+        times, losses, loss = [], [], None
+        t_first = time.time()
         for i in range(nsteps):
             sync()
             t0 = time.time()
@@ -307,21 +308,18 @@ def main():
                 times.append(dt)
             if compiled and a.compile == "auto" and i == 0 and time.time() - t_first > a.compile_timeout:
                 note = "first compiled step took %.0fs" % (time.time() - t_first)
+        return times, losses, loss
+
+    try:
+        times, losses, loss = timed_steps()
     except Exception as e:
         if compiled and a.compile == "auto":  # a compile failure: redo eagerly
             note = "torch.compile failed (%s): eager" % type(e).__name__
-            fwd, compiled, times, losses = model, False, [], []
+            fwd, compiled = model, False
             if a.init == "llmc":  # the failed step may have updated the weights: start over
                 model.init_llmc(a.seed, L, bool(a.scaled_init))
             opt.state.clear()
-            for i in range(nsteps):
-                sync()
-                t0 = time.time()
-                loss = step(i)
-                sync()
-                losses.append(float(loss))
-                if i >= a.warmup_steps:
-                    times.append(time.time() - t0)
+            times, losses, loss = timed_steps()
         else:
             raise
     ms = 1e3 * statistics.median(times)

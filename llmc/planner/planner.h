@@ -222,30 +222,31 @@ static inline int plan_model_preset(const char* name, PlanModel* out) {
 }
 
 static inline PlanConsts plan_default_consts(void) {
-    PlanConsts k;
-    /* Fitted: the one free constant. With it the planner reproduces the paper's Selene
-     * points (530b, TP 8, PP 35, mb 1, gb 1920, recompute) within 2% (README, "Planning a run").
-     * It is low against cuBLAS's ~80% on these shapes because it carries everything the
-     * model does not time explicitly: launch gaps, framework overhead, attention batching.
-     * Megatron-LM's own published A100 runs (Narayanan et al. 2021 Table 1, Korthikanti et
-     * al. 2022 Table 5) need ~0.73: `dev/calibrate_planner.py --published`. */
-    k.gemm_eff = 0.57;
-    /* Shape term: each GEMM dimension x contributes x/(x + 64), so a GEMM whose every side is
-     * >= 2048 runs at >= 91% of gemm_eff, an attention GEMM with head size 160 at 71%, a
-     * skinny TP shard or a micro-batch of a few tokens far lower. 64 is one tensor-core tile
-     * edge of the A100/H100 bf16 kernels: a side of one tile wastes about half of it on
-     * average. Chosen, not fitted (the published points all have large GEMMs and cannot
-     * separate it from gemm_eff; -plan-gemm-dim 0 turns it off). */
-    k.gemm_dim0 = 64.0;
-    /* NCCL's measured bus bandwidth is ~80% of the link rate on NVSwitch and HDR IB. */
-    k.net_eff = 0.80;
-    /* STREAM-like kernels reach ~80% of HBM peak on A100/H100. */
-    k.hbm_eff = 0.80;
-    /* CUDA context (~0.5 GiB), cuBLAS workspace, NCCL channel buffers for 3-4 communicators. */
-    k.workspace_gb = 2.0;
-    /* Feasible means "fits"; the recommended layout must also leave 10% of the GPU free
-     * for what the memory model leaves out (fragmentation, allocator slack, NCCL growth). */
-    k.headroom = 0.10;
+    PlanConsts k = {
+        /* Fitted: the one free constant. With it the planner reproduces the paper's Selene
+         * points (530b, TP 8, PP 35, mb 1, gb 1920, recompute) within 2% (README, "Planning a run").
+         * It is low against cuBLAS's ~80% on these shapes because it carries everything the
+         * model does not time explicitly: launch gaps, framework overhead, attention batching.
+         * Megatron-LM's own published A100 runs (Narayanan et al. 2021 Table 1, Korthikanti et
+         * al. 2022 Table 5) need ~0.73: `dev/calibrate_planner.py --published`. */
+        .gemm_eff = 0.57,
+        /* Shape term: each GEMM dimension x contributes x/(x + 64), so a GEMM whose every side is
+         * >= 2048 runs at >= 91% of gemm_eff, an attention GEMM with head size 160 at 71%, a
+         * skinny TP shard or a micro-batch of a few tokens far lower. 64 is one tensor-core tile
+         * edge of the A100/H100 bf16 kernels: a side of one tile wastes about half of it on
+         * average. Chosen, not fitted (the published points all have large GEMMs and cannot
+         * separate it from gemm_eff; -plan-gemm-dim 0 turns it off). */
+        .gemm_dim0 = 64.0,
+        /* NCCL's measured bus bandwidth is ~80% of the link rate on NVSwitch and HDR IB. */
+        .net_eff = 0.80,
+        /* STREAM-like kernels reach ~80% of HBM peak on A100/H100. */
+        .hbm_eff = 0.80,
+        /* CUDA context (~0.5 GiB), cuBLAS workspace, NCCL channel buffers for 3-4 communicators. */
+        .workspace_gb = 2.0,
+        /* Feasible means "fits"; the recommended layout must also leave 10% of the GPU free
+         * for what the memory model leaves out (fragmentation, allocator slack, NCCL growth). */
+        .headroom = 0.10,
+    };
     return k;
 }
 
