@@ -44,12 +44,8 @@ static void adamw_update(float* master, bf16* params_bf16, const float* grad, fl
                          float b1, float b2, float bc1, float bc2, float eps, float wd, float gscale, cudaStream_t s) {
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 4), 256);
-    if (vec16_ok(n, 8, master, params_bf16, grad, m, v))
-        LAUNCH(adamw_kernel<true>, g, 256, 0, s, master, params_bf16, grad, m, v, n, lr, b1, b2, bc1, bc2, eps, wd,
-               gscale);
-    else
-        LAUNCH(adamw_kernel<false>, g, 256, 0, s, master, params_bf16, grad, m, v, n, lr, b1, b2, bc1, bc2, eps, wd,
-               gscale);
+    LAUNCH_VEC(adamw_kernel, vec16_ok(n, 8, master, params_bf16, grad, m, v), g, 256, 0, s, master, params_bf16, grad,
+               m, v, n, lr, b1, b2, bc1, bc2, eps, wd, gscale);
 }
 
 #endif // LLMC_ADAMW_CUH

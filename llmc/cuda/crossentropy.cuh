@@ -288,11 +288,7 @@ static void ce_stats(float* mloc, float* se, float* tl, const bf16* logits, int 
                      int v0, cudaStream_t s) {
     if (BT == 0) return;
     int grid = ce_rows_grid(BT), th = ce_threads(ld);
-    if (vec16_ok(ld, 8, logits)) {
-        LAUNCH(ce_stats_kernel<true>, grid, th, 0, s, mloc, se, tl, logits, ld, targets, BT, Vv, v0);
-    } else {
-        LAUNCH(ce_stats_kernel<false>, grid, th, 0, s, mloc, se, tl, logits, ld, targets, BT, Vv, v0);
-    }
+    LAUNCH_VEC(ce_stats_kernel, vec16_ok(ld, 8, logits), grid, th, 0, s, mloc, se, tl, logits, ld, targets, BT, Vv, v0);
 }
 static void ce_rescale(float* se, const float* mloc, const float* mglob, int BT, cudaStream_t s) {
     if (BT == 0) return;
@@ -308,12 +304,8 @@ static void ce_backward(bf16* logits, int ld, float* losses, float* lse, const f
                         const float* tl, const int* targets, int BT, int Vv, int v0, float dloss, cudaStream_t s) {
     if (BT == 0) return;
     int grid = ce_rows_grid(BT), th = ce_threads(ld);
-    if (vec16_ok(ld, 8, logits))
-        LAUNCH(ce_backward_kernel<true>, grid, th, 0, s, logits, ld, losses, lse, m, se, tl, targets, BT, Vv, v0,
-               dloss);
-    else
-        LAUNCH(ce_backward_kernel<false>, grid, th, 0, s, logits, ld, losses, lse, m, se, tl, targets, BT, Vv, v0,
-               dloss);
+    LAUNCH_VEC(ce_backward_kernel, vec16_ok(ld, 8, logits), grid, th, 0, s, logits, ld, losses, lse, m, se, tl, targets,
+               BT, Vv, v0, dloss);
 }
 static void ce_loss_sum(double* acc, const float* losses, int BT, cudaStream_t s) {
     LAUNCH(ce_loss_sum_kernel, 1, 1024, 0, s, acc, losses, BT);

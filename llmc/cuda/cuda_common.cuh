@@ -98,4 +98,14 @@ static inline void cuda_check_(cudaError_t err, const char* call, const char* fi
         cudaCheck(cudaGetLastError());                                      \
     } while (0)
 
+// kernel<true> (16-byte accesses) when vec holds, else kernel<false>: the launch of a kernel
+// templated on VEC, whose aligned and unaligned variants take the same arguments
+#define LAUNCH_VEC(kernel, vec, grid, block, smem, stream, ...)              \
+    do {                                                                     \
+        if (vec)                                                             \
+            LAUNCH(kernel<true>, grid, block, smem, stream, ##__VA_ARGS__);  \
+        else                                                                 \
+            LAUNCH(kernel<false>, grid, block, smem, stream, ##__VA_ARGS__); \
+    } while (0)
+
 #endif // LLMC_CUDA_COMMON_CUH

@@ -38,49 +38,36 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
-// Must be reached by all threads of the block.
-__device__ __forceinline__ float block_sum(float v) {
-    __shared__ float part[32];
+__device__ __forceinline__ float2 warp_sum2(float2 v) { return make_float2(warp_sum(v.x), warp_sum(v.y)); }
+
+// warp_op over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+// Must be reached by all threads of the block. Each warp reduces, its lane 0 writes part[w],
+// then every warp reduces the parts; identity fills the slots beyond the block's warps.
+template <typename T, T (*warp_op)(T)>
+__device__ __forceinline__ T block_reduce(T v, T* part, T identity) {
     int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    v = warp_sum(v);
+    v = warp_op(v);
     __syncthreads(); // part may still be read by a previous call
     if (lane == 0) part[w] = v;
     __syncthreads();
-    float r = lane < nw ? part[lane] : 0.0f;
-    return warp_sum(r);
+    return warp_op(lane < nw ? part[lane] : identity);
+}
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float part[32];
+    return block_reduce<float, warp_sum>(v, part, 0.0f);
 }
 __device__ __forceinline__ double block_sum_d(double v) {
     __shared__ double partd[32];
-    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    v = warp_sum_d(v);
-    __syncthreads();
-    if (lane == 0) partd[w] = v;
-    __syncthreads();
-    double r = lane < nw ? partd[lane] : 0.0;
-    return warp_sum_d(r);
+    return block_reduce<double, warp_sum_d>(v, partd, 0.0);
 }
 // two sums over the block in one exchange (same order as block_sum for each)
 __device__ __forceinline__ float2 block_sum2(float a, float b) {
     __shared__ float2 part2[32];
-    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    a = warp_sum(a);
-    b = warp_sum(b);
-    __syncthreads();
-    if (lane == 0) part2[w] = make_float2(a, b);
-    __syncthreads();
-    float2 r = lane < nw ? part2[lane] : make_float2(0.0f, 0.0f);
-    return make_float2(warp_sum(r.x), warp_sum(r.y));
+    return block_reduce<float2, warp_sum2>(make_float2(a, b), part2, make_float2(0.0f, 0.0f));
 }
 __device__ __forceinline__ float block_max(float v) {
     __shared__ float partm[32];
-    int lane = threadIdx.x % WARP, w = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) partm[w] = v;
-    __syncthreads();
-    float r = lane < nw ? partm[lane] : -INFINITY;
-    return warp_max(r);
+    return block_reduce<float, warp_max>(v, partm, -INFINITY);
 }
 
 __device__ __forceinline__ float bf(bf16 x) { return __bfloat162float(x); }
@@ -282,18 +269,12 @@ __global__ void cast_bf16_to_f32_kernel(float* out, const bf16* in, size_t n) {
 static void cast_f32_to_bf16(bf16* out, const float* in, size_t n, cudaStream_t s) {
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 4), 256);
-    if (vec16_ok(n, 8, out, in))
-        LAUNCH(cast_f32_to_bf16_kernel<true>, g, 256, 0, s, out, in, n);
-    else
-        LAUNCH(cast_f32_to_bf16_kernel<false>, g, 256, 0, s, out, in, n);
+    LAUNCH_VEC(cast_f32_to_bf16_kernel, vec16_ok(n, 8, out, in), g, 256, 0, s, out, in, n);
 }
 static void cast_bf16_to_f32(float* out, const bf16* in, size_t n, cudaStream_t s) {
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 4), 256);
-    if (vec16_ok(n, 8, out, in))
-        LAUNCH(cast_bf16_to_f32_kernel<true>, g, 256, 0, s, out, in, n);
-    else
-        LAUNCH(cast_bf16_to_f32_kernel<false>, g, 256, 0, s, out, in, n);
+    LAUNCH_VEC(cast_bf16_to_f32_kernel, vec16_ok(n, 8, out, in), g, 256, 0, s, out, in, n);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -110,10 +110,8 @@ __global__ void encoder_backward_wpe_kernel(float* dwpe, const bf16* dx, int B, 
 static void encoder_forward(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, int B, int T, int C, int v0,
                             int Vl, int add_pos, cudaStream_t s) {
     int g = grid_for((size_t)B * T * CEIL_DIV(C, 8), 256);
-    if (vec16_ok(C, 8, x, wte, wpe))
-        LAUNCH(encoder_forward_kernel<true>, g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0, Vl, add_pos);
-    else
-        LAUNCH(encoder_forward_kernel<false>, g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0, Vl, add_pos);
+    LAUNCH_VEC(encoder_forward_kernel, vec16_ok(C, 8, x, wte, wpe), g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0,
+               Vl, add_pos);
 }
 
 // d_uniq/d_off/d_pos: the device copies of a host EmbedBuckets with nu buckets.

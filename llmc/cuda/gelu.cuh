@@ -54,19 +54,13 @@ __global__ void gelu_backward_kernel(bf16* dinp, const bf16* inp, const bf16* do
 static void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t s) {
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 8), 256);
-    if (vec16_ok(n, 8, out, inp))
-        LAUNCH(gelu_forward_kernel<true>, g, 256, 0, s, out, inp, n);
-    else
-        LAUNCH(gelu_forward_kernel<false>, g, 256, 0, s, out, inp, n);
+    LAUNCH_VEC(gelu_forward_kernel, vec16_ok(n, 8, out, inp), g, 256, 0, s, out, inp, n);
 }
 // dinp (n) = dout (n) * gelu'(inp (n))
 static void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, cudaStream_t s) {
     if (n == 0) return;
     int g = grid_for(CEIL_DIV(n, 8), 256);
-    if (vec16_ok(n, 8, dinp, inp, dout))
-        LAUNCH(gelu_backward_kernel<true>, g, 256, 0, s, dinp, inp, dout, n);
-    else
-        LAUNCH(gelu_backward_kernel<false>, g, 256, 0, s, dinp, inp, dout, n);
+    LAUNCH_VEC(gelu_backward_kernel, vec16_ok(n, 8, dinp, inp, dout), g, 256, 0, s, dinp, inp, dout, n);
 }
 
 #endif // LLMC_GELU_CUH

@@ -251,9 +251,9 @@ static void dc_collect_time(DevComm* d) {
 // ---------------------------------------------------------------------------------------
 // host staging helpers (-comm mpi)
 
-static float* dc_stage_down_bf16(DevComm* d, const bf16* buf, size_t n) {
+static float* dc_stage_down_bf16(DevComm* d, const bf16* buf, size_t n, size_t extra) {
     uint16_t* hb = dc_hb(d, n);
-    float* hf = dc_hf(d, n);
+    float* hf = dc_hf(d, n + extra);
     cudaCheck(cudaMemcpyAsync(hb, buf, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, d->stream));
     dc_wait_stream(d, d->stream);
     for (size_t i = 0; i < n; i++) hf[i] = host_bf2f(hb[i]);
@@ -288,7 +288,7 @@ static void dc_tp_allreduce_bf16(DevComm* d, bf16* buf, size_t n) {
         dc_toc(d, k, 0);
         return;
     }
-    float* hf = dc_stage_down_bf16(d, buf, n);
+    float* hf = dc_stage_down_bf16(d, buf, n, 0);
     tp_allreduce_sum(d->host, hf, n);
     dc_stage_up_bf16(d, buf, hf, n);
 }
@@ -408,7 +408,7 @@ static void dc_dp_allgather_bf16(DevComm* d, bf16* full, size_t total) {
         dc_toc(d, k, 0);
         return;
     }
-    float* hf = dc_stage_down_bf16(d, full, total);
+    float* hf = dc_stage_down_bf16(d, full, total, 0);
     dp_allgather(c, hf, total);
     dc_stage_up_bf16(d, full, hf, total);
 }
@@ -443,15 +443,9 @@ static void dc_sp_allgather_bf16(DevComm* d, bf16* full, const bf16* shard, int 
                                           sizeof(bf16) * piece, cudaMemcpyDeviceToDevice, d->stream));
         return;
     }
-    float* hf = dc_hf(d, ns + 2 * nf); // shard | full | seqpar.h's staging
-    uint16_t* hb = dc_hb(d, nf);
-    cudaCheck(cudaMemcpyAsync(hb, shard, sizeof(uint16_t) * ns, cudaMemcpyDeviceToHost, d->stream));
-    dc_wait_stream(d, d->stream);
-    for (size_t i = 0; i < ns; i++) hf[i] = host_bf2f(hb[i]);
+    float* hf = dc_stage_down_bf16(d, shard, ns, 2 * nf); // shard | full | seqpar.h's staging
     sp_allgather(c, hf + ns, hf, B, Ts, C, hf + ns + nf);
-    for (size_t i = 0; i < nf; i++) hb[i] = host_f2bf(hf[ns + i]);
-    cudaCheck(cudaMemcpyAsync(full, hb, sizeof(uint16_t) * nf, cudaMemcpyHostToDevice, d->stream));
-    dc_wait_stream(d, d->stream);
+    dc_stage_up_bf16(d, full, hf + ns, nf);
 }
 
 // -sp 1: shard (B, Ts, C) <- this rank's sequence rows of the partial sums full (B, T, C),
@@ -469,15 +463,9 @@ static void dc_sp_reduce_scatter_bf16(DevComm* d, bf16* shard, const bf16* full,
         dc_toc(d, k, 0);
         return;
     }
-    float* hf = dc_hf(d, 2 * nf + ns); // full | shard | seqpar.h's staging
-    uint16_t* hb = dc_hb(d, nf);
-    cudaCheck(cudaMemcpyAsync(hb, full, sizeof(uint16_t) * nf, cudaMemcpyDeviceToHost, d->stream));
-    dc_wait_stream(d, d->stream);
-    for (size_t i = 0; i < nf; i++) hf[i] = host_bf2f(hb[i]);
+    float* hf = dc_stage_down_bf16(d, full, nf, ns + nf); // full | shard | seqpar.h's staging
     sp_reduce_scatter(c, hf + nf, hf, B, Ts, C, hf + nf + ns);
-    for (size_t i = 0; i < ns; i++) hb[i] = host_f2bf(hf[nf + i]);
-    cudaCheck(cudaMemcpyAsync(shard, hb, sizeof(uint16_t) * ns, cudaMemcpyHostToDevice, d->stream));
-    dc_wait_stream(d, d->stream);
+    dc_stage_up_bf16(d, shard, hf + nf, ns);
 }
 
 // pipeline: bf16 activations or their gradients to / from a neighbouring stage, inside one
@@ -487,7 +475,7 @@ static void dc_pp_group_send_bf16(DevComm* d, const bf16* buf, size_t n, int to_
         ncclCheck(ncclSend(buf, n, ncclBfloat16, to_stage, d->pp, d->stream));
         return;
     } // inside a group
-    float* hf = dc_stage_down_bf16(d, buf, n);
+    float* hf = dc_stage_down_bf16(d, buf, n, 0);
     pp_send(d->host, hf, n, to_stage, tag); // copies into comm.h's send ring
 }
 static void dc_pp_group_recv_bf16(DevComm* d, bf16* buf, size_t n, int from_stage, int tag) {

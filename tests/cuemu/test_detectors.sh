@@ -6,8 +6,8 @@
 #    versions must pass;
 #  - mutation tests on the real llmc headers: removing the first __syncthreads of
 #    ce_block_combine (crossentropy.cuh: ce_fused_kernel, the first of its kernels
-#    test_crossentropy runs, and ce_stats_kernel), of block_sum or of block_max (cuda_utils.cuh)
-#    must be reported as a race when CUEMU_MAX_GRID gives each block several rows;
+#    test_crossentropy runs, and ce_stats_kernel) or of block_reduce (cuda_utils.cuh: block_sum,
+#    block_max) must be reported as a race when CUEMU_MAX_GRID gives each block several rows;
 #  - stream_driver.cu: a pinned buffer rewritten after its cudaMemcpyAsync and before
 #    the host synchronised with the copy must fail; so must a kernel on one stream
 #    reading another stream's output without an event, cudaMemcpy after a non-blocking
@@ -78,11 +78,8 @@ else
 fi
 
 mutate llmc/cuda/cuda_utils.cuh "__syncthreads(); // part may still be read" && build "$TMP/m/tests/cuemu/detect_driver.cu" "$TMP/d1" &&
-    expect "block_sum without its first __syncthreads is reported (CUEMU_MAX_GRID=2)" "shared-memory race .*cuda_utils.cuh" \
-        env CUEMU_MAX_GRID=2 "$TMP/d1" rows || bad "block_sum mutation built"
-mutate llmc/cuda/cuda_utils.cuh "__syncthreads();" "float block_max(" && build "$TMP/m/tests/cuemu/detect_driver.cu" "$TMP/d2" &&
-    expect "block_max without its first __syncthreads is reported (CUEMU_MAX_GRID=2)" "shared-memory race .*cuda_utils.cuh" \
-        env CUEMU_MAX_GRID=2 "$TMP/d2" rows || bad "block_max mutation built"
+    expect "block_reduce (block_sum, block_max) without its first __syncthreads is reported (CUEMU_MAX_GRID=2)" \
+        "shared-memory race .*cuda_utils.cuh" env CUEMU_MAX_GRID=2 "$TMP/d1" rows || bad "block_reduce mutation built"
 if build "$ROOT/tests/cuda/test_crossentropy.cu" "$TMP/ce0"; then
     expect "test_crossentropy passes with the grid capped to 3 blocks (CUEMU_MAX_GRID=3)" pass env CUEMU_MAX_GRID=3 "$TMP/ce0"
 else bad "test_crossentropy builds"; fi
