@@ -82,6 +82,15 @@ typedef enum {
     CK_WD,
     CK_CLIP, // recipe when saved (double bits): changes are logged
     CK_VPP,  // model chunks per rank that wrote it (0 = 1)
+    CK_WARMUP,
+    CK_DECAY,
+    CK_MINLR_FRAC,
+    CK_GB,
+    CK_RAMP_START,
+    CK_RAMP_INC,
+    CK_RAMP_TOKENS,
+    CK_RAMP_AUTO,
+    CK_TOTAL_TOKENS, // the LR and batch schedule when saved (double bits): changes are logged
     CK_NUM_FIELDS
 } CkptField;
 
@@ -91,6 +100,21 @@ typedef struct {
 
 static void ckpt_dir_name(char* out, size_t n, const char* base, int64_t step) {
     snprintf(out, n, "%s/ckpt_%08lld", base, (long long)step);
+}
+// The step a checkpoint directory's name claims (.../ckpt_NNNNNNNN), or -1 for another name
+static int64_t ckpt_name_step(const char* dir) {
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') len--;
+    size_t b = len;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    char name[64];
+    if (len - b >= sizeof(name)) return -1;
+    memcpy(name, dir + b, len - b);
+    name[len - b] = '\0';
+    long long s;
+    char rest[8];
+    if (sscanf(name, "ckpt_%lld%7s", &s, rest) != 1 || s < 0) return -1;
+    return s;
 }
 static void ckpt_rank_path(char* out, size_t n, const char* dir, int rank) {
     snprintf(out, n, "%s/rank_%05d.bin", dir, rank);
@@ -245,6 +269,14 @@ static uint64_t ckpt_header_sum(const CkptHeader* hdr) {
 // size below fits in 64 bits and every division has a nonzero divisor.
 #define CKPT_MAX_DIM (1LL << 24)
 #define CKPT_MAX_RANKS (1LL << 20)
+#define CKPT_MAX_BATCH (1LL << 40)
+
+// a * b + c, saturating at INT64_MAX (a, b, c >= 0): bounds computed from forged header fields
+static int64_t ckpt_muladd_sat(int64_t a, int64_t b, int64_t c) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r) || __builtin_add_overflow(r, c, &r)) return INT64_MAX;
+    return r;
+}
 
 // Range and internal consistency of every field a loader uses, before any is used.
 // file_size: the file's length in bytes (the payload sizes must match it exactly).
@@ -288,12 +320,13 @@ static int ckpt_header_validate(const CkptHeader* hdr, const char* path, int64_t
         (h[CK_STEP] == 0) != (h[CK_SAMPLES] == 0))
         CKBAD("inconsistent progress (step=%lld tokens=%lld samples=%lld adam_t=%lld)", (long long)h[CK_STEP],
               (long long)h[CK_TOKENS], (long long)h[CK_SAMPLES], (long long)h[CK_ADAM_T]);
-    if (h[CK_AUTO_GB] < 0 || h[CK_NOISE_N] < 0)
+    if (h[CK_AUTO_GB] < 0 || h[CK_AUTO_GB] > CKPT_MAX_BATCH || h[CK_NOISE_N] < 0)
         CKBAD("auto_gb=%lld noise_n=%lld", (long long)h[CK_AUTO_GB], (long long)h[CK_NOISE_N]);
     // the payload this rank's layout implies (params.h's sizes from the validated shape)
     // a bound on any rank's payload: the whole model (exact per-rank sizes: reshard.h)
     int64_t C = h[CK_H];
-    int64_t bound = h[CK_VP] * C + h[CK_SEQ] * C + h[CK_L] * (12 * C * C + 13 * C) + 2 * C;
+    int64_t per_layer = 12 * C * C + 13 * C; // C <= 2^24: fits
+    int64_t bound = ckpt_muladd_sat(h[CK_L], per_layer, ckpt_muladd_sat(h[CK_VP] + h[CK_SEQ], C, 2 * C));
     if (h[CK_N_PARAMS] != 0 && (h[CK_N_PARAMS] < 0 || h[CK_N_PARAMS] > bound))
         CKBAD("n_params=%lld (at most %lld for this shape and layout)", (long long)h[CK_N_PARAMS], (long long)bound);
     if (h[CK_N_OPT] < 0 || h[CK_OPT_OFF] < 0 || h[CK_N_OPT] > bound || h[CK_OPT_OFF] > bound - h[CK_N_OPT])
@@ -303,6 +336,14 @@ static int ckpt_header_validate(const CkptHeader* hdr, const char* path, int64_t
     if (!h[CK_ZERO] && h[CK_N_OPT] > 0 && (h[CK_OPT_OFF] != 0 || h[CK_N_OPT] != h[CK_N_PARAMS]))
         CKBAD("moments [%lld, +%lld) without ZeRO must cover the weights (%lld)", (long long)h[CK_OPT_OFF],
               (long long)h[CK_N_OPT], (long long)h[CK_N_PARAMS]);
+    // a payload larger than the file cannot match it (and its size could overflow below)
+    int64_t payload = file_size - (int64_t)sizeof(hdr->h);
+    if (payload < 0 || h[CK_N_PARAMS] > payload / 4 || h[CK_N_OPT] > payload / 8) {
+        snprintf(err, errn,
+                 "checkpoint file %s is truncated or corrupt (%lld bytes, header claims n_params=%lld n_opt=%lld)",
+                 path, (long long)file_size, (long long)h[CK_N_PARAMS], (long long)h[CK_N_OPT]);
+        return -1;
+    }
     int64_t want = (int64_t)sizeof(hdr->h) + 4 * (h[CK_N_PARAMS] + 2 * h[CK_N_OPT]);
     if (file_size != want) {
         snprintf(err, errn, "checkpoint file %s is truncated or corrupt (%lld bytes, header implies %lld)", path,

@@ -25,13 +25,22 @@
 // The recipe values a checkpoint header records (written by save_checkpoint_rank, compared by
 // run_check_identity on -resume, where each change is logged): X(name, header slot, value
 // in Config c). lr is -1 for -lr auto.
-#define CKPT_RECIPE(X, c)                         \
-    X("lr", CK_LR, (c)->lr_auto ? -1.0 : (c)->lr) \
-    X("beta1", CK_BETA1, (c)->beta1)              \
-    X("beta2", CK_BETA2, (c)->beta2)              \
-    X("eps", CK_EPS, (c)->eps)                    \
-    X("wd", CK_WD, (c)->wd)                       \
-    X("clip", CK_CLIP, (c)->clip)
+#define CKPT_RECIPE(X, c)                                      \
+    X("lr", CK_LR, (c)->lr_auto ? -1.0 : (c)->lr)              \
+    X("beta1", CK_BETA1, (c)->beta1)                           \
+    X("beta2", CK_BETA2, (c)->beta2)                           \
+    X("eps", CK_EPS, (c)->eps)                                 \
+    X("wd", CK_WD, (c)->wd)                                    \
+    X("clip", CK_CLIP, (c)->clip)                              \
+    X("warmup", CK_WARMUP, (double)(c)->warmup_tokens)         \
+    X("decay", CK_DECAY, (double)(c)->decay_tokens)            \
+    X("minlr-frac", CK_MINLR_FRAC, (c)->minlr_frac)            \
+    X("gb", CK_GB, (double)(c)->gb)                            \
+    X("ramp start", CK_RAMP_START, (double)(c)->ramp_start)    \
+    X("ramp increment", CK_RAMP_INC, (double)(c)->ramp_inc)    \
+    X("ramp tokens", CK_RAMP_TOKENS, (double)(c)->ramp_tokens) \
+    X("ramp auto", CK_RAMP_AUTO, (double)(c)->ramp_auto)       \
+    X("tokens", CK_TOTAL_TOKENS, (double)(c)->total_tokens)
 
 // where a run is: steps done, tokens and samples consumed, AdamW t, sampler RNG state,
 // and the state -ramp auto needs to continue exactly (its batch and the noise-scale EMAs)
@@ -187,6 +196,14 @@ static int ckpt_check_model(const Config* c, const CkptHeader* h, const char* pa
     return 0;
 }
 
+// A -ramp auto batch from a checkpoint that this run's ramp can hold: 0 (none), the final
+// batch, or start + k * increment below it (noise_ramp_next never leaves that grid)
+static int ckpt_auto_gb_ok(const Config* c, int64_t gb) {
+    if (!c->ramp_auto || gb == 0 || gb == c->gb) return 1;
+    if (gb < c->ramp_start || gb > c->gb) return 0;
+    return c->ramp_inc > 0 ? (gb - c->ramp_start) % c->ramp_inc == 0 : gb == c->ramp_start;
+}
+
 // Loads this rank's slices (layout pl, optimizer range [opt_off, opt_off+n_opt)) from a
 // checkpoint written in any layout. weights_only: m, v and progress are left alone.
 static int load_checkpoint_rank(const Config* c, const char* dir, const ParamLayout* pl, float* params, float* m,
@@ -199,9 +216,21 @@ static int load_checkpoint_rank(const Config* c, const char* dir, const ParamLay
     }
     const CkptHeader* h = &set.hdr[0];
     int rc = ckpt_check_model(c, h, set.paths[0], err, n);
+    int64_t named = ckpt_name_step(dir);
+    if (rc == 0 && named >= 0 && named != h->h[CK_STEP]) { // a renamed directory would be resumed out of order
+        snprintf(err, n, "checkpoint %s holds step %lld, not the step its name says: rename it back to ckpt_%08lld",
+                 dir, (long long)h->h[CK_STEP], (long long)h->h[CK_STEP]);
+        rc = -1;
+    }
     if (rc == 0)
         rc = ckpt_set_load_local(&set, pl, params, weights_only ? NULL : m, weights_only ? NULL : v, opt_off, n_opt,
                                  err, n);
+    if (rc == 0 && !weights_only && !ckpt_auto_gb_ok(c, h->h[CK_AUTO_GB])) {
+        snprintf(err, n,
+                 "checkpoint %s: its -ramp auto batch %lld is not on this run's ramp (%lld + k * %lld, up to %lld)",
+                 dir, (long long)h->h[CK_AUTO_GB], (long long)c->ramp_start, (long long)c->ramp_inc, (long long)c->gb);
+        rc = -1;
+    }
     if (rc == 0 && !weights_only) {
         p->step = h->h[CK_STEP];
         p->tokens = h->h[CK_TOKENS];

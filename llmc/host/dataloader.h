@@ -131,18 +131,29 @@ static int64_t shard_validate(const char* path, int V, char* err, size_t errn) {
     return n;
 }
 
-// -check: every shard a glob matches, validated as dataset_open would. 0 ok, 1 when
-// nothing matches (err says so: a dry run may check a recipe away from its data), -1 (err).
-static int dataset_validate_glob(const char* pattern, int V, char* err, size_t errn) {
+// -check: every shard a glob matches, validated as dataset_open would, and together at least
+// min_samples samples of T+1 tokens. 0 ok, 1 when nothing matches (err says so: a dry run
+// may check a recipe away from its data), -1 (err).
+static int dataset_validate_glob(const char* pattern, int V, int T, int64_t min_samples, char* err, size_t errn) {
     glob_t g;
     if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0) {
         snprintf(err, errn, "no data shards match '%s'", pattern);
         return 1;
     }
     int rc = 0;
-    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++)
-        if (shard_validate(g.gl_pathv[i], V, err, errn) < 0) rc = -1;
+    int64_t total = 0;
+    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {
+        int64_t n = shard_validate(g.gl_pathv[i], V, err, errn);
+        if (n < 0) rc = -1;
+        total += n;
+    }
     globfree(&g);
+    int64_t ns = total > 0 ? (total - 1) / T : 0;
+    if (rc == 0 && ns < min_samples) {
+        snprintf(err, errn, "data '%s' has %lld tokens: %lld samples of %d+1 tokens, fewer than the %lld it needs",
+                 pattern, (long long)total, (long long)ns, T, (long long)min_samples);
+        rc = -1;
+    }
     return rc;
 }
 
@@ -271,6 +282,19 @@ static inline int64_t microbatch_first_sample(int64_t c, int64_t B, int DP, int 
 // loads a micro-batch: (mb, T) inputs and targets
 static void dataset_load_microbatch(DataSet* ds, int64_t first, int mb, int* inputs, int* targets) {
     for (int b = 0; b < mb; b++) dataset_get(ds, first + b, inputs + (size_t)b * ds->T, targets + (size_t)b * ds->T);
+}
+
+// A shard of a that is also one of b's (the same file, however named), or NULL
+static const char* dataset_shared_shard(const DataSet* a, const DataSet* b) {
+    for (int i = 0; i < a->nshards; i++) {
+        struct stat sa;
+        if (stat(a->paths[i], &sa) != 0) continue;
+        for (int j = 0; j < b->nshards; j++) {
+            struct stat sb;
+            if (stat(b->paths[j], &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino) return a->paths[i];
+        }
+    }
+    return NULL;
 }
 
 #endif // LLMC_DATALOADER_H

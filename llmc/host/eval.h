@@ -24,6 +24,7 @@
 #include <string.h>
 #include "comm.h"
 #include "logger.h"
+#include "safeio.h"
 #include "utils.h"
 
 typedef struct {
@@ -52,14 +53,25 @@ static void cloze_free(ClozeSet* s) {
     memset(s, 0, sizeof(*s));
 }
 
-// Reads a cloze JSONL. Returns 0, or -1 with a message in err (bad line, id >= V, ...).
-static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t errn) {
+// the longest line of a cloze file: an item of a million ids is far longer than any -seq
+#define CLOZE_MAX_LINE (16 << 20)
+
+// "n_target": a whole number in [1, T] (at most the T predictions a row makes), else -1
+static int cloze_parse_ntarget(const char* q, int T) {
+    while (*q == ' ') q++;
+    char* end;
+    errno = 0;
+    long long k = strtoll(q, &end, 10);
+    while (*end == ' ') end++;
+    if (end == q || errno != 0 || (*end != ',' && *end != '}') || k < 1 || k > T) return -1;
+    return (int)k;
+}
+
+// Reads a cloze JSONL from f (closed here; path names it in messages) for a model of vocabulary
+// V and T positions. Returns 0, or -1 with a message in err (bad line, id >= V, n_target not
+// in [1, T], ...).
+static int cloze_load_stream(ClozeSet* s, FILE* f, const char* path, int V, int T, char* err, size_t errn) {
     memset(s, 0, sizeof(*s));
-    FILE* f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(err, errn, "cannot open cloze file %s", path);
-        return -1;
-    }
     size_t cap_items = 256, cap_ids = 4096, nids = 0;
     s->off = (int*)malloc_check(sizeof(int) * (cap_items + 1));
     s->ntgt = (int*)malloc_check(sizeof(int) * cap_items);
@@ -72,7 +84,7 @@ static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t er
         // whole line, however long
         size_t len = 0;
         int ch;
-        while ((ch = fgetc(f)) != EOF && ch != '\n') {
+        while ((ch = fgetc(f)) != EOF && ch != '\n' && len < CLOZE_MAX_LINE) {
             if (len + 1 >= linecap) {
                 linecap *= 2;
                 line = (char*)realloc(line, linecap);
@@ -83,6 +95,11 @@ static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t er
         line[len] = '\0';
         if (ch == EOF && len == 0) break;
         lineno++;
+        if (len == CLOZE_MAX_LINE) {
+            snprintf(err, errn, "%s line %d is longer than %d bytes: not a cloze file", path, lineno, CLOZE_MAX_LINE);
+            rc = -1;
+            break;
+        }
         if (len == 0) continue;
         char* p = strstr(line, "\"ids\"");
         char* q = strstr(line, "\"n_target\"");
@@ -91,7 +108,13 @@ static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t er
             rc = -1;
             break;
         }
-        int k = (int)strtol(q + 1, NULL, 10);
+        int k = cloze_parse_ntarget(q + 1, T);
+        if (k < 0) {
+            snprintf(err, errn, "%s line %d: n_target must be a whole number in [1, %d] (the sequence length)", path,
+                     lineno, T);
+            rc = -1;
+            break;
+        }
         size_t start = nids;
         p++;
         while (1) {
@@ -137,6 +160,14 @@ static int cloze_load(ClozeSet* s, const char* path, int V, char* err, size_t er
     }
     if (rc != 0) cloze_free(s);
     return rc;
+}
+
+// cloze_load_stream on the regular file path
+static int cloze_load(ClozeSet* s, const char* path, int V, int T, char* err, size_t errn) {
+    memset(s, 0, sizeof(*s));
+    FILE* f = safeio_open_read(path, "cloze file", err, errn);
+    if (f == NULL) return -1;
+    return cloze_load_stream(s, f, path, V, T, err, errn);
 }
 
 // Item i packed into one row of T inputs (pad: the rest, never read by a causal model).
@@ -235,7 +266,8 @@ static void eval_log(Logger* lg, int64_t step, int64_t tokens, const ClozeResult
 static int eval_dump_logits(const EvalHooks* h, Comm* comm, const int* tokens, int B, int T, int V, int Vp,
                             int last_stage, int writer, const char* path) {
     h->forward(h->self, tokens);
-    FILE* f = comm->rank == writer ? fopen(path, "wb") : NULL;
+    char err[1400];
+    FILE* f = comm->rank == writer ? safeio_open_write(path, 0, "-dump-logits file", err, sizeof(err)) : NULL;
     int ok = comm->rank != writer || f != NULL;
     float* row = (float*)malloc_check(sizeof(float) * Vp);
     for (int b = 0; b < B && last_stage; b++) {

@@ -1,7 +1,8 @@
 /*
  * outdir.h: a run's ownership of its -o directory. A run holds an exclusive flock on
- * DIR/lock for its whole life (the kernel releases it when the process dies, even by
- * kill -9), so two runs can never write one directory; it clears what a crashed save
+ * DIR and DIR/lock for its whole life (the kernel releases it when the process dies, even by
+ * kill -9), so two runs can never write one directory, and on every log file it writes, which
+ * may not lie in another run's -o; it clears what a crashed save
  * left (ckpt_*.tmp, ckpt_*.old); after a resume it cuts the JSONL log back to the
  * checkpoint's step, so no step appears twice. Also the identity of the training data
  * (a hash of the sorted shard names and sizes) that a resume compares with the checkpoint.
@@ -21,12 +22,20 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "checkpoint.h"
+#include "safeio.h"
 #include "utils.h"
 
-// Takes the lock on dir (created if missing). Returns the lock's file descriptor (keep it
-// open for the run's life), or -1 with a message in err.
-static int outdir_lock(const char* dir, char* err, size_t n) {
+// 1 when fd's file or directory is flocked by another open file: a running run's
+static int outdir_flock_held(int fd) { return flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK; }
+
+// Takes the lock on dir (created if missing): an exclusive flock on the directory itself, so
+// deleting a file cannot release it, and on DIR/lock, which also names the holder's pid (and
+// alone holds where a file system cannot flock a directory). Returns the lock file's
+// descriptor and the directory's in *dir_fd (-1 where unsupported); keep both open for the
+// run's life. Or -1 with a message in err.
+static int outdir_lock(const char* dir, int* dir_fd, char* err, size_t n) {
     struct stat st;
+    *dir_fd = -1;
     if (mkdir_p(dir) != 0) {
         snprintf(err, n, "cannot create -o directory %s: %s", dir, strerror(errno));
         return -1;
@@ -37,12 +46,20 @@ static int outdir_lock(const char* dir, char* err, size_t n) {
     }
     char path[1100];
     snprintf(path, sizeof(path), "%s/lock", dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int busy = 0;
+    if (dfd >= 0 && flock(dfd, LOCK_EX | LOCK_NB) != 0) {
+        busy = errno == EWOULDBLOCK;
+        close(dfd);
+        dfd = -1;
+    }
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         snprintf(err, n, "cannot create the lock file %s: %s", path, strerror(errno));
+        if (dfd >= 0) close(dfd);
         return -1;
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (busy || flock(fd, LOCK_EX | LOCK_NB) != 0) {
         char pid[32] = "?";
         ssize_t k = pread(fd, pid, sizeof(pid) - 1, 0);
         if (k > 0) {
@@ -52,11 +69,72 @@ static int outdir_lock(const char* dir, char* err, size_t n) {
         snprintf(err, n, "-o %s is in use by another run (pid %s holds %s): wait for it to end or use another -o", dir,
                  pid, path);
         close(fd);
+        if (dfd >= 0) close(dfd);
         return -1;
     }
     char b[32];
     int len = snprintf(b, sizeof(b), "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, b, len, 0) != len) { /* the pid is only informative */
+    }
+    *dir_fd = dfd;
+    return fd;
+}
+
+// 1 when dir is the -o of a running run (its directory or its lock file is locked)
+static int outdir_busy(const char* dir) {
+    int busy = 0;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        busy = outdir_flock_held(dfd);
+        close(dfd);
+    }
+    char path[1100];
+    snprintf(path, sizeof(path), "%s/lock", dir);
+    int fd = busy ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        busy = outdir_flock_held(fd);
+        close(fd);
+    }
+    return busy;
+}
+
+// 1 when a and b name the same directory
+static int outdir_same(const char* a, const char* b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// Claims a file this run writes beside its checkpoints (the JSONL logs): refused when it lies in
+// the -o directory of another running run (own_dir: this run's -o, or ""), or when another run
+// holds it; else an exclusive flock on it (created if missing), held while the returned
+// descriptor stays open. A character device (-log /dev/null) is not locked: -2. Or -1 with
+// a message in err.
+static int outdir_claim_file(const char* path, const char* own_dir, const char* what, char* err, size_t n) {
+    char dir[1100];
+    const char* slash = strrchr(path, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash == path ? 1 : slash - path), path);
+    if (!(own_dir[0] && outdir_same(dir, own_dir)) && outdir_busy(dir)) {
+        snprintf(err, n, "%s %s lies in the -o directory of a running run: write it outside %s", what, path, dir);
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, n, "cannot open %s %s for writing: %s", what, path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (!safeio_check_kind(fd, &st, 1, path, what, err, n)) return -1;
+    if (S_ISCHR(st.st_mode)) {
+        close(fd);
+        return -2;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, n, "%s %s is being written by another run: choose another path", what, path);
+        close(fd);
+        return -1;
     }
     return fd;
 }

@@ -55,6 +55,9 @@ typedef struct {
     int64_t auto_gb;    // -ramp auto: the current global batch
     uint64_t data_hash; // identity of the training shards (outdir.h)
     int lock_fd;        // rank 0: the flock on -o (held until exit), else -1
+    int lock_dir_fd;    // rank 0: the flock on the -o directory itself, else -1
+    int log_lock_fd;    // the flock on this rank's log file, else -1
+    int dump_lock_fd;   // the flock on -dump-logits (the rank that writes it), else -1
     Watchdog wd;        // step watchdog (-timeout)
     char events[2048];  // resume notes for the log, written once it is open
     ClozeSet cloze;     // -eval-file (every rank holds it)
@@ -92,12 +95,18 @@ static void run_init(Run* R, const Config* cfg, const Comm* comm) {
     if (spike_init(&R->spike, cfg->spike_window, 8) != 0) die("out of memory for the spike guard");
     R->auto_gb = cfg->ramp_start > 0 ? cfg->ramp_start : cfg->gb;
     R->lock_fd = -1;
+    R->lock_dir_fd = -1;
+    R->log_lock_fd = -1;
+    R->dump_lock_fd = -1;
     R->wd.fd = -1;
 }
 
 static void run_free(Run* R) {
     watchdog_stop(&R->wd);
     if (R->lock_fd >= 0) close(R->lock_fd); // releases the lock on -o
+    if (R->lock_dir_fd >= 0) close(R->lock_dir_fd);
+    if (R->log_lock_fd >= 0) close(R->log_lock_fd);
+    if (R->dump_lock_fd >= 0) close(R->dump_lock_fd);
     spike_free(&R->spike);
     if (R->train.paths) dataset_close(&R->train);
     if (R->have_val) dataset_close(&R->val);
@@ -120,6 +129,9 @@ static void run_open_data(Run* R, int reads_tokens) {
         if (c->val_glob[0] != '\0' && c->val_every > 0) {
             dataset_open(&R->val, c->val_glob, c->seq, c->V, 0, c->seed);
             R->have_val = 1;
+            const char* both = dataset_shared_shard(&R->train, &R->val);
+            if (both != NULL && R->comm.rank == 0)
+                printf("warning: -i and -j share the shard %s: the validation loss measures training data\n", both);
         }
     }
     // every rank runs the same number of validation micro-batches (run_val_samples), but only
@@ -129,13 +141,17 @@ static void run_open_data(Run* R, int reads_tokens) {
     double ns = world_sum(&R->comm, R->have_val ? (double)R->val.nsamples : 0.0);
     R->have_val = readers > 0;
     if (R->have_val && !R->val.paths) R->val.nsamples = (int64_t)(ns / readers + 0.5);
+    if (R->have_val && R->val.nsamples < (int64_t)c->mb * R->comm.DP) // every rank knows: every rank stops
+        die("validation data '%s' holds %lld samples of %d+1 tokens, fewer than one micro-batch per data-parallel "
+            "rank (%d): give more -j data, or -val-every 0",
+            c->val_glob, (long long)R->val.nsamples, c->seq, c->mb * R->comm.DP);
     if (c->tokenizer[0] != '\0') {
         if (tokenizer_init(&R->tok, c->tokenizer) != 0) die("cannot load tokenizer %s (see above)", c->tokenizer);
         R->have_tok = 1;
     }
     if (c->eval_file[0] != '\0') {
         char err[1024];
-        if (cloze_load(&R->cloze, c->eval_file, c->V, err, sizeof(err)) != 0) die("%s", err);
+        if (cloze_load(&R->cloze, c->eval_file, c->V, c->seq, err, sizeof(err)) != 0) die("%s", err);
         R->have_cloze = 1;
     }
     for (const char* p = c->prompt; *p;) { // "12,7,99": ids the sample continues
@@ -150,28 +166,58 @@ static void run_open_data(Run* R, int reads_tokens) {
     }
 }
 
-// rank 0 logs to DIR/log.jsonl (or -log); every other rank to DIR/log_rankNNNNN.jsonl
-static void run_open_log(Run* R, int append) {
+// rank 0 logs to DIR/log.jsonl (or -log); every other rank to DIR/log_rankNNNNN.jsonl ("": none)
+static void run_log_path(const Run* R, char* path, size_t n) {
     const Config* c = &R->cfg;
+    int rank = R->comm.rank;
+    path[0] = '\0';
+    if (c->log_path[0] && rank == 0)
+        snprintf(path, n, "%s", c->log_path);
+    else if (c->log_path[0])
+        snprintf(path, n, "%s.rank%05d", c->log_path, rank);
+    else if (c->out_dir[0] && rank == 0)
+        snprintf(path, n, "%s/log.jsonl", c->out_dir);
+    else if (c->out_dir[0])
+        snprintf(path, n, "%s/log_rank%05d.jsonl", c->out_dir, rank);
+}
+
+// Claims the files this rank writes beside its checkpoints (its log; -dump-logits on the rank
+// that writes it) before anything is written or deleted: never another run's file, nor one in
+// another running run's -o, nor a FIFO. Every rank learns the outcome.
+static void run_claim_log(Run* R) {
+    const Config* c = &R->cfg;
+    char path[CFG_PATH_LEN + 32];
+    run_log_path(R, path, sizeof(path));
+    char err[1400] = "";
+    int claim = path[0] ? outdir_claim_file(path, c->out_dir, "log file", err, sizeof(err)) : -2;
+    int dump = -2;
+    int dump_writer = R->comm.rank == layout_rank(0, 0, R->comm.PP - 1, R->comm.TP, R->comm.DP); // run_sampler_rank
+    if (claim != -1 && c->dump_logits[0] != '\0' && dump_writer)
+        dump = outdir_claim_file(c->dump_logits, c->out_dir, "-dump-logits file", err, sizeof(err));
+    int bad = claim == -1 || dump == -1;
+    if (world_sum(&R->comm, bad ? 1.0 : 0.0) > 0) {
+        if (bad) fprintf(stderr, "error: %s\n", err);
+        exit(1);
+    }
+    R->log_lock_fd = claim >= 0 ? claim : -1;
+    R->dump_lock_fd = dump >= 0 ? dump : -1;
+}
+
+static void run_open_log(Run* R, int append) {
     const Comm* m = &R->comm;
     char path[CFG_PATH_LEN + 32];
-    path[0] = '\0';
-    if (c->log_path[0]) {
-        if (m->rank == 0)
-            snprintf(path, sizeof(path), "%s", c->log_path);
-        else
-            snprintf(path, sizeof(path), "%s.rank%05d", c->log_path, m->rank);
-    } else if (c->out_dir[0]) {
-        mkdir_p(c->out_dir);
-        if (m->rank == 0)
-            snprintf(path, sizeof(path), "%s/log.jsonl", c->out_dir);
-        else
-            snprintf(path, sizeof(path), "%s/log_rank%05d.jsonl", c->out_dir, m->rank);
-    }
+    run_log_path(R, path, sizeof(path));
     // a resume continues the log from the checkpoint's step: later records (of steps the
     // crashed or stopped attempt took past it) go, so no step is logged twice
     if (append && path[0] && log_truncate_to_step(path, R->step) != 0)
         die("cannot rewrite the log %s on resume: check -log / -o", path);
+    if (append && R->log_lock_fd >= 0) { // the rewrite replaced the file: claim the new one
+        char err[1400];
+        int again = outdir_claim_file(path, R->cfg.out_dir, "log file", err, sizeof(err));
+        if (again == -1) die("%s (-log / -o)", err);
+        close(R->log_lock_fd);
+        R->log_lock_fd = again;
+    }
     logger_open(&R->log, path, append, m->rank, m->tp, m->pp, m->dp, m->rank == 0);
 }
 
@@ -425,15 +471,16 @@ static int path_inside(const char* path, const char* dir) {
 }
 
 // -o: rank 0 takes the lock, clears partial saves and refuses a fresh run into a
-// directory holding checkpoints unless -overwrite 1 (which deletes them). Every rank
-// learns the outcome, so a refusal ends the job on all of them.
+// directory holding checkpoints unless -overwrite 1 (which deletes them, once every rank
+// has claimed its log file). Every rank learns the outcome, so a refusal ends the job on
+// all of them.
 static void run_claim_outdir(Run* R) {
     const Config* c = &R->cfg;
-    if (c->out_dir[0] == '\0') return;
     char err[1400] = "";
     int bad = 0;
-    if (R->comm.rank == 0) {
-        R->lock_fd = outdir_lock(c->out_dir, err, sizeof(err));
+    int overwrite = 0;
+    if (R->comm.rank == 0 && c->out_dir[0] != '\0') {
+        R->lock_fd = outdir_lock(c->out_dir, &R->lock_dir_fd, err, sizeof(err));
         if (R->lock_fd < 0)
             bad = 1;
         else {
@@ -453,8 +500,7 @@ static void run_claim_outdir(Run* R) {
                              c->init_from, c->out_dir, c->out_dir);
                     bad = 1;
                 } else {
-                    int removed = outdir_remove_checkpoints(c->out_dir);
-                    printf("-overwrite 1: removed %d checkpoint(s) of the earlier run in %s\n", removed, c->out_dir);
+                    overwrite = 1;
                 }
             }
         }
@@ -465,6 +511,11 @@ static void run_claim_outdir(Run* R) {
             fflush(stderr);
         }
         exit(1);
+    }
+    run_claim_log(R); // before -overwrite deletes anything
+    if (overwrite) {
+        int removed = outdir_remove_checkpoints(c->out_dir);
+        printf("-overwrite 1: removed %d checkpoint(s) of the earlier run in %s\n", removed, c->out_dir);
     }
 }
 
@@ -515,7 +566,7 @@ static void run_check_identity(Run* R, const char* dir) {
         double was = ckpt_get_f64(&h, rv[i].f);
         if (was == rv[i].now) continue;
         if (R->comm.rank == 0)
-            printf("resume: -%s changed from %g to %g at step %lld\n", rv[i].name, was, rv[i].now, (long long)R->step);
+            printf("resume: %s changed from %g to %g at step %lld\n", rv[i].name, was, rv[i].now, (long long)R->step);
         run_event(R,
                   "{\"type\":\"event\",\"event\":\"change\",\"step\":%lld,\"what\":\"%s\",\"old\":%.9g,\"new\":%.9g}\n",
                   (long long)R->step, rv[i].name, was, rv[i].now);

@@ -27,7 +27,8 @@ static int startup_stdout_failed(void) {
 }
 
 // The files the flags name, checked the same way on every rank. 0, or 1 (err filled).
-static int startup_check_inputs(const Config* c, int rank, int argc, char** argv, char* err) {
+// dp: the layout's data-parallel size (a validation set needs a micro-batch per DP rank).
+static int startup_check_inputs(const Config* c, int rank, int dp, int argc, char** argv, char* err) {
     char e[1400];
     struct stat st;
     if (c->tokenizer[0] != '\0') {
@@ -69,7 +70,8 @@ static int startup_check_inputs(const Config* c, int rank, int argc, char** argv
         for (int k = 0; k < 2; k++) {
             const char* g = k == 0 ? c->train_glob : c->val_glob;
             if (!plan_argv_has(argc, argv, k == 0 ? "-i" : "-j") || g[0] == '\0') continue;
-            int r = dataset_validate_glob(g, c->V, e, sizeof(e));
+            int64_t need = k == 0 ? 1 : (c->val_every > 0 ? (int64_t)c->mb * dp : 0);
+            int r = dataset_validate_glob(g, c->V, c->seq, need, e, sizeof(e));
             if (r < 0) {
                 snprintf(err, CFG_ERR_LEN, "%s", e);
                 return 1;
@@ -78,6 +80,27 @@ static int startup_check_inputs(const Config* c, int rank, int argc, char** argv
         }
     }
     return 0;
+}
+
+// 1 when every rank parsed the same configuration (-threads may differ between nodes): one run,
+// one recipe. An MPMD launch with, say, another -lr on one rank would train a mix.
+static int startup_same_flags(const Config* cfg, const Comm* comm) {
+#ifdef USE_MPI
+    if (!comm->mpi || comm->world == 1) return 1;
+    Config c;
+    memcpy(&c, cfg, sizeof(c)); // with its padding, zeroed by config_defaults
+    c.threads = 0;
+    uint64_t h = fnv1a64(FNV1A64_INIT, &c, sizeof(c));
+    uint64_t lo = h;
+    uint64_t hi = h;
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+    return lo == hi;
+#else
+    (void)cfg;
+    (void)comm;
+    return 1;
+#endif
 }
 
 static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
@@ -140,7 +163,9 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
             world = cfg->world;
     }
     if (!bad) bad = config_validate_layout(cfg, world, err) != 0;
-    if (!bad && !cfg->help) bad = startup_check_inputs(cfg, comm->rank, argc, argv, err) != 0;
+    if (!bad && !cfg->help)
+        bad = startup_check_inputs(cfg, comm->rank, cfg->dp ? cfg->dp : world / (cfg->tp * cfg->pp), argc, argv, err) !=
+              0;
     if (bad) {
         if (comm->rank == 0) fprintf(stderr, "error: %s\n", err);
 #ifdef USE_MPI
@@ -149,6 +174,16 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
         exit(1);
     }
     if (cfg->dp == 0) cfg->dp = world / (cfg->tp * cfg->pp);
+    if (!startup_same_flags(cfg, comm)) {
+        if (comm->rank == 0)
+            fprintf(stderr,
+                    "error: the ranks were started with different flags (an MPMD launch?): start every rank "
+                    "with the same command line\n");
+#ifdef USE_MPI
+        if (comm->mpi) MPI_Finalize();
+#endif
+        exit(1);
+    }
     if (cfg->help || cfg->check) {
         if (comm->rank == 0) {
             if (cfg->help)

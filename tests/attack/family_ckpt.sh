@@ -44,7 +44,7 @@ attempt() {
 }
 
 # 1. a bit flip in every defined header entry and in unused ones: the checksum covers the header
-for f in $(seq 0 39) 40 77 127; do
+for f in $(seq 0 49) 77 127; do
   bit=$(( f % 2 == 0 ? 0 : 40 ))
   attempt "bit flip: header entry $f bit $bit" "" "$REF/ckpt_00000006" "$PY tests/attack/ckpt_forge.py \$F $f flip $bit"
 done
@@ -82,6 +82,11 @@ done <<'CASES'
 24 10 n_opt_not_the_buffer
 26 5 scaled_init=5
 27 -3 auto_gb=-3
+27 1099511627777 auto_gb=2^40+1
+2 4096 L=4096_(bounds_must_not_overflow)
+3 16777216 H=2^24
+22 800000000000000000 n_params=8e17
+24 800000000000000000 n_opt=8e17
 31 -1 noise_n=-1
 32 7 shuffle=7
 1 1 version_1
@@ -96,6 +101,7 @@ attempt "payload bit flip" "checksum mismatch" "$REF/ckpt_00000006" "printf '\\x
 attempt "grown rank file" "truncated or corrupt" "$REF/ckpt_00000006" "printf 'xxxx' >> \$F"
 # 3. rank-file sets (a 2-rank checkpoint, loaded by one process)
 attempt "set: run-wide field differs between rank files (seed, checksum recomputed)" "mixes files" "$REF2/ckpt_00000004" "$PY tests/attack/ckpt_forge.py \$G 20 7"
+attempt "set: the schedule differs between rank files (warmup, checksum recomputed)" "mixes files" "$REF2/ckpt_00000004" "$PY tests/attack/ckpt_forge.py \$G 41 7"
 attempt "set: a rank file of another save (step 2 in step 4)" "mixes files" "$REF2/ckpt_00000004" "cp $REF2/ckpt_00000002/rank_00001.bin \$G"
 attempt "set: a stale rank file of a wider layout" "has 3 rank files" "$REF2/ckpt_00000004" "cp \$G \$CK/rank_00002.bin"
 attempt "set: a rank file missing" "has 1 rank files" "$REF2/ckpt_00000004" "rm \$G"

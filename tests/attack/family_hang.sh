@@ -3,7 +3,8 @@
 # step watchdog of a live rank ends the whole job within the limit (plus start-up slack)
 # with one message naming the stopped rank, and the documented exit status 5; the same
 # with the stopped rank 0. Also a single-process run is not ended by its watchdog while
-# it makes progress, and -timeout takes only auto, 0 or a non-negative number.
+# it makes progress, and -timeout takes only auto, 0 or a non-negative number. An MPMD
+# launch whose ranks got different flags ends at start on every rank.
 source "$(dirname "$0")/ckpt_common.sh"
 need
 ARGS="$TINY -steps 100000 -dp 2 -timeout 4"
@@ -42,4 +43,9 @@ d=$SCRATCH/pv
 rc=0; eval "timeout 120 $MPIRUN 3 $BIN $TINY -j '${KJV%_train_*}_val_*.bin' -pp 3 -L 3 -steps 3 -val-every 2 -val-samples 8 -o $d" > "$d.out" 2> "$d.err" || rc=$?
 check "3 stages with validation (the middle stage reads no tokens): the job ends, exit $rc (want 0), val_loss printed" \
   bash -c "[ $rc -eq 0 ] && grep -q 'val_loss' '$d.out'"
+# an MPMD launch whose second rank has another -lr: refused at start by every rank, no hang
+rc=0; eval "timeout 60 $MPIRUN 1 $BIN $TINY -dp 2 -steps 2 -lr 1e-3 : -np 1 $BIN $TINY -dp 2 -steps 2 -lr 2e-3" \
+  > "$SCRATCH/mpmd.out" 2> "$SCRATCH/mpmd.err" || rc=$?
+check "MPMD ranks with different -lr: the job ends at start (exit $rc, not 0 or a timeout) with the reason" \
+  bash -c "[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q '^error: the ranks were started with different flags' '$SCRATCH/mpmd.err'"
 summary

@@ -4,7 +4,8 @@
 # overwrites another run's checkpoints (unless -overwrite 1); two runs started together
 # leave one clean log; after a resume no step is logged twice; -keep N; -resume refuses
 # a changed data order (seed, shuffle, shards) unless -allow-data-change 1 and logs
-# recipe changes.
+# recipe and schedule changes. No -log may write into a running run's -o or another run's
+# log, and deleting DIR/lock by hand does not release the lock.
 source "$(dirname "$0")/ckpt_common.sh"
 need
 E1=$SCRATCH/e1; E2=$SCRATCH/e2
@@ -16,9 +17,27 @@ run_tg "$E1" "$E2" "$TINY -steps 5 -o $D -overwrite 1"
 check "lock: a fresh run (even -overwrite 1) into a directory in use is refused" one_line_error "$E2" "$RC" "is in use by another run"
 run_tg "$E1" "$E2" "$TINY -steps 5 -o $D -resume"
 check "lock: a -resume into a directory in use is refused" one_line_error "$E2" "$RC" "is in use by another run"
+sz=$(wc -c < "$D/log.jsonl")
+run_tg "$E1" "$E2" "$TINY -steps 2 -o $SCRATCH/lockB -log $D/log.jsonl"
+check "lock: -log naming the running run's log is refused" one_line_error "$E2" "$RC" "lies in the -o directory of a running run"
+run_tg "$E1" "$E2" "$TINY -steps 2 -log $D/other.jsonl"
+check "lock: -log to a new file inside a running run's -o is refused" one_line_error "$E2" "$RC" "lies in the -o directory of a running run"
+check "lock: ... and the running run's log kept growing, no NUL bytes" \
+  bash -c "[ \$(wc -c < '$D/log.jsonl') -ge $sz ] && ! grep -qaP '\\x00' '$D/log.jsonl' && [ ! -e '$D/other.jsonl' ]"
 for p in $(rank_pids "$D"); do kill -9 "$p"; done; wait "$bg" 2>/dev/null
 run_tg "$E1" "$E2" "$TINY -steps 6 -o $D -resume"
 check "lock: released when its holder is killed (-9): -resume proceeds" [ "$RC" -eq 0 ]
+eval "exec $BIN $TINY -steps 100000 -ckpt-every 50 -o $SCRATCH/lockR" > "$SCRATCH/r.out" 2> "$SCRATCH/r.err" & br=$!
+eval "exec $BIN $TINY -steps 100000 -log $SCRATCH/free.jsonl" > "$SCRATCH/l.out" 2> "$SCRATCH/l.err" & bl=$!
+wait_for "$SCRATCH/lockR/ckpt_*/DONE" 30; wait_for "$SCRATCH/free.jsonl" 30; sleep 0.5
+rm -f "$SCRATCH/lockR/lock"
+run_tg "$E1" "$E2" "$TINY -steps 5 -o $SCRATCH/lockR -resume"
+check "lock: with DIR/lock deleted by hand, a -resume into the directory in use is still refused" one_line_error "$E2" "$RC" "is in use by another run"
+run_tg "$E1" "$E2" "$TINY -steps 2 -log $SCRATCH/free.jsonl -o $SCRATCH/lockM"
+check "lock: -log naming the log another run writes (no -o) is refused" one_line_error "$E2" "$RC" "being written by another run"
+kill -9 "$br" "$bl"; wait "$br" "$bl" 2>/dev/null
+run_tg "$E1" "$E2" "$TINY -steps 2 -o $SCRATCH/lockN -log $SCRATCH/free.jsonl"
+check "lock: -log released when its writer is killed (-9): reused" [ "$RC" -eq 0 ]
 # 2. reuse
 D=$SCRATCH/reuse
 run_tg "$E1" "$E2" "$TINY -steps 6 -ckpt-every 2 -o $D"
@@ -77,4 +96,7 @@ check "identity: -allow-data-change 1 accepts the change with a warning and an e
 again "-beta2 0.9 -lr 5e-4"
 check "identity: recipe changes (beta2, lr) are allowed and logged as changes" \
   bash -c "[ $RC -eq 0 ] && grep -q 'beta2 changed from 0.95 to 0.9' '$E1' && grep -q '\"what\":\"beta2\",\"old\":0.95' '$D/log.jsonl' && grep -q '\"what\":\"lr\"' '$D/log.jsonl'"
+again "-warmup 12345 -minlr-frac 0.2"
+check "identity: schedule changes (warmup, minlr-frac) are logged as changes" \
+  bash -c "[ $RC -eq 0 ] && grep -q 'warmup changed from 0 to 12345' '$E1' && grep -q '\"what\":\"minlr-frac\",\"old\":0.1' '$D/log.jsonl'"
 summary

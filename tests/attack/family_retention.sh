@@ -41,4 +41,16 @@ check "... also when the paths are spelled differently" one_line_error "$E2" "$R
 cp -r "$D/ckpt_00000004" "$SCRATCH/src4"
 run_tg "$E1" "$E2" "$TINY -steps 2 -o $D -overwrite 1 -init-from $SCRATCH/src4"
 check "-overwrite 1 -init-from a copy outside -o starts over (rc $RC)" bash -c "[ $RC -eq 0 ] && [ ! -e '$D/ckpt_00000004' ]"
+# a renamed checkpoint directory (step 4 as ckpt_00000100) is skipped, not resumed first
+D=$SCRATCH/mv
+run_tg "$E1" "$E2" "$TINY -steps 6 -ckpt-every 2 -o $D"
+mv "$D/ckpt_00000004" "$D/ckpt_00000100"
+run_tg "$E1" "$E2" "$TINY -steps 7 -o $D -resume"
+check "ckpt_00000004 renamed to ckpt_00000100: -resume skips it with the reason and takes 6 (rc $RC)" \
+  bash -c "[ $RC -eq 0 ] && grep -q 'resumed from .*ckpt_00000006' '$E1' && grep -q 'holds step 4, not the step its name says' '$E1' '$E2'"
+rm -rf "$D/ckpt_00000006" "$D/ckpt_00000007"
+run_tg "$E1" "$E2" "$TINY -steps 7 -o $D -resume"
+check "... and with only it and 2 left, -resume takes 2 (rc $RC)" bash -c "[ $RC -eq 0 ] && grep -q 'resumed from .*ckpt_00000002' '$E1'"
+run_tg "$E1" "$E2" "$TINY -steps 2 -o $SCRATCH/mv2 -init-from $D/ckpt_00000100"
+check "-init-from the renamed directory: one error line" one_line_error "$E2" "$RC" "rename it back to ckpt_00000004"
 summary

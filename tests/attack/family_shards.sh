@@ -30,6 +30,7 @@ shard("count_neg.bin", toks, count=-1)
 shard("count_huge.bin", toks, count=2**31 - 1)
 shard("count0.bin", [])
 shard("short.bin", toks[:20])           # fewer than one sample of 32+1 tokens
+shard("val1.bin", toks[:40])            # one sample of 32+1 tokens
 open(os.path.join(d, "hdr_trunc.bin"), "wb").write(raw[:100])
 open(os.path.join(d, "empty.bin"), "wb").write(b"")
 open(os.path.join(d, "text.bin"), "wb").write(b"In the beginning God created the heaven and the earth.\n" * 40)
@@ -63,6 +64,12 @@ both_err "version 0" "version 0" "$D/version0.bin"
 both_err "version 2" "version 2" "$D/version2.bin"
 expect_err "run -i count 0" "fewer than one sample" -- "${RUN[@]}" -i "$D/count0.bin"
 expect_err "run -i short shard" "fewer than one sample" -- "${RUN[@]}" -i "$D/short.bin"
+expect_err "check -i count 0 (refused as the run refuses it)" "has 0 tokens: 0 samples" -- "$TRAIN" -check "${TINY[@]}" -i "$D/count0.bin"
+expect_err "check -i short shard" "has 20 tokens: 0 samples" -- "$TRAIN" -check "${TINY[@]}" -i "$D/short.bin"
+expect_err "run -j with one sample for mb 2: too short for a micro-batch" "fewer than one micro-batch" -- \
+  "${RUN[@]}" -i "$D/good.bin" -j "$D/val1.bin" -mb 2 -val-every 1
+expect_err "check -j with one sample for mb 2" "1 samples of 32.1 tokens, fewer than the 2 it needs" -- \
+  "$TRAIN" -check "${TINY[@]}" -mb 2 -val-every 1 -j "$D/val1.bin"
 both_err "poison at token 0" "poison_first.bin: token id 8192 at token offset 0 " "$D/poison_first.bin"
 both_err "poison deep (defect 8)" "poison_deep.bin: token id 9000 at token offset 17321 " "$D/poison_deep.bin"
 both_err "poison at the last token" "poison_last.bin: token id 65535 at token offset 19999 " "$D/poison_last.bin"
@@ -86,4 +93,9 @@ if [ "$RC" -eq 0 ] && grep -q "no data shards match .* (not validated)" "$OUT"; 
 else fail "check -i empty glob: noted, not validated" "exit $RC, stdout: $(head -c 200 "$OUT")"; fi
 if [ "$(id -u)" -ne 0 ]; then both_err "unreadable" "Permission denied" "$D/noread.bin"
 else echo "(running as root: the unreadable-file case is skipped, root reads any file)"; fi
+# the same file as -i and -j (named two ways): the run goes on, with a warning
+ln -sf "$ROOT/dev/data/kjv/kjv_train_000.bin" "$D/alias_val.bin"
+run_case "${RUN[@]}" -i "$ROOT/dev/data/kjv/kjv_train_000.bin" -j "$D/alias_val.bin" -val-every 1 -val-samples 4
+if [ "$RC" -eq 0 ] && grep -q "warning: -i and -j share the shard" "$OUT"; then pass "the same shard as -i and -j: a warning"
+else fail "the same shard as -i and -j: a warning" "exit $RC, stdout: $(head -c 200 "$OUT")"; fi
 attack_done
