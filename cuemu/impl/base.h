@@ -278,6 +278,29 @@ inline const char* kind_name(int kind) {
             return "host memory not known to CUDA";
     }
 }
+// The bits of `from` read as a To (C++20's std::bit_cast): __float_as_int and kin.
+template <class To, class From>
+inline To bit_cast(From from) {
+    static_assert(sizeof(To) == sizeof(From), "bit_cast: the sizes differ");
+    To to;
+    memcpy(&to, &from, sizeof to);
+    return to;
+}
+// The name or text of a library's status code (cudaGetErrorName, cudaGetErrorString, ...):
+// one table per function, `other` for a code it does not list.
+struct CodeText {
+    int code;
+    const char* text;
+};
+template <size_t N>
+inline const char* code_text(const CodeText (&table)[N], int code, const char* other) {
+    for (const CodeText& t : table)
+        if (t.code == code) return t.text;
+    return other;
+}
+// A row of a name table: the enumerator and its own name.
+#define CUEMU_NAMED(x) \
+    { x, #x }
 inline void register_region(const void* p, size_t size, int kind) {
     Registry& r = registry();
     std::lock_guard<std::mutex> lk(r.mu);

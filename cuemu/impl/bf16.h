@@ -7,16 +7,8 @@
 #include "kernel.h"
 
 namespace cuemu {
-inline uint32_t f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-inline float u2f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+inline uint32_t f2u(float f) { return bit_cast<uint32_t>(f); }
+inline float u2f(uint32_t u) { return bit_cast<float>(u); }
 inline unsigned short f2bf_rn(float f) {
     uint32_t u = f2u(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu; // NaN -> canonical NaN
@@ -228,22 +220,16 @@ static inline __nv_bfloat16 operator+(const __nv_bfloat16& a, const __nv_bfloat1
 static inline __nv_bfloat16 operator-(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __hsub(a, b); }
 static inline __nv_bfloat16 operator*(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __hmul(a, b); }
 static inline __nv_bfloat16 operator/(const __nv_bfloat16& a, const __nv_bfloat16& b) { return __hdiv(a, b); }
-static inline __nv_bfloat16& operator+=(__nv_bfloat16& a, const __nv_bfloat16& b) {
-    a = __hadd(a, b);
-    return a;
-}
-static inline __nv_bfloat16& operator-=(__nv_bfloat16& a, const __nv_bfloat16& b) {
-    a = __hsub(a, b);
-    return a;
-}
-static inline __nv_bfloat16& operator*=(__nv_bfloat16& a, const __nv_bfloat16& b) {
-    a = __hmul(a, b);
-    return a;
-}
-static inline __nv_bfloat16& operator/=(__nv_bfloat16& a, const __nv_bfloat16& b) {
-    a = __hdiv(a, b);
-    return a;
-}
+// The compound assignments: a OP b is a = FN(a, b).
+#define CUEMU_BF_ASSIGN(T, OP, FN)                   \
+    static inline T& operator OP(T& a, const T& b) { \
+        a = FN(a, b);                                \
+        return a;                                    \
+    }
+CUEMU_BF_ASSIGN(__nv_bfloat16, +=, __hadd)
+CUEMU_BF_ASSIGN(__nv_bfloat16, -=, __hsub)
+CUEMU_BF_ASSIGN(__nv_bfloat16, *=, __hmul)
+CUEMU_BF_ASSIGN(__nv_bfloat16, /=, __hdiv)
 static inline __nv_bfloat16 operator+(const __nv_bfloat16& a) { return a; }
 static inline __nv_bfloat16 operator-(const __nv_bfloat16& a) { return __hneg(a); }
 static inline __nv_bfloat16& operator++(__nv_bfloat16& a) {
@@ -274,15 +260,10 @@ static inline __nv_bfloat162 operator+(const __nv_bfloat162& a, const __nv_bfloa
 static inline __nv_bfloat162 operator-(const __nv_bfloat162& a, const __nv_bfloat162& b) { return __hsub2(a, b); }
 static inline __nv_bfloat162 operator*(const __nv_bfloat162& a, const __nv_bfloat162& b) { return __hmul2(a, b); }
 static inline __nv_bfloat162 operator/(const __nv_bfloat162& a, const __nv_bfloat162& b) { return __h2div(a, b); }
-static inline __nv_bfloat162& operator+=(__nv_bfloat162& a, const __nv_bfloat162& b) {
-    a = __hadd2(a, b);
-    return a;
-}
-static inline __nv_bfloat162& operator*=(__nv_bfloat162& a, const __nv_bfloat162& b) {
-    a = __hmul2(a, b);
-    return a;
-}
+CUEMU_BF_ASSIGN(__nv_bfloat162, +=, __hadd2)
+CUEMU_BF_ASSIGN(__nv_bfloat162, *=, __hmul2)
 static inline __nv_bfloat162 operator-(const __nv_bfloat162& a) { return __hneg2(a); }
+#undef CUEMU_BF_ASSIGN
 #undef CUEMU_BF
 
 // bf16 atomics (sm_80+): the sum is rounded to bf16 once, as on the GPU.

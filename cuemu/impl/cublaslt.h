@@ -339,51 +339,31 @@ inline size_t lt_span(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int
     if (batch > 1) last += (batch - 1) * stride;
     return (size_t)last * es;
 }
+// cublasLtGetStatusName's names.
+constexpr CodeText kCublasStatusName[] = {
+    CUEMU_NAMED(CUBLAS_STATUS_SUCCESS),          CUEMU_NAMED(CUBLAS_STATUS_NOT_INITIALIZED),
+    CUEMU_NAMED(CUBLAS_STATUS_ALLOC_FAILED),     CUEMU_NAMED(CUBLAS_STATUS_INVALID_VALUE),
+    CUEMU_NAMED(CUBLAS_STATUS_ARCH_MISMATCH),    CUEMU_NAMED(CUBLAS_STATUS_MAPPING_ERROR),
+    CUEMU_NAMED(CUBLAS_STATUS_EXECUTION_FAILED), CUEMU_NAMED(CUBLAS_STATUS_INTERNAL_ERROR),
+    CUEMU_NAMED(CUBLAS_STATUS_NOT_SUPPORTED),    CUEMU_NAMED(CUBLAS_STATUS_LICENSE_ERROR),
+};
+// cublasLtGetStatusString's texts.
+constexpr CodeText kCublasStatusText[] = {
+    {CUBLAS_STATUS_SUCCESS, "the operation completed successfully"},
+    {CUBLAS_STATUS_NOT_INITIALIZED, "the library was not initialized"},
+    {CUBLAS_STATUS_INVALID_VALUE, "an invalid value was used as an argument"},
+    {CUBLAS_STATUS_NOT_SUPPORTED, "the functionality requested is not supported"},
+    {CUBLAS_STATUS_EXECUTION_FAILED, "the GPU program failed to execute"},
+    {CUBLAS_STATUS_INTERNAL_ERROR, "an internal operation failed"},
+};
 } // namespace cuemu
 
 // ---------------------------------------------------------------- API
 static inline const char* cublasLtGetStatusName(cublasStatus_t s) {
-    switch (s) {
-        case CUBLAS_STATUS_SUCCESS:
-            return "CUBLAS_STATUS_SUCCESS";
-        case CUBLAS_STATUS_NOT_INITIALIZED:
-            return "CUBLAS_STATUS_NOT_INITIALIZED";
-        case CUBLAS_STATUS_ALLOC_FAILED:
-            return "CUBLAS_STATUS_ALLOC_FAILED";
-        case CUBLAS_STATUS_INVALID_VALUE:
-            return "CUBLAS_STATUS_INVALID_VALUE";
-        case CUBLAS_STATUS_ARCH_MISMATCH:
-            return "CUBLAS_STATUS_ARCH_MISMATCH";
-        case CUBLAS_STATUS_MAPPING_ERROR:
-            return "CUBLAS_STATUS_MAPPING_ERROR";
-        case CUBLAS_STATUS_EXECUTION_FAILED:
-            return "CUBLAS_STATUS_EXECUTION_FAILED";
-        case CUBLAS_STATUS_INTERNAL_ERROR:
-            return "CUBLAS_STATUS_INTERNAL_ERROR";
-        case CUBLAS_STATUS_NOT_SUPPORTED:
-            return "CUBLAS_STATUS_NOT_SUPPORTED";
-        case CUBLAS_STATUS_LICENSE_ERROR:
-            return "CUBLAS_STATUS_LICENSE_ERROR";
-    }
-    return "CUBLAS_STATUS_UNKNOWN";
+    return cuemu::code_text(cuemu::kCublasStatusName, s, "CUBLAS_STATUS_UNKNOWN");
 }
 static inline const char* cublasLtGetStatusString(cublasStatus_t s) {
-    switch (s) {
-        case CUBLAS_STATUS_SUCCESS:
-            return "the operation completed successfully";
-        case CUBLAS_STATUS_NOT_INITIALIZED:
-            return "the library was not initialized";
-        case CUBLAS_STATUS_INVALID_VALUE:
-            return "an invalid value was used as an argument";
-        case CUBLAS_STATUS_NOT_SUPPORTED:
-            return "the functionality requested is not supported";
-        case CUBLAS_STATUS_EXECUTION_FAILED:
-            return "the GPU program failed to execute";
-        case CUBLAS_STATUS_INTERNAL_ERROR:
-            return "an internal operation failed";
-        default:
-            return "cuBLAS error";
-    }
+    return cuemu::code_text(cuemu::kCublasStatusText, s, "cuBLAS error");
 }
 static inline size_t cublasLtGetVersion() { return 130000; }
 static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t* h) {

@@ -244,9 +244,9 @@ CUEMU_NOTSAN_INL void shared_access(ShadowS& s, bool write, uintptr_t pc, uintpt
     race_die(msg);
 }
 
-// Slow path (a new region): called with the hooks switched off.
-inline GRegion* find_region_shadow_impl(uintptr_t a) {
-    Detect& d = det();
+// The first region (they are sorted and disjoint) that ends above address a; d.nreg if none.
+// Called with the hooks switched off.
+inline size_t first_region_ending_above(const Detect& d, uintptr_t a) {
     size_t lo = 0, hi = d.nreg;
     while (lo < hi) {
         size_t m = (lo + hi) / 2;
@@ -255,6 +255,13 @@ inline GRegion* find_region_shadow_impl(uintptr_t a) {
         else
             hi = m;
     }
+    return lo;
+}
+
+// Slow path (a new region): called with the hooks switched off.
+inline GRegion* find_region_shadow_impl(uintptr_t a) {
+    Detect& d = det();
+    size_t lo = first_region_ending_above(d, a);
     if (lo >= d.nreg || a < d.reg[lo].lo) return nullptr;
     d.last = lo;
     GRegion& g = d.reg[lo];
@@ -423,16 +430,8 @@ inline void launch_ranges(F&& emit) {
         uintptr_t olo = 0, ohi = 0;
         auto flush = [&] {
             if (ohi <= olo) return;
-            // split at the region boundaries (regions are sorted and disjoint)
-            size_t lo = 0, hi = d.nreg;
-            while (lo < hi) {
-                size_t m = (lo + hi) / 2;
-                if (d.reg[m].hi <= olo)
-                    lo = m + 1;
-                else
-                    hi = m;
-            }
-            for (size_t i = lo; i < d.nreg && d.reg[i].lo < ohi; i++) {
+            // split at the region boundaries
+            for (size_t i = first_region_ending_above(d, olo); i < d.nreg && d.reg[i].lo < ohi; i++) {
                 uintptr_t a = std::max(olo, d.reg[i].lo), b = std::min(ohi, d.reg[i].hi);
                 if (a < b) emit(a, b, kind == 0);
             }
@@ -482,25 +481,18 @@ CUEMU_NOTSAN inline void detect_forget(const void* p) {
 
 // ---------------------------------------------------------------- the instrumentation hooks
 // Signatures as GCC's builtin declarations (sanitizer.def).
-#define CUEMU_TSAN_RW(N)                                                                         \
-    CUEMU_HOOK void __tsan_read##N(void* p) {                                                    \
-        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0)); \
-    }                                                                                            \
-    CUEMU_HOOK void __tsan_write##N(void* p) {                                                   \
-        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));  \
-    }                                                                                            \
-    CUEMU_HOOK void __tsan_unaligned_read##N(void* p) {                                          \
-        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0)); \
-    }                                                                                            \
-    CUEMU_HOOK void __tsan_unaligned_write##N(void* p) {                                         \
-        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));  \
-    }                                                                                            \
-    CUEMU_HOOK void __tsan_volatile_read##N(void* p) {                                           \
-        if (cuemu::t_active) cuemu::access(p, N, false, (uintptr_t)__builtin_return_address(0)); \
-    }                                                                                            \
-    CUEMU_HOOK void __tsan_volatile_write##N(void* p) {                                          \
-        if (cuemu::t_active) cuemu::access(p, N, true, (uintptr_t)__builtin_return_address(0));  \
+// One hook: an access of N bytes at p, a write if W; the pc is the instrumented code's.
+#define CUEMU_TSAN_ACCESS(NAME, N, W)                                                        \
+    CUEMU_HOOK void NAME(void* p) {                                                          \
+        if (cuemu::t_active) cuemu::access(p, N, W, (uintptr_t)__builtin_return_address(0)); \
     }
+#define CUEMU_TSAN_RW(N)                                  \
+    CUEMU_TSAN_ACCESS(__tsan_read##N, N, false)           \
+    CUEMU_TSAN_ACCESS(__tsan_write##N, N, true)           \
+    CUEMU_TSAN_ACCESS(__tsan_unaligned_read##N, N, false) \
+    CUEMU_TSAN_ACCESS(__tsan_unaligned_write##N, N, true) \
+    CUEMU_TSAN_ACCESS(__tsan_volatile_read##N, N, false)  \
+    CUEMU_TSAN_ACCESS(__tsan_volatile_write##N, N, true)
 #ifdef __SANITIZE_THREAD__
 CUEMU_TSAN_RW(1)
 CUEMU_TSAN_RW(2)
@@ -521,3 +513,4 @@ CUEMU_HOOK void __tsan_init() {}
 #include "detect_atomics.h"
 #endif
 #undef CUEMU_TSAN_RW
+#undef CUEMU_TSAN_ACCESS

@@ -5,146 +5,39 @@
 // Test-only, part of cuemu.
 #pragma once
 #define CUEMU_TA extern "C" __attribute__((weak, no_sanitize_thread))
-CUEMU_TA unsigned char __tsan_atomic8_load(const volatile void* p, int) {
-    return __atomic_load_n((const volatile unsigned char*)p, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA void __tsan_atomic8_store(volatile void* p, unsigned char v, int) {
-    __atomic_store_n((volatile unsigned char*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned char __tsan_atomic8_exchange(volatile void* p, unsigned char v, int) {
-    return __atomic_exchange_n((volatile unsigned char*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned char __tsan_atomic8_fetch_add(volatile void* p, unsigned char v, int) {
-    return __atomic_fetch_add((volatile unsigned char*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned char __tsan_atomic8_fetch_sub(volatile void* p, unsigned char v, int) {
-    return __atomic_fetch_sub((volatile unsigned char*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned char __tsan_atomic8_fetch_and(volatile void* p, unsigned char v, int) {
-    return __atomic_fetch_and((volatile unsigned char*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned char __tsan_atomic8_fetch_or(volatile void* p, unsigned char v, int) {
-    return __atomic_fetch_or((volatile unsigned char*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned char __tsan_atomic8_fetch_xor(volatile void* p, unsigned char v, int) {
-    return __atomic_fetch_xor((volatile unsigned char*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned char __tsan_atomic8_fetch_nand(volatile void* p, unsigned char v, int) {
-    return __atomic_fetch_nand((volatile unsigned char*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA bool __tsan_atomic8_compare_exchange_strong(volatile void* p, void* e, unsigned char v, int, int) {
-    return __atomic_compare_exchange_n((volatile unsigned char*)p, (unsigned char*)e, v, 0, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
-CUEMU_TA bool __tsan_atomic8_compare_exchange_weak(volatile void* p, void* e, unsigned char v, int, int) {
-    return __atomic_compare_exchange_n((volatile unsigned char*)p, (unsigned char*)e, v, 1, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned short __tsan_atomic16_load(const volatile void* p, int) {
-    return __atomic_load_n((const volatile unsigned short*)p, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA void __tsan_atomic16_store(volatile void* p, unsigned short v, int) {
-    __atomic_store_n((volatile unsigned short*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned short __tsan_atomic16_exchange(volatile void* p, unsigned short v, int) {
-    return __atomic_exchange_n((volatile unsigned short*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned short __tsan_atomic16_fetch_add(volatile void* p, unsigned short v, int) {
-    return __atomic_fetch_add((volatile unsigned short*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned short __tsan_atomic16_fetch_sub(volatile void* p, unsigned short v, int) {
-    return __atomic_fetch_sub((volatile unsigned short*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned short __tsan_atomic16_fetch_and(volatile void* p, unsigned short v, int) {
-    return __atomic_fetch_and((volatile unsigned short*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned short __tsan_atomic16_fetch_or(volatile void* p, unsigned short v, int) {
-    return __atomic_fetch_or((volatile unsigned short*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned short __tsan_atomic16_fetch_xor(volatile void* p, unsigned short v, int) {
-    return __atomic_fetch_xor((volatile unsigned short*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned short __tsan_atomic16_fetch_nand(volatile void* p, unsigned short v, int) {
-    return __atomic_fetch_nand((volatile unsigned short*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA bool __tsan_atomic16_compare_exchange_strong(volatile void* p, void* e, unsigned short v, int, int) {
-    return __atomic_compare_exchange_n((volatile unsigned short*)p, (unsigned short*)e, v, 0, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
-CUEMU_TA bool __tsan_atomic16_compare_exchange_weak(volatile void* p, void* e, unsigned short v, int, int) {
-    return __atomic_compare_exchange_n((volatile unsigned short*)p, (unsigned short*)e, v, 1, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned int __tsan_atomic32_load(const volatile void* p, int) {
-    return __atomic_load_n((const volatile unsigned int*)p, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA void __tsan_atomic32_store(volatile void* p, unsigned int v, int) {
-    __atomic_store_n((volatile unsigned int*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned int __tsan_atomic32_exchange(volatile void* p, unsigned int v, int) {
-    return __atomic_exchange_n((volatile unsigned int*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned int __tsan_atomic32_fetch_add(volatile void* p, unsigned int v, int) {
-    return __atomic_fetch_add((volatile unsigned int*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned int __tsan_atomic32_fetch_sub(volatile void* p, unsigned int v, int) {
-    return __atomic_fetch_sub((volatile unsigned int*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned int __tsan_atomic32_fetch_and(volatile void* p, unsigned int v, int) {
-    return __atomic_fetch_and((volatile unsigned int*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned int __tsan_atomic32_fetch_or(volatile void* p, unsigned int v, int) {
-    return __atomic_fetch_or((volatile unsigned int*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned int __tsan_atomic32_fetch_xor(volatile void* p, unsigned int v, int) {
-    return __atomic_fetch_xor((volatile unsigned int*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned int __tsan_atomic32_fetch_nand(volatile void* p, unsigned int v, int) {
-    return __atomic_fetch_nand((volatile unsigned int*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA bool __tsan_atomic32_compare_exchange_strong(volatile void* p, void* e, unsigned int v, int, int) {
-    return __atomic_compare_exchange_n((volatile unsigned int*)p, (unsigned int*)e, v, 0, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
-CUEMU_TA bool __tsan_atomic32_compare_exchange_weak(volatile void* p, void* e, unsigned int v, int, int) {
-    return __atomic_compare_exchange_n((volatile unsigned int*)p, (unsigned int*)e, v, 1, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned long __tsan_atomic64_load(const volatile void* p, int) {
-    return __atomic_load_n((const volatile unsigned long*)p, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA void __tsan_atomic64_store(volatile void* p, unsigned long v, int) {
-    __atomic_store_n((volatile unsigned long*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned long __tsan_atomic64_exchange(volatile void* p, unsigned long v, int) {
-    return __atomic_exchange_n((volatile unsigned long*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned long __tsan_atomic64_fetch_add(volatile void* p, unsigned long v, int) {
-    return __atomic_fetch_add((volatile unsigned long*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned long __tsan_atomic64_fetch_sub(volatile void* p, unsigned long v, int) {
-    return __atomic_fetch_sub((volatile unsigned long*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned long __tsan_atomic64_fetch_and(volatile void* p, unsigned long v, int) {
-    return __atomic_fetch_and((volatile unsigned long*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned long __tsan_atomic64_fetch_or(volatile void* p, unsigned long v, int) {
-    return __atomic_fetch_or((volatile unsigned long*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned long __tsan_atomic64_fetch_xor(volatile void* p, unsigned long v, int) {
-    return __atomic_fetch_xor((volatile unsigned long*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA unsigned long __tsan_atomic64_fetch_nand(volatile void* p, unsigned long v, int) {
-    return __atomic_fetch_nand((volatile unsigned long*)p, v, __ATOMIC_SEQ_CST);
-}
-CUEMU_TA bool __tsan_atomic64_compare_exchange_strong(volatile void* p, void* e, unsigned long v, int, int) {
-    return __atomic_compare_exchange_n((volatile unsigned long*)p, (unsigned long*)e, v, 0, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
-CUEMU_TA bool __tsan_atomic64_compare_exchange_weak(volatile void* p, void* e, unsigned long v, int, int) {
-    return __atomic_compare_exchange_n((volatile unsigned long*)p, (unsigned long*)e, v, 1, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
+// A read-modify-write hook: NAME is GCC's suffix, BUILTIN the __atomic builtin it maps to.
+#define CUEMU_TA_RMW(N, T, NAME, BUILTIN)                              \
+    CUEMU_TA T __tsan_atomic##N##_##NAME(volatile void* p, T v, int) { \
+        return BUILTIN((volatile T*)p, v, __ATOMIC_SEQ_CST);           \
+    }
+#define CUEMU_TA_CAS(N, T, KIND, WEAK)                                                                          \
+    CUEMU_TA bool __tsan_atomic##N##_compare_exchange_##KIND(volatile void* p, void* e, T v, int, int) {        \
+        return __atomic_compare_exchange_n((volatile T*)p, (T*)e, v, WEAK, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); \
+    }
+// All the hooks of one access width N (bits); T is the unsigned type of that width.
+#define CUEMU_TA_WIDTH(N, T)                                             \
+    CUEMU_TA T __tsan_atomic##N##_load(const volatile void* p, int) {    \
+        return __atomic_load_n((const volatile T*)p, __ATOMIC_SEQ_CST);  \
+    }                                                                    \
+    CUEMU_TA void __tsan_atomic##N##_store(volatile void* p, T v, int) { \
+        __atomic_store_n((volatile T*)p, v, __ATOMIC_SEQ_CST);           \
+    }                                                                    \
+    CUEMU_TA_RMW(N, T, exchange, __atomic_exchange_n)                    \
+    CUEMU_TA_RMW(N, T, fetch_add, __atomic_fetch_add)                    \
+    CUEMU_TA_RMW(N, T, fetch_sub, __atomic_fetch_sub)                    \
+    CUEMU_TA_RMW(N, T, fetch_and, __atomic_fetch_and)                    \
+    CUEMU_TA_RMW(N, T, fetch_or, __atomic_fetch_or)                      \
+    CUEMU_TA_RMW(N, T, fetch_xor, __atomic_fetch_xor)                    \
+    CUEMU_TA_RMW(N, T, fetch_nand, __atomic_fetch_nand)                  \
+    CUEMU_TA_CAS(N, T, strong, 0)                                        \
+    CUEMU_TA_CAS(N, T, weak, 1)
+CUEMU_TA_WIDTH(8, unsigned char)
+CUEMU_TA_WIDTH(16, unsigned short)
+CUEMU_TA_WIDTH(32, unsigned int)
+CUEMU_TA_WIDTH(64, unsigned long)
 CUEMU_TA void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 CUEMU_TA void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+#undef CUEMU_TA_WIDTH
+#undef CUEMU_TA_CAS
+#undef CUEMU_TA_RMW
 #undef CUEMU_TA

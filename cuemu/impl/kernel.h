@@ -929,33 +929,27 @@ static inline unsigned __match_any_sync(unsigned mask, T value) {
     memcpy(&v, &value, sizeof(T));
     return (unsigned)cuemu::warp_collective(cuemu::C_MATCH_ANY, mask, v, 0, 32);
 }
-static inline unsigned __reduce_add_sync(unsigned mask, unsigned v) {
-    return (unsigned)cuemu::warp_collective(cuemu::C_RED_ADD, mask, v, 0, 32);
-}
-static inline int __reduce_add_sync(unsigned mask, int v) {
-    return (int)(unsigned)cuemu::warp_collective(cuemu::C_RED_ADD, mask, (unsigned)v, 0, 32);
-}
-static inline unsigned __reduce_min_sync(unsigned mask, unsigned v) {
-    return (unsigned)cuemu::warp_collective(cuemu::C_RED_MIN_U, mask, v, 0, 32);
-}
-static inline int __reduce_min_sync(unsigned mask, int v) {
-    return (int)(unsigned)cuemu::warp_collective(cuemu::C_RED_MIN_S, mask, (unsigned)v, 0, 32);
-}
-static inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
-    return (unsigned)cuemu::warp_collective(cuemu::C_RED_MAX_U, mask, v, 0, 32);
-}
-static inline int __reduce_max_sync(unsigned mask, int v) {
-    return (int)(unsigned)cuemu::warp_collective(cuemu::C_RED_MAX_S, mask, (unsigned)v, 0, 32);
-}
-static inline unsigned __reduce_and_sync(unsigned mask, unsigned v) {
-    return (unsigned)cuemu::warp_collective(cuemu::C_RED_AND, mask, v, 0, 32);
-}
-static inline unsigned __reduce_or_sync(unsigned mask, unsigned v) {
-    return (unsigned)cuemu::warp_collective(cuemu::C_RED_OR, mask, v, 0, 32);
-}
-static inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) {
-    return (unsigned)cuemu::warp_collective(cuemu::C_RED_XOR, mask, v, 0, 32);
-}
+// The unsigned and int overloads of the __reduce_*_sync functions; the int one hands
+// the collective its value's bits.
+#define CUEMU_REDUCE_U(NAME, KIND)                                            \
+    static inline unsigned NAME(unsigned mask, unsigned v) {                  \
+        return (unsigned)cuemu::warp_collective(cuemu::KIND, mask, v, 0, 32); \
+    }
+#define CUEMU_REDUCE_S(NAME, KIND)                                                           \
+    static inline int NAME(unsigned mask, int v) {                                           \
+        return (int)(unsigned)cuemu::warp_collective(cuemu::KIND, mask, (unsigned)v, 0, 32); \
+    }
+CUEMU_REDUCE_U(__reduce_add_sync, C_RED_ADD)
+CUEMU_REDUCE_S(__reduce_add_sync, C_RED_ADD)
+CUEMU_REDUCE_U(__reduce_min_sync, C_RED_MIN_U)
+CUEMU_REDUCE_S(__reduce_min_sync, C_RED_MIN_S)
+CUEMU_REDUCE_U(__reduce_max_sync, C_RED_MAX_U)
+CUEMU_REDUCE_S(__reduce_max_sync, C_RED_MAX_S)
+CUEMU_REDUCE_U(__reduce_and_sync, C_RED_AND)
+CUEMU_REDUCE_U(__reduce_or_sync, C_RED_OR)
+CUEMU_REDUCE_U(__reduce_xor_sync, C_RED_XOR)
+#undef CUEMU_REDUCE_S
+#undef CUEMU_REDUCE_U
 
 // ---------------------------------------------------------------- atomics
 // Fibers never switch inside these functions, so a plain read-modify-write is
@@ -1020,46 +1014,29 @@ CUEMU_ATOMIC_CAS(unsigned short)
 #define atomicExch_block atomicExch
 
 // ---------------------------------------------------------------- cache hints and loads
-template <class T>
-static inline T __ldg(const T* p) {
-    return *p;
-}
-template <class T>
-static inline T __ldcg(const T* p) {
-    return *p;
-}
-template <class T>
-static inline T __ldca(const T* p) {
-    return *p;
-}
-template <class T>
-static inline T __ldcs(const T* p) {
-    return *p;
-}
-template <class T>
-static inline T __ldlu(const T* p) {
-    return *p;
-}
-template <class T>
-static inline T __ldcv(const T* p) {
-    return *p;
-}
-template <class T>
-static inline void __stcg(T* p, T v) {
-    *p = v;
-}
-template <class T>
-static inline void __stcs(T* p, T v) {
-    *p = v;
-}
-template <class T>
-static inline void __stwb(T* p, T v) {
-    *p = v;
-}
-template <class T>
-static inline void __stwt(T* p, T v) {
-    *p = v;
-}
+// Cache-hinted loads and stores: plain accesses here (there is no cache to steer).
+#define CUEMU_LOAD(NAME)               \
+    template <class T>                 \
+    static inline T NAME(const T* p) { \
+        return *p;                     \
+    }
+#define CUEMU_STORE(NAME)                \
+    template <class T>                   \
+    static inline void NAME(T* p, T v) { \
+        *p = v;                          \
+    }
+CUEMU_LOAD(__ldg)
+CUEMU_LOAD(__ldcg)
+CUEMU_LOAD(__ldca)
+CUEMU_LOAD(__ldcs)
+CUEMU_LOAD(__ldlu)
+CUEMU_LOAD(__ldcv)
+CUEMU_STORE(__stcg)
+CUEMU_STORE(__stcs)
+CUEMU_STORE(__stwb)
+CUEMU_STORE(__stwt)
+#undef CUEMU_STORE
+#undef CUEMU_LOAD
 
 // ---------------------------------------------------------------- device math
 // Fast-math intrinsics map to the accurate host functions (the GPU versions are
@@ -1106,36 +1083,12 @@ static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x)
 static inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
 static inline float __int2float_rn(int x) { return (float)x; }
 static inline float __uint2float_rn(unsigned x) { return (float)x; }
-static inline int __float_as_int(float x) {
-    int i;
-    memcpy(&i, &x, 4);
-    return i;
-}
-static inline unsigned __float_as_uint(float x) {
-    unsigned i;
-    memcpy(&i, &x, 4);
-    return i;
-}
-static inline float __int_as_float(int i) {
-    float x;
-    memcpy(&x, &i, 4);
-    return x;
-}
-static inline float __uint_as_float(unsigned i) {
-    float x;
-    memcpy(&x, &i, 4);
-    return x;
-}
-static inline long long __double_as_longlong(double x) {
-    long long i;
-    memcpy(&i, &x, 8);
-    return i;
-}
-static inline double __longlong_as_double(long long i) {
-    double x;
-    memcpy(&x, &i, 8);
-    return x;
-}
+static inline int __float_as_int(float x) { return cuemu::bit_cast<int>(x); }
+static inline unsigned __float_as_uint(float x) { return cuemu::bit_cast<unsigned>(x); }
+static inline float __int_as_float(int i) { return cuemu::bit_cast<float>(i); }
+static inline float __uint_as_float(unsigned i) { return cuemu::bit_cast<float>(i); }
+static inline long long __double_as_longlong(double x) { return cuemu::bit_cast<long long>(x); }
+static inline double __longlong_as_double(long long i) { return cuemu::bit_cast<double>(i); }
 static inline int __popc(unsigned x) { return __builtin_popcount(x); }
 static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }

@@ -405,30 +405,22 @@ inline ncclComm* new_comm(int rank, int size, bool local) {
 #endif
     return c;
 }
+// ncclGetErrorString's texts.
+constexpr CodeText kNcclResultText[] = {
+    {ncclSuccess, "no error"},
+    {ncclUnhandledCudaError, "unhandled cuda error (run with NCCL_DEBUG=INFO for details)"},
+    {ncclSystemError, "unhandled system error (run with NCCL_DEBUG=INFO for details)"},
+    {ncclInternalError, "internal error - please report this issue to the NCCL developers"},
+    {ncclInvalidArgument, "invalid argument (run with NCCL_DEBUG=WARN for details)"},
+    {ncclInvalidUsage, "invalid usage (run with NCCL_DEBUG=WARN for details)"},
+    {ncclRemoteError, "remote process exited or there was a network error"},
+    {ncclInProgress, "NCCL operation in progress"},
+};
 } // namespace cuemu
 
 // ---------------------------------------------------------------- API
 static inline const char* ncclGetErrorString(ncclResult_t r) {
-    switch (r) {
-        case ncclSuccess:
-            return "no error";
-        case ncclUnhandledCudaError:
-            return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-        case ncclSystemError:
-            return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-        case ncclInternalError:
-            return "internal error - please report this issue to the NCCL developers";
-        case ncclInvalidArgument:
-            return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-        case ncclInvalidUsage:
-            return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-        case ncclRemoteError:
-            return "remote process exited or there was a network error";
-        case ncclInProgress:
-            return "NCCL operation in progress";
-        default:
-            return "unknown result code";
-    }
+    return cuemu::code_text(cuemu::kNcclResultText, r, "unknown result code");
 }
 static inline const char* ncclGetLastError(ncclComm_t) { return cuemu::nccl_state().last_error.c_str(); }
 static inline ncclResult_t ncclGetVersion(int* v) {

@@ -244,6 +244,51 @@ inline void fill_props(cudaDeviceProp* p) {
     p->reservedSharedMemPerBlock = 1024;
     p->clusterLaunch = 1;
 }
+// cudaGetErrorName's names.
+constexpr CodeText kCudaErrorName[] = {
+    CUEMU_NAMED(cudaSuccess),
+    CUEMU_NAMED(cudaErrorInvalidValue),
+    CUEMU_NAMED(cudaErrorMemoryAllocation),
+    CUEMU_NAMED(cudaErrorInitializationError),
+    CUEMU_NAMED(cudaErrorInvalidConfiguration),
+    CUEMU_NAMED(cudaErrorInvalidSymbol),
+    CUEMU_NAMED(cudaErrorInvalidDevicePointer),
+    CUEMU_NAMED(cudaErrorInvalidMemcpyDirection),
+    CUEMU_NAMED(cudaErrorInvalidDeviceFunction),
+    CUEMU_NAMED(cudaErrorNoDevice),
+    CUEMU_NAMED(cudaErrorInvalidDevice),
+    CUEMU_NAMED(cudaErrorInvalidResourceHandle),
+    CUEMU_NAMED(cudaErrorNotReady),
+    CUEMU_NAMED(cudaErrorIllegalAddress),
+    CUEMU_NAMED(cudaErrorLaunchOutOfResources),
+    CUEMU_NAMED(cudaErrorAssert),
+    CUEMU_NAMED(cudaErrorLaunchFailure),
+    CUEMU_NAMED(cudaErrorNotPermitted),
+    CUEMU_NAMED(cudaErrorNotSupported),
+    CUEMU_NAMED(cudaErrorUnknown),
+};
+// cudaGetErrorString's texts.
+constexpr CodeText kCudaErrorText[] = {
+    {cudaSuccess, "no error"},
+    {cudaErrorInvalidValue, "invalid argument"},
+    {cudaErrorMemoryAllocation, "out of memory"},
+    {cudaErrorInitializationError, "initialization error"},
+    {cudaErrorInvalidConfiguration, "invalid configuration argument"},
+    {cudaErrorInvalidSymbol, "invalid device symbol"},
+    {cudaErrorInvalidDevicePointer, "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy"},
+    {cudaErrorInvalidDeviceFunction, "invalid device function"},
+    {cudaErrorNoDevice, "no CUDA-capable device is detected"},
+    {cudaErrorInvalidDevice, "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "invalid resource handle"},
+    {cudaErrorNotReady, "device not ready"},
+    {cudaErrorIllegalAddress, "an illegal memory access was encountered"},
+    {cudaErrorLaunchOutOfResources, "too many resources requested for launch"},
+    {cudaErrorAssert, "device-side assert triggered"},
+    {cudaErrorLaunchFailure, "unspecified launch failure"},
+    {cudaErrorNotPermitted, "operation not permitted"},
+    {cudaErrorNotSupported, "operation not supported"},
+};
 } // namespace cuemu
 
 // ---------------------------------------------------------------- errors
@@ -254,77 +299,10 @@ static inline cudaError_t cudaGetLastError() {
 }
 static inline cudaError_t cudaPeekAtLastError() { return cuemu::ex().last_error; }
 static inline const char* cudaGetErrorName(cudaError_t e) {
-    switch (e) {
-#define CUEMU_E(x) \
-    case x:        \
-        return #x
-        CUEMU_E(cudaSuccess);
-        CUEMU_E(cudaErrorInvalidValue);
-        CUEMU_E(cudaErrorMemoryAllocation);
-        CUEMU_E(cudaErrorInitializationError);
-        CUEMU_E(cudaErrorInvalidConfiguration);
-        CUEMU_E(cudaErrorInvalidSymbol);
-        CUEMU_E(cudaErrorInvalidDevicePointer);
-        CUEMU_E(cudaErrorInvalidMemcpyDirection);
-        CUEMU_E(cudaErrorInvalidDeviceFunction);
-        CUEMU_E(cudaErrorNoDevice);
-        CUEMU_E(cudaErrorInvalidDevice);
-        CUEMU_E(cudaErrorInvalidResourceHandle);
-        CUEMU_E(cudaErrorNotReady);
-        CUEMU_E(cudaErrorIllegalAddress);
-        CUEMU_E(cudaErrorLaunchOutOfResources);
-        CUEMU_E(cudaErrorAssert);
-        CUEMU_E(cudaErrorLaunchFailure);
-        CUEMU_E(cudaErrorNotPermitted);
-        CUEMU_E(cudaErrorNotSupported);
-        CUEMU_E(cudaErrorUnknown);
-#undef CUEMU_E
-    }
-    return "cudaErrorUnknown";
+    return cuemu::code_text(cuemu::kCudaErrorName, e, "cudaErrorUnknown");
 }
 static inline const char* cudaGetErrorString(cudaError_t e) {
-    switch (e) {
-        case cudaSuccess:
-            return "no error";
-        case cudaErrorInvalidValue:
-            return "invalid argument";
-        case cudaErrorMemoryAllocation:
-            return "out of memory";
-        case cudaErrorInitializationError:
-            return "initialization error";
-        case cudaErrorInvalidConfiguration:
-            return "invalid configuration argument";
-        case cudaErrorInvalidSymbol:
-            return "invalid device symbol";
-        case cudaErrorInvalidDevicePointer:
-            return "invalid device pointer";
-        case cudaErrorInvalidMemcpyDirection:
-            return "invalid copy direction for memcpy";
-        case cudaErrorInvalidDeviceFunction:
-            return "invalid device function";
-        case cudaErrorNoDevice:
-            return "no CUDA-capable device is detected";
-        case cudaErrorInvalidDevice:
-            return "invalid device ordinal";
-        case cudaErrorInvalidResourceHandle:
-            return "invalid resource handle";
-        case cudaErrorNotReady:
-            return "device not ready";
-        case cudaErrorIllegalAddress:
-            return "an illegal memory access was encountered";
-        case cudaErrorLaunchOutOfResources:
-            return "too many resources requested for launch";
-        case cudaErrorAssert:
-            return "device-side assert triggered";
-        case cudaErrorLaunchFailure:
-            return "unspecified launch failure";
-        case cudaErrorNotPermitted:
-            return "operation not permitted";
-        case cudaErrorNotSupported:
-            return "operation not supported";
-        default:
-            return "unknown error";
-    }
+    return cuemu::code_text(cuemu::kCudaErrorText, e, "unknown error");
 }
 
 // ---------------------------------------------------------------- device management

@@ -34,6 +34,36 @@ __global__ void sum_kernel(const int* x, int n, int* out) {
     }
 }
 
+// Two non-blocking streams and an event to order b after a (the two-stream modes).
+struct StreamPair {
+    cudaStream_t a, b;
+    cudaEvent_t e;
+};
+static StreamPair pair_create() {
+    StreamPair p;
+    CK(cudaStreamCreateWithFlags(&p.a, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&p.b, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&p.e, cudaEventDisableTiming));
+    return p;
+}
+// Stream b waits for the work queued on a so far.
+static void pair_order(const StreamPair& p) {
+    CK(cudaEventRecord(p.e, p.a));
+    CK(cudaStreamWaitEvent(p.b, p.e, 0));
+}
+static void pair_destroy(const StreamPair& p) {
+    CK(cudaEventDestroy(p.e));
+    CK(cudaStreamDestroy(p.a));
+    CK(cudaStreamDestroy(p.b));
+}
+
+// A mode's result: 0 if sum_kernel's sum is the expected one, else 1 with a message.
+static int sum_check(const char* mode, int got, int want) {
+    if (got == want) return 0;
+    fprintf(stderr, "%s: sum %d, expected %d\n", mode, got, want);
+    return 1;
+}
+
 // Two slots, each a pinned buffer guarded by an event (the trainer's upload pattern).
 // guard = 0 leaves out the cudaEventSynchronize before a slot is rewritten.
 static int slots(int guard, int pinned) {
@@ -122,34 +152,24 @@ static int write_before_sync() {
 static int two_streams() {
     const int n = 64;
     int *h, *d, *dsum, got = 0;
-    cudaStream_t a, b;
-    cudaEvent_t e;
-    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
-    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    StreamPair p = pair_create();
+    cudaStream_t a = p.a, b = p.b;
     CK(cudaMallocHost(&h, n * sizeof(int)));
     CK(cudaMalloc(&d, n * sizeof(int)));
     CK(cudaMalloc(&dsum, sizeof(int)));
     for (int i = 0; i < n; i++) h[i] = 2;
     CK(cudaMemcpyAsync(d, h, n * sizeof(int), cudaMemcpyHostToDevice, a));
-    CK(cudaEventRecord(e, a));
-    CK(cudaStreamWaitEvent(b, e, 0));
+    pair_order(p);
     LAUNCH(sum_kernel, 1, 32, 0, b, d, n, dsum);
     CK(cudaMemcpyAsync(&got, dsum, sizeof(int), cudaMemcpyDeviceToHost, b));
     CK(cudaStreamSynchronize(b));
-    CK(cudaEventSynchronize(e));
+    CK(cudaEventSynchronize(p.e));
     h[0] = 0; // fine: the event has completed
     CK(cudaFreeHost(h));
     CK(cudaFree(d));
     CK(cudaFree(dsum));
-    CK(cudaEventDestroy(e));
-    CK(cudaStreamDestroy(a));
-    CK(cudaStreamDestroy(b));
-    if (got != 2 * n) {
-        fprintf(stderr, "two streams: sum %d, expected %d\n", got, 2 * n);
-        return 1;
-    }
-    return 0;
+    pair_destroy(p);
+    return sum_check("two streams", got, 2 * n);
 }
 
 __global__ void fill_kernel(int* x, int n, int v) {
@@ -163,31 +183,21 @@ __global__ void fill_kernel(int* x, int n, int v) {
 static int cross(int with_event) {
     const int n = 256;
     int *d, *dsum, got = 0;
-    cudaStream_t a, b;
-    cudaEvent_t e;
-    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
-    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    StreamPair p = pair_create();
+    cudaStream_t a = p.a, b = p.b;
     CK(cudaMalloc(&d, n * sizeof(int)));
     CK(cudaMalloc(&dsum, sizeof(int)));
     LAUNCH(fill_kernel, 2, 64, 0, a, d, n, 3);
     if (with_event) {
-        CK(cudaEventRecord(e, a));
-        CK(cudaStreamWaitEvent(b, e, 0));
+        pair_order(p);
     }
     LAUNCH(sum_kernel, 1, 32, 0, b, d, n, dsum);
     CK(cudaMemcpyAsync(&got, dsum, sizeof(int), cudaMemcpyDeviceToHost, b)); // pageable: returns when done
     CK(cudaDeviceSynchronize());
     CK(cudaFree(d));
     CK(cudaFree(dsum));
-    CK(cudaEventDestroy(e));
-    CK(cudaStreamDestroy(a));
-    CK(cudaStreamDestroy(b));
-    if (got != 3 * n) {
-        fprintf(stderr, "cross-stream read: sum %d, expected %d\n", got, 3 * n);
-        return 1;
-    }
-    return 0;
+    pair_destroy(p);
+    return sum_check("cross-stream read", got, 3 * n);
 }
 
 // A device-to-host copy into pinned memory completes when the stream reaches it: the
@@ -320,24 +330,18 @@ __global__ void range_fill_kernel(int* x, int lo, int hi, int v) {
 static int halves(int mode) {
     const int n = 256;
     int *d, h[2 * n];
-    cudaStream_t a, b;
-    cudaEvent_t e;
-    CK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
-    CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    StreamPair p = pair_create();
+    cudaStream_t a = p.a, b = p.b;
     CK(cudaMalloc(&d, 2 * n * sizeof(int)));
     LAUNCH(range_fill_kernel, 2, 64, 0, a, d, 0, n, 1);
     if (mode == 2) {
-        CK(cudaEventRecord(e, a));
-        CK(cudaStreamWaitEvent(b, e, 0));
+        pair_order(p);
     }
     LAUNCH(range_fill_kernel, 2, 64, 0, b, d, mode == 0 ? n : n - 1, 2 * n, 2);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
     CK(cudaFree(d));
-    CK(cudaEventDestroy(e));
-    CK(cudaStreamDestroy(a));
-    CK(cudaStreamDestroy(b));
+    pair_destroy(p);
     for (int i = 0; i < 2 * n; i++) {
         int want = i < (mode == 0 ? n : n - 1) ? 1 : 2;
         if (h[i] != want) {

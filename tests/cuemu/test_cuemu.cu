@@ -876,6 +876,15 @@ struct LtCall {
     void* aux = nullptr;
     long long aux_ld = 0;
     unsigned align = 0; // if set: CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES
+    // D(m x n) = op(A)(m x k) * op(B)(k x n) [+ C], with the leading dimensions (C's = D's)
+    void shape(int m_, int n_, int k_, int lda_, int ldb_, int ldcd) {
+        m = m_;
+        n = n_;
+        k = k_;
+        lda = lda_;
+        ldb = ldb_;
+        ldc = ldd = ldcd;
+    }
 };
 
 static cublasStatus_t lt_run(const LtCall& c) {
@@ -959,6 +968,14 @@ static double dgelu_ref(double x) {
     double s = 0.7978845608028654, t = tanh(s * (x + 0.044715 * x * x * x));
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * s * (1.0 + 3.0 * 0.044715 * x * x);
 }
+// Frees the call's device buffers (C only where it is not D).
+static void lt_free(const LtCall& c) {
+    cudaCheck(cudaFree((void*)c.A));
+    cudaCheck(cudaFree((void*)c.B));
+    if (c.C && c.C != c.D) cudaCheck(cudaFree((void*)c.C));
+    if (c.bias) cudaCheck(cudaFree((void*)c.bias));
+    cudaCheck(cudaFree(c.D));
+}
 // op(A)[i][p] and op(B)[p][j] for column-major storage with leading dimensions.
 static double opA(const std::vector<float>& A, const LtCall& c, int b, int i, int p) {
     return A[(size_t)(b * c.sA) + (c.ta ? p + (size_t)i * c.lda : i + (size_t)p * c.lda)];
@@ -995,13 +1012,8 @@ static void test_cublaslt_fp32() {
         LtCall c;
         c.ta = combo & 1;
         c.tb = (combo >> 1) & 1;
-        c.m = m;
-        c.n = n;
-        c.k = k;
         int arows = c.ta ? k : m, acols = c.ta ? m : k, brows = c.tb ? n : k, bcols = c.tb ? k : n;
-        c.lda = arows + 3;
-        c.ldb = brows + 5;
-        c.ldc = m + 2;
+        c.shape(m, n, k, arows + 3, brows + 5, m + 2);
         c.ldd = m + 7;
         std::vector<float> A = make_mat(arows, acols, c.lda, 1, 0, false),
                            B = make_mat(brows, bcols, c.ldb, 1, 0, false);
@@ -1030,22 +1042,14 @@ static void test_cublaslt_fp32() {
                  c.ta ? "T" : "N", c.tb ? "T" : "N");
         check(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5 && pad_bad == 0, name,
               "status %d, rel err %.3g, padding touched %d", (int)st, worst, pad_bad);
-        cudaCheck(cudaFree((void*)c.A));
-        cudaCheck(cudaFree((void*)c.B));
-        cudaCheck(cudaFree((void*)c.C));
-        cudaCheck(cudaFree(c.D));
+        lt_free(c);
     }
 
     // In-place accumulate (C == D, beta = 1), the dW += pattern.
     {
         LtCall c;
         c.tb = true;
-        c.m = 40;
-        c.n = 33;
-        c.k = 70;
-        c.lda = 40;
-        c.ldb = 33;
-        c.ldc = c.ldd = 40;
+        c.shape(40, 33, 70, 40, 33, 40);
         std::vector<float> A = make_mat(40, 70, 40, 1, 0, false), B = make_mat(33, 70, 33, 1, 0, false),
                            D0 = make_mat(40, 33, 40, 1, 0, false);
         c.A = upload_as(A, CUDA_R_32F);
@@ -1063,22 +1067,15 @@ static void test_cublaslt_fp32() {
             }
         check(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5, "cuBLASLt fp32 in place: D = A*B^T + D (C == D, beta = 1)",
               "status %d, rel err %.3g", (int)st, worst);
-        cudaCheck(cudaFree((void*)c.A));
-        cudaCheck(cudaFree((void*)c.B));
-        cudaCheck(cudaFree(c.D));
+        lt_free(c);
     }
 
     // Strided batches (attention-style TN), strides larger than each matrix.
     {
         LtCall c;
         c.ta = true;
-        c.m = 19;
-        c.n = 23;
-        c.k = 33;
+        c.shape(19, 23, 33, 33, 35, 21);
         c.batch = 3;
-        c.lda = 33;
-        c.ldb = 35;
-        c.ldc = c.ldd = 21;
         c.sA = 33 * 19 + 11;
         c.sB = 35 * 23 + 7;
         c.sC = c.sD = 21 * 23 + 5;
@@ -1106,21 +1103,14 @@ static void test_cublaslt_fp32() {
         check(st == CUBLAS_STATUS_SUCCESS && worst < 1e-5 && gap_bad == 0,
               "cuBLASLt fp32 strided batch of 3 (op(A)=T), strides > matrix size",
               "status %d, rel err %.3g, gaps touched %d", (int)st, worst, gap_bad);
-        cudaCheck(cudaFree((void*)c.A));
-        cudaCheck(cudaFree((void*)c.B));
-        cudaCheck(cudaFree(c.D));
+        lt_free(c);
     }
 
     // Bias (one value per row of D) and GELU+bias, fp32.
     for (int ep = 0; ep < 2; ep++) {
         LtCall c;
         c.ta = true;
-        c.m = 45;
-        c.n = 31;
-        c.k = 37;
-        c.lda = 37;
-        c.ldb = 37;
-        c.ldc = c.ldd = 45;
+        c.shape(45, 31, 37, 37, 37, 45);
         std::vector<float> A = make_mat(37, 45, 37, 1, 0, false), B = make_mat(37, 31, 37, 1, 0, false), bias(45);
         for (int i = 0; i < 45; i++) bias[i] = (float)i * 0.25f - 3.0f;
         c.A = upload_as(A, CUDA_R_32F);
@@ -1141,10 +1131,7 @@ static void test_cublaslt_fp32() {
               ep == 0 ? "cuBLASLt fp32 EPILOGUE_BIAS: bias[i] added to row i of D (length m)"
                       : "cuBLASLt fp32 EPILOGUE_GELU_BIAS: tanh-approximation GELU of (A*B + bias)",
               "status %d, err %.3g", (int)st, worst);
-        cudaCheck(cudaFree((void*)c.A));
-        cudaCheck(cudaFree((void*)c.B));
-        cudaCheck(cudaFree((void*)c.bias));
-        cudaCheck(cudaFree(c.D));
+        lt_free(c);
     }
 }
 
@@ -1158,13 +1145,8 @@ static void test_cublaslt_bf16() {
         LtCall c;
         c.ta = combo & 1;
         c.tb = (combo >> 1) & 1;
-        c.m = m;
-        c.n = n;
-        c.k = k;
         int arows = c.ta ? k : m, acols = c.ta ? m : k, brows = c.tb ? n : k, bcols = c.tb ? k : n;
-        c.lda = arows + 1;
-        c.ldb = brows + 2;
-        c.ldc = c.ldd = m;
+        c.shape(m, n, k, arows + 1, brows + 2, m);
         c.ab = c.cd = CUDA_R_16BF;
         std::vector<float> A = make_mat(arows, acols, c.lda, 1, 0, true), B = make_mat(brows, bcols, c.ldb, 1, 0, true);
         c.A = upload_as(A, c.ab);
@@ -1179,21 +1161,14 @@ static void test_cublaslt_bf16() {
         snprintf(name, sizeof name, "cuBLASLt bf16 in/out op(A)=%s op(B)=%s: exact sums rounded once to nearest even",
                  c.ta ? "T" : "N", c.tb ? "T" : "N");
         check(st == CUBLAS_STATUS_SUCCESS && bad == 0, name, "status %d, %d of %d wrong", (int)st, bad, m * n);
-        cudaCheck(cudaFree((void*)c.A));
-        cudaCheck(cudaFree((void*)c.B));
-        cudaCheck(cudaFree(c.D));
+        lt_free(c);
     }
 
     // A sub-matrix pointer (one bf16 element past an allocation's start) is only 2-byte
     // aligned: it needs the real alignment in the preference.
     {
         LtCall c;
-        c.m = 16;
-        c.n = 8;
-        c.k = 24;
-        c.lda = 16;
-        c.ldb = 24;
-        c.ldc = c.ldd = 16;
+        c.shape(16, 8, 24, 16, 24, 16);
         c.ab = c.cd = CUDA_R_16BF;
         std::vector<float> A = make_mat(16, 24, 16, 1, 0, true), B = make_mat(24, 8, 24, 1, 0, true),
                            A1(A.size() + 1, 0.0f);
@@ -1225,12 +1200,7 @@ static void test_cublaslt_bf16() {
     const int C = 45, OC = 37, BT = 29, aux_ld = 40;
     LtCall c;
     c.ta = true;
-    c.m = OC;
-    c.n = BT;
-    c.k = C;
-    c.lda = C;
-    c.ldb = C;
-    c.ldc = c.ldd = OC;
+    c.shape(OC, BT, C, C, C, OC);
     c.ab = c.cd = CUDA_R_16BF;
     std::vector<float> W = make_mat(C, OC, C, 1, 0, true), X = make_mat(C, BT, C, 1, 0, true), bias(OC);
     for (int i = 0; i < OC; i++) bias[i] = (float)((int)(rnd() % 33) - 16) / 8.0f;
@@ -1257,12 +1227,7 @@ static void test_cublaslt_bf16() {
 
     // Backward through the GELU: DGELU multiplies A*B by gelu'(aux).
     LtCall g;
-    g.m = OC;
-    g.n = BT;
-    g.k = 23;
-    g.lda = OC;
-    g.ldb = 23;
-    g.ldc = g.ldd = OC;
+    g.shape(OC, BT, 23, OC, 23, OC);
     g.ab = g.cd = CUDA_R_16BF;
     std::vector<float> GA = make_mat(OC, 23, OC, 1, 0, true), GB = make_mat(23, BT, 23, 1, 0, true);
     g.A = upload_as(GA, g.ab);
@@ -1285,12 +1250,7 @@ static void test_cublaslt_bf16() {
     // dbias[j] = sum over BT of dout[j] (one value per column of D).
     LtCall w;
     w.tb = true;
-    w.m = C;
-    w.n = OC;
-    w.k = BT;
-    w.lda = C;
-    w.ldb = OC;
-    w.ldc = w.ldd = C;
+    w.shape(C, OC, BT, C, OC, C);
     w.ab = w.cd = CUDA_R_16BF;
     std::vector<float> dout = make_mat(OC, BT, OC, 1, 0, true);
     w.A = c.B;
