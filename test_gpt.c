@@ -764,7 +764,9 @@ static void test_layouts(void) {
     {
         char out1[4096] = "", out2[4096] = "", line[4096];
         for (int k = 0; k < 2; k++) {
-            layout_args(args, sizeof(args), data, tmp);
+            char sdir[1400]; // each run its own -o: the first keeps its final checkpoint there
+            snprintf(sdir, sizeof(sdir), "%s/sample%d", tmp, k);
+            layout_args(args, sizeof(args), data, sdir);
             snprintf(cmd, sizeof(cmd),
                      "%s ./train_gpt %s -j %s -val-every 2 -val-samples 8 -steps 2 -sample-every 2 -sample-len 12 %s > "
                      "%s/sample%d.txt 2>&1",

@@ -7,6 +7,7 @@
 #   bash scripts/bench_sp_vpp.sh            # needs ./train_gpt and dev/data/kjv (make data)
 #   STEPS=10 THREADS=1 bash scripts/bench_sp_vpp.sh
 set -euo pipefail
+source "${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}/scripts/args.sh" && llmc_args "${BASH_SOURCE[0]}" "$@"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 STEPS=${STEPS:-6}

@@ -12,6 +12,7 @@
 #   NODES="280 560" EXTRA="-plan-eff 0.73" bash scripts/plan_530b_techniques.sh
 #   (EXTRA: planner flags, e.g. -plan-eff 0.73 = the Megatron-LM level, README "Planning a run")
 set -euo pipefail
+source "${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}/scripts/args.sh" && llmc_args "${BASH_SOURCE[0]}" "$@"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 BIN=${TRAIN_GPT:-./train_gpt}

@@ -10,6 +10,9 @@
 # Every value below can be overridden from the environment, e.g.
 #   TOKENS=400000 VAL_EVERY=20 bash scripts/run_cpu.sh
 #   DRY_RUN=1 bash scripts/run_cpu.sh      # print the command, validate the flags, exit
+#   FRESH=1 bash scripts/run_cpu.sh        # delete the checkpoints in $OUT and start over
+# A rerun with checkpoints in $OUT resumes that run (a finished one says so); it never
+# deletes them unless FRESH=1.
 #
 # How the recipe is scaled (paper value -> here, and why):
 #   shape of the LR schedule, kept: linear warmup, cosine decay to 10% of peak, and the
@@ -36,6 +39,7 @@
 #   beta1 0.9, beta2 0.95, eps 1e-8, weight decay 0.1, clip 1.0: unchanged (they do not
 #     depend on the run length).
 set -euo pipefail
+source "${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}/scripts/args.sh" && llmc_args "${BASH_SOURCE[0]}" "$@"
 
 TRAIN_GPT=${TRAIN_GPT:-./train_gpt}
 OUT=${OUT:-out/cpu_tiny}
@@ -85,8 +89,19 @@ cmd=(
   # evaluation, sampling, output
   -val-every "$VAL_EVERY" -val-samples "$VAL_SAMPLES"
   -sample-every "$SAMPLE_EVERY" -sample-len "$SAMPLE_LEN"
-  -o "$OUT" -ckpt-every "$CKPT_EVERY" -overwrite 1   # a demo: a rerun starts over in $OUT
+  -o "$OUT" -ckpt-every "$CKPT_EVERY"
 )
+# a run directory is never overwritten by accident: a rerun resumes (a finished run says so
+# and exits); FRESH=1 deletes the checkpoints in $OUT and starts over
+if compgen -G "$OUT/ckpt_*/DONE" > /dev/null; then
+  if [ "${FRESH:-0}" = "1" ]; then
+    cmd+=(-overwrite 1)
+    echo "run_cpu.sh: FRESH=1: the checkpoints in $OUT are deleted, the run starts over"
+  else
+    cmd+=(-resume)
+    echo "run_cpu.sh: $OUT holds checkpoints: resuming that run (FRESH=1 starts over)"
+  fi
+fi
 
 if [ "${DRY_RUN:-0}" = "1" ]; then
   printf '%q ' "${cmd[@]}"; printf '%s\n' '-check'

@@ -54,6 +54,7 @@
 #SBATCH --requeue
 #SBATCH --output=family_%j.log
 set -euo pipefail
+source "${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}/scripts/args.sh" && llmc_args "${BASH_SOURCE[0]}" "$@"
 
 ROOT="${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 [ -f "$ROOT/scripts/lib.sh" ] || ROOT="${SLURM_SUBMIT_DIR:?run from the repository root, or set LLMC_ROOT}"

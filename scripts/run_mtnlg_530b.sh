@@ -57,6 +57,7 @@
 #SBATCH --requeue
 #SBATCH --output=mtnlg_530b_%j.log
 set -euo pipefail
+source "${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}/scripts/args.sh" && llmc_args "${BASH_SOURCE[0]}" "$@"
 
 # The repository root: the script's parent directory, or, under sbatch (which runs a copy
 # of the script from its spool directory), the directory sbatch was called from.

@@ -37,6 +37,7 @@
 #   EXTRA_FLAGS  extra trainer flags, e.g. "-skip-spikes 4"
 #   DRY_RUN, CHECK_BIN, MAX_RESTARTS, STOP_RC, RESTART_WAIT: see scripts/lib.sh
 set -euo pipefail
+source "${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}/scripts/args.sh" && llmc_args "${BASH_SOURCE[0]}" "$@"
 
 ROOT="${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 [ -f "$ROOT/scripts/lib.sh" ] || ROOT="${SLURM_SUBMIT_DIR:?run from the repository root, or set LLMC_ROOT}"

@@ -93,5 +93,25 @@ expect_fail "impossible: 530b with VPP=3 (2..120 micro-batches, not multiples of
 expect_fail "impossible: tiny with micro-batch 3 (ramp batches 8, 16, ... not divisible)" scripts/run_one_gpu.sh \
   's/GB=480; MB=8 /GB=480; MB=3 /' "ramp" MODEL=tiny
 
+# the command line: -h prints the script's comment and exits 0, anything else exits 2; no
+# script starts (or overwrites) a run then
+R="$TMP/run_dir"; mkdir -p "$R/ckpt_00000003"; touch "$R/ckpt_00000003/DONE"
+for s in scripts/*.sh; do
+  case "$(basename "$s")" in lib.sh | args.sh) continue ;; esac
+  log="$TMP/help_$(basename "$s").log"
+  if OUT="$R" OUT_DIR="$R" bash "$s" -h > "$log" 2>&1 && grep -q "^$(basename "$s"):" "$log" && [ -f "$R/ckpt_00000003/DONE" ]
+  then ok "$(basename "$s") -h: prints its help, exit 0, touches nothing"; else bad "$(basename "$s") -h" "$log"; fi
+  if OUT="$R" bash "$s" --no-such-option > "$log" 2>&1; then bad "$(basename "$s") --no-such-option: exit 0" "$log"
+  elif [ $? -eq 2 ] && grep -q "unknown argument" "$log"; then ok "$(basename "$s") --no-such-option: refused (exit 2)"
+  else bad "$(basename "$s") --no-such-option: not refused as an unknown argument" "$log"; fi
+done
+# run_cpu.sh (make quickstart) on a directory holding checkpoints resumes; FRESH=1 starts over
+log="$TMP/cpu_resume.log"
+env DRY_RUN=1 TRAIN_GPT="$CHECK_BIN" OUT="$R" bash scripts/run_cpu.sh > "$log" 2>&1
+if grep -q -- " -resume" "$log" && ! grep -q -- "-overwrite" "$log"; then ok "run_cpu.sh with checkpoints in OUT: -resume, never -overwrite"
+else bad "run_cpu.sh with checkpoints in OUT: -resume, never -overwrite" "$log"; fi
+env DRY_RUN=1 FRESH=1 TRAIN_GPT="$CHECK_BIN" OUT="$R" bash scripts/run_cpu.sh > "$log" 2>&1
+if grep -q -- "-overwrite 1" "$log"; then ok "run_cpu.sh FRESH=1: -overwrite 1"; else bad "run_cpu.sh FRESH=1: -overwrite 1" "$log"; fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

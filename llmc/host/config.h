@@ -109,6 +109,8 @@ typedef struct {
     double timeout;        // step watchdog seconds; 0 = off, < 0 = auto
     int overwrite;         // a fresh run may replace -o's checkpoints
     int allow_data_change; // -resume may change seed, shuffle or shards
+    // the command line that defines the run, as a JSON array body (runrecord.h): -o's record
+    char argv_record[8192];
 } Config;
 
 // ---------------------------------------------------------------------------------------
@@ -153,7 +155,7 @@ typedef struct {
     X(I64, "-val-samples", val_samples, 64, "data", "validation sequences")                                   \
     X(PATH, "-o", out_dir, "", "output", "output directory (checkpoints, log)")                               \
     X(PATH, "-log", log_path, "", "output", "JSONL log (default DIR/log.jsonl)")                              \
-    X(I64, "-ckpt-every", ckpt_every, 0, "output", "checkpoint every N steps (0: off)")                       \
+    X(I64, "-ckpt-every", ckpt_every, 0, "output", "checkpoint every N steps (0: only the last)")             \
     X(PATH, "-init-from", init_from, "", "output", "start a new run from this checkpoint's weights")          \
     X(PATH, "-tokenizer", tokenizer, "", "output", "tokenizer file, for samples")                             \
     X(I64, "-sample-every", sample_every, 0, "output", "sample every N steps (0: off)")                       \

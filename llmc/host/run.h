@@ -25,6 +25,7 @@
 #include "comm.h"
 #include "config.h"
 #include "dataloader.h"
+#include "runrecord.h"
 #include "eval.h"
 #include "layout.h"
 #include "logger.h"
@@ -219,6 +220,12 @@ static void run_open_log(Run* R, int append) {
         R->log_lock_fd = again;
     }
     logger_open(&R->log, path, append, m->rank, m->tp, m->pp, m->dp, m->rank == 0);
+    if (!append && R->log.f && m->rank == 0) { // the run's record first (runrecord.h)
+        fputs("{\"type\":\"config\",", R->log.f);
+        runrecord_json(R->log.f, &R->cfg, m);
+        fputs("}\n", R->log.f);
+        logger_check(&R->log);
+    }
 }
 
 // ----------------------------------------------------------------------------------------
@@ -513,6 +520,8 @@ static void run_claim_outdir(Run* R) {
         exit(1);
     }
     run_claim_log(R); // before -overwrite deletes anything
+    if (R->comm.rank == 0 && c->out_dir[0] != '\0' && runrecord_write(c->out_dir, c, &R->comm, err, sizeof(err)) != 0)
+        die("%s", err); // -o DIR -resume needs it
     if (overwrite) {
         int removed = outdir_remove_checkpoints(c->out_dir);
         printf("-overwrite 1: removed %d checkpoint(s) of the earlier run in %s\n", removed, c->out_dir);
@@ -785,6 +794,11 @@ static int run_loop(Run* R, const RunHooks* h) {
     R->t_start = wall_ms();
     run_progress_mark(R, R->t_start);
     if (c->max_steps == 0) return run_eval_only(R, h);
+    if (run_finished(R) && R->comm.rank == 0) // a resumed run that had already finished
+        printf(
+            "the run is complete: step %lld, %lld of -tokens %lld; nothing to train (raise -tokens or -steps to go "
+            "on)\n",
+            (long long)R->step, (long long)R->tokens, (long long)c->total_tokens);
     while (!run_finished(R)) {
         watchdog_beat(&R->wd, R->step);
         double t0 = wall_ms();
@@ -842,7 +856,8 @@ static int run_loop(Run* R, const RunHooks* h) {
             h->sample(h->self, stdout);
         watchdog_beat(&R->wd, R->step);
         int saved = 0;
-        if (c->out_dir[0] && c->ckpt_every > 0 && (R->step % c->ckpt_every == 0 || last)) {
+        // with -o the last step is always saved, as Megatron's --save does: a finished run keeps its weights
+        if (c->out_dir[0] && ((c->ckpt_every > 0 && R->step % c->ckpt_every == 0) || last)) {
             if (run_save(R, h) != 0)
                 die("checkpoint at step %lld failed: free disk space or fix -o", (long long)R->step);
             saved = 1;

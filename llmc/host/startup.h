@@ -16,6 +16,7 @@
 #include "config.h"
 #include "dataloader.h"
 #include "../planner/planner.h"
+#include "runrecord.h"
 #include "stop.h"
 #include "tokenizer.h"
 
@@ -82,6 +83,37 @@ static int startup_check_inputs(const Config* c, int rank, int dp, int argc, cha
     return 0;
 }
 
+// -resume with -o: the run's recorded command line (DIR/config.json) is parsed first and this
+// one on top, so `-o DIR -resume` needs no other flag. Either way cfg->argv_record gets the
+// command line that defines the run now, which run_claim_outdir records. 0, or 1 (err).
+static int startup_replay_record(Config* cfg, int argc, char** argv, PlanRequest* plan, int rank, char* err) {
+    cfg->argv_record[0] = '\0';
+    int rargc = 0;
+    char** rargv = NULL;
+    int have = cfg->resume && cfg->out_dir[0] ? runrecord_load_argv(cfg->out_dir, &rargc, &rargv, err, CFG_ERR_LEN) : 0;
+    if (have < 0) return 1;
+    if (have > 0) {
+        Config both;
+        config_defaults(&both);
+        int bad = config_parse(&both, rargc, rargv, plan_config_flag, plan, err) != 0 ||
+                  config_parse(&both, argc, argv, plan_config_flag, plan, err) != 0 ||
+                  runrecord_argv(both.argv_record, sizeof(both.argv_record), rargc, rargv) != 0;
+        runrecord_free_argv(rargc, rargv);
+        if (bad) {
+            if (err[0] == '\0') snprintf(err, CFG_ERR_LEN, "the run record in %s is too long", cfg->out_dir);
+            return 1;
+        }
+        memcpy(cfg, &both, sizeof(both));
+        if (rank == 0) printf("resume: the flags recorded in %s/config.json, then this command line\n", cfg->out_dir);
+    }
+    if (runrecord_argv(cfg->argv_record, sizeof(cfg->argv_record), argc, argv) != 0) {
+        snprintf(err, CFG_ERR_LEN, "the command line is too long to record in -o's config.json (%zu bytes at most)",
+                 sizeof(cfg->argv_record));
+        return 1;
+    }
+    return 0;
+}
+
 // 1 when every rank parsed the same configuration (-threads may differ between nodes): one run,
 // one recipe. An MPMD launch with, say, another -lr on one rank would train a mix.
 static int startup_same_flags(const Config* cfg, const Comm* comm) {
@@ -118,7 +150,8 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
     char err[CFG_ERR_LEN];
     PlanRequest plan;
     plan_request_init(&plan);
-    int bad = config_parse(cfg, argc, argv, plan_config_flag, &plan, err) != 0 || config_validate(cfg, err) != 0;
+    int bad = config_parse(cfg, argc, argv, plan_config_flag, &plan, err) != 0 ||
+              startup_replay_record(cfg, argc, argv, &plan, comm->rank, err) != 0 || config_validate(cfg, err) != 0;
     if (!bad && cfg->plan) { // the layout planner: pure arithmetic, no MPI needed
         int rc = 0;
         if (comm->rank == 0) {

@@ -4,8 +4,9 @@
 # overwrites another run's checkpoints (unless -overwrite 1); two runs started together
 # leave one clean log; after a resume no step is logged twice; -keep N; -resume refuses
 # a changed data order (seed, shuffle, shards) unless -allow-data-change 1 and logs
-# recipe and schedule changes. No -log may write into a running run's -o or another run's
-# log, and deleting DIR/lock by hand does not release the lock.
+# recipe and schedule changes; -o DIR -resume alone continues a run from its config.json.
+# No -log may write into a running run's -o or another run's log, and deleting DIR/lock by
+# hand does not release the lock.
 source "$(dirname "$0")/ckpt_common.sh"
 need
 E1=$SCRATCH/e1; E2=$SCRATCH/e2
@@ -99,4 +100,31 @@ check "identity: recipe changes (beta2, lr) are allowed and logged as changes" \
 again "-warmup 12345 -minlr-frac 0.2"
 check "identity: schedule changes (warmup, minlr-frac) are logged as changes" \
   bash -c "[ $RC -eq 0 ] && grep -q 'warmup changed from 0 to 12345' '$E1' && grep -q '\"what\":\"minlr-frac\",\"old\":0.1' '$D/log.jsonl'"
+# 7. the run directory remembers its run: -o DIR -resume needs no other flag
+D=$SCRATCH/rec; S=$SCRATCH/rec_straight
+run_tg "$E1" "$E2" "$TINY -steps 6 -o $S"
+run_tg "$E1" "$E2" "$TINY -steps 3 -o $D"
+check "record: a fresh run writes DIR/config.json (JSON, its command line) and a config record first in the log" \
+  $PY -c "import json,sys; r=json.load(open('$D/config.json')); l=json.loads(open('$D/log.jsonl').readline()); \
+sys.exit(not ('-V' in r['argv'] and '-o' not in r['argv'] and r['flags']['-V'] == 8192 and l['type'] == 'config'))"
+run_tg "$E1" "$E2" "-o $D -resume -steps 6"
+ok=0
+[ $RC -eq 0 ] && grep -q 'flags recorded in' "$E1" && [ "$(steps_losses "$D/log.jsonl" | tail -3)" = "$(steps_losses "$S/log.jsonl" | tail -3)" ] &&
+  same_ckpt "$S/ckpt_00000006" "$D/ckpt_00000006" && ok=1
+check "record: -o DIR -resume -steps 6 alone continues the run, steps 4-6 equal the straight run's bits (rc $RC)" [ $ok -eq 1 ]
+run_tg "$E1" "$E2" "-o $D -resume"
+check "record: -o DIR -resume alone on a finished run says it is complete (rc $RC)" \
+  bash -c "[ $RC -eq 0 ] && grep -q 'the run is complete: step 6' '$E1'"
+run_tg "$E1" "$E2" "-o $D -resume -heads 2"
+check "record: a shape flag given again that differs from the record is refused" one_line_error "$E2" "$RC" "different model"
+echo '{"argv": [' > "$D/config.json"
+run_tg "$E1" "$E2" "-o $D -resume"
+check "record: a damaged config.json is one error line" one_line_error "$E2" "$RC" "is damaged"
+# the same for a 2x2x2 layout stopped after 3 steps, resumed with -o DIR -resume -steps 6
+D8=$SCRATCH/rec8; S8=$SCRATCH/rec8_straight
+eval "timeout 300 $MPIRUN 8 $BIN $TINY -tp 2 -pp 2 -dp 2 -steps 6 -o $S8" > "$SCRATCH/s8.out" 2>&1
+eval "timeout 300 $MPIRUN 8 $BIN $TINY -tp 2 -pp 2 -dp 2 -steps 3 -o $D8" > "$SCRATCH/d8.out" 2>&1
+rc=0; eval "timeout 300 $MPIRUN 8 $BIN -o $D8 -resume -steps 6" > "$SCRATCH/r8.out" 2>&1 || rc=$?
+ok=0; [ $rc -eq 0 ] && same_ckpt "$S8/ckpt_00000006" "$D8/ckpt_00000006" && ok=1
+check "record: 2x2x2 resumed with -o DIR -resume -steps 6 alone: bit-identical to the straight run (rc $rc)" [ $ok -eq 1 ]
 summary
