@@ -155,6 +155,7 @@ gpu-rehearsal: train_gpt $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_g
 HF_PY ?= $(HOME)/.cache/llmc/hf-venv/bin/python
 test-hf: train_gpt data
 	$(HF_PY) tests/test_hf.py
+	$(HF_PY) tests/fuzz/fuzz_import_hf.py
 
 # the cloze set the README's evaluation uses (dev/eval/kjv_cloze.jsonl)
 cloze: data

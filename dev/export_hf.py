@@ -6,12 +6,14 @@ custom code:
 
     /usr/bin/python3 dev/export_hf.py CKPT_DIR OUT_DIR [--tokenizer dev/data/kjv/kjv_tokenizer.json]
 
-CKPT_DIR is one checkpoint (DIR/ckpt_SSSSSSSS) or a run's -o directory (its newest
-complete checkpoint is taken). Needs only numpy: the rank files are read here, following
-the format of llmc/host/checkpoint.h (header of 128 int64, then fp32 weights, m, v), and the
-TP/PP slices are put back together the way llmc/host/params.h lays them out. The safetensors
-file is written here too (8-byte header length, JSON header, raw little-endian data), so
-the output is a pure function of the weights: import -> export is bit-identical.
+CKPT_DIR is one checkpoint (DIR/ckpt_SSSSSSSS) or a run's -o directory (the complete
+ckpt_<digits> of the highest step is taken, as -resume takes it; a checkpoint whose header step
+is not the one in its name is refused). Needs only numpy: the rank files are read here,
+following the format of llmc/host/checkpoint.h (header of 128 int64, then fp32 weights, m, v;
+every header field checked as ckpt_header_validate checks it, for versions 1 and 2), and the
+TP/PP slices and -vpp chunks are put back together the way llmc/host/params.h lays them out.
+The safetensors file is written here too (8-byte header length, JSON header, raw little-endian
+data), so the output is a pure function of the weights: import -> export is bit-identical.
 
 Written: config.json (GPT2LMHeadModel: pre-LN, learned positions, gelu_new = tanh GeLU,
 tied LM head, LayerNorm eps 1e-5, no dropout), model.safetensors (fp32, the padded
@@ -19,9 +21,9 @@ vocabulary rows dropped), tokenizer.json + tokenizer_config.json + special_token
 """
 
 import argparse
-import glob
 import json
 import os
+import re
 import struct
 import sys
 
@@ -115,6 +117,67 @@ def fnv1a64_fast(data, h=0xcbf29ce484222325):
     return h
 
 
+# checkpoint.h's limits on what a header may claim (far above any real model)
+CKPT_MAX_DIM = 1 << 24
+CKPT_MAX_RANKS = 1 << 20
+# the entries that differ between the rank files of one save (reshard.h, ckpt_field_per_rank)
+PER_RANK_FIELDS = ("tp_rank", "pp_rank", "dp_rank", "rank", "n_params", "opt_off", "n_opt", "checksum")
+CKPT_NAME = re.compile(r"ckpt_([0-9]+)")  # what ckpt_dir_name writes; ckpt_N.old, ckpt_N.tmp are not saves
+RANK_NAME = re.compile(r"rank_([0-9]{5})\.bin")
+
+
+def validate_header(h, path, size):
+    """ckpt_header_validate (llmc/host/checkpoint.h), for version 1 as for 2: every field used
+    here is range-checked and consistent with the file size before it sizes or indexes anything.
+    A version-1 header is not under its checksum, so this is all that stands between a forged
+    step or shape and the export."""
+    def bad(what):
+        return CkptError(f"checkpoint file {path} has an invalid header: {what}")
+    L, C, NH, T, V, Vp = (h[k] for k in ("L", "H", "heads", "seq", "V", "Vp"))
+    if not (1 <= L <= 4096 and 1 <= C <= CKPT_MAX_DIM and 1 <= NH <= C and 1 <= T <= CKPT_MAX_DIM
+            and 1 <= V <= 65536 and V <= Vp <= CKPT_MAX_DIM):
+        raise bad(f"model shape out of range (L={L} H={C} heads={NH} seq={T} V={V} Vp={Vp})")
+    if C % NH:
+        raise bad(f"heads={NH} do not divide H={C}")
+    TP, PP, DP = h["tp"], h["pp"], h["dp"]
+    if not (1 <= TP <= CKPT_MAX_RANKS and 1 <= PP <= CKPT_MAX_RANKS and 1 <= DP <= CKPT_MAX_RANKS
+            and TP * PP * DP <= CKPT_MAX_RANKS):
+        raise bad(f"layout out of range (tp={TP} pp={PP} dp={DP})")
+    if NH % TP or (4 * C) % TP or Vp % TP or L % PP:
+        raise bad(f"layout tp={TP} pp={PP} does not fit the model")
+    for k in ("zero", "scaled_init", "shuffle"):
+        if h[k] not in (0, 1):
+            raise bad(f"{k}={h[k]}")
+    if not (0 <= h["tp_rank"] < TP and 0 <= h["pp_rank"] < PP and 0 <= h["dp_rank"] < DP
+            and h["rank"] == h["tp_rank"] + TP * h["dp_rank"] + TP * DP * h["pp_rank"]):
+        raise bad(f"rank {h['rank']} (tp {h['tp_rank']}, pp {h['pp_rank']}, dp {h['dp_rank']}) is not a rank of "
+                  f"layout tp={TP} pp={PP} dp={DP}")
+    step, tokens, samples, adam_t = h["step"], h["tokens"], h["samples"], h["adam_t"]
+    if (step < 0 or tokens < 0 or samples < 0 or adam_t < 0 or adam_t > step or tokens != samples * T
+            or (step == 0) != (samples == 0)):
+        raise bad(f"inconsistent progress (step={step} tokens={tokens} samples={samples} adam_t={adam_t})")
+    if h["auto_gb"] < 0 or h["noise_n"] < 0:
+        raise bad(f"auto_gb={h['auto_gb']} noise_n={h['noise_n']}")
+    nlayers, vpp = L // PP, h["vpp"]
+    if vpp < 0 or vpp > nlayers or (vpp > 1 and nlayers % vpp):  # reshard.h's rule; 0 (before -vpp) = 1
+        raise bad(f"bad chunk count (vpp {vpp} for {nlayers} layers per stage)")
+    # the exact payload of this rank (ckpt_rank.h's save rule, as reshard.h checks it)
+    total = local_layout(h)[1]
+    want_np = want_no = total if h["dp_rank"] == 0 else 0
+    want_off = 0
+    if h["zero"]:
+        per = -(-total // DP)
+        want_off = min(per * h["dp_rank"], total)
+        want_no = min(per * (h["dp_rank"] + 1), total) - want_off
+    n_params, opt_off, n_opt = h["n_params"], h["opt_off"], h["n_opt"]
+    if n_params != want_np or n_opt != want_no or (want_no > 0 and opt_off != want_off):
+        raise bad(f"payload (n_params={n_params} opt=[{opt_off},+{n_opt})) does not match its rank "
+                  f"(want {want_np}, [{want_off},+{want_no}))")
+    want = 8 * CKPT_HEADER_INTS + 4 * (n_params + 2 * n_opt)
+    if size != want:
+        raise CkptError(f"checkpoint file {path} is truncated or corrupt ({size} bytes, header implies {want})")
+
+
 def read_header(path):
     with open(path, "rb") as f:
         raw = f.read(8 * CKPT_HEADER_INTS)
@@ -127,49 +190,72 @@ def read_header(path):
         raise CkptError(f"{path} is not a checkpoint file (bad magic)")
     if h["version"] not in CKPT_VERSIONS:
         raise CkptError(f"checkpoint {path} has format version {h['version']}; this script reads {CKPT_VERSIONS}")
-    want = 8 * CKPT_HEADER_INTS + 4 * (h["n_params"] + 2 * h["n_opt"])
-    size = os.path.getsize(path)
-    if size != want:
-        raise CkptError(f"checkpoint file {path} is truncated or corrupt ({size} bytes, header implies {want})")
+    validate_header(h, path, os.path.getsize(path))
     return h
 
 
 def check_sum(path, h, payload):
+    """version 1: FNV-1a 64 of the payload; version 2: of the header (checksum entry 0), then the
+    payload, as ckpt_write_rank writes it and reshard.h checks it"""
     want = h["checksum"] & 0xFFFFFFFFFFFFFFFF
-    if fnv1a64_fast(payload) == want:
-        return
-    if h["version"] >= 2:  # version 2 may hash the header (checksum field zeroed) before the payload
+    s = 0xcbf29ce484222325
+    if h["version"] >= 2:
         raw = bytearray(h["_raw"])
         i = CKPT_FIELDS["checksum"] * 8
         raw[i:i + 8] = b"\0" * 8
-        if fnv1a64_fast(payload, fnv1a64_fast(bytes(raw))) == want:
-            return
-    raise CkptError(f"checkpoint file {path} is corrupt (checksum mismatch)")
+        s = fnv1a64_fast(bytes(raw))
+    if fnv1a64_fast(payload, s) != want:
+        raise CkptError(f"checkpoint file {path} is corrupt (checksum mismatch)")
 
 
 def resolve_ckpt_dir(path):
-    if glob.glob(os.path.join(path, "rank_*.bin")):
+    """path itself if it holds rank files, else the complete (DONE) ckpt_<digits> directory
+    of the highest step in it (by number: ckpt_100000000 is newer than ckpt_99999999; ckpt_N.old
+    and ckpt_N.tmp are not saves), as ckpt_find_latest picks it for -resume"""
+    try:
+        names = os.listdir(path)
+    except OSError as e:
+        raise CkptError(f"cannot read checkpoint directory {path}: {e.strerror}")
+    if any(RANK_NAME.fullmatch(n) for n in names):
         return path
-    cands = sorted(d for d in glob.glob(os.path.join(path, "ckpt_*")) if os.path.exists(os.path.join(d, "DONE")))
+    cands = [(int(m.group(1)), n) for n in names
+             if (m := CKPT_NAME.fullmatch(n)) and os.path.exists(os.path.join(path, n, "DONE"))]
     if not cands:
         raise CkptError(f"no checkpoint in {path} (want a ckpt_* directory, or a run directory holding one with DONE)")
-    return cands[-1]
+    return os.path.join(path, max(cands)[1])
+
+
+def global_layer(h, l):
+    """the global layer of local layer l of the writing rank (params.h, param_global_layer): with
+    -vpp the rank's chunk c holds virtual stage c*PP + pp, not a contiguous run of layers"""
+    nchunk = max(h["vpp"], 1)
+    nlc = h["L"] // h["pp"] // nchunk
+    return ((l // nlc) * h["pp"] + h["pp_rank"]) * nlc + l % nlc
 
 
 def read_checkpoint(path, verify=True):
-    """Returns (header of rank 0, {tensor name: full array (layers, rows, cols)}): the
-    weights of a checkpoint in any layout, gathered."""
+    """Returns (header of rank 0, {tensor name: full array (layers, rows, cols)}, the directory
+    read): the weights of a checkpoint in any layout, gathered."""
     d = resolve_ckpt_dir(path)
-    files = sorted(glob.glob(os.path.join(d, "rank_*.bin")))
-    hdrs = [read_header(p) for p in files]
-    h0 = hdrs[0]
-    for p, h in zip(files, hdrs):
-        for k in ("L", "H", "heads", "seq", "V", "Vp", "tp", "pp", "dp", "zero", "step", "tokens"):
-            if h[k] != h0[k]:
-                raise CkptError(f"checkpoint {d} mixes files of different runs or steps ({files[0]} vs {p}: {k})")
+    names = os.listdir(d)
+    h0 = read_header(os.path.join(d, "rank_00000.bin"))
+    m = CKPT_NAME.fullmatch(os.path.basename(os.path.normpath(d)))
+    if m and int(m.group(1)) != h0["step"]:
+        raise CkptError(f"checkpoint {d} holds step {h0['step']} but is named for step {int(m.group(1))} "
+                        f"(a renamed directory?): rename it to ckpt_{h0['step']:08d}")
     world = h0["tp"] * h0["pp"] * h0["dp"]
-    if len(files) != world:
-        raise CkptError(f"checkpoint {d} has {len(files)} rank files, its layout (tp={h0['tp']} pp={h0['pp']} dp={h0['dp']}) needs {world}")
+    nfiles = sum(1 for n in names if n.startswith("rank_") and n.endswith(".bin"))
+    if nfiles != world:
+        raise CkptError(f"checkpoint {d} has {nfiles} rank files, its layout (tp={h0['tp']} pp={h0['pp']} "
+                        f"dp={h0['dp']}) needs {world}")
+    files = [os.path.join(d, f"rank_{i:05d}.bin") for i in range(world)]
+    hdrs = [h0] + [read_header(p) for p in files[1:]]
+    for i, (p, h) in enumerate(zip(files, hdrs)):
+        for k in CKPT_FIELDS:
+            if k not in PER_RANK_FIELDS and h[k] != h0[k]:
+                raise CkptError(f"checkpoint {d} mixes files of different runs or saves ({files[0]} vs {p}: {k})")
+        if h["rank"] != i:
+            raise CkptError(f"checkpoint file {p} says it is rank {h['rank']}")
     L, C, T, Vp = h0["L"], h0["H"], h0["seq"], h0["Vp"]
     fr, fc = full_shapes(L, C, T, Vp)
     full, mask = {}, {}
@@ -186,17 +272,14 @@ def read_checkpoint(path, verify=True):
         if h["n_params"] == 0:
             continue  # a DP replica: DP rank 0 holds its weights
         lay, total = local_layout(h)
-        if total != h["n_params"]:
-            raise CkptError(f"checkpoint file {p}: {h['n_params']} weights, its layout implies {total}")
         buf = np.frombuffer(payload, dtype="<f4", count=total)
-        tp, TP = h["tp_rank"], h["tp"]
-        layer0 = h["pp_rank"] * (L // h["pp"])
+        tp = h["tp_rank"]
         for t, (name, layered, split, _) in enumerate(PARAMS):
             off, nl, r, c = lay[t]
             if nl == 0:
                 continue
             a = buf[off:off + nl * r * c].reshape(nl, r, c)
-            ls = slice(layer0, layer0 + nl) if layered else slice(0, 1)
+            ls = [global_layer(h, l) for l in range(nl)] if layered else [0]
             if split == "none":
                 idx = [(slice(None), slice(None), slice(None))]
                 parts = [a]
@@ -215,8 +298,9 @@ def read_checkpoint(path, verify=True):
                 mask[name][ls, ri, ci] = True
     for name in full:
         if not mask[name].all():
-            raise CkptError(f"checkpoint {d} does not cover tensor {name} ({int(mask[name].sum())} of {mask[name].size} elements)")
-    return h0, full
+            raise CkptError(f"checkpoint {d} does not cover tensor {name} "
+                            f"({int(mask[name].sum())} of {mask[name].size} elements)")
+    return h0, full, d
 
 
 # ---------------------------------------------------------------------------------------
@@ -241,26 +325,73 @@ def write_safetensors(path, tensors):
     os.replace(tmp, path)
 
 
+ST_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
+ST_MAX_HEADER = 100 << 20  # the safetensors format's own limit on the JSON header
+
+
+def _no_duplicate_keys(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise CkptError(f"duplicate key {k!r}")
+        d[k] = v
+    return d
+
+
+def is_count(v):
+    """a JSON integer >= 0 (json gives bool for true/false, which Python counts as int)"""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
 def read_safetensors(path):
+    """{name: fp32 array}. Every field of the header is checked (types, dtype, shape against
+    byte size, data_offsets inside the file and not overlapping) before the data is touched,
+    so a malformed file is a CkptError naming what is wrong, not a traceback."""
     with open(path, "rb") as f:
         data = f.read()
+    if len(data) < 8:
+        raise CkptError(f"{path} is not a safetensors file ({len(data)} bytes, shorter than its 8-byte header length)")
     (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    out = {}
+    if n > min(ST_MAX_HEADER, len(data) - 8):
+        raise CkptError(f"{path}: header length {n} runs past the end of the file ({len(data)} bytes) or the limit")
+    try:
+        header = json.loads(data[8:8 + n].decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+    except (ValueError, RecursionError, CkptError) as e:
+        raise CkptError(f"{path}: the safetensors header is not valid JSON ({str(e) or type(e).__name__})")
+    if not isinstance(header, dict):
+        raise CkptError(f"{path}: the safetensors header is a JSON {type(header).__name__}, not an object")
+    base, size = 8 + n, len(data) - 8 - n
+    out, spans = {}, []
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        dt = {"F32": "<f4", "F16": "<f2", "BF16": None, "F64": "<f8"}.get(info["dtype"], "?")
-        a, b = info["data_offsets"]
-        raw = data[base + a:base + b]
-        if dt is None:  # bf16 -> fp32 exactly
-            u = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-            arr = u.view(np.float32)
-        elif dt == "?":
-            raise CkptError(f"{path}: tensor {name} has unsupported dtype {info['dtype']}")
+        what = f"{path}: tensor {name!r}"
+        if not isinstance(info, dict):
+            raise CkptError(f"{what}: its entry is not an object")
+        dt, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if not isinstance(dt, str) or dt not in ST_DTYPES:
+            raise CkptError(f"{what} has unsupported dtype {dt!r} (F32, F16, BF16 or F64)")
+        if not isinstance(shape, list) or len(shape) > 8 or not all(is_count(x) for x in shape):
+            raise CkptError(f"{what} has a bad shape {shape!r}")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(is_count(x) for x in offs)
+                and offs[0] <= offs[1] <= size):
+            raise CkptError(f"{what} has bad data_offsets {offs!r} (the data is {size} bytes)")
+        itemsize = np.dtype(ST_DTYPES[dt]).itemsize
+        if int(np.prod(shape, dtype=object)) * itemsize != offs[1] - offs[0]:
+            raise CkptError(f"{what}: shape {shape} of {dt} does not fill data_offsets {offs}")
+        spans.append((offs[0], offs[1], name))
+    spans.sort()
+    for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+        if b0 < a1:
+            raise CkptError(f"{path}: tensors {an!r} and {bn!r} overlap (data_offsets {[a0, a1]} and {[b0, b1]})")
+    for a0, a1, name in spans:
+        info = header[name]
+        raw = data[base + a0:base + a1]
+        if info["dtype"] == "BF16":  # bf16 -> fp32 exactly
+            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
         else:
-            arr = np.frombuffer(raw, dtype=dt).astype(np.float32)
+            with np.errstate(all="ignore"):  # an F64 beyond fp32's range becomes inf, which the importer refuses
+                arr = np.frombuffer(raw, dtype=ST_DTYPES[info["dtype"]]).astype(np.float32)
         out[name] = arr.reshape(info["shape"])
     return out
 
@@ -286,7 +417,8 @@ def write_tokenizer(out, tok_json, V, T):
     vocab = tj["model"]["vocab"]
     ids = set(vocab.values()) | {t["id"] for t in tj.get("added_tokens", [])}
     if len(ids) != V:
-        raise CkptError(f"tokenizer {tok_json} has {len(ids)} tokens, the checkpoint's vocabulary is {V}: pass --tokenizer")
+        raise CkptError(f"tokenizer {tok_json} has {len(ids)} tokens, the checkpoint's vocabulary is {V}: "
+                        f"pass --tokenizer")
     eot = next((t["id"] for t in tj.get("added_tokens", []) if t["content"] == EOT_TEXT), vocab.get(EOT_TEXT))
     if eot is None:
         raise CkptError(f"tokenizer {tok_json} has no {EOT_TEXT} token")
@@ -305,7 +437,7 @@ def write_tokenizer(out, tok_json, V, T):
 
 
 def export(ckpt, out, tok_json, verify=True):
-    h, w = read_checkpoint(ckpt, verify)
+    h, w, d = read_checkpoint(ckpt, verify)
     L, C, NH, T, V = h["L"], h["H"], h["heads"], h["seq"], h["V"]
     os.makedirs(out, exist_ok=True)
     eot = write_tokenizer(out, tok_json, V, T)
@@ -319,22 +451,23 @@ def export(ckpt, out, tok_json, verify=True):
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(hf_config(L, C, NH, T, V, eot), f, indent=2, sort_keys=True)
         f.write("\n")
-    return h
+    return h, d
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("ckpt", help="a ckpt_SSSSSSSS directory or a run's -o directory")
     ap.add_argument("out", help="the Hugging Face model directory to write")
     ap.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, help="tokenizer.json of the run's vocabulary")
     ap.add_argument("--no-verify", action="store_true", help="skip the payload checksums (large checkpoints)")
     a = ap.parse_args()
     try:
-        h = export(a.ckpt, a.out, a.tokenizer, not a.no_verify)
+        h, d = export(a.ckpt, a.out, a.tokenizer, not a.no_verify)
     except (CkptError, OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
-    print(f"export_hf.py: {resolve_ckpt_dir(a.ckpt)} (step {h['step']}, written as tp={h['tp']} pp={h['pp']} dp={h['dp']} "
+    print(f"export_hf.py: {d} (step {h['step']}, written as tp={h['tp']} pp={h['pp']} dp={h['dp']} "
           f"zero={h['zero']}) -> {a.out}: GPT-2 L={h['L']} H={h['H']} heads={h['heads']} seq={h['seq']} V={h['V']} "
           f"(padded rows {h['Vp'] - h['V']} dropped)")
 

@@ -6,70 +6,130 @@ checkpoint directory this trainer loads with -init-from, in any layout (loading 
     /usr/bin/python3 dev/import_hf.py HF_DIR CKPT_DIR [--vpad 1024]
     ./train_gpt -L 12 -H 768 -heads 12 -seq 1024 -V 50257 -init-from CKPT_DIR ...
 
-The checkpoint is one rank file (written as layout 1x1x1, step 0, format version 2, weights and zero AdamW moments; AdamW
-starts fresh as -init-from does anyway) plus DONE. The vocabulary is padded with zero rows
-to a multiple of --vpad, which must be the -vpad of the run that loads it. Only the GPT-2
-architecture this trainer implements is accepted (tanh GeLU, LayerNorm eps 1e-5, 4H MLP,
-tied head, no layer-index attention scaling); anything else is a one-line error.
+The checkpoint is one rank file (written as layout 1x1x1, step 0, format version 2, weights and
+zero AdamW moments; AdamW starts fresh as -init-from does anyway) plus DONE. The vocabulary is
+padded with zero rows to a multiple of --vpad, which must be the -vpad of the run that loads it.
+Only the GPT-2 architecture this trainer implements is accepted (tanh GeLU, LayerNorm eps 1e-5,
+4H MLP, tied head, no layer-index attention scaling, finite fp32/fp16/bf16/fp64 weights, one
+unsharded model.safetensors); anything else is a one-line error. Dropout in the config is
+warned about: the trainer has none.
 """
 
 import argparse
 import json
 import os
+import re
 import struct
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from export_hf import (CKPT_FIELDS, CKPT_HEADER_INTS, CKPT_MAGIC, HF_LAYER, PARAMS, CkptError,  # noqa: E402
-                       fnv1a64_fast, full_shapes, read_safetensors)
+from export_hf import (CKPT_FIELDS, CKPT_HEADER_INTS, CKPT_MAGIC, CKPT_MAX_DIM, HF_LAYER, PARAMS,  # noqa: E402
+                       CkptError, fnv1a64_fast, full_shapes, is_count, read_safetensors)
 
 CKPT_WRITE_VERSION = 2  # the version this build's trainer reads (llmc/host/checkpoint.h)
 
 
+def cfg_int(cfg, key, hi):
+    v = cfg.get(key)
+    if not is_count(v) or not 1 <= v <= hi:
+        raise CkptError(f"config.json: {key} must be an integer from 1 to {hi} (got {v!r})")
+    return v
+
+
+def cfg_typed(cfg, key, default, types, what):
+    v = cfg.get(key, default)
+    types = types if isinstance(types, tuple) else (types,)
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+        raise CkptError(f"config.json: {key} must be {what} (got {v!r})")
+    return v
+
+
+NUMBER = (int, float)
+DROPOUTS = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
+LAYER_KEY = re.compile(r"(?:transformer\.)?h\.([0-9]+)\.")
+
+
 def load_hf(d):
+    cpath = os.path.join(d, "config.json")
     try:
-        cfg = json.load(open(os.path.join(d, "config.json")))
-    except (OSError, ValueError) as e:
-        raise CkptError(f"cannot read {d}/config.json: {e}")
+        with open(cpath, "rb") as f:
+            cfg = json.loads(f.read().decode("utf-8"))
+    except OSError as e:
+        raise CkptError(f"cannot read {cpath}: {e.strerror}")
+    except (ValueError, RecursionError) as e:
+        raise CkptError(f"{cpath} is not valid JSON ({str(e) or type(e).__name__})")
+    if not isinstance(cfg, dict):
+        raise CkptError(f"{cpath} is a JSON {type(cfg).__name__}, not an object")
     if cfg.get("model_type") != "gpt2":
         raise CkptError(f"{d} is model_type {cfg.get('model_type')!r}; only GPT-2's architecture can be imported")
-    L, C, NH, T, V = cfg["n_layer"], cfg["n_embd"], cfg["n_head"], cfg["n_positions"], cfg["vocab_size"]
-    checks = [(cfg.get("activation_function", "gelu_new") in ("gelu_new", "gelu_pytorch_tanh"), "activation_function must be the tanh GeLU (gelu_new)"),
-              (abs(cfg.get("layer_norm_epsilon", 1e-5) - 1e-5) < 1e-12, "layer_norm_epsilon must be 1e-5"),
-              (cfg.get("n_inner") in (None, 4 * C), "n_inner must be 4*n_embd"),
-              (cfg.get("tie_word_embeddings", True), "the LM head must be tied to the embedding"),
-              (not cfg.get("scale_attn_by_inverse_layer_idx", False), "scale_attn_by_inverse_layer_idx is not supported"),
-              (cfg.get("scale_attn_weights", True), "scale_attn_weights must be true"),
-              (C % NH == 0, "n_head must divide n_embd"), (V <= 65536, "vocab_size must be <= 65536 (uint16 shards)")]
+    # the trainer's own limits (llmc/host/checkpoint.h, ckpt_header_validate)
+    L = cfg_int(cfg, "n_layer", 4096)
+    C = cfg_int(cfg, "n_embd", CKPT_MAX_DIM)
+    NH = cfg_int(cfg, "n_head", C)
+    T = cfg_int(cfg, "n_positions", CKPT_MAX_DIM)
+    V = cfg_int(cfg, "vocab_size", 65536)  # uint16 token shards
+    act = cfg_typed(cfg, "activation_function", "gelu_new", str, "a string")
+    eps = cfg_typed(cfg, "layer_norm_epsilon", 1e-5, NUMBER, "a number")
+    inner = cfg_typed(cfg, "n_inner", None, (int, type(None)), "an integer or null")
+    flags = {k: cfg_typed(cfg, k, dflt, bool, "true or false") for k, dflt in (
+        ("tie_word_embeddings", True), ("scale_attn_by_inverse_layer_idx", False), ("scale_attn_weights", True))}
+    drops = {k: cfg_typed(cfg, k, 0.0, (int, float, type(None)), "a number or null") for k in DROPOUTS}
+    checks = [(act in ("gelu_new", "gelu_pytorch_tanh"), "activation_function must be the tanh GeLU (gelu_new)"),
+              (isinstance(eps, float) and abs(eps - 1e-5) < 1e-12, "layer_norm_epsilon must be 1e-5"),
+              (inner in (None, 4 * C), "n_inner must be 4*n_embd"),
+              (flags["tie_word_embeddings"], "the LM head must be tied to the embedding"),
+              (not flags["scale_attn_by_inverse_layer_idx"], "scale_attn_by_inverse_layer_idx is not supported"),
+              (flags["scale_attn_weights"], "scale_attn_weights must be true"),
+              (C % NH == 0, "n_head must divide n_embd")]
     for ok, msg in checks:
         if not ok:
             raise CkptError(f"{d}: {msg}")
+    drop = [f"{k}={v}" for k, v in drops.items() if v]
+    if drop:  # a fine-tune of the import would differ from one in transformers with its dropout
+        print(f"import_hf.py: warning: config.json has {', '.join(drop)}; this trainer has no dropout, so it "
+              f"trains the imported model without it", file=sys.stderr)
     path = os.path.join(d, "model.safetensors")
     if not os.path.exists(path):
+        if os.path.exists(os.path.join(d, "model.safetensors.index.json")):
+            raise CkptError(f"{d} holds a sharded checkpoint (model.safetensors.index.json); sharded checkpoints are "
+                            f"not supported: save it as one file (save_pretrained(..., max_shard_size='100GB'))")
         raise CkptError(f"{d} has no model.safetensors (save with safe_serialization=True)")
     t = read_safetensors(path)
+    # a tensor of a layer the config does not have: the config and the weights disagree
+    deep = max((int(m.group(1)) for k in t if (m := LAYER_KEY.match(k))), default=-1)
+    if deep >= L:
+        raise CkptError(f"{path} holds weights of layer {deep}, but config.json says n_layer={L}")
     pre = "transformer." if "transformer.wte.weight" in t else ""
+
     def get(name, shape):
         if pre + name not in t:
             raise CkptError(f"{path} lacks tensor {pre + name}")
         a = t[pre + name]
         if list(a.shape) != list(shape):
             raise CkptError(f"{path}: {pre + name} has shape {list(a.shape)}, config implies {list(shape)}")
+        bad = a.size - int(np.count_nonzero(np.isfinite(a)))
+        if bad:  # the trainer would train on with loss nan
+            raise CkptError(f"{path}: {pre + name} has {bad} NaN or infinite values (as fp32)")
         return a
-    if "lm_head.weight" in t and not np.array_equal(t["lm_head.weight"], get("wte.weight", (V, C))):
-        raise CkptError(f"{path}: lm_head.weight differs from wte.weight (untied head)")
+    if "lm_head.weight" in t:
+        head = t["lm_head.weight"]
+        if list(head.shape) != [V, C] or not np.array_equal(head, get("wte.weight", (V, C))):
+            raise CkptError(f"{path}: lm_head.weight differs from wte.weight (untied head)")
     return cfg, (L, C, NH, T, V), get
 
 
 def import_hf(d, out, vpad):
     cfg, (L, C, NH, T, V), get = load_hf(d)
     Vp = (V + vpad - 1) // vpad * vpad
+    if Vp > CKPT_MAX_DIM:
+        raise CkptError(f"--vpad {vpad} pads the vocabulary to {Vp} rows, more than the trainer's {CKPT_MAX_DIM}")
     fr, fc = full_shapes(L, C, T, Vp)
     full = {}
+    emb = get("wte.weight", (V, C))  # before the padded copy is allocated: its size is checked against the file
     wte = np.zeros((Vp, C), dtype=np.float32)
-    wte[:V] = get("wte.weight", (V, C))
+    wte[:V] = emb
     full["wte"] = wte[None]
     full["wpe"] = get("wpe.weight", (T, C))[None]
     full["lnfw"] = get("ln_f.weight", (C,)).reshape(1, C, 1)
@@ -85,8 +145,9 @@ def import_hf(d, out, vpad):
     # a complete single-rank file: weights, then AdamW moments m and v (zero: a fresh optimizer)
     payload += bytes(8 * n_params)
     h = [0] * CKPT_HEADER_INTS
-    vals = {"magic": CKPT_MAGIC, "version": CKPT_WRITE_VERSION, "L": L, "H": C, "heads": NH, "seq": T, "V": V, "Vp": Vp,
-            "tp": 1, "pp": 1, "dp": 1, "zero": 0, "n_params": n_params, "opt_off": 0, "n_opt": n_params, "scaled_init": 1}
+    vals = {"magic": CKPT_MAGIC, "version": CKPT_WRITE_VERSION, "L": L, "H": C, "heads": NH, "seq": T, "V": V,
+            "Vp": Vp, "tp": 1, "pp": 1, "dp": 1, "zero": 0, "n_params": n_params, "opt_off": 0, "n_opt": n_params,
+            "scaled_init": 1}
     for k, v in vals.items():
         h[CKPT_FIELDS[k]] = v
     # version 2: FNV-1a 64 over the header (checksum entry 0), then the payload
@@ -104,19 +165,23 @@ def import_hf(d, out, vpad):
     return L, C, NH, T, V, Vp
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("hf_dir")
     ap.add_argument("out", help="checkpoint directory to write (pass it to -init-from)")
     ap.add_argument("--vpad", type=int, default=1024, help="pad the vocabulary to a multiple of this (the run's -vpad)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.vpad <= 0:
         print("error: --vpad must be positive", file=sys.stderr)
         sys.exit(1)
     try:
         L, C, NH, T, V, Vp = import_hf(a.hf_dir, a.out, a.vpad)
-    except (CkptError, OSError, ValueError, KeyError) as e:
+    except (CkptError, OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except MemoryError:
+        print(f"error: {a.hf_dir}: out of memory reading the model", file=sys.stderr)
         sys.exit(1)
     print(f"import_hf.py: {a.hf_dir} -> {a.out}: load with ./train_gpt -L {L} -H {C} -heads {NH} -seq {T} -V {V} "
           f"-vpad {a.vpad} -init-from {a.out}  (Vp={Vp})")

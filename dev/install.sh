@@ -36,15 +36,17 @@ fi
 # PyPI has no CPU-only torch, and letting pip resolve torch pulls ~4 GB of CUDA wheels. So
 # transformers 4.46.3 (the last line that still accepts torch 1.13), its tokenizers 0.20 and
 # numpy pinned to Debian's stay inside the venv, and lm-eval 0.4.5 and the two packages that
-# depend on torch (accelerate, peft) are installed without dependency resolution.
+# depend on torch (accelerate, peft) are installed without dependency resolution. hypothesis (the
+# fuzz test of dev/import_hf.py) is pinned to Debian 12's, which the venv already sees.
 HF_VENV="${LLMC_HF_VENV:-$HOME/.cache/llmc/hf-venv}"
-if ! "$HF_VENV/bin/python" -c "import transformers, safetensors, lm_eval, lm_eval.models.huggingface" 2>/dev/null; then
+if ! "$HF_VENV/bin/python" -c "import transformers, safetensors, lm_eval, lm_eval.models.huggingface, hypothesis" \
+    2>/dev/null; then
   echo "install.sh: creating $HF_VENV (transformers 4.46.3, lm-eval 0.4.5; ~3 min)"
   /usr/bin/python3 -m venv --system-site-packages "$HF_VENV"
   cons="$HF_VENV/constraints.txt"
   printf 'numpy==%s\ndatasets<3.2\npyarrow<18\n' "$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)')" > "$cons"
-  "$HF_VENV/bin/python" -m pip install -q -c "$cons" transformers==4.46.3 safetensors datasets evaluate \
-    jsonlines numexpr pybind11 pytablewriter rouge-score sacrebleu scikit-learn sqlitedict \
+  "$HF_VENV/bin/python" -m pip install -q -c "$cons" transformers==4.46.3 hypothesis==6.67.1 safetensors datasets \
+    evaluate jsonlines numexpr pybind11 pytablewriter rouge-score sacrebleu scikit-learn sqlitedict \
     tqdm-multiprocess word2number zstandard more_itertools dill jinja2 psutil
   "$HF_VENV/bin/python" -m pip install -q --no-deps lm-eval==0.4.5 accelerate==0.34.2 peft==0.13.2
   "$HF_VENV/bin/python" -c "import transformers, safetensors, lm_eval.models.huggingface"
