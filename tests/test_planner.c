@@ -42,6 +42,13 @@ static PlanRequest paper_request(int nodes) {
     return r;
 }
 
+/* the terms' inputs: the 530b model on selene-a100 with the default constants */
+static void paper_setup(PlanModel* m, Cluster* c, PlanConsts* k) {
+    plan_model_preset("530b", m);
+    cluster_preset("selene-a100", c);
+    *k = plan_default_consts();
+}
+
 static void eval_request(const PlanRequest* r, PlanRow* row) {
     Cluster c;
     plan_request_cluster(r, &c);
@@ -265,10 +272,9 @@ static void test_presets_and_flags(void) {
 /* each term of the model against a value computed by hand */
 static void test_terms(void) {
     PlanModel m;
-    plan_model_preset("530b", &m);
     Cluster c;
-    cluster_preset("selene-a100", &c);
-    PlanConsts k = plan_default_consts();
+    PlanConsts k;
+    paper_setup(&m, &c, &k);
     /* parameters: 12*20480^2/8 + 7*20480/8 + 6*20480 = 629,145,600 + 17,920 + 122,880 */
     check(same(plan_layer_params_gpu(&m, 8), 629286400.0),
           "params of one 530b block on one of 8 TP ranks = 629,286,400");
@@ -436,10 +442,9 @@ static void test_terms(void) {
 /* sequence parallelism, selective recomputation, interleaved 1F1B, model vs hardware FLOPs */
 static void test_sp_recompute_vpp(void) {
     PlanModel m;
-    plan_model_preset("530b", &m);
     Cluster c;
-    cluster_preset("selene-a100", &c);
-    PlanConsts k = plan_default_consts();
+    PlanConsts k;
+    paper_setup(&m, &c, &k);
     double s = 2048, H = 20480, sbh = s * H; /* 41,943,040 */
     /* Korthikanti et al. 2022 per layer, bf16, without dropout: SP sbh/t (32 + 2as/h)
      * = 5,242,880 x (32 + 25.6) = 301,989,888; selective drops 2as/h: 5,242,880 x 32 =
