@@ -116,9 +116,45 @@ __attribute__((noinline)) static void exp_loop(float* y, const float* x, int n) 
     for (int i = 0; i < n; i++) y[i] = exp_vec(x[i]); // vectorized by gcc at the CPU's width
 }
 
+// One pack into a 0xff-filled buffer against its layout written out directly. X holds the
+// operand, element (i, k) at X[i * rs + k * cs]; pack_b 0: gemm_pack_a, rows [i0, i0 + mc) in
+// micro-panels of mr = w rows; 1: gemm_pack_b of op(B) = X^T, columns [i0, i0 + mc) in panels of
+// nr = w; k [k0, k0 + kc), zero past M. Returns the number of failures (each printed).
+static int check_pack(CpuIsa isa, int pack_b, float* got, float* want, const float* X, ptrdiff_t rs, ptrdiff_t cs,
+                      int M, int i0, int k0, int kc, int w, int t) {
+    int mc = (M - i0 + w - 1) / w * w;
+    for (int p = 0; p < mc; p += w)
+        for (int k = 0; k < kc; k++)
+            for (int r = 0; r < w; r++) {
+                int i = i0 + p + r;
+                want[p * kc + k * w + r] = i < M ? X[i * rs + (k0 + k) * cs] : 0.0f;
+            }
+    memset(got, 0xff, sizeof(float) * 64 * 64);
+    if (pack_b) // op(B)(k, j) = X[j * rs + k * cs]: element (k, j) at B[k * brs + j * bcs]
+        gemm_pack_b(isa, got, X, cs, rs, M, i0, mc, k0, kc, w);
+    else
+        gemm_pack_a(isa, got, X, rs, cs, M, i0, mc, k0, kc, w);
+    const char* name = pack_b ? "pack_b" : "pack_a";
+    const char* wname = pack_b ? "nr" : "mr";
+    int bad = 0;
+    if (memcmp(got, want, sizeof(float) * mc * kc) != 0) {
+        bad++;
+        printf("FAIL %s %s %s %d %s\n", name, cpu_isa_name(isa), wname, w, t ? "T" : "N");
+    }
+    // nothing past the panels: threads pack neighbouring slices of one shared buffer
+    for (int i = mc * kc; i < 64 * 64; i++)
+        if (((uint32_t*)got)[i] != 0xffffffffu) {
+            bad++;
+            printf("FAIL %s %s %s %d %s wrote float %d past the panel\n", name, cpu_isa_name(isa), wname, w,
+                   t ? "T" : "N", i - mc * kc);
+            break;
+        }
+    return bad;
+}
+
 // The packs alone, for every micro-tile shape of every ISA (4/6/12 rows, 16/32 columns), with
 // the scalar and the AVX2 transposing copies: the AVX-512 kernel's 12 x 32 packing is checked
-// even on a machine without AVX-512. Expected layout written out directly.
+// even on a machine without AVX-512.
 static void check_packs(void) {
     const int M = 29, K = 21; // odd: partial micro-panels, k tails of the 8-deep transposes
     float* A = malloc(sizeof(float) * M * K);
@@ -134,48 +170,14 @@ static void check_packs(void) {
             for (int m = 0; m < 6; m++) { // A: rows [i0, i0+mc) of an M-row operand, k [k0, k0+kc)
                 // i0 = 5: 24 rows, whole panels for every mr (the last one's stores end the buffer);
                 // kc 18 ends in a scalar k tail, kc 16 in an 8-deep transpose (its last row's store)
-                int mr = mrs[m % 3], i0 = m < 3 ? 4 : 5, k0 = 3, kc = m < 3 ? K - 3 : K - 5;
-                int mc = (M - i0 + mr - 1) / mr * mr;
-                for (int p = 0; p < mc; p += mr)
-                    for (int k = 0; k < kc; k++)
-                        for (int r = 0; r < mr; r++) {
-                            int i = i0 + p + r;
-                            want[p * kc + k * mr + r] = i < M ? A[i * rs + (k0 + k) * cs] : 0.0f;
-                        }
-                memset(got, 0xff, sizeof(float) * 64 * 64);
-                gemm_pack_a((CpuIsa)isa, got, A, rs, cs, M, i0, mc, k0, kc, mr);
+                int i0 = m < 3 ? 4 : 5, k0 = 3, kc = m < 3 ? K - 3 : K - 5;
+                bad += check_pack((CpuIsa)isa, 0, got, want, A, rs, cs, M, i0, k0, kc, mrs[m % 3], t);
                 cases++;
-                if (memcmp(got, want, sizeof(float) * mc * kc) != 0) {
-                    bad++;
-                    printf("FAIL pack_a %s mr %d %s\n", cpu_isa_name((CpuIsa)isa), mr, t ? "T" : "N");
-                }
-                // nothing past the panels: threads pack neighbouring slices of one shared buffer
-                for (int i = mc * kc; i < 64 * 64; i++)
-                    if (((uint32_t*)got)[i] != 0xffffffffu) {
-                        bad++;
-                        printf("FAIL pack_a %s mr %d %s wrote float %d past the panel\n", cpu_isa_name((CpuIsa)isa), mr,
-                               t ? "T" : "N", i - mc * kc);
-                        break;
-                    }
             }
             for (int q = 0; q < 2; q++) { // B = this operand as (K', N') = op(.) with N' = M columns
-                int nr = nrs[q], j0 = 2, k0 = 1, kc = K - 1;
-                int nc = (M - j0 + nr - 1) / nr * nr;
-                // op(B)(k, j) = A[j * rs + k * cs]: element (k, j) at B[k * brs + j * bcs]
-                ptrdiff_t brs = cs, bcs = rs;
-                for (int p = 0; p < nc; p += nr)
-                    for (int k = 0; k < kc; k++)
-                        for (int c = 0; c < nr; c++) {
-                            int j = j0 + p + c;
-                            want[p * kc + k * nr + c] = j < M ? A[(k0 + k) * brs + j * bcs] : 0.0f;
-                        }
-                memset(got, 0xff, sizeof(float) * 64 * 64);
-                gemm_pack_b((CpuIsa)isa, got, A, brs, bcs, M, j0, nc, k0, kc, nr);
+                int j0 = 2, k0 = 1, kc = K - 1;
+                bad += check_pack((CpuIsa)isa, 1, got, want, A, rs, cs, M, j0, k0, kc, nrs[q], t);
                 cases++;
-                if (memcmp(got, want, sizeof(float) * nc * kc) != 0) {
-                    bad++;
-                    printf("FAIL pack_b %s nr %d %s\n", cpu_isa_name((CpuIsa)isa), nr, t ? "T" : "N");
-                }
             }
         }
     }

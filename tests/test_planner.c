@@ -19,13 +19,20 @@ static int same(double got, double want) { return relerr(got, want) < 1e-9; }
 /* the shape term of the GEMM efficiency, x/(x + 64) per dimension (planner default) */
 static double u64(double x) { return x / (x + 64.0); }
 
-static PlanRequest paper_request(int nodes) {
+/* 530b on nodes selene-a100 nodes, global batch 1920, micro-batch 1; the rest searched */
+static PlanRequest request_530b(int nodes) {
     PlanRequest r;
     plan_request_init(&r);
     plan_model_preset("530b", &r.model);
     r.nodes = nodes;
     r.gb = 1920;
     r.mb = 1;
+    return r;
+}
+
+/* the paper's layout: TP 8, PP 35, full recompute, no ZeRO, SP or interleaving */
+static PlanRequest paper_request(int nodes) {
+    PlanRequest r = request_530b(nodes);
     r.tp = 8;
     r.pp = 35;
     r.recompute = 1;
@@ -33,6 +40,13 @@ static PlanRequest paper_request(int nodes) {
     r.sp = 0;
     r.vpp = 1;
     return r;
+}
+
+/* the terms' inputs: the 530b model on selene-a100 with the default constants */
+static void paper_setup(PlanModel* m, Cluster* c, PlanConsts* k) {
+    plan_model_preset("530b", m);
+    cluster_preset("selene-a100", c);
+    *k = plan_default_consts();
 }
 
 static void eval_request(const PlanRequest* r, PlanRow* row) {
@@ -48,6 +62,38 @@ static void eval_request(const PlanRequest* r, PlanRow* row) {
     l.vpp = r->vpp > 0 ? r->vpp : 1;
     l.dp = r->nodes * c.gpus_per_node / (r->tp * r->pp);
     plan_evaluate(&r->model, &c, &r->k, r->nodes, r->gb, &l, row);
+}
+
+/* plan_run with its tables to /dev/null and its CSV to path: the return code, and the CSV's
+ * line count in *lines (the file is removed) */
+static int plan_run_csv(PlanRequest* r, const char* path, int* lines) {
+    r->csv_path = path;
+    FILE* devnull = fopen("/dev/null", "w");
+    int rc = plan_run(r, devnull);
+    fclose(devnull);
+    r->csv_path = NULL;
+    FILE* f = fopen(path, "r");
+    char buf[1024];
+    *lines = 0;
+    while (f && fgets(buf, sizeof(buf), f)) (*lines)++;
+    if (f) fclose(f);
+    remove(path);
+    return rc;
+}
+
+/* the 1F1B pipeline's stage slots (forward + backward + recompute, all four parts) over the
+ * PP stages: their sum and the slowest */
+static void slot_sum_max(const PlanModel* m, const Cluster* c, const PlanConsts* k, const PlanLayout* l, double* sum,
+                         double* mx) {
+    PlanSlot sl;
+    *sum = 0;
+    *mx = 0;
+    for (int j = 0; j < l->pp; j++) {
+        plan_slot(m, c, k, l, j, 0, 1, &sl);
+        double x = sl.gemm + sl.mem + sl.tp + sl.pp;
+        *sum += x;
+        if (x > *mx) *mx = x;
+    }
 }
 
 /* ---------------------------------------------------------------------------------- */
@@ -97,12 +143,7 @@ static void test_memory_530b(void) {
 }
 
 static void test_recommendation(void) {
-    PlanRequest r;
-    plan_request_init(&r);
-    plan_model_preset("530b", &r.model);
-    r.nodes = 280;
-    r.gb = 1920;
-    r.mb = 1; /* layout, recompute and ZeRO searched */
+    PlanRequest r = request_530b(280); /* layout, recompute and ZeRO searched */
     r.sp = 0;
     r.vpp = 1; /* the paper's techniques only (SP is checked below) */
     Cluster c;
@@ -115,15 +156,7 @@ static void test_recommendation(void) {
           best.lay.tp, best.lay.pp, best.lay.dp, best.lay.recompute, best.lay.zero, best.time.iter_s);
     check(best.mem.total <= 0.9 * 80 * 1073741824.0, "recommendation leaves 10%% of the GPU free: %.1f GiB",
           best.mem.total / 1073741824.0);
-    PlanLayout tl;
-    tl.tp = 8;
-    tl.pp = 35;
-    tl.dp = 8;
-    tl.mb = 1;
-    tl.recompute = 0;
-    tl.zero = 1;
-    tl.sp = 0;
-    tl.vpp = 1;
+    PlanLayout tl = {.tp = 8, .pp = 35, .dp = 8, .mb = 1, .recompute = 0, .zero = 1, .sp = 0, .vpp = 1};
     PlanRow tight;
     plan_evaluate(&r.model, &c, &r.k, 280, r.gb, &tl, &tight);
     check(tight.feasible && tight.time.iter_s < best.time.iter_s && tight.mem.total > 0.9 * 80 * 1073741824.0,
@@ -161,28 +194,10 @@ static void test_scaling(void) {
         prev = w.time.tflops;
     }
     check(falling, "R4: per-GPU TFLOP/s falls from 280 to 350 to 420 to 560 nodes at global batch 1920");
-    PlanRequest r;
-    plan_request_init(&r);
-    plan_model_preset("530b", &r.model);
-    r.gb = 1920;
-    r.mb = 1;
-    r.tp = 8;
-    r.pp = 35;
-    r.recompute = 1;
-    r.zero = 0;
-    r.sp = 0;
-    r.vpp = 1;
+    PlanRequest r = paper_request(0); /* no -nodes: the scaling report's node counts */
     plan_parse_flag(&r, "-scaling", "280,350,420,560");
-    r.csv_path = "test_planner_scaling.tmp.csv"; /* removed below */
-    FILE* devnull = fopen("/dev/null", "w");
-    int rc = plan_run(&r, devnull);
-    fclose(devnull);
-    FILE* f = fopen(r.csv_path, "r");
     int lines = 0;
-    char buf[1024];
-    while (f && fgets(buf, sizeof(buf), f)) lines++;
-    if (f) fclose(f);
-    remove(r.csv_path);
+    int rc = plan_run_csv(&r, "test_planner_scaling.tmp.csv", &lines);
     check(rc == 0 && lines == 5,
           "scaling report over 4 node counts returns 0 and writes a CSV of header + 4 rows (%d lines)", lines);
     /* the same family with SP + selective: every node count faster than with full recompute */
@@ -257,10 +272,9 @@ static void test_presets_and_flags(void) {
 /* each term of the model against a value computed by hand */
 static void test_terms(void) {
     PlanModel m;
-    plan_model_preset("530b", &m);
     Cluster c;
-    cluster_preset("selene-a100", &c);
-    PlanConsts k = plan_default_consts();
+    PlanConsts k;
+    paper_setup(&m, &c, &k);
     /* parameters: 12*20480^2/8 + 7*20480/8 + 6*20480 = 629,145,600 + 17,920 + 122,880 */
     check(same(plan_layer_params_gpu(&m, 8), 629286400.0),
           "params of one 530b block on one of 8 TP ranks = 629,286,400");
@@ -279,15 +293,7 @@ static void test_terms(void) {
     check(plan_inflight(35, 0, 240) == 35 && plan_inflight(35, 34, 240) == 1 && plan_inflight(35, 0, 2) == 2,
           "1F1B in-flight micro-batches: min(PP - stage, m)");
     /* memory of stage 0, TP8 PP35 DP8 mb1, recompute, no ZeRO */
-    PlanLayout l;
-    l.tp = 8;
-    l.pp = 35;
-    l.dp = 8;
-    l.mb = 1;
-    l.recompute = 1;
-    l.zero = 0;
-    l.sp = 0;
-    l.vpp = 1;
+    PlanLayout l = {.tp = 8, .pp = 35, .dp = 8, .mb = 1, .recompute = 1, .zero = 0, .sp = 0, .vpp = 1};
     PlanMem mem;
     plan_memory_stage(&m, &k, &l, 240, 0, &mem);
     double P0 = 2060874240.0;
@@ -379,13 +385,8 @@ static void test_terms(void) {
     /* iteration: 1F1B sum + (m-1) max, DP all-reduce, optimizer */
     PlanTime t;
     plan_time(&m, &c, &k, &l, 1920, &t);
-    double sum = 0, mx = 0;
-    for (int j = 0; j < 35; j++) {
-        plan_slot(&m, &c, &k, &l, j, 0, 1, &sl);
-        double x = sl.gemm + sl.mem + sl.tp + sl.pp;
-        sum += x;
-        if (x > mx) mx = x;
-    }
+    double sum, mx;
+    slot_sum_max(&m, &c, &k, &l, &sum, &mx);
     check(t.m == 240 && same(t.pipe_s, sum + 239 * mx) && same(t.bubble_s, sum - mx),
           "1F1B: pipeline = sum of stage slots + (m-1) x slowest, bubble %.2f s (%.1f%%)", t.bubble_s,
           100 * t.bubble_s / t.iter_s);
@@ -410,15 +411,7 @@ static void test_terms(void) {
     /* single GPU: no bubble, no communication */
     PlanModel tiny;
     plan_model_preset("tiny", &tiny);
-    PlanLayout l1;
-    l1.tp = 1;
-    l1.pp = 1;
-    l1.dp = 1;
-    l1.mb = 8;
-    l1.recompute = 0;
-    l1.zero = 0;
-    l1.sp = 0;
-    l1.vpp = 1;
+    PlanLayout l1 = {.tp = 1, .pp = 1, .dp = 1, .mb = 8, .recompute = 0, .zero = 0, .sp = 0, .vpp = 1};
     plan_time(&tiny, &c, &k, &l1, 64, &t);
     check(t.m == 8 && t.bubble_s == 0 && t.comm_s == 0 && t.tflops > 0, "one GPU: m = 8, no bubble, no communication");
 
@@ -449,10 +442,9 @@ static void test_terms(void) {
 /* sequence parallelism, selective recomputation, interleaved 1F1B, model vs hardware FLOPs */
 static void test_sp_recompute_vpp(void) {
     PlanModel m;
-    plan_model_preset("530b", &m);
     Cluster c;
-    cluster_preset("selene-a100", &c);
-    PlanConsts k = plan_default_consts();
+    PlanConsts k;
+    paper_setup(&m, &c, &k);
     double s = 2048, H = 20480, sbh = s * H; /* 41,943,040 */
     /* Korthikanti et al. 2022 per layer, bf16, without dropout: SP sbh/t (32 + 2as/h)
      * = 5,242,880 x (32 + 25.6) = 301,989,888; selective drops 2as/h: 5,242,880 x 32 =
@@ -468,15 +460,7 @@ static void test_sp_recompute_vpp(void) {
           "full + SP keeps 2sbh/t = 10,485,760 B; none without SP = the old 595,591,168 B");
     /* stage 0 of TP8 PP35 mb1, SP + selective: 35 micro-batches x 3 layers x 167,772,160 +
      * one attention-probability buffer 2*128*2048^2/8 = 134,217,728 */
-    PlanLayout l;
-    l.tp = 8;
-    l.pp = 35;
-    l.dp = 8;
-    l.mb = 1;
-    l.recompute = PLAN_RC_SELECTIVE;
-    l.zero = 0;
-    l.sp = 1;
-    l.vpp = 1;
+    PlanLayout l = {.tp = 8, .pp = 35, .dp = 8, .mb = 1, .recompute = PLAN_RC_SELECTIVE, .zero = 0, .sp = 1, .vpp = 1};
     PlanMem mem;
     plan_memory_stage(&m, &k, &l, 240, 0, &mem);
     check(same(mem.act, 105.0 * 167772160.0 + 134217728.0) && same(mem.extra, 12.0 * sbh / 8 + 4.0 * 2048 * 35),
@@ -532,14 +516,8 @@ static void test_sp_recompute_vpp(void) {
     plan_time(&m, &c, &k, &l, 1960, &t0);
     l.vpp = 3;
     plan_time(&m, &c, &k, &l, 1960, &t);
-    double sum = 0, mx = 0;
-    PlanSlot sl;
-    for (int j = 0; j < 35; j++) {
-        plan_slot(&m, &c, &k, &l, j, 0, 1, &sl);
-        double x = sl.gemm + sl.mem + sl.tp + sl.pp;
-        sum += x;
-        if (x > mx) mx = x;
-    }
+    double sum, mx;
+    slot_sum_max(&m, &c, &k, &l, &sum, &mx);
     check(t.m == 245 && same(t.pipe_s, 245 * mx + (sum - mx) / 3),
           "interleaved pipeline = m x slowest + (sum - slowest)/V");
     /* equal stages: bubble = (PP-1)/(V m) of the ideal: 34/(3*245) = 4.63%, plain 34/245 = 13.9% */
@@ -568,26 +546,14 @@ static void test_sp_recompute_vpp(void) {
 }
 
 static void test_plan_run(void) {
-    PlanRequest r;
-    plan_request_init(&r);
-    plan_model_preset("530b", &r.model);
-    r.nodes = 280;
-    r.gb = 1920;
-    r.mb = 1;
-    r.csv_path = "test_planner_plan.tmp.csv";
-    FILE* devnull = fopen("/dev/null", "w");
-    int rc = plan_run(&r, devnull);
-    FILE* f = fopen(r.csv_path, "r");
+    PlanRequest r = request_530b(280);
     int lines = 0;
-    char buf[1024];
-    while (f && fgets(buf, sizeof(buf), f)) lines++;
-    if (f) fclose(f);
-    remove(r.csv_path);
+    int rc = plan_run_csv(&r, "test_planner_plan.tmp.csv", &lines);
     check(rc == 0 && lines > 200,
           "plan_run 530b on 280 selene-a100 nodes returns 0 and writes every evaluated layout to the CSV (%d lines)",
           lines);
+    FILE* devnull = fopen("/dev/null", "w");
     r.nodes = 1;
-    r.csv_path = NULL;
     rc = plan_run(&r, devnull);
     check(rc == 1, "plan_run 530b on 1 node returns 1 (nothing fits)");
     r.nodes = 0;
@@ -608,6 +574,24 @@ static void test_plan_run(void) {
 static int cli(int argc, char** argv) {
     PlanRequest r;
     plan_request_init(&r);
+    /* the model and layout flags (the trainer's own parser gives these to the planner) */
+    const struct {
+        const char* flag;
+        int* field;
+    } ints[] = {{"-L", &r.model.L},
+                {"-H", &r.model.H},
+                {"-heads", &r.model.heads},
+                {"-seq", &r.model.seq},
+                {"-V", &r.model.V},
+                {"-tp", &r.tp},
+                {"-pp", &r.pp},
+                {"-dp", &r.dp},
+                {"-mb", &r.mb},
+                {"-gb", &r.gb},
+                {"-recompute", &r.recompute},
+                {"-zero", &r.zero},
+                {"-sp", &r.sp},
+                {"-vpp", &r.vpp}};
     for (int i = 2; i < argc; i++) {
         const char* f = argv[i];
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -620,34 +604,8 @@ static int cli(int argc, char** argv) {
             i++;
             continue;
         }
-        if (strcmp(f, "-L") == 0)
-            ip = &r.model.L;
-        else if (strcmp(f, "-H") == 0)
-            ip = &r.model.H;
-        else if (strcmp(f, "-heads") == 0)
-            ip = &r.model.heads;
-        else if (strcmp(f, "-seq") == 0)
-            ip = &r.model.seq;
-        else if (strcmp(f, "-V") == 0)
-            ip = &r.model.V;
-        else if (strcmp(f, "-tp") == 0)
-            ip = &r.tp;
-        else if (strcmp(f, "-pp") == 0)
-            ip = &r.pp;
-        else if (strcmp(f, "-dp") == 0)
-            ip = &r.dp;
-        else if (strcmp(f, "-mb") == 0)
-            ip = &r.mb;
-        else if (strcmp(f, "-gb") == 0)
-            ip = &r.gb;
-        else if (strcmp(f, "-recompute") == 0)
-            ip = &r.recompute;
-        else if (strcmp(f, "-zero") == 0)
-            ip = &r.zero;
-        else if (strcmp(f, "-sp") == 0)
-            ip = &r.sp;
-        else if (strcmp(f, "-vpp") == 0)
-            ip = &r.vpp;
+        for (size_t j = 0; j < sizeof(ints) / sizeof(ints[0]); j++)
+            if (strcmp(f, ints[j].flag) == 0) ip = ints[j].field;
         if (ip != NULL) {
             if (v == NULL || !planx_parse_int(v, ip)) {
                 fprintf(stderr, "bad value for %s\n", f);

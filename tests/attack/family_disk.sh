@@ -45,22 +45,24 @@ else
   echo "note: mount -t tmpfs is not allowed here: the tmpfs cases are skipped (the file-size cases below still run)"
 fi
 
-# 2. a file-size limit of 10 MB (a rank file is 22 MB): every save fails
-D=$SCRATCH/lim
-mkdir -p "$D"; cp -r "$REF/ckpt_00000002" "$D/"
-rc=0; bash -c "trap '' XFSZ; ulimit -f 10000; exec $BIN $ARGS -steps 6 -keep 1 -o $D -resume" > "$SCRATCH/l.out" 2> "$SCRATCH/l.err" || rc=$?
-check "file limit: the step-4 save fails: exit $rc, 'checkpoint at step 4 failed'" last_error "$SCRATCH/l.err" "$rc" 4
-check "file limit: the failing file is named, ckpt_00000002 complete, no partial checkpoint" \
-  bash -c "$(declare -f no_partial); grep -q 'rank_00000.bin failed' '$SCRATCH/l.err' && [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && no_partial '$D'"
+# file_limit NAME TRAP WHAT: resume ckpt_00000002 in $SCRATCH/NAME under a file-size limit of
+# 10 MB (a rank file is 22 MB) with SIGXFSZ set to TRAP in the shell: the step-4 save fails
+# with an error naming the file, ckpt_00000002 stays complete, nothing partial is left
+file_limit() {
+  D=$SCRATCH/$1
+  mkdir -p "$D"; cp -r "$REF/ckpt_00000002" "$D/"
+  rc=0; bash -c "trap '$2' XFSZ; ulimit -f 10000; exec $BIN $ARGS -steps 6 -keep 1 -o $D -resume" > "$D.out" 2> "$D.err" || rc=$?
+  check "$3: the step-4 save fails: exit $rc, 'checkpoint at step 4 failed'" last_error "$D.err" "$rc" 4
+  check "$3: the failing file is named, ckpt_00000002 complete, no partial checkpoint" \
+    bash -c "$(declare -f no_partial); grep -q 'rank_00000.bin failed' '$D.err' && [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && no_partial '$D'"
+}
+
+# 2. every save fails
+file_limit lim "" "file limit"
 continue_elsewhere "$D" "$SCRATCH/l_cont" "$ARGS -steps 6"
 check "file limit: resumed without the limit, bit-identical" same_ckpt "$REF/ckpt_00000006" "$SCRATCH/l_cont/ckpt_00000006"
 
 # 3. the same limit without the shell's trap: the trainer ignores SIGXFSZ itself (the signal
 # would kill it with no error line and no checkpoint)
-D=$SCRATCH/lim_notrap
-mkdir -p "$D"; cp -r "$REF/ckpt_00000002" "$D/"
-rc=0; bash -c "trap - XFSZ; ulimit -f 10000; exec $BIN $ARGS -steps 6 -keep 1 -o $D -resume" > "$SCRATCH/n.out" 2> "$SCRATCH/n.err" || rc=$?
-check "file limit, SIGXFSZ not trapped: the step-4 save fails: exit $rc, 'checkpoint at step 4 failed'" last_error "$SCRATCH/n.err" "$rc" 4
-check "file limit, SIGXFSZ not trapped: ckpt_00000002 complete, no partial checkpoint" \
-  bash -c "$(declare -f no_partial); [ -f '$D/ckpt_00000002/DONE' ] && [ ! -e '$D/ckpt_00000004' ] && no_partial '$D'"
+file_limit lim_notrap - "file limit, SIGXFSZ not trapped"
 summary

@@ -38,30 +38,40 @@ kill_point() { # DIR: waits for the point; sets AT (a description)
   sleep "$(printf '0.%03d' "$ms")"
   AT="step $k + $ms ms"
 }
-for i in $(seq 1 10); do
-  d=$SCRATCH/k1_$i
+# kill_resume NAME D LAUNCH VICTIM: a run in D (LAUNCH: the mpirun prefix or ""), killed with
+# -9 at a kill point (every process, or with VICTIM >= 0 the rank VICTIM), continued up to 3
+# times, must end with $REF's final checkpoint and log
+kill_resume() {
+  local name=$1 d=$2 launch=$3 victim=$4 try at bg p saved k rc pids
   # a point drawn after the run's last step can miss it (the run ended first, more often on a
   # fast machine): draw again, up to 3 times, from a fresh directory
   for try in 1 2 3; do
     rm -rf "$d" "$d.out" "$d.err"
-    (continue_run "$d" "") & bg=$!
+    (continue_run "$d" "$launch") & bg=$!
     kill_point "$d"; at=$AT
     pids=($(rank_pids "$d"))
-    for p in ${pids[@]+"${pids[@]}"}; do kill -9 "$p" 2>/dev/null; done
+    if [ "$victim" -lt 0 ]; then
+      for p in ${pids[@]+"${pids[@]}"}; do kill -9 "$p" 2>/dev/null; done
+    elif [ "${#pids[@]}" -gt 0 ]; then
+      kill -9 "${pids[$(( victim % ${#pids[@]} ))]}" 2>/dev/null
+    fi
     wait "$bg" 2>/dev/null
     [ "${#pids[@]}" -gt 0 ] && break
   done
   saved=$(ls -d "$d"/ckpt_*/DONE 2>/dev/null | wc -l)
-  if [ "${#pids[@]}" -eq 0 ]; then fail "single: kill -9 at ${at}" "missed 3 times: the run had ended"; rm -rf "$d"; continue; fi
+  if [ "${#pids[@]}" -eq 0 ]; then fail "$name: kill -9 at ${at}" "missed 3 times: no process running"; rm -rf "$d"; return; fi
   k=0; rc=1
-  while [ "$k" -lt 3 ]; do continue_run "$d" "" && { rc=0; break; }; k=$((k + 1)); done
+  while [ "$k" -lt 3 ]; do continue_run "$d" "$launch" && { rc=0; break; }; k=$((k + 1)); done
+  local what="$name: kill -9"
+  [ "$victim" -ge 0 ] && what="$name: kill -9 of rank $victim"
   if [ "$rc" -eq 0 ] && same_ckpt "$REF/ckpt_0000000$STEPS" "$d/ckpt_0000000$STEPS" && same_log "$REF/log.jsonl" "$d/log.jsonl"; then
-    pass "single: kill -9 at ${at} ($saved checkpoints complete), resume: bit-identical checkpoint and log"
+    pass "$what at ${at} ($saved checkpoints complete), resume: bit-identical checkpoint and log"
   else
-    fail "single: kill -9 at ${at}, resume: bit-identical checkpoint and log" "rc $rc, $(tail -1 "$d.err")"
+    fail "$what at ${at}, resume: bit-identical checkpoint and log" "rc $rc, $(tail -1 "$d.err")"
   fi
   rm -rf "$d"
-done
+}
+for i in $(seq 1 10); do kill_resume single "$SCRATCH/k1_$i" "" -1; done
 
 # 2x1x2 under MPI (4 ranks)
 L="$MPIRUN 4"
@@ -70,26 +80,7 @@ REF=$SCRATCH/ref4
 eval "timeout 300 $L $BIN $ARGS -o $REF" > "$SCRATCH/ref4.out" 2>&1
 check "2x1x2: reference run" [ -f "$REF/ckpt_0000000$STEPS/DONE" ]
 for i in $(seq 1 5); do
-  d=$SCRATCH/k4_$i
   victim=$(( RANDOM % 4 ))
-  for try in 1 2 3; do # as above: a point past the run's end is drawn again
-    rm -rf "$d" "$d.out" "$d.err"
-    (continue_run "$d" "timeout 300 $L") & bg=$!
-    kill_point "$d"; at=$AT
-    pids=($(rank_pids "$d"))
-    [ "${#pids[@]}" -gt 0 ] && kill -9 "${pids[$(( victim % ${#pids[@]} ))]}" 2>/dev/null
-    wait "$bg" 2>/dev/null
-    [ "${#pids[@]}" -gt 0 ] && break
-  done
-  saved=$(ls -d "$d"/ckpt_*/DONE 2>/dev/null | wc -l)
-  if [ "${#pids[@]}" -eq 0 ]; then fail "2x1x2: kill -9 at ${at}" "missed 3 times: no rank running"; rm -rf "$d"; continue; fi
-  k=0; rc=1
-  while [ "$k" -lt 3 ]; do continue_run "$d" "timeout 300 $L" && { rc=0; break; }; k=$((k + 1)); done
-  if [ "$rc" -eq 0 ] && same_ckpt "$REF/ckpt_0000000$STEPS" "$d/ckpt_0000000$STEPS" && same_log "$REF/log.jsonl" "$d/log.jsonl"; then
-    pass "2x1x2: kill -9 of rank $victim at ${at} ($saved checkpoints complete), resume: bit-identical checkpoint and log"
-  else
-    fail "2x1x2: kill -9 of one rank at ${at}, resume: bit-identical checkpoint and log" "rc $rc, $(tail -1 "$d.err")"
-  fi
-  rm -rf "$d"
+  kill_resume 2x1x2 "$SCRATCH/k4_$i" "timeout 300 $L" "$victim"
 done
 summary

@@ -1,8 +1,9 @@
 /*
  * tests/cuda/common.h: helpers for the standalone kernel checks (llm.c's kernel lab
  * habit): seeded random inputs rounded to bf16 (so the CPU reference sees exactly the
- * values the kernel reads), device upload/download, tolerance comparison, and the
- * "N passed, M failed" tally (tests/common.h). Each check_*.cu includes this and one kernel header of llmc/.
+ * values the kernel reads), device upload/download, tolerance comparison, the fp64
+ * attention reference the attention checks share, and the "N passed, M failed" tally
+ * (tests/common.h). Each check_*.cu includes this and one kernel header of llmc/.
  * Build: make cuda-check-build (nvcc) or make cuda-check-emu (CPU emulation, cuemu).
  */
 #ifndef DEV_CUDA_CHECK_COMMON_H
@@ -83,6 +84,21 @@ static double ck_err(const float* got, const double* want, size_t n, double atol
     return worst;
 }
 
+// ck_err of n bf16 (or fp32) values on the device against want
+static double ck_err_bf16(const bf16* dev, const double* want, size_t n, double atol, double rtol) {
+    float* h = ck_down_bf16(dev, n);
+    double e = ck_err(h, want, n, atol, rtol);
+    free(h);
+    return e;
+}
+
+static double ck_err_f32(const float* dev, const double* want, size_t n, double atol, double rtol) {
+    float* h = ck_down_f32(dev, n);
+    double e = ck_err(h, want, n, atol, rtol);
+    free(h);
+    return e;
+}
+
 // A device copy of `bytes` bytes of dev at an address that is NOT 16-byte aligned (base +
 // off, off in 1..15; 2 for bf16, 4 for float keeps the element alignment): kernels with
 // 16-byte packed access must take their scalar path on it. *base: what to dev_free.
@@ -115,5 +131,61 @@ static double ck_maxabs(const double* x, size_t n) {
 
 // bf16 round trip of a double (what a kernel storing bf16 can at best produce)
 static double ck_bf(double x) { return (double)host_bf2f(host_f2bf((float)x)); }
+
+// Causal attention of one head in fp64, the reference of test_attention and cudnn_attention:
+// q, k, v of row t at qkv + t * 3 Cl + {0, Cl, 2 Cl} (qkv and dout already at the head's
+// column), dout row t at dout + t * Cl. out, dq, dk, dv (T, hs) each and lse (T) are written.
+static void ck_attention_head(const float* qkv, const float* dout, int T, int Cl, int hs, double* out, double* lse,
+                              double* dq, double* dk, double* dv) {
+    int C3 = 3 * Cl;
+    double scale = 1.0 / sqrt((double)hs);
+    double* p = (double*)malloc_check(8 * (size_t)T);
+    double* dp = (double*)malloc_check(8 * (size_t)T);
+    memset(out, 0, 8 * (size_t)T * hs);
+    memset(dq, 0, 8 * (size_t)T * hs);
+    memset(dk, 0, 8 * (size_t)T * hs);
+    memset(dv, 0, 8 * (size_t)T * hs);
+    for (int t = 0; t < T; t++) {
+        const float* q = qkv + (size_t)t * C3;
+        double m = -1e300;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float* k = qkv + (size_t)t2 * C3 + Cl;
+            double s = 0;
+            for (int i = 0; i < hs; i++) s += (double)q[i] * k[i];
+            p[t2] = s * scale;
+            if (p[t2] > m) m = p[t2];
+        }
+        double sum = 0;
+        for (int t2 = 0; t2 <= t; t2++) {
+            p[t2] = exp(p[t2] - m);
+            sum += p[t2];
+        }
+        for (int t2 = 0; t2 <= t; t2++) p[t2] /= sum;
+        lse[t] = m + log(sum);
+        const float* go = dout + (size_t)t * Cl;
+        double dot = 0;
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float* v = qkv + (size_t)t2 * C3 + 2 * Cl;
+            double s = 0;
+            for (int i = 0; i < hs; i++) {
+                out[(size_t)t * hs + i] += p[t2] * v[i];
+                s += (double)go[i] * v[i];
+            }
+            dp[t2] = s;
+            dot += p[t2] * s;
+        }
+        for (int t2 = 0; t2 <= t; t2++) {
+            const float* k = qkv + (size_t)t2 * C3 + Cl;
+            double ds = p[t2] * (dp[t2] - dot) * scale;
+            for (int i = 0; i < hs; i++) {
+                dq[(size_t)t * hs + i] += ds * k[i];
+                dk[(size_t)t2 * hs + i] += ds * q[i];
+                dv[(size_t)t2 * hs + i] += p[t2] * go[i];
+            }
+        }
+    }
+    free(p);
+    free(dp);
+}
 
 #endif // DEV_CUDA_CHECK_COMMON_H

@@ -43,64 +43,42 @@ static float median10(float* v) {
     return 0.5f * (v[4] + v[5]);
 }
 
-// head 0 of batch 0 in fp64: out (T, hs), lse (T), dq/dk/dv (T, hs) each
-static void reference_head(const float* qkv, const float* dout, int T, int NH, int hs, double* out, double* lse,
-                           double* dq, double* dk, double* dv) {
-    int Cl = NH * hs, C3 = 3 * Cl;
-    double scale = 1.0 / sqrt((double)hs);
-    double* p = (double*)malloc_check(8 * (size_t)T);
-    double* dp = (double*)malloc_check(8 * (size_t)T);
-    memset(out, 0, 8 * (size_t)T * hs);
-    memset(dq, 0, 8 * (size_t)T * hs);
-    memset(dk, 0, 8 * (size_t)T * hs);
-    memset(dv, 0, 8 * (size_t)T * hs);
-    for (int t = 0; t < T; t++) {
-        const float* q = qkv + (size_t)t * C3;
-        double m = -1e300;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float* k = qkv + (size_t)t2 * C3 + Cl;
-            double s = 0;
-            for (int i = 0; i < hs; i++) s += (double)q[i] * k[i];
-            p[t2] = s * scale;
-            if (p[t2] > m) m = p[t2];
-        }
-        double sum = 0;
-        for (int t2 = 0; t2 <= t; t2++) {
-            p[t2] = exp(p[t2] - m);
-            sum += p[t2];
-        }
-        for (int t2 = 0; t2 <= t; t2++) p[t2] /= sum;
-        lse[t] = m + log(sum);
-        const float* go = dout + (size_t)t * Cl;
-        double dot = 0;
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float* v = qkv + (size_t)t2 * C3 + 2 * Cl;
-            double s = 0;
-            for (int i = 0; i < hs; i++) {
-                out[(size_t)t * hs + i] += p[t2] * v[i];
-                s += (double)go[i] * v[i];
-            }
-            dp[t2] = s;
-            dot += p[t2] * s;
-        }
-        for (int t2 = 0; t2 <= t; t2++) {
-            const float* k = qkv + (size_t)t2 * C3 + Cl;
-            double ds = p[t2] * (dp[t2] - dot) * scale;
-            for (int i = 0; i < hs; i++) {
-                dq[(size_t)t * hs + i] += ds * k[i];
-                dk[(size_t)t2 * hs + i] += ds * q[i];
-                dv[(size_t)t2 * hs + i] += p[t2] * go[i];
-            }
-        }
-    }
-    free(p);
-    free(dp);
-}
-
 // the slice (T, hs) of head 0, batch 0 of a (B, T, stride) buffer at column offset off
 static void head_slice(const float* x, int T, int stride, int off, int hs, float* dst) {
     for (int t = 0; t < T; t++)
         for (int i = 0; i < hs; i++) dst[(size_t)t * hs + i] = x[(size_t)t * stride + off + i];
+}
+
+// one implementation's results on the device: out (B, T, NH hs), lse (B, NH, T), dqkv (B, T, 3 NH hs)
+typedef struct {
+    bf16* out;
+    float* lse;
+    bf16* dqkv;
+} Outs;
+
+static Outs outs_alloc(size_t nout, size_t nl, size_t nqkv) {
+    Outs o = {(bf16*)dev_alloc(2 * nout), (float*)dev_alloc(4 * nl), (bf16*)dev_alloc(2 * nqkv)};
+    return o;
+}
+
+static void outs_free(Outs* o) {
+    dev_free(o->out);
+    dev_free(o->lse);
+    dev_free(o->dqkv);
+}
+
+// the own flash kernels, on tensor cores where tc (the head size has a kernel): forward, or
+// backward from its output
+static void own_pass(int backward, int tc, Outs* o, float* scratch, const bf16* qkv, const bf16* dout, int B, int T,
+                     int NH, int hs) {
+    if (backward && tc)
+        attention_backward_tc(o->dqkv, scratch, dout, o->out, qkv, o->lse, B, T, NH, hs, 0);
+    else if (backward)
+        attention_backward_flash(o->dqkv, scratch, dout, o->out, qkv, o->lse, B, T, NH, hs, 0);
+    else if (tc)
+        attention_forward_tc(o->out, o->lse, qkv, B, T, NH, hs, 0);
+    else
+        attention_forward_flash(o->out, o->lse, qkv, B, T, NH, hs, 0);
 }
 
 static void run_shape(int B, int T, int NH, int hs) {
@@ -109,12 +87,7 @@ static void run_shape(int B, int T, int NH, int hs) {
     bf16 *d_qkv, *d_dout;
     float* qkv = ck_rand_bf16(&d_qkv, nqkv, 1.5f);
     float* dout = ck_rand_bf16(&d_dout, nout, 1.0f);
-    bf16* o_own = (bf16*)dev_alloc(2 * nout);
-    bf16* o_dnn = (bf16*)dev_alloc(2 * nout);
-    bf16* g_own = (bf16*)dev_alloc(2 * nqkv);
-    bf16* g_dnn = (bf16*)dev_alloc(2 * nqkv);
-    float* l_own = (float*)dev_alloc(4 * nl);
-    float* l_dnn = (float*)dev_alloc(4 * nl);
+    Outs mine = outs_alloc(nout, nl, nqkv), dnn = outs_alloc(nout, nl, nqkv);
     float* scratch = (float*)dev_alloc(4 * nl);
     int tc = flash_tc_supported(hs);
     const char* own = tc ? "own tensor-core flash" : "own CUDA-core flash";
@@ -123,21 +96,15 @@ static void run_shape(int B, int T, int NH, int hs) {
     check(ca != NULL, "cuDNN builds graphs for B=%d T=%d heads=%d hs=%d%s%s", B, T, NH, hs, ca ? "" : ": ",
           ca ? "" : why);
     if (ca == NULL) return;
-    // own kernels
-    if (tc) {
-        attention_forward_tc(o_own, l_own, d_qkv, B, T, NH, hs, 0);
-        attention_backward_tc(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0);
-    } else {
-        attention_forward_flash(o_own, l_own, d_qkv, B, T, NH, hs, 0);
-        attention_backward_flash(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0);
-    }
-    cudaCheck(cudaMemset(g_dnn, 0xFF, 2 * nqkv)); // NaN fill: every element must be written
-    cudnn_attn_forward(ca, o_dnn, l_dnn, d_qkv, 0);
-    cudnn_attn_backward(ca, g_dnn, d_dout, o_dnn, d_qkv, l_dnn, 0);
+    own_pass(0, tc, &mine, scratch, d_qkv, d_dout, B, T, NH, hs);
+    own_pass(1, tc, &mine, scratch, d_qkv, d_dout, B, T, NH, hs);
+    cudaCheck(cudaMemset(dnn.dqkv, 0xFF, 2 * nqkv)); // NaN fill: every element must be written
+    cudnn_attn_forward(ca, dnn.out, dnn.lse, d_qkv, 0);
+    cudnn_attn_backward(ca, dnn.dqkv, d_dout, dnn.out, d_qkv, dnn.lse, 0);
     cudaCheck(cudaDeviceSynchronize());
-    float *ho = ck_down_bf16(o_own, nout), *hO = ck_down_bf16(o_dnn, nout);
-    float *hl = ck_down_f32(l_own, nl), *hL = ck_down_f32(l_dnn, nl);
-    float *hg = ck_down_bf16(g_own, nqkv), *hG = ck_down_bf16(g_dnn, nqkv);
+    float *ho = ck_down_bf16(mine.out, nout), *hO = ck_down_bf16(dnn.out, nout);
+    float *hl = ck_down_f32(mine.lse, nl), *hL = ck_down_f32(dnn.lse, nl);
+    float *hg = ck_down_bf16(mine.dqkv, nqkv), *hG = ck_down_bf16(dnn.dqkv, nqkv);
     double w = 0;
     int ok;
     // bf16 tolerance: two bf16 roundings of the output (~2 * 2^-8 relative) plus fp32 order
@@ -152,7 +119,7 @@ static void run_shape(int B, int T, int NH, int hs) {
     double *ro = (double*)malloc_check(8 * nh), *rl = (double*)malloc_check(8 * (size_t)T);
     double *rq = (double*)malloc_check(8 * nh), *rk = (double*)malloc_check(8 * nh),
            *rv = (double*)malloc_check(8 * nh);
-    reference_head(qkv, dout, T, NH, hs, ro, rl, rq, rk, rv);
+    ck_attention_head(qkv, dout, T, Cl, hs, ro, rl, rq, rk, rv);
     float* s = (float*)malloc_check(4 * nh);
     double ao = 2e-3 * ck_maxabs(ro, nh);
     head_slice(hO, T, Cl, 0, hs, s);
@@ -175,20 +142,11 @@ static void run_shape(int B, int T, int NH, int hs) {
         for (int k = 0; k < 4; k++) {
             cudaCheck(cudaEventRecord(tm.a, 0));
             if (k == 0)
-                cudnn_attn_forward(ca, o_dnn, l_dnn, d_qkv, 0);
+                cudnn_attn_forward(ca, dnn.out, dnn.lse, d_qkv, 0);
             else if (k == 1)
-                cudnn_attn_backward(ca, g_dnn, d_dout, o_dnn, d_qkv, l_dnn, 0);
-            else if (k == 2) {
-                if (tc)
-                    attention_forward_tc(o_own, l_own, d_qkv, B, T, NH, hs, 0);
-                else
-                    attention_forward_flash(o_own, l_own, d_qkv, B, T, NH, hs, 0);
-            } else {
-                if (tc)
-                    attention_backward_tc(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0);
-                else
-                    attention_backward_flash(g_own, scratch, d_dout, o_own, d_qkv, l_own, B, T, NH, hs, 0);
-            }
+                cudnn_attn_backward(ca, dnn.dqkv, d_dout, dnn.out, d_qkv, dnn.lse, 0);
+            else
+                own_pass(k == 3, tc, &mine, scratch, d_qkv, d_dout, B, T, NH, hs);
             cudaCheck(cudaEventRecord(tm.b, 0));
             cudaCheck(cudaEventSynchronize(tm.b));
             float ms;
@@ -224,12 +182,8 @@ static void run_shape(int B, int T, int NH, int hs) {
     free(s);
     dev_free(d_qkv);
     dev_free(d_dout);
-    dev_free(o_own);
-    dev_free(o_dnn);
-    dev_free(g_own);
-    dev_free(g_dnn);
-    dev_free(l_own);
-    dev_free(l_dnn);
+    outs_free(&mine);
+    outs_free(&dnn);
     dev_free(scratch);
 }
 

@@ -141,54 +141,25 @@ static void check_size(int B, int T, int NH, int hs) {
     double* rout = (double*)calloc_check(nout, 8);
     double* rlse = (double*)calloc_check((size_t)B * NH * T, 8);
     double* rd = (double*)calloc_check(nqkv, 8);
-    double* p = (double*)malloc_check(8 * T);
-    double* dp = (double*)malloc_check(8 * T);
-    double scale = 1.0 / sqrt((double)hs);
+    size_t nh = (size_t)T * hs; // one head's reference, scattered into the (B, T, ...) buffers
+    double *ho = (double*)malloc_check(8 * nh), *hl = (double*)malloc_check(8 * (size_t)T);
+    double* hd[3] = {(double*)malloc_check(8 * nh), (double*)malloc_check(8 * nh), (double*)malloc_check(8 * nh)};
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            const float* q = qkv + (size_t)b * T * C3 + h * hs;
+            ck_attention_head(q, dout + (size_t)b * T * Cl + h * hs, T, Cl, hs, ho, hl, hd[0], hd[1], hd[2]);
             for (int t = 0; t < T; t++) {
-                const float* q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-                double m = -1e300;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* k = qkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
-                    double s = 0;
-                    for (int i = 0; i < hs; i++) s += (double)q[i] * k[i];
-                    p[t2] = s * scale;
-                    if (p[t2] > m) m = p[t2];
-                }
-                double sum = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    p[t2] = exp(p[t2] - m);
-                    sum += p[t2];
-                }
-                for (int t2 = 0; t2 <= t; t2++) p[t2] /= sum;
-                rlse[((size_t)b * NH + h) * T + t] = m + log(sum);
-                double* o = rout + ((size_t)b * T + t) * Cl + h * hs;
-                const float* go = dout + ((size_t)b * T + t) * Cl + h * hs;
-                double dot = 0;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* v = qkv + ((size_t)b * T + t2) * C3 + 2 * Cl + h * hs;
-                    double s = 0;
-                    for (int i = 0; i < hs; i++) {
-                        o[i] += p[t2] * v[i];
-                        s += (double)go[i] * v[i];
-                    }
-                    dp[t2] = s;
-                    dot += p[t2] * s;
-                }
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float* k = qkv + ((size_t)b * T + t2) * C3 + Cl + h * hs;
-                    double ds = p[t2] * (dp[t2] - dot) * scale;
-                    double* dq = rd + ((size_t)b * T + t) * C3 + h * hs;
-                    double* dk = rd + ((size_t)b * T + t2) * C3 + Cl + h * hs;
-                    double* dv = rd + ((size_t)b * T + t2) * C3 + 2 * Cl + h * hs;
-                    for (int i = 0; i < hs; i++) {
-                        dq[i] += ds * k[i];
-                        dk[i] += ds * q[i];
-                        dv[i] += p[t2] * go[i];
-                    }
+                rlse[((size_t)b * NH + h) * T + t] = hl[t];
+                for (int i = 0; i < hs; i++) {
+                    rout[((size_t)b * T + t) * Cl + h * hs + i] = ho[(size_t)t * hs + i];
+                    for (int j = 0; j < 3; j++)
+                        rd[((size_t)b * T + t) * C3 + j * Cl + h * hs + i] = hd[j][(size_t)t * hs + i];
                 }
             }
+        }
+    free(ho);
+    free(hl);
+    for (int j = 0; j < 3; j++) free(hd[j]);
     bf16* dout_att = (bf16*)dev_alloc(2 * nout);
     bf16* ddqkv = (bf16*)dev_alloc(2 * nqkv);
     double tol_out = 2e-3 * ck_maxabs(rout, nout), tol_d = 2e-3 * ck_maxabs(rd, nqkv);
@@ -253,8 +224,6 @@ static void check_size(int B, int T, int NH, int hs) {
     free(rout);
     free(rlse);
     free(rd);
-    free(p);
-    free(dp);
     dev_free(dqkv_in);
     dev_free(ddout);
     dev_free(dout_att);

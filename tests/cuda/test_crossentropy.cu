@@ -22,15 +22,6 @@ typedef struct {
     double sum;
 } Ref;
 
-static Ref ref_make(int BT, int V, int ld) {
-    Ref r = {BT, V, ld, NULL, NULL, NULL, NULL, 0.0};
-    r.tgt = (int*)malloc_check(sizeof(int) * BT);
-    for (int n = 0; n < BT; n++) r.tgt[n] = (int)((ck_rand() * 0.5f + 0.5f) * V) % V;
-    r.loss = (double*)malloc_check(8 * (size_t)BT);
-    r.lse = (double*)malloc_check(8 * (size_t)BT);
-    return r;
-}
-
 static void ref_stats(Ref* r) {
     r->sum = 0.0;
     for (int n = 0; n < r->BT; n++) {
@@ -44,6 +35,28 @@ static void ref_stats(Ref* r) {
         r->loss[n] = r->lse[n] - x[r->tgt[n]];
         r->sum += r->loss[n];
     }
+}
+
+// a case from the generator seeded with seed: random targets and bf16 logits (device copies in
+// *dtgt, *dlogit) with their reference losses, lse and loss sum
+static Ref ref_make(uint64_t seed, int BT, int V, int ld, bf16** dlogit, int** dtgt) {
+    ck_state = seed;
+    Ref r = {BT, V, ld, NULL, NULL, NULL, NULL, 0.0};
+    r.tgt = (int*)malloc_check(sizeof(int) * BT);
+    for (int n = 0; n < BT; n++) r.tgt[n] = (int)((ck_rand() * 0.5f + 0.5f) * V) % V;
+    r.loss = (double*)malloc_check(8 * (size_t)BT);
+    r.lse = (double*)malloc_check(8 * (size_t)BT);
+    r.logit = ck_rand_bf16(dlogit, (size_t)BT * ld, 6.0f);
+    ref_stats(&r);
+    *dtgt = (int*)ck_up(r.tgt, sizeof(int) * BT);
+    return r;
+}
+
+static void ref_free(Ref* r) {
+    free(r->logit);
+    free(r->tgt);
+    free(r->loss);
+    free(r->lse);
 }
 
 // dlogits reference over columns [c0, c0 + w) of every row: real ones (p - onehot) * dloss, padded 0
@@ -74,12 +87,9 @@ static int padded_zero(const bf16* d, int BT, int V, int ld) {
 }
 
 static void check_fused(int BT, int V, int ld) {
-    ck_state = 0x9E3779B97F4A7C15ULL + (uint64_t)BT * 7919 + V;
     bf16* dlog;
-    Ref r = ref_make(BT, V, ld);
-    r.logit = ck_rand_bf16(&dlog, (size_t)BT * ld, 6.0f);
-    ref_stats(&r);
-    int* dtgt = (int*)ck_up(r.tgt, sizeof(int) * BT);
+    int* dtgt;
+    Ref r = ref_make(0x9E3779B97F4A7C15ULL + (uint64_t)BT * 7919 + V, BT, V, ld, &dlog, &dtgt);
     float* losses = (float*)dev_alloc(sizeof(float) * BT);
     float* lse = (float*)dev_alloc(sizeof(float) * BT);
     double* acc = (double*)dev_alloc(sizeof(double));
@@ -116,10 +126,7 @@ static void check_fused(int BT, int V, int ld) {
     float* gl3 = ck_down_f32(losses, BT);
     check(memcmp(gl, gl3, sizeof(float) * BT) == 0 && ck_same_bits(mis, dlog, bytes),
           "ce_fused BT=%d V=%d misaligned (scalar path): the packed path's bits", BT, V);
-    free(r.logit);
-    free(r.tgt);
-    free(r.loss);
-    free(r.lse);
+    ref_free(&r);
     free(gl);
     free(gs);
     free(gl2);
@@ -135,17 +142,17 @@ static void check_fused(int BT, int V, int ld) {
     dev_free(mbase);
 }
 
+// how many of a slice's Vl columns from v0 on are real (below V)
+static int slice_real(int V, int v0, int Vl) { return V - v0 < 0 ? 0 : (V - v0 > Vl ? Vl : V - v0); }
+
 // vocabulary of V real tokens split into nranks slices of Vl = ldl columns (the last ones
 // partly or wholly padding); each slice its own (BT, Vl) buffer, as each TP rank holds it
 static void check_split(int BT, int V, int nranks) {
-    ck_state = 0x2545F4914F6CDD1DULL + (uint64_t)BT * 104729 + V;
     int Vl = ((CEIL_DIV(V, nranks) + 7) / 8) * 8;
     int ld = Vl * nranks;
     bf16* dall;
-    Ref r = ref_make(BT, V, ld);
-    r.logit = ck_rand_bf16(&dall, (size_t)BT * ld, 6.0f);
-    ref_stats(&r);
-    int* dtgt = (int*)ck_up(r.tgt, sizeof(int) * BT);
+    int* dtgt;
+    Ref r = ref_make(0x2545F4914F6CDD1DULL + (uint64_t)BT * 104729 + V, BT, V, ld, &dall, &dtgt);
     float* losses = (float*)dev_alloc(sizeof(float) * BT);
     float* lse = (float*)dev_alloc(sizeof(float) * BT);
     float* st = (float*)dev_alloc(sizeof(float) * 4 * BT * nranks);
@@ -159,7 +166,7 @@ static void check_split(int BT, int V, int nranks) {
     }
     for (int k = 0; k < nranks; k++) {
         int v0 = k * Vl;
-        int Vv = V - v0 < 0 ? 0 : (V - v0 > Vl ? Vl : V - v0);
+        int Vv = slice_real(V, v0, Vl);
         float* s = st + (size_t)4 * BT * k;
         ce_stats(s, s + 2 * BT, s + 3 * BT, slice[k], Vl, dtgt, BT, Vv, v0, 0);
     }
@@ -193,7 +200,7 @@ static void check_split(int BT, int V, int nranks) {
     int ok_pad = 1;
     for (int k = 0; k < nranks; k++) {
         int v0 = k * Vl;
-        int Vv = V - v0 < 0 ? 0 : (V - v0 > Vl ? Vl : V - v0);
+        int Vv = slice_real(V, v0, Vl);
         ce_backward(slice[k], Vl, losses, lse, dmg, dsum2, dsum2 + BT, dtgt, BT, Vv, v0, dloss, 0);
         float* g2 = ck_down_f32(losses, BT);
         if (memcmp(g2, gl, sizeof(float) * BT) != 0) ok_loss = 0;
@@ -214,10 +221,7 @@ static void check_split(int BT, int V, int nranks) {
           nranks);
     for (int k = 0; k < nranks; k++) dev_free(slice[k]);
     free(slice);
-    free(r.logit);
-    free(r.tgt);
-    free(r.loss);
-    free(r.lse);
+    ref_free(&r);
     free(hs);
     free(mg);
     free(sum2);
@@ -233,14 +237,11 @@ static void check_split(int BT, int V, int nranks) {
 
 // a single row longer than ce_fused's registers: ce_stats + ce_backward without an all-reduce
 static void check_long_row(int BT, int V) {
-    ck_state = 0x853C49E6748FEA9BULL + V;
     int ld = ((V + 7) / 8) * 8 + 8;
     check(!ce_fused_fits(ld), "rows of %d columns do not fit ce_fused (CE_FUSED_MAX_COLS %d)", ld, CE_FUSED_MAX_COLS);
     bf16* dlog;
-    Ref r = ref_make(BT, V, ld);
-    r.logit = ck_rand_bf16(&dlog, (size_t)BT * ld, 6.0f);
-    ref_stats(&r);
-    int* dtgt = (int*)ck_up(r.tgt, sizeof(int) * BT);
+    int* dtgt;
+    Ref r = ref_make(0x853C49E6748FEA9BULL + V, BT, V, ld, &dlog, &dtgt);
     float* ce = (float*)dev_alloc(sizeof(float) * 4 * BT);
     float* losses = (float*)dev_alloc(sizeof(float) * BT);
     float* lse = (float*)dev_alloc(sizeof(float) * BT);
@@ -253,10 +254,7 @@ static void check_long_row(int BT, int V) {
     check(ck_err(gl, r.loss, BT, 1e-5, 1e-5) <= 1, "long rows BT=%d V=%d: losses", BT, V);
     check(ck_err(gd, rd, (size_t)BT * ld, 1e-3 * dloss, 8e-3) <= 1 && padded_zero(dlog, BT, V, ld),
           "long rows BT=%d V=%d: dlogits, padded ones exactly 0", BT, V);
-    free(r.logit);
-    free(r.tgt);
-    free(r.loss);
-    free(r.lse);
+    ref_free(&r);
     free(gl);
     free(gd);
     free(rd);

@@ -10,6 +10,29 @@
 #include "common.h"
 #include "../../llmc/cuda/matmul.cuh"
 
+// the fp64 references of the backward to the weight and the bias, accumulated onto their fp32
+// starting values w0 (OC, IC) and b0 (OC): dout (N, ldo), first OC columns; inp (N, IC)
+static double* ref_dweight(const float* w0, const float* dout, const float* inp, int N, int IC, int OC, int ldo) {
+    double* r = (double*)malloc_check(8 * (size_t)OC * IC);
+    for (int o = 0; o < OC; o++)
+        for (int i = 0; i < IC; i++) {
+            double s = w0[(size_t)o * IC + i];
+            for (int n = 0; n < N; n++) s += (double)dout[(size_t)n * ldo + o] * inp[(size_t)n * IC + i];
+            r[(size_t)o * IC + i] = s;
+        }
+    return r;
+}
+
+static double* ref_dbias(const float* b0, const float* dout, int N, int OC, int ldo) {
+    double* r = (double*)malloc_check(8 * (size_t)OC);
+    for (int o = 0; o < OC; o++) {
+        double s = b0[o];
+        for (int n = 0; n < N; n++) s += dout[(size_t)n * ldo + o];
+        r[o] = s;
+    }
+    return r;
+}
+
 static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
     bf16 *dinp, *dW, *dbias, *ddout;
     float* inp = ck_rand_bf16(&dinp, (size_t)N * IC, 1.0f);
@@ -30,10 +53,8 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
                 }
                 ref[(size_t)n * ldo + o] = s;
             }
-        float* got = ck_down_bf16(dout_f, (size_t)N * ldo);
-        check(ck_err(got, ref, (size_t)N * ldo, 2e-3 * ck_maxabs(ref, (size_t)N * ldo), 8e-3) <= 1,
+        check(ck_err_bf16(dout_f, ref, (size_t)N * ldo, 2e-3 * ck_maxabs(ref, (size_t)N * ldo), 8e-3) <= 1,
               "matmul_forward N=%d IC=%d OC=%d ldo=%d bias=%d", N, IC, OC, ldo, withbias);
-        free(got);
     }
     // fused GeLU (pre-activation kept)
     bf16* dpre = (bf16*)dev_alloc(2 * (size_t)N * OC);
@@ -50,16 +71,12 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
                 rp[(size_t)n * OC + o] = s;
                 rg[(size_t)n * OC + o] = 0.5 * s * (1 + tanh(k0 * (s + 0.044715 * s * s * s)));
             }
-        float* gp = ck_down_bf16(dpre, (size_t)N * OC);
-        float* gg = ck_down_bf16(dgel, (size_t)N * OC);
-        check(ck_err(gp, rp, (size_t)N * OC, 2e-3 * ck_maxabs(rp, (size_t)N * OC), 8e-3) <= 1 &&
-                  ck_err(gg, rg, (size_t)N * OC, 2e-3 * ck_maxabs(rg, (size_t)N * OC), 1e-2) <= 1,
+        check(ck_err_bf16(dpre, rp, (size_t)N * OC, 2e-3 * ck_maxabs(rp, (size_t)N * OC), 8e-3) <= 1 &&
+                  ck_err_bf16(dgel, rg, (size_t)N * OC, 2e-3 * ck_maxabs(rg, (size_t)N * OC), 1e-2) <= 1,
               "matmul_forward_gelu N=%d IC=%d OC=%d %s (cuBLASLt epilogue %s)", N, IC, OC,
               fused ? "fused requested" : "unfused", gm->gelu_fused_ok == 1 ? "used" : "not used");
         free(rp);
         free(rg);
-        free(gp);
-        free(gg);
     }
     // backward to the input
     bf16* ddinp = (bf16*)dev_alloc(2 * (size_t)N * IC);
@@ -71,35 +88,21 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
             for (int o = 0; o < OC; o++) s += (double)dout[(size_t)n * ldo + o] * W[(size_t)o * IC + i];
             rdi[(size_t)n * IC + i] = s;
         }
-    float* gdi = ck_down_bf16(ddinp, (size_t)N * IC);
-    check(ck_err(gdi, rdi, (size_t)N * IC, 2e-3 * ck_maxabs(rdi, (size_t)N * IC), 8e-3) <= 1,
+    check(ck_err_bf16(ddinp, rdi, (size_t)N * IC, 2e-3 * ck_maxabs(rdi, (size_t)N * IC), 8e-3) <= 1,
           "matmul_backward_input N=%d IC=%d OC=%d", N, IC, OC);
     // backward to the weight, accumulating
     float* ddW;
     float* dW0 = ck_rand_f32(&ddW, (size_t)OC * IC, 1.0f);
     matmul_backward_weight(gm, ddW, ddout, ldo, dinp, N, IC, OC);
-    double* rdw = (double*)malloc_check(8 * (size_t)OC * IC);
-    for (int o = 0; o < OC; o++)
-        for (int i = 0; i < IC; i++) {
-            double s = dW0[(size_t)o * IC + i];
-            for (int n = 0; n < N; n++) s += (double)dout[(size_t)n * ldo + o] * inp[(size_t)n * IC + i];
-            rdw[(size_t)o * IC + i] = s;
-        }
-    float* gdw = ck_down_f32(ddW, (size_t)OC * IC);
-    check(ck_err(gdw, rdw, (size_t)OC * IC, 1e-4 * ck_maxabs(rdw, (size_t)OC * IC), 1e-4) <= 1,
+    double* rdw = ref_dweight(dW0, dout, inp, N, IC, OC, ldo);
+    check(ck_err_f32(ddW, rdw, (size_t)OC * IC, 1e-4 * ck_maxabs(rdw, (size_t)OC * IC), 1e-4) <= 1,
           "matmul_backward_weight N=%d IC=%d OC=%d (fp32 += )", N, IC, OC);
     // bias gradient
     float* ddb;
     float* db0 = ck_rand_f32(&ddb, OC, 1.0f);
     bias_backward(gm, ddb, ddout, ldo, N, OC);
-    double* rdb = (double*)malloc_check(8 * OC);
-    for (int o = 0; o < OC; o++) {
-        double s = db0[o];
-        for (int n = 0; n < N; n++) s += dout[(size_t)n * ldo + o];
-        rdb[o] = s;
-    }
-    float* gdb = ck_down_f32(ddb, OC);
-    check(ck_err(gdb, rdb, OC, 1e-5 * ck_maxabs(rdb, OC), 1e-5) <= 1, "bias_backward N=%d OC=%d (fp32 += )", N, OC);
+    double* rdb = ref_dbias(db0, dout, N, OC, ldo);
+    check(ck_err_f32(ddb, rdb, OC, 1e-5 * ck_maxabs(rdb, OC), 1e-5) <= 1, "bias_backward N=%d OC=%d (fp32 += )", N, OC);
     // fused bias gradients: BGRADB on the weight GEMM, DGELU_BGRAD on the input GEMM (and
     // their fallbacks with the fusion off); every result against fp64
     for (int fused = 0; fused < 2; fused++) {
@@ -108,22 +111,10 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
         float* w0 = ck_rand_f32(&ddW2, (size_t)OC * IC, 1.0f);
         float* b0 = ck_rand_f32(&ddb2, OC, 1.0f);
         matmul_backward_weight_bias(gm, ddW2, ddb2, ddout, ldo, dinp, N, IC, OC);
-        double* rw = (double*)malloc_check(8 * (size_t)OC * IC);
-        double* rb = (double*)malloc_check(8 * (size_t)OC);
-        for (int o = 0; o < OC; o++) {
-            double sb = b0[o];
-            for (int n = 0; n < N; n++) sb += dout[(size_t)n * ldo + o];
-            rb[o] = sb;
-            for (int i = 0; i < IC; i++) {
-                double sw = w0[(size_t)o * IC + i];
-                for (int n = 0; n < N; n++) sw += (double)dout[(size_t)n * ldo + o] * inp[(size_t)n * IC + i];
-                rw[(size_t)o * IC + i] = sw;
-            }
-        }
-        float* gw = ck_down_f32(ddW2, (size_t)OC * IC);
-        float* gb = ck_down_f32(ddb2, OC);
-        check(ck_err(gw, rw, (size_t)OC * IC, 1e-4 * ck_maxabs(rw, (size_t)OC * IC), 1e-4) <= 1 &&
-                  ck_err(gb, rb, OC, 1e-5 * ck_maxabs(rb, OC), 1e-5) <= 1,
+        double* rw = ref_dweight(w0, dout, inp, N, IC, OC, ldo);
+        double* rb = ref_dbias(b0, dout, N, OC, ldo);
+        check(ck_err_f32(ddW2, rw, (size_t)OC * IC, 1e-4 * ck_maxabs(rw, (size_t)OC * IC), 1e-4) <= 1 &&
+                  ck_err_f32(ddb2, rb, OC, 1e-5 * ck_maxabs(rb, OC), 1e-5) <= 1,
               "matmul_backward_weight_bias N=%d IC=%d OC=%d fusion %s (BGRADB epilogue %s)", N, IC, OC,
               fused ? "on" : "off", gm->bgrad_fused_ok == 1 ? "used" : "not used");
         // DGELU_BGRAD: pre (N, IC) is an arbitrary pre-activation, dinp = (dout @ W) * gelu'(pre)
@@ -145,10 +136,8 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
                 rdi2[(size_t)n * IC + i] = v;
                 rbg[i] += v;
             }
-        float* gd2 = ck_down_bf16(ddi2, (size_t)N * IC);
-        float* gbg = ck_down_f32(dbg, IC);
-        check(ck_err(gd2, rdi2, (size_t)N * IC, 2e-3 * ck_maxabs(rdi2, (size_t)N * IC), 1e-2) <= 1 &&
-                  ck_err(gbg, rbg, IC, 4e-3 * ck_maxabs(rbg, IC), 1e-2) <= 1,
+        check(ck_err_bf16(ddi2, rdi2, (size_t)N * IC, 2e-3 * ck_maxabs(rdi2, (size_t)N * IC), 1e-2) <= 1 &&
+                  ck_err_f32(dbg, rbg, IC, 4e-3 * ck_maxabs(rbg, IC), 1e-2) <= 1,
               "matmul_backward_input_dgelu N=%d IC=%d OC=%d fusion %s (DGELU_BGRAD epilogue %s)", N, IC, OC,
               fused ? "on" : "off", gm->bgrad_fused_ok == 1 ? "used" : "not used");
         gm->bgrad_fused_ok = -1;
@@ -156,14 +145,10 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
         free(b0);
         free(rw);
         free(rb);
-        free(gw);
-        free(gb);
         free(pre);
         free(bg0);
         free(rdi2);
         free(rbg);
-        free(gd2);
-        free(gbg);
         dev_free(ddW2);
         dev_free(ddb2);
         dev_free(dpre2);
@@ -177,13 +162,10 @@ static void check_size(Gemm* gm, int N, int IC, int OC, int ldo) {
     free(dout);
     free(ref);
     free(rdi);
-    free(gdi);
     free(dW0);
     free(rdw);
-    free(gdw);
     free(db0);
     free(rdb);
-    free(gdb);
     dev_free(dinp);
     dev_free(dW);
     dev_free(dbias);

@@ -87,6 +87,14 @@ clean() {
     if [ $rc -eq 0 ] && ! grep -qE 'cuemu: (FATAL|race)|shared-memory race|global-memory race|misaligned address|runtime error' <<<"$out"; then ok "$name"
     else bad "$name (exit $rc)" "$out"; fi
 }
+# nccl NP [VAR=VALUE...] PROGRAM ARGS...: PROGRAM on NP processes over emulated NCCL (8
+# emulated devices, one OpenMP thread), each VAR set for every rank
+nccl() {
+    local np=$1; shift
+    local envs=(CUEMU_DEVICES=8 OMP_NUM_THREADS=1) xs=(-x CUEMU_DEVICES -x OMP_NUM_THREADS)
+    while [[ $1 == *=* ]]; do envs+=("$1"); xs+=(-x "${1%%=*}"); shift; done
+    env "${envs[@]}" timeout 900 mpirun --oversubscribe --allow-run-as-root "${xs[@]}" -np "$np" "$@"
+}
 
 T="$BUILD/train_gpt_cu"
 build "$ROOT" "$T"
@@ -106,18 +114,14 @@ if built "$T"; then
     # the DP buckets overlap the backward on the communication stream, under the stream detector
     L222=(-tp 2 -pp 2 -dp 2 -zero 1 -sp 1 -vpp 2 -recompute selective -comm nccl)
     clean "train_gpt_cu 2x2x2 zero-1 -sp 1 -vpp 2 -recompute selective -comm nccl (8 processes), DP buckets overlapped, 3 steps: no race/alignment/stream report" \
-        env CUEMU_DEVICES=8 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES \
-        -x OMP_NUM_THREADS -np 8 "$T" "${ARGS[@]}" "${L222[@]}" -log "$T.222.jsonl"
+        nccl 8 "$T" "${ARGS[@]}" "${L222[@]}" -log "$T.222.jsonl"
     clean "  ... the same with LLMC_DP_OVERLAP=0: no race/alignment/stream report" \
-        env CUEMU_DEVICES=8 LLMC_DP_OVERLAP=0 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x LLMC_DP_OVERLAP \
-        -x OMP_NUM_THREADS -np 8 "$T" "${ARGS[@]}" "${L222[@]}" -log "$T.222nov.jsonl"
+        nccl 8 LLMC_DP_OVERLAP=0 "$T" "${ARGS[@]}" "${L222[@]}" -log "$T.222nov.jsonl"
     same_losses "  ... the overlapped run's losses are those of the LLMC_DP_OVERLAP=0 run" "$T.222.jsonl" "$T.222nov.jsonl"
     # 1x1x2: the DP buckets beside the backward with nothing else on the compute stream
-    env CUEMU_DEVICES=8 CUEMU_STREAM_RACES=0 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x CUEMU_STREAM_RACES \
-        -x OMP_NUM_THREADS -np 2 "$T" "${ARGS[@]}" -dp 2 -comm nccl -log "$T.jsonl" >/dev/null 2>&1
+    nccl 2 CUEMU_STREAM_RACES=0 "$T" "${ARGS[@]}" -dp 2 -comm nccl -log "$T.jsonl" >/dev/null 2>&1
     clean "train_gpt_cu 1x1x2 -comm nccl (2 processes), DP buckets overlapped, 3 steps: no race/alignment/stream report" \
-        env CUEMU_DEVICES=8 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES \
-        -x OMP_NUM_THREADS -np 2 "$T" "${ARGS[@]}" -dp 2 -comm nccl -log "$T.112.jsonl"
+        nccl 2 "$T" "${ARGS[@]}" -dp 2 -comm nccl -log "$T.112.jsonl"
     same_losses "  ... its losses are those of the same run with the stream detector off" "$T.112.jsonl" "$T.jsonl"
 else
     bad "train_gpt.cu builds under the emulation with the detectors"
@@ -125,11 +129,10 @@ fi
 
 # the mutation: a copy of the sources with ce_stats_kernel's first barrier deleted
 if built "$TMP/ce/train_gpt_cu"; then
-    out=$(env CUEMU_MAX_GRID=2 OMP_NUM_THREADS=1 "$TMP/ce/train_gpt_cu" "${ARGS[@]}" -steps 1 2>&1); rc=$?
     # (the kernel is named by the report; any crossentropy.cuh kernel holding the barrier counts)
-    if [ $rc -ne 0 ] && grep -qE 'shared-memory race .*in kernel \(?ce_[a-z_]+kernel.*crossentropy.cuh' <<<"$out"; then
-        ok "ce_stats_kernel without its first __syncthreads: the trainer's run is stopped with a shared-memory race report"
-    else bad "ce_stats_kernel mutation was not reported (exit $rc)" "$out"; fi
+    reported "ce_stats_kernel without its first __syncthreads: the trainer's run is stopped with a shared-memory race report" \
+        'shared-memory race .*in kernel \(?ce_[a-z_]+kernel.*crossentropy.cuh' \
+        env CUEMU_MAX_GRID=2 OMP_NUM_THREADS=1 "$TMP/ce/train_gpt_cu" "${ARGS[@]}" -steps 1
 else
     bad "the ce_stats_kernel mutation applies and builds"
 fi
@@ -143,10 +146,9 @@ wait=$wait_dp
 if built "$TMP/dp/train_gpt_cu"; then
     reported "DP buckets without $wait: the stream detector reports the bucket's reduction racing with the backward" \
         'cross-stream race on .*nccl_comm.cuh:[0-9]+' \
-        env CUEMU_DEVICES=8 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x OMP_NUM_THREADS \
-        -np 2 "$TMP/dp/train_gpt_cu" "${ARGS[@]}" -dp 2 -comm nccl
-    env CUEMU_DEVICES=8 CUEMU_STREAM_RACES=0 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES \
-        -x CUEMU_STREAM_RACES -x OMP_NUM_THREADS -np 2 "$TMP/dp/train_gpt_cu" "${ARGS[@]}" -dp 2 -comm nccl -log "$TMP/dp/train_gpt_cu.jsonl" >/dev/null 2>&1
+        nccl 2 "$TMP/dp/train_gpt_cu" "${ARGS[@]}" -dp 2 -comm nccl
+    nccl 2 CUEMU_STREAM_RACES=0 "$TMP/dp/train_gpt_cu" "${ARGS[@]}" -dp 2 -comm nccl -log "$TMP/dp/train_gpt_cu.jsonl" \
+        >/dev/null 2>&1
     a=$(losses "$T.jsonl"); b=$(losses "$TMP/dp/train_gpt_cu.jsonl")
     if [ -n "$a" ] && [ "$a" != "$b" ]; then ok "  ... and with the detector off the losses change (reduced before the backward ran)"
     else bad "DP buckets without $wait gave the same losses ($a)"; fi
@@ -160,8 +162,7 @@ wait=$wait_join
 if built "$TMP/join/train_gpt_cu"; then
     reported "DP buckets without $wait (-zero 1): the stream detector reports the bucket's ncclReduce racing with the compute stream" \
         'cross-stream race on .*ncclReduce at [^ ]*llmc/cuda/nccl_comm.cuh:[0-9]+' \
-        env CUEMU_DEVICES=8 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x OMP_NUM_THREADS \
-        -np 2 "$TMP/join/train_gpt_cu" "${ARGS[@]}" -dp 2 -zero 1 -comm nccl
+        nccl 2 "$TMP/join/train_gpt_cu" "${ARGS[@]}" -dp 2 -zero 1 -comm nccl
 else
     bad "the mutation removing $wait applies and builds"
 fi
@@ -169,11 +170,8 @@ fi
 # then writes a slot or gradient buffer a link stream is still sending from / receiving into
 wait=$wait_pp
 if built "$TMP/pp/train_gpt_cu"; then
-    out=$(env CUEMU_DEVICES=8 OMP_NUM_THREADS=1 timeout 900 mpirun --oversubscribe --allow-run-as-root -x CUEMU_DEVICES -x OMP_NUM_THREADS \
-        -np 2 "$TMP/pp/train_gpt_cu" "${ARGS[@]}" -pp 2 -comm nccl 2>&1); rc=$?
-    if [ $rc -ne 0 ] && grep -q 'cross-stream race' <<<"$out"; then
-        ok "pipeline link streams without the compute stream's wait for a transfer (dc_pp_acquire): the stream detector reports the race"
-    else bad "pipeline link streams without the compute stream's wait for a transfer: no race reported (exit $rc)" "$out"; fi
+    reported "pipeline link streams without the compute stream's wait for a transfer (dc_pp_acquire): the stream detector reports the race" \
+        'cross-stream race' nccl 2 "$TMP/pp/train_gpt_cu" "${ARGS[@]}" -pp 2 -comm nccl
 else
     bad "the mutation removing $wait applies and builds"
 fi

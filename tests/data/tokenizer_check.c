@@ -215,25 +215,23 @@ static void check_corrupt(const char* good_path, const char* tmpdir) {
 
     expect_load_error(tmpdir, good, 0, "empty file");
     expect_load_error(tmpdir, good, 100, "truncated header");
-    memcpy(bad, good, size);
-    set_u32(bad, 0, 20240520u);
-    expect_load_error(tmpdir, bad, size, "wrong magic (a data shard's)");
-    memcpy(bad, good, size);
-    set_u32(bad, 1, 1u);
-    expect_load_error(tmpdir, bad, size, "wrong version");
-    memcpy(bad, good, size);
-    set_u32(bad, 2, 0u);
-    expect_load_error(tmpdir, bad, size, "vocab size 0");
-    memcpy(bad, good, size);
-    set_u32(bad, 2, 70000u);
-    expect_load_error(tmpdir, bad, size, "vocab size too large");
-    memcpy(bad, good, size);
-    set_u32(bad, 3, vocab);
-    expect_load_error(tmpdir, bad, size, "EOT id out of range");
-    memcpy(bad, good, size);
-    set_u32(bad, 2, vocab + 1);
-    expect_load_error(tmpdir, bad, size, "header vocab larger than table");
-    memcpy(bad, good, size);
+    // one header word changed (0 magic, 1 version, 2 vocab size, 3 EOT id)
+    const struct {
+        size_t word;
+        uint32_t value;
+        const char* what;
+    } words[] = {{0, 20240520u, "wrong magic (a data shard's)"},
+                 {1, 1u, "wrong version"},
+                 {2, 0u, "vocab size 0"},
+                 {2, 70000u, "vocab size too large"},
+                 {3, vocab, "EOT id out of range"},
+                 {2, vocab + 1, "header vocab larger than table"}};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        memcpy(bad, good, size);
+        set_u32(bad, words[i].word, words[i].value);
+        expect_load_error(tmpdir, bad, size, words[i].what);
+    }
+    memcpy(bad, good, size); // EOT id 0 too: only the size may be wrong
     set_u32(bad, 2, vocab - 1);
     set_u32(bad, 3, 0u);
     expect_load_error(tmpdir, bad, size, "header vocab smaller than table");
