@@ -480,4 +480,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # before --follow's loop (which writes what it read): nothing to keep
+        print("track: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -17,6 +17,7 @@ Prints "N passed, M failed" last; exits 1 on any failure.
 """
 
 import glob
+import importlib.util
 import json
 import math
 import os
@@ -227,12 +228,7 @@ def main():
         check([s for s, _ in scalars(acc, "val/loss")] == list(range(10, 81, 10)), "--follow caught every val point")
 
         # 6. W&B, offline
-        try:
-            import wandb  # noqa: F401
-            have_wandb = True
-        except ImportError:
-            have_wandb = False
-        if have_wandb:
+        if importlib.util.find_spec("wandb") is not None:
             env = dict(os.environ, WANDB_MODE="offline")
             r = track("--wandb", run, env=env)
             check(r.returncode == 0 and "wandb sync" in r.stdout, f"--wandb exits 0 ({r.stderr.strip()[-300:]})")
@@ -244,7 +240,8 @@ def main():
             check([s for s, _ in loss] == [1, 2, 3, 4, 5, 6] and all(v == x["loss"] for (_, v), x in zip(loss, tr)),
                   f"the W&B history's train/loss equals the log's (got {loss})")
             vloss = [(h["_step"], h["val/loss"]) for h in rows if "val/loss" in h]
-            check([s for s, _ in vloss] == [2, 4, 6], f"the W&B history has val/loss at steps 2, 4, 6 (got {vloss})")
+            check([s for s, _ in vloss] == [2, 4, 6] and all(v == x["val_loss"] for (_, v), x in zip(vloss, va)),
+                  f"the W&B history's val/loss at steps 2, 4, 6 equals the log's (got {vloss})")
             check({"lr", "steps", "argv", "layout.tp"} <= config, "the W&B config holds the flags")
         # without the package: a shim that makes `import wandb` fail
         shim = os.path.join(tmp, "shim", "wandb")
