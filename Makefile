@@ -156,6 +156,7 @@ HF_PY ?= $(HOME)/.cache/llmc/hf-venv/bin/python
 test-hf: train_gpt data
 	$(HF_PY) tests/test_hf.py
 	$(HF_PY) tests/fuzz/fuzz_import_hf.py
+	$(HF_PY) tests/test_track.py
 
 # the cloze set the README's evaluation uses (dev/eval/kjv_cloze.jsonl)
 cloze: data
