@@ -52,5 +52,7 @@ if ! "$HF_VENV/bin/python" -c "import transformers, safetensors, lm_eval, lm_eva
   "$HF_VENV/bin/python" -c "import transformers, safetensors, lm_eval.models.huggingface"
 fi
 # tensorboard and wandb for dev/track.py (experiment tracking; also into a venv made earlier)
-"$HF_VENV/bin/python" -c "import tensorboard, wandb" 2>/dev/null || "$HF_VENV/bin/python" -m pip install -q -c "$HF_VENV/constraints.txt" tensorboard==2.21.0 wandb==0.31.0
+if ! "$HF_VENV/bin/python" -c "import tensorboard, wandb" 2>/dev/null; then
+  "$HF_VENV/bin/python" -m pip install -q -c "$HF_VENV/constraints.txt" tensorboard==2.21.0 wandb==0.31.0
+fi
 echo "install.sh: ok"
