@@ -8,12 +8,14 @@ custom code:
 
 CKPT_DIR is one checkpoint (DIR/ckpt_SSSSSSSS) or a run's -o directory (the complete
 ckpt_<digits> of the highest step is taken, as -resume takes it; a checkpoint whose header step
-is not the one in its name is refused). Needs only numpy: the rank files are read here,
+is not the one in its name is refused). The rank files are read here with numpy,
 following the format of llmc/host/checkpoint.h (header of 128 int64, then fp32 weights, m, v;
 every header field checked as ckpt_header_validate checks it, for versions 1 and 2), and the
 TP/PP slices and -vpp chunks are put back together the way llmc/host/params.h lays them out.
-The safetensors file is written here too (8-byte header length, JSON header, raw little-endian
-data), so the output is a pure function of the weights: import -> export is bit-identical.
+model.safetensors is written by the safetensors library (save_file; tensors sorted by name), so the
+output is a pure function of the weights: import -> export is bit-identical. It runs under the HF
+venv of dev/install.sh, which has the library; started by another python without it, it
+re-executes itself there.
 
 Written: config.json (GPT2LMHeadModel: pre-LN, learned positions, gelu_new = tanh GeLU,
 tied LM head, LayerNorm eps 1e-5, no dropout), model.safetensors (fp32, the padded
@@ -110,11 +112,79 @@ def local_layout(h):
     return out, off
 
 
-def fnv1a64_fast(data, h=0xcbf29ce484222325):
-    """FNV-1a 64 (llmc/host/utils.h); a plain loop, ~10 MB/s (--no-verify skips it)"""
+FNV_OFFSET, FNV_PRIME, U64 = 0xcbf29ce484222325, 0x100000001b3, (1 << 64) - 1
+FNV_CHUNK = 1 << 18  # bytes per vectorised step (a few MB of temporaries)
+_fnv_pow = []  # [i] = FNV_PRIME**(FNV_CHUNK - i) mod 2**64, made on first use
+
+
+def fnv1a64(data, h=FNV_OFFSET):
+    """FNV-1a 64 (llmc/host/utils.h), the plain byte loop: the definition, ~10 MB/s"""
     for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        h = ((h ^ b) * FNV_PRIME) & U64
     return h
+
+
+def fnv1a64_fast(data, h=FNV_OFFSET):
+    """fnv1a64(data, h) exactly, in numpy at ~100 MB/s. FNV-1a is byte-serial, but only through the
+    low 8 bits of the state: with l_i = h_i mod 256 and d_i = (l_i ^ b_i) - l_i (a small integer),
+    h_{i+1} = (h_i ^ b_i) * P = (h_i + d_i) * P, so h_m = h_0 P^m + sum_i d_i P^(m-i) mod 2^64, a
+    vectorised dot product once the l_i are known. And l_{i+1} = ((l_i ^ b_i) * 0xb3) mod 256 is
+    triangular in its bits (P is odd: bit k of x*P is x_k xor a function of x's lower bits), so
+    bit k of every l_i is a prefix XOR of a sequence that depends only on the bits below k: eight
+    prefix XORs (done on packed bits) give the whole low-byte sequence."""
+    if not _fnv_pow:
+        pw = np.empty(FNV_CHUNK, dtype=np.uint64)
+        pw[0] = FNV_PRIME
+        n = 1
+        with np.errstate(over="ignore"):  # uint64 products wrap: arithmetic mod 2**64, as intended
+            while n < FNV_CHUNK:
+                pw[n:2 * n] = pw[:n] * np.uint64(pow(FNV_PRIME, n, 1 << 64))
+                n *= 2
+        _fnv_pow.append(pw[::-1].copy())
+    powr = _fnv_pow[0]
+    buf = np.frombuffer(data, dtype=np.uint8)
+    ones = np.uint64(U64)
+    for s in range(0, len(buf), FNV_CHUNK):
+        b = buf[s:s + FNV_CHUNK]  # (m,)
+        m = len(b)
+        if m < 64:
+            h = fnv1a64(b.tobytes(), h)
+            continue
+        l0 = h & 0xff
+        low = np.zeros(m + 1, dtype=np.uint8)  # (m+1,) l_0 .. l_m, filled one bit per pass
+        t = np.empty(m, dtype=np.uint8)
+        for k in range(8):
+            bit = 1 << k
+            low[0] = l0 & (bit - 1)
+            np.bitwise_xor(low[:-1], b, out=t)
+            np.multiply(t, 0xb3, out=t)  # FNV_PRIME mod 256; bit k of the product needs bits <= k only
+            np.bitwise_and(t, bit, out=t)  # bit k of l_{i+1} xor bit k of l_i
+            p = np.packbits(t, bitorder="little")
+            p = np.concatenate([p, np.zeros(-len(p) % 8, np.uint8)])
+            w = p.view(np.uint64)  # (ceil(m/64),) 64 positions per word
+            for sh in (1, 2, 4, 8, 16, 32):  # prefix XOR inside each word
+                w ^= w << np.uint64(sh)
+            top = (w >> np.uint64(63)).astype(np.uint8)
+            np.bitwise_xor.accumulate(top, out=top)  # ... and across words
+            w[1:] ^= top[:-1].astype(np.uint64) * ones
+            if l0 & bit:
+                w ^= ones
+            r = np.unpackbits(p, bitorder="little")[:m]
+            np.multiply(r, bit, out=r)
+            np.bitwise_or(low[1:], r, out=low[1:])
+        low[0] = l0
+        d = np.bitwise_xor(low[:-1], b).astype(np.int64)  # (m,) in [-255, 255]
+        d -= low[:-1]
+        with np.errstate(over="ignore"):
+            acc = int(np.dot(d.view(np.uint64), powr[FNV_CHUNK - m:]))
+        h = (h * pow(FNV_PRIME, m, 1 << 64) + acc) & U64
+        assert h & 0xff == low[m]
+    return h
+
+
+def fnv1a64_zeros(n, h=FNV_OFFSET):
+    """fnv1a64(bytes(n), h): a zero byte only multiplies by P"""
+    return h * pow(FNV_PRIME, n, 1 << 64) & U64
 
 
 # checkpoint.h's limits on what a header may claim (far above any real model)
@@ -203,7 +273,7 @@ def check_sum(path, h, payload):
         raw = bytearray(h["_raw"])
         i = CKPT_FIELDS["checksum"] * 8
         raw[i:i + 8] = b"\0" * 8
-        s = fnv1a64_fast(bytes(raw))
+        s = fnv1a64(bytes(raw))
     if fnv1a64_fast(payload, s) != want:
         raise CkptError(f"checkpoint file {path} is corrupt (checksum mismatch)")
 
@@ -304,24 +374,32 @@ def read_checkpoint(path, verify=True):
 
 
 # ---------------------------------------------------------------------------------------
-# safetensors (format: u64 little-endian header size, JSON header, then the raw tensors)
+# safetensors, through the safetensors library (format: u64 little-endian header size, JSON header,
+# then the raw tensors). It is in the venv dev/install.sh makes, not in Debian's Python: the
+# scripts run there (main() re-executes them under it when started by /usr/bin/python3).
+
+HF_PY = os.environ.get("HF_PY", os.path.expanduser("~/.cache/llmc/hf-venv/bin/python"))
+
+
+def need_safetensors(script):
+    """import safetensors, or re-execute SCRIPT with the HF venv's python, or exit with an error"""
+    try:
+        import safetensors  # noqa: F401
+        return
+    except ImportError:
+        pass
+    if os.path.exists(HF_PY) and not os.environ.get("LLMC_HF_REEXEC"):
+        os.environ["LLMC_HF_REEXEC"] = "1"
+        os.execv(HF_PY, [HF_PY, os.path.abspath(script)] + sys.argv[1:])
+    print(f"error: {os.path.basename(script)} needs the safetensors package, which {HF_PY} has: run "
+          f"dev/install.sh to make it (or set HF_PY to a python that has safetensors and numpy)", file=sys.stderr)
+    sys.exit(1)
+
 
 def write_safetensors(path, tensors):
-    names = sorted(tensors)
-    header, off = {}, 0
-    for n in names:
-        a = tensors[n]
-        header[n] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
-        off += a.nbytes
-    header["__metadata__"] = {"format": "pt"}
-    hj = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
-    hj += b" " * ((8 - len(hj) % 8) % 8)
+    from safetensors.numpy import save_file
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hj)))
-        f.write(hj)
-        for n in names:
-            f.write(np.ascontiguousarray(tensors[n], dtype="<f4").tobytes())
+    save_file({n: np.ascontiguousarray(a, dtype="<f4") for n, a in tensors.items()}, tmp, metadata={"format": "pt"})
     os.replace(tmp, path)
 
 
@@ -343,24 +421,28 @@ def is_count(v):
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def read_safetensors(path):
-    """{name: fp32 array}. Every field of the header is checked (types, dtype, shape against
-    byte size, data_offsets inside the file and not overlapping) before the data is touched,
-    so a malformed file is a CkptError naming what is wrong, not a traceback."""
+def safetensors_header(path):
+    """{name: entry} of the tensors. Every field of the header is checked (types, dtype, shape
+    against byte size, data_offsets inside the file and not overlapping) before any data is
+    read, so a malformed file is a CkptError naming what is wrong, not a traceback. Reads only the
+    header."""
+    size_all = os.path.getsize(path)
     with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 8:
-        raise CkptError(f"{path} is not a safetensors file ({len(data)} bytes, shorter than its 8-byte header length)")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > min(ST_MAX_HEADER, len(data) - 8):
-        raise CkptError(f"{path}: header length {n} runs past the end of the file ({len(data)} bytes) or the limit")
+        head = f.read(8)
+        if len(head) < 8:
+            raise CkptError(f"{path} is not a safetensors file ({len(head)} bytes, shorter than its 8-byte header "
+                            f"length)")
+        (n,) = struct.unpack("<Q", head)
+        if n > min(ST_MAX_HEADER, size_all - 8):
+            raise CkptError(f"{path}: header length {n} runs past the end of the file ({size_all} bytes) or the limit")
+        raw = f.read(n)
     try:
-        header = json.loads(data[8:8 + n].decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
     except (ValueError, RecursionError, CkptError) as e:
         raise CkptError(f"{path}: the safetensors header is not valid JSON ({str(e) or type(e).__name__})")
     if not isinstance(header, dict):
         raise CkptError(f"{path}: the safetensors header is a JSON {type(header).__name__}, not an object")
-    base, size = 8 + n, len(data) - 8 - n
+    size = size_all - 8 - n
     out, spans = {}, []
     for name, info in header.items():
         if name == "__metadata__":
@@ -380,20 +462,54 @@ def read_safetensors(path):
         if int(np.prod(shape, dtype=object)) * itemsize != offs[1] - offs[0]:
             raise CkptError(f"{what}: shape {shape} of {dt} does not fill data_offsets {offs}")
         spans.append((offs[0], offs[1], name))
+        out[name] = info
     spans.sort()
     for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
         if b0 < a1:
             raise CkptError(f"{path}: tensors {an!r} and {bn!r} overlap (data_offsets {[a0, a1]} and {[b0, b1]})")
-    for a0, a1, name in spans:
-        info = header[name]
-        raw = data[base + a0:base + a1]
-        if info["dtype"] == "BF16":  # bf16 -> fp32 exactly
-            arr = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
-        else:
-            with np.errstate(all="ignore"):  # an F64 beyond fp32's range becomes inf, which the importer refuses
-                arr = np.frombuffer(raw, dtype=ST_DTYPES[info["dtype"]]).astype(np.float32)
-        out[name] = arr.reshape(info["shape"])
     return out
+
+
+class SafetensorsReader:
+    """the tensors of a checked model.safetensors, one at a time as fp32 arrays, read by the
+    safetensors library (safe_open maps the file; get_tensor copies one tensor out)"""
+
+    def __init__(self, path):
+        self.path = path
+        self.header = safetensors_header(path)
+        self._np = self._pt = None
+
+    def _open(self, framework):
+        from safetensors import safe_open
+        try:
+            return safe_open(self.path, framework=framework)
+        except Exception as e:  # SafetensorError, or OSError: its message, on one line
+            raise CkptError(f"{self.path}: the safetensors library refuses it ({' '.join(str(e).split())})")
+
+    def __contains__(self, name):
+        return name in self.header
+
+    def __iter__(self):
+        return iter(self.header)
+
+    def shape(self, name):
+        return list(self.header[name]["shape"])
+
+    def get(self, name):
+        """(shape) fp32: BF16 through torch (numpy has no bfloat16), the other dtypes through numpy"""
+        try:
+            if self.header[name]["dtype"] == "BF16":
+                self._pt = self._pt or self._open("pt")
+                import torch
+                return self._pt.get_tensor(name).to(torch.float32).numpy()
+            self._np = self._np or self._open("np")
+            a = self._np.get_tensor(name)
+        except CkptError:
+            raise
+        except Exception as e:
+            raise CkptError(f"{self.path}: tensor {name!r} cannot be read ({' '.join(str(e).split())})")
+        with np.errstate(all="ignore"):  # an F64 beyond fp32's range becomes inf, which the importer refuses
+            return a.astype(np.float32, copy=False)
 
 
 # ---------------------------------------------------------------------------------------
@@ -462,6 +578,7 @@ def main():
     ap.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, help="tokenizer.json of the run's vocabulary")
     ap.add_argument("--no-verify", action="store_true", help="skip the payload checksums (large checkpoints)")
     a = ap.parse_args()
+    need_safetensors(__file__)
     try:
         h, d = export(a.ckpt, a.out, a.tokenizer, not a.no_verify)
     except (CkptError, OSError, ValueError, KeyError) as e:

@@ -3,7 +3,7 @@ import_hf.py: a local Hugging Face GPT-2-architecture model directory (config.js
 model.safetensors, as transformers writes it or dev/export_hf.py does) becomes a
 checkpoint directory this trainer loads with -init-from, in any layout (loading reshards):
 
-    /usr/bin/python3 dev/import_hf.py HF_DIR CKPT_DIR [--vpad 1024]
+    ~/.cache/llmc/hf-venv/bin/python dev/import_hf.py HF_DIR CKPT_DIR [--vpad 1024]
     ./train_gpt -L 12 -H 768 -heads 12 -seq 1024 -V 50257 -init-from CKPT_DIR ...
 
 The checkpoint is one rank file (written as layout 1x1x1, step 0, format version 2, weights and
@@ -26,7 +26,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_hf import (CKPT_FIELDS, CKPT_HEADER_INTS, CKPT_MAGIC, CKPT_MAX_DIM, HF_LAYER, PARAMS,  # noqa: E402
-                       CkptError, fnv1a64_fast, full_shapes, is_count, read_safetensors)
+                       CkptError, SafetensorsReader, fnv1a64, fnv1a64_fast, fnv1a64_zeros, full_shapes, is_count,
+                       need_safetensors)
 
 CKPT_WRITE_VERSION = 2  # the version this build's trainer reads (llmc/host/checkpoint.h)
 
@@ -96,7 +97,7 @@ def load_hf(d):
             raise CkptError(f"{d} holds a sharded checkpoint (model.safetensors.index.json); sharded checkpoints are "
                             f"not supported: save it as one file (save_pretrained(..., max_shard_size='100GB'))")
         raise CkptError(f"{d} has no model.safetensors (save with safe_serialization=True)")
-    t = read_safetensors(path)
+    t = SafetensorsReader(path)
     # a tensor of a layer the config does not have: the config and the weights disagree
     deep = max((int(m.group(1)) for k in t if (m := LAYER_KEY.match(k))), default=-1)
     if deep >= L:
@@ -104,46 +105,54 @@ def load_hf(d):
     pre = "transformer." if "transformer.wte.weight" in t else ""
 
     def get(name, shape):
+        """one tensor, checked, as fp32"""
         if pre + name not in t:
             raise CkptError(f"{path} lacks tensor {pre + name}")
-        a = t[pre + name]
-        if list(a.shape) != list(shape):
-            raise CkptError(f"{path}: {pre + name} has shape {list(a.shape)}, config implies {list(shape)}")
+        if t.shape(pre + name) != list(shape):
+            raise CkptError(f"{path}: {pre + name} has shape {t.shape(pre + name)}, config implies {list(shape)}")
+        a = t.get(pre + name)
         bad = a.size - int(np.count_nonzero(np.isfinite(a)))
         if bad:  # the trainer would train on with loss nan
             raise CkptError(f"{path}: {pre + name} has {bad} NaN or infinite values (as fp32)")
         return a
     if "lm_head.weight" in t:
-        head = t["lm_head.weight"]
-        if list(head.shape) != [V, C] or not np.array_equal(head, get("wte.weight", (V, C))):
+        if t.shape("lm_head.weight") != [V, C] or not np.array_equal(t.get("lm_head.weight"), get("wte.weight", (V, C))):
             raise CkptError(f"{path}: lm_head.weight differs from wte.weight (untied head)")
     return cfg, (L, C, NH, T, V), get
 
 
 def import_hf(d, out, vpad):
+    """Writes OUT/rank_00000.bin one tensor (one layer) at a time, hashing as it goes: the memory
+    is that of the largest tensor, not of the checkpoint, and the bytes are those of llmc's own
+    single-rank save (header, fp32 weights, zero AdamW m and v)."""
     cfg, (L, C, NH, T, V), get = load_hf(d)
     Vp = (V + vpad - 1) // vpad * vpad
     if Vp > CKPT_MAX_DIM:
         raise CkptError(f"--vpad {vpad} pads the vocabulary to {Vp} rows, more than the trainer's {CKPT_MAX_DIM}")
     fr, fc = full_shapes(L, C, T, Vp)
-    full = {}
-    emb = get("wte.weight", (V, C))  # before the padded copy is allocated: its size is checked against the file
-    wte = np.zeros((Vp, C), dtype=np.float32)
-    wte[:V] = emb
-    full["wte"] = wte[None]
-    full["wpe"] = get("wpe.weight", (T, C))[None]
-    full["lnfw"] = get("ln_f.weight", (C,)).reshape(1, C, 1)
-    full["lnfb"] = get("ln_f.bias", (C,)).reshape(1, C, 1)
     idx = {name: t for t, (name, _, _, _) in enumerate(PARAMS)}
-    for hf, ours, tr in HF_LAYER:
-        t = idx[ours]
-        shape = (fc[t], fr[t]) if tr else (fr[t],)
-        layers = [get(f"h.{l}.{hf}", shape) for l in range(L)]
-        full[ours] = np.stack([a.T if tr else a.reshape(-1, 1) for a in layers])
-    payload = b"".join(np.ascontiguousarray(full[name], dtype="<f4").tobytes() for name, _, _, _ in PARAMS)
-    n_params = len(payload) // 4
-    # a complete single-rank file: weights, then AdamW moments m and v (zero: a fresh optimizer)
-    payload += bytes(8 * n_params)
+    hf_of = {ours: (hf, tr) for hf, ours, tr in HF_LAYER}
+
+    def pieces(name):
+        """the tensor's bytes in buffer order (params.h): (L, rows, cols) layer by layer, our (out, in)"""
+        if name == "wte":
+            emb = get("wte.weight", (V, C))  # before the padded copy is allocated: its size is checked in the file
+            wte = np.zeros((Vp, C), dtype="<f4")  # (Vp, C) zero rows past V
+            wte[:V] = emb
+            del emb
+            yield wte
+        elif name == "wpe":
+            yield get("wpe.weight", (T, C))  # (T, C)
+        elif name in ("lnfw", "lnfb"):
+            yield get("ln_f.weight" if name == "lnfw" else "ln_f.bias", (C,))  # (C,)
+        else:
+            hf, tr = hf_of[name]
+            t = idx[name]
+            for l in range(L):
+                a = get(f"h.{l}.{hf}", (fc[t], fr[t]) if tr else (fr[t],))  # Conv1D (in, out), or (rows,)
+                yield a.T if tr else a
+
+    n_params = sum((L if layered else 1) * fr[t] * fc[t] for t, (_, layered, _, _) in enumerate(PARAMS))
     h = [0] * CKPT_HEADER_INTS
     vals = {"magic": CKPT_MAGIC, "version": CKPT_WRITE_VERSION, "L": L, "H": C, "heads": NH, "seq": T, "V": V,
             "Vp": Vp, "tp": 1, "pp": 1, "dp": 1, "zero": 0, "n_params": n_params, "opt_off": 0, "n_opt": n_params,
@@ -151,18 +160,45 @@ def import_hf(d, out, vpad):
     for k, v in vals.items():
         h[CKPT_FIELDS[k]] = v
     # version 2: FNV-1a 64 over the header (checksum entry 0), then the payload
-    s = fnv1a64_fast(payload, fnv1a64_fast(struct.pack(f"<{CKPT_HEADER_INTS}q", *h)))
-    h[CKPT_FIELDS["checksum"]] = s - (1 << 64) if s >= (1 << 63) else s
+    s = fnv1a64(struct.pack(f"<{CKPT_HEADER_INTS}q", *h))
+    made = not os.path.isdir(out)
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "rank_00000.bin")
-    with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack(f"<{CKPT_HEADER_INTS}q", *h))
-        f.write(payload)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        write_rank(path + ".tmp", h, n_params, s, pieces)
+    except BaseException:  # a tensor refused halfway: leave nothing behind, as before any write
+        if os.path.exists(path + ".tmp"):
+            os.remove(path + ".tmp")
+        if made and not os.listdir(out):
+            os.rmdir(out)
+        raise
     os.replace(path + ".tmp", path)
     open(os.path.join(out, "DONE"), "wb").close()
     return L, C, NH, T, V, Vp
+
+
+def write_rank(tmp, h, n_params, s, pieces):
+    """the rank file: header, weights (hashed as they are written), zero m and v, then the header
+    again with its checksum"""
+    with open(tmp, "wb") as f:
+        f.write(bytes(8 * CKPT_HEADER_INTS))  # the header, once its checksum is known
+        wrote = 0
+        for name, _, _, _ in PARAMS:
+            for a in pieces(name):
+                raw = np.ascontiguousarray(a, dtype="<f4").tobytes()  # row-major: the transpose happens here
+                s = fnv1a64_fast(raw, s)
+                f.write(raw)
+                wrote += len(raw)
+        if wrote != 4 * n_params:
+            raise CkptError(f"internal: wrote {wrote} weight bytes, the layout has {4 * n_params}")
+        # AdamW m and v: zero (a fresh optimizer); extending the file writes zeros
+        s = fnv1a64_zeros(8 * n_params, s)
+        f.truncate(8 * CKPT_HEADER_INTS + 12 * n_params)
+        h[CKPT_FIELDS["checksum"]] = s - (1 << 64) if s >= (1 << 63) else s
+        f.seek(0)
+        f.write(struct.pack(f"<{CKPT_HEADER_INTS}q", *h))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def main(argv=None):
@@ -172,6 +208,7 @@ def main(argv=None):
     ap.add_argument("out", help="checkpoint directory to write (pass it to -init-from)")
     ap.add_argument("--vpad", type=int, default=1024, help="pad the vocabulary to a multiple of this (the run's -vpad)")
     a = ap.parse_args(argv)
+    need_safetensors(__file__)
     if a.vpad <= 0:
         print("error: --vpad must be positive", file=sys.stderr)
         sys.exit(1)

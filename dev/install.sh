@@ -55,4 +55,50 @@ fi
 if ! "$HF_VENV/bin/python" -c "import tensorboard, wandb" 2>/dev/null; then
   "$HF_VENV/bin/python" -m pip install -q -c "$HF_VENV/constraints.txt" tensorboard==2.21.0 wandb==0.31.0
 fi
+# Debian's torch 1.13 does not import torch.distributed.fsdp on Python 3.11: its sharded_tensor
+# metadata has a dataclass field `= field(default=TensorProperties())`, a mutable default that 3.11
+# refuses (ValueError). transformers' generate() and pipeline() import fsdp (generate's synced_gpus
+# check), so they crash. PyPI's torch 2.x has the fix (default_factory) but is ~4 GB, and another
+# transformers would move the pins above; so the venv gets a small import hook (a .pth runs it at
+# start-up) that loads that one module with the same fix applied to its source, and nothing else.
+# Rewritten on every run, so an older venv gets it too.
+HF_SITE=$("$HF_VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+cat > "$HF_SITE/llmc_torch311.py" <<'EOF'
+"""Written by llm.c's dev/install.sh: loads torch.distributed._shard.sharded_tensor.metadata of
+Debian's torch 1.13 with field(default_factory=TensorProperties), PyTorch's own later fix, so that
+torch.distributed.fsdp (and transformers' generate(), which imports it) works on Python 3.11."""
+import importlib.abc
+import importlib.machinery
+import sys
+
+MODULE = "torch.distributed._shard.sharded_tensor.metadata"
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    def get_data(self, path):
+        data = super().get_data(path)
+        if path.endswith(".py"):
+            data = data.replace(b"field(default=TensorProperties())", b"field(default_factory=TensorProperties)")
+        return data
+
+    def path_stats(self, path):  # never the cached bytecode of the unfixed source
+        raise OSError(path)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and type(spec.loader) is importlib.machinery.SourceFileLoader:
+            spec.loader = _Loader(spec.loader.name, spec.loader.path)
+        return spec
+
+
+if sys.version_info >= (3, 11) and not any(type(f).__name__ == "_Finder" for f in sys.meta_path):
+    sys.meta_path.insert(0, _Finder())
+EOF
+echo "import llmc_torch311" > "$HF_SITE/llmc_torch311.pth"
+"$HF_VENV/bin/python" -c "import torch.distributed.fsdp" \
+  || { echo "install.sh: error: torch.distributed.fsdp does not import in $HF_VENV (see the comment above)"; exit 1; }
 echo "install.sh: ok"

@@ -4,7 +4,9 @@ test_hf.py: the Hugging Face export/import and the cloze evaluation, end to end 
 
   1. train `tiny` (vocab padded 8192 -> 9000 so padded rows exist): 16 steps single-process,
      then resumed for 2 steps as 2x2x2 ZeRO-1 over mpirun, which writes the checkpoint
-  2. dev/export_hf.py; AutoModelForCausalLM / AutoTokenizer load it without custom code
+  2. the HF commands doc/hf_eval.md shows (its blocks marked "test_hf.py runs this block": export,
+     generate, pipeline, import, lm_eval), verbatim but for their out/... paths; then
+     AutoModelForCausalLM / AutoTokenizer load the export without custom code
   3. transformers' logits on the first validation micro-batch vs the trainer's (-dump-logits),
      1e-5 relative; transformers' loss on the validation samples vs the 2x2x2 run's val_loss
   4. dev/import_hf.py -> dev/export_hf.py again: every file bit-identical; the imported
@@ -65,6 +67,26 @@ def finish(extra_fail=None):
     return 1 if failed else 0
 
 
+def doc_commands(n):
+    """block n of doc/hf_eval.md marked "test_hf.py runs this block": its commands, continuation lines
+    joined, comment lines dropped"""
+    doc = open("doc/hf_eval.md").read().split("<!-- test_hf.py runs this block -->\n```\n")
+    block = doc[1 + n].split("\n```")[0]
+    return [c for c in block.replace("\\\n", "").splitlines() if c.strip() and not c.lstrip().startswith("#")]
+
+
+def run_doc(cmd, paths):
+    """one documented command, in bash, with its out/... paths (longest first) replaced"""
+    for k in sorted(paths, key=len, reverse=True):
+        cmd = cmd.replace(k, paths[k])
+    e = dict(os.environ, OMP_NUM_THREADS="2")
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=e)
+    ok = check(r.returncode == 0, f"doc/hf_eval.md runs: {cmd[:100]}")
+    if not ok:
+        print(r.stdout[-2000:] + r.stderr[-3000:])
+    return r.stdout
+
+
 def log_entries(path, typ):
     return [json.loads(l) for l in open(path) if json.loads(l).get("type") == typ]
 
@@ -99,8 +121,17 @@ def body(tmp):
     check(h == {"tp": 2, "pp": 2, "dp": 2, "zero": 1}, f"the checkpoint was written as tp=2 pp=2 dp=2 zero=1 ({h})")
     val_loss = log_entries(os.path.join(run_dir, "log.jsonl"), "val")[-1]["val_loss"]
 
-    # 2. export and load
-    print(run([PY, "dev/export_hf.py", ckpt, hf]).strip())
+    # 2. the documented commands (export, generate, pipeline, import), then load
+    paths = {"out/cpu_tiny": run_dir, "out/cpu_tiny_hf": hf, "out/cpu_tiny_imported": os.path.join(tmp, "doc_imp")}
+    cmds = doc_commands(0)
+    check(len(cmds) == 4 and "export_hf.py" in cmds[0] and "import_hf.py" in cmds[3],
+          f"doc/hf_eval.md's first block holds export, generate, pipeline, import ({len(cmds)} commands)")
+    for c in cmds:
+        out = run_doc(c, paths).strip()
+        print("  " + out.splitlines()[-1][:150] if out else "  (no output)")
+        if "generate(" in c or "pipeline(" in c:
+            check(out.startswith("And God said") and len(out) > len("And God said"), "... it prints a continuation")
+    check(os.path.exists(os.path.join(tmp, "doc_imp", "DONE")), "... the documented import wrote a checkpoint")
     model = AutoModelForCausalLM.from_pretrained(hf).eval()
     tok = AutoTokenizer.from_pretrained(hf)
     cfg = json.load(open(os.path.join(hf, "config.json")))
@@ -145,8 +176,7 @@ def body(tmp):
     line = [l for l in out.splitlines() if l.startswith("sample: ")]
     ours_ids = [int(v) for v in line[-1][len("sample: "):].split()] if line else []
     with torch.no_grad():
-        gen = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=24, pad_token_id=tok.eos_token_id,
-                             synced_gpus=False)  # else it imports torch.distributed.fsdp, broken in Debian torch 1.13 on Python 3.11
+        gen = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=24, pad_token_id=tok.eos_token_id)
     theirs_ids = gen[0, len(prompt):].tolist()
     check(ours_ids == theirs_ids, f"greedy text from transformers = the trainer's (tp=2): {tok.decode(theirs_ids)!r}")
 
@@ -174,6 +204,17 @@ def body(tmp):
     acc, ppl = m["acc,none"], m["perplexity,none"]
     check(abs(acc - b["cloze_acc"]) < 1e-12, f"lm-eval accuracy {acc:.4f} = the trainer's {b['cloze_acc']:.4f} (64 items)")
     check(abs(ppl - b["cloze_ppl"]) / b["cloze_ppl"] < 1e-4, f"lm-eval perplexity {ppl:.4f} = the trainer's {b['cloze_ppl']:.4f} (1e-4 rel)")
+    # the documented lm_eval command line, on the same 64 items (its --include_path pointed at them)
+    cmds = doc_commands(1)
+    check(len(cmds) == 1 and "lm_eval" in cmds[0], "doc/hf_eval.md's second block is the lm_eval command line")
+    out = run_doc(cmds[0], dict(paths, **{"dev/eval": taskdir}))
+    cli_acc = -1.0
+    for line in out.splitlines():  # its table: |kjv_cloze| 1|none | 0|acc |↑ |0.0156|± |0.0156|
+        cells = [c.strip() for c in line.split("|")]
+        if "kjv_cloze" in cells and "acc" in cells:
+            vals = [c for c in cells[cells.index("acc") + 1:] if c.replace(".", "", 1).isdigit()]
+            cli_acc = float(vals[0]) if vals else -1.0
+    check(abs(cli_acc - round(acc, 4)) < 1e-9, f"... its table's accuracy {cli_acc} = simple_evaluate's {acc:.4f}")
     return finish()
 
 
