@@ -30,22 +30,13 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.chdir(REPO)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from checks import check, summary  # noqa: E402
 PY = sys.executable
 TRACK = [PY, "dev/track.py"]
 TRAIN = ["./train_gpt", "-model", "tiny", "-seq", "32", "-V", "8192", "-mb", "2", "-gb", "4", "-ramp", "off", "-lr",
          "1e-3", "-warmup", "0", "-threads", "1", "-i", "dev/data/kjv/kjv_train_000.bin", "-j",
          "dev/data/kjv/kjv_val_000.bin", "-val-samples", "8"]
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok    {what}")
-    else:
-        failed += 1
-        print(f"FAIL  {what}")
 
 
 def log_records(path, kind):
@@ -254,8 +245,7 @@ def main():
               f"--wandb without the package: one error line saying how to install it (got {err})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(summary())
 
 
 if __name__ == "__main__":

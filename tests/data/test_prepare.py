@@ -36,22 +36,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DATA_DIR = os.path.join(ROOT, "dev", "data")  # prepare.py, the tool under test
 sys.path.insert(0, DATA_DIR)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import prepare as prep  # noqa: E402
+from checks import check, summary  # noqa: E402
 
 PY = sys.executable
 EOT = "<|endoftext|>"
 VOCAB = 400
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok    {what}")
-    else:
-        failed += 1
-        print(f"FAIL  {what}")
 
 
 def make_corpus(d):
@@ -152,8 +143,7 @@ def main():
         body(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(summary())
 
 
 def body(tmp):
