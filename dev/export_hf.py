@@ -4,7 +4,7 @@ not), becomes a Hugging Face `transformers` GPT-2 model directory that loads wit
 AutoModelForCausalLM.from_pretrained(OUT) and AutoTokenizer.from_pretrained(OUT), no
 custom code:
 
-    /usr/bin/python3 dev/export_hf.py CKPT_DIR OUT_DIR [--tokenizer dev/data/kjv/kjv_tokenizer.json]
+    /usr/bin/python3 dev/export_hf.py CKPT_DIR OUT_DIR [--tokenizer TOKENIZER.json [--force-tokenizer]]
 
 CKPT_DIR is one checkpoint (DIR/ckpt_SSSSSSSS) or a run's -o directory (the complete
 ckpt_<digits> of the highest step is taken, as -resume takes it; a checkpoint whose header step
@@ -20,6 +20,10 @@ re-executes itself there.
 Written: config.json (GPT2LMHeadModel: pre-LN, learned positions, gelu_new = tanh GeLU,
 tied LM head, LayerNorm eps 1e-5, no dropout), model.safetensors (fp32, the padded
 vocabulary rows dropped), tokenizer.json + tokenizer_config.json + special_tokens_map.json.
+The tokenizer is the run's own: the run record (DIR/config.json) names its -tokenizer FILE.bin,
+and FILE.json beside it (dev/data/prepare.py writes both) is attached. --tokenizer names another,
+refused when it differs from the run's unless --force-tokenizer; a run without a tokenizer
+(pre-tokenized data) exports the weights only, and says so.
 """
 
 import argparse
@@ -75,7 +79,6 @@ HF_LAYER = [("ln_1.weight", "ln1w", 0), ("ln_1.bias", "ln1b", 0),
             ("mlp.c_proj.weight", "fcprojw", 1), ("mlp.c_proj.bias", "fcprojb", 0)]
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_TOKENIZER = os.path.join(REPO, "dev", "data", "kjv", "kjv_tokenizer.json")
 EOT_TEXT = "<|endoftext|>"
 
 
@@ -552,11 +555,53 @@ def write_tokenizer(out, tok_json, V, T):
     return eot
 
 
+def run_record(ckpt):
+    """The trainer's run record (DIR/config.json, written with -o) of a run directory or of the run
+    directory a checkpoint lies in: (path, record), or (None, None)"""
+    p = os.path.abspath(ckpt)
+    for d in (p, os.path.dirname(p)):
+        f = os.path.join(d, "config.json")
+        if not os.path.isfile(f):
+            continue
+        try:
+            r = json.load(open(f))
+        except ValueError:
+            raise CkptError(f"run record {f} is damaged (not JSON)")
+        if isinstance(r, dict) and isinstance(r.get("flags"), dict):
+            return f, r
+    return None, None
+
+
+def choose_tokenizer(ckpt, given, force):
+    """The tokenizer.json to export with, and a note for the user. The run's own tokenizer (its
+    -tokenizer FILE.bin, with FILE.json beside it, as dev/data/prepare.py writes them) is the
+    default; another one is refused unless forced; a run without one exports weights only."""
+    rec_path, rec = run_record(ckpt)
+    recorded = rec["flags"].get("-tokenizer") if rec else None
+    run_tok = os.path.splitext(recorded)[0] + ".json" if isinstance(recorded, str) and recorded else None
+    if given:
+        if run_tok and not force:
+            if not os.path.isfile(run_tok):
+                raise CkptError(f"the run's tokenizer {run_tok} (beside {recorded}, recorded in {rec_path}) is not "
+                                f"found from here: run from the run's directory, or pass --force-tokenizer")
+            if open(run_tok, "rb").read() != open(given, "rb").read():
+                raise CkptError(f"--tokenizer {given} is not the run's tokenizer {run_tok} (recorded in {rec_path}): "
+                                f"the model would read other ids; pass --force-tokenizer to export with it anyway")
+        return given, f"tokenizer {given}"
+    if run_tok:
+        if not os.path.isfile(run_tok):
+            raise CkptError(f"the run's tokenizer {recorded} (recorded in {rec_path}) has no {run_tok} beside it: "
+                            f"pass --tokenizer FILE.json")
+        return run_tok, f"the run's tokenizer {run_tok}"
+    why = "the run recorded none (pre-tokenized data)" if rec else "no run record (config.json) beside the checkpoint"
+    return None, f"weights only, no tokenizer: {why}; pass --tokenizer FILE.json to add one"
+
+
 def export(ckpt, out, tok_json, verify=True):
     h, w, d = read_checkpoint(ckpt, verify)
     L, C, NH, T, V = h["L"], h["H"], h["heads"], h["seq"], h["V"]
     os.makedirs(out, exist_ok=True)
-    eot = write_tokenizer(out, tok_json, V, T)
+    eot = write_tokenizer(out, tok_json, V, T) if tok_json else None
     t = {"transformer.wte.weight": w["wte"][0, :V], "transformer.wpe.weight": w["wpe"][0],
          "transformer.ln_f.weight": w["lnfw"][0, :, 0], "transformer.ln_f.bias": w["lnfb"][0, :, 0]}
     for l in range(L):
@@ -575,18 +620,20 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("ckpt", help="a ckpt_SSSSSSSS directory or a run's -o directory")
     ap.add_argument("out", help="the Hugging Face model directory to write")
-    ap.add_argument("--tokenizer", default=DEFAULT_TOKENIZER, help="tokenizer.json of the run's vocabulary")
+    ap.add_argument("--tokenizer", help="tokenizer.json to attach (default: the run's own, from DIR/config.json)")
+    ap.add_argument("--force-tokenizer", action="store_true", help="attach --tokenizer even if the run used another")
     ap.add_argument("--no-verify", action="store_true", help="skip the payload checksums (large checkpoints)")
     a = ap.parse_args()
     need_safetensors(__file__)
     try:
-        h, d = export(a.ckpt, a.out, a.tokenizer, not a.no_verify)
+        tok, note = choose_tokenizer(a.ckpt, a.tokenizer, a.force_tokenizer)
+        h, d = export(a.ckpt, a.out, tok, not a.no_verify)
     except (CkptError, OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)
     print(f"export_hf.py: {d} (step {h['step']}, written as tp={h['tp']} pp={h['pp']} dp={h['dp']} "
           f"zero={h['zero']}) -> {a.out}: GPT-2 L={h['L']} H={h['H']} heads={h['heads']} seq={h['seq']} V={h['V']} "
-          f"(padded rows {h['Vp'] - h['V']} dropped)")
+          f"(padded rows {h['Vp'] - h['V']} dropped); {note}")
 
 
 if __name__ == "__main__":

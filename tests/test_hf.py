@@ -36,6 +36,7 @@ PY = "/usr/bin/python3"
 MPIRUN = ["timeout", "300", "mpirun", "--oversubscribe", "--allow-run-as-root", "-x", "OMP_NUM_THREADS=1"]
 MODEL = ["-V", "8192", "-vpad", "1000", "-gb", "8", "-ramp", "off", "-seed", "7"]
 TOK_JSON = "dev/data/kjv/kjv_tokenizer.json"
+TOK_BIN = "dev/data/kjv/kjv_tokenizer.bin"
 passed = failed = 0
 
 
@@ -108,8 +109,9 @@ def body(tmp):
     torch.set_num_threads(2)
     run_dir, hf, hf2, imp = (os.path.join(tmp, n) for n in ("run", "hf", "hf2", "imported"))
     # 1. a trained checkpoint written by a 2x2x2 ZeRO-1 run
-    run(["./train_gpt", *MODEL, "-mb", "2", "-lr", "3e-3", "-warmup", "20000", "-steps", "16", "-ckpt-every", "16",
-         "-o", run_dir], what="single-process pre-training")
+    # with -tokenizer, as the quickstart: the export attaches the run's own tokenizer (its .json sibling)
+    run(["./train_gpt", *MODEL, "-tokenizer", TOK_BIN, "-mb", "2", "-lr", "3e-3", "-warmup", "20000", "-steps", "16",
+         "-ckpt-every", "16", "-o", run_dir], what="single-process pre-training")
     run(MPIRUN + ["-np", "8", "./train_gpt", *MODEL, "-tp", "2", "-pp", "2", "-dp", "2", "-zero", "1", "-mb", "1",
                   "-lr", "3e-3", "-warmup", "20000", "-steps", "18", "-val-every", "2", "-val-samples", "8",
                   "-ckpt-every", "2", "-o", run_dir, "-resume"], what="2x2x2 ZeRO-1 training")
@@ -160,7 +162,7 @@ def body(tmp):
 
     # 4. import -> export round trip
     print(run([PY, "dev/import_hf.py", hf, imp, "--vpad", "1000"]).strip())
-    run([PY, "dev/export_hf.py", imp, hf2])
+    run([PY, "dev/export_hf.py", imp, hf2, "--tokenizer", TOK_JSON])  # an import has no run record: name it
     names = sorted(os.listdir(hf))
     same = names == sorted(os.listdir(hf2)) and all(open(os.path.join(hf, n), "rb").read() == open(os.path.join(hf2, n), "rb").read() for n in names)
     check(same, f"import -> export is bit-identical ({', '.join(names)})")

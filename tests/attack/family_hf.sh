@@ -41,6 +41,11 @@ with open(sys.argv[1], "wb") as f:
 vocab = {f"t{i}": i for i in range(255)}
 json.dump({"model": {"type": "BPE", "vocab": vocab, "merges": []},
            "added_tokens": [{"id": 255, "content": "<|endoftext|>", "special": True}]}, open(sys.argv[2], "w"))
+# the same vocabulary as the trainer's decoder file (llmc/host/tokenizer.h), beside it: an own BPE
+with open(sys.argv[2][:-5] + ".bin", "wb") as f:
+    f.write(struct.pack("<256I", 20240328, 2, 256, 255, *([0] * 252)))
+    for t in [f"t{i}".encode() for i in range(255)] + [b"<|endoftext|>"]:
+        f.write(struct.pack("<B", len(t)) + t)
 PYEOF
 SMALL="-H 32 -heads 2 -seq 16 -V 256 -vpad 64 -mb 2 -gb 4 -ramp off -lr 1e-3 -warmup 0 -j '' -threads 1"
 SMALL="$SMALL -i $SCRATCH/small.bin"
@@ -270,4 +275,22 @@ imp_err nan "NaN or infinite" "a NaN weight"
 imp_err inf "NaN or infinite" "an infinite weight"
 imp_err n_layer1 "n_layer=1" "n_layer 1, tensors of 2 layers in the file"
 imp_err sharded "sharded checkpoints are not supported" "sharded (model.safetensors.index.json, no model.safetensors)"
+
+# 5. the tokenizer: the run's own (from its config.json), another only when forced, none when the run had none
+RT=$SCRATCH/own_tok
+run_tg "$SCRATCH/t.out" "$SCRATCH/t.err" "$SMALL -L 2 -steps 2 -tokenizer $SCRATCH/tok256.bin -o $RT"
+O=$(out)
+export_ok "a run with its own tokenizer: exported without --tokenizer" "$RT" "$O"
+check "... with the run's tokenizer.json, byte for byte (its ids are the run's)" cmp -s "$O/tokenizer.json" "$SCRATCH/tok256.json"
+tool_err "... --tokenizer naming another tokenizer is refused" "is not the run's tokenizer" $EXPORT "$RT" "$(out)" \
+  --tokenizer dev/data/kjv/kjv_tokenizer.json
+export_ok "... and accepted with --force-tokenizer where the sizes fit" "$RT" "$(out)" --tokenizer "$SCRATCH/tok256.json" \
+  --force-tokenizer
+O=$(out)
+export_ok "a run without -tokenizer: the weights only" "$R" "$O"
+check "... says so, and writes no tokenizer files" bash -c "grep -q 'weights only, no tokenizer' '$SCRATCH/o.txt' && \
+  [ -f '$O/model.safetensors' ] && [ ! -e '$O/tokenizer.json' ]"
+cp "$SCRATCH/tok256.bin" "$SCRATCH/lonely.bin"
+run_tg "$SCRATCH/t.out" "$SCRATCH/t.err" "$SMALL -L 2 -steps 2 -tokenizer $SCRATCH/lonely.bin -o $SCRATCH/lonely_run"
+tool_err "a run whose tokenizer has no .json beside it: one error line" "has no" $EXPORT "$SCRATCH/lonely_run" "$(out)"
 summary
