@@ -167,6 +167,9 @@ static void run_open_data(Run* R, int reads_tokens) {
     }
 }
 
+// the rank that samples and prints: TP 0, DP 0 of the last stage
+static int run_sampler_rank(const Run* R) { return layout_rank(0, 0, R->comm.PP - 1, R->comm.TP, R->comm.DP); }
+
 // rank 0 logs to DIR/log.jsonl (or -log); every other rank to DIR/log_rankNNNNN.jsonl ("": none)
 static void run_log_path(const Run* R, char* path, size_t n) {
     const Config* c = &R->cfg;
@@ -185,15 +188,14 @@ static void run_log_path(const Run* R, char* path, size_t n) {
 // Claims the files this rank writes beside its checkpoints (its log; -dump-logits on the rank
 // that writes it) before anything is written or deleted: never another run's file, nor one in
 // another running run's -o, nor a FIFO. Every rank learns the outcome.
-static void run_claim_log(Run* R) {
+static void run_claim_files(Run* R) {
     const Config* c = &R->cfg;
     char path[CFG_PATH_LEN + 32];
     run_log_path(R, path, sizeof(path));
     char err[1400] = "";
     int claim = path[0] ? outdir_claim_file(path, c->out_dir, "log file", err, sizeof(err)) : -2;
     int dump = -2;
-    int dump_writer = R->comm.rank == layout_rank(0, 0, R->comm.PP - 1, R->comm.TP, R->comm.DP); // run_sampler_rank
-    if (claim != -1 && c->dump_logits[0] != '\0' && dump_writer)
+    if (claim != -1 && c->dump_logits[0] != '\0' && R->comm.rank == run_sampler_rank(R)) // it writes the dump
         dump = outdir_claim_file(c->dump_logits, c->out_dir, "-dump-logits file", err, sizeof(err));
     int bad = claim == -1 || dump == -1;
     if (world_sum(&R->comm, bad ? 1.0 : 0.0) > 0) {
@@ -378,8 +380,6 @@ static int64_t run_val_samples(const Run* R) {
     return n == 0 ? unit : n;
 }
 
-// the rank that samples and prints: TP 0, DP 0 of the last stage
-static int run_sampler_rank(const Run* R) { return layout_rank(0, 0, R->comm.PP - 1, R->comm.TP, R->comm.DP); }
 
 // The next token from one position's logits. On the last stage row (Vp) holds this TP
 // rank's real-vocabulary columns at their offset and zeros elsewhere; the TP ranks sum
@@ -519,7 +519,7 @@ static void run_claim_outdir(Run* R) {
         }
         exit(1);
     }
-    run_claim_log(R); // before -overwrite deletes anything
+    run_claim_files(R); // before -overwrite deletes anything
     if (R->comm.rank == 0 && c->out_dir[0] != '\0' && runrecord_write(c->out_dir, c, &R->comm, err, sizeof(err)) != 0)
         die("%s", err); // -o DIR -resume needs it
     if (overwrite) {
