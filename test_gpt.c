@@ -82,6 +82,18 @@ static void test_parse_numbers(void) {
     check(parse_f64("5e-5", &d) && d == 5e-5 && parse_f64("-.5", &d) && d == -0.5, "plain decimals parse (5e-5, -.5)");
 }
 
+// a sample's bytes as JSON text: escapes, and U+FFFD for each byte of an invalid UTF-8
+// sequence (a token boundary may cut a character); the expected strings are written by hand
+static void test_json_bytes(void) {
+    const char in[] = "a\"\\\x01\xe2\x82\xac\xff\xe2\x82\xed\xa0\x80\xf0\x9f\x98\x80";
+    const char want[] = "\"a\\\"\\\\\\u0001\xe2\x82\xac\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\xf0\x9f\x98\x80\"";
+    char got[256] = {0};
+    FILE* f = fmemopen(got, sizeof(got) - 1, "w");
+    json_put_bytes(f, (const unsigned char*)in, sizeof(in) - 1);
+    fclose(f);
+    check(strcmp(got, want) == 0, "sample bytes as JSON: escapes, U+FFFD per invalid byte (got %s)", got);
+}
+
 static void test_lr_auto(void) {
     // least-squares fit computed independently (numpy polyfit in log-log): a=0.132464, b=-0.305130
     double a, b;
@@ -978,6 +990,7 @@ int main(int argc, char** argv) {
     test_ramp();
     test_lr_auto();
     test_parse_numbers();
+    test_json_bytes();
     test_init();
     test_data_addressing();
     Fixture fx;

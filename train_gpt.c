@@ -1123,7 +1123,8 @@ static void sample_text(Train* t, FILE* out) {
         tokens[pos] = run_sample_next(&t->run, row, is_last_stage(g));
         run_sample_print(&t->run, out, tokens[pos]);
     }
-    run_sample_end(&t->run, out);
+    int n = n0 + c->sample_len < g->T ? n0 + c->sample_len : g->T;
+    run_sample_end(&t->run, out, tokens, n0, n);
     free(tokens);
     free(row);
 }

@@ -17,7 +17,8 @@ first line {"type":"config","argv":[..],"layout":{..},"flags":{..}}, then "train
     (TensorBoard has one x axis per tag);
   - the config as text (config/argv, config/json) and as hparams (flags without the dash,
     layout.*), events and skipped updates as text (events).
-Text samples are printed on the trainer's stdout, not in the log, so they are not carried.
+  - text samples ("sample" records: prompt and generated text, or the ids without a
+    tokenizer) as text (samples), at their step.
 
 Rerunning is safe: each run of track.py writes a fresh event file set, first deleting the
 event files an earlier run of track.py left in the log dir (named *.llmc-track; other event
@@ -100,7 +101,8 @@ def dedup(records):
         elif r["type"] == "event" and r.get("event") == "resume" and s is not None:
             cut = s + 1
         if cut is not None:
-            out = [o for o in out if not (o["type"] in ("train", "val", "eval") and (int_step(o) or 0) >= cut)]
+            out = [o for o in out
+                   if not (o["type"] in ("train", "val", "eval", "sample") and (int_step(o) or 0) >= cut)]
         out.append(r)
     return out
 
@@ -214,6 +216,13 @@ def argv_text(cfg):
     return "train_gpt " + " ".join(shlex.quote(str(a)) for a in cfg.get("argv") or [])
 
 
+def sample_text(rec):
+    """A sample as markdown: the prompt in bold, then the generated text (ids without a tokenizer)."""
+    if isinstance(rec.get("text"), str):
+        return f"**{rec.get('prompt', '')}**{rec['text']}"
+    return f"ids {rec.get('prompt_ids')} -> {rec.get('ids')}"
+
+
 def event_text(rec):
     return json.dumps({k: v for k, v in rec.items() if k != "type"})
 
@@ -284,7 +293,7 @@ class WandbSink:
         self.id = "llmc-" + hashlib.sha1(self.run_dir.encode()).hexdigest()[:12]
         self.run = None
         self.rows = {}  # step -> the metrics of that step not yet logged
-        self.events = []
+        self.events, self.samples = [], []
         self.last = -1
 
     def start(self, cfg):
@@ -305,6 +314,8 @@ class WandbSink:
     def text(self, tag, text, step):
         if tag == "events":
             self.events.append((step, text))
+        elif tag == "samples":
+            self.samples.append((step, text))
 
     def flush(self):
         # one wandb.log per step, in order; W&B drops a step below one already logged
@@ -320,6 +331,8 @@ class WandbSink:
         self.flush()
         if self.events:
             self.run.log({"events": self.wandb.Table(columns=["step", "event"], data=self.events)}, step=self.last)
+        if self.samples:
+            self.run.log({"samples": self.wandb.Table(columns=["step", "sample"], data=self.samples)}, step=self.last)
         self.run.finish()
         print(f"track: W&B offline run in {os.path.join(self.run_dir, 'wandb')}; upload: "
               f"wandb sync {os.path.join(self.run_dir, 'wandb', 'offline-run-*-' + self.id)}")
@@ -331,7 +344,7 @@ class Tracker:
     def __init__(self, tb, wb):
         self.tb, self.wb = tb, wb
         self.sinks = [s for s in (tb, wb) if s is not None]
-        self.counts = {"train": 0, "val": 0, "eval": 0, "event": 0}
+        self.counts = {"train": 0, "val": 0, "eval": 0, "event": 0, "sample": 0}
         self.step = 0  # the last train step: where an event without a step is placed
         self.have_config = False
 
@@ -387,6 +400,9 @@ class Tracker:
             if tokens is not None and num(rec.get("cloze_acc")) is not None:
                 self.scalar("by_tokens/cloze_acc", num(rec["cloze_acc"]), tokens)
             self.counts["eval"] += 1
+        elif t == "sample" and step is not None:
+            self.text("samples", sample_text(rec), step)
+            self.counts["sample"] += 1
         elif t == "event":
             self.text("events", event_text(rec), step if step is not None else self.step)
             self.counts["event"] += 1
@@ -475,7 +491,8 @@ def main():
     where = [tb.logdir] if tb else []
     where += [os.path.join(run_dir, "wandb")] if wb else []
     skipped = f" (skipped {reader.bad} unreadable line(s))" if reader.bad else ""
-    print(f"track: {c['train']} train, {c['val']} val, {c['eval']} eval, {c['event']} event record(s) -> "
+    print(f"track: {c['train']} train, {c['val']} val, {c['eval']} eval, {c['event']} event, {c['sample']} sample "
+          f"record(s) -> "
           f"{', '.join(where)}{skipped}")
 
 

@@ -76,8 +76,8 @@ def track(*args, env=None):
     return subprocess.run(TRACK + list(args), capture_output=True, text=True, timeout=120, env=env)
 
 
-def train(out, steps, val_every, background=False):
-    cmd = TRAIN + ["-steps", str(steps), "-val-every", str(val_every), "-o", out]
+def train(out, steps, val_every, background=False, extra=()):
+    cmd = TRAIN + ["-steps", str(steps), "-val-every", str(val_every), "-o", out] + list(extra)
     if background:
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -123,7 +123,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="test_track_")
     try:
         run = os.path.join(tmp, "run")
-        train(run, 6, 2)
+        samples = ["-sample-every", "3", "-sample-len", "4", "-tokenizer", "dev/data/kjv/kjv_tokenizer.bin"]
+        train(run, 6, 2, extra=samples)
         log = os.path.join(run, "log.jsonl")
         tr, va = log_records(log, "train"), log_records(log, "val")
 
@@ -149,6 +150,12 @@ def main():
         got = texts(acc, "config/json/text_summary")
         check(len(got) == 1 and '"-lr": 0.001' in got[0][1], "the config's flags are there as text")
         check("_hparams_/session_start_info" in acc.PluginTagToContent("hparams"), "the config is there as hparams")
+        sa = log_records(log, "sample")
+        got = texts(acc, "samples/text_summary")
+        check([x["step"] for x in sa] == [3, 6] and all(len(x["ids"]) == 4 for x in sa),
+              f"the log holds a 4-token sample at steps 3 and 6 (got {[(x['step'], x['ids']) for x in sa]})")
+        check([s for s, _ in got] == [3, 6] and all(x["text"] in t for (_, t), x in zip(got, sa)),
+              f"the samples' text is there at their steps (got {got})")
 
         # 2. a second run: one event file set, no point twice
         r = track("--tensorboard", run)

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include "safeio.h"
+#include "tokenizer.h"
 #include "utils.h"
 
 typedef struct {
@@ -138,6 +139,77 @@ static void logger_val(Logger* lg, int64_t step, int64_t tokens, double val_loss
         json_num(lg->f, "val_loss", val_loss);
         fprintf(lg->f, "\"rank\":%d}\n", lg->rank);
     }
+    logger_check(lg);
+}
+
+// Length of the valid UTF-8 sequence at s (n bytes left), or 0 when s starts an invalid one
+// (overlong, surrogate, above U+10FFFF, truncated): JSON text must be valid UTF-8.
+static int utf8_valid_len(const unsigned char* s, size_t n) {
+    int len = 0;
+    if (s[0] < 0x80)
+        len = 1;
+    else if (s[0] >= 0xC2 && s[0] <= 0xDF)
+        len = 2;
+    else if ((s[0] & 0xF0) == 0xE0)
+        len = 3;
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+        len = 4;
+    if (len == 0 || (size_t)len > n) return 0;
+    for (int i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (len == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0))) return 0;
+    if (len == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))) return 0;
+    return len;
+}
+
+// n bytes as a JSON string: quotes, backslashes and control bytes escaped, every invalid
+// UTF-8 byte written as U+FFFD (what Python's decode(errors="replace") shows)
+static void json_put_bytes(FILE* f, const unsigned char* s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        int len = utf8_valid_len(s + i, n - i);
+        if (len == 0) {
+            fputs("\\ufffd", f);
+            i++;
+        } else if (s[i] == '"' || s[i] == '\\') {
+            fprintf(f, "\\%c", s[i]);
+            i++;
+        } else if (s[i] < 0x20) {
+            fprintf(f, "\\u%04x", s[i]);
+            i++;
+        } else {
+            fwrite(s + i, 1, (size_t)len, f);
+            i += (size_t)len;
+        }
+    }
+    fputc('"', f);
+}
+
+// A text sample as a "sample" record of rank 0's log: the prompt's and the generated ids
+// (tokens[0..n0) and [n0..n)) and, with a tokenizer, the generated text.
+static void logger_sample(Logger* lg, int64_t step, const int* tokens, int n0, int n, const Tokenizer* tok) {
+    if (!lg->f || lg->rank != 0) return;
+    fprintf(lg->f, "{\"type\":\"sample\",\"step\":%lld,\"prompt_ids\":[", (long long)step);
+    for (int i = 0; i < n0; i++) fprintf(lg->f, i ? ",%d" : "%d", tokens[i]);
+    fprintf(lg->f, "],\"ids\":[");
+    for (int i = n0; i < n; i++) fprintf(lg->f, i > n0 ? ",%d" : "%d", tokens[i]);
+    fprintf(lg->f, "]");
+    if (tok != NULL) {
+        size_t len = 0;
+        for (int i = 0; i < n; i++) len += tokenizer_token_len(tok, (uint32_t)tokens[i]);
+        unsigned char* text = (unsigned char*)malloc_check(len + 1);
+        for (int pass = 0, k = 0; pass < 2; pass++, k = 0) { // the prompt's text, then the sample's
+            for (int i = pass ? n0 : 0; i < (pass ? n : n0); i++) {
+                size_t l = tokenizer_token_len(tok, (uint32_t)tokens[i]);
+                if (l > 0) memcpy(text + k, tokenizer_decode(tok, (uint32_t)tokens[i]), l);
+                k += (int)l;
+            }
+            fprintf(lg->f, pass ? ",\"text\":" : ",\"prompt\":");
+            json_put_bytes(lg->f, text, (size_t)k);
+        }
+        free(text);
+    }
+    fprintf(lg->f, "}\n");
     logger_check(lg);
 }
 

@@ -444,9 +444,10 @@ static void run_sample_print(const Run* R, FILE* out, int token) {
 }
 
 // after the last token: the sampler's RNG advanced on the last stage only, keep every
-// rank's copy equal; end the line
-static void run_sample_end(Run* R, FILE* out) {
+// rank's copy equal; end the line; log the sample (tokens[0..n0) the prompt, [n0..n) generated)
+static void run_sample_end(Run* R, FILE* out, const int* tokens, int n0, int n) {
     world_bcast(&R->comm, &R->rng, sizeof(R->rng), run_sampler_rank(R));
+    logger_sample(&R->log, R->step, tokens, n0, n, R->have_tok ? &R->tok : NULL); // every rank has the ids
     if (R->comm.rank == run_sampler_rank(R)) {
         fprintf(out, "\n");
         fflush(out);
