@@ -10,9 +10,10 @@ The checkpoint is one rank file (written as layout 1x1x1, step 0, format version
 zero AdamW moments; AdamW starts fresh as -init-from does anyway) plus DONE. The vocabulary is
 padded with zero rows to a multiple of --vpad, which must be the -vpad of the run that loads it.
 Only the GPT-2 architecture this trainer implements is accepted (tanh GeLU, LayerNorm eps 1e-5,
-4H MLP, tied head, no layer-index attention scaling, finite fp32/fp16/bf16/fp64 weights, one
-unsharded model.safetensors); anything else is a one-line error. Dropout in the config is
-warned about: the trainer has none.
+4H MLP, tied head, no layer-index attention scaling, finite fp32/fp16/bf16/fp64 weights, in
+model.safetensors or sharded as transformers writes it above its max_shard_size:
+model.safetensors.index.json and the shard files its weight_map names); anything else is a
+one-line error. Dropout in the config is warned about: the trainer has none.
 """
 
 import argparse
@@ -50,6 +51,54 @@ def cfg_typed(cfg, key, default, types, what):
 NUMBER = (int, float)
 DROPOUTS = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
 LAYER_KEY = re.compile(r"(?:transformer\.)?h\.([0-9]+)\.")
+
+
+class ShardedReader:
+    """A sharded checkpoint read like one file: the index's weight_map names each tensor's shard,
+    a file name inside the model directory; every shard is checked as one model.safetensors is,
+    and must hold exactly the tensors the map gives it (a tensor in two shards, or one the map
+    does not name, means the files and the index disagree)."""
+
+    def __init__(self, d, index):
+        try:
+            with open(index, "rb") as f:
+                idx = json.loads(f.read().decode("utf-8"))
+        except OSError as e:
+            raise CkptError(f"cannot read {index}: {e.strerror}")
+        except (ValueError, RecursionError) as e:
+            raise CkptError(f"{index} is not valid JSON ({str(e) or type(e).__name__})")
+        wmap = idx.get("weight_map") if isinstance(idx, dict) else None
+        if not isinstance(wmap, dict) or not wmap:
+            raise CkptError(f"{index} has no weight_map object naming each tensor's shard file")
+        for name, f in wmap.items():
+            if not isinstance(f, str) or not f or os.path.basename(f) != f or f in (".", ".."):
+                raise CkptError(f"{index}: weight_map[{name!r}] = {f!r} is not a file name in {d}")
+        self.shards, self.where = {}, {}
+        for f in sorted(set(wmap.values())):
+            p = os.path.join(d, f)
+            if not os.path.isfile(p):
+                raise CkptError(f"{index} names shard {f}, which {d} lacks (an interrupted download?)")
+            self.shards[f] = SafetensorsReader(p)
+            for name in self.shards[f]:
+                if wmap.get(name) != f:
+                    raise CkptError(f"{p} holds tensor {name!r}, which the index places "
+                                    f"{'in ' + str(wmap[name]) if name in wmap else 'nowhere'}")
+                self.where[name] = f
+        missing = sorted(set(wmap) - set(self.where))
+        if missing:
+            raise CkptError(f"{index} places {missing[0]!r} in {wmap[missing[0]]}, which does not hold it")
+
+    def __contains__(self, name):
+        return name in self.where
+
+    def __iter__(self):
+        return iter(self.where)
+
+    def shape(self, name):
+        return self.shards[self.where[name]].shape(name)
+
+    def get(self, name):
+        return self.shards[self.where[name]].get(name)
 
 
 def load_hf(d):
@@ -92,12 +141,13 @@ def load_hf(d):
         print(f"import_hf.py: warning: config.json has {', '.join(drop)}; this trainer has no dropout, so it "
               f"trains the imported model without it", file=sys.stderr)
     path = os.path.join(d, "model.safetensors")
-    if not os.path.exists(path):
-        if os.path.exists(os.path.join(d, "model.safetensors.index.json")):
-            raise CkptError(f"{d} holds a sharded checkpoint (model.safetensors.index.json); sharded checkpoints are "
-                            f"not supported: save it as one file (save_pretrained(..., max_shard_size='100GB'))")
+    if os.path.exists(path):  # transformers, too, takes the single file first
+        t = SafetensorsReader(path)
+    elif os.path.exists(os.path.join(d, "model.safetensors.index.json")):
+        path = os.path.join(d, "model.safetensors.index.json")
+        t = ShardedReader(d, path)
+    else:
         raise CkptError(f"{d} has no model.safetensors (save with safe_serialization=True)")
-    t = SafetensorsReader(path)
     # a tensor of a layer the config does not have: the config and the weights disagree
     deep = max((int(m.group(1)) for k in t if (m := LAYER_KEY.match(k))), default=-1)
     if deep >= L:

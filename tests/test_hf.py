@@ -171,6 +171,15 @@ def body(tmp):
          "-dump-logits", dump2], what="-init-from the imported checkpoint")
     check(open(dump, "rb").read() == open(dump2, "rb").read(), "-init-from the imported checkpoint: bit-identical trainer logits")
 
+    # 4b. a sharded copy, as transformers writes one above max_shard_size: the same checkpoint
+    sharded = os.path.join(tmp, "hf_sharded")
+    model.save_pretrained(sharded, max_shard_size="1MB", safe_serialization=True)
+    nshards = len([n for n in os.listdir(sharded) if n.endswith(".safetensors")])
+    imp_sh = os.path.join(tmp, "imported_sharded")
+    run([PY, "dev/import_hf.py", sharded, imp_sh, "--vpad", "1000"], what="import of a sharded model")
+    same = open(os.path.join(imp, "rank_00000.bin"), "rb").read() == open(os.path.join(imp_sh, "rank_00000.bin"), "rb").read()
+    check(nshards > 1 and same, f"a model transformers saved in {nshards} shards imports to the same checkpoint")
+
     # 5. greedy text
     prompt = tok.encode("And the LORD said unto")
     out = run(MPIRUN + ["-np", "2", "./train_gpt", *MODEL, "-tp", "2", "-mb", "1", "-init-from", ckpt, "-steps", "0",

@@ -6,7 +6,7 @@
 #      exporter, puts the layers back together there; -lr 0 keeps the weights as they are)
 #   2. import of malformed configs and safetensors files: one "error:" line, never a traceback;
 #      NaN/Inf weights, overlapping tensors, fewer layers in the config than in the file and
-#      sharded checkpoints are refused; dropout is warned about
+#      sharded checkpoints import, broken indexes are refused; dropout is warned about
 #   3. a run directory exports its highest complete ckpt_<digits> (by number, not by name),
 #      never ckpt_N.old or ckpt_N.tmp, and a renamed checkpoint directory is refused
 #   4. forged headers, version 1 (whose header is not under its checksum) and 2: refused as
@@ -232,11 +232,33 @@ if case == "st_trunc":
 json.dump([cfg] if case == "cfg_list" else cfg, open(os.path.join(d, "config.json"), "w"))
 if case == "cfg_garbage":
     open(os.path.join(d, "config.json"), "wb").write(b"\xff{")
-st = "model-00001-of-00002.safetensors" if case == "sharded" else "model.safetensors"
-open(os.path.join(d, st), "wb").write(blob)
-if case == "sharded":
-    json.dump({"metadata": {}, "weight_map": {n: st for n in names}},
-              open(os.path.join(d, "model.safetensors.index.json"), "w"))
+def st_file(names):
+    hdr, off = {}, 0
+    for n in names:
+        nb = t[n].size * 4
+        hdr[n] = {"dtype": "F32", "shape": list(t[n].shape), "data_offsets": [off, off + nb]}
+        off += nb
+    h = json.dumps(hdr).encode()
+    return struct.pack("<Q", len(h)) + h + b"".join(t[n].tobytes() for n in names)
+if case.startswith("sharded"):  # as transformers writes above max_shard_size: two shards and an index
+    st = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    half = {n: st[i % 2] for i, n in enumerate(names)}
+    for f in st:
+        open(os.path.join(d, f), "wb").write(st_file([n for n in names if half[n] == f]))
+    if case == "sharded_lost":
+        os.remove(os.path.join(d, st[1]))
+    if case == "sharded_path":
+        half[names[0]] = "../" + st[0]
+    if case == "sharded_moved":  # the index places a tensor in the other shard
+        half[names[0]] = st[1]
+    if case == "sharded_gap":  # a tensor the index names, in no shard
+        half["transformer.h.9.ln_1.weight"] = st[0]
+    index = {"metadata": {}, "weight_map": half}
+    if case == "sharded_nomap":
+        index = {"metadata": {}}
+    json.dump(index, open(os.path.join(d, "model.safetensors.index.json"), "w"))
+else:
+    open(os.path.join(d, "model.safetensors"), "wb").write(blob)
 PYEOF
 imp_err() { # imp_err CASE NEEDLE WHAT
   local d=$SCRATCH/hf_$1; $PY "$SCRATCH/mkhf.py" "$d" "$1"
@@ -247,6 +269,7 @@ O=$(out)
 RC=0; timeout 60 $IMPORT "$SCRATCH/hf_ok" "$O" --vpad 8 > "$SCRATCH/o.txt" 2> "$SCRATCH/e.txt" || RC=$?
 check "import: a well-formed model directory imports (rc $RC), nothing on stderr" \
   bash -c "[ $RC -eq 0 ] && [ -f '$O/DONE' ] && [ ! -s '$SCRATCH/e.txt' ]"
+OK_IMPORT=$O
 RC=0; timeout 60 $IMPORT "$SCRATCH/hf_f16" "$(out)" --vpad 8 > "$SCRATCH/o.txt" 2> "$SCRATCH/e.txt" || RC=$?
 check "import: fp16 weights import (rc $RC)" [ "$RC" -eq 0 ]
 RC=0; timeout 60 $IMPORT "$SCRATCH/hf_dropout" "$(out)" --vpad 8 > "$SCRATCH/o.txt" 2> "$SCRATCH/e.txt" || RC=$?
@@ -274,7 +297,16 @@ imp_err overlap "overlap" "two tensors' data_offsets overlap"
 imp_err nan "NaN or infinite" "a NaN weight"
 imp_err inf "NaN or infinite" "an infinite weight"
 imp_err n_layer1 "n_layer=1" "n_layer 1, tensors of 2 layers in the file"
-imp_err sharded "sharded checkpoints are not supported" "sharded (model.safetensors.index.json, no model.safetensors)"
+$PY "$SCRATCH/mkhf.py" "$SCRATCH/hf_sharded" sharded
+O=$(out)
+RC=0; timeout 60 $IMPORT "$SCRATCH/hf_sharded" "$O" --vpad 8 > "$SCRATCH/o.txt" 2> "$SCRATCH/e.txt" || RC=$?
+check "import: a sharded model (index + 2 shards) imports (rc $RC) to the same checkpoint as the single file" \
+  bash -c "[ $RC -eq 0 ] && cmp -s '$O/rank_00000.bin' '$OK_IMPORT/rank_00000.bin'"
+imp_err sharded_lost "lacks" "sharded, one shard file missing"
+imp_err sharded_path "is not a file name" "sharded, a weight_map entry '../model-...'"
+imp_err sharded_moved "which the index places" "sharded, a tensor in a shard the index does not place it in"
+imp_err sharded_gap "which does not hold it" "sharded, the index names a tensor no shard holds"
+imp_err sharded_nomap "no weight_map" "sharded, an index without weight_map"
 
 # 5. the tokenizer: the run's own (from its config.json), another only when forced, none when the run had none
 RT=$SCRATCH/own_tok
