@@ -355,7 +355,13 @@ static void run_print_config(const Run* R) {
     table_row("adamw", "b1=%.3g b2=%.3g eps=%.1e wd=%.3g", c->beta1, c->beta2, c->eps, c->wd);
     table_row("clip", "%.3g", c->clip);
     table_row("spike guard", "z=%.3g window=%d stop after %d", c->skip_spikes, c->spike_window, c->spike_stop);
-    table_row("total tokens", "%lld", (long long)c->total_tokens);
+    if (c->max_steps == 0) // the recipe's length still sets the schedule the loaded weights sit in
+        table_row("total tokens", "%lld (the schedule's; -steps 0 trains none)", (long long)c->total_tokens);
+    else if (c->max_steps > 0)
+        table_row("total tokens", "%lld (this start stops after %lld steps)", (long long)c->total_tokens,
+                  (long long)c->max_steps);
+    else
+        table_row("total tokens", "%lld", (long long)c->total_tokens);
     table_row("train data", "%s", c->train_glob);
     table_row("train samples", "%lld (%lld tokens)", (long long)R->train.nsamples, (long long)R->train.ntokens);
     table_row("val data", "%s", R->have_val ? c->val_glob : "(none)");
@@ -364,8 +370,11 @@ static void run_print_config(const Run* R) {
     if (R->have_cloze) table_row("cloze eval", "%d items every %lld steps", R->cloze.n, (long long)c->eval_every);
     double done = (double)R->tokens / c->total_tokens;
     if (c->max_steps > 0 && (double)R->step / c->max_steps > done) done = (double)R->step / c->max_steps;
-    table_row("progress", "step %lld, %.1f%% done; ETA after the first step", (long long)R->step,
-              100.0 * (done < 1 ? done : 1));
+    if (c->max_steps == 0)
+        table_row("progress", "step %lld; evaluation only (-steps 0)", (long long)R->step);
+    else
+        table_row("progress", "step %lld, %.1f%% done; ETA after the first step", (long long)R->step,
+                  100.0 * (done < 1 ? done : 1));
 }
 
 // ----------------------------------------------------------------------------------------
