@@ -4,7 +4,7 @@
  * -o, -resume, -overwrite, -init-from, -check, -world), every flag's resolved value, and the
  * layout. log.jsonl's first record carries the same. `train_gpt -o DIR -resume` parses the
  * recorded command line first and its own on top, so it needs no other flag: a flag given
- * again overrides the record (and is recorded for the next resume), and the resume's identity
+ * again overrides the record (reported, and recorded for the next resume), and the resume's identity
  * checks apply as always (model shape and data order refused, recipe changes logged).
  *
  * API
@@ -13,6 +13,7 @@
  *   runrecord_load_argv(dir, &argc, &argv, err) the recorded command line of DIR/config.json:
  *                                               1 read, 0 no record, -1 unreadable (err)
  *   runrecord_json(f, c, comm)                  the record's fields, without the braces
+ *   runrecord_report_changes(out, rec, now)     a resume's flags that differ from the record's
  *   runrecord_write(dir, c, comm, err)          DIR/config.json, atomically
  */
 #ifndef LLMC_RUNRECORD_H
@@ -174,38 +175,71 @@ static int runrecord_load_argv(const char* dir, int* argc_out, char*** argv_out,
     return 1;
 }
 
+// one flag's value as JSON into s (n bytes), by the flag table's kind
+static void runrecord_value_INT(char* s, size_t n, int v) { snprintf(s, n, "%d", v); }
+static void runrecord_value_BOOL(char* s, size_t n, int v) { snprintf(s, n, "%d", v); }
+static void runrecord_value_I64(char* s, size_t n, int64_t v) { snprintf(s, n, "%lld", (long long)v); }
+static void runrecord_value_F64(char* s, size_t n, double v) { snprintf(s, n, "%.17g", v); }
+static void runrecord_value_WORD(char* s, size_t n, const char* v) {
+    size_t k = 0;
+    s[0] = '\0';
+    runrecord_put_string(s, n, &k, v);
+}
+static void runrecord_value_PATH(char* s, size_t n, const char* v) { runrecord_value_WORD(s, n, v); }
+
+// the flags outside the table (their parsing has more than one form): name and value as JSON
+#define RUNRECORD_SPECIAL 8
+static const char* runrecord_special(const Config* c, int i, char* s, size_t n) {
+    static const char* names[RUNRECORD_SPECIAL] = {"-model", "-recompute", "-ramp",  "-ramp-auto",
+                                                   "-lr",    "-lr-auto",   "-steps", "-seed"};
+    if (i == 0) runrecord_value_WORD(s, n, c->model);
+    if (i == 1) runrecord_value_INT(s, n, c->recompute);
+    if (i == 2)
+        snprintf(s, n, "[%lld,%lld,%lld]", (long long)c->ramp_start, (long long)c->ramp_inc,
+                 (long long)c->ramp_tokens);
+    if (i == 3) runrecord_value_BOOL(s, n, c->ramp_auto);
+    if (i == 4) runrecord_value_F64(s, n, c->lr);
+    if (i == 5) runrecord_value_BOOL(s, n, c->lr_auto);
+    if (i == 6) runrecord_value_I64(s, n, c->max_steps);
+    if (i == 7) snprintf(s, n, "%llu", (unsigned long long)c->seed);
+    return names[i];
+}
+
 static void runrecord_json(FILE* f, const Config* c, const Comm* comm) {
-    fprintf(f, "\"argv\":[%s],\"layout\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"world\":%d},", c->argv_record, comm->TP,
-            comm->PP, comm->DP, comm->world);
-    fprintf(f, "\"flags\":{\"-model\":\"%s\",\"-recompute\":%d,\"-ramp\":[%lld,%lld,%lld],\"-ramp-auto\":%d,", c->model,
-            c->recompute, (long long)c->ramp_start, (long long)c->ramp_inc, (long long)c->ramp_tokens, c->ramp_auto);
-    fprintf(f, "\"-lr\":%.17g,\"-lr-auto\":%d,\"-steps\":%lld,\"-seed\":%llu", c->lr, c->lr_auto,
-            (long long)c->max_steps, (unsigned long long)c->seed);
-    char s[CFG_PATH_LEN * 2 + 8];
-#define RUNRECORD_INT(v) fprintf(f, "%d", (int)(v))
-#define RUNRECORD_BOOL(v) fprintf(f, "%d", (int)(v))
-#define RUNRECORD_I64(v) fprintf(f, "%lld", (long long)(v))
-#define RUNRECORD_F64(v) fprintf(f, "%.17g", (double)(v))
-#define RUNRECORD_WORD(v)                             \
-    do {                                              \
-        size_t k_ = 0;                                \
-        s[0] = '\0';                                  \
-        runrecord_put_string(s, sizeof(s), &k_, (v)); \
-        fputs(s, f);                                  \
-    } while (0)
-#define RUNRECORD_PATH(v) RUNRECORD_WORD(v)
+    char s[CFG_PATH_LEN * 2 + 64];
+    fprintf(f, "\"argv\":[%s],\"layout\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"world\":%d},\"flags\":{", c->argv_record,
+            comm->TP, comm->PP, comm->DP, comm->world);
+    for (int i = 0; i < RUNRECORD_SPECIAL; i++) {
+        const char* name = runrecord_special(c, i, s, sizeof(s));
+        fprintf(f, "%s\"%s\":%s", i ? "," : "", name, s);
+    }
 #define RUNRECORD_FLAG(KIND, flag, field, def, group, what) \
-    fprintf(f, ",\"%s\":", flag);                           \
-    RUNRECORD_##KIND(c->field);
+    runrecord_value_##KIND(s, sizeof(s), c->field);         \
+    fprintf(f, ",\"%s\":%s", flag, s);
     CONFIG_FLAGS(RUNRECORD_FLAG)
 #undef RUNRECORD_FLAG
-#undef RUNRECORD_PATH
-#undef RUNRECORD_WORD
-#undef RUNRECORD_F64
-#undef RUNRECORD_I64
-#undef RUNRECORD_BOOL
-#undef RUNRECORD_INT
     fputs("}", f);
+}
+
+// On a resume, each flag whose value this command line changes from the record's, one line each
+// to out ("resume: -lr 0.001 replaces the recorded 0.0006"); returns how many. Whether a change
+// may be made is the checkpoint's to decide (model shape and data order refused, recipe logged).
+static int runrecord_report_changes(FILE* out, const Config* rec, const Config* now) {
+    char a[CFG_PATH_LEN * 2 + 64], b[CFG_PATH_LEN * 2 + 64];
+    int n = 0;
+    for (int i = 0; i < RUNRECORD_SPECIAL; i++) {
+        const char* name = runrecord_special(rec, i, a, sizeof(a));
+        runrecord_special(now, i, b, sizeof(b));
+        if (strcmp(a, b) != 0 && ++n) fprintf(out, "resume: %s %s replaces the recorded %s\n", name, b, a);
+    }
+#define RUNRECORD_DIFF(KIND, flag, field, def, group, what)                                        \
+    runrecord_value_##KIND(a, sizeof(a), rec->field);                                                \
+    runrecord_value_##KIND(b, sizeof(b), now->field);                                                \
+    if (runrecord_start_only(flag) < 0 && strcmp(a, b) != 0 && ++n)                               \
+        fprintf(out, "resume: %s %s replaces the recorded %s\n", flag, b, a);
+    CONFIG_FLAGS(RUNRECORD_DIFF)
+#undef RUNRECORD_DIFF
+    return n;
 }
 
 static int runrecord_write(const char* dir, const Config* c, const Comm* comm, char* err, size_t errn) {

@@ -94,8 +94,11 @@ static int startup_replay_record(Config* cfg, int argc, char** argv, PlanRequest
     if (have < 0) return 1;
     if (have > 0) {
         Config both;
+        Config rec;
         config_defaults(&both);
+        config_defaults(&rec);
         int bad = config_parse(&both, rargc, rargv, plan_config_flag, plan, err) != 0 ||
+                  config_parse(&rec, rargc, rargv, plan_config_flag, plan, err) != 0 ||
                   config_parse(&both, argc, argv, plan_config_flag, plan, err) != 0 ||
                   runrecord_argv(both.argv_record, sizeof(both.argv_record), rargc, rargv) != 0;
         runrecord_free_argv(rargc, rargv);
@@ -104,7 +107,10 @@ static int startup_replay_record(Config* cfg, int argc, char** argv, PlanRequest
             return 1;
         }
         memcpy(cfg, &both, sizeof(both));
-        if (rank == 0) printf("resume: the flags recorded in %s/config.json, then this command line\n", cfg->out_dir);
+        if (rank == 0) {
+            printf("resume: the flags recorded in %s/config.json, then this command line\n", cfg->out_dir);
+            runrecord_report_changes(stdout, &rec, cfg);
+        }
     }
     if (runrecord_argv(cfg->argv_record, sizeof(cfg->argv_record), argc, argv) != 0) {
         snprintf(err, CFG_ERR_LEN, "the command line is too long to record in -o's config.json (%zu bytes at most)",

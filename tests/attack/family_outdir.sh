@@ -112,6 +112,8 @@ ok=0
 [ $RC -eq 0 ] && grep -q 'flags recorded in' "$E1" && [ "$(steps_losses "$D/log.jsonl" | tail -3)" = "$(steps_losses "$S/log.jsonl" | tail -3)" ] &&
   same_ckpt "$S/ckpt_00000006" "$D/ckpt_00000006" && ok=1
 check "record: -o DIR -resume -steps 6 alone continues the run, steps 4-6 equal the straight run's bits (rc $RC)" [ $ok -eq 1 ]
+check "record: the resume names each flag given again that differs from the record, and only those" \
+  bash -c "grep -q '^resume: -steps 6 replaces the recorded 3\$' '$E1' && [ \$(grep -c 'replaces the recorded' '$E1') -eq 1 ]"
 run_tg "$E1" "$E2" "-o $D -resume"
 check "record: -o DIR -resume alone on a finished run says it is complete (rc $RC)" \
   bash -c "[ $RC -eq 0 ] && grep -q 'the run is complete: step 6' '$E1'"
