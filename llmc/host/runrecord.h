@@ -195,8 +195,7 @@ static const char* runrecord_special(const Config* c, int i, char* s, size_t n) 
     if (i == 0) runrecord_value_WORD(s, n, c->model);
     if (i == 1) runrecord_value_INT(s, n, c->recompute);
     if (i == 2)
-        snprintf(s, n, "[%lld,%lld,%lld]", (long long)c->ramp_start, (long long)c->ramp_inc,
-                 (long long)c->ramp_tokens);
+        snprintf(s, n, "[%lld,%lld,%lld]", (long long)c->ramp_start, (long long)c->ramp_inc, (long long)c->ramp_tokens);
     if (i == 3) runrecord_value_BOOL(s, n, c->ramp_auto);
     if (i == 4) runrecord_value_F64(s, n, c->lr);
     if (i == 5) runrecord_value_BOOL(s, n, c->lr_auto);
@@ -232,10 +231,10 @@ static int runrecord_report_changes(FILE* out, const Config* rec, const Config* 
         runrecord_special(now, i, b, sizeof(b));
         if (strcmp(a, b) != 0 && ++n) fprintf(out, "resume: %s %s replaces the recorded %s\n", name, b, a);
     }
-#define RUNRECORD_DIFF(KIND, flag, field, def, group, what)                                        \
-    runrecord_value_##KIND(a, sizeof(a), rec->field);                                                \
-    runrecord_value_##KIND(b, sizeof(b), now->field);                                                \
-    if (runrecord_start_only(flag) < 0 && strcmp(a, b) != 0 && ++n)                               \
+#define RUNRECORD_DIFF(KIND, flag, field, def, group, what)         \
+    runrecord_value_##KIND(a, sizeof(a), rec->field);               \
+    runrecord_value_##KIND(b, sizeof(b), now->field);               \
+    if (runrecord_start_only(flag) < 0 && strcmp(a, b) != 0 && ++n) \
         fprintf(out, "resume: %s %s replaces the recorded %s\n", flag, b, a);
     CONFIG_FLAGS(RUNRECORD_DIFF)
 #undef RUNRECORD_DIFF
