@@ -1090,9 +1090,9 @@ static StepResult train_step(Train* t) {
 }
 
 // Mean loss over the first val_samples samples of the validation stream (in order).
-static double evaluate(Train* t) {
-    int64_t n = run_val_samples(&t->run);
-    BatchRef br = {0, n, &t->run.val};
+static double evaluate(Train* t, DataSet* val) {
+    int64_t n = run_val_samples(&t->run, val);
+    BatchRef br = {0, n, val};
     double sum = pipe_execute(t, (int)(n / ((int64_t)t->run.cfg.mb * t->run.comm.DP)), 1, 0.0f, load_train_micro, &br);
     return world_sum(&t->run.comm, (is_last_stage(&t->model) && t->run.comm.tp == 0) ? sum : 0.0) /
            ((double)n * t->run.cfg.seq);
@@ -1206,7 +1206,7 @@ static void train_free(Train* t) {
 
 // the hooks run_loop drives
 static StepResult hook_step(void* self) { return train_step((Train*)self); }
-static double hook_evaluate(void* self) { return evaluate((Train*)self); }
+static double hook_evaluate(void* self, DataSet* val) { return evaluate((Train*)self, val); }
 static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out); }
 static int hook_save(void* self) { return save_checkpoint((Train*)self); }
 static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) {

@@ -1172,10 +1172,10 @@ static StepResult train_step(Train* t) {
 }
 
 // Mean loss over the first val_samples samples of the validation stream (in order).
-static double evaluate(Train* t) {
+static double evaluate(Train* t, DataSet* val) {
     GPT* g = &t->model;
-    int64_t n = run_val_samples(&t->run);
-    BatchRef br = {0, n, &t->run.val};
+    int64_t n = run_val_samples(&t->run, val);
+    BatchRef br = {0, n, val};
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
     pipe_execute(t, (int)(n / ((int64_t)t->run.cfg.mb * t->run.comm.DP)), 1, 0.0f, load_train_micro, &br);
     double sum = is_last_stage(g) ? read_loss_sum(g, &t->dc) : 0.0;
@@ -1485,7 +1485,7 @@ static void train_free(Train* t) {
 
 // the hooks run_loop drives
 static StepResult hook_step(void* self) { return train_step((Train*)self); }
-static double hook_evaluate(void* self) { return evaluate((Train*)self); }
+static double hook_evaluate(void* self, DataSet* val) { return evaluate((Train*)self, val); }
 static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out); }
 static int hook_save(void* self) { return save_checkpoint((Train*)self); }
 static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) {

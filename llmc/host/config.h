@@ -78,6 +78,7 @@ typedef struct {
     int64_t max_steps; // -1: until total_tokens
     // data
     char train_glob[CFG_PATH_LEN], val_glob[CFG_PATH_LEN];
+    char blend_file[CFG_PATH_LEN]; // -blend: a JSON blend file (blend.h), in place of -i (and -j)
     int shuffle;
     int64_t val_every, val_samples;
     // output, checkpoints, sampling
@@ -122,6 +123,8 @@ typedef struct {
 // modes) are parsed by hand below and listed for -h in CONFIG_SPECIAL_FLAGS.
 // KIND: INT, I64, F64, BOOL (int, 0 or 1), WORD (char[], any text), PATH (char[], never
 // truncated, never a value that starts with '-').
+#define CFG_DEFAULT_TRAIN "dev/data/kjv/kjv_train_*.bin"
+#define CFG_DEFAULT_VAL "dev/data/kjv/kjv_val_*.bin"
 #define CONFIG_FLAGS(X)                                                                                       \
     X(INT, "-L", L, 4, "model", "layers")                                                                     \
     X(INT, "-H", H, 128, "model", "hidden size")                                                              \
@@ -148,8 +151,10 @@ typedef struct {
     X(F64, "-wd", wd, 0.1, "recipe", "weight decay")                                                          \
     X(F64, "-clip", clip, 1.0, "recipe", "gradient-norm clipping (0: off)")                                   \
     X(I64, "-tokens", total_tokens, 270000000000LL, "recipe", "training tokens")                              \
-    X(PATH, "-i", train_glob, "dev/data/kjv/kjv_train_*.bin", "data", "training shards (a glob)")             \
-    X(PATH, "-j", val_glob, "dev/data/kjv/kjv_val_*.bin", "data", "validation shards (a glob; '': none)")     \
+    X(PATH, "-i", train_glob, CFG_DEFAULT_TRAIN, "data",                                         \
+      "training shards: a glob, or a blend \"0.3 a_*.bin 0.7 b_*.bin\"")                                      \
+    X(PATH, "-j", val_glob, CFG_DEFAULT_VAL, "data", "validation shards, as -i ('': none)")                   \
+    X(PATH, "-blend", blend_file, "", "data", "JSON blend file: its train list replaces -i, valid list -j")   \
     X(BOOL, "-shuffle", shuffle, 1, "data", "shuffle the sequences each epoch")                               \
     X(I64, "-val-every", val_every, 0, "data", "validation every N steps (0: off)")                           \
     X(I64, "-val-samples", val_samples, 64, "data", "validation sequences")                                   \
@@ -554,6 +559,8 @@ static int config_validate(Config* c, char* err) {
     if (c->eval_every < 0) FAIL("-eval-every must be >= 0");
     if (c->eval_every > 0 && c->eval_file[0] == '\0')
         FAIL("-eval-every needs -eval-file FILE (a cloze .jsonl: dev/eval/make_cloze.py)");
+    if (c->blend_file[0] != '\0' && strcmp(c->train_glob, CFG_DEFAULT_TRAIN) != 0)
+        FAIL("-blend %s and -i %s both name the training data: give one", c->blend_file, c->train_glob);
     if (c->dump_logits[0] != '\0' && c->max_steps != 0)
         FAIL("-dump-logits runs with -steps 0 (it evaluates the loaded weights)");
     if (c->sample_every > 0 && c->sample_len >= c->seq)

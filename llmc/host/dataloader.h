@@ -12,6 +12,11 @@
  * DP rank d takes the contiguous block [c_k + d*B_k/DP, c_k + (d+1)*B_k/DP) and splits it
  * into micro-batches of mb consecutive samples. A rank reads only its own samples.
  *
+ * A blend (blend.h) is several such streams ("parts"), their shards laid back to back: run
+ * sample s is sample n_d(s) of part d = the blend's pick, and each part runs through its own
+ * epochs, shuffled with its own key (part 0's is the one-stream key, so a plain -i glob keeps
+ * its order from before blends).
+ *
  * Every shard is validated when it is opened (and by -check when -i/-j are given): a
  * regular file (a FIFO would block), header magic/version/count consistent with the file
  * size, and every token id < V (one vectorisable max-scan of the uint16s, ~2 GB/s), so a
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "blend.h"
 #include "rand.h"
 #include "safeio.h"
 #include "utils.h"
@@ -35,17 +41,25 @@
 #define SHARD_HEADER_BYTES 1024
 
 typedef struct {
+    int64_t tok0, ntokens, nsamples; // its tokens in the stream, and its samples of T+1
+    uint64_t key;                    // shuffle key; epoch e permutes with key + e
+} DataPart;
+
+typedef struct {
     int nshards;
     char** paths;
     int64_t* start; // first stream token of each shard
     int64_t* count; // tokens in each shard
-    int64_t ntokens, nsamples;
+    int64_t ntokens, nsamples; // over all parts
     int T, V;
     int shuffle;
     uint64_t seed;
     FILE* f;
-    int f_shard;   // one open shard at a time
-    uint16_t* buf; // (T+1)
+    int f_shard;     // one open shard at a time
+    uint16_t* buf;   // (T+1)
+    BlendSpec* spec; // the parts' names, globs and weights
+    DataPart* parts; // (spec->n)
+    BlendOrder order;
 } DataSet;
 
 // Checks a shard header (the first 256 int32) against the file size. Returns the token
@@ -165,34 +179,63 @@ static int64_t shard_check(const char* path, int V) {
     return n;
 }
 
-static void dataset_open(DataSet* ds, const char* pattern, int T, int V, int shuffle, uint64_t seed) {
+// Opens the parts of a blend spec (every shard validated). A part with less than one sample is
+// a one-line error naming it.
+static void dataset_open_spec(DataSet* ds, const BlendSpec* spec, int T, int V, int shuffle, uint64_t seed) {
     memset(ds, 0, sizeof(*ds));
-    glob_t g;
-    if (glob(pattern, 0, NULL, &g) != 0 || g.gl_pathc == 0)
-        die("no data shards match '%s': run `make data` (or pass -i/-j)", pattern);
-    ds->nshards = (int)g.gl_pathc;
-    ds->paths = (char**)malloc_check(sizeof(char*) * ds->nshards);
-    ds->start = (int64_t*)malloc_check(sizeof(int64_t) * ds->nshards);
-    ds->count = (int64_t*)malloc_check(sizeof(int64_t) * ds->nshards);
+    ds->spec = (BlendSpec*)malloc_check(sizeof(BlendSpec));
+    memcpy(ds->spec, spec, sizeof(BlendSpec));
+    ds->parts = (DataPart*)calloc_check((size_t)spec->n, sizeof(DataPart));
     int64_t total = 0;
-    for (int i = 0; i < ds->nshards; i++) {
-        ds->paths[i] = strdup(g.gl_pathv[i]);
-        ds->count[i] = shard_check(ds->paths[i], V);
-        ds->start[i] = total;
-        total += ds->count[i];
+    for (int d = 0; d < spec->n; d++) {
+        glob_t g;
+        if (glob(spec->path[d], 0, NULL, &g) != 0 || g.gl_pathc == 0) {
+            if (spec->plain) die("no data shards match '%s': run `make data` (or pass -i/-j)", spec->path[d]);
+            die("no data shards match '%s' (dataset %s of the blend)", spec->path[d], spec->name[d]);
+        }
+        int n0 = ds->nshards;
+        ds->nshards += (int)g.gl_pathc;
+        ds->paths = (char**)realloc_check(ds->paths, sizeof(char*) * ds->nshards);
+        ds->start = (int64_t*)realloc_check(ds->start, sizeof(int64_t) * ds->nshards);
+        ds->count = (int64_t*)realloc_check(ds->count, sizeof(int64_t) * ds->nshards);
+        DataPart* p = &ds->parts[d];
+        p->tok0 = total;
+        for (int i = n0; i < ds->nshards; i++) {
+            ds->paths[i] = strdup(g.gl_pathv[i - n0]);
+            ds->count[i] = shard_check(ds->paths[i], V);
+            ds->start[i] = total;
+            total += ds->count[i];
+        }
+        globfree(&g);
+        p->ntokens = total - p->tok0;
+        p->nsamples = p->ntokens > 0 ? (p->ntokens - 1) / T : 0;
+        // part 0 keeps the one-stream key; the golden-ratio step keeps the others' keys apart
+        p->key = splitmix64(seed ^ 0xDA7A5EEDULL) + (uint64_t)d * 0x9E3779B97F4A7C15ULL;
+        if (p->nsamples <= 0 && spec->plain)
+            die("data '%s' has %lld tokens: fewer than one sample of %d+1 tokens", spec->path[d],
+                (long long)p->ntokens, T);
+        if (p->nsamples <= 0)
+            die("dataset %s ('%s') of the blend has %lld tokens: fewer than one sample of %d+1 tokens",
+                spec->name[d], spec->path[d], (long long)p->ntokens, T);
+        ds->nsamples += p->nsamples;
     }
-    globfree(&g);
     ds->ntokens = total;
     ds->T = T;
     ds->V = V;
     ds->shuffle = shuffle;
     ds->seed = seed;
-    ds->nsamples = total > 0 ? (total - 1) / T : 0;
-    if (ds->nsamples <= 0)
-        die("data '%s' has %lld tokens: fewer than one sample of %d+1 tokens", pattern, (long long)total, T);
     ds->f = NULL;
     ds->f_shard = -1;
     ds->buf = (uint16_t*)malloc_check(sizeof(uint16_t) * (T + 1));
+    blend_order_init(&ds->order, spec);
+}
+
+// -i / -j: one glob, or a blend written as Megatron's --data-path
+static void dataset_open(DataSet* ds, const char* pattern, int T, int V, int shuffle, uint64_t seed) {
+    BlendSpec spec;
+    char err[1400];
+    if (blend_parse_arg(pattern, &spec, err, sizeof(err)) != 0) die("%s", err);
+    dataset_open_spec(ds, &spec, T, V, shuffle, seed);
 }
 
 static void dataset_close(DataSet* ds) {
@@ -202,6 +245,9 @@ static void dataset_close(DataSet* ds) {
     free(ds->start);
     free(ds->count);
     free(ds->buf);
+    free(ds->spec);
+    free(ds->parts);
+    blend_order_free(&ds->order);
     memset(ds, 0, sizeof(*ds));
 }
 
@@ -226,11 +272,15 @@ static int64_t feistel_permute(int64_t x, int64_t n, uint64_t key) {
     return (int64_t)v;
 }
 
-// run sample number s -> sample index in the stream
-static int64_t dataset_sample_index(const DataSet* ds, int64_t s) {
-    int64_t epoch = s / ds->nsamples, j = s % ds->nsamples;
-    if (!ds->shuffle) return j;
-    return feistel_permute(j, ds->nsamples, splitmix64(ds->seed ^ 0xDA7A5EEDULL) + (uint64_t)epoch);
+// run sample number s -> the stream token where its T+1 tokens start
+static int64_t dataset_sample_pos(DataSet* ds, int64_t s) {
+    int64_t j = s;
+    int d = ds->spec->n > 1 ? blend_locate(&ds->order, s, &j) : 0;
+    const DataPart* p = &ds->parts[d];
+    int64_t epoch = j / p->nsamples;
+    int64_t r = j % p->nsamples;
+    int64_t idx = ds->shuffle ? feistel_permute(r, p->nsamples, p->key + (uint64_t)epoch) : r;
+    return p->tok0 + idx * ds->T;
 }
 
 // reads stream tokens [pos, pos+n) into ds->buf, crossing shard boundaries
@@ -255,8 +305,7 @@ static void dataset_read_tokens(DataSet* ds, int64_t pos, int n) {
 
 // inputs/targets (T each) of run sample number s
 static void dataset_get(DataSet* ds, int64_t s, int* inputs, int* targets) {
-    int64_t idx = dataset_sample_index(ds, s);
-    int64_t pos = idx * ds->T;
+    int64_t pos = dataset_sample_pos(ds, s);
     dataset_read_tokens(ds, pos, ds->T + 1);
     for (int i = 0; i <= ds->T; i++) {
         if (ds->buf[i] >= ds->V) {

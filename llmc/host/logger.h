@@ -132,11 +132,13 @@ static void logger_step(Logger* lg, const StepLog* s) {
     logger_check(lg);
 }
 
-static void logger_val(Logger* lg, int64_t step, int64_t tokens, double val_loss) {
+// extra: more fields for the JSON record ("name":value, each followed by a comma), or ""
+static void logger_val(Logger* lg, int64_t step, int64_t tokens, double val_loss, const char* extra) {
     if (lg->print) printf("val  %6lld | val_loss %.6f | tokens %lld\n", (long long)step, val_loss, (long long)tokens);
     if (lg->f) {
         fprintf(lg->f, "{\"type\":\"val\",\"step\":%lld,\"tokens\":%lld,", (long long)step, (long long)tokens);
         json_num(lg->f, "val_loss", val_loss);
+        fputs(extra, lg->f);
         fprintf(lg->f, "\"rank\":%d}\n", lg->rank);
     }
     logger_check(lg);

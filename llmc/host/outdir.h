@@ -21,6 +21,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "blend.h"
 #include "checkpoint.h"
 #include "safeio.h"
 #include "utils.h"
@@ -229,6 +230,20 @@ static uint64_t data_identity(const char* pattern) {
         h = fnv1a64(h, &size, sizeof(size));
     }
     globfree(&g);
+    return h;
+}
+
+// A blend's identity: a plain glob keeps data_identity (checkpoints from before blends still
+// resume); a blend hashes each dataset's weight (as the order uses it) and shards.
+static uint64_t blend_identity(const BlendSpec* b) {
+    if (b->plain) return data_identity(b->path[0]);
+    uint64_t h = FNV1A64_INIT;
+    for (int d = 0; d < b->n; d++) {
+        int64_t w = (int64_t)(b->weight[d] * BLEND_ONE + 0.5);
+        uint64_t id = data_identity(b->path[d]);
+        h = fnv1a64(h, &w, sizeof(w));
+        h = fnv1a64(h, &id, sizeof(id));
+    }
     return h;
 }
 

@@ -43,8 +43,11 @@
 typedef struct {
     Config cfg;
     Comm comm;
-    DataSet train, val;
-    int have_val;
+    DataSet train;             // the training stream (a blend of tspec's datasets)
+    DataSet val[BLEND_MAX];    // the validation sets: one per dataset of vspec, each evaluated alone
+    int nval;                  // how many (0: no validation)
+    int have_val;              // nval > 0
+    BlendSpec *tspec, *vspec;  // -i / -j / -blend, parsed on every rank
     Logger log;
     Tokenizer tok;
     int have_tok;
@@ -110,11 +113,41 @@ static void run_free(Run* R) {
     if (R->dump_lock_fd >= 0) close(R->dump_lock_fd);
     spike_free(&R->spike);
     if (R->train.paths) dataset_close(&R->train);
-    if (R->have_val) dataset_close(&R->val);
+    for (int d = 0; d < R->nval; d++)
+        if (R->val[d].paths) dataset_close(&R->val[d]);
+    free(R->tspec);
+    free(R->vspec);
     if (R->have_tok) tokenizer_free(&R->tok);
     if (R->have_cloze) cloze_free(&R->cloze);
     logger_close(&R->log);
     free(R->saved);
+}
+
+// The training and validation blends of -i / -j / -blend. Every rank parses them (the same
+// files, so every rank dies alike on a bad one).
+static void run_blend_specs(Run* R) {
+    const Config* c = &R->cfg;
+    char err[1400];
+    R->tspec = (BlendSpec*)malloc_check(sizeof(BlendSpec));
+    R->vspec = (BlendSpec*)malloc_check(sizeof(BlendSpec));
+    int have_v = 0;
+    if (c->blend_file[0] != '\0') {
+        int rc = blend_load_file(c->blend_file, "train", R->tspec, err, sizeof(err));
+        if (rc == 0) die("-blend file %s has no \"train\" list", c->blend_file);
+        if (rc < 0) die("%s", err);
+        have_v = blend_load_file(c->blend_file, "valid", R->vspec, err, sizeof(err));
+        if (have_v < 0) die("%s", err);
+        if (have_v && strcmp(c->val_glob, CFG_DEFAULT_VAL) != 0 && c->val_glob[0] != '\0')
+            die("-blend %s has a \"valid\" list and -j %s names validation data too: give one", c->blend_file,
+                c->val_glob);
+    } else if (blend_parse_arg(c->train_glob, R->tspec, err, sizeof(err)) != 0) {
+        die("-i: %s", err);
+    }
+    if (!have_v && c->val_glob[0] != '\0') {
+        if (blend_parse_arg(c->val_glob, R->vspec, err, sizeof(err)) != 0) die("-j: %s", err);
+        have_v = 1;
+    }
+    if (!have_v || c->val_every <= 0) R->vspec->n = 0;
 }
 
 // Shards (only the stages that read tokens open them), the validation decision (every
@@ -122,30 +155,38 @@ static void run_free(Run* R) {
 static void run_open_data(Run* R, int reads_tokens) {
     const Config* c = &R->cfg;
     if (R->comm.rank == 0) {
-        printf("checking data shards %s ...\n", c->train_glob);
+        printf("checking data shards %s ...\n", c->blend_file[0] ? c->blend_file : c->train_glob);
         fflush(stdout);
     }
+    run_blend_specs(R);
+    R->nval = R->vspec->n;
     if (reads_tokens) {
-        dataset_open(&R->train, c->train_glob, c->seq, c->V, c->shuffle, c->seed);
-        if (c->val_glob[0] != '\0' && c->val_every > 0) {
-            dataset_open(&R->val, c->val_glob, c->seq, c->V, 0, c->seed);
-            R->have_val = 1;
-            const char* both = dataset_shared_shard(&R->train, &R->val);
+        dataset_open_spec(&R->train, R->tspec, c->seq, c->V, c->shuffle, c->seed);
+        for (int d = 0; d < R->nval; d++) { // each validation dataset alone, in order
+            BlendSpec one = *R->vspec;
+            one.n = 1;
+            one.weight[0] = 1;
+            memcpy(one.name[0], R->vspec->name[d], BLEND_NAME);
+            memcpy(one.path[0], R->vspec->path[d], BLEND_PATH);
+            dataset_open_spec(&R->val[d], &one, c->seq, c->V, 0, c->seed);
+            const char* both = dataset_shared_shard(&R->train, &R->val[d]);
             if (both != NULL && R->comm.rank == 0)
                 printf("warning: -i and -j share the shard %s: the validation loss measures training data\n", both);
         }
     }
     // every rank runs the same number of validation micro-batches (run_val_samples), but only
-    // the stages that read tokens opened the set: the others take its size from them (all
+    // the stages that read tokens opened the sets: the others take their sizes from them (all
     // readers opened the same files, so the mean is their common count)
-    double readers = world_sum(&R->comm, R->have_val);
-    double ns = world_sum(&R->comm, R->have_val ? (double)R->val.nsamples : 0.0);
-    R->have_val = readers > 0;
-    if (R->have_val && !R->val.paths) R->val.nsamples = (int64_t)(ns / readers + 0.5);
-    if (R->have_val && R->val.nsamples < (int64_t)c->mb * R->comm.DP) // every rank knows: every rank stops
-        die("validation data '%s' holds %lld samples of %d+1 tokens, fewer than one micro-batch per data-parallel "
-            "rank (%d): give more -j data, or -val-every 0",
-            c->val_glob, (long long)R->val.nsamples, c->seq, c->mb * R->comm.DP);
+    double readers = world_sum(&R->comm, reads_tokens ? 1.0 : 0.0);
+    for (int d = 0; d < R->nval; d++) {
+        double ns = world_sum(&R->comm, reads_tokens ? (double)R->val[d].nsamples : 0.0);
+        if (!reads_tokens) R->val[d].nsamples = (int64_t)(ns / readers + 0.5);
+        if (R->val[d].nsamples < (int64_t)c->mb * R->comm.DP) // every rank knows: every rank stops
+            die("validation data '%s' holds %lld samples of %d+1 tokens, fewer than one micro-batch per "
+                "data-parallel rank (%d): give more -j data, or -val-every 0",
+                R->vspec->path[d], (long long)R->val[d].nsamples, c->seq, c->mb * R->comm.DP);
+    }
+    R->have_val = R->nval > 0;
     if (c->tokenizer[0] != '\0') {
         if (tokenizer_init(&R->tok, c->tokenizer) != 0) die("cannot load tokenizer %s (see above)", c->tokenizer);
         R->have_tok = 1;
@@ -362,9 +403,21 @@ static void run_print_config(const Run* R) {
                   (long long)c->max_steps);
     else
         table_row("total tokens", "%lld", (long long)c->total_tokens);
-    table_row("train data", "%s", c->train_glob);
-    table_row("train samples", "%lld (%lld tokens)", (long long)R->train.nsamples, (long long)R->train.ntokens);
-    table_row("val data", "%s", R->have_val ? c->val_glob : "(none)");
+    if (R->tspec->plain) {
+        table_row("train data", "%s", c->train_glob);
+        table_row("train samples", "%lld (%lld tokens)", (long long)R->train.nsamples, (long long)R->train.ntokens);
+    } else {
+        table_row("train data", "a blend of %d datasets%s%s", R->tspec->n, c->blend_file[0] ? " from " : "",
+                  c->blend_file);
+        for (int d = 0; d < R->tspec->n; d++) // weight, size, and the epochs the whole run will take
+            table_row(R->tspec->name[d], "w %.4f, %lld samples, %.3g epochs over -tokens", R->tspec->weight[d],
+                      (long long)R->train.parts[d].nsamples,
+                      R->tspec->weight[d] * (double)c->total_tokens / c->seq / (double)R->train.parts[d].nsamples);
+    }
+    if (R->nval > 1)
+        table_row("val data", "%d datasets, each alone; val_loss is their weighted mean", R->nval);
+    else
+        table_row("val data", "%s", R->have_val ? R->vspec->path[0] : "(none)");
     table_row("shuffle / seed", "%d / %llu", c->shuffle, (unsigned long long)c->seed);
     table_row("out dir", "%s", c->out_dir[0] ? c->out_dir : "(none)");
     if (R->have_cloze) table_row("cloze eval", "%d items every %lld steps", R->cloze.n, (long long)c->eval_every);
@@ -381,10 +434,10 @@ static void run_print_config(const Run* R) {
 // evaluation and sampling: the parts that do not depend on the device
 
 // validation samples: the first -val-samples of the stream, whole micro-batches on every DP rank
-static int64_t run_val_samples(const Run* R) {
+static int64_t run_val_samples(const Run* R, const DataSet* val) {
     const Config* c = &R->cfg;
     int64_t unit = (int64_t)c->mb * R->comm.DP;
-    int64_t n = c->val_samples < R->val.nsamples ? c->val_samples : R->val.nsamples;
+    int64_t n = c->val_samples < val->nsamples ? c->val_samples : val->nsamples;
     n = (n / unit) * unit;
     return n == 0 ? unit : n;
 }
@@ -469,7 +522,7 @@ static void run_sample_end(Run* R, FILE* out, const int* tokens, int n0, int n) 
 typedef struct {
     void* self;                            // the trainer's context
     StepResult (*step)(void* self);        // one optimizer step (calls the run_step_* functions)
-    double (*evaluate)(void* self);        // mean validation loss (every rank takes part)
+    double (*evaluate)(void* self, DataSet* val); // mean loss on a validation set (every rank takes part)
     void (*sample)(void* self, FILE* out); // a text sample (every rank takes part)
     int (*save)(void* self);               // a checkpoint: 0 ok, -1 failed (the previous one stays)
     int (*load)(void* self, const char* dir, int weights_only, char* err, size_t n); // any layout; 0 or -1 (err)
@@ -657,7 +710,7 @@ static void run_load_weights(Run* R, const RunHooks* h) {
     const Config* c = &R->cfg;
     char err[1400];
     double t0 = wall_ms();
-    R->data_hash = data_identity(c->train_glob);
+    R->data_hash = blend_identity(R->tspec);
     run_claim_outdir(R);
     if (c->resume) {
         if (R->comm.rank == 0) {
@@ -745,6 +798,47 @@ static void run_progress_est(Run* R, double now_ms, double* pct, double* eta_s) 
     *eta_s = eta;
 }
 
+// Validation: each dataset of the validation blend alone (its first -val-samples), the loss
+// their blend-weighted mean, logged with the per-dataset losses and, for a training blend,
+// what each dataset has given so far (samples, share, epochs). Every rank takes part.
+static void run_validate(Run* R, const RunHooks* h) {
+    double loss[BLEND_MAX];
+    double mean = 0;
+    for (int d = 0; d < R->nval; d++) {
+        loss[d] = h->evaluate(h->self, &R->val[d]);
+        mean += R->vspec->weight[d] * loss[d];
+    }
+    char extra[BLEND_MAX * 3 * (BLEND_NAME + 64) + 64];
+    size_t k = 0;
+    extra[0] = '\0';
+    if (R->nval > 1) {
+        k += snprintf(extra + k, sizeof(extra) - k, "\"val_loss_by\":{");
+        for (int d = 0; d < R->nval; d++)
+            if (isfinite(loss[d]))
+                k += snprintf(extra + k, sizeof(extra) - k, "%s\"%s\":%.9g", d ? "," : "", R->vspec->name[d], loss[d]);
+            else // JSON has no NaN
+                k += snprintf(extra + k, sizeof(extra) - k, "%s\"%s\":null", d ? "," : "", R->vspec->name[d]);
+        k += snprintf(extra + k, sizeof(extra) - k, "},");
+    }
+    if (R->tspec->n > 1 && R->train.paths) { // rank 0 reads tokens: it has the training blend
+        int64_t n[BLEND_MAX];
+        blend_counts(&R->train.order, R->samples, n);
+        k += snprintf(extra + k, sizeof(extra) - k, "\"data\":{");
+        for (int d = 0; d < R->tspec->n; d++)
+            k += snprintf(extra + k, sizeof(extra) - k, "%s\"%s\":{\"samples\":%lld,\"share\":%.6f,\"epochs\":%.6f}",
+                          d ? "," : "", R->tspec->name[d], (long long)n[d],
+                          R->samples > 0 ? (double)n[d] / (double)R->samples : 0.0,
+                          (double)n[d] / (double)R->train.parts[d].nsamples);
+        k += snprintf(extra + k, sizeof(extra) - k, "},");
+    }
+    logger_val(&R->log, R->step, R->tokens, mean, extra);
+    if (R->log.print && R->nval > 1) {
+        printf("val  %6lld |", (long long)R->step);
+        for (int d = 0; d < R->nval; d++) printf(" %s %.6f%s", R->vspec->name[d], loss[d], d + 1 < R->nval ? " |" : "\n");
+        fflush(stdout);
+    }
+}
+
 // -eval-file: the cloze evaluation, logged
 static void run_cloze(Run* R, const RunHooks* h) {
     if (h->ev.forward == NULL) die("this trainer has no cloze evaluation hooks");
@@ -761,14 +855,14 @@ static void run_cloze(Run* R, const RunHooks* h) {
 // -steps 0: evaluate the loaded weights once (validation, cloze, logits dump, sample)
 static int run_eval_only(Run* R, const RunHooks* h) {
     const Config* c = &R->cfg;
-    if (R->have_val) logger_val(&R->log, R->step, R->tokens, h->evaluate(h->self));
+    if (R->have_val) run_validate(R, h);
     if (R->have_cloze) run_cloze(R, h);
     if (c->dump_logits[0] != '\0') {
         if (!R->have_val) die("-dump-logits needs validation data (-j GLOB and -val-every N)");
         int B = c->mb, T = c->seq;
         int* in = (int*)calloc_check((size_t)B * T, sizeof(int));
         int* tg = (int*)calloc_check((size_t)B * T, sizeof(int));
-        if (R->val.paths) dataset_load_microbatch(&R->val, 0, B, in, tg);
+        if (R->val[0].paths) dataset_load_microbatch(&R->val[0], 0, B, in, tg);
         int last = R->comm.pp == R->comm.PP - 1;
         if (eval_dump_logits(&h->ev, &R->comm, in, B, T, c->V, c->Vp, last, run_sampler_rank(R), c->dump_logits) != 0)
             die("cannot write -dump-logits %s", c->dump_logits);
@@ -860,7 +954,7 @@ static int run_loop(Run* R, const RunHooks* h) {
         }
         int last = run_finished(R);
         if (R->have_val && (R->step % c->val_every == 0 || last))
-            logger_val(&R->log, R->step, R->tokens, h->evaluate(h->self));
+            run_validate(R, h);
         if (R->have_cloze && c->eval_every > 0 && (R->step % c->eval_every == 0 || last)) run_cloze(R, h);
         if (c->sample_every > 0 && c->sample_len > 0 && (R->step % c->sample_every == 0 || last))
             h->sample(h->self, stdout);

@@ -52,6 +52,14 @@ static void* malloc_check(size_t n) {
     return p;
 }
 
+static void* realloc_check(void* q, size_t n) {
+    void* p = realloc(q, n > 0 ? n : 1);
+    if (p == NULL) {
+        die("out of memory allocating %zu bytes", n);
+    }
+    return p;
+}
+
 static void* calloc_check(size_t count, size_t size) {
     void* p = calloc(count > 0 ? count : 1, size > 0 ? size : 1);
     if (p == NULL) {
