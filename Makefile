@@ -151,12 +151,13 @@ endif
 gpu-rehearsal: train_gpt $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/test_attention
 	bash tests/test_gpu_rehearsal.sh
 
-# Hugging Face export/import and the cloze evaluation vs lm-eval (the venv of dev/install.sh)
+# Hugging Face export/import, the cloze evaluation vs lm-eval, data curation (the venv of dev/install.sh)
 HF_PY ?= $(HOME)/.cache/llmc/hf-venv/bin/python
 test-hf: train_gpt data
 	$(HF_PY) tests/test_hf.py
 	$(HF_PY) tests/fuzz/fuzz_import_hf.py
 	$(HF_PY) tests/test_track.py
+	$(HF_PY) tests/data/test_curation.py
 
 # the cloze set the README's evaluation uses (dev/eval/kjv_cloze.jsonl)
 cloze: data

@@ -55,6 +55,10 @@ fi
 if ! "$HF_VENV/bin/python" -c "import tensorboard, wandb" 2>/dev/null; then
   "$HF_VENV/bin/python" -m pip install -q -c "$HF_VENV/constraints.txt" tensorboard==2.21.0 wandb==0.31.0
 fi
+# datasketch (MinHash LSH) for dev/data/dedup.py; it needs only numpy and scipy, which the venv sees
+if ! "$HF_VENV/bin/python" -c "import datasketch" 2>/dev/null; then
+  "$HF_VENV/bin/python" -m pip install -q -c "$HF_VENV/constraints.txt" datasketch==2.0.0
+fi
 # Debian's torch 1.13 does not import torch.distributed.fsdp on Python 3.11: its sharded_tensor
 # metadata has a dataclass field `= field(default=TensorProperties())`, a mutable default that 3.11
 # refuses (ValueError). transformers' generate() and pipeline() import fsdp (generate's synced_gpus
