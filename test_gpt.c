@@ -597,6 +597,158 @@ static double compare_ckpts(const char* a, const char* b, char* worst, size_t wn
 
 static int have_mpirun(void) { return system("command -v mpirun > /dev/null 2>&1") == 0; }
 
+// Megatron's blending rule as its helpers write it, in double precision: the independent
+// reference for blend.h's fixed-point version (the same picks, and counts within 1 of w*N)
+static void test_blend_order(void) {
+    BlendSpec b;
+    char err[512];
+    int ok = blend_parse_arg("0.5 a_*.bin 0.3 b_*.bin 0.2 c_*.bin", &b, err, sizeof(err)) == 0 && b.n == 3;
+    check(ok && !b.plain && strcmp(b.name[1], "b") == 0 && fabs(b.weight[2] - 0.2) < 1e-15,
+          "-i \"0.5 a_*.bin 0.3 b_*.bin 0.2 c_*.bin\" is a blend of a, b, c (%s)", ok ? "" : err);
+    BlendOrder o;
+    blend_order_init(&o, &b);
+    const int64_t N = 3 * BLEND_STRIDE + 77;
+    double cnt[3] = {0, 0, 0};
+    int64_t seen[3] = {0, 0, 0};
+    int64_t mism = 0;
+    int64_t off = 0;
+    double worst = 0;
+    for (int64_t s = 0; s < N; s++) {
+        double x = s > 1 ? (double)s : 1.0;
+        int arg = 0;
+        double best = b.weight[0] * x - cnt[0];
+        for (int d = 1; d < 3; d++)
+            if (b.weight[d] * x - cnt[d] > best) {
+                best = b.weight[d] * x - cnt[d];
+                arg = d;
+            }
+        int64_t j = -1;
+        int d = blend_locate(&o, s, &j);
+        if (d != arg || j != (int64_t)cnt[arg]) mism++;
+        cnt[arg] += 1;
+        for (int e = 0; e < 3; e++) {
+            double dev = fabs(cnt[e] - b.weight[e] * (double)(s + 1));
+            if (dev > worst) worst = dev;
+        }
+    }
+    check(mism == 0, "blend order: %lld samples, %lld picks differ from Megatron's rule in double precision",
+          (long long)N, (long long)mism);
+    check(worst < 1.0, "blend order: every dataset's count stays within 1 of weight x N (worst %.3f)", worst);
+    for (int64_t s = N - 1; s >= 0; s -= 4099) { // backwards, through the memo: the same counts as forwards
+        blend_counts(&o, s, seen);
+        double x0 = 0;
+        for (int e = 0; e < 3; e++) x0 += (double)seen[e];
+        if (x0 != (double)s) off++;
+    }
+    blend_counts(&o, N, seen);
+    check(off == 0 && seen[0] == (int64_t)cnt[0] && seen[1] == (int64_t)cnt[1] && seen[2] == (int64_t)cnt[2],
+          "blend order: counts looked up backwards and at random equal the forward pass");
+    blend_order_free(&o);
+    const char* bad[] = {"0.5 a_*.bin 0.5",     "0.5 a_*.bin b_*.bin 0.5", "a_*.bin b_*.bin",
+                         "0 a_*.bin 1 b_*.bin", "-1 a_*.bin 2 b_*.bin",    ""};
+    int refused = 1;
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        refused = refused && blend_parse_arg(bad[k], &b, err, sizeof(err)) != 0;
+    check(refused, "odd blends are refused: a weight without a glob, two globs, weight 0 or negative, nothing");
+}
+
+// A three-dataset blend (0.5/0.3/0.2; c has 5 samples, so it wraps epochs) with a two-dataset
+// validation blend: 2x2x2 ZeRO-1 equals the single process; a stopped run resumed in another
+// layout continues the same sample order; the log's realized counts equal the rule's.
+static void test_blend_layouts(void) {
+    char tmp[] = "/tmp/llmc_blendXXXXXX";
+    if (!mkdtemp(tmp)) die("mkdtemp failed");
+    const char* names[5] = {"a", "b", "c", "va", "vb"};
+    const int ntok[5] = {20000, 12000, 5 * 32 + 1, 3000, 3000};
+    for (int d = 0; d < 5; d++) {
+        char path[1300];
+        snprintf(path, sizeof(path), "%s/%s_000.bin", tmp, names[d]);
+        write_pattern_shard_seeded(path, ntok[d], 300, 1000 + (uint64_t)d);
+    }
+    char data[1500], base[3500], cmd[5000], err[4096], path[1400], dir[1300];
+    snprintf(data, sizeof(data),
+             "'0.5 %s/a_*.bin 0.3 %s/b_*.bin 0.2 %s/c_*.bin' -j '0.7 %s/va_*.bin 0.3 %s/vb_*.bin' "
+             "-val-every 4 -val-samples 8",
+             tmp, tmp, tmp, tmp, tmp);
+    struct {
+        const char* name;
+        int np; // ranks under mpirun; 0: the single process, no MPI
+        const char* lay;
+        int steps;
+        int resume;
+    } R[] = {
+        {"ref", 0, "", 12, 0},
+        {"l2221", 8, "-tp 2 -pp 2 -dp 2 -zero 1", 12, 0},
+        {"stop", 8, "-tp 2 -pp 2 -dp 2 -zero 1", 6, 0},
+        {"stop", 8, "-tp 1 -pp 2 -dp 4 -zero 1", 12, 1},
+    };
+    RunLog lg[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(dir, sizeof(dir), "%s/%s", tmp, R[i].name);
+        snprintf(base, sizeof(base),
+                 "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 16 -ramp 4 4 1536 -lr 2e-3 -warmup 2000 "
+                 "-decay 8000 -tokens 1e9 -i %s -shuffle 1 -seed 7 -threads 1 -o %s",
+                 data, dir);
+        char pre[256] = "OMP_NUM_THREADS=1 timeout 300";
+        if (R[i].np > 0) snprintf(pre, sizeof(pre), "%s -np %d", MPIRUN, R[i].np);
+        snprintf(cmd, sizeof(cmd), "%s ./train_gpt %s %s -steps %d -ckpt-every 6%s", pre, base, R[i].lay, R[i].steps,
+                 R[i].resume ? " -resume" : "");
+        int rc = run_cmd(cmd, err, sizeof(err));
+        snprintf(path, sizeof(path), "%s/log.jsonl", dir);
+        int ok = rc == 0 && read_runlog(path, &lg[i]) == 0 && lg[i].n == R[i].steps;
+        check(ok, "blend run %s %s: %d steps (rc %d)", R[i].name, R[i].lay, R[i].steps, rc);
+    }
+    double wl = 0;
+    double wg = 0;
+    runlog_worst(&lg[1], &lg[0], 12, &wl, &wg);
+    check(wl <= 1e-5 && wg <= 1e-5, "blend: 2x2x2 ZeRO-1 over a ramp = the single process (loss rel %.1e, gnorm %.1e)",
+          wl, wg);
+    double wr = runlog_worst_loss(&lg[3], &lg[0], 7, 12);
+    check(wr <= 1e-5,
+          "blend: 2x2x2 stopped at step 6, resumed as 1x2x4 ZeRO-1: steps 7-12 = the single process "
+          "(loss rel %.1e: the same samples, summed in another order)",
+          wr);
+    // the log's realized counts at the last validation vs the rule (a double-precision replay)
+    snprintf(path, sizeof(path), "%s/ref/log.jsonl", tmp);
+    FILE* f = fopen(path, "r");
+    char line[8192];
+    char last[8192] = "";
+    long long tokens = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (strstr(line, "\"type\":\"val\"")) {
+            snprintf(last, sizeof(last), "%s", line);
+            sscanf(strstr(line, "\"tokens\":"), "\"tokens\":%lld", &tokens);
+        }
+    if (f) fclose(f);
+    int64_t S = tokens / 32;
+    double w[3] = {0.5, 0.3, 0.2};
+    double cnt[3] = {0, 0, 0};
+    for (int64_t s = 0; s < S; s++) {
+        double x = s > 1 ? (double)s : 1.0;
+        int arg = 0;
+        for (int d = 1; d < 3; d++)
+            if (w[d] * x - cnt[d] > w[arg] * x - cnt[arg]) arg = d;
+        cnt[arg] += 1;
+    }
+    char want[512];
+    snprintf(want, sizeof(want), "\"data\":{\"a\":{\"samples\":%lld,", (long long)cnt[0]);
+    char want_c[128];
+    snprintf(want_c, sizeof(want_c), "\"c\":{\"samples\":%lld,", (long long)cnt[2]);
+    double va = 0;
+    double vb = 0;
+    double vl = 0;
+    const char* by = strstr(last, "\"val_loss_by\":");
+    int parsed = by && sscanf(by, "\"val_loss_by\":{\"va\":%lf,\"vb\":%lf}", &va, &vb) == 2 &&
+                 sscanf(strstr(last, "\"val_loss\":"), "\"val_loss\":%lf", &vl) == 1;
+    check(S > 0 && strstr(last, want) && strstr(last, want_c),
+          "blend: the log's samples per dataset after %lld samples are the rule's (a %.0f, c %.0f; c wraps %.0f "
+          "epochs)",
+          (long long)S, cnt[0], cnt[2], cnt[2] / 5);
+    check(parsed && fabs(vl - (0.7 * va + 0.3 * vb)) <= 1e-6 * vl,
+          "blend: per-dataset validation losses logged (va %.4f, vb %.4f), val_loss their weighted mean %.4f", va, vb,
+          vl);
+}
+
 static void test_layouts(void) {
     if (!have_mpirun()) {
         check(0, "mpirun is available for the 3D layout tests (bash dev/install.sh)");
@@ -993,6 +1145,7 @@ int main(int argc, char** argv) {
     test_json_bytes();
     test_init();
     test_data_addressing();
+    test_blend_order();
     Fixture fx;
     if (fixture_open(&fx, dir) == 0) {
         test_fixture_forward_backward(&fx, dir);
@@ -1013,6 +1166,7 @@ int main(int argc, char** argv) {
         printf("note: 3D layout tests skipped (%s)\n", argv[2]);
     else {
         test_layouts();
+        test_blend_layouts();
         test_layouts_sp_vpp();
         test_noise_scale_vs_bruteforce();
     }

@@ -253,15 +253,16 @@ static Comm first_stage_comm(int TP) {
     return comm;
 }
 
-// a learnable shard: mostly an arithmetic pattern over V tokens, 20% noise
-static void write_pattern_shard(const char* path, int ntok, int V) {
+// a learnable shard of ntok tokens: mostly an arithmetic pattern over V tokens, 20% noise
+// drawn from seed (99: the fixtures')
+static void write_pattern_shard_seeded(const char* path, int ntok, int V, uint64_t seed) {
     FILE* f = fopen_check(path, "wb");
     int32_t h[256] = {0};
     h[0] = 20240520;
     h[1] = 1;
     h[2] = ntok;
     fwrite(h, 4, 256, f);
-    uint64_t st = 99;
+    uint64_t st = seed;
     for (int i = 0; i < ntok; i++) {
         uint16_t tok = (uint16_t)((i * 7 + (i / 13)) % V);
         if (rng_uniform(&st) < 0.2f) tok = (uint16_t)(rng_next(&st) % V);
@@ -269,6 +270,8 @@ static void write_pattern_shard(const char* path, int ntok, int V) {
     }
     fclose(f);
 }
+
+static void write_pattern_shard(const char* path, int ntok, int V) { write_pattern_shard_seeded(path, ntok, V, 99); }
 
 // Makes the temporary directory tmp (a mkdtemp template) with one pattern shard of ntok
 // tokens over V = 300, the corpus of the layout tests; its path goes to data (cap bytes)

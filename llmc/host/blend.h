@@ -13,9 +13,10 @@
  *
  * The order: run sample s comes from the dataset whose achieved count lags its weight most,
  * argmax_d w_d * max(s, 1) - n_d(s) (ties to the first), n_d(s) being the samples dataset d
- * gave to [0, s): Megatron's build_blending_indices rule. The arithmetic is integer (weights
- * in 32-bit fixed point, products in 128 bits), so both trainers and every machine agree to
- * the bit. Within dataset d, the n_d-th sample is its own epoch-wise shuffled stream
+ * gave to [0, s): Megatron's build_blending_indices rule, in double precision as Megatron
+ * computes it (its rounding breaks the exact ties of weights like 0.3 and 0.2 the same way;
+ * the product is rounded on its own, so no compiler fuses it into an FMA and both trainers
+ * agree to the bit on every machine). Within dataset d, the n_d-th sample is its own epoch-wise shuffled stream
  * (dataloader.h). The order is a pure function of (weights, s): any layout, any resume.
  * Looking up s replays the rule from a memo of the counts every BLEND_STRIDE samples and a
  * cursor, so reading a rank's samples in order costs O(datasets) per sample.
@@ -45,16 +46,16 @@
 #define BLEND_NAME 48          // bytes of a dataset's name
 #define BLEND_PATH 512         // bytes of a dataset's glob (CFG_PATH_LEN)
 #define BLEND_STRIDE 16384     // samples between memoised counts
-#define BLEND_ONE 4294967296.0 // fixed-point 1 of the weights
+#define BLEND_ONE 4294967296.0 // the data identity hashes weights at this resolution
 
 typedef struct {
     int n;
-    int plain;                     // -i/-j was one glob, not a weighted list (the pre-blend data order)
+    int plain; // -i/-j was one glob, not a weighted list (the pre-blend data order)
     char name[BLEND_MAX][BLEND_NAME];
     char path[BLEND_MAX][BLEND_PATH];
-    double weight[BLEND_MAX];      // normalised: sum 1
-    int64_t tokens[BLEND_MAX];     // documented size in tokens, -1 unknown
-    double epochs[BLEND_MAX];      // documented epochs, < 0 unknown
+    double weight[BLEND_MAX];  // normalised: sum 1
+    int64_t tokens[BLEND_MAX]; // documented size in tokens, -1 unknown
+    double epochs[BLEND_MAX];  // documented epochs, < 0 unknown
 } BlendSpec;
 
 // a name for a dataset given by its glob: the file name up to the first wildcard, without a
@@ -151,16 +152,20 @@ static int blend_file_entry(const JsonNode* e, BlendSpec* b, const char* where, 
     const JsonNode* epochs = json_get(e, "epochs");
     if (e->type != JSON_OBJ || name == NULL || name->type != JSON_STR || weight == NULL || weight->type != JSON_NUM ||
         path == NULL || path->type != JSON_STR) {
-        snprintf(err, errn, "%s: each dataset is an object with \"name\" (string), \"weight\" (number) and \"path\" "
-                 "(a shard glob)", where);
+        snprintf(err, errn,
+                 "%s: each dataset is an object with \"name\" (string), \"weight\" (number) and \"path\" "
+                 "(a shard glob)",
+                 where);
         return -1;
     }
     for (int k = 0; k < e->n; k++) {
         const char* key = e->keys[k];
         if (strcmp(key, "name") && strcmp(key, "weight") && strcmp(key, "path") && strcmp(key, "tokens") &&
             strcmp(key, "epochs") && strcmp(key, "note")) {
-            snprintf(err, errn, "%s: dataset %s has the unknown field \"%s\" (name, weight, path, tokens, epochs, "
-                     "note)", where, name->str, key);
+            snprintf(err, errn,
+                     "%s: dataset %s has the unknown field \"%s\" (name, weight, path, tokens, epochs, "
+                     "note)",
+                     where, name->str, key);
             return -1;
         }
     }
@@ -177,11 +182,15 @@ static int blend_file_entry(const JsonNode* e, BlendSpec* b, const char* where, 
             return -1;
         }
     int tok_ok = tokens == NULL || tokens->type == JSON_NULL ||
-                 (tokens->type == JSON_NUM && tokens->num >= 1 && tokens->num < 9e18 && tokens->num == (double)(int64_t)tokens->num);
-    int ep_ok = epochs == NULL || epochs->type == JSON_NULL || (epochs->type == JSON_NUM && epochs->num > 0 && epochs->num < 1e9);
+                 (tokens->type == JSON_NUM && tokens->num >= 1 && tokens->num < 9e18 &&
+                  tokens->num == (double)(int64_t)tokens->num);
+    int ep_ok = epochs == NULL || epochs->type == JSON_NULL ||
+                (epochs->type == JSON_NUM && epochs->num > 0 && epochs->num < 1e9);
     if (!tok_ok || !ep_ok) {
-        snprintf(err, errn, "%s: dataset %s: \"tokens\" is a whole number of tokens, \"epochs\" a positive number (or "
-                 "null when unknown)", where, name->str);
+        snprintf(err, errn,
+                 "%s: dataset %s: \"tokens\" is a whole number of tokens, \"epochs\" a positive number (or "
+                 "null when unknown)",
+                 where, name->str);
         return -1;
     }
     snprintf(b->name[d], BLEND_NAME, "%s", name->str);
@@ -248,17 +257,17 @@ static int blend_load_file(const char* path, const char* which, BlendSpec* b, ch
 
 typedef struct {
     int n;
-    int64_t w[BLEND_MAX];   // weights in fixed point (BLEND_ONE = 1)
-    int64_t* memo;          // (nmemo, n): n_d(m * BLEND_STRIDE)
+    double w[BLEND_MAX]; // normalised weights
+    int64_t* memo;       // (nmemo, n): n_d(m * BLEND_STRIDE)
     int64_t nmemo, capmemo;
-    int64_t cur_s;          // the cursor: n_d(cur_s) in cur
+    int64_t cur_s; // the cursor: n_d(cur_s) in cur
     int64_t cur[BLEND_MAX];
 } BlendOrder;
 
 static void blend_order_init(BlendOrder* o, const BlendSpec* b) {
     memset(o, 0, sizeof(*o));
     o->n = b->n;
-    for (int d = 0; d < b->n; d++) o->w[d] = (int64_t)(b->weight[d] * BLEND_ONE + 0.5);
+    for (int d = 0; d < b->n; d++) o->w[d] = b->weight[d];
     o->capmemo = 64;
     o->memo = (int64_t*)malloc_check(sizeof(int64_t) * (size_t)o->capmemo * (size_t)o->n);
     memset(o->memo, 0, sizeof(int64_t) * (size_t)o->n); // n_d(0) = 0
@@ -272,11 +281,12 @@ static void blend_order_free(BlendOrder* o) {
 
 // the dataset sample s comes from, given the counts n_d(s)
 static int blend_pick(const BlendOrder* o, int64_t s, const int64_t* counts) {
-    __int128 best = 0;
+    double best = 0;
     int arg = 0;
-    int64_t i = s > 1 ? s : 1;
+    double x = s > 1 ? (double)s : 1.0;
     for (int d = 0; d < o->n; d++) {
-        __int128 e = (__int128)o->w[d] * i - ((__int128)counts[d] << 32);
+        volatile double wx = o->w[d] * x; // rounded on its own: never fused into an FMA with the subtraction
+        double e = wx - (double)counts[d];
         if (d == 0 || e > best) {
             best = e;
             arg = d;

@@ -151,7 +151,7 @@ typedef struct {
     X(F64, "-wd", wd, 0.1, "recipe", "weight decay")                                                          \
     X(F64, "-clip", clip, 1.0, "recipe", "gradient-norm clipping (0: off)")                                   \
     X(I64, "-tokens", total_tokens, 270000000000LL, "recipe", "training tokens")                              \
-    X(PATH, "-i", train_glob, CFG_DEFAULT_TRAIN, "data",                                         \
+    X(PATH, "-i", train_glob, CFG_DEFAULT_TRAIN, "data",                                                      \
       "training shards: a glob, or a blend \"0.3 a_*.bin 0.7 b_*.bin\"")                                      \
     X(PATH, "-j", val_glob, CFG_DEFAULT_VAL, "data", "validation shards, as -i ('': none)")                   \
     X(PATH, "-blend", blend_file, "", "data", "JSON blend file: its train list replaces -i, valid list -j")   \

@@ -48,8 +48,8 @@ typedef struct {
 typedef struct {
     int nshards;
     char** paths;
-    int64_t* start; // first stream token of each shard
-    int64_t* count; // tokens in each shard
+    int64_t* start;            // first stream token of each shard
+    int64_t* count;            // tokens in each shard
     int64_t ntokens, nsamples; // over all parts
     int T, V;
     int shuffle;
@@ -212,11 +212,11 @@ static void dataset_open_spec(DataSet* ds, const BlendSpec* spec, int T, int V, 
         // part 0 keeps the one-stream key; the golden-ratio step keeps the others' keys apart
         p->key = splitmix64(seed ^ 0xDA7A5EEDULL) + (uint64_t)d * 0x9E3779B97F4A7C15ULL;
         if (p->nsamples <= 0 && spec->plain)
-            die("data '%s' has %lld tokens: fewer than one sample of %d+1 tokens", spec->path[d],
-                (long long)p->ntokens, T);
+            die("data '%s' has %lld tokens: fewer than one sample of %d+1 tokens", spec->path[d], (long long)p->ntokens,
+                T);
         if (p->nsamples <= 0)
-            die("dataset %s ('%s') of the blend has %lld tokens: fewer than one sample of %d+1 tokens",
-                spec->name[d], spec->path[d], (long long)p->ntokens, T);
+            die("dataset %s ('%s') of the blend has %lld tokens: fewer than one sample of %d+1 tokens", spec->name[d],
+                spec->path[d], (long long)p->ntokens, T);
         ds->nsamples += p->nsamples;
     }
     ds->ntokens = total;

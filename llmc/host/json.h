@@ -23,11 +23,11 @@ typedef enum { JSON_NULL, JSON_BOOL, JSON_NUM, JSON_STR, JSON_ARR, JSON_OBJ } Js
 
 typedef struct JsonNode {
     JsonType type;
-    double num;             // JSON_NUM; JSON_BOOL: 0 or 1
-    char* str;              // JSON_STR: the text (UTF-8, NUL-terminated; may hold NUL bytes before it)
-    int n;                  // JSON_ARR, JSON_OBJ: members
-    struct JsonNode* kids;  // (n) values
-    char** keys;            // JSON_OBJ: (n) member names
+    double num;            // JSON_NUM; JSON_BOOL: 0 or 1
+    char* str;             // JSON_STR: the text (UTF-8, NUL-terminated; may hold NUL bytes before it)
+    int n;                 // JSON_ARR, JSON_OBJ: members
+    struct JsonNode* kids; // (n) values
+    char** keys;           // JSON_OBJ: (n) member names
 } JsonNode;
 
 typedef struct {
@@ -70,15 +70,17 @@ static int json_fail(JsonParser* p, const char* msg) {
 }
 
 static void json_ws(JsonParser* p) {
-    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r'))
-        p->i++;
+    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')) p->i++;
 }
 
 static int json_hex4(JsonParser* p, unsigned* u) {
     *u = 0;
     for (int k = 0; k < 4; k++, p->i++) {
         char c = p->i < p->n ? p->s[p->i] : '\0';
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0) return json_fail(p, "\\u wants 4 hex digits");
         *u = *u * 16 + (unsigned)d;
     }
@@ -175,8 +177,9 @@ static int json_number(JsonParser* p, double* x) {
     } else if (i < p->n && s[i] >= '1' && s[i] <= '9') {
         while (i < p->n && s[i] >= '0' && s[i] <= '9') i++;
     } else {
-        return json_fail(p, "unexpected character (a value must be a string, number, object, array, true, false "
-                            "or null)");
+        return json_fail(p,
+                         "unexpected character (a value must be a string, number, object, array, true, false "
+                         "or null)");
     }
     if (i < p->n && s[i] == '.') {
         i++;

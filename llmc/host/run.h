@@ -43,11 +43,11 @@
 typedef struct {
     Config cfg;
     Comm comm;
-    DataSet train;             // the training stream (a blend of tspec's datasets)
-    DataSet val[BLEND_MAX];    // the validation sets: one per dataset of vspec, each evaluated alone
-    int nval;                  // how many (0: no validation)
-    int have_val;              // nval > 0
-    BlendSpec *tspec, *vspec;  // -i / -j / -blend, parsed on every rank
+    DataSet train;            // the training stream (a blend of tspec's datasets)
+    DataSet val[BLEND_MAX];   // the validation sets: one per dataset of vspec, each evaluated alone
+    int nval;                 // how many (0: no validation)
+    int have_val;             // nval > 0
+    BlendSpec *tspec, *vspec; // -i / -j / -blend, parsed on every rank
     Logger log;
     Tokenizer tok;
     int have_tok;
@@ -520,11 +520,11 @@ static void run_sample_end(Run* R, FILE* out, const int* tokens, int n0, int n) 
 // the main loop
 
 typedef struct {
-    void* self;                            // the trainer's context
-    StepResult (*step)(void* self);        // one optimizer step (calls the run_step_* functions)
+    void* self;                                   // the trainer's context
+    StepResult (*step)(void* self);               // one optimizer step (calls the run_step_* functions)
     double (*evaluate)(void* self, DataSet* val); // mean loss on a validation set (every rank takes part)
-    void (*sample)(void* self, FILE* out); // a text sample (every rank takes part)
-    int (*save)(void* self);               // a checkpoint: 0 ok, -1 failed (the previous one stays)
+    void (*sample)(void* self, FILE* out);        // a text sample (every rank takes part)
+    int (*save)(void* self);                      // a checkpoint: 0 ok, -1 failed (the previous one stays)
     int (*load)(void* self, const char* dir, int weights_only, char* err, size_t n); // any layout; 0 or -1 (err)
     void (*init)(void* self);                                                        // fresh weights from the seed
     double peak_tflops;        // device bf16 peak for MFU; <= 0: report GFLOP/s instead
@@ -834,7 +834,8 @@ static void run_validate(Run* R, const RunHooks* h) {
     logger_val(&R->log, R->step, R->tokens, mean, extra);
     if (R->log.print && R->nval > 1) {
         printf("val  %6lld |", (long long)R->step);
-        for (int d = 0; d < R->nval; d++) printf(" %s %.6f%s", R->vspec->name[d], loss[d], d + 1 < R->nval ? " |" : "\n");
+        for (int d = 0; d < R->nval; d++)
+            printf(" %s %.6f%s", R->vspec->name[d], loss[d], d + 1 < R->nval ? " |" : "\n");
         fflush(stdout);
     }
 }
@@ -953,8 +954,7 @@ static int run_loop(Run* R, const RunHooks* h) {
             return RUN_EXIT_SPIKE;
         }
         int last = run_finished(R);
-        if (R->have_val && (R->step % c->val_every == 0 || last))
-            run_validate(R, h);
+        if (R->have_val && (R->step % c->val_every == 0 || last)) run_validate(R, h);
         if (R->have_cloze && c->eval_every > 0 && (R->step % c->eval_every == 0 || last)) run_cloze(R, h);
         if (c->sample_every > 0 && c->sample_len > 0 && (R->step % c->sample_every == 0 || last))
             h->sample(h->self, stdout);
