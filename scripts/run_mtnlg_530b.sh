@@ -8,7 +8,9 @@
 #   DRY_RUN=1 bash scripts/run_mtnlg_530b.sh            # anywhere: print the command and
 #                                                       # validate flags + layout for 4480 ranks
 # Environment (defaults in brackets):
-#   TRAIN_GLOB, VAL_GLOB  token shards (llm.c format, GPT-2 BPE) [/data/mtnlg/{train,val}_*.bin]
+#   BLEND        the training data: the paper's 15-dataset blend [scripts/mtnlg_blend.json]
+#   TRAIN_GLOB   one stream of shards instead of the blend (llm.c format, GPT-2 BPE) [unset]
+#   VAL_GLOB     validation shards, or a blend as -j takes it [/data/mtnlg/val_*.bin]
 #   OUT_DIR      checkpoints and log [out/mtnlg_530b]
 #   CKPT_EVERY   steps between checkpoints [100]    VAL_EVERY  steps between evaluations [100]
 #   RECOMPUTE [1]  activation recomputation: 1 = full (the paper), selective, or 0
@@ -25,9 +27,12 @@
 #                "-steps 50" (a smoke test); the paper's run used neither instrument
 #   DRY_RUN, CHECK_BIN, MAX_RESTARTS, STOP_RC, RESTART_WAIT: see scripts/lib.sh
 #
-# Data: the paper trains on a 339B-token blend (Pile subsets, Common Crawl snapshots,
-# RealNews, CC-Stories) sampled with per-source weights. This trainer reads one stream of
-# shards, so write the blend (in the paper's proportions) into the shards offline.
+# Data: the paper trains on a 339B-token blend of 15 datasets (Pile subsets, two Common Crawl
+# snapshots, RealNews, CC-Stories), each with a weight and an epoch count (its Table 2).
+# scripts/mtnlg_blend.json carries that table (and its sources) as a -blend file: the trainer
+# samples it with Megatron's blending rule, each dataset shuffled per epoch. The dry run
+# prints the epochs each dataset gets over 270B tokens beside the table's. Prepare one
+# dataset per name as /data/mtnlg/NAME_train_*.bin (dev/data/prepare.py, GPT-2 BPE).
 #
 # Launch: one rank per GPU, 8 per node; ranks placed in order (block distribution) so that
 # rank = tp + 8*dp + 128*pp puts each TP group (8 consecutive ranks) inside one node on
@@ -75,7 +80,7 @@ WORLD=$((NODES * GPUS_PER_NODE))
 
 TRAINER=./train_gpt_cu
 OUT_DIR=${OUT_DIR:-out/mtnlg_530b}
-TRAIN_GLOB=${TRAIN_GLOB:-/data/mtnlg/train_*.bin}
+BLEND=${BLEND:-scripts/mtnlg_blend.json}
 VAL_GLOB=${VAL_GLOB:-/data/mtnlg/val_*.bin}
 CKPT_EVERY=${CKPT_EVERY:-100}    # ~1 hour at the full batch: lose at most an hour to a failure
 VAL_EVERY=${VAL_EVERY:-100}
@@ -104,10 +109,16 @@ FLAGS=(
   # length: 270B tokens
   -tokens 270e9
   # data, evaluation, output
-  -i "$TRAIN_GLOB" -j "$VAL_GLOB" -shuffle 1 -seed 1337
+  -j "$VAL_GLOB" -shuffle 1 -seed 1337
   -val-every "$VAL_EVERY" -val-samples 1920   # one full batch of validation sequences
   -o "$OUT_DIR" -ckpt-every "$CKPT_EVERY"
 )
+
+if [ -n "${TRAIN_GLOB:-}" ]; then
+  FLAGS+=(-i "$TRAIN_GLOB")
+else
+  FLAGS+=(-blend "$BLEND")
+fi
 
 # srun: one task per GPU, block placement (consecutive ranks share a node), no GPU binding
 # (each rank picks GPU local_rank, so NVLink peer access between the 8 ranks of a node works)

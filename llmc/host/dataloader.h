@@ -171,6 +171,48 @@ static int dataset_validate_glob(const char* pattern, int V, int T, int64_t min_
     return rc;
 }
 
+// -check of a blend: each dataset's shards validated as dataset_open would (or, where none are
+// here, the size its "tokens" documents), and the epochs the run's total_tokens will take of it,
+// printed beside the epochs its source documents. 0 ok, -1 (err).
+static int dataset_check_blend(const BlendSpec* b, int V, int T, int64_t total_tokens, int print, char* err,
+                               size_t errn) {
+    for (int d = 0; d < b->n; d++) {
+        int64_t tokens = 0;
+        glob_t g;
+        int found = glob(b->path[d], 0, NULL, &g) == 0 && g.gl_pathc > 0;
+        for (size_t i = 0; found && i < g.gl_pathc; i++) {
+            int64_t n = shard_validate(g.gl_pathv[i], V, err, errn);
+            if (n < 0) {
+                globfree(&g);
+                return -1;
+            }
+            tokens += n;
+        }
+        if (found) globfree(&g);
+        if (found && (tokens - 1) / T < 1) {
+            snprintf(err, errn, "dataset %s ('%s') has %lld tokens: fewer than one sample of %d+1 tokens", b->name[d],
+                     b->path[d], (long long)tokens, T);
+            return -1;
+        }
+        if (!found) tokens = b->tokens[d];
+        if (!print) continue;
+        char size[96];
+        char ep[96] = "";
+        char doc[64] = "";
+        if (tokens > 0)
+            snprintf(size, sizeof(size), "%.4gB tokens (%s)", tokens / 1e9,
+                     found ? "shards" : "documented; no shards here");
+        else
+            snprintf(size, sizeof(size), "no shards here and no documented size");
+        if (tokens > 0)
+            snprintf(ep, sizeof(ep), ", %.3f epochs over %.4gB tokens",
+                     b->weight[d] * (double)total_tokens / (double)tokens, total_tokens / 1e9);
+        if (b->epochs[d] > 0) snprintf(doc, sizeof(doc), " (source: %.3g)", b->epochs[d]);
+        printf("check: dataset %-18s weight %.4f, %s%s%s\n", b->name[d], b->weight[d], size, ep, doc);
+    }
+    return 0;
+}
+
 // Validates a shard (see shard_validate) or exits with the one-line error.
 static int64_t shard_check(const char* path, int V) {
     char err[1400];

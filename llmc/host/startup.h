@@ -68,9 +68,24 @@ static int startup_check_inputs(const Config* c, int rank, int dp, int argc, cha
     // a real run validates its shards when it opens them; -check does it for shards it is given
     // (shards that are not there are only noted: a dry run may check a recipe away from its data)
     if (c->check) {
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 2; k++) { // a blend: every dataset, with the epochs the run takes of each
             const char* g = k == 0 ? c->train_glob : c->val_glob;
-            if (!plan_argv_has(argc, argv, k == 0 ? "-i" : "-j") || g[0] == '\0') continue;
+            int given = plan_argv_has(argc, argv, k == 0 ? "-i" : "-j") && g[0] != '\0';
+            BlendSpec b;
+            memset(&b, 0, sizeof(b));
+            int blend = 0;
+            if (c->blend_file[0] != '\0')
+                blend = blend_load_file(c->blend_file, k == 0 ? "train" : "valid", &b, e, sizeof(e));
+            if (blend == 0 && given) blend = blend_parse_arg(g, &b, e, sizeof(e)) == 0 ? !b.plain : -1;
+            if (blend > 0)
+                blend = dataset_check_blend(&b, c->V, c->seq, c->total_tokens, rank == 0 && k == 0, e, sizeof(e)) == 0
+                            ? 1
+                            : -1;
+            if (blend < 0) {
+                snprintf(err, CFG_ERR_LEN, "%s", e);
+                return 1;
+            }
+            if (blend > 0 || !given) continue;
             int64_t need = k == 0 ? 1 : (c->val_every > 0 ? (int64_t)c->mb * dp : 0);
             int r = dataset_validate_glob(g, c->V, c->seq, need, e, sizeof(e));
             if (r < 0) {
