@@ -59,7 +59,8 @@ typedef struct {
 } BlendSpec;
 
 // a name for a dataset given by its glob: the file name up to the first wildcard, without a
-// trailing '_' or '.' ("data/books3_train_*.bin" -> "books3_train"), unique within the spec
+// trailing '_' or '.' ("data/books3_train_*.bin" -> "books3_train"), other characters than
+// letters, digits, '_', '-' and '.' as '_'; "d<index>" when empty or taken
 static void blend_default_name(BlendSpec* b, int d) {
     const char* base = strrchr(b->path[d], '/');
     base = base ? base + 1 : b->path[d];
@@ -71,8 +72,11 @@ static void blend_default_name(BlendSpec* b, int d) {
     if (dot) *dot = '\0';
     for (size_t k = strlen(b->name[d]); k > 0 && (b->name[d][k - 1] == '_' || b->name[d][k - 1] == '.'); k--)
         b->name[d][k - 1] = '\0';
-    for (int e = 0; e < d; e++)
-        if (b->name[d][0] == '\0' || strcmp(b->name[e], b->name[d]) == 0) snprintf(b->name[d], BLEND_NAME, "d%d", d);
+    for (char* p = b->name[d]; *p; p++) // names go into JSON logs and table rows unquoted
+        if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.') *p = '_';
+    int clash = b->name[d][0] == '\0';
+    for (int e = 0; e < d; e++) clash = clash || strcmp(b->name[e], b->name[d]) == 0;
+    if (clash) snprintf(b->name[d], BLEND_NAME, "d%d", d);
 }
 
 // weights > 0 and finite, normalised to sum 1; 0 or -1 (err)
@@ -202,6 +206,37 @@ static int blend_file_entry(const JsonNode* e, BlendSpec* b, const char* where, 
     return 0;
 }
 
+// the list `which` ("train" or "valid") of a -blend file's text (n bytes, named path in errors):
+// 1 read, 0 the file has none, -1 (err). Pure: the fuzzer calls it on arbitrary bytes.
+static int blend_parse_text(const char* text, size_t n, const char* path, const char* which, BlendSpec* b, char* err,
+                            size_t errn) {
+    memset(b, 0, sizeof(*b));
+    JsonDoc doc;
+    char jerr[256];
+    if (json_parse(text, n, &doc, jerr, sizeof(jerr)) != 0) {
+        snprintf(err, errn, "-blend file %s is not valid JSON (%s)", path, jerr);
+        return -1;
+    }
+    char where[BLEND_PATH + 32];
+    snprintf(where, sizeof(where), "-blend file %s, \"%s\"", path, which);
+    const JsonNode* list = json_get(&doc.root, which);
+    int rc = 0;
+    if (doc.root.type != JSON_OBJ) {
+        snprintf(err, errn, "-blend file %s must be a JSON object with a \"train\" list", path);
+        rc = -1;
+    } else if (list == NULL || list->type == JSON_NULL) {
+        rc = 0;
+    } else if (list->type != JSON_ARR || list->n == 0 || list->n > BLEND_MAX) {
+        snprintf(err, errn, "%s must be a list of 1 to %d datasets", where, BLEND_MAX);
+        rc = -1;
+    } else {
+        for (int k = 0; k < list->n && rc == 0; k++) rc = blend_file_entry(&list->kids[k], b, where, err, errn);
+        rc = rc == 0 && blend_normalise(b, where, err, errn) == 0 ? 1 : -1;
+    }
+    json_free(&doc);
+    return rc;
+}
+
 // the list `which` ("train" or "valid") of a -blend file: 1 read, 0 the file has none, -1 (err)
 static int blend_load_file(const char* path, const char* which, BlendSpec* b, char* err, size_t errn) {
     memset(b, 0, sizeof(*b));
@@ -227,31 +262,8 @@ static int blend_load_file(const char* path, const char* which, BlendSpec* b, ch
         free(text);
         return -1;
     }
-    JsonDoc doc;
-    char jerr[256];
-    int rc = json_parse(text, n, &doc, jerr, sizeof(jerr));
+    int rc = blend_parse_text(text, n, path, which, b, err, errn);
     free(text);
-    if (rc != 0) {
-        snprintf(err, errn, "-blend file %s is not valid JSON (%s)", path, jerr);
-        return -1;
-    }
-    char where[BLEND_PATH + 32];
-    snprintf(where, sizeof(where), "-blend file %s, \"%s\"", path, which);
-    const JsonNode* list = json_get(&doc.root, which);
-    rc = 0;
-    if (doc.root.type != JSON_OBJ) {
-        snprintf(err, errn, "-blend file %s must be a JSON object with a \"train\" list", path);
-        rc = -1;
-    } else if (list == NULL || list->type == JSON_NULL) {
-        rc = 0;
-    } else if (list->type != JSON_ARR || list->n == 0 || list->n > BLEND_MAX) {
-        snprintf(err, errn, "%s must be a list of 1 to %d datasets", where, BLEND_MAX);
-        rc = -1;
-    } else {
-        for (int k = 0; k < list->n && rc == 0; k++) rc = blend_file_entry(&list->kids[k], b, where, err, errn);
-        rc = rc == 0 && blend_normalise(b, where, err, errn) == 0 ? 1 : -1;
-    }
-    json_free(&doc);
     return rc;
 }
 

@@ -76,6 +76,12 @@ static int startup_check_inputs(const Config* c, int rank, int dp, int argc, cha
             int blend = 0;
             if (c->blend_file[0] != '\0')
                 blend = blend_load_file(c->blend_file, k == 0 ? "train" : "valid", &b, e, sizeof(e));
+            if (blend > 0 && k == 1 && given && strcmp(g, CFG_DEFAULT_VAL) != 0) {
+                snprintf(err, CFG_ERR_LEN,
+                         "-blend %s has a \"valid\" list and -j %s names validation data too: give one", c->blend_file,
+                         g);
+                return 1;
+            }
             if (blend == 0 && given) blend = blend_parse_arg(g, &b, e, sizeof(e)) == 0 ? !b.plain : -1;
             if (blend > 0)
                 blend = dataset_check_blend(&b, c->V, c->seq, c->total_tokens, rank == 0 && k == 0, e, sizeof(e)) == 0
