@@ -9,7 +9,8 @@ batch, gradient norm and the gradient noise scale B_simple against tokens consum
 Reads the trainer's JSONL logs (llmc/host/logger.h), one object per line:
     {"type":"train","step":..,"loss":..,"lr":..,"gb":..,"tokens":..,"gnorm":..,
      "b_simple":.. (optional), "skip":"spike"|"nonfinite" (optional), "tok_s":.. (optional)}
-    {"type":"val","step":..,"tokens":..,"val_loss":..}
+    {"type":"val","step":..,"tokens":..,"val_loss":..,
+     "val_loss_by":{"NAME":..} (optional: a validation blend, one loss per dataset)}
 Other types ("event", ...) are ignored. Robust to what real runs leave behind:
   - a resumed run appends to the same log, so steps after the last checkpoint appear
     twice: a step number that goes back replaces everything from that step on;
@@ -171,7 +172,9 @@ def main():
     has_eval = any(evals.values())
     has_bs = any("b_simple" in r for _, t, _ in runs for r in t)
     has_tps = any("tok_s" in r for _, t, _ in runs for r in t)
+    has_by = any(isinstance(r.get("val_loss_by"), dict) for _, _, v in runs for r in v)
     panels = ["loss", "lr", "gb", "gnorm"] + (["b_simple"] if has_bs else []) + (["tok_s"] if has_tps else []) + (["cloze"] if has_eval else [])
+    panels += ["val_by"] if has_by else []
     ncols = 2
     nrows = (len(panels) + 1) // 2
     fig, axes = plt.subplots(nrows, ncols, figsize=(13, 3.6 * nrows), squeeze=False)
@@ -235,6 +238,14 @@ def main():
         if has_tps:
             x, y = finite(*series(train, "tok_s"), positive=True)
             ax_of["tok_s"].plot(x, y, color=c, lw=0.8, label=label)
+        if has_by:  # one line per validation dataset: a color each, a line style per run
+            names = sorted({k for r in val if isinstance(r.get("val_loss_by"), dict) for k in r["val_loss_by"]})
+            for j, name in enumerate(names):
+                recs = [{"tokens": r["tokens"], "v": r["val_loss_by"].get(name)} for r in val
+                        if isinstance(r.get("val_loss_by"), dict)]
+                x, y = finite(*series(recs, "v"))
+                ax_of["val_by"].plot(x, y, color=colors[j % len(colors)], ls=["-", "--", ":", "-."][i % 4], lw=1.3,
+                                     marker="o", ms=3, label=f"{label} {name}" if len(runs) > 1 else name)
 
     lim = loss_ylim(loss_x, loss_all)
     if lim:
@@ -255,6 +266,7 @@ def main():
         "b_simple": ("gradient noise scale B_simple (EMA) and global batch", "sequences"),
         "tok_s": ("throughput", "tokens/s"),
         "cloze": ("cloze (last word of a verse): zero-shot accuracy, target perplexity", "accuracy"),
+        "val_by": ("validation loss per dataset (a -j blend; val_loss is their weighted mean)", "loss"),
     }
     for name, ax in ax_of.items():
         t, yl = titles[name]
@@ -271,7 +283,7 @@ def main():
         if name in ("tok_s",):
             ax.yaxis.set_major_formatter(FuncFormatter(human))
         handles, _ = ax.get_legend_handles_labels()
-        if handles and (len(runs) > 1 or name in ("loss", "b_simple")):
+        if handles and (len(runs) > 1 or name in ("loss", "b_simple", "val_by")):
             ax.legend(fontsize=8)
     fig.suptitle(args.title or ", ".join(label for label, _, _ in runs), fontsize=11)
     fig.tight_layout()

@@ -12,7 +12,8 @@ Reads the trainer's JSONL log (llmc/host/logger.h, llmc/host/run.h, llmc/host/ev
 first line {"type":"config","argv":[..],"layout":{..},"flags":{..}}, then "train", "val",
 "eval" and "event" records. Writes, keyed by step:
   - train/<field> for every number of a train record (loss, lr, gb, tokens, gnorm, ms, tok_s,
-    ...), val/loss, eval/cloze_acc, eval/cloze_ppl, eval/cloze_items;
+    ...), val/loss, eval/cloze_acc, eval/cloze_ppl, eval/cloze_items; with blends,
+    val/loss_<dataset> (each -j dataset) and data/<dataset>_share, data/<dataset>_epochs;
   - by_tokens/train_loss, by_tokens/val_loss, by_tokens/cloze_acc with tokens as the step
     (TensorBoard has one x axis per tag);
   - the config as text (config/argv, config/json) and as hparams (flags without the dash,
@@ -390,6 +391,15 @@ class Tracker:
             self.counts["train"] += 1
         elif t == "val" and step is not None and num(rec.get("val_loss")) is not None:
             self.scalar("val/loss", num(rec["val_loss"]), step)
+            by = rec.get("val_loss_by") if isinstance(rec.get("val_loss_by"), dict) else {}
+            for name, v in by.items():  # a validation blend: each dataset's loss
+                if num(v) is not None:
+                    self.scalar(f"val/loss_{name}", num(v), step)
+            data = rec.get("data") if isinstance(rec.get("data"), dict) else {}
+            for name, d in data.items():  # a training blend: what each dataset has given so far
+                for k in ("share", "epochs"):
+                    if isinstance(d, dict) and num(d.get(k)) is not None:
+                        self.scalar(f"data/{name}_{k}", num(d[k]), step)
             if tokens is not None:
                 self.scalar("by_tokens/val_loss", num(rec["val_loss"]), tokens)
             self.counts["val"] += 1

@@ -157,6 +157,23 @@ def main():
         check([s for s, _ in got] == [3, 6] and all(x["text"] in t for (_, t), x in zip(got, sa)),
               f"the samples' text is there at their steps (got {got})")
 
+        # 1b. a blend: per-dataset validation losses and the training datasets' shares
+        blend = os.path.join(tmp, "blend")
+        kjv = "dev/data/kjv/kjv_"
+        train(blend, 4, 2, extra=["-i", f"0.7 {kjv}train_*.bin 0.3 {kjv}val_*.bin",
+                                  "-j", f"0.5 {kjv}val_*.bin 0.5 {kjv}train_*.bin"])
+        bv = log_records(os.path.join(blend, "log.jsonl"), "val")
+        r = track("--tensorboard", blend)
+        bacc = accumulator(os.path.join(blend, "tb"))
+        got = scalars(bacc, "val/loss_kjv_val")
+        want = [(x["step"], x["val_loss_by"]["kjv_val"]) for x in bv]
+        check(r.returncode == 0 and len(got) == len(want) == 2 and all(s == w[0] and close(v, w[1])
+                                                                       for (s, v), w in zip(got, want)),
+              f"a -j blend: val/loss_kjv_val equals the log's per-dataset loss (got {got}, want {want})")
+        got = scalars(bacc, "data/kjv_train_share")
+        check(len(got) == 2 and close(got[-1][1], bv[-1]["data"]["kjv_train"]["share"]),
+              f"a -i blend: data/kjv_train_share equals the log's realized share (got {got})")
+
         # 2. a second run: one event file set, no point twice
         r = track("--tensorboard", run)
         files = glob.glob(os.path.join(run, "tb", "events.out.tfevents.*"))
