@@ -3,10 +3,14 @@ Any corpus in: text / .jsonl / .parquet files -> a byte-level BPE tokenizer and 
 token shards the trainers read.
 
     /usr/bin/python3 dev/data/prepare.py --out DIR --prefix NAME (--train-bpe VOCAB |
-        --tokenizer tokenizer.json) [--field text] [--docs file|lines|blank]
-        [--val-frac 0.05] [--shard-tokens N] [--workers N] [--force] FILE_OR_GLOB ...
+        --tokenizer tokenizer.json) [--field text] [--docs file|lines|blank] [--format auto]
+        [--val-frac 0.05] [--shard-tokens N] [--workers N] [--engine fast|hf]
+        [--part K/N] [--force] FILE_OR_GLOB ...
+    /usr/bin/python3 dev/data/prepare.py --merge --out DIR --prefix NAME   (after all parts)
+    /usr/bin/python3 dev/data/prepare.py --train-bpe VOCAB --tokenizer-only --out DIR --prefix NAME FILE ...
 
-Inputs (globs are expanded here, files are read in sorted order per pattern):
+Inputs (globs are expanded here, files are read in sorted order per pattern; --format
+overrides the choice by extension, e.g. for /dev/stdin):
   *.jsonl      one JSON object per line; the document is its --field (default "text")
   *.parquet    the --field column (needs pyarrow for this interpreter)
   other files  UTF-8 text; --docs file (default): the whole file is one document;
@@ -26,13 +30,33 @@ Outputs (in --out):
 
 Split: a document goes to val when the first 8 bytes of sha256(its UTF-8 text), read
 as a big-endian integer / 2^64, are < --val-frac: deterministic, independent of file
-order and worker count, and identical documents always land on the same side.
+order, worker count and parts, and identical documents always land on the same side.
 The BPE is trained on the train split only (no val leakage), vocab-1 learned tokens
-and <|endoftext|> as the last id. Tokenization runs in --workers processes over
-chunks of documents; results are consumed in input order, so the output is
-byte-identical for any worker count. Memory is bounded by a few chunks in flight plus
-one shard buffer per split (and the BPE trainer's word counts when training), not by
-the corpus size; a single document is held whole (with --docs file, a file).
+and <|endoftext|> as the last id.
+
+Tokenization: the main process reads and splits, --workers processes encode chunks of
+documents, results are consumed in input order (at most 2 chunks per worker in flight),
+so the output is byte-identical for any worker count and chunk size. --engine fast (the
+default) runs GPT-2's pre-tokenizer regex in Python's `re`, with its letter / number /
+space classes taken from unicodedata and checked at start-up against the tokenizer's own
+pre-tokenizer, and sends each distinct word through the tokenizer's BPE model once (then
+a cache). Documents outside what was checked (a character beyond U+FFFF or unassigned,
+the text of a special token) and tokenizers that are not plain byte-level BPE go through
+the tokenizer's encode_batch, which --engine hf uses for everything (the old path). The
+ids are Tokenizer.encode's either way. Memory is bounded by the chunks in flight, the
+word cache and one shard buffer per split (and the BPE trainer's word counts when
+training), not by the corpus size; a single document is held whole.
+
+Parts (--part K/N, e.g. one Slurm array task each): the inputs, concatenated in order,
+are cut into N equal byte ranges; part K takes the documents whose first byte lies in
+range K (a .jsonl line, a text line or paragraph, a text file with --docs file, a parquet
+row group), so every document is in exactly one part and parts 1..N in order hold the
+documents in input order. Part K writes PREFIX_pKKKKofNNNN_{train,val}_NNN.bin, its
+tokenizer files and its manifest; --merge checks that all N are there, complete, made
+with the same settings and tokenizer, and writes PREFIX_manifest.json listing every
+shard plus PREFIX_tokenizer.{bin,json}. Parts need --tokenizer (train one first, e.g.
+with --tokenizer-only), never a BPE trained per part. The split rule is per document,
+so parts put each document on the same side as a single job.
 """
 
 import argparse
@@ -42,16 +66,23 @@ import glob
 import hashlib
 import json
 import multiprocessing
+import operator
 import os
+import re
+import shlex
 import struct
 import sys
 import time
+import unicodedata
 
 EOT_TEXT = "<|endoftext|>"
 DATA_MAGIC, DATA_VERSION = 20240520, 1
 TOK_MAGIC, TOK_VERSION = 20240328, 2
 MANIFEST_VERSION = 1
+HEADER_BYTES = 1024
 CHUNK_BYTES = 1 << 20  # text per tokenization task: big enough to amortise IPC
+WORD_CACHE = 1 << 18, 1 << 25  # an encoder's word cache starts over at this many words or characters
+BIG = float("inf")
 
 
 class PrepareError(Exception):
@@ -73,25 +104,23 @@ def expand_inputs(patterns):
     return paths
 
 
-def _text_docs(path, mode):
-    if mode == "file":
-        with open(path, "rb") as f:
-            yield _decode(f.read(), path)
-        return
-    para = []
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            line = _decode(raw, f"{path}:{n}")
-            if mode == "lines":
-                if line.strip():
-                    yield line.rstrip("\r\n")
-            elif line.strip():
-                para.append(line)
-            elif para:
-                yield "".join(para).rstrip("\r\n")
-                para = []
-    if para:
-        yield "".join(para).rstrip("\r\n")
+def input_format(path, fmt="auto"):
+    if fmt != "auto":
+        return fmt
+    return "jsonl" if path.endswith(".jsonl") else "parquet" if path.endswith(".parquet") else "text"
+
+
+def input_sizes(paths):
+    """Byte sizes, or None when one is not a regular file (a FIFO: size unknown)."""
+    if not all(os.path.isfile(p) for p in paths):
+        return None
+    return [os.path.getsize(p) for p in paths]
+
+
+def part_bounds(k, n, total):
+    """Byte range [lo, hi) of the inputs' concatenation that part k of n owns; the last
+    one is open-ended so that an empty file at the very end has an owner."""
+    return (k - 1) * total // n, (k * total // n if k < n else BIG)
 
 
 def _decode(b, where):
@@ -101,23 +130,99 @@ def _decode(b, where):
         raise PrepareError(f"{where}: not UTF-8 ({e.reason} at byte {e.start})")
 
 
-def _jsonl_docs(path, field):
+def _lines(path, lo, counter):
+    """(offset, line number or None, raw line) for every line from the first one that
+    starts at byte >= lo. Line numbers are known only when reading from the start."""
     with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError as e:
-                raise PrepareError(f"{path}:{n}: bad JSON ({e})")
-            if not isinstance(obj, dict) or field not in obj:
-                raise PrepareError(f"{path}:{n}: no field {field!r}")
-            if not isinstance(obj[field], str):
-                raise PrepareError(f"{path}:{n}: field {field!r} is not a string")
-            yield obj[field]
+        pos, n = 0, 1
+        if lo > 0:
+            f.seek(lo - 1)
+            pos = lo - 1 + len(f.readline())  # the rest of the line holding byte lo-1
+            n = None
+        for raw in f:
+            counter[0] += len(raw)
+            yield pos, n, raw
+            pos += len(raw)
+            if n is not None:
+                n += 1
 
 
-def _parquet_docs(path, field):
+def _where(path, n, pos):
+    return f"{path}:{n}" if n is not None else f"{path}: line at byte {pos}"
+
+
+def _line_before_is_blank(path, pos):
+    """Whether the line that ends at byte pos-1 (pos > 0 is a line start) is blank."""
+    with open(path, "rb") as f:
+        start = pos - 1
+        while start > 0:
+            step = min(start, 1 << 16)
+            f.seek(start - step)
+            i = f.read(step).rfind(b"\n")
+            if i >= 0:
+                start = start - step + i + 1
+                break
+            start -= step
+        f.seek(start)
+        return not _decode(f.read(pos - start), path).strip()
+
+
+def _text_docs(path, mode, lo, hi, counter):
+    """The documents of a text file that start in byte range [lo, hi) (--docs lines or
+    blank; with --docs file the caller decides for the whole file)."""
+    if mode == "file":
+        with open(path, "rb") as f:
+            b = f.read()
+        counter[0] += len(b)
+        yield _decode(b, path)
+        return
+    para, skipping, first = [], False, True
+    for pos, n, raw in _lines(path, lo, counter):
+        if mode == "lines" and pos >= hi:
+            return
+        line = _decode(raw, _where(path, n, pos))
+        blank = not line.strip()
+        if mode == "lines":
+            if not blank:
+                yield line.rstrip("\r\n")
+        elif blank:
+            if para:
+                yield "".join(para).rstrip("\r\n")
+            para, skipping = [], False
+        elif para:
+            para.append(line)
+        elif not skipping:  # a paragraph starts here, unless it began before lo
+            if pos >= hi:
+                return
+            if first and pos > 0 and not _line_before_is_blank(path, pos):
+                skipping = True  # the rest of an earlier part's paragraph
+            else:
+                para.append(line)
+        first = False
+    if para:
+        yield "".join(para).rstrip("\r\n")
+
+
+def _jsonl_docs(path, field, lo, hi, counter):
+    for pos, n, raw in _lines(path, lo, counter):
+        if pos >= hi:
+            return
+        if not raw.strip():
+            continue
+        where = _where(path, n, pos)
+        try:
+            obj = json.loads(raw)
+        except ValueError as e:
+            raise PrepareError(f"{where}: bad JSON ({e})")
+        if not isinstance(obj, dict) or field not in obj:
+            raise PrepareError(f"{where}: no field {field!r}")
+        if not isinstance(obj[field], str):
+            raise PrepareError(f"{where}: field {field!r} is not a string")
+        yield obj[field]
+
+
+def _parquet_docs(path, field, lo, hi, counter):
+    """The --field values of the row groups whose first data page is in [lo, hi)."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -126,21 +231,46 @@ def _parquet_docs(path, field):
     pf = pq.ParquetFile(path)
     if field not in pf.schema_arrow.names:
         raise PrepareError(f"{path}: no column {field!r}")
-    for batch in pf.iter_batches(columns=[field], batch_size=1024):
-        for v in batch.column(0).to_pylist():
-            if v is not None:
-                yield v
+    md = pf.metadata
+    starts = [md.row_group(j).column(0).data_page_offset for j in range(md.num_row_groups)]
+    ends = starts[1:] + [os.path.getsize(path)]
+    for j, (start, end) in enumerate(zip(starts, ends)):
+        if not lo <= start < hi:
+            continue
+        for batch in pf.iter_batches(columns=[field], batch_size=1024, row_groups=[j]):
+            for v in batch.column(0).to_pylist():
+                if v is not None:
+                    yield v
+        counter[0] += end - start
 
 
-def iter_documents(paths, field="text", docs="file"):
-    """Streams the documents of all files, in order."""
-    for p in paths:
-        if p.endswith(".jsonl"):
-            yield from _jsonl_docs(p, field)
-        elif p.endswith(".parquet"):
-            yield from _parquet_docs(p, field)
+def iter_documents(paths, field="text", docs="file", fmt="auto", part=None, counter=None):
+    """Streams the documents of all files, in order. part=(k, n): only those part k of n
+    owns (see part_bounds). counter: a one-element list that the input bytes read are
+    added to (for progress)."""
+    counter = counter if counter is not None else [0]
+    lo, hi, sizes = 0, BIG, [None] * len(paths)
+    if part is not None:
+        sizes = input_sizes(paths)
+        if sizes is None:
+            raise PrepareError("--part needs regular files (their sizes cut the parts)")
+        lo, hi = part_bounds(part[0], part[1], sum(sizes))
+    base = 0
+    for p, size in zip(paths, sizes):
+        kind = input_format(p, fmt)
+        if base >= hi:
+            return  # every later document starts at or beyond the range
+        a, b = lo - base, hi - base  # the range in this file's offsets
+        if size is not None:
+            base += size
+            if (a > 0) if kind == "text" and docs == "file" else (a >= size):
+                continue  # no document of this file starts in the range
+        if kind == "jsonl":
+            yield from _jsonl_docs(p, field, max(a, 0), b, counter)
+        elif kind == "parquet":
+            yield from _parquet_docs(p, field, a, b, counter)
         else:
-            yield from _text_docs(p, docs)
+            yield from _text_docs(p, docs, max(a, 0), b, counter)
 
 
 def hash_split(val_frac):
@@ -244,51 +374,237 @@ def tokenizer_bin_bytes(table, eot):
     return bytes(out)
 
 
+# ---------------------------------------------------------------- encoding
+
+# GPT-2's pre-tokenizer pattern (tokenizers' ByteLevel) with its \s, \p{L} and \p{N}
+# spelled out as character classes, so that Python's `re` can run it
+GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+|[{S}]+(?![^{S}])|[{S}]+"
+# Oniguruma's \s (Unicode White_Space), the one that pattern means
+WHITESPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
+              + "\u2028\u2029\u202f\u205f\u3000")
+
+
+def _char_class(chars):
+    """The inside of a regex [...] matching exactly `chars` (sorted), as ranges."""
+    out, i = [], 0
+    while i < len(chars):
+        j = i
+        while j + 1 < len(chars) and ord(chars[j + 1]) == ord(chars[j]) + 1:
+            j += 1
+        out.append(re.escape(chars[i]) + ("-" + re.escape(chars[j]) if j > i else ""))
+        i = j + 1
+    return "".join(out)
+
+
+def fast_patterns(tok):
+    """Regex sources (split, unsafe, special) for Encoder's fast path, or None when `tok`
+    is not plain GPT-2-style byte-level BPE (then everything goes through encode_batch).
+
+    split is GPT2_PATTERN over the BMP characters whose class (space, letter, number,
+    other) tok's own pre-tokenizer confirms; unsafe finds any other character, special
+    the text of an added token (the tokenizer splits those out before pre-tokenizing).
+    Characters beyond U+FFFF stay out because `re` is 4x slower on classes that hold them.
+    """
+    cfg = json.loads(tok.to_str())
+    pre, post, model = cfg.get("pre_tokenizer") or {}, cfg.get("post_processor"), cfg.get("model") or {}
+    if (cfg.get("normalizer") is not None or cfg.get("truncation") is not None or cfg.get("padding") is not None
+            or pre.get("type") != "ByteLevel" or pre.get("add_prefix_space") or not pre.get("use_regex", True)
+            or (post is not None and post.get("type") != "ByteLevel")  # (that one only trims offsets)
+            or model.get("type") != "BPE" or model.get("dropout")):
+        return None
+    classes = {"S": [], "L": [], "N": [], "O": []}
+    for cp in range(0x10000):
+        c = chr(cp)
+        cat = unicodedata.category(c)
+        if cat not in ("Cn", "Cs"):  # unassigned here may be assigned in the tokenizer's Unicode
+            classes["S" if c in WHITESPACE else cat[0] if cat[0] in "LN" else "O"].append(c)
+    lead = {"S": "", "L": "a", "N": "0", "O": "!"}
+
+    def confirmed(k, chars):
+        # a run of one class after a lead of that class is a single pre-token exactly when
+        # the tokenizer agrees about every character; else halve it to find the exceptions
+        if len(tok.pre_tokenizer.pre_tokenize_str(lead[k] + "".join(chars))) == 1:
+            return chars
+        if len(chars) == 1:
+            return []
+        return confirmed(k, chars[:len(chars) // 2]) + confirmed(k, chars[len(chars) // 2:])
+    classes = {k: confirmed(k, v) for k, v in classes.items()}
+    if sum(c < "\x80" for v in classes.values() for c in v) < 128:
+        return None  # an odd tokenizer: ASCII documents skip the `unsafe` search, so all of ASCII must agree
+    split = GPT2_PATTERN.format(**{k: _char_class(v) for k, v in classes.items()})
+    if sys.version_info >= (3, 11):
+        # nothing follows these three runs in their alternatives, so they never give back
+        # characters: possessive makes that explicit and saves `re` its bookkeeping (~10%)
+        split = split.replace("]+|", "]++|", 3)
+    unsafe = "[^" + _char_class(sorted(c for v in classes.values() for c in v)) + "]"
+    specials = "|".join(re.escape(t["content"]) for t in cfg.get("added_tokens") or [])
+    return split, unsafe, specials or None
+
+
+def u16le(ids):
+    a = array.array("H", ids)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a.tobytes()
+
+
+# byte -> the character the ByteLevel pre-tokenizer maps it to, indexed by the byte
+# read as a Latin-1 character (so str.translate does the whole word at once)
+BYTE_CHARS = {b: c for c, b in byte_decoder().items()}
+
+
+class Encoder:
+    """Documents -> their token ids (as u16le bytes, no EOT), the same ids that
+    tok.encode_batch gives. patterns: fast_patterns(tok), or None for encode_batch only."""
+
+    def __init__(self, tok, patterns):
+        self.tok, self.model = tok, tok.model
+        self.eot_bytes = u16le([tok.token_to_id(EOT_TEXT)])
+        self.cache, self.cache_chars, self.top = {}, 0, 0  # word -> u16le ids
+        self.split = None
+        if patterns:
+            self.split = re.compile(patterns[0]).findall
+            self.unsafe = re.compile(patterns[1]).search
+            self.special = re.compile(patterns[2]).search if patterns[2] else None
+            self.to_chars = str.maketrans({chr(b): c for b, c in BYTE_CHARS.items()})
+
+    def _word(self, w):
+        """A word the cache lacks, through the tokenizer's BPE model."""
+        ids = [t.id for t in self.model.tokenize(w.encode("utf-8").decode("latin-1").translate(self.to_chars))]
+        self.top = max(self.top, max(ids, default=0))
+        self.cache[w] = u16le(ids)
+        self.cache_chars += len(w)
+
+    def _lookup(self, words):
+        # itemgetter does the lookups in C: twice as fast as a loop or map here
+        return operator.itemgetter(*words)(self.cache) if len(words) > 1 else [self.cache[w] for w in words]
+
+    def encode(self, texts):
+        """-> (list of u16le bytes per text, the largest id of the words new in this call
+        and of the documents encode_batch did)."""
+        out, slow, self.top = [], [], 0
+        if len(self.cache) >= WORD_CACHE[0] or self.cache_chars >= WORD_CACHE[1]:
+            # the simplest bound (the frequent words come back at once); only between calls,
+            # so that a call's words stay until its lookups are done
+            self.cache, self.cache_chars = {}, 0
+        for i, t in enumerate(texts):
+            if (self.split is None or not t.isascii() and self.unsafe(t)
+                    or self.special is not None and self.special(t)):
+                slow.append(i)
+                out.append(None)
+                continue
+            words = self.split(t)
+            try:
+                ids = self._lookup(words)
+            except KeyError:
+                for w in set(words).difference(self.cache):
+                    self._word(w)
+                ids = self._lookup(words)
+            out.append(b"".join(ids))
+        if slow:
+            for i, e in zip(slow, self.tok.encode_batch([texts[i] for i in slow])):
+                out[i] = u16le(e.ids)
+                self.top = max([self.top] + e.ids)
+        return out, self.top
+
+
+_encoder = None
+
+
+def _worker_init(tok_json, patterns):
+    global _encoder
+    from tokenizers import Tokenizer
+    _encoder = Encoder(Tokenizer.from_str(tok_json), patterns)
+
+
+def _encode_chunk(flags, texts):
+    """One task -> (train bytes, val bytes, largest new id): the chunk's documents of each
+    split in order, each preceded by EOT, as u16le."""
+    blobs, top = _encoder.encode(texts)
+    parts = ([], [])
+    for v, b in zip(flags, blobs):
+        parts[1 if v else 0].extend((_encoder.eot_bytes, b))
+    return b"".join(parts[0]), b"".join(parts[1]), top
+
+
+def _chunks(labeled, limit):
+    """Groups (is_val, text) into (flags, texts) of about `limit` bytes, keeping order."""
+    flags, texts, size = [], [], 0
+    for v, t in labeled:
+        flags.append(v)
+        texts.append(t)
+        size += len(t)
+        if size >= limit:
+            yield flags, texts
+            flags, texts, size = [], [], 0
+    if texts:
+        yield flags, texts
+
+
+def encode_ordered(tok, labeled, workers, chunk_bytes=CHUNK_BYTES, engine="fast"):
+    """Yields (flags, _encode_chunk's result) in input order; at most 2*workers chunks in flight."""
+    patterns = fast_patterns(tok) if engine == "fast" else None
+    if workers <= 1:
+        _worker_init(tok.to_str(), patterns)
+        for flags, texts in _chunks(labeled, chunk_bytes):
+            yield flags, _encode_chunk(flags, texts)
+        return
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with ctx.Pool(workers, initializer=_worker_init, initargs=(tok.to_str(), patterns)) as pool:
+        pending = collections.deque()
+        for flags, texts in _chunks(labeled, chunk_bytes):
+            pending.append((flags, pool.apply_async(_encode_chunk, (flags, texts))))
+            if len(pending) >= 2 * workers:
+                f, r = pending.popleft()
+                yield f, r.get()
+        while pending:
+            f, r = pending.popleft()
+            yield f, r.get()
+
+
 # ---------------------------------------------------------------- shards out
 
-def write_atomic(path, data):
+def write_atomic(path, *parts):
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
-        f.write(data)
+        for data in parts:
+            f.write(data)
     os.replace(tmp, path)
 
 
-def shard_bytes(tokens):
-    header = array.array("i", [0] * 256)
-    header[0], header[1], header[2] = DATA_MAGIC, DATA_VERSION, len(tokens)
-    body = array.array("H", tokens)
-    if sys.byteorder != "little":
-        header.byteswap()
-        body.byteswap()
-    return header.tobytes() + body.tobytes()
+def shard_header(n_tokens):
+    return struct.pack("<256i", DATA_MAGIC, DATA_VERSION, n_tokens, *([0] * 253))
 
 
 class ShardWriter:
-    """Cuts one split's token stream into shards of shard_tokens (the last one shorter)."""
+    """Cuts one split's token stream (u16le bytes) into shards of shard_tokens (the last
+    one shorter)."""
 
     def __init__(self, out, prefix, split, shard_tokens):
         self.out, self.prefix, self.split, self.n = out, prefix, split, shard_tokens
-        self.buf = array.array("H")
-        self.shards = []  # (name, tokens, sha256)
+        self.buf = bytearray()
+        self.shards = []  # {file, tokens, sha256}
         self.tokens = 0
 
-    def add(self, toks):
-        self.buf.extend(toks)
-        self.tokens += len(toks)
-        while len(self.buf) >= self.n:
-            self._flush(self.buf[:self.n])
-            del self.buf[:self.n]
+    def add(self, b):
+        self.buf += b
+        self.tokens += len(b) // 2
+        while len(self.buf) >= 2 * self.n:
+            self._flush(self.buf[:2 * self.n])
+            del self.buf[:2 * self.n]
 
     def close(self):
-        if len(self.buf):
+        if self.buf:
             self._flush(self.buf)
-            self.buf = array.array("H")
+            self.buf = bytearray()
 
-    def _flush(self, toks):
+    def _flush(self, body):
         name = f"{self.prefix}_{self.split}_{len(self.shards):03d}.bin"
-        data = shard_bytes(toks)
-        write_atomic(os.path.join(self.out, name), data)
-        self.shards.append({"file": name, "tokens": len(toks), "sha256": hashlib.sha256(data).hexdigest()})
+        head = shard_header(len(body) // 2)
+        write_atomic(os.path.join(self.out, name), head, body)
+        sha = hashlib.sha256(head)
+        sha.update(body)
+        self.shards.append({"file": name, "tokens": len(body) // 2, "sha256": sha.hexdigest()})
 
 
 def check_ids(ids, vocab):
@@ -297,67 +613,21 @@ def check_ids(ids, vocab):
         raise PrepareError(f"token id {max(ids)} is outside the vocabulary (size {vocab})")
 
 
-# ---------------------------------------------------------------- tokenization workers
-
-_worker_tok = None
-
-
-def _worker_init(tok_json):
-    global _worker_tok
-    from tokenizers import Tokenizer
-    _worker_tok = Tokenizer.from_str(tok_json)
-
-
-def _encode_chunk(texts):
-    """-> list of uint16-able id lists, one per text, in order (EOT not included)."""
-    return [e.ids for e in _worker_tok.encode_batch(texts)]
-
-
-def _chunks(labeled, limit):
-    """Groups (is_val, text) into lists of about `limit` bytes, keeping order."""
-    chunk, size = [], 0
-    for item in labeled:
-        chunk.append(item)
-        size += len(item[1])
-        if size >= limit:
-            yield chunk
-            chunk, size = [], 0
-    if chunk:
-        yield chunk
-
-
-def encode_ordered(tok, labeled, workers, chunk_bytes=CHUNK_BYTES):
-    """Yields (chunk, ids_per_doc) in input order; at most 2*workers chunks in flight."""
-    if workers <= 1:
-        _worker_init(tok.to_str())
-        for ch in _chunks(labeled, chunk_bytes):
-            yield ch, _encode_chunk([t for _, t in ch])
-        return
-    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with ctx.Pool(workers, initializer=_worker_init, initargs=(tok.to_str(),)) as pool:
-        pending = collections.deque()
-        for ch in _chunks(labeled, chunk_bytes):
-            pending.append((ch, pool.apply_async(_encode_chunk, ([t for _, t in ch],))))
-            if len(pending) >= 2 * workers:
-                c, r = pending.popleft()
-                yield c, r.get()
-        while pending:
-            c, r = pending.popleft()
-            yield c, r.get()
-
-
 class Progress:
-    """One status line on stderr: MB, MB/s, docs, docs/s (redrawn on a tty, else
-    a line every 10 s and at the end)."""
+    """One status line on stderr: input MB (of how many), MB/s, documents, ETA; redrawn
+    on a tty, else a line every 10 s and at the end. The bytes are those update() is
+    given, or counter[0] when a counter (a one-element list someone else adds to) is."""
 
-    def __init__(self, label, total_bytes=None, quiet=False):
+    def __init__(self, label, total_bytes=None, quiet=False, counter=None):
         self.label, self.total, self.quiet = label, total_bytes, quiet
+        self.counter, self.own = (counter, False) if counter is not None else ([0], True)
         self.t0 = self.last = time.time()
-        self.bytes = self.docs = 0
+        self.docs = 0
         self.tty = sys.stderr.isatty()
 
     def update(self, nbytes, ndocs):
-        self.bytes += nbytes
+        if self.own:
+            self.counter[0] += nbytes
         self.docs += ndocs
         now = time.time()
         if now - self.last >= (0.2 if self.tty else 10.0):
@@ -371,14 +641,16 @@ class Progress:
         if self.quiet:
             return
         dt = max(time.time() - self.t0, 1e-9)
-        mb = self.bytes / 1e6
-        pct = ""
+        mb = self.counter[0] / 1e6
         if self.total:
-            # (text modes strip line ends, so the bytes seen end a little short of the total)
-            f = 1.0 if final else min(self.bytes / self.total, 1.0)
-            pct = f"[{'#' * int(f * 20):<20}] {100 * f:5.1f}% "
-        print(f"{self.label}: {pct}{mb:,.1f} MB {mb / dt:,.2f} MB/s {self.docs:,} docs "
-              f"{self.docs / dt:,.0f} docs/s", end=end, file=sys.stderr, flush=True)
+            f = 1.0 if final else min(self.counter[0] / self.total, 1.0)
+            eta = "done" if final else "?" if f == 0 else time.strftime("%H:%M:%S", time.gmtime(dt * (1 - f) / f))
+            head = f"[{'#' * int(f * 20):<20}] {100 * f:5.1f}% {mb:,.1f}/{self.total / 1e6:,.1f} MB"
+            tail = f" ETA {eta}"
+        else:
+            head, tail = f"{mb:,.1f} MB", " (input size unknown: no ETA)"
+        print(f"{self.label}: {head} {mb / dt:,.2f} MB/s {self.docs:,} docs{tail}",
+              end=end, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -407,9 +679,17 @@ def is_done(out, prefix, settings):
     return all(os.path.isfile(os.path.join(out, n)) for n in files)
 
 
+def write_tokenizer_files(out, prefix, tok, table, eot):
+    names = f"{prefix}_tokenizer.bin", f"{prefix}_tokenizer.json"
+    write_atomic(os.path.join(out, names[0]), tokenizer_bin_bytes(table, eot))
+    write_atomic(os.path.join(out, names[1]), tok.to_str(pretty=True).encode("utf-8"))
+    return list(names)
+
+
 def prepare(doc_source, out, prefix, tok=None, vocab=None, split_fn=None, workers=1,
             shard_tokens=100_000_000, total_bytes=None, settings=None, quiet=False,
-            chunk_bytes=CHUNK_BYTES, _fail_after_shards=None):
+            chunk_bytes=CHUNK_BYTES, engine="fast", counter=None, extra=None, allow_empty=False,
+            tokenizer_only=False, _fail_after_shards=None):
     """The library entry point.
 
     doc_source: a callable returning a fresh iterator of document strings (called once
@@ -417,6 +697,12 @@ def prepare(doc_source, out, prefix, tok=None, vocab=None, split_fn=None, worker
     tok: a loaded `tokenizers.Tokenizer` with <|endoftext|>, or None to train a BPE of
       `vocab` ids on the train split.
     split_fn(index, text) -> True for val; default hash_split(0.05).
+    engine: "fast" or "hf" (see the module's doc); the output is the same.
+    counter: a one-element list the doc_source adds its input bytes to (progress, against
+      total_bytes); without it progress counts the documents' UTF-8 bytes.
+    extra: more keys for the manifest (a part's identity); allow_empty: no train
+      document is fine (a part may own none); tokenizer_only: stop after writing the
+      tokenizer files (no shards, no manifest).
     Returns (manifest dict, tokenizer). On bad input (PrepareError) this prefix's
     shards are deleted again, so refused ids never leave a shard behind.
     `_fail_after_shards` (tests) raises RuntimeError after that many shard files,
@@ -424,14 +710,16 @@ def prepare(doc_source, out, prefix, tok=None, vocab=None, split_fn=None, worker
     """
     try:
         return _prepare(doc_source, out, prefix, tok, vocab, split_fn, workers, shard_tokens,
-                        total_bytes, settings, quiet, chunk_bytes, _fail_after_shards)
+                        total_bytes, settings, quiet, chunk_bytes, engine, counter, extra, allow_empty,
+                        tokenizer_only, _fail_after_shards)
     except PrepareError:
         clean_partial(out, prefix)
         raise
 
 
-def _prepare(doc_source, out, prefix, tok, vocab, split_fn, workers, shard_tokens,
-             total_bytes, settings, quiet, chunk_bytes, _fail_after_shards):
+def _prepare(doc_source, out, prefix, tok, vocab, split_fn, workers, shard_tokens, total_bytes,
+             settings, quiet, chunk_bytes, engine, counter, extra, allow_empty, tokenizer_only,
+             _fail_after_shards):
     split_fn = split_fn or hash_split(0.05)
     if shard_tokens < 1:
         raise PrepareError("--shard-tokens must be >= 1")
@@ -443,18 +731,24 @@ def _prepare(doc_source, out, prefix, tok, vocab, split_fn, workers, shard_token
     except FileNotFoundError:
         pass
     clean_partial(out, prefix)
+    own_count = counter is None
+    counter = [0] if own_count else counter
 
     def labeled():
+        counter[0] = 0
         for i, text in enumerate(doc_source()):
-            yield split_fn(i, text), text
+            v = split_fn(i, text)
+            if own_count:
+                counter[0] += len(text.encode("utf-8"))
+            yield v, text
 
     t0 = time.time()
     if tok is None:
-        prog = Progress(f"{prefix}: training BPE", total_bytes, quiet)
+        prog = Progress(f"{prefix}: training BPE", total_bytes, quiet, counter)
 
         def train_texts():
             for is_val, text in labeled():
-                prog.update(len(text.encode("utf-8")), 1)
+                prog.update(0, 1)
                 if not is_val:
                     yield text
         tok = train_bpe(train_texts(), vocab)
@@ -463,6 +757,9 @@ def _prepare(doc_source, out, prefix, tok, vocab, split_fn, workers, shard_token
     eot = tok.token_to_id(EOT_TEXT)
     table = token_bytes_table(tok, vocab)
     check_ids([eot], vocab)
+    if tokenizer_only:
+        write_tokenizer_files(out, prefix, tok, table, eot)
+        return None, tok
 
     writers = {s: ShardWriter(out, prefix, s, shard_tokens) for s in ("train", "val")}
     ndocs = {"train": 0, "val": 0}
@@ -475,36 +772,172 @@ def _prepare(doc_source, out, prefix, tok, vocab, split_fn, workers, shard_token
                     raise RuntimeError("simulated interruption")
                 orig(toks)
             w._flush = flush
-    prog = Progress(f"{prefix}: tokenizing", total_bytes, quiet)
-    for chunk, ids_list in encode_ordered(tok, labeled(), workers, chunk_bytes):
-        nbytes = 0
-        for (is_val, text), ids in zip(chunk, ids_list):
-            check_ids(ids, vocab)
-            split = "val" if is_val else "train"
-            writers[split].add([eot])  # EOT precedes each document
-            writers[split].add(ids)
-            ndocs[split] += 1
-            nbytes += len(text.encode("utf-8"))
-        prog.update(nbytes, len(chunk))
+    prog = Progress(f"{prefix}: tokenizing", total_bytes, quiet, counter)
+    for flags, (train, val, top) in encode_ordered(tok, labeled(), workers, chunk_bytes, engine):
+        if top >= vocab:
+            raise PrepareError(f"token id {top} is outside the vocabulary (size {vocab})")
+        writers["train"].add(train)
+        writers["val"].add(val)
+        n_val = sum(1 for v in flags if v)
+        ndocs["val"] += n_val
+        ndocs["train"] += len(flags) - n_val
+        prog.update(0, len(flags))
     for w in writers.values():
         w.close()
     prog.done()
-    if ndocs["train"] == 0:
+    if ndocs["train"] == 0 and not allow_empty:
         raise PrepareError("no training documents (empty input, or --val-frac took them all)")
 
-    tok_bin, tok_json = f"{prefix}_tokenizer.bin", f"{prefix}_tokenizer.json"
-    write_atomic(os.path.join(out, tok_bin), tokenizer_bin_bytes(table, eot))
-    write_atomic(os.path.join(out, tok_json), tok.to_str(pretty=True).encode("utf-8"))
+    tok_files = write_tokenizer_files(out, prefix, tok, table, eot)
     manifest = {
         "version": MANIFEST_VERSION, "settings": settings or {}, "vocab_size": vocab, "eot_id": eot,
         "train": writers["train"].shards, "val": writers["val"].shards,
         "train_docs": ndocs["train"], "val_docs": ndocs["val"],
         "train_tokens": writers["train"].tokens, "val_tokens": writers["val"].tokens,
-        "tokenizer_files": [tok_bin, tok_json], "seconds": round(time.time() - t0, 2),
+        "tokenizer_files": tok_files, "seconds": round(time.time() - t0, 2),
     }
+    manifest.update(extra or {})
     write_atomic(_manifest_path(out, prefix), (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest, tok
 
+
+# ---------------------------------------------------------------- parts
+
+def parse_part(s):
+    """'K/N' -> (K, N), 1 <= K <= N."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", s)
+    if not m:
+        raise PrepareError(f"--part wants K/N, e.g. 3/16 for part 3 of 16 (got {s!r})")
+    k, n = int(m.group(1)), int(m.group(2))
+    if not 1 <= k <= n or n > 9999:
+        raise PrepareError(f"--part K/N needs 1 <= K <= N <= 9999 (got {k}/{n})")
+    return k, n
+
+
+def part_prefix(prefix, k, n):
+    return f"{prefix}_p{k:04d}of{n:04d}"
+
+
+def sbatch_line(argv, n, workers):
+    """The Slurm array submission that runs every part of this command."""
+    rest, skip = [], False
+    for a in argv:
+        if skip or a in ("--part", "--print-sbatch") or a.startswith("--part="):
+            skip = a == "--part"
+            continue
+        rest.append(a)
+    job = shlex.join([sys.executable, sys.argv[0]] + rest) + f" --part $SLURM_ARRAY_TASK_ID/{n}"
+    return f"sbatch --array=1-{n} --cpus-per-task={workers} --wrap={shlex.quote(job)}"
+
+
+def _sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _check_shard(out, s, label):
+    path = os.path.join(out, s["file"])
+    try:
+        with open(path, "rb") as f:
+            head = f.read(HEADER_BYTES)
+        size = os.path.getsize(path)
+    except OSError:
+        raise PrepareError(f"{label}: {path} is missing: rerun that part")
+    if len(head) < 12 or struct.unpack("<3i", head[:12]) != (DATA_MAGIC, DATA_VERSION, s["tokens"]) \
+            or size != HEADER_BYTES + 2 * s["tokens"] or _sha256_file(path) != s["sha256"]:
+        raise PrepareError(f"{label}: {path} does not match its manifest (size, header or sha256): rerun that part")
+
+
+def merge_parts(out, prefix):
+    """Checks that parts 1..N of `prefix` in `out` are all there, complete and alike, then
+    writes PREFIX_tokenizer.{bin,json} and PREFIX_manifest.json (last). -> the manifest."""
+    t0 = time.time()
+    pat = re.compile(re.escape(prefix) + r"_p(\d{4})of(\d{4})_manifest\.json")
+    found = {}
+    for name in os.listdir(out) if os.path.isdir(out) else []:
+        m = pat.fullmatch(name)
+        if m:
+            found[int(m.group(1)), int(m.group(2))] = name
+    if not found:
+        raise PrepareError(f"no part manifests {prefix}_pKKKKofNNNN_manifest.json in {out}: run the parts first")
+    ns = sorted({n for _, n in found})
+    if len(ns) > 1:
+        raise PrepareError(f"{out} holds parts of {' and '.join(map(str, ns))}-part runs of {prefix}: "
+                           f"delete the stale run's files")
+    n = ns[0]
+    stray = [f"{k}/{n}" for k, _ in sorted(found) if not 1 <= k <= n]
+    missing = [k for k in range(1, n + 1) if (k, n) not in found]
+    if stray:
+        raise PrepareError(f"{out} has manifests of parts {', '.join(stray)}, which do not exist: delete them")
+    if missing:
+        raise PrepareError(f"part{'s' * (len(missing) > 1)} {', '.join(f'{k}/{n}' for k in missing)} missing or "
+                           f"unfinished (no {part_prefix(prefix, missing[0], n)}_manifest.json): run "
+                           f"{'them' if len(missing) > 1 else 'it'} with --part K/{n}")
+    parts = []
+    for k in range(1, n + 1):
+        try:
+            with open(os.path.join(out, found[k, n])) as f:
+                parts.append(json.load(f))
+        except (OSError, ValueError) as e:
+            raise PrepareError(f"{found[k, n]}: unreadable ({e}): rerun part {k}/{n}")
+    ref, total = parts[0], None
+    tok_sha = None
+    for k, m in enumerate(parts, 1):
+        label, info = f"part {k}/{n}", m.get("part") or {}
+        if (info.get("k"), info.get("n")) != (k, n):
+            raise PrepareError(f"{found[k, n]} is the manifest of part {info.get('k')}/{info.get('n')}, not "
+                               f"{k}/{n} (a copy?): delete it and rerun part {k}/{n}")
+        files = [os.path.join(out, t) for t in m["tokenizer_files"]]
+        try:
+            sha = [m["settings"].get("tokenizer_sha256"), m["vocab_size"], m["eot_id"]] + \
+                  [_sha256_file(p) for p in files]
+        except OSError:
+            raise PrepareError(f"{label}: its tokenizer files {m['tokenizer_files']} are missing: rerun it")
+        tok_sha = tok_sha or sha
+        if sha != tok_sha:
+            raise PrepareError(f"{label} was made with another tokenizer than part 1/{n}: rerun it with the "
+                               f"same --tokenizer")
+        diff = sorted(key for key in set(m["settings"]) | set(ref["settings"])
+                      if m["settings"].get(key) != ref["settings"].get(key))
+        if diff:
+            raise PrepareError(f"{label} was made with other settings than part 1/{n} (differ: "
+                               f"{', '.join(diff)}): rerun it")
+        total = total if total is not None else info.get("input_bytes")
+        lo, hi = part_bounds(k, n, total)
+        if info.get("bytes") != [lo, total if hi == BIG else hi]:
+            raise PrepareError(f"{label} covers bytes {info.get('bytes')}, not [{lo}, {hi}) of {total}: rerun it")
+    merged = {"train": [], "val": []}
+    seen = set()
+    for k, m in enumerate(parts, 1):
+        own = part_prefix(prefix, k, n) + "_"
+        for split in ("train", "val"):
+            for s in m[split]:
+                if not s["file"].startswith(own + split + "_") or s["file"] in seen:
+                    raise PrepareError(f"part {k}/{n} lists {s['file']}, not one of its own shards: rerun it")
+                seen.add(s["file"])
+                _check_shard(out, s, f"part {k}/{n}")
+                merged[split].append(s)
+            if sum(s["tokens"] for s in m[split]) != m[f"{split}_tokens"]:
+                raise PrepareError(f"part {k}/{n}: its {split} shards do not add up to {split}_tokens: rerun it")
+    counts = {key: sum(m[key] for m in parts) for key in ("train_docs", "val_docs", "train_tokens", "val_tokens")}
+    if counts["train_docs"] == 0:
+        raise PrepareError("the parts hold no training documents (empty input, or --val-frac took them all)")
+    tok_files = [f"{prefix}_tokenizer.bin", f"{prefix}_tokenizer.json"]
+    for src, dst in zip(ref["tokenizer_files"], tok_files):
+        with open(os.path.join(out, src), "rb") as f:
+            write_atomic(os.path.join(out, dst), f.read())
+    manifest = {"version": MANIFEST_VERSION, "settings": ref["settings"], "vocab_size": ref["vocab_size"],
+                "eot_id": ref["eot_id"], "train": merged["train"], "val": merged["val"], **counts,
+                "tokenizer_files": tok_files, "seconds": round(sum(m["seconds"] for m in parts), 2),
+                "parts": n, "merge_seconds": round(time.time() - t0, 2)}
+    write_atomic(_manifest_path(out, prefix), (json.dumps(manifest, indent=1) + "\n").encode())
+    return manifest
+
+
+# ---------------------------------------------------------------- command line
 
 def _file_settings(args, paths):
     st = [(p, os.path.getsize(p), os.path.getmtime(p)) for p in paths]
@@ -512,27 +945,48 @@ def _file_settings(args, paths):
     if args.tokenizer:
         with open(args.tokenizer, "rb") as f:
             tok_sha = hashlib.sha256(f.read()).hexdigest()
-    return {"inputs": st, "field": args.field, "docs": args.docs, "val_frac": args.val_frac,
-            "shard_tokens": args.shard_tokens, "train_bpe": args.train_bpe, "tokenizer_sha256": tok_sha}
+    s = {"inputs": st, "field": args.field, "docs": args.docs, "val_frac": args.val_frac,
+         "shard_tokens": args.shard_tokens, "train_bpe": args.train_bpe, "tokenizer_sha256": tok_sha}
+    if args.format != "auto":  # (only then, so that older manifests still match)
+        s["format"] = args.format
+    return s
+
+
+def _summary(m):
+    return (f"train {m['train_tokens']:,} tokens ({m['train_docs']:,} docs, {len(m['train'])} shards), "
+            f"val {m['val_tokens']:,} tokens ({m['val_docs']:,} docs, {len(m['val'])} shards), "
+            f"vocab {m['vocab_size']} (EOT id {m['eot_id']})")
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip(),
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip(), epilog=__doc__.split("\n\n", 2)[2],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("inputs", nargs="+", help="files or globs (.jsonl, .parquet, text)")
+    ap.add_argument("inputs", nargs="*", help="files or globs (.jsonl, .parquet, text)")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--prefix", default="data", help="output file prefix (default data)")
-    g = ap.add_mutually_exclusive_group(required=True)
+    g = ap.add_mutually_exclusive_group()
     g.add_argument("--train-bpe", type=int, metavar="VOCAB", help="train a byte-level BPE of VOCAB ids (incl. EOT)")
     g.add_argument("--tokenizer", metavar="JSON", help="use this tokenizer.json (must have <|endoftext|>)")
     ap.add_argument("--field", default="text", help="JSON field / parquet column (default text)")
     ap.add_argument("--docs", choices=["file", "lines", "blank"], default="file",
                     help="text files: one document per file, per line, or per blank-line paragraph")
+    ap.add_argument("--format", choices=["auto", "jsonl", "parquet", "text"], default="auto",
+                    help="input format (default auto: by extension: .jsonl, .parquet, else text)")
     ap.add_argument("--val-frac", type=float, default=0.05, help="fraction of documents for val (by hash)")
     ap.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard")
-    ap.add_argument("--workers", type=int, default=1, help="tokenization processes")
+    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    ap.add_argument("--workers", type=int, default=0,
+                    help=f"tokenization processes (default 0: one per usable CPU, {ncpu} here)")
+    ap.add_argument("--engine", choices=["fast", "hf"], default="fast",
+                    help="fast: regex + word cache, encode_batch where unsure; hf: encode_batch only (same output)")
     ap.add_argument("--chunk-bytes", type=int, default=CHUNK_BYTES,
                     help="text per tokenization task (tuning; the output does not depend on it)")
+    ap.add_argument("--part", metavar="K/N", help="do only part K of N (byte ranges of the inputs; see below)")
+    ap.add_argument("--print-sbatch", action="store_true", help="with --part: print the Slurm array line, exit")
+    ap.add_argument("--merge", action="store_true", help="check parts 1..N of --prefix in --out, write the manifest")
+    ap.add_argument("--tokenizer-only", action="store_true",
+                    help="with --train-bpe: write only PREFIX_tokenizer.{bin,json} (to give parts --tokenizer)")
     ap.add_argument("--force", action="store_true", help="rebuild even if the manifest matches")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
     args = ap.parse_args(argv)
@@ -541,36 +995,85 @@ def main(argv=None):
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        import tokenizers  # noqa: F401
-    except ImportError:
-        print("prepare.py: error: Python package `tokenizers` is missing; run `bash dev/install.sh` "
-              "and use /usr/bin/python3", file=sys.stderr)
-        return 1
-    try:
-        if args.workers < 1 or args.chunk_bytes < 1:
-            raise PrepareError("--workers and --chunk-bytes must be >= 1")
-        paths = expand_inputs(args.inputs)
-        if args.tokenizer and not os.path.isfile(args.tokenizer):
-            raise PrepareError(f"no such tokenizer file: {args.tokenizer}")
-        settings = _file_settings(args, paths)
-        settings["inputs"] = [list(x) for x in settings["inputs"]]
-        if not args.force and is_done(args.out, args.prefix, settings):
-            print(f"prepare.py: {args.out}/{args.prefix}_* is up to date (manifest matches); --force rebuilds")
+        if args.merge:
+            if args.inputs or args.tokenizer or args.train_bpe or args.part or args.tokenizer_only:
+                raise PrepareError("--merge takes only --out and --prefix (the parts' manifests say the rest)")
+            m = merge_parts(args.out, args.prefix)
+            print(f"prepare.py: merged {m['parts']} parts into {args.out}/{args.prefix}_manifest.json: {_summary(m)}; "
+                  f"train on -i '{args.out}/{args.prefix}_p*_train_*.bin' -j '{args.out}/{args.prefix}_p*_val_*.bin'")
             return 0
-        tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
-        if tok is not None:
-            vocab_size(tok)  # refuse a too-large vocabulary before reading the corpus
-        m, _ = prepare(lambda: iter_documents(paths, args.field, args.docs), args.out, args.prefix,
-                       tok=tok, vocab=args.train_bpe, split_fn=hash_split(args.val_frac),
-                       workers=args.workers, shard_tokens=args.shard_tokens,
-                       total_bytes=sum(os.path.getsize(p) for p in paths), settings=settings,
-                       quiet=args.quiet, chunk_bytes=args.chunk_bytes)
+        return _run(args, argv, ncpu)
     except PrepareError as e:
         print(f"prepare.py: error: {e}", file=sys.stderr)
         return 1
-    print(f"prepare.py: wrote {args.out}: train {m['train_tokens']:,} tokens ({m['train_docs']:,} docs, "
-          f"{len(m['train'])} shards), val {m['val_tokens']:,} tokens ({m['val_docs']:,} docs, "
-          f"{len(m['val'])} shards), vocab {m['vocab_size']} (EOT id {m['eot_id']}), {m['seconds']}s")
+
+
+def _run(args, argv, ncpu):
+    if not args.inputs:
+        raise PrepareError("no input files given")
+    if not args.train_bpe and not args.tokenizer:
+        raise PrepareError("give --train-bpe VOCAB or --tokenizer FILE")
+    part = parse_part(args.part) if args.part else None
+    if part and args.train_bpe:
+        raise PrepareError("--part needs --tokenizer: a BPE trained in each part would differ between parts; "
+                           "train one first (--train-bpe V --tokenizer-only) and pass its .json")
+    if args.print_sbatch and not part:
+        raise PrepareError("--print-sbatch goes with --part K/N")
+    if args.tokenizer_only and (part or not args.train_bpe):
+        raise PrepareError("--tokenizer-only needs --train-bpe and no --part")
+    if args.workers < 0 or args.chunk_bytes < 1:
+        raise PrepareError("--workers must be >= 0 and --chunk-bytes >= 1")
+    workers = args.workers or ncpu
+    try:
+        import tokenizers  # noqa: F401
+    except ImportError:
+        raise PrepareError("Python package `tokenizers` is missing; run `bash dev/install.sh` and use /usr/bin/python3")
+    paths = expand_inputs(args.inputs)
+    if args.tokenizer and not os.path.isfile(args.tokenizer):
+        raise PrepareError(f"no such tokenizer file: {args.tokenizer}")
+    sizes = input_sizes(paths)
+    prefix, extra, total = args.prefix, None, sum(sizes) if sizes else None
+    if part:
+        if sizes is None:
+            raise PrepareError("--part needs regular files (their sizes cut the parts), not pipes")
+        k, n = part
+        prefix = part_prefix(args.prefix, k, n)
+        lo, hi = part_bounds(k, n, total)
+        hi = total if hi == BIG else hi
+        extra = {"part": {"k": k, "n": n, "bytes": [lo, hi], "input_bytes": total}}
+        print(f"prepare.py: part {k}/{n}: bytes [{lo:,}, {hi:,}) of {total:,}. All parts as a Slurm array, then "
+              f"the merge:\n  {sbatch_line(argv, n, workers)}\n  {sys.executable} {sys.argv[0]} --merge "
+              f"--out {shlex.quote(args.out)} --prefix {shlex.quote(args.prefix)}", flush=True)
+        if args.print_sbatch:
+            return 0
+        total = hi - lo
+    settings = _file_settings(args, paths)
+    settings["inputs"] = [list(x) for x in settings["inputs"]]
+    if not args.force and not args.tokenizer_only and is_done(args.out, prefix, settings):
+        print(f"prepare.py: {args.out}/{prefix}_* is up to date (manifest matches); --force rebuilds")
+        return 0
+    tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
+    if tok is not None:
+        vocab_size(tok)  # refuse a too-large vocabulary before reading the corpus
+    if part:  # a merged manifest would now be stale
+        try:
+            os.remove(_manifest_path(args.out, args.prefix))
+        except FileNotFoundError:
+            pass
+    counter = [0]
+    m, _ = prepare(lambda: iter_documents(paths, args.field, args.docs, args.format, part, counter),
+                   args.out, prefix, tok=tok, vocab=args.train_bpe, split_fn=hash_split(args.val_frac),
+                   workers=workers, shard_tokens=args.shard_tokens, total_bytes=total, settings=settings,
+                   quiet=args.quiet, chunk_bytes=args.chunk_bytes, engine=args.engine, counter=counter,
+                   extra=extra, allow_empty=part is not None, tokenizer_only=args.tokenizer_only)
+    if args.tokenizer_only:
+        print(f"prepare.py: wrote {args.out}/{prefix}_tokenizer.{{bin,json}}; give the parts "
+              f"--tokenizer {args.out}/{prefix}_tokenizer.json")
+        return 0
+    print(f"prepare.py: wrote {args.out}: {_summary(m)}, {m['seconds']}s")
+    if part:
+        print(f"prepare.py: part {part[0]}/{part[1]} done; when all are: {sys.executable} {sys.argv[0]} --merge "
+              f"--out {shlex.quote(args.out)} --prefix {shlex.quote(args.prefix)}")
     return 0
 
 

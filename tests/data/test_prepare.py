@@ -1,8 +1,11 @@
 """
 Tests dev/data/prepare.py on a small synthetic corpus (text + jsonl files):
 
-  * 1 vs 3 workers: byte-identical shards, tokenizer files and manifest (small chunks,
-    so 3 workers really interleave);
+  * the old path (--engine hf --workers 1: encode_batch in one process) and the fast
+    engine with 1 and 3 workers: byte-identical shards, tokenizer files and manifest
+    (small chunks, so 3 workers really interleave); the fast Encoder gives encode_batch's
+    ids on documents full of edge cases (Unicode classes, odd spaces, contractions,
+    characters beyond U+FFFF and the EOT text, which take the encode_batch way);
   * an independent reader (struct, not prepare.py's code) checks every shard header,
     file size and shard size, splits the token stream at EOT and decodes each document
     with the byte table parsed from PREFIX_tokenizer.bin: the documents must be exactly
@@ -13,6 +16,13 @@ Tests dev/data/prepare.py on a small synthetic corpus (text + jsonl files):
     (with stale extra shards and a .tmp planted) gives the reference output, no extras;
   * a loaded tokenizer whose ids exceed uint16 is refused; ids beyond the vocabulary
     are refused with no shard left; bad inputs give one `error:` line;
+  * parts: every document in exactly one part, in order, for N = 1..7 and every input
+    kind (--docs file/lines/blank, .jsonl); --part K/3 three times + --merge gives the
+    single job's documents, tokens and split, and a manifest whose shards check out;
+    the merge refuses a missing, a duplicated, a corrupted part, parts of two different
+    N and a part with another tokenizer; --part 0/3, 4/3, x and with --train-bpe are
+    refused; a part prints its sbatch line;
+  * the progress line has MB/s and an ETA, or says the size is unknown (a pipe);
   * ./train_gpt trains 2 steps on the produced shards.
 
     /usr/bin/python3 tests/data/test_prepare.py       (last line: "N passed, M failed")
@@ -41,6 +51,7 @@ import prepare as prep  # noqa: E402
 from checks import check, summary  # noqa: E402
 
 PY = sys.executable
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # (this process encodes, then forks workers)
 EOT = "<|endoftext|>"
 VOCAB = 400
 
@@ -150,13 +161,16 @@ def body(tmp):
     inputs, docs = make_corpus(tmp)
     common = ["--prefix", "c", "--train-bpe", str(VOCAB), "--val-frac", "0.1",
               "--shard-tokens", "7000", "--chunk-bytes", "2000"] + inputs
-    o1, o3 = os.path.join(tmp, "o1"), os.path.join(tmp, "o3")
+    o1, o3, oh = os.path.join(tmp, "o1"), os.path.join(tmp, "o3"), os.path.join(tmp, "oh")
+    rh = run_cli(["--out", oh, "--workers", "1", "--engine", "hf"] + common)
+    check(rh.returncode == 0, f"old path (--engine hf, 1 worker) runs ({rh.stderr.strip()[-200:]})")
     r1 = run_cli(["--out", o1, "--workers", "1"] + common)
-    check(r1.returncode == 0, f"1 worker runs ({r1.stderr.strip()[-200:]})")
+    check(r1.returncode == 0, f"fast engine, 1 worker runs ({r1.stderr.strip()[-200:]})")
     r3 = run_cli(["--out", o3, "--workers", "3"] + common)
-    check(r3.returncode == 0, f"3 workers run ({r3.stderr.strip()[-200:]})")
-    f1, f3 = files_of(o1, "c"), files_of(o3, "c")
-    check(f1 == f3 and len(f1) >= 6, f"1 and 3 workers: byte-identical outputs ({len(f1)} files)")
+    check(r3.returncode == 0, f"fast engine, 3 workers run ({r3.stderr.strip()[-200:]})")
+    f1, f3, fh = files_of(o1, "c"), files_of(o3, "c"), files_of(oh, "c")
+    check(f1 == fh and len(f1) >= 6, f"fast engine = old path: byte-identical outputs ({len(f1)} files)")
+    check(f1 == f3, "1 and 3 workers: byte-identical outputs")
 
     # independent reader and split rule
     V, eot, table = read_tokenizer_bin(os.path.join(o1, "c_tokenizer.bin"))
@@ -167,12 +181,14 @@ def body(tmp):
     tr_sh = sorted(glob.glob(os.path.join(o1, "c_train_*.bin")))
     va_sh = sorted(glob.glob(os.path.join(o1, "c_val_*.bin")))
     heads = [read_shard(s)[0] for s in tr_sh + va_sh]
-    check(all(heads) and len(tr_sh) >= 3, f"shard headers (magic, version, count = file size): {len(tr_sh)} train, {len(va_sh)} val")
+    check(all(heads) and len(tr_sh) >= 3,
+          f"shard headers (magic, version, count = file size): {len(tr_sh)} train, {len(va_sh)} val")
     sizes = [len(read_shard(s)[1]) for s in tr_sh]
     check(all(n == 7000 for n in sizes[:-1]) and 0 < sizes[-1] <= 7000, f"--shard-tokens 7000: sizes {sizes}")
     got_tr, toks_tr = docs_from_shards(tr_sh, eot, table)
     got_va, toks_va = docs_from_shards(va_sh, eot, table)
-    check(got_tr == want_tr, f"train shards decode to the {len(want_tr)} train documents in input order, EOT before each")
+    check(got_tr == want_tr,
+          f"train shards decode to the {len(want_tr)} train documents in input order, EOT before each")
     check(got_va == want_va and 0 < len(want_va) < len(docs) // 4,
           f"val shards decode to the {len(want_va)} documents the sha256 rule picks")
     check(all(t < V for t in toks_tr + toks_va), "every id < vocab")
@@ -262,12 +278,12 @@ def body(tmp):
           and not glob.glob(os.path.join(ob, "*.bin")), f"tokenizer with id 70000 refused: {r.stderr.strip()}")
     orig, calls = prep._encode_chunk, [0]
 
-    def bad_encode(texts):  # the 5th chunk carries an id the vocabulary lacks
-        out = orig(texts)
+    def bad_encode(flags, texts):  # the 5th chunk carries an id the vocabulary lacks
+        train, val, top = orig(flags, texts)
         calls[0] += 1
         if calls[0] == 5:
-            out[0] = out[0] + [VOCAB + 3]
-        return out
+            return train + prep.u16le([VOCAB + 3]), val, VOCAB + 3
+        return train, val, top
     prep._encode_chunk = bad_encode
     try:
         prep.prepare(lambda: prep.iter_documents(paths), ob, "c", tok=tok, workers=1,
@@ -302,7 +318,7 @@ def body(tmp):
         f.write('{"text": "x"}\n{"body": "y"}\n')
     for args, want in ((["--train-bpe", "300", bad], "bad.jsonl:2: no field 'text'"),
                        (["--train-bpe", "300", os.path.join(tmp, "nope*.txt")], "no file matches"),
-                       (["--train-bpe", "300", "--workers", "0", bad], "--workers"),
+                       (["--train-bpe", "300", "--workers", "-1", bad], "--workers"),
                        (["--tokenizer", os.path.join(tmp, "none.json"), bad], "no such tokenizer")):
         r = run_cli(["--out", os.path.join(tmp, "oe")] + args)
         check(r.returncode == 1 and r.stderr.count("\n") == 1 and want in r.stderr, f"error line: {r.stderr.strip()}")
@@ -313,13 +329,20 @@ def body(tmp):
         pyarrow.parquet.write_table(pyarrow.table({"text": docs}), pq)
         r = run_cli(["--out", os.path.join(tmp, "op"), "--prefix", "c", "--tokenizer",
                      os.path.join(o1, "c_tokenizer.json"), "--val-frac", "0.1", "--shard-tokens", "7000", pq])
-        check(r.returncode == 0 and files_of(os.path.join(tmp, "op"), "c") == files_of(ol, "c"), "parquet = same shards")
+        bins = [{k: v for k, v in files_of(d, "c").items() if k.endswith(".bin")}
+                for d in (os.path.join(tmp, "op"), ol)]
+        check(r.returncode == 0 and bins[0] == bins[1] and len(bins[0]) > 3, "parquet = same shards")
     except ImportError:
         with open(pq, "wb") as f:
             f.write(b"PAR1")
         r = run_cli(["--out", os.path.join(tmp, "op"), "--train-bpe", "300", pq])
         check(r.returncode == 1 and r.stderr.count("\n") == 1 and "pyarrow" in r.stderr,
               f"no pyarrow: {r.stderr.strip()}")
+
+    encoder_cases(tok)
+    part_ranges(tmp)
+    parts_cli(tmp, inputs, o1, ol, want_tr, want_va, toks_tr)
+    progress_cases(tmp, o1)
 
     # the trainer reads the shards
     exe = os.path.join(ROOT, "train_gpt")
@@ -335,6 +358,157 @@ def body(tmp):
     steps = [s for s in steps if "loss" in s or "train_loss" in s]
     check(r.returncode == 0 and len(steps) >= 2, f"train_gpt trains 2 steps on the shards (rc {r.returncode}, "
           f"{len(steps)} loss lines) {r.stderr.strip()[-300:]}")
+
+
+TRICKY = (list("abcXYZ019 '!?.,-_\"\\[]^") +
+          ["'s", "'S", "'ll", "'ve", " 's", "  ", "   ", "\n", "\n\n", "\r\n", "\t", "\x0b", "\x0c", "\x1c", "\x00",
+           "\x85", "\xa0", "\u2000", "\u200b", "\u3000", "\u2028", "\u180e", "\u1680", "caf\u00e9", "\u00df", "\u03a9",
+           "e\u0301", "\u0915\u0903", "\u0660", "\u2160", "\u00bd", "\u00b2", "\u4e2d", "\ud55c", "\u01c5", "\u02b0",
+           "\u200d", "\ufeff", "\ue000", "\u201c", "\u2014", "\u20ac", "<|endo"])
+UNSAFE = ["\U0001F600", "\U00020000", EOT, "\u0378"]  # beyond U+FFFF, the EOT text, unassigned
+
+
+def encoder_cases(tok):
+    """The fast Encoder against encode_batch, on documents made of edge cases."""
+    r = random.Random(5)
+    docs = ["".join(r.choice(TRICKY if r.random() < 0.98 else UNSAFE) for _ in range(r.randint(0, 120)))
+            for _ in range(1500)]
+    pats = prep.fast_patterns(tok)
+    enc = prep.Encoder(tok, pats)
+    got, _ = enc.encode(docs)
+    want = [prep.u16le(e.ids) for e in tok.encode_batch(docs)]
+    n_slow = sum(1 for d in docs if not d.isascii() and enc.unsafe(d) or enc.special(d))
+    check(pats is not None and got == want and 100 < n_slow < 1000,
+          f"fast Encoder = encode_batch on {len(docs)} edge-case documents ({n_slow} through encode_batch)")
+    cfg = json.loads(tok.to_str())
+    cfg["normalizer"] = {"type": "Lowercase"}
+    check(prep.fast_patterns(type(tok).from_str(json.dumps(cfg))) is None,
+          "a tokenizer with a normalizer is not taken for plain byte-level BPE (encode_batch only)")
+
+
+def part_ranges(tmp):
+    """Every document in exactly one part and in order, whatever N and input kind."""
+    d = os.path.join(tmp, "ranges")
+    os.makedirs(d)
+    files = {"a.txt": "one\ntwo three\n\n\nfour\r\n  \nfive\nsix\n\n" * 7 + "last para\nno newline",
+             "b.txt": "", "c.txt": "\n\nx\ny\n\n\nz " * 5,
+             "d.jsonl": "".join(json.dumps({"text": f"doc {i}" * i}) + "\n" + "\n" * (i % 3) for i in range(30))}
+    for name, text in files.items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+    paths = [os.path.join(d, n) for n in sorted(files)]
+    try:  # parquet parts go by row group
+        import pyarrow
+        import pyarrow.parquet
+        pyarrow.parquet.write_table(pyarrow.table({"text": [f"row {i}" for i in range(60)]}),
+                                    os.path.join(d, "e.parquet"), row_group_size=7)
+        paths.append(os.path.join(d, "e.parquet"))
+    except ImportError:
+        pass
+    bad = []
+    for mode in ("file", "lines", "blank"):
+        full = list(prep.iter_documents(paths, docs=mode))
+        for n in (1, 2, 3, 5, 7, 40, 300):
+            got = [x for k in range(1, n + 1) for x in prep.iter_documents(paths, docs=mode, part=(k, n))]
+            if got != full:
+                bad.append(f"{mode} N={n}")
+    check(not bad, f"parts of N = 1..300 hold every document once, in order, for --docs file/lines/blank, "
+                   f".jsonl{' and .parquet' if paths[-1].endswith('.parquet') else ''} {bad}")
+
+
+def validate(out, m):
+    """The manifest's shards exist, with the size, header and sha256 it says."""
+    for s in m["train"] + m["val"]:
+        with open(os.path.join(out, s["file"]), "rb") as f:
+            b = f.read()
+        if (hashlib.sha256(b).hexdigest() != s["sha256"] or len(b) != 1024 + 2 * s["tokens"]
+                or struct.unpack("<3i", b[:12]) != (20240520, 1, s["tokens"])):
+            return False
+    return (sum(s["tokens"] for s in m["train"]) == m["train_tokens"]
+            and all(os.path.isfile(os.path.join(out, t)) for t in m["tokenizer_files"]))
+
+
+def one_line_error(r, want):
+    return r.returncode != 0 and r.stderr.count("\n") == 1 and "error:" in r.stderr and want in r.stderr
+
+
+def parts_cli(tmp, inputs, o1, ol, want_tr, want_va, toks_tr):
+    tokp = os.path.join(o1, "c_tokenizer.json")
+    args = ["--prefix", "c", "--tokenizer", tokp, "--val-frac", "0.1", "--shard-tokens", "7000", "--workers", "2"]
+    op = os.path.join(tmp, "parts")
+    rs = [run_cli(["--out", op, "--part", f"{k}/3"] + args + inputs) for k in (1, 2, 3)]
+    check(all(r.returncode == 0 for r in rs) and "sbatch --array=1-3 " in rs[0].stdout
+          and "--part $SLURM_ARRAY_TASK_ID/3" in rs[0].stdout,
+          f"--part 1/3, 2/3, 3/3 run and print the sbatch line: {rs[0].stdout.splitlines()[1].strip()[:110]}...")
+    r = run_cli(["--merge", "--out", op, "--prefix", "c"])
+    with open(os.path.join(op, "c_manifest.json")) as f:
+        m = json.load(f)
+    with open(os.path.join(ol, "c_manifest.json")) as f:
+        single = json.load(f)
+    V, eot, table = read_tokenizer_bin(os.path.join(op, "c_tokenizer.bin"))
+    tr = [os.path.join(op, s["file"]) for s in m["train"]]
+    got_tr, toks = docs_from_shards(tr, eot, table)
+    got_va, _ = docs_from_shards([os.path.join(op, s["file"]) for s in m["val"]], eot, table)
+    check(r.returncode == 0 and validate(op, m) and len(m["train"]) >= 3 and m["parts"] == 3
+          and all(m[k] == single[k] for k in ("settings", "train_docs", "val_docs", "train_tokens", "val_tokens")),
+          f"--merge: one manifest of {len(m['train'])} + {len(m['val'])} shards that check out; settings and "
+          f"counts = the single job's")
+    check(got_tr == want_tr and got_va == want_va and toks == toks_tr,
+          "merged parts = the single job: same documents on the same side, in order, same token stream")
+    r = run_cli(["--out", op, "--part", "2/3"] + args + inputs)
+    check(r.returncode == 0 and "up to date" in r.stdout and os.path.exists(os.path.join(op, "c_manifest.json")),
+          "a part rerun with the same arguments is a no-op (the merged manifest stays)")
+
+    def broken(name, how):
+        d = os.path.join(tmp, name)
+        shutil.copytree(op, d)
+        how(d)
+        return run_cli(["--merge", "--out", d, "--prefix", "c"])
+    r = broken("missing", lambda d: os.remove(os.path.join(d, "c_p0002of0003_manifest.json")))
+    check(one_line_error(r, "part 2/3 missing"), f"missing part refused: {r.stderr.strip()}")
+    r = broken("dup", lambda d: shutil.copy(os.path.join(d, "c_p0002of0003_manifest.json"),
+                                             os.path.join(d, "c_p0003of0003_manifest.json")))
+    check(one_line_error(r, "manifest of part 2/3, not 3/3"), f"duplicate part refused: {r.stderr.strip()}")
+    r = broken("twon", lambda d: shutil.copy(os.path.join(d, "c_p0001of0003_manifest.json"),
+                                              os.path.join(d, "c_p0001of0004_manifest.json")))
+    check(one_line_error(r, "3 and 4-part runs"), f"parts of two different N refused: {r.stderr.strip()}")
+
+    def flip(d):
+        with open(os.path.join(d, "c_p0003of0003_train_000.bin"), "r+b") as f:
+            f.seek(2000)
+            b = f.read(1)
+            f.seek(2000)
+            f.write(bytes([b[0] ^ 1]))
+    r = broken("flip", flip)
+    check(one_line_error(r, "does not match its manifest"), f"a changed shard refused: {r.stderr.strip()}")
+    ot = os.path.join(tmp, "tok300")
+    r = run_cli(["--out", ot, "--prefix", "t", "--train-bpe", "300", "--tokenizer-only"] + inputs)
+    check(r.returncode == 0 and sorted(os.listdir(ot)) == ["t_tokenizer.bin", "t_tokenizer.json"],
+          "--tokenizer-only writes just the tokenizer files")
+    other = ["--prefix", "c", "--tokenizer", os.path.join(ot, "t_tokenizer.json")] + args[4:]
+    r = broken("othertok", lambda d: run_cli(["--out", d, "--part", "2/3"] + other + inputs))
+    check(one_line_error(r, "part 2/3 was made with another tokenizer"), f"a part with another tokenizer refused: "
+          f"{r.stderr.strip()}")
+    for part, want in (("0/3", "1 <= K <= N"), ("4/3", "1 <= K <= N"), ("x", "K/N")):
+        r = run_cli(["--out", os.path.join(tmp, "bad"), "--part", part] + args + inputs)
+        check(one_line_error(r, want) and not os.path.exists(os.path.join(tmp, "bad")),
+              f"--part {part} refused: {r.stderr.strip()}")
+    r = run_cli(["--out", os.path.join(tmp, "bad"), "--part", "1/3", "--train-bpe", "300"] + inputs)
+    check(one_line_error(r, "--part needs --tokenizer"),
+          f"--part with --train-bpe refused: {r.stderr.strip()[:100]}...")
+
+
+def progress_cases(tmp, o1):
+    jl = os.path.join(tmp, "c.jsonl")
+    args = ["--out", os.path.join(tmp, "pg"), "--prefix", "p", "--tokenizer", os.path.join(o1, "c_tokenizer.json")]
+    r = subprocess.run([PY, os.path.join(DATA_DIR, "prepare.py")] + args + [jl], capture_output=True, text=True)
+    line = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    check(r.returncode == 0 and "MB/s" in line and "100.0%" in line and "ETA" in line, f"progress: {line}")
+    with open(jl) as f:
+        r = subprocess.run([PY, os.path.join(DATA_DIR, "prepare.py"), "--force", "--format", "jsonl"] + args
+                           + ["/dev/stdin"], input=f.read(), capture_output=True, text=True)
+    line = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    check(r.returncode == 0 and "MB/s" in line and "size unknown" in line, f"progress from a pipe: {line}")
 
 
 if __name__ == "__main__":
