@@ -652,6 +652,66 @@ static void test_blend_order(void) {
     check(refused, "odd blends are refused: a weight without a glob, two globs, weight 0 or negative, nothing");
 }
 
+// -on-spike rewind N against a planted poison batch (samples 60-63 are uniform noise, step 16
+// of a 4-sequence batch): the guard skips step 16, the run goes back to the step-14 checkpoint
+// and passes over 2 batches (samples 56-63). From there it must equal, bit for bit, a run that
+// never saw those samples (-skip-data 56:8), in 1x1x1 and in 2x2x2 ZeRO-1.
+static void test_rewind(void) {
+    char tmp[] = "/tmp/llmc_rewindXXXXXX";
+    if (!mkdtemp(tmp)) die("mkdtemp failed");
+    char data[1300], base[3000], err[4096], path[1400];
+    snprintf(data, sizeof(data), "%s/poison_000.bin", tmp);
+    FILE* f = fopen_check(data, "wb");
+    int32_t hdr[256] = {20240520, 1, 12000};
+    fwrite(hdr, 4, 256, f);
+    uint64_t st = 5;
+    for (int i = 0; i < 12000; i++) { // a noise-free pattern (learnt in a few steps), noise in samples 60..63
+        uint16_t tok = (uint16_t)((i * 7 + i / 13) % 300);
+        if (i >= 60 * 32 && i <= 64 * 32) tok = (uint16_t)(rng_next(&st) % 300);
+        fwrite(&tok, 2, 1, f);
+    }
+    fclose(f);
+    const char* lay[2] = {"", "-tp 2 -pp 2 -dp 2 -zero 1"};
+    for (int k = 0; k < 2; k++) {
+        RunLog rw, ref;
+        char pre[256] = "OMP_NUM_THREADS=1 timeout 300";
+        if (k) snprintf(pre, sizeof(pre), "%s -np 8", MPIRUN);
+        for (int which = 0; which < 2; which++) {
+            snprintf(base, sizeof(base),
+                     "%s ./train_gpt -L 2 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 4 -ramp off -lr 3e-3 "
+                     "-warmup 0 -tokens 1e9 -i %s -j '' -shuffle 0 -seed 7 -threads 1 -steps 20 %s -o %s/%s%d %s",
+                     pre, data, lay[k], tmp, which ? "ref" : "rw", k,
+                     which ? "-skip-data 56:8" : "-skip-spikes 4 -spike-window 8 -on-spike rewind 2 -ckpt-every 2");
+            int rc = run_cmd(base, err, sizeof(err));
+            snprintf(path, sizeof(path), "%s/%s%d/log.jsonl", tmp, which ? "ref" : "rw", k);
+            int ok = rc == 0 && read_runlog(path, which ? &ref : &rw) == 0;
+            check(ok, "rewind %s %s: runs 20 steps (rc %d)", k ? "2x2x2" : "1x1x1", which ? "reference" : "run", rc);
+        }
+        snprintf(path, sizeof(path), "%s/rw%d/log.jsonl", tmp, k);
+        f = fopen(path, "r");
+        char line[4096];
+        int rewinds = 0;
+        int skip16 = 0;
+        while (f && fgets(line, sizeof(line), f)) {
+            if (strstr(line, "\"event\":\"rewind\"") && strstr(line, "\"bad_step\":16,") &&
+                strstr(line, "\"checkpoint\":\"ckpt_00000014\"") && strstr(line, "\"skip_at\":56,\"skip_samples\":8"))
+                rewinds++;
+            if (strstr(line, "\"type\":\"train\",\"step\":16,") && strstr(line, "\"skip\":\"spike\"")) skip16++;
+        }
+        if (f) fclose(f);
+        check(rewinds == 1 && skip16 == 1,
+              "rewind %s: the poison batch (step 16) is a spike, and one rewind to ckpt 14 passes over samples "
+              "56-63 (%d rewinds, %d skips at 16)",
+              k ? "2x2x2" : "1x1x1", rewinds, skip16);
+        int same = rw.n == 20 && ref.n == 20;
+        for (int st2 = 1; same && st2 <= 20; st2++) same = strcmp(rw.raw[st2], ref.raw[st2]) == 0;
+        check(same,
+              "rewind %s: every logged step (the last record of each) equals the run with -skip-data 56:8, "
+              "bit for bit",
+              k ? "2x2x2" : "1x1x1");
+    }
+}
+
 // A three-dataset blend (0.5/0.3/0.2; c has 5 samples, so it wraps epochs) with a two-dataset
 // validation blend: 2x2x2 ZeRO-1 equals the single process; a stopped run resumed in another
 // layout continues the same sample order; the log's realized counts equal the rule's.
@@ -1167,6 +1227,7 @@ int main(int argc, char** argv) {
     else {
         test_layouts();
         test_blend_layouts();
+        test_rewind();
         test_layouts_sp_vpp();
         test_noise_scale_vs_bruteforce();
     }

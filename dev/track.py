@@ -99,7 +99,7 @@ def dedup(records):
         cut = None
         if r["type"] == "train" and s is not None:
             cut = s
-        elif r["type"] == "event" and r.get("event") == "resume" and s is not None:
+        elif r["type"] == "event" and r.get("event") in ("resume", "rewind") and s is not None:
             cut = s + 1
         if cut is not None:
             out = [o for o in out

@@ -39,6 +39,7 @@
 #define CKPT_MAGIC 20261202
 #define CKPT_VERSION 2
 #define CKPT_HEADER_INTS 128
+#define CKPT_MAX_SKIPS 8 // data ranges a run may skip (-on-spike rewind, -skip-data; config.h's CFG_MAX_SKIPS)
 
 typedef enum {
     CK_MAGIC,
@@ -91,6 +92,9 @@ typedef enum {
     CK_RAMP_TOKENS,
     CK_RAMP_AUTO,
     CK_TOTAL_TOKENS, // the LR and batch schedule when saved (double bits): changes are logged
+    CK_SKIP_COUNT,   // data ranges skipped by -on-spike rewind (or -skip-data): how many, then
+    CK_SKIP_FIRST,   // (at, n) pairs: at run sample `at`, n stream samples are passed over
+    CK_SKIP_LAST = CK_SKIP_FIRST + 2 * CKPT_MAX_SKIPS - 1,
     CK_NUM_FIELDS
 } CkptField;
 
@@ -227,17 +231,16 @@ static int ckpt_list_complete(const char* base, int64_t* steps, int max) {
         if (sscanf(e->d_name, "ckpt_%lld%7s", &s, rest) != 1 || s < 0) continue;
         ckpt_dir_name(cand, sizeof(cand), base, s);
         if (!ckpt_is_done(cand)) continue;
-        if (n < max) steps[n] = s;
+        int k = n < max ? n : max; // insert into the newest `max` so far, newest first
+        int b = k;
+        while (b > 0 && steps[b - 1] < s) b--;
+        if (b < max) {
+            for (int a = (k < max ? k : max - 1); a > b; a--) steps[a] = steps[a - 1];
+            steps[b] = s;
+        }
         n++;
     }
     closedir(d);
-    int k = n < max ? n : max;
-    for (int a = 1; a < k; a++) // insertion sort, newest first (a handful of entries)
-        for (int b = a; b > 0 && steps[b] > steps[b - 1]; b--) {
-            int64_t t = steps[b];
-            steps[b] = steps[b - 1];
-            steps[b - 1] = t;
-        }
     return n;
 }
 
@@ -322,6 +325,17 @@ static int ckpt_header_validate(const CkptHeader* hdr, const char* path, int64_t
               (long long)h[CK_TOKENS], (long long)h[CK_SAMPLES], (long long)h[CK_ADAM_T]);
     if (h[CK_AUTO_GB] < 0 || h[CK_AUTO_GB] > CKPT_MAX_BATCH || h[CK_NOISE_N] < 0)
         CKBAD("auto_gb=%lld noise_n=%lld", (long long)h[CK_AUTO_GB], (long long)h[CK_NOISE_N]);
+    if (h[CK_SKIP_COUNT] < 0 || h[CK_SKIP_COUNT] > CKPT_MAX_SKIPS)
+        CKBAD("skipped data ranges %lld (at most %d)", (long long)h[CK_SKIP_COUNT], CKPT_MAX_SKIPS);
+    for (int i = 0; i < CKPT_MAX_SKIPS; i++) { // in order, each 1..2^40 samples; unused pairs zero
+        int64_t at = h[CK_SKIP_FIRST + 2 * i];
+        int64_t n = h[CK_SKIP_FIRST + 2 * i + 1];
+        int used = i < h[CK_SKIP_COUNT];
+        if (used ? (at < 0 || at > h[CK_SAMPLES] || n < 1 || n > ((int64_t)1 << 40) ||
+                    (i > 0 && at < h[CK_SKIP_FIRST + 2 * i - 2]))
+                 : (at != 0 || n != 0))
+            CKBAD("skipped data range %d (at %lld, %lld samples)", i, (long long)at, (long long)n);
+    }
     // the payload this rank's layout implies (params.h's sizes from the validated shape)
     // a bound on any rank's payload: the whole model (exact per-rank sizes: reshard.h)
     int64_t C = h[CK_H];

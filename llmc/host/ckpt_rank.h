@@ -51,6 +51,8 @@ typedef struct {
     double noise_g2m, noise_sm, noise_betapow;
     int64_t noise_n;
     uint64_t data_hash; // identity of the training shards (run.h), saved to refuse a silent change
+    int nskip;          // data ranges skipped so far (-on-spike rewind): at run sample skip_at, skip_n samples
+    int64_t skip_at[CKPT_MAX_SKIPS], skip_n[CKPT_MAX_SKIPS];
 } Progress;
 
 static void ckpt_put_f64(CkptHeader* h, int f, double x) { memcpy(&h->h[f], &x, 8); }
@@ -150,6 +152,11 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
     memcpy(&h.h[CK_NOISE_BETAPOW], &p->noise_betapow, 8);
     h.h[CK_SHUFFLE] = c->shuffle;
     h.h[CK_DATA_HASH] = (int64_t)p->data_hash;
+    h.h[CK_SKIP_COUNT] = p->nskip;
+    for (int i = 0; i < p->nskip; i++) {
+        h.h[CK_SKIP_FIRST + 2 * i] = p->skip_at[i];
+        h.h[CK_SKIP_FIRST + 2 * i + 1] = p->skip_n[i];
+    }
 #define CKPT_PUT_RECIPE(name, slot, value) ckpt_put_f64(&h, slot, value);
     CKPT_RECIPE(CKPT_PUT_RECIPE, c)
 #undef CKPT_PUT_RECIPE
@@ -242,6 +249,11 @@ static int load_checkpoint_rank(const Config* c, const char* dir, const ParamLay
         memcpy(&p->noise_g2m, &h->h[CK_NOISE_G2M], 8);
         memcpy(&p->noise_sm, &h->h[CK_NOISE_SM], 8);
         memcpy(&p->noise_betapow, &h->h[CK_NOISE_BETAPOW], 8);
+        p->nskip = (int)h->h[CK_SKIP_COUNT];
+        for (int i = 0; i < p->nskip; i++) {
+            p->skip_at[i] = h->h[CK_SKIP_FIRST + 2 * i];
+            p->skip_n[i] = h->h[CK_SKIP_FIRST + 2 * i + 1];
+        }
     }
     ckpt_set_close(&set);
     return rc;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #define CFG_ERR_LEN 512
+#define CFG_MAX_SKIPS 8  // -skip-data ranges (a checkpoint holds as many: CKPT_MAX_SKIPS)
 #define CFG_PATH_LEN 512 // paths longer than CFG_PATH_LEN-1 are refused, never truncated
 
 // explicit limits (far above any real run; they keep every product below in range)
@@ -99,6 +100,9 @@ typedef struct {
     double peak_tflops; // for MFU; 0 = from the device table
     // instruments
     double skip_spikes;           // z for the spike guard; 0 = only non-finite skips
+    int64_t rewind_batches;       // -on-spike rewind N: batches passed over after the checkpoint (0: skip)
+    int max_rewinds;              // -on-spike rewind: at most this many, then stop
+    char skip_data[CFG_PATH_LEN]; // -skip-data "AT:N,...": stream samples passed over (a rewound run's)
     int spike_window, spike_stop; // rolling window; stop after this many skips in a row
     double noise_beta;            // EMA decay of the gradient noise scale estimates
     int threads;                  // OpenMP threads, 0 = default
@@ -178,6 +182,8 @@ typedef struct {
     X(F64, "-skip-spikes", skip_spikes, 0.0, "guards", "skip updates above mean + Z sd (0: non-finite only)") \
     X(INT, "-spike-window", spike_window, 100, "guards", "steps in the spike guard's window")                 \
     X(INT, "-spike-stop", spike_stop, 5, "guards", "stop after this many skips in a row")                     \
+    X(INT, "-max-rewinds", max_rewinds, 3, "guards", "-on-spike rewind: stop after this many rewinds")        \
+    X(WORD, "-skip-data", skip_data, "", "guards", "\"AT:N,...\": pass over N samples at run sample AT")      \
     X(F64, "-noise-beta", noise_beta, 0.99, "guards", "EMA decay of the gradient noise scale")
 
 // -h lines of the flags parsed by hand: X(flag and syntax, help group, what, default)
@@ -188,6 +194,10 @@ typedef struct {
     X("-lr X|auto", "recipe", "peak learning rate", "5e-05")                                                    \
     X("-steps N", "recipe", "stop after N steps (0: evaluate once; -1: until -tokens)", "-1")                   \
     X("-seed N", "output", "random seed", "1337")                                                               \
+    X("-on-spike skip | rewind N", "guards",                                                                    \
+      "a skipped step: skip it, or reload the last checkpoint and pass "                                        \
+      "over N batches",                                                                                         \
+      "skip")                                                                                                   \
     X("-resume", "run", "continue from the newest complete checkpoint in -o", "off")                            \
     X("-timeout S|auto|0", "run", "step watchdog, seconds (1..1e8; 0: off)", "auto")                            \
     X("-check [-world N]", "modes", "validate flags, model and layout for N ranks, then exit", "off")           \
@@ -353,6 +363,8 @@ static int config_parse_special(Config* c, int argc, char** argv, int* i, char* 
         need = 1;
     else if (strcmp(f, "-ramp") == 0)
         need = (v != NULL && strcmp(v, "off") == 0) ? 1 : 3;
+    else if (strcmp(f, "-on-spike") == 0)
+        need = (v != NULL && strcmp(v, "rewind") == 0) ? 2 : 1;
     else
         return 0;
     if (*i + need >= argc) {
@@ -387,6 +399,19 @@ static int config_parse_special(Config* c, int argc, char** argv, int* i, char* 
         int64_t s;
         ok = parse_i64(v, &s) && s >= 0;
         if (ok) c->seed = (uint64_t)s;
+    } else if (strcmp(f, "-on-spike") == 0) { // skip | rewind N
+        c->rewind_batches = 0;
+        if (need == 2 &&
+            (!parse_i64(argv[*i + 2], &c->rewind_batches) || c->rewind_batches < 1 || c->rewind_batches > 1000000)) {
+            snprintf(err, CFG_ERR_LEN,
+                     "bad value for -on-spike rewind: want N batches from 1 to 1e6 (-on-spike "
+                     "rewind 200)");
+            return -1;
+        }
+        if (need == 1 && strcmp(v, "skip") != 0) {
+            snprintf(err, CFG_ERR_LEN, "bad value '%s' for -on-spike: want skip or rewind N", v);
+            return -1;
+        }
     } else if (strcmp(f, "-ramp") == 0 && need == 1) {
         c->ramp_start = 0;
         c->ramp_inc = 0;
@@ -418,6 +443,41 @@ static int config_parse_special(Config* c, int argc, char** argv, int* i, char* 
     }
     *i += need;
     return 1;
+}
+
+// -skip-data "AT:N,AT:N": the ranges into at/n (CFG_MAX_SKIPS each); how many, or -1 (err)
+static int config_skip_ranges(const char* s, int64_t* at, int64_t* n, char* err) {
+    int k = 0;
+    char buf[CFG_PATH_LEN];
+    snprintf(buf, sizeof(buf), "%s", s);
+    size_t len = strlen(s);
+    if (len > 0 && (s[0] == ',' || s[len - 1] == ',' || strstr(s, ",,") != NULL)) {
+        snprintf(err, CFG_ERR_LEN, "bad -skip-data '%s': an empty range between commas", s);
+        return -1;
+    }
+    for (char* save = NULL;;) {
+        char* tok = strtok_r(k == 0 && save == NULL ? buf : NULL, ",", &save);
+        if (tok == NULL) break;
+        char* colon = strchr(tok, ':');
+        if (k == CFG_MAX_SKIPS || colon == NULL) {
+            snprintf(err, CFG_ERR_LEN,
+                     "bad -skip-data '%s': want up to %d ranges AT:N (run sample, samples), "
+                     "comma-separated, in order",
+                     s, CFG_MAX_SKIPS);
+            return -1;
+        }
+        *colon = '\0';
+        if (!parse_i64(tok, &at[k]) || !parse_i64(colon + 1, &n[k]) || at[k] < 0 || n[k] < 1 ||
+            n[k] > ((int64_t)1 << 40) || (k > 0 && at[k] < at[k - 1])) {
+            snprintf(err, CFG_ERR_LEN,
+                     "bad -skip-data '%s': want up to %d ranges AT:N (run sample, samples), "
+                     "comma-separated, in order",
+                     s, CFG_MAX_SKIPS);
+            return -1;
+        }
+        k++;
+    }
+    return k;
 }
 
 // returns 0 ok, 1 error (message in err)
@@ -541,6 +601,14 @@ static int config_validate(Config* c, char* err) {
     if (c->clip < 0) FAIL("-clip must be >= 0 (0 turns clipping off)");
     if (c->total_tokens <= 0) FAIL("-tokens must be positive");
     if (c->skip_spikes < 0) FAIL("-skip-spikes must be >= 0 (0: skip only non-finite steps)");
+    if (c->max_rewinds < 1 || c->max_rewinds > CFG_MAX_SKIPS)
+        FAIL("-max-rewinds must be 1 to %d (each rewind adds a skipped data range to the checkpoint)", CFG_MAX_SKIPS);
+    if (c->rewind_batches > 0 && (c->out_dir[0] == '\0' || c->ckpt_every <= 0))
+        FAIL("-on-spike rewind needs checkpoints to go back to: -o DIR and -ckpt-every N");
+    if (c->rewind_batches > 0 && c->skip_spikes <= 0)
+        FAIL("-on-spike rewind acts on the steps the spike guard flags: give -skip-spikes Z (e.g. 4)");
+    int64_t sat[CFG_MAX_SKIPS], sn[CFG_MAX_SKIPS];
+    if (config_skip_ranges(c->skip_data, sat, sn, err) < 0) return 1;
     if (c->spike_window < 2 || c->spike_window > CFG_MAX_SPIKE_WINDOW || c->spike_stop < 0)
         FAIL("-spike-window must be in 2..%d and -spike-stop >= 0", CFG_MAX_SPIKE_WINDOW);
     if (c->threads < 0 || c->threads > CFG_MAX_THREADS)

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "blend.h"
+#include "checkpoint.h"
 #include "rand.h"
 #include "safeio.h"
 #include "utils.h"
@@ -60,6 +61,8 @@ typedef struct {
     BlendSpec* spec; // the parts' names, globs and weights
     DataPart* parts; // (spec->n)
     BlendOrder order;
+    int nskip; // data passed over (-on-spike rewind): from run sample skip_at[i] on, skip_n[i] more
+    int64_t skip_at[CKPT_MAX_SKIPS], skip_n[CKPT_MAX_SKIPS];
 } DataSet;
 
 // Checks a shard header (the first 256 int32) against the file size. Returns the token
@@ -345,9 +348,20 @@ static void dataset_read_tokens(DataSet* ds, int64_t pos, int n) {
     }
 }
 
+// the skipped ranges (sorted by at): run sample s is stream sample s + the ranges at or before it
+static void dataset_set_skips(DataSet* ds, int n, const int64_t* at, const int64_t* count) {
+    ds->nskip = n;
+    for (int i = 0; i < n; i++) {
+        ds->skip_at[i] = at[i];
+        ds->skip_n[i] = count[i];
+    }
+}
+
 // inputs/targets (T each) of run sample number s
 static void dataset_get(DataSet* ds, int64_t s, int* inputs, int* targets) {
-    int64_t pos = dataset_sample_pos(ds, s);
+    int64_t stream = s;
+    for (int i = 0; i < ds->nskip && ds->skip_at[i] <= s; i++) stream += ds->skip_n[i];
+    int64_t pos = dataset_sample_pos(ds, stream);
     dataset_read_tokens(ds, pos, ds->T + 1);
     for (int i = 0; i <= ds->T; i++) {
         if (ds->buf[i] >= ds->V) {

@@ -58,13 +58,16 @@ typedef struct {
     SpikeGuard spike;   // loss-spike guard
     int64_t auto_gb;    // -ramp auto: the current global batch
     uint64_t data_hash; // identity of the training shards (outdir.h)
-    int lock_fd;        // rank 0: the flock on -o (held until exit), else -1
-    int lock_dir_fd;    // rank 0: the flock on the -o directory itself, else -1
-    int log_lock_fd;    // the flock on this rank's log file, else -1
-    int dump_lock_fd;   // the flock on -dump-logits (the rank that writes it), else -1
-    Watchdog wd;        // step watchdog (-timeout)
-    char events[2048];  // resume notes for the log, written once it is open
-    ClozeSet cloze;     // -eval-file (every rank holds it)
+    int nskip;          // data ranges passed over (-skip-data, -on-spike rewind): at run sample skip_at[i],
+    int64_t skip_at[CKPT_MAX_SKIPS], skip_n[CKPT_MAX_SKIPS]; // skip_n[i] stream samples
+    int rewinds;                                             // -on-spike rewind: rewinds so far in this process
+    int lock_fd;                                             // rank 0: the flock on -o (held until exit), else -1
+    int lock_dir_fd;                                         // rank 0: the flock on the -o directory itself, else -1
+    int log_lock_fd;                                         // the flock on this rank's log file, else -1
+    int dump_lock_fd;  // the flock on -dump-logits (the rank that writes it), else -1
+    Watchdog wd;       // step watchdog (-timeout)
+    char events[2048]; // resume notes for the log, written once it is open
+    ClozeSet cloze;    // -eval-file (every rank holds it)
     int have_cloze;
     int prompt[CFG_PATH_LEN];
     int nprompt;    // -prompt token ids
@@ -341,7 +344,22 @@ static Progress run_progress(const Run* R) {
     p.noise_betapow = R->noise.beta_pow;
     p.noise_n = R->noise.n;
     p.data_hash = R->data_hash;
+    p.nskip = R->nskip;
+    memcpy(p.skip_at, R->skip_at, sizeof(p.skip_at));
+    memcpy(p.skip_n, R->skip_n, sizeof(p.skip_n));
     return p;
+}
+
+_Static_assert(CFG_MAX_SKIPS == CKPT_MAX_SKIPS, "-skip-data holds what a checkpoint holds");
+
+// the data ranges passed over, on every rank (the stages that read tokens apply them)
+static void run_set_skips(Run* R, int n, const int64_t* at, const int64_t* count) {
+    R->nskip = n;
+    for (int i = 0; i < n; i++) {
+        R->skip_at[i] = at[i];
+        R->skip_n[i] = count[i];
+    }
+    if (R->train.paths) dataset_set_skips(&R->train, n, at, count);
 }
 
 static void run_restore(Run* R, const Progress* p) {
@@ -356,6 +374,7 @@ static void run_restore(Run* R, const Progress* p) {
     R->noise.beta_pow = p->noise_betapow;
     R->noise.n = p->noise_n;
     if (R->noise.n == 0) noise_init(&R->noise, R->cfg.noise_beta);
+    run_set_skips(R, p->nskip, p->skip_at, p->skip_n);
 }
 
 // ----------------------------------------------------------------------------------------
@@ -735,6 +754,19 @@ static void run_load_weights(Run* R, const RunHooks* h) {
     } else {
         h->init(h->self);
     }
+    int64_t at[CKPT_MAX_SKIPS], n[CKPT_MAX_SKIPS];
+    char e[CFG_ERR_LEN];
+    int given = config_skip_ranges(c->skip_data, at, n, e); // validated at start-up: >= 0
+    if (!c->resume) {
+        run_set_skips(R, given, at, n);
+    } else { // the checkpoint's ranges stand; a -skip-data given (or recorded) must be where they start
+        int prefix = given <= R->nskip;
+        for (int i = 0; prefix && i < given; i++) prefix = at[i] == R->skip_at[i] && n[i] == R->skip_n[i];
+        if (!prefix)
+            die("-skip-data '%s' differs from the ranges the checkpoint passed over (%d): resume without "
+                "-skip-data, or start over",
+                c->skip_data, R->nskip);
+    }
     run_open_log(R, c->resume);
     if (R->log.f && R->events[0]) {
         fputs(R->events, R->log.f);
@@ -891,6 +923,54 @@ static int run_save(Run* R, const RunHooks* h) {
 // Trains to -tokens / -steps. Returns the exit status (stop.h): 0; 3 after -spike-stop
 // skips in a row (a checkpoint of the weights from before the trouble is saved first);
 // 4 after SIGTERM/SIGINT/SIGUSR1 (the step finishes, a checkpoint is saved with -o).
+// -on-spike rewind N, after a step the guard skipped: back to the newest complete checkpoint,
+// and the next N batches after it passed over (recorded as a skipped range, saved in every later
+// checkpoint and logged, so the run can be reproduced with -skip-data). 1 rewound, 0 no
+// checkpoint yet (the step stays skipped). Every rank takes part.
+static int run_rewind(Run* R, const RunHooks* h, int64_t bad_step) {
+    const Config* c = &R->cfg;
+    char dir[1100], err[1400];
+    int64_t newest = ckpt_find_latest(c->out_dir, dir, sizeof(dir));
+    if (world_sum(&R->comm, newest < 0 ? 1.0 : 0.0) > 0) return 0; // every rank sees the same directory
+    int64_t at[CKPT_MAX_SKIPS], n[CKPT_MAX_SKIPS];
+    memcpy(at, R->skip_at, sizeof(at)); // the ranges so far, not the checkpoint's: an earlier rewind
+    memcpy(n, R->skip_n, sizeof(n));    // to this checkpoint passed over some already
+    int k = R->nskip;
+    int rc = h->load(h->self, dir, 0, err, sizeof(err));
+    if (world_sum(&R->comm, rc != 0 ? 1.0 : 0.0) > 0) die("-on-spike rewind: %s", rc ? err : "a rank failed to load");
+    int64_t gb = c->ramp_auto ? R->auto_gb
+                              : schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, R->samples);
+    if (k > 0 && at[k - 1] == R->samples) { // a second rewind to the same checkpoint: further on
+        n[k - 1] += c->rewind_batches * gb;
+    } else {
+        if (k == CKPT_MAX_SKIPS) // every rank has the same ranges: every rank stops here
+            die("-on-spike rewind: %d skipped data ranges already, the most a checkpoint holds; resume with a "
+                "lower -lr or -beta2",
+                CKPT_MAX_SKIPS);
+        at[k] = R->samples;
+        n[k++] = c->rewind_batches * gb;
+    }
+    run_set_skips(R, k, at, n);
+    R->rewinds++;
+    if (R->comm.rank == 0) {
+        printf(
+            "rewind %d of %d: step %lld was skipped; back to %s, passing over %lld batches (%lld samples from "
+            "run sample %lld)\n",
+            R->rewinds, c->max_rewinds, (long long)bad_step, dir, (long long)c->rewind_batches,
+            (long long)(c->rewind_batches * gb), (long long)R->samples);
+        fflush(stdout);
+    }
+    if (R->log.f) {
+        fprintf(R->log.f,
+                "{\"type\":\"event\",\"event\":\"rewind\",\"step\":%lld,\"bad_step\":%lld,\"checkpoint\":"
+                "\"ckpt_%08lld\",\"skip_at\":%lld,\"skip_samples\":%lld,\"rewinds\":%d}\n",
+                (long long)R->step, (long long)bad_step, (long long)newest, (long long)R->skip_at[k - 1],
+                (long long)R->skip_n[k - 1], R->rewinds);
+        logger_check(&R->log);
+    }
+    return 1;
+}
+
 static int run_loop(Run* R, const RunHooks* h) {
     const Config* c = &R->cfg;
     int f = c->recompute == RECOMPUTE_FULL ? 4 : 3; // selective's attention rebuild is not in the paper's formula
@@ -941,6 +1021,18 @@ static int run_loop(Run* R, const RunHooks* h) {
         s.elapsed_s = (wall_ms() - R->t_start) / 1e3;
         run_progress_est(R, wall_ms(), &s.pct, &s.eta_s);
         logger_step(&R->log, &s);
+        if (r.skip != SKIP_NONE && c->rewind_batches > 0) {
+            if (R->rewinds >= c->max_rewinds) {
+                if (R->comm.rank == 0)
+                    fprintf(stderr,
+                            "error: step %lld was skipped (%s) after %d rewinds (-max-rewinds): lower -lr or -beta2, "
+                            "then -resume from the checkpoints in %s\n",
+                            (long long)R->step, spike_kind_name(r.skip), R->rewinds, c->out_dir);
+                fflush(stderr);
+                return RUN_EXIT_SPIKE;
+            }
+            if (run_rewind(R, h, R->step)) continue;
+        }
         if (spike_should_stop(&R->spike, c->spike_stop)) {
             // skipped steps leave the weights alone: this checkpoint holds the weights from before the trouble
             if (c->out_dir[0] && run_save(R, h) != 0) die("checkpoint after %d skipped steps failed", c->spike_stop);

@@ -188,10 +188,10 @@ static void runrecord_value_WORD(char* s, size_t n, const char* v) {
 static void runrecord_value_PATH(char* s, size_t n, const char* v) { runrecord_value_WORD(s, n, v); }
 
 // the flags outside the table (their parsing has more than one form): name and value as JSON
-#define RUNRECORD_SPECIAL 8
+#define RUNRECORD_SPECIAL 9
 static const char* runrecord_special(const Config* c, int i, char* s, size_t n) {
-    static const char* names[RUNRECORD_SPECIAL] = {"-model", "-recompute", "-ramp",  "-ramp-auto",
-                                                   "-lr",    "-lr-auto",   "-steps", "-seed"};
+    static const char* names[RUNRECORD_SPECIAL] = {"-model",   "-recompute", "-ramp", "-ramp-auto", "-lr",
+                                                   "-lr-auto", "-steps",     "-seed", "-on-spike"};
     if (i == 0) runrecord_value_WORD(s, n, c->model);
     if (i == 1) runrecord_value_INT(s, n, c->recompute);
     if (i == 2)
@@ -201,6 +201,7 @@ static const char* runrecord_special(const Config* c, int i, char* s, size_t n) 
     if (i == 5) runrecord_value_BOOL(s, n, c->lr_auto);
     if (i == 6) runrecord_value_I64(s, n, c->max_steps);
     if (i == 7) snprintf(s, n, "%llu", (unsigned long long)c->seed);
+    if (i == 8) runrecord_value_I64(s, n, c->rewind_batches); // 0: skip
     return names[i];
 }
 

@@ -92,6 +92,10 @@ done <<'CASES'
 1 1 version_1
 1 99 version_99
 0 7 magic
+50 9 skipped_data_ranges=9_(at_most_8)
+50 -1 skipped_data_ranges=-1
+50 1 one_skipped_range_of_0_samples
+51 5 an_unused_skipped_range_not_zero
 CASES
 attempt "format version 1 is refused with the reason" "version 1 headers are not covered" "$REF/ckpt_00000006" "$PY tests/attack/ckpt_forge.py \$F 1 1"
 attempt "truncated rank file" "truncated" "$REF/ckpt_00000006" "truncate -s 2000 \$F"

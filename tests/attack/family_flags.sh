@@ -16,6 +16,10 @@ expect_ok "control: -ramp auto 32 32" -- "${C[@]}" -ramp auto 32 32
 expect_ok "control: -eps 1e-30" -- "${C[@]}" -eps 1e-30
 expect_ok "control: -threads 1024" -- "${C[@]}" -threads 1024
 expect_ok "control: -steps 1" -- "${C[@]}" -steps 1
+expect_ok "control: -on-spike rewind 2 with the guard and checkpoints" -- "${C[@]}" -on-spike rewind 2 -skip-spikes 4 \
+  -o "$WORK/rw" -ckpt-every 2
+expect_ok "control: -on-spike skip" -- "${C[@]}" -on-spike skip
+expect_ok "control: -skip-data 5:3,9:1" -- "${C[@]}" -skip-data 5:3,9:1
 expect_ok "control: -j ''" -- "${C[@]}" -j ''
 expect_ok "control: -o ./-dash" -- "${C[@]}" -o "$WORK/./-dash"
 expect_ok "control: -plan" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b
@@ -125,6 +129,26 @@ done <<'TABLE'
 -steps -2
 -steps -5
 -skip-spikes -1
+-on-spike
+-on-spike rewind
+-on-spike rewind 0
+-on-spike rewind -3
+-on-spike rewind 1e7
+-on-spike rewind x
+-on-spike panic
+-on-spike rewind 2 -skip-spikes 4
+-on-spike rewind 2 -skip-spikes 4 -o /tmp
+-on-spike rewind 2 -o /tmp -ckpt-every 2
+-max-rewinds 0
+-max-rewinds 9
+-skip-data x
+-skip-data 5
+-skip-data 5:0
+-skip-data -5:3
+-skip-data 10:3,5:3
+-skip-data 1:1,2:1,3:1,4:1,5:1,6:1,7:1,8:1,9:1
+-skip-data 5:2199023255553
+-skip-data 5:3,
 -spike-window 1
 -spike-window 0
 -spike-window 2000000
