@@ -181,7 +181,7 @@ static void runrecord_json(FILE* f, const Config* c, const Comm* comm) {
             c->recompute, (long long)c->ramp_start, (long long)c->ramp_inc, (long long)c->ramp_tokens, c->ramp_auto);
     fprintf(f, "\"-lr\":%.17g,\"-lr-auto\":%d,\"-steps\":%lld,\"-seed\":%llu", c->lr, c->lr_auto,
             (long long)c->max_steps, (unsigned long long)c->seed);
-    char s[CFG_PATH_LEN * 2 + 8];
+    char s[CFG_PATH_LEN * 6 + 8]; // a value escaped: a control byte (-prompt-text's newlines) takes 6
 #define RUNRECORD_INT(v) fprintf(f, "%d", (int)(v))
 #define RUNRECORD_BOOL(v) fprintf(f, "%d", (int)(v))
 #define RUNRECORD_I64(v) fprintf(f, "%lld", (long long)(v))

@@ -1,5 +1,5 @@
 r"""
-Tests llmc/host/bpe.h, a C encoder of text into token ids, against the `tokenizers`
+Tests llmc/host/bpe.h, the C encoder behind the trainer's -prompt-text, against the `tokenizers`
 library: every expected id comes from tokenizers.Tokenizer.from_file(json).encode(text).ids.
 
   * a few thousand deterministic texts (KJV verses; runs of ASCII letters, digits, punctuation and
@@ -14,7 +14,8 @@ library: every expected id comes from tokenizers.Tokenizer.from_file(json).encod
     against \p{L}, \p{N} and \s of tokenizers' own regex engine;
   * invalid UTF-8 (which no Python str can hold) is refused, not encoded;
   * what the encoder does not implement, and broken JSON, is refused with one line;
-  * the .json/.bin pair check (bpe_check_decoder): a pair passes, a mismatch is refused.
+  * the .json/.bin pair check (bpe_check_decoder): a pair passes, a mismatch is refused;
+  * ./train_gpt -prompt-text TEXT samples what -prompt with tokenizers' ids for TEXT samples.
 
     ~/.cache/llmc/hf-venv/bin/python tests/data/test_bpe.py      (last line: "N passed, M failed")
 """
@@ -307,6 +308,7 @@ def main():
 
         refusals(exe, tmp, small)
         pairs(exe, tmp, small)
+        trainer()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return summary()
@@ -405,6 +407,34 @@ def pairs(exe, tmp, small):
     open(p, "wb").write(bent)
     r = run(exe, "load", kjv_json, p)
     check("<|endoftext|>" in r.stdout, f"a .bin with another <|endoftext|> is refused: {r.stdout.strip()[:120]}")
+
+
+# ---------------------------------------------------------------- the trainer
+
+def trainer():
+    """./train_gpt -prompt-text TEXT samples exactly what -prompt IDS does with tokenizers' ids."""
+    exe = os.path.join(ROOT, "train_gpt")
+    if not os.path.exists(exe):
+        check(False, "./train_gpt is built (make train_gpt)")
+        return
+    tok = Tokenizer.from_file(os.path.join(KJV, "kjv_tokenizer.json"))
+    base = [exe, "-seq", "32", "-V", "8192", "-gb", "4", "-ramp", "off", "-threads", "1", "-steps", "0", "-j", "",
+            "-tokenizer", os.path.join(KJV, "kjv_tokenizer.bin"), "-sample-len", "12"]
+
+    def sample(*extra):
+        r = subprocess.run(base + list(extra), capture_output=True, text=True)
+        return r.returncode, [ln for ln in r.stdout.split("\n") if ln.startswith("sample: ")], r.stderr.strip()
+
+    first = None
+    for text in ["And God said", "In the beginning,\tthe LORD's  word<|endoftext|>Amen", "Ünïcödé 日本 ½\u00a0x"]:
+        ids = tok.encode(text).ids
+        a = sample("-prompt-text", text)
+        b = sample("-prompt", ",".join(map(str, ids)))
+        first = first or a
+        check(a[0] == 0 and len(a[1]) == 1 and a == b,
+              f"train_gpt -prompt-text {text!r} samples as -prompt {ids}: {a[1][:1]} {a[2][-200:]}")
+    other = sample("-prompt", ",".join(map(str, tok.encode("And God saw").ids)))
+    check(other[0] == 0 and other[1] != first[1], "... and another prompt samples something else (the check can fail)")
 
 
 if __name__ == "__main__":
