@@ -74,7 +74,7 @@ test_instruments: tests/test_instruments.c llmc/host/noise.h llmc/host/spike.h
 
 # the reliability suite (doc/reliability.md): the attack families against the trainer,
 # bounded libFuzzer runs of every file and flag parser, the test build under ASan+UBSan
-FUZZ_TARGETS = shard tokenizer flags ckpt cloze blend
+FUZZ_TARGETS = shard tokenizer flags ckpt cloze blend bpe
 FUZZ_SECONDS ?= 15
 FUZZ_BINS = $(addprefix tests/fuzz/bin/fuzz_,$(FUZZ_TARGETS))
 SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -151,9 +151,11 @@ endif
 gpu-rehearsal: train_gpt $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/test_attention
 	bash tests/test_gpu_rehearsal.sh
 
-# Hugging Face export/import, the cloze evaluation vs lm-eval, data curation (the venv of dev/install.sh)
+# Hugging Face export/import, the cloze evaluation vs lm-eval, data curation (the venv of dev/install.sh),
+# and the C BPE encoder of -prompt-text vs the tokenizers library
 HF_PY ?= $(HOME)/.cache/llmc/hf-venv/bin/python
 test-hf: train_gpt data
+	$(HF_PY) tests/data/test_bpe.py
 	$(HF_PY) tests/test_hf.py
 	$(HF_PY) tests/fuzz/fuzz_import_hf.py
 	$(HF_PY) tests/test_track.py

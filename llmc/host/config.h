@@ -91,8 +91,9 @@ typedef struct {
     char tokenizer[CFG_PATH_LEN];
     int64_t sample_every;
     int sample_len;
-    int sample_greedy;         // argmax instead of sampling (deterministic)
-    char prompt[CFG_PATH_LEN]; // token ids "12,7,99" the sample continues (default <|endoftext|>)
+    int sample_greedy;              // argmax instead of sampling (deterministic)
+    char prompt[CFG_PATH_LEN];      // token ids "12,7,99" the sample continues (default <|endoftext|>)
+    char prompt_text[CFG_PATH_LEN]; // or text, encoded with -tokenizer's .json (llmc/host/bpe.h)
     int64_t eval_every;
     char eval_file[CFG_PATH_LEN];   // cloze evaluation (llmc/host/eval.h)
     char dump_logits[CFG_PATH_LEN]; // test-only: logits of the first val micro-batch (-steps 0)
@@ -171,6 +172,7 @@ typedef struct {
     X(INT, "-sample-len", sample_len, 64, "output", "sample length, tokens")                                  \
     X(BOOL, "-sample-greedy", sample_greedy, 0, "output", "argmax instead of sampling")                       \
     X(WORD, "-prompt", prompt, "", "output", "token ids \"12,7,99\" the sample continues")                    \
+    X(WORD, "-prompt-text", prompt_text, "", "output", "text the sample continues (needs -tokenizer)")        \
     X(I64, "-eval-every", eval_every, 0, "output", "cloze evaluation every N steps (0: off)")                 \
     X(PATH, "-eval-file", eval_file, "", "output", "cloze set (.jsonl)")                                      \
     X(PATH, "-dump-logits", dump_logits, "", "output", "tests: the logits of the first val micro-batch")      \
@@ -631,6 +633,10 @@ static int config_validate(Config* c, char* err) {
         FAIL("-blend %s and -i %s both name the training data: give one", c->blend_file, c->train_glob);
     if (c->dump_logits[0] != '\0' && c->max_steps != 0)
         FAIL("-dump-logits runs with -steps 0 (it evaluates the loaded weights)");
+    if (c->prompt[0] != '\0' && c->prompt_text[0] != '\0')
+        FAIL("-prompt and -prompt-text exclude each other (token ids, or text to encode): give one");
+    if (c->prompt_text[0] != '\0' && c->tokenizer[0] == '\0')
+        FAIL("-prompt-text needs -tokenizer FILE.bin (the FILE.json beside it encodes the text)");
     if (c->sample_every > 0 && c->sample_len >= c->seq)
         FAIL("-sample-len (%d) must be below the sequence length (%d)", c->sample_len, c->seq);
 #undef FAIL

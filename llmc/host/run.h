@@ -35,6 +35,7 @@
 #include "rand.h"
 #include "schedule.h"
 #include "spike.h"
+#include "startup.h"
 #include "stop.h"
 #include "tokenizer.h"
 #include "utils.h"
@@ -70,7 +71,7 @@ typedef struct {
     ClozeSet cloze;    // -eval-file (every rank holds it)
     int have_cloze;
     int prompt[CFG_PATH_LEN];
-    int nprompt;    // -prompt token ids
+    int nprompt;    // -prompt token ids, or -prompt-text's
     double t_start; // wall ms when the run started (progress)
     double win_ms[16];
     int64_t win_tok[16], win_step[16];
@@ -198,6 +199,11 @@ static void run_open_data(Run* R, int reads_tokens) {
         char err[1024];
         if (cloze_load(&R->cloze, c->eval_file, c->V, c->seq, err, sizeof(err)) != 0) die("%s", err);
         R->have_cloze = 1;
+    }
+    // startup checked -prompt-text on every rank already: an error here means the files changed since
+    if (c->prompt_text[0] != '\0') {
+        char err[CFG_ERR_LEN];
+        if (startup_prompt_text(c, R->prompt, CFG_PATH_LEN, &R->nprompt, err) != 0) die("%s", err);
     }
     for (const char* p = c->prompt; *p;) { // "12,7,99": ids the sample continues
         char* end;
@@ -508,7 +514,7 @@ static int run_sample_start(const Run* R) {
     return eot < R->cfg.V ? eot : 0;
 }
 
-// Fills the start of a sample's tokens (T of them): the -prompt ids, or <|endoftext|>.
+// Fills the start of a sample's tokens (T of them): the -prompt (-prompt-text) ids, or <|endoftext|>.
 // Returns how many; generation continues at that position.
 static int run_sample_prompt(const Run* R, int* tokens, int T) {
     for (int i = 0; i < T; i++) tokens[i] = run_sample_start(R);

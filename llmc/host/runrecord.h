@@ -206,7 +206,7 @@ static const char* runrecord_special(const Config* c, int i, char* s, size_t n) 
 }
 
 static void runrecord_json(FILE* f, const Config* c, const Comm* comm) {
-    char s[CFG_PATH_LEN * 2 + 64];
+    char s[CFG_PATH_LEN * 6 + 64]; // a value escaped: a control byte (-prompt-text's newlines) takes 6
     fprintf(f, "\"argv\":[%s],\"layout\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"world\":%d},\"flags\":{", c->argv_record,
             comm->TP, comm->PP, comm->DP, comm->world);
     for (int i = 0; i < RUNRECORD_SPECIAL; i++) {
@@ -225,7 +225,7 @@ static void runrecord_json(FILE* f, const Config* c, const Comm* comm) {
 // to out ("resume: -lr 0.001 replaces the recorded 0.0006"); returns how many. Whether a change
 // may be made is the checkpoint's to decide (model shape and data order refused, recipe logged).
 static int runrecord_report_changes(FILE* out, const Config* rec, const Config* now) {
-    char a[CFG_PATH_LEN * 2 + 64], b[CFG_PATH_LEN * 2 + 64];
+    char a[CFG_PATH_LEN * 6 + 64], b[CFG_PATH_LEN * 6 + 64];
     int n = 0;
     for (int i = 0; i < RUNRECORD_SPECIAL; i++) {
         const char* name = runrecord_special(rec, i, a, sizeof(a));

@@ -4,8 +4,9 @@
  * -plan, and bring up MPI and the layout's groups. A bad configuration is detected
  * identically by every rank; rank 0 prints the one-line error and every rank exits 1, so
  * nothing hangs. The named input files are checked here too (before any work): the
- * tokenizer loads and covers V, -init-from is a complete checkpoint, -log is not a FIFO,
- * and -check validates the shards of -i/-j when they are given.
+ * tokenizer loads and covers V, -prompt-text encodes (startup_prompt_text), -init-from is a
+ * complete checkpoint, -log is not a FIFO, and -check validates the shards of -i/-j when
+ * they are given.
  */
 #ifndef LLMC_STARTUP_H
 #define LLMC_STARTUP_H
@@ -18,6 +19,7 @@
 #include "../planner/planner.h"
 #include "runrecord.h"
 #include "stop.h"
+#include "bpe.h"
 #include "tokenizer.h"
 
 // -plan, -check and -h answer on stdout: a failed write (stdout on a full disk) is an error
@@ -25,6 +27,56 @@ static int startup_stdout_failed(void) {
     if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
     fprintf(stderr, "error: writing standard output failed: %s\n", strerror(errno ? errno : EIO));
     return 1;
+}
+
+// -prompt-text as token ids (at most cap): the text encoded with the tokenizer.json beside -tokenizer
+// FILE.bin (dev/data/prepare.py writes the pair), which must be that .bin's pair; every id below V,
+// and room left in -seq for the sample. 0, or 1 with one line in err (CFG_ERR_LEN).
+static int startup_prompt_text(const Config* c, int* ids, int cap, int* n, char* err) {
+    char json[CFG_PATH_LEN + 8];
+    char e[1400];
+    Bpe b;
+    Tokenizer t;
+    *n = 0;
+    if (bpe_json_path(c->tokenizer, json, sizeof(json)) != 0) {
+        snprintf(err, CFG_ERR_LEN, "-prompt-text: the path of -tokenizer %s is too long", c->tokenizer);
+        return 1;
+    }
+    if (bpe_load(&b, json, e, sizeof(e)) != 0) {
+        snprintf(err, CFG_ERR_LEN,
+                 "-prompt-text: %s (dev/data/prepare.py writes PREFIX_tokenizer.json beside PREFIX_tokenizer.bin: "
+                 "run it again, or give the -tokenizer that has one)",
+                 e);
+        return 1;
+    }
+    int bad = tokenizer_load(&t, c->tokenizer, e, sizeof(e)) != 0;
+    if (!bad) bad = bpe_check_decoder(&b, &t, c->tokenizer, e, sizeof(e)) != 0;
+    if (bad) {
+        snprintf(err, CFG_ERR_LEN, "-prompt-text: %s (run dev/data/prepare.py again to write both files)", e);
+        tokenizer_free(&t);
+        bpe_free(&b);
+        return 1;
+    }
+    tokenizer_free(&t);
+    long got = bpe_encode(&b, c->prompt_text, strlen(c->prompt_text), ids, cap, e, sizeof(e));
+    bpe_free(&b);
+    if (got < 0) {
+        snprintf(err, CFG_ERR_LEN, "-prompt-text: %s", e);
+        return 1;
+    }
+    if (got + 1 >= c->seq || got > cap) { // as -prompt: the sample needs a position after the prompt
+        snprintf(err, CFG_ERR_LEN, "-prompt-text is %ld tokens, too many for seq %d", got, c->seq);
+        return 1;
+    }
+    for (long k = 0; k < got; k++) {
+        if (ids[k] >= c->V) {
+            snprintf(err, CFG_ERR_LEN, "-prompt-text encodes to token %d, not below V=%d: pass the tokenizer's -V",
+                     ids[k], c->V);
+            return 1;
+        }
+    }
+    *n = (int)got;
+    return 0;
 }
 
 // The files the flags name, checked the same way on every rank. 0, or 1 (err filled).
@@ -46,6 +98,11 @@ static int startup_check_inputs(const Config* c, int rank, int dp, int argc, cha
                      c->tokenizer, vocab, c->V);
             return 1;
         }
+    }
+    if (c->prompt_text[0] != '\0') {
+        int ids[CFG_PATH_LEN]; // at most one token per byte of the text
+        int n;
+        if (startup_prompt_text(c, ids, CFG_PATH_LEN, &n, err) != 0) return 1;
     }
     if (c->init_from[0] != '\0') {
         char done[CFG_PATH_LEN + 16];

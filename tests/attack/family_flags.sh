@@ -295,4 +295,50 @@ expect_err "strings: a 520-character -eval-file is refused, not cut" "limit is 5
 expect_err "strings: a 520-character -dump-logits is refused, not cut" "limit is 511" -- "$TRAIN" -check -V 8192 \
   -dump-logits "/tmp/$(printf 'd%.0s' $(seq 1 515))"
 expect_err "strings: -eval-file given a flag" "needs a path" -- "$TRAIN" -check -V 8192 -eval-file -resume
+# -prompt-text: the text is encoded with the tokenizer.json beside -tokenizer FILE.bin (llmc/host/bpe.h)
+KJVTOK="$ROOT/dev/data/kjv/kjv_tokenizer"
+PT="$WORK/prompt"; mkdir -p "$PT/fifo" "$PT/dir" "$PT/none" "$PT/cut" "$PT/wordpiece" "$PT/bent"
+for d in fifo dir none cut wordpiece bent; do cp "$KJVTOK.bin" "$PT/$d/tok.bin"; done
+mkfifo "$PT/fifo/tok.json"; mkdir "$PT/dir/tok.json"
+head -c 100000 "$KJVTOK.json" > "$PT/cut/tok.json"
+sed 's/"type": "BPE"/"type": "WordPiece"/' "$KJVTOK.json" > "$PT/wordpiece/tok.json"
+cp "$KJVTOK.json" "$PT/bent/tok.json"
+# token 20's one byte becomes '!': the .bin no longer matches the .json
+printf '\x21' | dd of="$PT/bent/tok.bin" bs=1 seek=$((1024 + 2 * 20 + 1)) conv=notrunc status=none
+PTC=("$TRAIN" -check "${TINY[@]}" -tokenizer "$KJVTOK.bin")
+expect_ok "-prompt-text: control" -- "${PTC[@]}" -prompt-text "And God said"
+expect_err "-prompt-text: without -tokenizer" "needs -tokenizer" -- "$TRAIN" -check "${TINY[@]}" -prompt-text "And God"
+expect_err "-prompt-text: with -prompt" "exclude each other" -- "${PTC[@]}" -prompt-text "And God" -prompt 295,386
+expect_err "-prompt-text: no .json beside the .bin" "cannot open tokenizer json .*tok\.json.*prepare\.py" -- \
+  "$TRAIN" -check "${TINY[@]}" -tokenizer "$PT/none/tok.bin" -prompt-text "And God said"
+expect_err "-prompt-text: a truncated .json" "tok\.json: invalid JSON" -- \
+  "$TRAIN" -check "${TINY[@]}" -tokenizer "$PT/cut/tok.bin" -prompt-text "And God said"
+expect_err "-prompt-text: a WordPiece .json" "model type WordPiece is not supported" -- \
+  "$TRAIN" -check "${TINY[@]}" -tokenizer "$PT/wordpiece/tok.bin" -prompt-text "And God said"
+expect_err "-prompt-text: a .json that is a FIFO (no hang)" "is a FIFO" -- \
+  "$TRAIN" -check "${TINY[@]}" -tokenizer "$PT/fifo/tok.bin" -prompt-text "And God said"
+expect_err "-prompt-text: a .json that is a directory" "is a directory" -- \
+  "$TRAIN" -check "${TINY[@]}" -tokenizer "$PT/dir/tok.bin" -prompt-text "And God said"
+expect_err "-prompt-text: a .bin that is not the .json's pair" "disagree on token 20: not a pair" -- \
+  "$TRAIN" -check "${TINY[@]}" -tokenizer "$PT/bent/tok.bin" -prompt-text "And God said"
+expect_err "-prompt-text: invalid UTF-8" "not valid UTF-8 \(byte 4 " -- "${PTC[@]}" \
+  -prompt-text "$(printf 'And \xc3\x28God')"
+expect_err "-prompt-text: a lone surrogate in UTF-8" "not valid UTF-8" -- "${PTC[@]}" \
+  -prompt-text "$(printf '\xed\xa0\x80')"
+expect_err "-prompt-text: 600 characters" "limit is 511" -- "${PTC[@]}" -prompt-text "$(printf 'w%.0s' $(seq 600))"
+expect_err "-prompt-text: more tokens than -seq 32 holds" "is 61 tokens, too many for seq 32" -- "${PTC[@]}" \
+  -prompt-text "$(printf 'word %.0s' $(seq 60))"
+expect_err "-prompt-text: an id not below -V" "token 8191, not below V=8000" -- "$TRAIN" -check -V 8000 \
+  -tokenizer "$KJVTOK.bin" -prompt-text "Amen<|endoftext|>"
+expect_ok "-prompt-text: a run samples after the text" -- "$TRAIN" "${TINY[@]}" -steps 0 -j '' \
+  -tokenizer "$KJVTOK.bin" -sample-len 8 -prompt-text "And God said"
+if grep -q "^sample: ." "$OUT"; then pass "-prompt-text: the sample is printed"
+else fail "-prompt-text: the sample is printed" "no sample line"; fi
+# 200 tabs: escaped in the run record (-o DIR/config.json), each takes 6 bytes
+TABS="$(printf '\t%.0s' $(seq 200))And"
+expect_ok "-prompt-text: 200 tabs, recorded with -o" -- "$TRAIN" "${TINY[@]}" -seq 256 -steps 0 -j '' -sample-len 1 \
+  -tokenizer "$KJVTOK.bin" -prompt-text "$TABS" -o "$PT/tabs"
+if /usr/bin/python3 -c 'import json, sys; a = json.load(open(sys.argv[1]))["argv"]; sys.exit(sys.argv[2] not in a)' \
+    "$PT/tabs/config.json" "$TABS"; then pass "-prompt-text: the run record holds the text"
+else fail "-prompt-text: the run record holds the text" "$(head -c 200 "$PT/tabs/config.json")"; fi
 attack_done
