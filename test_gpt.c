@@ -652,6 +652,54 @@ static void test_blend_order(void) {
     check(refused, "odd blends are refused: a weight without a glob, two globs, weight 0 or negative, nothing");
 }
 
+// -layout auto under mpirun -np 8: the planner's choice is printed with its runner-up, the run
+// trains in it, the choice goes into the run record, and -o DIR -resume keeps it
+static void test_layout_auto(void) {
+    char tmp[] = "/tmp/llmc_lautoXXXXXX";
+    char data[1200], cmd[4000], path[1400], out[1300];
+    pattern_tmpdir(tmp, data, sizeof(data), 40000);
+    snprintf(out, sizeof(out), "%s/run", tmp);
+    const char* args = "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -gb 16 -ramp 8 8 1024 -lr 2e-3 -tokens 1e9 "
+                       "-j '' -threads 1 -layout auto";
+    snprintf(cmd, sizeof(cmd), "%s -np 8 ./train_gpt %s -i %s -steps 3 -o %s > %s/out.txt 2>&1", MPIRUN, args, data,
+             out, tmp);
+    int rc = system(cmd);
+    snprintf(path, sizeof(path), "%s/out.txt", tmp);
+    FILE* f = fopen(path, "r");
+    char line[2048], choice[400] = "";
+    int runner = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "layout auto: -tp", 16) == 0) snprintf(choice, sizeof(choice), "%s", line + 13);
+        if (strstr(line, "layout auto: runner-up") && strstr(line, "it loses on")) runner = 1;
+    }
+    if (f) fclose(f);
+    int tp = 0, pp = 0, dp = 0;
+    int parsed = sscanf(choice, "-tp %d -pp %d -dp %d", &tp, &pp, &dp) == 3;
+    check(rc == 0 && parsed && tp * pp * dp == 8 && runner,
+          "-layout auto on 8 ranks: a layout of 8 ranks (tp %d pp %d dp %d), with the runner-up and why (rc %d)", tp,
+          pp, dp, rc);
+    snprintf(path, sizeof(path), "%s/config.json", out);
+    f = fopen(path, "r");
+    char rec[16384] = "";
+    size_t got = f ? fread(rec, 1, sizeof(rec) - 1, f) : 0;
+    rec[got] = '\0';
+    if (f) fclose(f);
+    char want[120];
+    snprintf(want, sizeof(want), "\"-tp\",\"%d\",\"-pp\",\"%d\",\"-dp\",\"%d\"", tp, pp, dp);
+    check(strstr(rec, want) != NULL && strstr(rec, "\"layout_auto\":\"-tp") != NULL,
+          "-layout auto: the choice is in the run record (%s)", want);
+    snprintf(cmd, sizeof(cmd), "%s -np 8 ./train_gpt -o %s -resume -steps 5 > %s/out2.txt 2>&1", MPIRUN, out, tmp);
+    rc = system(cmd);
+    snprintf(path, sizeof(path), "%s/out2.txt", tmp);
+    f = fopen(path, "r");
+    char layout[200];
+    snprintf(layout, sizeof(layout), "tp=%d pp=%d dp=%d world=8", tp, pp, dp);
+    int same = 0;
+    while (f && fgets(line, sizeof(line), f)) same |= strstr(line, layout) != NULL && strstr(line, "| layout") != NULL;
+    if (f) fclose(f);
+    check(rc == 0 && same, "-layout auto: -o DIR -resume keeps the chosen layout (%s; rc %d)", layout, rc);
+}
+
 // -on-spike rewind N against a planted poison batch (samples 60-63 are uniform noise, step 16
 // of a 4-sequence batch): the guard skips step 16, the run goes back to the step-14 checkpoint
 // and passes over 2 batches (samples 56-63). From there it must equal, bit for bit, a run that
@@ -1228,6 +1276,7 @@ int main(int argc, char** argv) {
         test_layouts();
         test_blend_layouts();
         test_rewind();
+        test_layout_auto();
         test_layouts_sp_vpp();
         test_noise_scale_vs_bruteforce();
     }

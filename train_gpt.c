@@ -1240,7 +1240,7 @@ int main(int argc, char** argv) {
     }
     Config cfg;
     Comm comm;
-    startup(&cfg, &comm, argc, argv);
+    startup(&cfg, &comm, argc, argv, 0.0); // -layout auto on the CPU: -gpu-mem or the cluster preset's
     {
         CpuIsa isa;
         char err[160];

@@ -1503,11 +1503,24 @@ static void hook_abort(void* self) {
     for (int i = 0; i < d->nlinks; i++) ncclCommAbort(d->link[i].comm);
 }
 
+// -layout auto sizes the layout to the GPU's memory (the GPUs of a node alike: device 0's). Only
+// then is the runtime touched before startup; no GPU (a dry run on a login node) is not an error
+// here: the layout falls back to -gpu-mem or the cluster preset, so these calls are not checked.
+static double device_mem_gib(int argc, char** argv) {
+    int want = 0;
+    for (int i = 1; i + 1 < argc; i++) want |= strcmp(argv[i], "-layout") == 0 && strcmp(argv[i + 1], "auto") == 0;
+    int n = 0;
+    cudaDeviceProp p;
+    if (!want || cudaGetDeviceCount(&n) != cudaSuccess || n == 0 || cudaGetDeviceProperties(&p, 0) != cudaSuccess)
+        return 0.0;
+    return (double)p.totalGlobalMem / 1073741824.0;
+}
+
 #ifndef TESTING
 int main(int argc, char** argv) {
     Config cfg;
     Comm comm;
-    startup(&cfg, &comm, argc, argv); // -h, -check, -plan and bad flags end here, before any GPU work
+    startup(&cfg, &comm, argc, argv, device_mem_gib(argc, argv)); // -h, -check, -plan, bad flags end here
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #endif

@@ -71,12 +71,23 @@ ROOT="${LLMC_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 cd "$ROOT" && source scripts/lib.sh
 
 # ---- cluster and 3D layout (paper: 560 nodes, TP 8 inside a node, PP 35, DP 16) --------
-NODES=560
+NODES=${NODES:-560}           # the paper's throughput table also has 280, 350 and 420
 GPUS_PER_NODE=8
-TP=8                         # tensor parallel: Megatron, inside a node (NVLink)
-PP=35                        # pipeline parallel: 105 layers / 35 = 3 layers per stage, 1F1B
-DP=16                        # data parallel: 4480 / (8 * 35)
 WORLD=$((NODES * GPUS_PER_NODE))
+# LAYOUT=auto (the default): the trainer's planner picks TP/PP/DP/mb/vpp/sp/recompute/ZeRO
+# for WORLD ranks of 80 GB A100s, 8 per node, and prints its choice and the runner-up; any of
+# TP PP DP MB RECOMPUTE SP VPP ZERO set in the environment pins that dimension. LAYOUT=manual:
+# the paper's layout, TP 8 inside a node (NVLink), PP 35 (3 layers per stage, 1F1B), DP the rest.
+LAYOUT=${LAYOUT:-auto}
+if [ "$LAYOUT" = "manual" ]; then
+  LAYOUT_FLAGS=(-tp "${TP:-8}" -pp "${PP:-35}" -dp "${DP:-$((WORLD / (${TP:-8} * ${PP:-35})))}" -mb "${MB:-1}"
+                -recompute "${RECOMPUTE:-1}" -sp "${SP:-0}" -vpp "${VPP:-1}" -zero "${ZERO:-1}")
+else
+  LAYOUT_FLAGS=(-layout auto -cluster selene-a100 -gpus-per-node "$GPUS_PER_NODE")
+  for v in TP PP DP MB RECOMPUTE SP VPP ZERO; do
+    if [ -n "${!v:-}" ]; then LAYOUT_FLAGS+=("-$(echo "$v" | tr '[:upper:]' '[:lower:]')" "${!v}"); fi
+  done
+fi
 
 TRAINER=./train_gpt_cu
 OUT_DIR=${OUT_DIR:-out/mtnlg_530b}
@@ -90,12 +101,9 @@ FLAGS=(
   # GPT-2 BPE vocabulary 50257 padded to 51200 (a multiple of 1024, divisible by TP 8)
   -model 530b -L 105 -H 20480 -heads 128 -seq 2048 -V 50257 -vpad 1024
   -scaled-init 1                     # output projections N(0, s^2/(2L)), s = sqrt(1/(3H)) = 4.03e-3
-  # layout
-  -tp "$TP" -pp "$PP" -dp "$DP"
-  -mb 1                              # micro-batch 1 sequence (paper)
-  -recompute "${RECOMPUTE:-1}"       # full activation recomputation (paper: needed to fit)
-  -sp "${SP:-0}" -vpp "${VPP:-1}"     # the paper used neither (both came after it)
-  -zero 1                            # ZeRO-1: optimizer state sharded over the 16 DP ranks
+  # layout: LAYOUT_FLAGS above (paper: TP 8, PP 35, DP 16, micro-batch 1, full recomputation,
+  # ZeRO-1, no SP or interleaving, both of which came after it)
+  "${LAYOUT_FLAGS[@]}"
   -comm nccl
   # batch: global batch 1920 sequences (3.9M tokens), ramped from 32 in increments of 32
   # over the first 12B tokens (Megatron --rampup-batch-size 32 32 5859375 sequences)

@@ -63,8 +63,19 @@ expect_fail() {
 }
 
 # every script, with every model it offers
-expect_pass "run_mtnlg_530b.sh (560 nodes, TP 8 x PP 35 x DP 16)" scripts/run_mtnlg_530b.sh
-expect_pass "run_mtnlg_530b.sh SP=1 RECOMPUTE=selective (the options after the paper)" scripts/run_mtnlg_530b.sh SP=1 RECOMPUTE=selective
+expect_pass "run_mtnlg_530b.sh LAYOUT=manual (560 nodes, the paper's TP 8 x PP 35 x DP 16)" scripts/run_mtnlg_530b.sh \
+  LAYOUT=manual
+expect_pass "run_mtnlg_530b.sh LAYOUT=manual SP=1 RECOMPUTE=selective (the options after the paper)" \
+  scripts/run_mtnlg_530b.sh LAYOUT=manual SP=1 RECOMPUTE=selective
+expect_pass "run_mtnlg_530b.sh (LAYOUT=auto, 560 nodes)" scripts/run_mtnlg_530b.sh
+# the planner's layout for the paper's 280 nodes: TP 8 inside a node, as the paper chose
+log="$TMP/auto280.log"
+if env DRY_RUN=1 NODES=280 bash scripts/run_mtnlg_530b.sh > "$log" 2>&1 && grep -q "^layout auto: -tp 8 -pp" "$log" &&
+  grep -q "^layout auto: runner-up .* it loses on" "$log"; then
+  ok "run_mtnlg_530b.sh NODES=280: -layout auto picks TP 8 inside a node and says why over the runner-up"
+else
+  bad "run_mtnlg_530b.sh NODES=280: -layout auto picks TP 8 inside a node and says why over the runner-up" "$log"
+fi
 for m in 125m 350m 1.3b 6.7b; do
   expect_pass "run_family.sh MODEL=$m (1 node of 8 GPUs)" scripts/run_family.sh MODEL="$m"
 done
@@ -85,11 +96,13 @@ done
 expect_fail "impossible: 125m with TP 8 (12 heads)" scripts/run_family.sh \
   's/TP=1; PP=1; DP=8; CKPT_EVERY=500/TP=8; PP=1; DP=1; CKPT_EVERY=500/' "heads" MODEL=125m
 expect_fail "impossible: 530b with PP 2 x DP 280 (105 layers)" scripts/run_mtnlg_530b.sh \
-  's/^PP=35 /PP=2 /; s/^DP=16 /DP=280 /' "layers"
+  's/LAYOUT=${LAYOUT:-auto}/LAYOUT=manual/' "layers" PP=2 DP=280
 expect_fail "impossible: 530b on 559 nodes (world 4472 != 8 x 35 x 16)" scripts/run_mtnlg_530b.sh \
-  's/^NODES=560$/NODES=559/' "world"
+  's/LAYOUT=${LAYOUT:-auto}/LAYOUT=manual/' "world" NODES=559 DP=16
 expect_fail "impossible: 530b with VPP=3 (2..120 micro-batches, not multiples of PP 35)" scripts/run_mtnlg_530b.sh \
-  's/-vpp "${VPP:-1}"/-vpp "${VPP:-3}"/' "multiple of pp"
+  's/LAYOUT=${LAYOUT:-auto}/LAYOUT=manual/' "multiple of pp" VPP=3
+expect_fail "impossible: 530b -layout auto pinned to TP 3 (128 heads)" scripts/run_mtnlg_530b.sh \
+  's/LAYOUT=${LAYOUT:-auto}/LAYOUT=auto/' "no layout of 4480 ranks fits" TP=3
 expect_fail "impossible: tiny with micro-batch 3 (ramp batches 8, 16, ... not divisible)" scripts/run_one_gpu.sh \
   's/GB=480; MB=8 /GB=480; MB=3 /' "ramp" MODEL=tiny
 

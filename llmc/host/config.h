@@ -65,8 +65,11 @@ typedef struct {
     int tp, pp, dp; // dp = 0: derived from the world size
     int mb;         // micro-batch, sequences
     int zero, recompute;
-    int sp, vpp;  // sequence parallelism in TP groups; virtual pipeline chunks per rank (interleaved 1F1B)
-    char comm[8]; // CUDA trainer: nccl or mpi
+    int sp, vpp;             // sequence parallelism in TP groups; virtual pipeline chunks per rank (interleaved 1F1B)
+    char comm[8];            // CUDA trainer: nccl or mpi
+    char layout[16];         // -layout manual | auto (autolayout.h)
+    int layout_pins;         // the layout flags given (AL_* bits of autolayout.h): pinned under -layout auto
+    char layout_choice[160]; // -layout auto's choice, as flags (for the run record)
     // recipe, counted in tokens (int64) and sequences
     int64_t gb;                                // final global batch, sequences
     int64_t ramp_start, ramp_inc, ramp_tokens; // ramp_inc == 0: no ramp
@@ -146,6 +149,7 @@ typedef struct {
     X(BOOL, "-sp", sp, 0, "layout", "sequence parallelism in the TP groups")                                  \
     X(INT, "-vpp", vpp, 1, "layout", "model chunks per pipeline rank (interleaved 1F1B)")                     \
     X(WORD, "-comm", comm, "nccl", "layout", "CUDA trainer: nccl or mpi")                                     \
+    X(WORD, "-layout", layout, "manual", "layout", "auto: the planner picks the layout flags not given")      \
     X(I64, "-gb", gb, 1920, "recipe", "final global batch, sequences")                                        \
     X(I64, "-warmup", warmup_tokens, 1000000000LL, "recipe", "LR warmup, tokens")                             \
     X(I64, "-decay", decay_tokens, 340000000000LL, "recipe", "LR cosine decay ends here, tokens")             \
@@ -482,9 +486,21 @@ static int config_skip_ranges(const char* s, int64_t* at, int64_t* n, char* err)
     return k;
 }
 
+// bits of the layout flags in argv (-tp -pp -dp -mb -recompute -zero -sp -vpp, in this order):
+// under -layout auto these are pinned and the rest searched
+static int config_layout_pins(int argc, char** argv) {
+    static const char* flags[8] = {"-tp", "-pp", "-dp", "-mb", "-recompute", "-zero", "-sp", "-vpp"};
+    int bits = 0;
+    for (int i = 1; i < argc; i++)
+        for (int k = 0; k < 8; k++)
+            if (strcmp(argv[i], flags[k]) == 0) bits |= 1 << k;
+    return bits;
+}
+
 // returns 0 ok, 1 error (message in err)
 static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, void* user, char* err) {
     err[0] = '\0';
+    c->layout_pins |= config_layout_pins(argc, argv); // a resume parses the record, then this line: both pin
     // the preset is applied first so that explicit shape flags override it wherever they are
     for (int i = 1; i < argc - 1; i++) {
         if (strcmp(argv[i], "-model") == 0) {
@@ -629,6 +645,8 @@ static int config_validate(Config* c, char* err) {
     if (c->eval_every < 0) FAIL("-eval-every must be >= 0");
     if (c->eval_every > 0 && c->eval_file[0] == '\0')
         FAIL("-eval-every needs -eval-file FILE (a cloze .jsonl: dev/eval/make_cloze.py)");
+    if (strcmp(c->layout, "manual") != 0 && strcmp(c->layout, "auto") != 0)
+        FAIL("bad value '%s' for -layout: want manual or auto", c->layout);
     if (c->blend_file[0] != '\0' && strcmp(c->train_glob, CFG_DEFAULT_TRAIN) != 0)
         FAIL("-blend %s and -i %s both name the training data: give one", c->blend_file, c->train_glob);
     if (c->dump_logits[0] != '\0' && c->max_steps != 0)

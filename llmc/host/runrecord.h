@@ -207,8 +207,10 @@ static const char* runrecord_special(const Config* c, int i, char* s, size_t n) 
 
 static void runrecord_json(FILE* f, const Config* c, const Comm* comm) {
     char s[CFG_PATH_LEN * 6 + 64]; // a value escaped: a control byte (-prompt-text's newlines) takes 6
-    fprintf(f, "\"argv\":[%s],\"layout\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"world\":%d},\"flags\":{", c->argv_record,
-            comm->TP, comm->PP, comm->DP, comm->world);
+    fprintf(f, "\"argv\":[%s],\"layout\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"world\":%d},", c->argv_record, comm->TP,
+            comm->PP, comm->DP, comm->world);
+    if (c->layout_choice[0] != '\0') fprintf(f, "\"layout_auto\":\"%s\",", c->layout_choice); // flags: no quotes
+    fputs("\"flags\":{", f);
     for (int i = 0; i < RUNRECORD_SPECIAL; i++) {
         const char* name = runrecord_special(c, i, s, sizeof(s));
         fprintf(f, "%s\"%s\":%s", i ? "," : "", name, s);

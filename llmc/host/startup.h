@@ -17,6 +17,7 @@
 #include "config.h"
 #include "dataloader.h"
 #include "../planner/planner.h"
+#include "autolayout.h"
 #include "runrecord.h"
 #include "stop.h"
 #include "bpe.h"
@@ -219,7 +220,26 @@ static int startup_same_flags(const Config* cfg, const Comm* comm) {
 #endif
 }
 
-static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
+// -layout auto: the planner's choice into cfg, and into the run record, so that a resume keeps it
+static int startup_auto_layout(Config* cfg, PlanRequest* plan, int world, double device_mem_gib, int rank, char* err) {
+    int pinned_all = cfg->layout_pins == 0xff; // a resume: the record holds the choice already
+    if (autolayout_choose(cfg, plan, world, device_mem_gib, rank, err) != 0) return 1;
+    if (pinned_all) return 0;
+    char buf[sizeof(cfg->layout_choice)];
+    snprintf(buf, sizeof(buf), "%s", cfg->layout_choice);
+    char* toks[24] = {(char*)"train_gpt"};
+    int n = 1;
+    for (char *save = NULL, *t = strtok_r(buf, " ", &save); t != NULL && n < 24; t = strtok_r(NULL, " ", &save))
+        toks[n++] = t;
+    if (runrecord_argv(cfg->argv_record, sizeof(cfg->argv_record), n, toks) != 0) {
+        snprintf(err, CFG_ERR_LEN, "the command line is too long to record with -layout auto's choice");
+        return 1;
+    }
+    return 0;
+}
+
+// device_mem_gib: the GPU's memory for -layout auto (the CUDA trainer), 0 on the CPU
+static void startup(Config* cfg, Comm* comm, int argc, char** argv, double device_mem_gib) {
     stop_ignore_write_signals();
     comm_init_single(comm);
 #ifdef USE_MPI
@@ -279,6 +299,8 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv) {
         } else
             world = cfg->world;
     }
+    if (!bad && strcmp(cfg->layout, "auto") == 0 && !cfg->help)
+        bad = startup_auto_layout(cfg, &plan, world, device_mem_gib, comm->rank, err) != 0;
     if (!bad) bad = config_validate_layout(cfg, world, err) != 0;
     if (!bad && !cfg->help)
         bad = startup_check_inputs(cfg, comm->rank, cfg->dp ? cfg->dp : world / (cfg->tp * cfg->pp), argc, argv, err) !=

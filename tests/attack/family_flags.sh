@@ -20,6 +20,8 @@ expect_ok "control: -on-spike rewind 2 with the guard and checkpoints" -- "${C[@
   -o "$WORK/rw" -ckpt-every 2
 expect_ok "control: -on-spike skip" -- "${C[@]}" -on-spike skip
 expect_ok "control: -skip-data 5:3,9:1" -- "${C[@]}" -skip-data 5:3,9:1
+expect_ok "control: -layout auto (1 rank)" -- "${C[@]}" -layout auto
+expect_ok "control: -layout auto -world 8 -tp 2 (pinned)" -- "${C[@]}" -layout auto -world 8 -tp 2
 expect_ok "control: -j ''" -- "${C[@]}" -j ''
 expect_ok "control: -o ./-dash" -- "${C[@]}" -o "$WORK/./-dash"
 expect_ok "control: -plan" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b
@@ -149,6 +151,12 @@ done <<'TABLE'
 -skip-data 1:1,2:1,3:1,4:1,5:1,6:1,7:1,8:1,9:1
 -skip-data 5:2199023255553
 -skip-data 5:3,
+-layout bogus
+-layout AUTO
+-layout auto -tp 3
+-layout auto -world 7 -gpus-per-node 2
+-layout auto -cluster nowhere
+-layout auto -gpu-mem 0.001
 -spike-window 1
 -spike-window 0
 -spike-window 2000000
