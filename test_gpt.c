@@ -659,8 +659,9 @@ static void test_layout_auto(void) {
     char data[1200], cmd[4000], path[1400], out[1300];
     pattern_tmpdir(tmp, data, sizeof(data), 40000);
     snprintf(out, sizeof(out), "%s/run", tmp);
-    const char* args = "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -gb 16 -ramp 8 8 1024 -lr 2e-3 -tokens 1e9 "
-                       "-j '' -threads 1 -layout auto";
+    const char* args =
+        "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -gb 16 -ramp 8 8 1024 -lr 2e-3 -tokens 1e9 "
+        "-j '' -threads 1 -layout auto";
     snprintf(cmd, sizeof(cmd), "%s -np 8 ./train_gpt %s -i %s -steps 3 -o %s > %s/out.txt 2>&1", MPIRUN, args, data,
              out, tmp);
     int rc = system(cmd);
