@@ -356,7 +356,8 @@ static Progress run_progress(const Run* R) {
     return p;
 }
 
-_Static_assert(CFG_MAX_SKIPS == CKPT_MAX_SKIPS, "-skip-data holds what a checkpoint holds");
+// -skip-data holds what a checkpoint holds (C and C++ alike: a negative array size fails to compile)
+typedef char run_skip_sizes_agree[CFG_MAX_SKIPS == CKPT_MAX_SKIPS ? 1 : -1];
 
 // the data ranges passed over, on every rank (the stages that read tokens apply them)
 static void run_set_skips(Run* R, int n, const int64_t* at, const int64_t* count) {
