@@ -19,7 +19,7 @@ PY = /usr/bin/python3
 OMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 CFLAGS += $(OMP)
 
-HEADERS = $(wildcard llmc/host/*.h llmc/cpu/*.h)
+HEADERS = $(wildcard llmc/host/*.h llmc/cpu/*.h llmc/planner/*.h)
 
 # Open MPI when present: the same binary then runs single-process, or 3D under mpirun
 MPICC := $(shell command -v mpicc 2>/dev/null)

@@ -70,7 +70,7 @@ def run_planner(planner, plan_args, tp, pp, dp, mb, gb, recompute, zero, gpn, sp
             "-tp", str(tp), "-pp", str(pp), "-dp", str(dp), "-mb", str(mb), "-gb", str(gb),
             "-recompute", rc_flag(planner, recompute), "-zero", str(zero), "-sp", str(sp), "-vpp", str(vpp),
             "-nodes", str(world // g),
-            "-gpus-per-node", str(g), "-plan-csv", path]
+            "-gpus-per-node", str(g), "-plan-schedule", "1f1b,interleaved", "-plan-csv", path]  # the logs come from the trainer: its schedules
         p = subprocess.run(cmd, capture_output=True, text=True)
         if not os.path.exists(path):
             sys.exit(f"calibrate: planner failed: {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
@@ -291,7 +291,8 @@ def plan_best(planner, plan_args, heads, H, L, tp, pp, gpus, gb, recompute, sp, 
         cmd = shlex.split(planner) + shlex.split(plan_args) + [
             "-L", str(L), "-H", str(H), "-heads", str(heads), "-seq", "2048", "-V", "51200", "-gb", str(gb),
             "-tp", str(tp), "-pp", str(pp), "-recompute", rc_flag(planner, recompute), "-zero", "0", "-sp", str(sp),
-            "-nodes", str(gpus // 8), "-cluster", "selene-a100", "-plan-top", "1", "-plan-csv", path]
+            "-nodes", str(gpus // 8), "-cluster", "selene-a100", "-plan-top", "1", "-plan-csv", path,
+            "-plan-schedule", "1f1b,interleaved"]  # the published runs' schedules (Megatron-LM's)
         if "train_gpt" in planner:
             cmd += ["-ramp", "off"]  # the trainer's default ramp need not divide these batches
         if mb:

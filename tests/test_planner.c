@@ -3,7 +3,9 @@
  * measured Selene points, the 530B memory fit, the interconnect-aware recommendation,
  * the scaling report, each model term against a value computed by hand, and the terms of
  * sequence parallelism, selective recomputation and the interleaved schedule (Korthikanti
- * et al. 2022 per-layer bytes, the (PP-1)/(V m) bubble, model vs hardware FLOPs).
+ * et al. 2022 per-layer bytes, the (PP-1)/(V m) bubble, model vs hardware FLOPs), and the
+ * pipeline schedules (1F1B, interleaved and ZB-H1 bubbles against hand formulas and a small
+ * event simulation, ZB-H1's memory, the schedule search).
  *   gcc -O2 -std=c11 -Wall -Wextra -Werror tests/test_planner.c -lm -o test_planner && ./test_planner
  * Also a small CLI for trying the planner without the trainer:
  *   ./test_planner --plan -model 530b -gb 1920 -mb 1 -cluster selene-a100 -nodes 280 [planner flags]
@@ -145,7 +147,8 @@ static void test_memory_530b(void) {
 static void test_recommendation(void) {
     PlanRequest r = request_530b(280); /* layout, recompute and ZeRO searched */
     r.sp = 0;
-    r.vpp = 1; /* the paper's techniques only (SP is checked below) */
+    r.vpp = 1;
+    r.sched_mask = PLAN_SB_1F1B; /* the paper's techniques only (SP and the schedules are checked below) */
     Cluster c;
     plan_request_cluster(&r, &c);
     PlanRow best;
@@ -171,15 +174,17 @@ static void test_recommendation(void) {
     plan_evaluate(&r.model, &c, &r.k, 280, r.gb, &l, &w);
     check(w.tp_inter && w.time.iter_s > best.time.iter_s * 1.2,
           "R1: TP 16 (across nodes) predicted slower: %.1f s vs %.1f s", w.time.iter_s, best.time.iter_s);
-    /* with SP, selective and V searched too the recommendation uses SP and is faster */
+    /* with SP, selective, V and the schedule searched too the recommendation uses SP and is faster */
     r.sp = -1;
     r.vpp = 0;
     r.recompute = -1;
+    r.sched_mask = 0;
     PlanRow best2;
     ok = plan_recommend(&r, &c, 280, &best2);
     check(ok == 0 && best2.lay.sp == 1 && best2.time.iter_s < best.time.iter_s * 0.97,
-          "searching SP/selective/V: recommended TP %d PP %d sp %d rc %d V %d, %.1f s (without: %.1f s)", best2.lay.tp,
-          best2.lay.pp, best2.lay.sp, best2.lay.recompute, best2.lay.vpp, best2.time.iter_s, best.time.iter_s);
+          "searching SP/selective/V/schedule: recommended TP %d PP %d sp %d rc %d V %d %s, %.1f s (without: %.1f s)",
+          best2.lay.tp, best2.lay.pp, best2.lay.sp, best2.lay.recompute, best2.lay.vpp, plan_sched_name(&best2.lay),
+          best2.time.iter_s, best.time.iter_s);
 }
 
 static void test_scaling(void) {
@@ -545,6 +550,271 @@ static void test_sp_recompute_vpp(void) {
           "SP with seq 2044 %% tp 8 rejected: %s", why);
 }
 
+/* ---------------------------------------------------------------------------------- */
+/* pipeline schedules: 1F1B, interleaved, ZB-H1                                         */
+
+/* A small event simulation of one iteration on p equal stages: each stage runs its own fixed
+ * order of passes, each starting when its stage is free and its input is ready: F after the
+ * previous stage's F, B after the next stage's B (after its W too when B and W are one pass,
+ * as in 1F1B), W after its own B. zb = 0: 1F1B (min(p-1-i, m) warm-up forwards, then F, B+W
+ * pairs); zb = 1: ZB-H1 (Qi et al. 2024 section 2.1: stage i runs p-1-i forwards, i (F, B)
+ * pairs, then F_x, B_(x-p+1+i), W_(x-p+1), then the rest of the B's and W's; needs m >= p).
+ * Returns the bubble: the makespan less m (F+B+W). */
+enum { SIM_F, SIM_B, SIM_W, SIM_P = 8, SIM_M = 32 };
+static double sim_bubble(int p, int m, double F, double B, double W, int zb) {
+    int kind[SIM_P][3 * SIM_M], mb[SIM_P][3 * SIM_M], len[SIM_P], pos[SIM_P];
+    double done[3][SIM_P][SIM_M], free_at[SIM_P], dur[3] = {F, B, W}, end = 0.0;
+    for (int i = 0; i < p; i++) {
+        int n = 0, nf = 0, nb = 0, nw = 0;
+#define SIM_PUSH(k, x)  \
+    do {                \
+        kind[i][n] = k; \
+        mb[i][n] = x;   \
+        n++;            \
+    } while (0)
+        int warm = zb ? p - 1 - i : (p - 1 - i < m ? p - 1 - i : m);
+        for (int x = 0; x < warm; x++) SIM_PUSH(SIM_F, nf++);
+        for (int k = 0; zb && k < i; k++) { /* ZB-H1: B starts early, W waits */
+            SIM_PUSH(SIM_F, nf++);
+            SIM_PUSH(SIM_B, nb++);
+        }
+        while (nf < m) {
+            SIM_PUSH(SIM_F, nf++);
+            SIM_PUSH(SIM_B, nb++);
+            SIM_PUSH(SIM_W, nw++);
+        }
+        while (nb < m) {
+            SIM_PUSH(SIM_B, nb++);
+            SIM_PUSH(SIM_W, nw++);
+        }
+        while (nw < m) SIM_PUSH(SIM_W, nw++);
+#undef SIM_PUSH
+        len[i] = n;
+        pos[i] = 0;
+        free_at[i] = 0.0;
+        for (int k = 0; k < 3; k++)
+            for (int x = 0; x < m; x++) done[k][i][x] = -1.0;
+    }
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int i = 0; i < p; i++) {
+            while (pos[i] < len[i]) {
+                int k = kind[i][pos[i]], x = mb[i][pos[i]];
+                double ready = 0.0;
+                if (k == SIM_F && i > 0) ready = done[SIM_F][i - 1][x];
+                if (k == SIM_B) ready = i == p - 1 ? done[SIM_F][i][x] : done[zb ? SIM_B : SIM_W][i + 1][x];
+                if (k == SIM_W) ready = done[SIM_B][i][x];
+                if (ready < 0.0) break; /* its input is not there yet */
+                double t0 = ready > free_at[i] ? ready : free_at[i];
+                done[k][i][x] = free_at[i] = t0 + dur[k];
+                pos[i]++;
+                progress = 1;
+            }
+        }
+    }
+    for (int i = 0; i < p; i++) {
+        if (pos[i] < len[i]) return -1.0; /* deadlock: a wrong order */
+        if (free_at[i] > end) end = free_at[i];
+    }
+    return end - m * (F + B + W);
+}
+
+/* plan_pipe_s for p equal stages of F, B, W: the pipeline less the m slots */
+static double pipe_bubble(int sched, int vpp, int p, int m, double F, double B, double W) {
+    double t = F + B + W;
+    return plan_pipe_s(sched, vpp, p, m, p * t, p * W, F, B, W) - m * t;
+}
+
+static void test_schedules(void) {
+    /* the bubble formulas, p = 4, m = 8, F 2, B 3, W 1.5 (W <= min(F, B), the paper's regime):
+     * 1F1B (p-1)(F+B+W) = 19.5, interleaved V 2 19.5/2 = 9.75, ZB-H1 (p-1)(F+B-W) = 10.5 */
+    check(same(pipe_bubble(PLAN_SCHED_1F1B, 1, 4, 8, 2, 3, 1.5), 19.5) && same(sim_bubble(4, 8, 2, 3, 1.5, 0), 19.5),
+          "1F1B bubble, p 4, m 8, F 2 B 3 W 1.5 = (p-1)(F+B+W) = 19.5 (planner and event simulation)");
+    check(same(pipe_bubble(PLAN_SCHED_1F1B, 2, 4, 8, 2, 3, 1.5), 9.75),
+          "interleaved V 2 bubble = (p-1)(F+B+W)/V = 9.75");
+    check(same(pipe_bubble(PLAN_SCHED_ZBH1, 1, 4, 8, 2, 3, 1.5), 10.5) && same(sim_bubble(4, 8, 2, 3, 1.5, 1), 10.5),
+          "ZB-H1 bubble, p 4, m 8, F 2 B 3 W 1.5 = (p-1)(F+B-W) = 10.5 (planner and event simulation)");
+    /* F = B = W: ZB-H1's bubble is a third of 1F1B's (the paper's Figure 3); also with m = p */
+    check(same(pipe_bubble(PLAN_SCHED_ZBH1, 1, 4, 8, 1, 1, 1), 3.0) && same(sim_bubble(4, 8, 1, 1, 1, 1), 3.0) &&
+              same(sim_bubble(4, 4, 1, 1, 1, 1), 3.0) && same(sim_bubble(6, 12, 1, 1, 1, 0), 15.0) &&
+              same(pipe_bubble(PLAN_SCHED_ZBH1, 1, 6, 12, 1, 1, 1), 5.0),
+          "F = B = W: ZB-H1 bubble (p-1) t, a third of 1F1B's 3(p-1) t (p 4 and 6, m = p and more)");
+    /* W longer than F or B: ZB-H1's fixed order cannot hide all of it. F 2 B 3 W 2.5: the
+     * paper's (p-1)(F+B-W) would say 7.5; the simulation gives (p-1)(F+B-min(F,B,W)) = 9 */
+    double sim_long = sim_bubble(4, 8, 2, 3, 2.5, 1);
+    check(same(sim_long, 9.0) && same(pipe_bubble(PLAN_SCHED_ZBH1, 1, 4, 8, 2, 3, 2.5), 9.0),
+          "ZB-H1 with W 2.5 > F 2: bubble (p-1)(F+B-min(F,B,W)) = 9 (simulated %.2f), not (p-1)(F+B-W) = 7.5",
+          sim_long);
+    check(fabs(pipe_bubble(PLAN_SCHED_ZBH1, 1, 1, 8, 2, 3, 1.5)) < 1e-12 &&
+              fabs(pipe_bubble(PLAN_SCHED_1F1B, 1, 1, 8, 2, 3, 1.5)) < 1e-12,
+          "one stage: no bubble under either schedule");
+
+    /* F and W of a slot: W = w_share x 2 x the four weight GEMMs' forward (QKV, attention out,
+     * fc1, fc2 at their shape efficiency; attention's Q K^T and att V have no weights) */
+    PlanModel m;
+    Cluster c;
+    PlanConsts k;
+    paper_setup(&m, &c, &k);
+    double s = 2048, H = 20480, sbh = s * H, pk = 0.57 * 312e12;
+    double lin = 2.0 * s * 7680 * H / (pk * u64(s) * u64(7680) * u64(H)) +
+                 2.0 * s * H * 2560 / (pk * u64(s) * u64(H) * u64(2560)) +
+                 2.0 * s * 10240 * H / (pk * u64(s) * u64(10240) * u64(H)) +
+                 2.0 * s * H * 10240 / (pk * u64(s) * u64(H) * u64(10240));
+    PlanLayout l = {.tp = 8, .pp = 35, .dp = 8, .mb = 1, .recompute = 1, .zero = 0, .sp = 0, .vpp = 1};
+    PlanSlot sl;
+    plan_slot(&m, &c, &k, &l, 17, 0, 1, &sl);
+    check(same(sl.w, 0.5 * 2 * 3 * lin), "middle-stage W = 0.5 x 2 x 3 layers x weight GEMMs' forward = %.1f ms",
+          1e3 * sl.w);
+    PlanConsts k4 = k;
+    k4.w_share = 0.25;
+    PlanSlot sl4;
+    plan_slot(&m, &c, &k4, &l, 17, 0, 1, &sl4);
+    check(
+        same(sl4.w, 0.25 * 2 * 3 * lin) && same(sl4.gemm + sl4.mem + sl4.tp + sl4.pp, sl.gemm + sl.mem + sl.tp + sl.pp),
+        "-plan-w-share 0.25 halves W and leaves the slot's total");
+
+    /* the iteration: same slots, only the fill and drain differ */
+    PlanTime t1, tz;
+    plan_time(&m, &c, &k, &l, 1920, &t1);
+    l.sched = PLAN_SCHED_ZBH1;
+    plan_time(&m, &c, &k, &l, 1920, &tz);
+    double sum = 0, sum_w = 0, mx = 0, fw = 0, ww = 0;
+    for (int j = 0; j < 35; j++) {
+        plan_slot(&m, &c, &k, &l, j, 0, 1, &sl);
+        double x = sl.gemm + sl.mem + sl.tp + sl.pp;
+        sum += x;
+        sum_w += sl.w;
+        if (x > mx) {
+            mx = x;
+            fw = sl.f;
+            ww = sl.w;
+        }
+    }
+    double bw = mx - fw - ww, hide = fmin(ww, fmin(fw, bw));
+    check(same(tz.slot_s, t1.slot_s) && same(tz.bubble_s, (sum - sum_w) - (fw + bw) - 34 * hide) &&
+              same(t1.bubble_s, sum - mx) && same(tz.iter_s - t1.iter_s, tz.bubble_s - t1.bubble_s),
+          "530b paper layout: ZB-H1 bubble = other stages' F+B - 34 W = %.2f s against 1F1B's %.2f s", tz.bubble_s,
+          t1.bubble_s);
+
+    /* memory: a deferred W keeps its weight GEMMs' inputs, sbh(4/spd + 10/t) bf16; stage r
+     * holds r of them on top of 1F1B's PP - r micro-batches (the paper's (p-r) M_B + r M_W) */
+    check(same(plan_layer_w_bytes(&m, 8, 1, 0), 5.25 * sbh) && same(plan_layer_w_bytes(&m, 8, 1, 1), 1.75 * sbh),
+          "W inputs per layer: 5.25 sbh without SP (LN1, LN2 outputs + attention out/8 + GeLU out/8), 1.75 sbh with");
+    check(plan_zb_backlog(35, 0, 240) == 0 && plan_zb_backlog(35, 34, 240) == 34 && plan_zb_backlog(35, 17, 240) == 17,
+          "ZB-H1 deferred W's: r on stage r (0 on the first, 34 on the last of 35)");
+    int rcs[3] = {PLAN_RC_NONE, PLAN_RC_SELECTIVE, PLAN_RC_FULL}, same0 = 1;
+    for (int i = 0; i < 3; i++) {
+        PlanLayout a = {.tp = 8, .pp = 35, .dp = 8, .mb = 1, .recompute = rcs[i], .zero = 1, .sp = 1, .vpp = 1};
+        PlanLayout z = a;
+        z.sched = PLAN_SCHED_ZBH1;
+        PlanMem ma, mz;
+        plan_memory_stage(&m, &k, &a, 240, 0, &ma);
+        plan_memory_stage(&m, &k, &z, 240, 0, &mz);
+        if (!same(ma.total, mz.total)) same0 = 0;
+    }
+    check(same0, "ZB-H1 stage 0 memory = 1F1B's for every recompute mode (no deferred W there)");
+    for (int i = 0; i < 2; i++) {
+        PlanLayout a = {.tp = 8, .pp = 35, .dp = 8, .mb = 1, .recompute = rcs[i], .zero = 1, .sp = i, .vpp = 1};
+        PlanLayout z = a;
+        z.sched = PLAN_SCHED_ZBH1;
+        PlanMem ma, mz;
+        plan_memory(&m, &k, &a, 240, &ma);
+        plan_memory(&m, &k, &z, 240, &mz);
+        check(same(ma.total, mz.total) && ma.stage == mz.stage,
+              "ZB-H1 peak memory = 1F1B's (%.1f GiB, stage %d), recompute %s sp %d: M_W < M_B", mz.total / 1073741824.0,
+              mz.stage, planx_rc_name(rcs[i]), i);
+    }
+    PlanLayout lf = {.tp = 8, .pp = 35, .dp = 8, .mb = 1, .recompute = PLAN_RC_FULL, .zero = 0, .sp = 0, .vpp = 1};
+    PlanLayout lz = lf;
+    lz.sched = PLAN_SCHED_ZBH1;
+    PlanMem ma, mz;
+    plan_memory_stage(&m, &k, &lf, 240, 34, &ma);
+    plan_memory_stage(&m, &k, &lz, 240, 34, &mz);
+    check(same(mz.act - ma.act, 34.0 * 3 * 5.25 * sbh),
+          "full recompute: the last stage's 34 deferred W's keep 34 x 3 x 5.25 sbh more (%.1f GiB), above 1F1B's",
+          (mz.act - ma.act) / 1073741824.0);
+
+    /* constraints */
+    char why[96];
+    PlanLayout b = lz;
+    b.vpp = 3;
+    check(plan_check_layout(&m, 2240, 1960, &b, why, sizeof(why)) == 3 && strstr(why, "zb-h1") != NULL,
+          "zb-h1 with V 3 rejected: %s", why);
+    b = lz;
+    b.dp = 64;
+    b.pp = 35;
+    b.tp = 1;
+    check(plan_check_layout(&m, 2240, 1920, &b, why, sizeof(why)) == 2 && strstr(why, "zb-h1") != NULL,
+          "zb-h1 with m 30 < pp 35 rejected: %s", why);
+
+    /* the search: bubbles dominate the 530B on 280 nodes, so it picks ZB-H1; one stage has no
+     * bubble, so ZB-H1 is never a candidate there; -plan-schedule fixes the schedule */
+    PlanRequest r = request_530b(280);
+    PlanRow best;
+    plan_request_cluster(&r, &c);
+    int ok = plan_recommend(&r, &c, 280, &best);
+    check(ok == 0 && best.lay.sched == PLAN_SCHED_ZBH1 && best.lay.pp > 1,
+          "530b on 280 nodes, schedule searched: recommended %s (PP %d, bubble %.1f%%, %.2f s)",
+          plan_sched_name(&best.lay), best.lay.pp, 100 * best.time.bubble_s / best.time.iter_s, best.time.iter_s);
+    PlanRequest r1 = r;
+    plan_parse_flag(&r1, "-plan-schedule", "1f1b,interleaved");
+    PlanRow best1;
+    plan_recommend(&r1, &c, 280, &best1);
+    check(best1.lay.sched == PLAN_SCHED_1F1B && best1.time.iter_s > best.time.iter_s,
+          "-plan-schedule 1f1b,interleaved: recommended %s, %.2f s (slower than zb-h1)", plan_sched_name(&best1.lay),
+          best1.time.iter_s);
+    PlanRequest rs;
+    plan_request_init(&rs);
+    plan_model_preset("1.3b", &rs.model);
+    rs.gb = 512;
+    rs.pp = 1;
+    int n = 0, nzb = 0;
+    PlanRow* rows = planx_enumerate(&rs, &c, 1, &n);
+    for (int i = 0; i < n; i++) nzb += rows[i].lay.sched == PLAN_SCHED_ZBH1;
+    free(rows);
+    check(n > 0 && nzb == 0, "PP 1: no zb-h1 rows among %d (it would equal 1F1B)", n);
+
+    /* the paper's 1F1B reproductions are what they were before the schedules came in */
+    const int nodes[3] = {280, 350, 420};
+    const double before[3] = {61.23, 50.62, 43.55};
+    for (int i = 0; i < 3; i++) {
+        PlanRequest p = paper_request(nodes[i]);
+        PlanRow w;
+        eval_request(&p, &w);
+        check(w.lay.sched == PLAN_SCHED_1F1B && fabs(w.time.iter_s - before[i]) < 0.005,
+              "paper layout, 1f1b, %d nodes: %.2f s (%.2f before the schedule dimension)", nodes[i], w.time.iter_s,
+              before[i]);
+    }
+
+    /* flags */
+    PlanRequest f;
+    plan_request_init(&f);
+    char e[PLAN_ERR_LEN];
+    check(plan_parse_flag(&f, "-plan-schedule", "1f1b,zb-h1") == 1 && f.sched_mask == (PLAN_SB_1F1B | PLAN_SB_ZBH1) &&
+              plan_parse_flag(&f, "-plan-schedule", "any") == 1 && f.sched_mask == PLAN_SB_ALL &&
+              plan_parse_flag(&f, "-plan-w-share", "0.3") == 1 && f.k.w_share == 0.3 &&
+              plan_parse_flag(&f, "-plan-schedules", "1") == 1 && f.compare_sched == 1,
+          "-plan-schedule 1f1b,zb-h1 / any, -plan-w-share 0.3, -plan-schedules 1 parsed");
+    check(plan_parse_flag_err(&f, "-plan-schedule", "zb-v", e, sizeof(e)) == -1 &&
+              plan_parse_flag_err(&f, "-plan-schedule", "1f1b,", e, sizeof(e)) == -1 &&
+              plan_parse_flag_err(&f, "-plan-schedule", "", e, sizeof(e)) == -1 &&
+              plan_parse_flag_err(&f, "-plan-w-share", "1.5", e, sizeof(e)) == -1 &&
+              plan_parse_flag_err(&f, "-plan-schedules", "2", e, sizeof(e)) == -1,
+          "bad -plan-schedule (zb-v, '1f1b,', ''), -plan-w-share 1.5, -plan-schedules 2 rejected: %s", e);
+    PlanRequest pr = paper_request(280);
+    FILE* devnull = fopen("/dev/null", "w");
+    pr.compare_sched = 1;
+    int rc_cmp = plan_run(&pr, devnull);
+    pr.compare_sched = 0;
+    pr.vpp = 3;
+    plan_parse_flag(&pr, "-plan-schedule", "zb-h1");
+    printf("(the next check expects one 'error: plan: -vpp 3 and -plan-schedule' message on stderr)\n");
+    fflush(stdout);
+    int rc_bad = plan_run(&pr, devnull);
+    fclose(devnull);
+    check(rc_cmp == 0 && rc_bad == 2, "plan_run with -plan-schedules 1 returns 0; -vpp 3 with zb-h1 only returns 2");
+}
+
 static void test_plan_run(void) {
     PlanRequest r = request_530b(280);
     int lines = 0;
@@ -635,6 +905,7 @@ int main(int argc, char** argv) {
     test_recommendation();
     test_scaling();
     test_sp_recompute_vpp();
+    test_schedules();
     test_plan_run();
     return test_summary();
 }

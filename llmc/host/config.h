@@ -750,7 +750,8 @@ static void config_print_help(FILE* out) {
         "planner: -plan -cluster selene-a100|h100|h200 -nodes N [-scaling N1,N2,..] [-plan-csv FILE] [-plan-top K]\n"
         "         cluster overrides: -gpus-per-node -peak -gpu-mem -bw-hbm -bw-intra -bw-inter -latency "
         "-latency-intra\n"
-        "         model constants: -plan-eff -plan-net-eff -plan-hbm-eff -plan-workspace -plan-headroom\n");
+        "         model constants: -plan-eff -plan-net-eff -plan-hbm-eff -plan-workspace -plan-headroom -plan-w-share\n"
+        "         schedules: -plan-schedule 1f1b,interleaved,zb-h1|any (searched) -plan-schedules 1 (compare them)\n");
 }
 
 #endif // LLMC_CONFIG_H

@@ -23,16 +23,33 @@
  *   plan_tflops_per_gpu, plan_ring_allreduce_s, plan_reduce_scatter_s, plan_p2p_s,
  *   plan_gemm_s, plan_gemm_eff, plan_layer_fwd(_sp), plan_attn_core_fwd, plan_group_crosses_node,
  *   plan_check_layout; for SP / selective / interleaving plan_layer_keep_bytes,
- *   plan_recompute_work_bytes, plan_inflight_layers, plan_model_flops, plan_hw_flops.
+ *   plan_recompute_work_bytes, plan_inflight_layers, plan_model_flops, plan_hw_flops; for the
+ *   pipeline schedules plan_layer_w_bytes, plan_zb_backlog, plan_sched_name, plan_parse_schedules.
  *
  * Planner flags (plan_parse_flag): -cluster NAME, -nodes N, -gpus-per-node N, -peak TFLOPS,
  * -gpu-mem GiB, -bw-hbm GBps, -bw-intra GBps, -bw-inter GBps (per GPU, per direction),
  * -latency US (inter-node), -latency-intra US, -scaling N1,N2,... (scaling report),
  * -plan-csv PATH, -plan-top N (rows per table, 0 = all), and the constants -plan-eff,
- * -plan-gemm-dim, -plan-net-eff, -plan-hbm-eff, -plan-workspace GiB, -plan-headroom FRACTION.
+ * -plan-gemm-dim, -plan-net-eff, -plan-hbm-eff, -plan-workspace GiB, -plan-headroom FRACTION,
+ * -plan-w-share FRACTION (W's share of the weight GEMMs' backward), -plan-schedule LIST
+ * (1f1b,interleaved,zb-h1 or any: the pipeline schedules searched) and -plan-schedules 0|1
+ * (print the schedule comparison for the layout family).
  * The trainer fills the model (V = padded vocab), gb, and the layout: tp/pp/dp/mb/vpp = 0
  * and recompute/zero/sp = -1 mean "search" (mb searches 1, 2, 4, 8; recompute full,
- * selective, none; sp 0/1 where TP > 1; V 1..8 where L % (PP*V) == 0 and m % PP == 0).
+ * selective, none; sp 0/1 where TP > 1; V 1..8 where L % (PP*V) == 0 and m % PP == 0;
+ * the schedule over 1F1B, interleaved 1F1B (V > 1) and ZB-H1 (V = 1, PP > 1, m >= PP)).
+ *
+ * Pipeline schedules (per micro-batch and stage: F forward, B activation-gradient backward,
+ * W weight-gradient backward; equal stages):
+ *   1f1b         Megatron's PipeDream-flush: bubble (PP-1)(F+B+W), PP micro-batches in flight;
+ *   interleaved  V model chunks per rank: bubble (PP-1)(F+B+W)/V, more in flight (Narayanan 2021);
+ *   zb-h1        Qi, Wan, Huang, Lin, "Zero Bubble Pipeline Parallelism" (ICLR 2024,
+ *                arXiv 2401.10241), Table 2: W leaves the backward's critical path and fills
+ *                the bubble, (PP-1)(F+B-W) for W <= min(F, B), with 1F1B's peak activation
+ *                memory (pM_B) when a deferred W keeps less than a micro-batch's activations
+ *                (M_W <= M_B).
+ *   ZB-H2 and ZB-V (zero bubble for more memory, or 2 chunks and post-validation) are not modelled.
+ *   This trainer runs 1f1b and interleaved; zb-h1 rows predict what a ZB-H1 runtime would give.
  *
  * Units: bytes and seconds inside; memory printed in GiB (2^30), bandwidth in GB/s (1e9),
  * compute in TFLOP/s (1e12). Bandwidths are per GPU and per direction (NVIDIA quotes
@@ -92,14 +109,19 @@ typedef struct {
     double hbm_eff;      /* achieved fraction of HBM bandwidth for memory-bound kernels */
     double workspace_gb; /* per-GPU fixed extra: CUDA context, cuBLAS workspace, NCCL buffers (GiB) */
     double headroom;     /* the recommendation leaves this fraction of GPU memory free */
+    double w_share;      /* W (weight-gradient GEMMs) / the backward of the weight-carrying GEMMs */
 } PlanConsts;
 
 /* recompute: 0 none, 1 full (the paper), 2 selective (config.h's RECOMPUTE_* values);
  * sp: Megatron sequence parallelism in the TP group; vpp: model chunks per pipeline rank
- * (1 = plain 1F1B, V > 1 = interleaved 1F1B). */
+ * (1 = plain 1F1B, V > 1 = interleaved 1F1B); sched: PLAN_SCHED_1F1B (Megatron's 1F1B,
+ * interleaved when V > 1) or PLAN_SCHED_ZBH1 (zero-bubble ZB-H1, V = 1). */
 enum { PLAN_RC_NONE = 0, PLAN_RC_FULL = 1, PLAN_RC_SELECTIVE = 2 };
+enum { PLAN_SCHED_1F1B = 0, PLAN_SCHED_ZBH1 = 1 };
+/* -plan-schedule bits: which schedules the search may use (0 = all) */
+enum { PLAN_SB_1F1B = 1, PLAN_SB_INTERLEAVED = 2, PLAN_SB_ZBH1 = 4, PLAN_SB_ALL = 7 };
 typedef struct {
-    int tp, pp, dp, mb, recompute, zero, sp, vpp;
+    int tp, pp, dp, mb, recompute, zero, sp, vpp, sched;
 } PlanLayout;
 
 typedef struct { /* bytes on the worst stage (the one with the largest total) */
@@ -118,13 +140,14 @@ typedef struct {
     int m;         /* micro-batches per pipeline per iteration = gb/(mb*dp) */
     double slot_s; /* slowest stage: one micro-batch forward + backward (+ recompute) */
     double slot_gemm_s, slot_mem_s, slot_tp_s, slot_pp_s; /* its parts */
-    double pipe_s;   /* 1F1B: sum over stages of their slot + (m-1) * slowest slot */
-    double bubble_s; /* pipe_s - m * slot_s: fill and drain */
-    double dp_s;     /* gradient all-reduce (or ZeRO-1 reduce-scatter + all-gather) */
-    double emb_s;    /* tied-embedding gradient all-reduce, first <-> last stage */
-    double ln_s;     /* -sp 1: LayerNorm weight/bias gradient all-reduce over TP */
-    double norm_s;   /* grad-norm scalar all-reduce (latency) */
-    double opt_s;    /* AdamW step, memory bound */
+    double slot_f_s, slot_w_s; /* its forward (F) and weight-gradient GEMMs (W); B = the rest */
+    double pipe_s;             /* the pipeline, plan_pipe_s: m slowest slots + fill and drain */
+    double bubble_s;           /* pipe_s - m * slot_s: fill and drain */
+    double dp_s;               /* gradient all-reduce (or ZeRO-1 reduce-scatter + all-gather) */
+    double emb_s;              /* tied-embedding gradient all-reduce, first <-> last stage */
+    double ln_s;               /* -sp 1: LayerNorm weight/bias gradient all-reduce over TP */
+    double norm_s;             /* grad-norm scalar all-reduce (latency) */
+    double opt_s;              /* AdamW step, memory bound */
     double iter_s;
     double compute_s, comm_s, idle_s;  /* iter_s = compute_s + comm_s + idle_s */
     double comm_intra_s, comm_inter_s; /* comm_s split by link (for calibration) */
@@ -156,6 +179,8 @@ typedef struct {
     int recompute, zero; /* -1 = search */
     int sp;              /* -1 = search (0 and 1 where TP > 1) */
     int vpp;             /* 0 = search (1 and every V with L % (PP*V) == 0, V <= 8) */
+    int sched_mask;      /* PLAN_SB_* bits the search may use; 0 = all that apply */
+    int compare_sched;   /* -plan-schedules 1: print the schedule comparison for the family */
     int top;             /* rows shown per table, 0 = all */
     int scaling_n;       /* > 0: scaling report over scaling_nodes */
     int scaling_nodes[PLAN_MAX_SCALING];
@@ -246,6 +271,12 @@ static inline PlanConsts plan_default_consts(void) {
         /* Feasible means "fits"; the recommended layout must also leave 10% of the GPU free
          * for what the memory model leaves out (fragmentation, allocator slack, NCCL growth). */
         .headroom = 0.10,
+        /* Zero-bubble schedules split each weight-carrying GEMM's backward (QKV, attention
+         * out, fc1, fc2, LM head: 2x the forward) into dX = dY W^T (B, on the critical path)
+         * and dW = X^T dY (W, deferrable): the same FLOPs each, so W gets half. Attention's
+         * own GEMMs (Q K^T, att V) have no weights: their backward is all B; so are the
+         * memory-bound kernels, the TP/PP communication and any recomputation. */
+        .w_share = 0.5,
     };
     return k;
 }
@@ -265,6 +296,8 @@ static inline void plan_request_init(PlanRequest* r) {
     r->zero = -1;
     r->sp = -1;
     r->vpp = 0;
+    r->sched_mask = 0;
+    r->compare_sched = 0;
     r->top = 15;
     r->scaling_n = 0;
     r->csv_path = NULL;
@@ -300,6 +333,32 @@ static inline int planx_parse_int(const char* s, int* out) {
     double d;
     if (!planx_parse_double(s, &d) || d != floor(d) || d > 2147483647.0 || d < -2147483647.0) return 0;
     *out = (int)d;
+    return 1;
+}
+
+/* -plan-schedule: a comma-separated list of 1f1b, interleaved, zb-h1, or any. 1 ok (bits in
+ * *mask), 0 bad. */
+static inline int plan_parse_schedules(const char* s, int* mask) {
+    static const struct {
+        const char* name;
+        int bit;
+    } S[] = {
+        {"1f1b", PLAN_SB_1F1B}, {"interleaved", PLAN_SB_INTERLEAVED}, {"zb-h1", PLAN_SB_ZBH1}, {"any", PLAN_SB_ALL}};
+    int m = 0;
+    if (s == NULL || *s == '\0') return 0;
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        int found = 0;
+        for (size_t i = 0; i < sizeof(S) / sizeof(S[0]); i++)
+            if (n == strlen(S[i].name) && strncmp(s, S[i].name, n) == 0) {
+                m |= S[i].bit;
+                found = 1;
+            }
+        if (!found) return 0;
+        s += n;
+        if (*s == ',' && *++s == '\0') return 0; /* a trailing comma */
+    }
+    *mask = m;
     return 1;
 }
 
@@ -373,6 +432,21 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
         r->k.headroom = d;
         return 1;
     }
+    if (strcmp(flag, "-plan-w-share") == 0) {
+        if (!planx_parse_double(value, &d) || d < 0 || d > 1) PLAN_BAD("a fraction in [0, 1]");
+        r->k.w_share = d;
+        return 1;
+    }
+    if (strcmp(flag, "-plan-schedule") == 0) {
+        if (!plan_parse_schedules(value, &r->sched_mask))
+            PLAN_BAD("a comma-separated list of 1f1b, interleaved, zb-h1, or any");
+        return 1;
+    }
+    if (strcmp(flag, "-plan-schedules") == 0) {
+        if (!planx_parse_int(value, &n) || n < 0 || n > 1) PLAN_BAD("0 or 1");
+        r->compare_sched = n;
+        return 1;
+    }
     if (strcmp(flag, "-plan-top") == 0) {
         if (!planx_parse_int(value, &n) || n < 0) PLAN_BAD("an integer >= 0 (0 = all)");
         r->top = n;
@@ -407,10 +481,11 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
 }
 
 static inline int plan_is_flag(const char* flag) {
-    static const char* F[] = {"-cluster",  "-nodes",        "-gpus-per-node", "-peak",           "-gpu-mem",
-                              "-bw-hbm",   "-bw-intra",     "-bw-inter",      "-latency",        "-latency-intra",
-                              "-plan-eff", "-plan-net-eff", "-plan-hbm-eff",  "-plan-workspace", "-plan-headroom",
-                              "-plan-top", "-plan-csv",     "-scaling",       "-plan-gemm-dim"};
+    static const char* F[] = {"-cluster",       "-nodes",         "-gpus-per-node", "-peak",           "-gpu-mem",
+                              "-bw-hbm",        "-bw-intra",      "-bw-inter",      "-latency",        "-latency-intra",
+                              "-plan-eff",      "-plan-net-eff",  "-plan-hbm-eff",  "-plan-workspace", "-plan-headroom",
+                              "-plan-top",      "-plan-csv",      "-scaling",       "-plan-gemm-dim",  "-plan-w-share",
+                              "-plan-schedule", "-plan-schedules"};
     for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++)
         if (strcmp(F[i], flag) == 0) return 1;
     return 0;
@@ -556,6 +631,25 @@ static inline double plan_inflight_layers(int L, int pp, int vpp, int stage, int
     return (double)units * (L / (pp * vpp));
 }
 
+/* What one layer keeps for a deferred W (zero-bubble schedules) once its B has run: the
+ * inputs of its four weight GEMMs, bf16: QKV's (LN1 out) and fc1's (LN2 out), sbh each,
+ * replicated on the TP ranks (a 1/TP shard with SP, re-gathered in W as Megatron does in
+ * the backward), attention-out's sbh/TP and fc2's (GeLU out) 4sbh/TP: sbh(4/spd + 10/TP).
+ * Without recomputation this is a part of what the layer kept for B (M_W < M_B, the paper's
+ * premise); with full recomputation the recomputed inputs must outlive B, so it is more
+ * than the 2sbh checkpoint. */
+static inline double plan_layer_w_bytes(const PlanModel* m, int tp, int mb, int sp) {
+    double sbh = (double)m->seq * mb * m->H, spd = sp ? tp : 1;
+    return sbh * (4.0 / spd + 10.0 / tp);
+}
+/* ZB-H1 (Qi et al. 2024, section 2.1): stage r runs F_x, B_(x-PP+1+r), W_(x-PP+1), so its W
+ * lags its B by r micro-batches: r deferred W's on top of 1F1B's min(PP - r, m) in flight
+ * (stage 0 none: the peak stays 1F1B's PP M_B). Capped so that at most m are held. */
+static inline int plan_zb_backlog(int pp, int stage, int m) {
+    int left = m - plan_inflight(pp, stage, m);
+    return stage < left ? stage : left;
+}
+
 /* Memory of one GPU of one stage (bytes). m = micro-batches per pipeline per iteration. */
 static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, int stage,
                                      PlanMem* o) {
@@ -574,6 +668,9 @@ static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, c
     o->act = plan_inflight_layers(md->L, l->pp, l->vpp, stage, m) *
                  plan_layer_keep_bytes(md, l->tp, l->mb, l->sp, l->recompute) +
              plan_recompute_work_bytes(md, l->tp, l->mb, l->sp, l->recompute);
+    if (l->sched == PLAN_SCHED_ZBH1)
+        o->act +=
+            (double)plan_zb_backlog(l->pp, stage, m) * (md->L / l->pp) * plan_layer_w_bytes(md, l->tp, l->mb, l->sp);
     /* buffers every stage has: p2p send/recv of activations and their gradients, the
      * backward's running dx in/out (6 tensors of b*s*H bf16; 1/TP shards with SP) */
     o->extra = 6.0 * 2.0 * sbh / (l->sp ? l->tp : 1);
@@ -693,9 +790,12 @@ static inline void plan_links(const PlanLayout* l, int gpn, int* tp_inter, int* 
             if (plan_group_crosses_node(t + TP * DP * p, TP, DP, gpn)) *dp_inter = 1;
 }
 
-/* One micro-batch slot (forward + backward, + recompute) on pipeline stage j. */
+/* One micro-batch slot (forward + backward, + recompute) on pipeline stage j: its parts
+ * gemm + mem + tp + pp, and the same time split by pass: f the forward (F), w the weight-
+ * gradient GEMMs (W); the rest is B (activation gradients, recomputation, their comm). */
 typedef struct {
     double gemm, mem, tp, pp;
+    double f, w;
     int tp_inter, pp_inter;
 } PlanSlot;
 
@@ -714,6 +814,11 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
     plan_layer_fwd_sp(md, l->tp, l->mb, l->sp, c, k, &fg, &fm);
     o->gemm = layers * passes * fg;
     o->mem = layers * passes * fm;
+    /* F and W (see w_share): the weight GEMMs are the layer's GEMMs less attention's two */
+    double attn_g, attn_m, head_g = 0.0;
+    plan_attn_core_fwd(md, l->tp, l->mb, c, k, &attn_g, &attn_m);
+    o->f = layers * (fg + fm);
+    o->w = k->w_share * 2.0 * layers * (fg - attn_g);
     if (l->recompute == PLAN_RC_SELECTIVE) {
         double ag, am;
         plan_attn_core_fwd(md, l->tp, l->mb, c, k, &ag, &am);
@@ -730,6 +835,7 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
         /* embedding gather + position add (fwd ~6sbh bytes), backward scatter-add into fp32
          * gradients (~10sbh); 1 all-reduce for the vocab-parallel embedding output */
         o->mem += 16.0 * sbh / hbm;
+        o->f += 6.0 * sbh / hbm;
         n_ar += 1;
     }
     if (stage == l->pp - 1) {
@@ -737,12 +843,21 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
          * (4sbh per pass, 3 passes); vocab-parallel cross-entropy reads logits and writes
          * their gradient twice (8 bytes per logit); 1 all-reduce of the head input's
          * gradient and 3 tiny ones (max, target logit, sum-exp: 4bs bytes each). */
-        o->gemm += 3.0 * plan_gemm_s(b * s, V / l->tp, H, 1, c, k);
+        head_g = plan_gemm_s(b * s, V / l->tp, H, 1, c, k);
+        o->gemm += 3.0 * head_g;
         o->mem += (12.0 * sbh / spd + 8.0 * b * s * V / l->tp) / hbm;
         n_ar += 1;
-        if (l->tp > 1) o->tp += 3.0 * plan_ring_allreduce_s(4.0 * b * s, l->tp, bw_tp, lat_tp);
+        double ce_ar = l->tp > 1 ? 3.0 * plan_ring_allreduce_s(4.0 * b * s, l->tp, bw_tp, lat_tp) : 0.0;
+        o->tp += ce_ar;
+        /* the fused cross-entropy (loss and logit gradient in one pass) counts as forward */
+        o->f += head_g + (4.0 * sbh / spd + 8.0 * b * s * V / l->tp) / hbm + ce_ar;
+        o->w += k->w_share * 2.0 * head_g;
     }
-    if (l->tp > 1) o->tp += n_ar * plan_ring_allreduce_s(act_bytes, l->tp, bw_tp, lat_tp);
+    if (l->tp > 1) {
+        double ar = plan_ring_allreduce_s(act_bytes, l->tp, bw_tp, lat_tp);
+        o->tp += n_ar * ar;
+        o->f += (2 * layers + (stage == 0)) * ar; /* the forward's 2 per block + the embedding's */
+    }
     /* PP: each TP rank sends its full copy of the boundary activation to the same TP rank
      * of the next stage (no scatter-gather optimisation) and the gradient back. Per slot,
      * an interior stage waits for one receive of each; the end stages for one. */
@@ -753,12 +868,38 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
     int v = l->vpp > 1 ? l->vpp : 1;
     int hops = 2 * v - (stage == 0) - (stage == l->pp - 1);
     o->pp = hops * plan_p2p_s(act_bytes / spd, bw_pp, lat_pp);
+    o->f += (v - (stage == 0)) * plan_p2p_s(act_bytes / spd, bw_pp, lat_pp); /* activations in */
     o->tp_inter = tp_inter;
     o->pp_inter = pp_inter;
 }
 
 /* ------------------------------------------------------------------------------------ */
 /* time: one iteration                                                                    */
+
+/* The pipeline of m micro-batches over pp stages, from the stages' slots t_j = F_j + B_j + W_j
+ * (their sum sum_t, and sum_w of their W's) and the slowest stage's F, B and W. Every schedule
+ * runs m slots on the slowest stage; they differ in the fill and drain (the bubble):
+ *   1F1B: the first micro-batch crosses every other stage once, sum_t - t_max; equal stages
+ *     (PP-1)(F+B+W), the familiar (m+PP-1) t;
+ *   interleaved, V chunks: the crossing is of 1/V chunks, (sum_t - t_max)/V;
+ *   ZB-H1 (Qi et al. 2024, Table 2, for equal stages and W <= min(F, B), the paper's regime of
+ *     comparable F, B, W): W leaves the critical path, so fill and drain cross the other
+ *     stages' F and B only, and the slowest stage fills PP-1 gaps with its deferred W's:
+ *     (PP-1)(F+B-W). A W longer than the F or B it is paired with cannot hide all of
+ *     itself (ZB-H1's fixed order F, B, W: an event simulation in tests/test_planner.c
+ *     gives (PP-1)(F+B-min(F,B,W))), hence the min. With unequal stages (first and last)
+ *     this is an estimate, as 1F1B's sum_t - t_max is. */
+static inline double plan_pipe_s(int sched, int vpp, int pp, int m, double sum_t, double sum_w, double f, double b,
+                                 double w) {
+    double tmax = f + b + w;
+    if (sched == PLAN_SCHED_ZBH1 && pp > 1) {
+        double hide = w < f ? w : f;
+        hide = hide < b ? hide : b;
+        double fill = (sum_t - sum_w - (f + b)) - (pp - 1) * hide;
+        return m * tmax + (fill > 0.0 ? fill : 0.0); /* lighter other stages: never below no bubble */
+    }
+    return m * tmax + (sum_t - tmax) / (vpp > 1 ? vpp : 1);
+}
 
 /* Time of one iteration of global batch gb (sequences) for a layout on nodes x gpn GPUs.
  * Model: Megatron's non-interleaved 1F1B (PipeDream-flush). With per-stage slot times t_j
@@ -767,14 +908,14 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
  * (fill and drain), then the slowest stage paces the other m - 1. For equal stages this is
  * the familiar (m + PP - 1) t, bubble share (PP - 1)/(m + PP - 1). After the flush: the DP
  * gradient reduction, the tied-embedding all-reduce, the grad-norm all-reduce and the
- * AdamW step, all on the critical path (no overlap). */
+ * AdamW step, all on the critical path (no overlap). Interleaving and ZB-H1: plan_pipe_s. */
 static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l, int gb,
                              PlanTime* o) {
     int tp_i, pp_i, dp_i;
     memset(o, 0, sizeof(*o));
     plan_links(l, c->gpus_per_node, &tp_i, &pp_i, &dp_i);
     o->m = gb / (l->mb * l->dp);
-    double sum = 0.0, comm_slot_intra = 0.0, comm_slot_inter = 0.0;
+    double sum = 0.0, sum_w = 0.0, comm_slot_intra = 0.0, comm_slot_inter = 0.0;
     PlanSlot sl, worst;
     memset(&worst, 0, sizeof(worst));
     double tmax = -1.0;
@@ -782,6 +923,7 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
         plan_slot(md, c, k, l, j, tp_i, pp_i, &sl);
         double t = sl.gemm + sl.mem + sl.tp + sl.pp;
         sum += t;
+        sum_w += sl.w;
         if (t > tmax) {
             tmax = t;
             worst = sl;
@@ -792,11 +934,9 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
     o->slot_mem_s = worst.mem;
     o->slot_tp_s = worst.tp;
     o->slot_pp_s = worst.pp;
-    /* Interleaved 1F1B with V chunks: fill and drain cross each stage's 1/V chunk, so the
-     * bubble shrinks V-fold: m * max + (sum - max) / V; equal stages give m t + (PP-1) t/V,
-     * a bubble of (PP-1)/(V m) of the ideal time. V = 1 is the formula above. */
-    double vv = l->vpp > 1 ? l->vpp : 1;
-    o->pipe_s = o->m * tmax + (sum - tmax) / vv;
+    o->slot_f_s = worst.f;
+    o->slot_w_s = worst.w;
+    o->pipe_s = plan_pipe_s(l->sched, l->vpp, l->pp, o->m, sum, sum_w, worst.f, tmax - worst.f - worst.w, worst.w);
     o->bubble_s = o->pipe_s - o->m * tmax;
     /* DP: the gradients of the largest stage (its reduction ends the iteration). fp32
      * gradients; plain: one all-reduce; ZeRO-1: reduce-scatter of fp32 gradients, then
@@ -822,7 +962,11 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
         o->emb_s = plan_ring_allreduce_s(4.0 * md->V * (double)md->H / l->tp, 2, bw,
                                          emb_inter ? c->latency_us : c->intra_latency_us);
     }
-    /* grad norm: one scalar over all ranks, a latency-bound tree: 2 log2(world) hops */
+    /* grad norm: one scalar over all ranks, a latency-bound tree: 2 log2(world) hops. The
+     * zero-bubble paper replaces this barrier before the optimizer step by a check after it
+     * ("post-validation": step eagerly, roll back if clipping or inf/nan was due); its
+     * schedules that need that are not modelled, and ZB-H1's bubble above keeps the flush,
+     * so every schedule pays the same one all-reduce of latency here. */
     int nodes_used = (world + c->gpus_per_node - 1) / c->gpus_per_node;
     o->norm_s = world > 1
                     ? 2.0 * ceil(log2((double)world)) * ((nodes_used > 1) ? c->latency_us : c->intra_latency_us) * 1e-6
@@ -897,6 +1041,10 @@ static inline int plan_check_layout(const PlanModel* md, int world, int gb, cons
         snprintf(why, n, "vpp %d needs pp >= 2", l->vpp);
         return 3;
     }
+    if (l->sched == PLAN_SCHED_ZBH1 && l->vpp > 1) {
+        snprintf(why, n, "zb-h1 runs one chunk per rank (vpp %d)", l->vpp);
+        return 3;
+    }
     if (l->vpp > 1 && md->L % (l->pp * l->vpp)) {
         snprintf(why, n, "layers %d %% (pp %d * vpp %d) != 0", md->L, l->pp, l->vpp);
         return 3;
@@ -907,6 +1055,11 @@ static inline int plan_check_layout(const PlanModel* md, int world, int gb, cons
     }
     if (l->vpp > 1 && (gb / ((long)l->mb * l->dp)) % l->pp) {
         snprintf(why, n, "vpp %d: m %ld %% pp %d != 0", l->vpp, gb / ((long)l->mb * l->dp), l->pp);
+        return 2;
+    }
+    /* the paper's ZB-H1 fills PP-1 bubbles per stage with deferred W's: at least PP micro-batches */
+    if (l->sched == PLAN_SCHED_ZBH1 && l->pp > 1 && gb / ((long)l->mb * l->dp) < l->pp) {
+        snprintf(why, n, "zb-h1: m %ld < pp %d", gb / ((long)l->mb * l->dp), l->pp);
         return 2;
     }
     why[0] = '\0';
@@ -959,7 +1112,13 @@ static inline int planx_cmp_rows(const void* a, const void* b) {
     if (x->lay.recompute != y->lay.recompute) return y->lay.recompute - x->lay.recompute;
     if (x->lay.sp != y->lay.sp) return x->lay.sp - y->lay.sp;
     if (x->lay.vpp != y->lay.vpp) return x->lay.vpp - y->lay.vpp;
+    if (x->lay.sched != y->lay.sched) return x->lay.sched - y->lay.sched;
     return x->lay.zero - y->lay.zero;
+}
+
+/* 1f1b, inter(leaved 1F1B) or zb-h1 */
+static inline const char* plan_sched_name(const PlanLayout* l) {
+    return l->sched == PLAN_SCHED_ZBH1 ? "zb-h1" : (l->vpp > 1 ? "inter" : "1f1b");
 }
 
 static inline const char* planx_link(int inter, int n) { return n <= 1 ? "-" : (inter ? "IB" : "NV"); }
@@ -996,23 +1155,24 @@ static inline void planx_print_row(const PlanRow* w, int idx, int mark, const ch
             snprintf(vs, sizeof(vs), "-");
         else
             snprintf(vs, sizeof(vs), "%d", l->vpp);
-        fprintf(out, "   %4d %4d %4d %5d %3s %4s %2s %2s %2s  %s\n", idx, l->tp, l->pp, l->dp, mbs,
+        fprintf(out, "   %4d %4d %4d %5d %3s %4s %2s %2s %5s %2s  %s\n", idx, l->tp, l->pp, l->dp, mbs,
                 planx_rc_name(l->recompute), l->recompute < 0 ? "-" : (l->sp ? "1" : "0"), vs,
-                l->zero < 0 ? "-" : (l->zero ? "1" : "0"), w->why);
+                l->recompute < 0 ? "-" : plan_sched_name(l), l->zero < 0 ? "-" : (l->zero ? "1" : "0"), w->why);
         return;
     }
     const PlanTime* t = &w->time;
     const char* txt = w->feasible ? note : w->why;
-    fprintf(out, "%s %4d %4d %4d %5d %3d %4s %2d %2d %2d %5d  %-8s %7.1f %8.2f %6.1f%% %6.1f%% %7.1f %5.1f%%%s%s\n",
-            mark ? " *" : "  ", idx, l->tp, l->pp, l->dp, l->mb, planx_rc_name(l->recompute), l->sp, l->vpp, l->zero,
-            t->m, links, w->mem.total / 1073741824.0, t->iter_s, 100.0 * t->idle_s / t->iter_s,
-            100.0 * t->comm_s / t->iter_s, t->tflops, 100.0 * t->mfu, txt[0] ? "  " : "", txt);
+    fprintf(out, "%s %4d %4d %4d %5d %3d %4s %2d %2d %5s %2d %5d  %-8s %7.1f %8.2f %6.1f%% %6.1f%% %7.1f %5.1f%%%s%s\n",
+            mark ? " *" : "  ", idx, l->tp, l->pp, l->dp, l->mb, planx_rc_name(l->recompute), l->sp, l->vpp,
+            plan_sched_name(l), l->zero, t->m, links, w->mem.total / 1073741824.0, t->iter_s,
+            100.0 * t->idle_s / t->iter_s, 100.0 * t->comm_s / t->iter_s, t->tflops, 100.0 * t->mfu, txt[0] ? "  " : "",
+            txt);
 }
 
 static inline void planx_table_head(FILE* out) {
-    fprintf(
-        out,
-        "     #   TP   PP    DP  mb   rc sp  V  z     m  TP/PP/DP  mem GiB   iter s  bubble    comm  HW TF/s   MFU\n");
+    fprintf(out,
+            "     #   TP   PP    DP  mb   rc sp  V sched  z     m  TP/PP/DP  mem GiB   iter s  bubble    comm  HW TF/s "
+            "  MFU\n");
 }
 
 /* Closes a CSV written by the planner; a failed write (full disk, /dev/full) is an error. */
@@ -1027,7 +1187,7 @@ static inline void planx_csv_head(FILE* f) {
     fprintf(f,
             "nodes,gpus,tp,pp,dp,mb,recompute,zero,feasible,reason,m,tp_link,pp_link,dp_link,mem_gib,iter_s,"
             "bubble_frac,comm_frac,tflops_per_gpu,mfu,t_compute_s,t_gemm_s,t_mem_s,t_opt_s,t_comm_s,"
-            "t_comm_intra_s,t_comm_inter_s,t_idle_s,slot_s,sp,vpp,hfu,rc_name\n");
+            "t_comm_intra_s,t_comm_inter_s,t_idle_s,slot_s,sp,vpp,hfu,rc_name,schedule,slot_f_s,slot_w_s\n");
 }
 static inline void planx_csv_row(FILE* f, const PlanRow* w, int nodes, int gpus) {
     const PlanLayout* l = &w->lay;
@@ -1035,14 +1195,24 @@ static inline void planx_csv_row(FILE* f, const PlanRow* w, int nodes, int gpus)
     fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,\"%s\",", nodes, gpus, l->tp, l->pp, l->dp, l->mb, l->recompute, l->zero,
             w->feasible, w->why);
     if (w->kind >= 2) {
-        fprintf(f, ",,,,,,,,,,,,,,,,,,,%d,%d,,%s\n", l->sp, l->vpp, planx_rc_name(l->recompute));
+        fprintf(f, ",,,,,,,,,,,,,,,,,,,%d,%d,,%s,%s,,\n", l->sp, l->vpp, planx_rc_name(l->recompute),
+                l->recompute < 0 ? "" : plan_sched_name(l));
         return;
     }
-    fprintf(f, "%d,%s,%s,%s,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.5f,%d,%d,%.4f,%s\n",
+    fprintf(f,
+            "%d,%s,%s,%s,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.5f,%d,%d,%.4f,%s,%s,"
+            "%.5f,%.5f\n",
             t->m, planx_link(w->tp_inter, l->tp), planx_link(w->pp_inter, l->pp), planx_link(w->dp_inter, l->dp),
             w->mem.total / 1073741824.0, t->iter_s, t->idle_s / t->iter_s, t->comm_s / t->iter_s, t->tflops, t->mfu,
             t->compute_s, t->m * t->slot_gemm_s, t->m * t->slot_mem_s, t->opt_s, t->comm_s, t->comm_intra_s,
-            t->comm_inter_s, t->idle_s, t->slot_s, l->sp, l->vpp, t->hfu, planx_rc_name(l->recompute));
+            t->comm_inter_s, t->idle_s, t->slot_s, l->sp, l->vpp, t->hfu, planx_rc_name(l->recompute),
+            plan_sched_name(l), t->slot_f_s, t->slot_w_s);
+}
+
+static inline int planx_sched_mask(const PlanRequest* r) { return r->sched_mask ? r->sched_mask : PLAN_SB_ALL; }
+/* the -plan-schedule bit of a layout's schedule */
+static inline int planx_sched_bit(int sched, int vpp) {
+    return sched == PLAN_SCHED_ZBH1 ? PLAN_SB_ZBH1 : (vpp > 1 ? PLAN_SB_INTERLEAVED : PLAN_SB_1F1B);
 }
 
 /* All layouts of the request on `nodes` nodes (searching what is 0/-1). Caller frees. */
@@ -1072,6 +1242,7 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
             l.zero = -1;
             l.sp = 0;
             l.vpp = 1;
+            l.sched = PLAN_SCHED_1F1B;
             char why[96];
             int kind = plan_check_layout(md, world, r->gb, &l, why, sizeof(why));
             if (kind == 3) { /* shape failure: one row for the (tp, pp) pair */
@@ -1121,16 +1292,25 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
                             for (int z = 0; z <= 1; z++) {
                                 if (r->zero >= 0 && z != r->zero) continue;
                                 if (r->zero < 0 && z == 1 && dp == 1) continue; /* same as z = 0 */
-                                l.recompute = rc;
-                                l.zero = z;
-                                l.sp = sp;
-                                l.vpp = v;
-                                if (n == cap) {
-                                    cap *= 2;
-                                    rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
+                                for (int sc = PLAN_SCHED_1F1B; sc <= PLAN_SCHED_ZBH1; sc++) {
+                                    if (!(planx_sched_mask(r) & planx_sched_bit(sc, v))) continue;
+                                    if (sc == PLAN_SCHED_ZBH1 && (v > 1 || pp == 1)) continue; /* n/a, or 1F1B */
+                                    /* searched: too few micro-batches is no candidate (as for V) */
+                                    if (sc == PLAN_SCHED_ZBH1 && r->sched_mask != PLAN_SB_ZBH1 &&
+                                        r->gb / (l.mb * dp) < pp)
+                                        continue;
+                                    l.recompute = rc;
+                                    l.zero = z;
+                                    l.sp = sp;
+                                    l.vpp = v;
+                                    l.sched = sc;
+                                    if (n == cap) {
+                                        cap *= 2;
+                                        rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
+                                    }
+                                    plan_evaluate(md, c, &r->k, nodes, r->gb, &l, &rows[n]);
+                                    n++;
                                 }
-                                plan_evaluate(md, c, &r->k, nodes, r->gb, &l, &rows[n]);
-                                n++;
                             }
                         }
                     }
@@ -1168,7 +1348,7 @@ static inline int plan_paper_point(const PlanRequest* r, const Cluster* c, const
     const PlanModel* md = &r->model;
     if (md->L != 105 || md->H != 20480 || md->heads != 128 || md->seq != 2048 || r->gb != 1920) return 0;
     if (strcmp(c->name, "selene-a100") != 0 || l->tp != 8 || l->pp != 35 || l->mb != 1 || l->recompute != 1 || l->sp ||
-        l->vpp > 1)
+        l->vpp > 1 || l->sched != PLAN_SCHED_1F1B)
         return 0;
     if (nodes == 280) {
         *iter_s = 60.1;
@@ -1210,6 +1390,8 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
             "feasible layouts: %d, ranked by predicted iteration time (rc = recompute, z = ZeRO-1, m = micro-batches "
             "per pipeline;\n"
             "rc = full/sel(ective)/0, sp = sequence parallel, V = chunks per pipeline rank (interleaved 1F1B);\n"
+            "sched = pipeline schedule: 1f1b, inter(leaved 1F1B), zb-h1 (zero bubble, a prediction: this trainer "
+            "runs 1f1b/inter);\n"
             "HW TF/s = hardware FLOP/s per GPU, recompute included (the paper's formula with f = 4 for full);\n"
             "MFU = model FLOPs (f = 3, recompute never counted) / peak)\n",
             nfeas);
@@ -1234,13 +1416,15 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         const PlanRow* b = &rows[rec];
         const PlanTime* t = &b->time;
         double ep, et;
-        fprintf(out,
-                "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d: TP %s, PP "
-                "%s, DP %s\n",
-                b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute), b->lay.sp, b->lay.vpp,
-                b->lay.zero, b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
-                b->lay.pp == 1 ? "none" : (b->pp_inter ? "across nodes" : "inside a node"),
-                b->lay.dp == 1 ? "none" : (b->dp_inter ? "across nodes" : "inside a node"));
+        fprintf(
+            out,
+            "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO-1 %d: "
+            "TP %s, PP %s, DP %s\n",
+            b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute), b->lay.sp, b->lay.vpp,
+            plan_sched_name(&b->lay), b->lay.zero,
+            b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
+            b->lay.pp == 1 ? "none" : (b->pp_inter ? "across nodes" : "inside a node"),
+            b->lay.dp == 1 ? "none" : (b->dp_inter ? "across nodes" : "inside a node"));
         fprintf(
             out,
             "  memory per GPU %.1f GiB of %.0f (stage %d: weights %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
@@ -1258,6 +1442,8 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
                 "shares: compute %.1f%%, comm %.1f%%, bubble %.1f%%\n",
                 1e3 * t->slot_s, 1e3 * t->slot_gemm_s, 1e3 * t->slot_mem_s, 1e3 * t->slot_tp_s, 1e3 * t->slot_pp_s,
                 100.0 * t->compute_s / t->iter_s, 100.0 * t->comm_s / t->iter_s, 100.0 * t->idle_s / t->iter_s);
+        fprintf(out, "  slot by pass: F %.1f + B %.1f + W %.1f ms (W = %.2f of the weight GEMMs' backward)\n",
+                1e3 * t->slot_f_s, 1e3 * (t->slot_s - t->slot_f_s - t->slot_w_s), 1e3 * t->slot_w_s, r->k.w_share);
         fprintf(
             out,
             "  throughput %.1f hardware TFLOP/s per GPU (recompute included), MFU %.1f%%, HFU %.1f%%, %.0f tokens/s",
@@ -1299,40 +1485,51 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
     return nfeas > 0 ? 0 : 1;
 }
 
+/* The layout family of the scaling report and the schedule comparison: TP, PP, micro-batch,
+ * recompute, ZeRO (and SP, V, schedule) given, or those of the layout recommended on
+ * base_nodes; DP follows the node count. A given family without -plan-schedule runs
+ * Megatron's 1F1B (interleaved when -vpp > 1), the trainer's own schedule. 0 ok, 1 none. */
+static inline int planx_family(const PlanRequest* r, const Cluster* c, int base_nodes, PlanLayout* fam, FILE* out,
+                               const char* what) {
+    if (r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0) {
+        fam->tp = r->tp;
+        fam->pp = r->pp;
+        fam->mb = r->mb;
+        fam->recompute = r->recompute;
+        fam->zero = r->zero;
+        fam->dp = 0;
+        fam->sp = r->sp > 0 ? 1 : 0;
+        fam->vpp = r->vpp > 0 ? r->vpp : 1;
+        fam->sched = (planx_sched_mask(r) & (PLAN_SB_1F1B | PLAN_SB_INTERLEAVED)) ? PLAN_SCHED_1F1B : PLAN_SCHED_ZBH1;
+        fprintf(out,
+                "%s: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO-1 %d "
+                "(given), global batch %d\n",
+                what, fam->tp, fam->pp, fam->mb, planx_rc_name(fam->recompute), fam->sp, fam->vpp, plan_sched_name(fam),
+                fam->zero, r->gb);
+        return 0;
+    }
+    PlanRow best;
+    if (plan_recommend(r, c, base_nodes, &best) != 0) {
+        fprintf(out, "%s: no feasible layout on %d nodes to fix the family; give -tp -pp -mb -recompute -zero\n", what,
+                base_nodes);
+        return 1;
+    }
+    *fam = best.lay;
+    fam->dp = 0;
+    fprintf(out,
+            "%s: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO-1 %d "
+            "(recommended on %d nodes), global batch %d\n",
+            what, fam->tp, fam->pp, fam->mb, planx_rc_name(fam->recompute), fam->sp, fam->vpp, plan_sched_name(fam),
+            fam->zero, base_nodes, r->gb);
+    return 0;
+}
+
 /* R4: one layout family (TP, PP, micro-batch, recompute, ZeRO fixed; DP = GPUs/(TP*PP))
  * over growing node counts at a fixed global batch. */
 static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE* out) {
     PlanLayout fam;
     int base_nodes = r->nodes > 0 ? r->nodes : r->scaling_nodes[0];
-    if (r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0) {
-        fam.tp = r->tp;
-        fam.pp = r->pp;
-        fam.mb = r->mb;
-        fam.recompute = r->recompute;
-        fam.zero = r->zero;
-        fam.dp = 0;
-        fam.sp = r->sp > 0 ? 1 : 0;
-        fam.vpp = r->vpp > 0 ? r->vpp : 1;
-        fprintf(out,
-                "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d "
-                "(given), global batch %d\n",
-                fam.tp, fam.pp, fam.mb, planx_rc_name(fam.recompute), fam.sp, fam.vpp, fam.zero, r->gb);
-    } else {
-        PlanRow best;
-        if (plan_recommend(r, c, base_nodes, &best) != 0) {
-            fprintf(
-                out,
-                "scaling report: no feasible layout on %d nodes to fix the family; give -tp -pp -mb -recompute -zero\n",
-                base_nodes);
-            return 1;
-        }
-        fam = best.lay;
-        fam.dp = 0;
-        fprintf(out,
-                "scaling report: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, ZeRO-1 %d "
-                "(recommended on %d nodes), global batch %d\n",
-                fam.tp, fam.pp, fam.mb, planx_rc_name(fam.recompute), fam.sp, fam.vpp, fam.zero, base_nodes, r->gb);
-    }
+    if (planx_family(r, c, base_nodes, &fam, out, "scaling report") != 0) return 1;
     fprintf(out, "per-GPU throughput at fixed global batch as the cluster grows (the paper's R4)\n");
     fprintf(out,
             "  nodes   GPUs    DP     m  mem GiB   iter s  bubble    comm  HW TF/s   MFU   vs first  paper s  paper "
@@ -1346,7 +1543,7 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
         }
         fprintf(f,
                 "nodes,gpus,gb,tp,pp,dp,mb,recompute,zero,m,feasible,reason,mem_gib,iter_s,bubble_frac,comm_frac,"
-                "tflops_per_gpu,rel_first,paper_iter_s,paper_tflops\n");
+                "tflops_per_gpu,rel_first,paper_iter_s,paper_tflops,schedule\n");
     }
     double first = 0.0;
     int nok = 0;
@@ -1368,8 +1565,8 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
         if (w.kind >= 2) {
             fprintf(out, "  %5d %6d %5d     -  infeasible: %s\n", nodes, world, l.dp, w.why);
             if (f)
-                fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,,0,\"%s\",,,,,,,,\n", nodes, world, r->gb, l.tp, l.pp, l.dp,
-                        l.mb, l.recompute, l.zero, w.why);
+                fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,,0,\"%s\",,,,,,,,,%s\n", nodes, world, r->gb, l.tp, l.pp, l.dp,
+                        l.mb, l.recompute, l.zero, w.why, plan_sched_name(&l));
             continue;
         }
         const PlanTime* t = &w.time;
@@ -1387,15 +1584,116 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
                     l.tp, l.pp, l.dp, l.mb, l.recompute, l.zero, t->m, w.feasible, w.why, w.mem.total / 1073741824.0,
                     t->iter_s, t->idle_s / t->iter_s, t->comm_s / t->iter_s, t->tflops, rel);
             if (has)
-                fprintf(f, "%.1f,%.0f\n", ep, et);
+                fprintf(f, "%.1f,%.0f,%s\n", ep, et, plan_sched_name(&l));
             else
-                fprintf(f, ",\n");
+                fprintf(f, ",,%s\n", plan_sched_name(&l));
         }
     }
     if (f) {
         if (planx_csv_close(f, r->csv_path) != 0) return 2;
         fprintf(out, "wrote %s\n", r->csv_path);
     }
+    return nok > 0 ? 0 : 1;
+}
+
+/* One row of the schedule comparison: the family on `nodes` under schedule sched (V chunks). */
+static inline void planx_sched_row(const PlanRequest* r, const Cluster* c, const PlanLayout* fam, int nodes, int sched,
+                                   int vpp, PlanRow* w) {
+    int world = nodes * c->gpus_per_node;
+    PlanLayout l = *fam;
+    l.sched = sched;
+    l.vpp = vpp;
+    l.dp = (world % (l.tp * l.pp) == 0) ? world / (l.tp * l.pp) : 0;
+    if (l.dp == 0) {
+        memset(w, 0, sizeof(*w));
+        w->lay = l;
+        w->kind = 3;
+        snprintf(w->why, sizeof(w->why), "%d GPUs %% (tp*pp=%d) != 0", world, l.tp * l.pp);
+        return;
+    }
+    plan_evaluate(&r->model, c, &r->k, nodes, r->gb, &l, w);
+}
+
+/* -plan-schedules 1: the family under 1F1B, interleaved 1F1B (the fastest V > 1 that the
+ * shape allows, or the family's V) and ZB-H1 on each node count, with the bubble and the
+ * predicted ZB-H1 gain over 1F1B. */
+static inline int planx_run_schedules(const PlanRequest* r, const Cluster* c, FILE* out) {
+    PlanLayout fam;
+    int nn = r->scaling_n > 0 ? r->scaling_n : 1;
+    const int* nodes = r->scaling_n > 0 ? r->scaling_nodes : &r->nodes;
+    fprintf(out, "\n");
+    if (planx_family(r, c, r->nodes > 0 ? r->nodes : nodes[0], &fam, out, "schedule comparison (PREDICTED)") != 0)
+        return 1;
+    fprintf(out,
+            "PREDICTED by the planner's model, not measured. Per micro-batch (columns: the slowest stage): F "
+            "forward; W the\n"
+            "  weight-gradient GEMMs, %.2f of the weight-carrying GEMMs' backward (-plan-w-share; dX and dW GEMMs "
+            "have equal FLOPs);\n"
+            "  B the rest of the backward (attention's GEMMs, memory-bound kernels, recomputation, TP/PP comm).\n"
+            "  Bubble, equal stages: 1f1b (PP-1)(F+B+W); inter (PP-1)(F+B+W)/V; zb-h1 (PP-1)(F+B-W) while W <= "
+            "min(F,B) (Qi et al.\n"
+            "  2024, arXiv 2401.10241, Table 2), else (PP-1)(F+B-min(F,B,W)) (ZB-H1's order, simulated in "
+            "tests/test_planner.c).\n"
+            "  zb-h1 memory: 1F1B's PP micro-batches on stage 0, plus r deferred W's inputs on stage r (with full "
+            "recompute these\n"
+            "  exceed the checkpoints, so a later stage can pass 1F1B's peak).\n"
+            "  Sync: every schedule keeps the flush and the grad-norm all-reduce before the optimizer step (ZB-H1's "
+            "bubble needs no\n"
+            "  post-validation; the paper's post-validation would move that latency-bound all-reduce after the "
+            "step, not remove it).\n",
+            r->k.w_share);
+    fprintf(out,
+            "  nodes    DP     m  sched  V   F ms   B ms   W ms  mem GiB   iter s  bubble s  bubble    MFU  "
+            "vs 1f1b  paper s\n");
+    int nok = 0;
+    for (int i = 0; i < nn; i++) {
+        PlanRow rows[3];
+        planx_sched_row(r, c, &fam, nodes[i], PLAN_SCHED_1F1B, 1, &rows[0]);
+        /* interleaved: the family's V, else the fastest feasible V in 2..8 the layer count allows */
+        int have_v = 0;
+        for (int v = 2; v <= 8; v++) {
+            if ((fam.vpp > 1 && v != fam.vpp) || r->model.L % (fam.pp * v)) continue;
+            PlanRow w;
+            planx_sched_row(r, c, &fam, nodes[i], PLAN_SCHED_1F1B, v, &w);
+            int better = !have_v || (w.feasible && (!rows[1].feasible || w.time.iter_s < rows[1].time.iter_s));
+            if (better) rows[1] = w;
+            have_v = 1;
+        }
+        if (!have_v) {
+            memset(&rows[1], 0, sizeof(rows[1]));
+            rows[1].lay = fam;
+            rows[1].lay.vpp = 0;
+            rows[1].kind = 3;
+            snprintf(rows[1].why, sizeof(rows[1].why), "no V in 2..8 divides L/PP = %d/%d", r->model.L, fam.pp);
+        }
+        planx_sched_row(r, c, &fam, nodes[i], PLAN_SCHED_ZBH1, 1, &rows[2]);
+        for (int j = 0; j < 3; j++) {
+            const PlanRow* w = &rows[j];
+            const PlanTime* t = &w->time;
+            static const char* NAMES[3] = {"1f1b", "inter", "zb-h1"};
+            if (w->kind >= 2) {
+                char vs[16] = "-";
+                if (w->lay.vpp > 0) snprintf(vs, sizeof(vs), "%d", w->lay.vpp);
+                fprintf(out, "  %5d %5d     -  %-5s %2s  infeasible: %s\n", nodes[i], w->lay.dp, NAMES[j], vs, w->why);
+                continue;
+            }
+            double ep = 0, et = 0, b = t->slot_s - t->slot_f_s - t->slot_w_s;
+            fprintf(out, "  %5d %5d %5d  %-5s %2d %6.1f %6.1f %6.1f %8.1f %8.2f %9.2f %6.1f%% %5.1f%%", nodes[i],
+                    w->lay.dp, t->m, NAMES[j], w->lay.vpp, 1e3 * t->slot_f_s, 1e3 * b, 1e3 * t->slot_w_s,
+                    w->mem.total / 1073741824.0, t->iter_s, t->bubble_s, 100.0 * t->bubble_s / t->iter_s,
+                    100.0 * t->mfu);
+            if (j > 0 && rows[0].kind < 2)
+                fprintf(out, "  %+6.1f%%", 100.0 * (rows[0].time.iter_s / t->iter_s - 1.0));
+            else
+                fprintf(out, "  %7s", "-");
+            if (plan_paper_point(r, c, &w->lay, nodes[i], &ep, &et)) fprintf(out, "  %7.1f", ep);
+            if (!w->feasible) fprintf(out, "  infeasible: %s", w->why);
+            fprintf(out, "\n");
+            nok += w->feasible;
+        }
+    }
+    fprintf(out,
+            "  (vs 1f1b: predicted throughput gain over the 1f1b row at the same node count; paper s: measured)\n");
     return nok > 0 ? 0 : 1;
 }
 
@@ -1428,9 +1726,21 @@ static inline int plan_run(const PlanRequest* r, FILE* out) {
             return 2;
         }
     }
+    int mask = planx_sched_mask(r);
+    if ((r->vpp > 1 && !(mask & PLAN_SB_INTERLEAVED)) || (r->vpp == 1 && !(mask & (PLAN_SB_1F1B | PLAN_SB_ZBH1)))) {
+        fprintf(
+            stderr,
+            "error: plan: -vpp %d and -plan-schedule exclude each other (interleaved is V > 1, 1f1b and zb-h1 V 1)\n",
+            r->vpp);
+        return 2;
+    }
     planx_print_header(r, &c, out);
-    if (r->scaling_n > 0) return planx_run_scaling(r, &c, out);
-    return planx_run_plan(r, &c, out);
+    int rc = r->scaling_n > 0 ? planx_run_scaling(r, &c, out) : planx_run_plan(r, &c, out);
+    if (r->compare_sched && rc != 2) {
+        int rs = planx_run_schedules(r, &c, out);
+        if (rc == 0 && rs != 0) rc = rs;
+    }
+    return rc;
 }
 
 #endif /* LLMC_PLANNER_H */

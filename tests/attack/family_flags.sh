@@ -27,6 +27,8 @@ expect_ok "control: -o ./-dash" -- "${C[@]}" -o "$WORK/./-dash"
 expect_ok "control: -plan" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b
 expect_ok "control: -plan with -sp 1 -recompute selective -vpp 2" -- "$TRAIN" -plan -cluster h100 -nodes 4 -model 1.3b -sp 1 -recompute selective -vpp 2
 expect_ok "control: -plan -plan-gemm-dim 0 (shape term off)" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b -plan-gemm-dim 0
+expect_ok "control: -plan -plan-schedule zb-h1 -plan-schedules 1" -- "$TRAIN" -plan -cluster h100 -nodes 4 -model 1.3b \
+  -plan-schedule zb-h1 -plan-schedules 1
 
 # --- generic bad values for every numeric flag
 INT_FLAGS=(-L -H -heads -seq -V -vpad -scaled-init -tp -pp -dp -mb -zero -recompute -shuffle
@@ -241,6 +243,11 @@ gb
 -plan -cluster h100 -nodes 1 -sp 2
 -plan -cluster h100 -nodes 1 -vpp 0
 -plan -cluster h100 -nodes 1 -recompute half
+-plan -cluster h100 -nodes 1 -plan-schedule zb-v
+-plan -cluster h100 -nodes 1 -plan-schedule 1f1b,
+-plan -cluster h100 -nodes 1 -plan-w-share 2
+-plan -cluster h100 -nodes 1 -plan-schedules 2
+-plan -cluster h100 -nodes 1 -vpp 2 -plan-schedule zb-h1
 TABLE
 
 # --- path flags: a value that is a flag, an over-long path (never truncated)
