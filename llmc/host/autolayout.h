@@ -92,6 +92,13 @@ static int autolayout_choose(Config* cfg, PlanRequest* plan, int world, double d
     plan->sp = pin & AL_SP ? cfg->sp : -1;
     plan->vpp = pin & AL_VPP ? cfg->vpp : 0;
     if (cfg->peak_tflops > 0) plan->o_peak = cfg->peak_tflops;
+    if (plan->sched_mask & PLAN_SB_ZBH1) { // asked for explicitly: say so rather than run 1F1B instead
+        snprintf(err, CFG_ERR_LEN,
+                 "-layout auto: the trainer runs 1f1b and interleaved schedules, not zb-h1 "
+                 "(-plan-schedule zb-h1 is for -plan's predictions)");
+        return 1;
+    }
+    plan->sched_mask = PLAN_SB_1F1B | PLAN_SB_INTERLEAVED; // what the trainer runs
     int gpn_from = plan->o_gpus_per_node > 0 ? 0 : autolayout_gpus_per_node();
     if (gpn_from > 0) plan->o_gpus_per_node = gpn_from;
     if (plan->o_mem <= 0 && device_mem_gib > 0) plan->o_mem = device_mem_gib;
