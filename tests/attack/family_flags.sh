@@ -159,6 +159,7 @@ done <<'TABLE'
 -layout auto -world 7 -gpus-per-node 2
 -layout auto -cluster nowhere
 -layout auto -gpu-mem 0.001
+-layout auto -plan-schedule zb-h1
 -spike-window 1
 -spike-window 0
 -spike-window 2000000
