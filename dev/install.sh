@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the build, the tests and the quickstart need on a fresh Debian
 # machine: compiler bits (clang + libFuzzer for make fuzz, clang-format for make lint), Open MPI, PyTorch (Debian's, for the reference), the KJV
-# corpus, and the BPE library used to train the tokenizer. Idempotent and quiet when
-# everything is already there.
+# corpus, the BPE library used to train the tokenizer, and Slurm with MUNGE (tests/test_slurm.sh).
+# Idempotent and quiet when everything is already there.
 set -euo pipefail
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 need=()
@@ -15,6 +15,20 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "install.sh: installing ${need[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# Slurm and MUNGE for tests/test_slurm.sh, which starts its own one-node cluster (its own
+# slurm.conf, munge key and ports in a temp dir) and stops it; the packages' system services
+# are not used. Without recommends: they pull ~25 plugin and -dev packages (InfluxDB, HDF5,
+# IPMI, ROCm SMI) the test has no use for; slurm-wlm-basic-plugins, a dependency, has munge
+# authentication, cons_tres, gres/gpu and the PMIx plugin that `srun --mpi=pmix` needs.
+need=()
+for p in slurmctld slurmd slurm-client munge; do
+  have_pkg "$p" || need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install.sh: installing ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # Hugging Face tokenizers trains the byte-level BPE; Debian does not package it.
 if ! /usr/bin/python3 -c "import tokenizers" 2>/dev/null; then

@@ -41,6 +41,7 @@
 #   OUT_DIR      [out/family_$MODEL]     SEED [1337]
 #   MB           micro-batch [1]; the global batch follows rule 4 (a larger MB can raise it)
 #   LAUNCHER     srun | mpirun [srun inside a Slurm job, else mpirun]
+#   SRUN_MPI     srun's --mpi plugin [pmix] (Open MPI 4 and 5 start through PMIx)
 #   EXTRA_FLAGS  extra trainer flags, e.g. "-skip-spikes 4" or "-steps 100"
 #   DRY_RUN, CHECK_BIN, MAX_RESTARTS, STOP_RC, RESTART_WAIT: see scripts/lib.sh
 #
@@ -112,8 +113,9 @@ FLAGS=(
 
 LAUNCHER=${LAUNCHER:-$([ -n "${SLURM_JOB_ID:-}" ] && echo srun || echo mpirun)}
 case "$LAUNCHER" in
-  srun)   LAUNCH=(srun --nodes=1 --ntasks="$WORLD" --ntasks-per-node="$GPUS" --distribution=block:block
-                  --cpu-bind=cores --kill-on-bad-exit=1) ;;
+  # --mpi=pmix: Open MPI's ranks meet through Slurm's PMIx server, whatever the site's MpiDefault
+  srun)   LAUNCH=(srun --mpi="${SRUN_MPI:-pmix}" --nodes=1 --ntasks="$WORLD" --ntasks-per-node="$GPUS"
+                  --distribution=block:block --cpu-bind=cores --kill-on-bad-exit=1) ;;
   mpirun) LAUNCH=(mpirun -np "$WORLD" --bind-to numa) ;;
   *) echo "run_family.sh: LAUNCHER must be srun or mpirun" >&2; exit 1 ;;
 esac

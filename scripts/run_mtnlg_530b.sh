@@ -23,6 +23,7 @@
 #                What SP=1 RECOMPUTE=selective (and interleaving, at a batch that allows
 #                it) would give this run: bash scripts/plan_530b_techniques.sh (planner
 #                predictions: 280 nodes 61 -> 45 s per step, doc/planner.md).
+#   SRUN_MPI     srun's --mpi plugin [pmix] (Open MPI 4 and 5 start through PMIx)
 #   EXTRA_FLAGS  extra trainer flags, e.g. "-skip-spikes 4" (the loss-spike guard) or
 #                "-steps 50" (a smoke test); the paper's run used neither instrument
 #   DRY_RUN, CHECK_BIN, MAX_RESTARTS, STOP_RC, RESTART_WAIT: see scripts/lib.sh
@@ -129,8 +130,10 @@ else
 fi
 
 # srun: one task per GPU, block placement (consecutive ranks share a node), no GPU binding
-# (each rank picks GPU local_rank, so NVLink peer access between the 8 ranks of a node works)
-LAUNCH=(srun --nodes="$NODES" --ntasks="$WORLD" --ntasks-per-node="$GPUS_PER_NODE"
+# (each rank picks GPU local_rank, so NVLink peer access between the 8 ranks of a node works);
+# --mpi=pmix: Open MPI's ranks find each other through Slurm's PMIx server (without it, on a
+# cluster whose MpiDefault is none, every task would start alone and the trainer refuses)
+LAUNCH=(srun --mpi="${SRUN_MPI:-pmix}" --nodes="$NODES" --ntasks="$WORLD" --ntasks-per-node="$GPUS_PER_NODE"
         --distribution=block:block --cpus-per-task=16 --cpu-bind=cores --kill-on-bad-exit=1)
 
 if [ "${DRY_RUN:-0}" != "1" ] && [ -z "${SLURM_JOB_ID:-}" ]; then

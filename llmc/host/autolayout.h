@@ -33,11 +33,14 @@
 // the bits of config_layout_pins (config.h)
 enum { AL_TP = 1, AL_PP = 2, AL_DP = 4, AL_MB = 8, AL_RECOMPUTE = 16, AL_ZERO = 32, AL_SP = 64, AL_VPP = 128 };
 
-// ranks on this node, as the launcher says: Open MPI, Slurm, MPICH/Hydra; 0 when none says
+// ranks on this node, as the launcher says: Open MPI, Slurm, MPICH/Hydra; 0 when none says.
+// Slurm: the step's own count first. An `srun -n 4` inside a job of --ntasks-per-node=8 keeps
+// the job's SLURM_NTASKS_PER_NODE=8 in its environment; srun sets SLURM_STEP_TASKS_PER_NODE
+// (and SLURM_TASKS_PER_NODE) to the step's 4.
 static int autolayout_gpus_per_node(void) {
-    const char* names[4] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
-                            "MPI_LOCALNRANKS"};
-    for (int k = 0; k < 4; k++) {
+    const char* names[5] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+                            "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS"};
+    for (int k = 0; k < 5; k++) {
         const char* v = getenv(names[k]);
         int n = v ? atoi(v) : 0; // SLURM_TASKS_PER_NODE is "4(x2)": its first count
         if (n > 0) return n;

@@ -250,6 +250,14 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv, double devic
         mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm->world));
     }
 #endif
+    // srun -n N without a PMI plugin Open MPI speaks (it needs --mpi=pmix: Debian's Open MPI has
+    // no PMI-2), or a binary built without MPI: every task would be rank 0 of 1 and train alone,
+    // the same steps N times into the same -o. Refused before any work.
+    const char* srun_tasks = getenv("SLURM_STEP_NUM_TASKS");
+    if (!comm->mpi && srun_tasks != NULL && atoi(srun_tasks) > 1)
+        die("srun started %s tasks, but this process is not a rank among them (%s): each would train alone; "
+            "launch with srun --mpi=pmix (or MpiDefault=pmix in slurm.conf)",
+            srun_tasks, launched_by_mpi() ? "this binary was built without MPI" : "no PMIx in its environment");
     config_defaults(cfg);
     char err[CFG_ERR_LEN];
     PlanRequest plan;
