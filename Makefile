@@ -134,6 +134,7 @@ endif
 	./test_instruments
 	bash tests/test_scripts.sh
 	bash tests/test_slurm.sh
+	bash tests/test_ablate.sh
 	$(PY) dev/calibrate_planner.py --selftest
 	$(PY) tests/test_bench_torch_init.py
 	bash tests/data/test_tokenizer.sh

@@ -108,7 +108,7 @@ static void test_init(void) {
     ParamLayout full;
     param_layout_init(&full, L, C, NH, T, V, Vp, 0, 1, 0, 1);
     float* pf = (float*)malloc_check(sizeof(float) * full.total);
-    param_init(&full, pf, 42, 1);
+    param_init(&full, pf, 42, 1, 1.0);
     // statistics against the formula
     double s = sqrt(1.0 / (3.0 * C));
     const int normal_t[3] = {PT_QKVW, PT_FCW, PT_WPE};
@@ -153,13 +153,27 @@ static void test_init(void) {
                     ParamLayout pl;
                     param_layout_init(&pl, L, C, NH, T, V, Vp, tp, TP, pp, PP);
                     float* p = (float*)malloc_check(sizeof(float) * (pl.total + 1));
-                    param_init(&pl, p, 42, 1);
+                    param_init(&pl, p, 42, 1, 1.0);
                     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
                         for (size_t i = 0; i < pl.numel[t]; i++)
                             if (p[pl.offset[t] + i] != pf[full.offset[t] + param_full_index(&pl, t, i)]) same = 0;
                     free(p);
                 }
     check(same, "init is layout independent (TP, PP in 1,2,4: every slice equals the full tensor)");
+    // -init-std-mult 2: every normal weight exactly doubles (a power of two scales without rounding),
+    // LayerNorm weights and biases stay 1 and 0
+    float* p2 = (float*)malloc_check(sizeof(float) * full.total);
+    param_init(&full, p2, 42, 1, 2.0);
+    int doubled = 1;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        int normal = PARAM_INFO[t].init == INIT_NORMAL || PARAM_INFO[t].init == INIT_NORMAL_SCALED;
+        for (size_t i = 0; i < full.numel[t]; i++) {
+            float a = pf[full.offset[t] + i], b = p2[full.offset[t] + i];
+            if (b != (normal ? 2.0f * a : a)) doubled = 0;
+        }
+    }
+    check(doubled, "init with -init-std-mult 2: normal weights x2 exactly, LayerNorm and biases unchanged");
+    free(p2);
     free(pf);
 }
 
@@ -1183,7 +1197,7 @@ static void test_noise_scale_vs_bruteforce(void) {
     Train t;
     train_setup(&t, &cfg, &comm);
     dataset_open(&t.run.train, cfg.train_glob, cfg.seq, cfg.V, cfg.shuffle, cfg.seed);
-    param_init(&t.model.pl, t.model.params, cfg.seed, cfg.scaled_init);
+    param_init(&t.model.pl, t.model.params, cfg.seed, cfg.scaled_init, cfg.init_std_mult);
     GPT* g = &t.model;
     int DP = 4;
     int64_t B = schedule_batch(cfg.gb, cfg.ramp_start, cfg.ramp_inc, cfg.ramp_tokens, cfg.seq, 0);

@@ -1214,7 +1214,7 @@ static int hook_load(void* self, const char* dir, int weights_only, char* err, s
 }
 static void hook_init(void* self) {
     Train* t = (Train*)self;
-    param_init(&t->model.pl, t->model.params, t->run.cfg.seed, t->run.cfg.scaled_init);
+    param_init(&t->model.pl, t->model.params, t->run.cfg.seed, t->run.cfg.scaled_init, t->run.cfg.init_std_mult);
 }
 
 #ifndef TESTING

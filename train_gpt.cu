@@ -1297,7 +1297,7 @@ static int load_checkpoint(Train* t, const char* dir, int weights_only, char* er
 static void init_weights(Train* t) {
     GPT* g = &t->model;
     float* hp = (float*)malloc_check(sizeof(float) * (g->pl.total + 1));
-    param_init(&g->pl, hp, t->run.cfg.seed, t->run.cfg.scaled_init);
+    param_init(&g->pl, hp, t->run.cfg.seed, t->run.cfg.scaled_init, t->run.cfg.init_std_mult);
     gpt_upload_weights(g, hp);
     free(hp);
 }

@@ -60,7 +60,8 @@ typedef struct {
     // Vp vocab padded to a multiple of vpad (layout independent, so never changes numbers)
     char model[32];
     int L, H, heads, seq, V, Vp, vpad;
-    int scaled_init; // output projections of each block use s/sqrt(2L)
+    int scaled_init;      // output projections of each block use s/sqrt(2L)
+    double init_std_mult; // s = init_std_mult * sqrt(1/(3H)) (1: the paper; other values are ablations)
     // layout
     int tp, pp, dp; // dp = 0: derived from the world size
     int mb;         // micro-batch, sequences
@@ -141,6 +142,7 @@ typedef struct {
     X(INT, "-V", V, 50257, "model", "vocabulary")                                                             \
     X(INT, "-vpad", vpad, 1024, "model", "the vocabulary is padded to a multiple of this")                    \
     X(BOOL, "-scaled-init", scaled_init, 1, "model", "output projections initialised with s/sqrt(2L)")        \
+    X(F64, "-init-std-mult", init_std_mult, 1.0, "model", "init std s = this x sqrt(1/(3H)) (ablations)")     \
     X(INT, "-tp", tp, 1, "layout", "tensor-parallel ranks")                                                   \
     X(INT, "-pp", pp, 1, "layout", "pipeline stages")                                                         \
     X(INT, "-dp", dp, 0, "layout", "data-parallel replicas (0: from the world size)")                         \
@@ -616,6 +618,7 @@ static int config_validate(Config* c, char* err) {
     if (!isfinite((float)c->lr) || !isfinite((float)c->wd) || !isfinite((float)c->clip) || !isfinite((float)c->eps))
         FAIL("-lr, -wd, -clip and -eps must be finite in fp32");
     if (c->wd < 0) FAIL("-wd must be >= 0");
+    if (!(c->init_std_mult > 0) || c->init_std_mult > 1e3) FAIL("-init-std-mult must be in (0, 1000]");
     if (c->clip < 0) FAIL("-clip must be >= 0 (0 turns clipping off)");
     if (c->total_tokens <= 0) FAIL("-tokens must be positive");
     if (c->skip_spikes < 0) FAIL("-skip-spikes must be >= 0 (0: skip only non-finite steps)");

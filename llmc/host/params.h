@@ -194,11 +194,12 @@ static size_t param_full_index(const ParamLayout* pl, int t, size_t local) {
     return ((size_t)layer * pl->full_rows[t] + row) * pl->full_cols[t] + col;
 }
 
-// Initialisation (doc/spec.md section 1): matrices and embeddings N(0, s^2), s = sqrt(1/(3C));
-// the two output projections s/sqrt(2L) when scaled; biases 0; LayerNorm weight 1.
+// Initialisation (doc/spec.md section 1): matrices and embeddings N(0, s^2), s = sqrt(1/(3C))
+// (times std_mult, 1 in the recipe; -init-std-mult for ablations); the two output projections
+// s/sqrt(2L) when scaled; biases 0; LayerNorm weight 1.
 // Padded vocabulary rows are 0: they are never looked up and never enter the softmax.
-static void param_init(const ParamLayout* pl, float* params, uint64_t seed, int scaled_init) {
-    double s = sqrt(1.0 / (3.0 * pl->C));
+static void param_init(const ParamLayout* pl, float* params, uint64_t seed, int scaled_init, double std_mult) {
+    double s = std_mult * sqrt(1.0 / (3.0 * pl->C));
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         float* p = params + pl->offset[t];
         size_t n = pl->numel[t];

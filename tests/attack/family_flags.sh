@@ -34,7 +34,7 @@ expect_ok "control: -plan -plan-schedule zb-h1 -plan-schedules 1" -- "$TRAIN" -p
 INT_FLAGS=(-L -H -heads -seq -V -vpad -scaled-init -tp -pp -dp -mb -zero -recompute -shuffle
            -sample-len -threads -spike-window -spike-stop -world)
 I64_FLAGS=(-gb -warmup -decay -tokens -steps -val-every -val-samples -ckpt-every -sample-every -seed)
-F64_FLAGS=(-minlr-frac -beta1 -beta2 -eps -wd -clip -skip-spikes -noise-beta -peak -lr)
+F64_FLAGS=(-minlr-frac -beta1 -beta2 -eps -wd -clip -skip-spikes -noise-beta -peak -lr -init-std-mult)
 for f in "${INT_FLAGS[@]}" "${I64_FLAGS[@]}" "${F64_FLAGS[@]}"; do
   for v in "" abc 1x nan inf -inf 1e999 " 1" "1 2"; do
     expect_err "$f '$v'" -- "${C[@]}" "$f" "$v"
@@ -128,6 +128,9 @@ done <<'TABLE'
 -wd 1e300
 -clip -1
 -clip 1e300
+-init-std-mult 0
+-init-std-mult -1
+-init-std-mult 1e300
 -tokens 0
 -tokens -1
 -steps -2
