@@ -53,6 +53,17 @@ DROPOUTS = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
 LAYER_KEY = re.compile(r"(?:transformer\.)?h\.([0-9]+)\.")
 
 
+def read_json(path):
+    """a JSON file's value; an unreadable or invalid file is one CkptError line"""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    except OSError as e:
+        raise CkptError(f"cannot read {path}: {e.strerror}")
+    except (ValueError, RecursionError) as e:
+        raise CkptError(f"{path} is not valid JSON ({str(e) or type(e).__name__})")
+
+
 class ShardedReader:
     """A sharded checkpoint read like one file: the index's weight_map names each tensor's shard,
     a file name inside the model directory; every shard is checked as one model.safetensors is,
@@ -60,13 +71,7 @@ class ShardedReader:
     does not name, means the files and the index disagree)."""
 
     def __init__(self, d, index):
-        try:
-            with open(index, "rb") as f:
-                idx = json.loads(f.read().decode("utf-8"))
-        except OSError as e:
-            raise CkptError(f"cannot read {index}: {e.strerror}")
-        except (ValueError, RecursionError) as e:
-            raise CkptError(f"{index} is not valid JSON ({str(e) or type(e).__name__})")
+        idx = read_json(index)
         wmap = idx.get("weight_map") if isinstance(idx, dict) else None
         if not isinstance(wmap, dict) or not wmap:
             raise CkptError(f"{index} has no weight_map object naming each tensor's shard file")
@@ -103,13 +108,7 @@ class ShardedReader:
 
 def load_hf(d):
     cpath = os.path.join(d, "config.json")
-    try:
-        with open(cpath, "rb") as f:
-            cfg = json.loads(f.read().decode("utf-8"))
-    except OSError as e:
-        raise CkptError(f"cannot read {cpath}: {e.strerror}")
-    except (ValueError, RecursionError) as e:
-        raise CkptError(f"{cpath} is not valid JSON ({str(e) or type(e).__name__})")
+    cfg = read_json(cpath)
     if not isinstance(cfg, dict):
         raise CkptError(f"{cpath} is a JSON {type(cfg).__name__}, not an object")
     if cfg.get("model_type") != "gpt2":

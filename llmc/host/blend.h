@@ -240,28 +240,9 @@ static int blend_parse_text(const char* text, size_t n, const char* path, const 
 // the list `which` ("train" or "valid") of a -blend file: 1 read, 0 the file has none, -1 (err)
 static int blend_load_file(const char* path, const char* which, BlendSpec* b, char* err, size_t errn) {
     memset(b, 0, sizeof(*b));
-    FILE* f = safeio_open_read(path, "-blend file", err, errn);
-    if (f == NULL) return -1;
-    size_t cap = 1 << 16;
     size_t n = 0;
-    char* text = (char*)malloc_check(cap);
-    for (size_t got; (got = fread(text + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap && cap >= ((size_t)16 << 20)) {
-            snprintf(err, errn, "-blend file %s is over 16 MiB: not a blend file?", path);
-            free(text);
-            fclose(f);
-            return -1;
-        }
-        if (n == cap) text = (char*)realloc_check(text, cap *= 2);
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        snprintf(err, errn, "-blend file %s cannot be read", path);
-        free(text);
-        return -1;
-    }
+    char* text = safeio_read_all(path, "-blend file", (size_t)16 << 20, &n, err, errn);
+    if (text == NULL) return -1;
     int rc = blend_parse_text(text, n, path, which, b, err, errn);
     free(text);
     return rc;

@@ -943,28 +943,9 @@ static inline int bpe_load_mem(Bpe* b, const char* json, size_t n, const char* n
 // Loads a tokenizer.json file; a FIFO, directory or device is refused (safeio.h).
 static inline int bpe_load(Bpe* b, const char* path, char* err, size_t errn) {
     memset(b, 0, sizeof(*b));
-    FILE* f = safeio_open_read(path, "tokenizer json", err, errn);
-    if (f == NULL) return -1;
-    size_t cap = 1 << 16;
     size_t n = 0;
-    char* buf = (char*)malloc(cap);
-    while (buf != NULL) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        if (cap > BPE_MAX_FILE) break; // one byte over the limit is enough to refuse
-        char* nb = (char*)realloc(buf, 2 * cap);
-        if (nb == NULL) free(buf);
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = buf == NULL || ferror(f);
-    fclose(f);
-    if (bad) {
-        snprintf(err, errn, "tokenizer json %s: cannot read it", path);
-        free(buf);
-        return -1;
-    }
+    char* buf = safeio_read_all(path, "tokenizer json", BPE_MAX_FILE, &n, err, errn);
+    if (buf == NULL) return -1;
     int rc = bpe_load_mem(b, buf, n, path, err, errn);
     free(buf);
     return rc;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -75,6 +76,39 @@ static inline FILE* safeio_open_read(const char* path, const char* what, char* e
 // Opens an output file (truncated, or appended to). Regular files and character devices
 // (/dev/null, a terminal) are accepted; a FIFO, socket or directory is refused. A FIFO
 // without a reader fails the non-blocking open at once (ENXIO) instead of hanging.
+// A whole regular file (of what, for messages) into a new NUL-terminated buffer (*n bytes
+// before the NUL); a file over max bytes, a FIFO, directory or device is refused. NULL on any
+// problem, with one line in err.
+static inline char* safeio_read_all(const char* path, const char* what, size_t max, size_t* n, char* err, size_t errn) {
+    FILE* f = safeio_open_read(path, what, err, errn);
+    if (f == NULL) return NULL;
+    size_t cap = 1 << 16;
+    char* buf = (char*)malloc(cap + 1);
+    *n = 0;
+    while (buf != NULL) {
+        *n += fread(buf + *n, 1, cap - *n, f);
+        if (*n < cap || cap > max) break; // short read: the end (or an error); over max: refused below
+        char* nb = (char*)realloc(buf, 2 * cap + 1);
+        if (nb == NULL) free(buf);
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = buf == NULL || ferror(f);
+    fclose(f);
+    if (!bad && *n > max) {
+        snprintf(err, errn, "%s %s is over %zu MiB: not a %s?", what, path, max >> 20, what);
+        free(buf);
+        return NULL;
+    }
+    if (bad) {
+        snprintf(err, errn, "%s %s cannot be read", what, path);
+        free(buf);
+        return NULL;
+    }
+    buf[*n] = '\0';
+    return buf;
+}
+
 static inline FILE* safeio_open_write(const char* path, int append, const char* what, char* err, size_t errn) {
     int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0644);
     if (fd < 0) {
