@@ -47,7 +47,9 @@ train_gpt: train_gpt.c $(HEADERS)
 train_gpt_nompi: train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
 
-test_gpt: test_gpt.c train_gpt.c $(HEADERS) tests/common.h tests/sp_vpp.h tests/trainer_cases.h tests/fixture.h
+TEST_GPT_DEPS = test_gpt.c train_gpt.c $(HEADERS) tests/common.h tests/sp_vpp.h tests/zb.h tests/trainer_cases.h \
+    tests/fixture.h
+test_gpt: $(TEST_GPT_DEPS)
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
 
 data:
@@ -90,7 +92,7 @@ test_cpu_gemm_asan: tests/test_cpu_gemm.c llmc/cpu/cpu_gemm.h llmc/cpu/cpu_math.
 	    -Werror -Wno-unused-function -fopenmp $< -lm -o $@
 
 # single process, no MPI, no OpenMP (its runtime is not instrumented)
-test_gpt_asan: test_gpt.c train_gpt.c $(HEADERS) tests/common.h tests/sp_vpp.h tests/trainer_cases.h tests/fixture.h
+test_gpt_asan: $(TEST_GPT_DEPS)
 	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation \
 	    -Wno-unknown-pragmas $< -lm -o $@
 

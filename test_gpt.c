@@ -234,7 +234,7 @@ static void test_fixture_forward_backward(Fixture* fx, const char* dir) {
     // small tensors, the GEMMs overwrite the rest
     for (size_t k = 0; k < g->pl.total; k++) g->grads[k] = NAN;
     grads_begin(g);
-    gpt_backward(g, &t.run.comm, a, 0, 1.0f / BT);
+    gpt_backward(g, &t.run.comm, a, 0, 1.0f / BT, NULL);
     grads_end(g);
     for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
         const float* want = fx_param(fx, "grad", tn, g->pl.numel[tn]);
@@ -1211,7 +1211,7 @@ static void test_noise_scale_vs_bruteforce(void) {
             dataset_load_microbatch(&t.run.train, microbatch_first_sample(0, B, DP, d, cfg.mb, i), cfg.mb, a->inputs,
                                     a->targets);
             gpt_forward(g, &t.run.comm, a, 0);
-            gpt_backward(g, &t.run.comm, a, 0, (float)(1.0 / ((double)B * cfg.seq)));
+            gpt_backward(g, &t.run.comm, a, 0, (float)(1.0 / ((double)B * cfg.seq)), NULL);
         }
         grads_end(g);
         mean_sq += gpt_grad_sumsq(g, g->grads, 0, g->pl.total) / DP;
@@ -1255,6 +1255,7 @@ static void test_spike_stop(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
+#include "tests/zb.h"     // -pp-schedule zb-h1
 #include "tests/sp_vpp.h" // -sp, -recompute selective, -vpp
 
 int main(int argc, char** argv) {
@@ -1283,6 +1284,7 @@ int main(int argc, char** argv) {
     if (!quick) test_cli(dir);
     test_schedule_1f1b();
     test_pipe_interleaved();
+    test_pipe_zb();
     test_chunk_ownership();
     test_act_memory();
     if (quick || (argc > 2 && strcmp(argv[2], "--no-mpi") == 0))

@@ -54,17 +54,23 @@ static void matmul_forward(float* out, const float* inp, const float* W, const f
     cpu_gemm(cpu_isa(), N, OC, IC, inp, IC, 1, W, 1, IC, out, OC, 0, bias, work);
 }
 
-// dinp (N, IC) = dout (N, OC) @ W (OC, IC) (overwrites; may be NULL),
 // dW (OC, IC) += dout^T @ inp (TN, no transposed copy); with dw_first (the step's first
 // write, see grads_begin) dW = instead, in non-temporal stores: nothing reads it before the
-// optimizer. dbias (OC) += sum over N of dout, each column summed over n in order.
+// optimizer. zb-h1's W runs this alone, later, on the same inputs: the same bits.
+static void matmul_backward_weight(float* dW, int dw_first, const float* dout, const float* inp, int N, int IC, int OC,
+                                   const CpuGemmWork* work) {
+    cpu_gemm(cpu_isa(), OC, IC, N, dout, 1, OC, inp, IC, 1, dW, IC, dw_first ? CPU_GEMM_STREAM : CPU_GEMM_ACCUMULATE,
+             NULL, work);
+}
+
+// dinp (N, IC) = dout (N, OC) @ W (OC, IC) (overwrites; may be NULL), dW as
+// matmul_backward_weight unless dW is NULL (zb-h1's B: the weight gradient comes later),
+// dbias (OC) += sum over N of dout, each column summed over n in order.
 // work: the GEMM's pack buffers.
 static void matmul_backward(float* dinp, float* dW, int dw_first, float* dbias, const float* dout, const float* inp,
                             const float* W, int N, int IC, int OC, const CpuGemmWork* work) {
-    CpuIsa isa = cpu_isa();
-    if (dinp != NULL) cpu_gemm(isa, N, IC, OC, dout, OC, 1, W, IC, 1, dinp, IC, 0, NULL, work);
-    cpu_gemm(isa, OC, IC, N, dout, 1, OC, inp, IC, 1, dW, IC, dw_first ? CPU_GEMM_STREAM : CPU_GEMM_ACCUMULATE, NULL,
-             work);
+    if (dinp != NULL) cpu_gemm(cpu_isa(), N, IC, OC, dout, OC, 1, W, IC, 1, dinp, IC, 0, NULL, work);
+    if (dW != NULL) matmul_backward_weight(dW, dw_first, dout, inp, N, IC, OC, work);
     if (dbias != NULL) {
         const int OB = 256; // column blocks: a (OB) row of partial sums stays in registers/L1
 #pragma omp parallel for schedule(static)
@@ -383,6 +389,15 @@ typedef struct {
     int nslots;
     Acts* acts;
     int* slot_unit; // interleaved: (chunk, micro-batch) unit k*V + c held by each slot, -1 = free
+    // -pp-schedule zb-h1: B copies what each layer's four weight GEMMs need (their inputs and
+    // output gradients) into a W stash of the unit and gives its activation slot back; its W
+    // runs the GEMMs from the stash. nstash: the most units whose W is pending at once
+    // (pipe_w_pending_max). The LM head's weight GEMM stays in B (its dlogits are (B,T,Vl)).
+    int zb;
+    int nstash;
+    size_t wstash_layer; // floats per layer (LayerStash)
+    float** wstash;      // (nstash) of (nlc * wstash_layer)
+    UnitPool wpool;      // the stash each pending unit holds
     float* att_shared;
     float* atty_re; // selective: (B,NH,T,T) probabilities, (B,T,Cl) rebuilt output
     // backward scratch, sized by the micro-batch
@@ -474,7 +489,7 @@ static void acts_free(Acts* a) {
 
 // Builds the model for one rank: parameter table, buffers, activation slots. The
 // optimizer range [opt_off, opt_off + n_opt) is the whole buffer here; ZeRO narrows it.
-static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
+static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, int nstash) {
     memset(g, 0, sizeof(*g));
     g->cfg = *cfg;
     param_layout_init(&g->pl, cfg->L, cfg->H, cfg->heads, cfg->seq, cfg->V, cfg->Vp, comm->tp, comm->TP, comm->pp,
@@ -521,6 +536,13 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots) {
         acts_alloc(g, &g->acts[s]);
         g->slot_unit[s] = -1;
     }
+    g->zb = nstash > 0;
+    g->nstash = nstash;
+    size_t BTs = (size_t)g->B * g->Ts;
+    g->wstash_layer = BT * (2 * (size_t)g->F + 4 * (size_t)g->Cl) + 4 * BTs * g->C;
+    g->wstash = (float**)calloc_check(nstash + 1, sizeof(float*));
+    for (int i = 0; i < nstash; i++) g->wstash[i] = (float*)calloc_big(g->nlc * g->wstash_layer, sizeof(float));
+    if (!pool_init(&g->wpool, nstash + 1)) die("out of memory for the zb-h1 stash pool");
     g->dx = (float*)calloc_check(BT * g->C, sizeof(float));
     g->dtmp = (float*)calloc_check(BT * g->C, sizeof(float));
     g->dres2 = (float*)calloc_check(BT * g->C, sizeof(float));
@@ -548,6 +570,9 @@ static void gpt_free(GPT* g) {
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
     free(g->acts);
     free(g->slot_unit);
+    for (int i = 0; i < g->nstash; i++) free(g->wstash[i]);
+    free(g->wstash);
+    pool_free(&g->wpool);
     free(g->att_shared);
     free(g->atty_re);
     free(g->dx);
@@ -688,22 +713,59 @@ static void block_forward(GPT* g, Comm* comm, Acts* a, int j, int l) {
         for (int i = 0; i < C; i++) y[(size_t)n * C + i] += fb[i] + la->resid2[(size_t)n * C + i];
 }
 
+// zb-h1's stash of layer j: the output gradients and inputs of its four weight GEMMs. What
+// -sp splits along the sequence is kept as this rank's shard and gathered again in W.
+typedef struct {
+    float* d_fc;      // (B,T,F)
+    float* d_qkv;     // (B,T,3Cl)
+    float* fch_gelu;  // (B,T,F)
+    float* atty;      // (B,T,Cl)
+    float* d_fcproj;  // (B,Ts,C) the layer's output gradient
+    float* d_attproj; // (B,Ts,C) resid2's
+    float* ln1;
+    float* ln2; // (B,Ts,C)
+} LayerStash;
+static LayerStash layer_stash(const GPT* g, float* ws, int j) {
+    size_t BT = (size_t)g->B * g->T, BTs = (size_t)g->B * g->Ts;
+    LayerStash st;
+    st.d_fc = ws + (size_t)j * g->wstash_layer;
+    st.d_qkv = st.d_fc + BT * g->F;
+    st.fch_gelu = st.d_qkv + BT * 3 * g->Cl;
+    st.atty = st.fch_gelu + BT * g->F;
+    st.d_fcproj = st.atty + BT * g->Cl;
+    st.d_attproj = st.d_fcproj + BTs * g->C;
+    st.ln1 = st.d_attproj + BTs * g->C;
+    st.ln2 = st.ln1 + BTs * g->C;
+    return st;
+}
+// keep a weight GEMM's input or output gradient for W (zb-h1), or nothing (1F1B: dst NULL)
+static void stash_copy(float* dst, const float* src, size_t n) {
+    if (dst != NULL) memcpy(dst, src, sizeof(float) * n);
+}
+
 // Backward of layer j (parameters: local layer l): dout = dL/dx[j+1] (B,Ts,C) -> din =
 // dL/dx[j] (may alias dout). With SP the row-parallel biases see the gathered (full)
 // gradient, so their gradients are complete; the LayerNorms' are partial (train_step sums them).
-static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const float* dout, float* din) {
+// ws: zb-h1's B (the unit's W stash: the weight gradients are left to block_weight), or NULL.
+static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const float* dout, float* din, float* ws) {
     int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
     LayerActs* la = layer_acts(g, a, j);
     float* x = a->x + (size_t)j * BTs * C;
+    LayerStash st = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (ws != NULL) st = layer_stash(g, ws, j);
+#define DW(t) (ws ? NULL : G(t, l)), (ws ? 0 : grad_first(g, t, l)) // the weight gradient now, or in W
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
     const float* dfull = gather_seq(g, comm, dout, g->gdout);
-    matmul_backward(g->dfch2, G(PT_FCPROJW, l), grad_first(g, PT_FCPROJW, l), G(PT_FCPROJB, l), dfull, la->fch_gelu,
-                    P(PT_FCPROJW, l), BT, F, C, &g->gemm_work);
+    matmul_backward(g->dfch2, DW(PT_FCPROJW), G(PT_FCPROJB, l), dfull, la->fch_gelu, P(PT_FCPROJW, l), BT, F, C,
+                    &g->gemm_work);
+    stash_copy(st.d_fcproj, dout, (size_t)BTs * C);
+    stash_copy(st.fch_gelu, la->fch_gelu, (size_t)BT * F);
     gelu_backward(g->dfch, la->fch, g->dfch2, (size_t)BT * F);
     const float* ln2 = gather_seq(g, comm, la->ln2, g->gat); // stored as a shard, gathered again
     float* pd = rowpar_out(g, g->dtmp);
-    matmul_backward(pd, G(PT_FCW, l), grad_first(g, PT_FCW, l), G(PT_FCB, l), g->dfch, ln2, P(PT_FCW, l), BT, C, F,
-                    &g->gemm_work);
+    matmul_backward(pd, DW(PT_FCW), G(PT_FCB, l), g->dfch, ln2, P(PT_FCW, l), BT, C, F, &g->gemm_work);
+    stash_copy(st.d_fc, g->dfch, (size_t)BT * F);
+    stash_copy(st.ln2, la->ln2, (size_t)BTs * C);
     reduce_seq(g, comm, pd, g->dtmp); // conjugate of the column-parallel fc1
     memcpy(g->dres2, dout, sizeof(float) * BTs * C);
     layernorm_backward(g->dres2, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l), la->ln2_mean,
@@ -714,17 +776,36 @@ static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const floa
     // the same bits); atty itself was kept, as the input of the projection GEMM
     if (g->cfg.recompute == RECOMPUTE_SELECTIVE)
         attention_forward(g->atty_re, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
-    matmul_backward(g->datty, G(PT_ATTPROJW, l), grad_first(g, PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, la->atty,
-                    P(PT_ATTPROJW, l), BT, Cl, C, &g->gemm_work);
+    matmul_backward(g->datty, DW(PT_ATTPROJW), G(PT_ATTPROJB, l), dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C,
+                    &g->gemm_work);
+    stash_copy(st.d_attproj, g->dres2, (size_t)BTs * C);
+    stash_copy(st.atty, la->atty, (size_t)BT * Cl);
     attention_backward(g->dqkv, g->head_t, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
     const float* ln1 = gather_seq(g, comm, la->ln1, g->gat);
     pd = rowpar_out(g, g->dtmp);
-    matmul_backward(pd, G(PT_QKVW, l), grad_first(g, PT_QKVW, l), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C,
-                    3 * Cl, &g->gemm_work);
+    matmul_backward(pd, DW(PT_QKVW), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C, 3 * Cl, &g->gemm_work);
+    stash_copy(st.d_qkv, g->dqkv, (size_t)BT * 3 * Cl);
+    stash_copy(st.ln1, la->ln1, (size_t)BTs * C);
+#undef DW
     reduce_seq(g, comm, pd, g->dtmp);
     if (din != g->dres2) memcpy(din, g->dres2, sizeof(float) * BTs * C);
     layernorm_backward(din, G(PT_LN1W, l), G(PT_LN1B, l), g->dtmp, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd, BTs,
                        C);
+}
+
+// zb-h1's W of layer j: the four weight gradients from the stash, the calls block_backward
+// makes without a stash (the same bits). The activation slot is no longer needed.
+static void block_weight(GPT* g, Comm* comm, int j, int l, float* ws) {
+    int BT = g->B * g->T, C = g->C, Cl = g->Cl, F = g->F;
+    LayerStash st = layer_stash(g, ws, j);
+    const float* dfull = gather_seq(g, comm, st.d_fcproj, g->gdout);
+    matmul_backward_weight(G(PT_FCPROJW, l), grad_first(g, PT_FCPROJW, l), dfull, st.fch_gelu, BT, F, C, &g->gemm_work);
+    const float* ln2 = gather_seq(g, comm, st.ln2, g->gat);
+    matmul_backward_weight(G(PT_FCW, l), grad_first(g, PT_FCW, l), st.d_fc, ln2, BT, C, F, &g->gemm_work);
+    const float* dres2 = gather_seq(g, comm, st.d_attproj, g->gdout);
+    matmul_backward_weight(G(PT_ATTPROJW, l), grad_first(g, PT_ATTPROJW, l), dres2, st.atty, BT, Cl, C, &g->gemm_work);
+    const float* ln1 = gather_seq(g, comm, st.ln1, g->gat);
+    matmul_backward_weight(G(PT_QKVW, l), grad_first(g, PT_QKVW, l), st.d_qkv, ln1, BT, C, 3 * Cl, &g->gemm_work);
 }
 
 // Last stage: final LayerNorm, tied LM head over the local vocabulary slice and the
@@ -802,6 +883,19 @@ static double head_forward(GPT* g, Comm* comm, Acts* a) {
 }
 
 
+// The tied LM head's weight gradient from the kept dlogits and final LayerNorm output.
+static void head_weight(GPT* g, Comm* comm, Acts* a) {
+    int BT = g->B * g->T, C = g->C, Vv = g->Vv;
+    // every TP rank gathers, also one whose vocabulary slice is all padding (Vv = 0): which
+    // collectives a rank calls never depends on its share of the data
+    const float* lnf = gather_seq(g, comm, a->lnf, g->gat);
+    if (Vv == 0) return;
+    int first = grad_first(g, PT_WTE, 0);
+    if (first)
+        memset(G(PT_WTE, 0) + (size_t)Vv * C, 0, sizeof(float) * (g->Vl - Vv) * C); // padded rows: the GEMM writes Vv
+    matmul_backward_weight(G(PT_WTE, 0), first, a->logits, lnf, BT, C, Vv, &g->gemm_work);
+}
+
 // dloss: gradient of the total loss w.r.t. each token's loss (1/(global batch tokens)).
 // Writes dL/dx[nl] (B,Ts,C) into g->dx.
 static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
@@ -815,15 +909,9 @@ static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
         for (int v = 0; v < Vv; v++) row[v] = (exp_vec(row[v] - lse) - (v == tgt ? 1.0f : 0.0f)) * dloss;
     }
     float* pd = rowpar_out(g, g->dtmp);
-    // every TP rank gathers, also one whose vocabulary slice is all padding (Vv = 0): which
-    // collectives a rank calls never depends on its share of the data
-    const float* lnf = gather_seq(g, comm, a->lnf, g->gat);
+    head_weight(g, comm, a);
     if (Vv > 0) {
-        int first = grad_first(g, PT_WTE, 0);
-        if (first)
-            memset(G(PT_WTE, 0) + (size_t)Vv * C, 0,
-                   sizeof(float) * (g->Vl - Vv) * C); // padded rows: the GEMM writes the first Vv
-        matmul_backward(pd, G(PT_WTE, 0), first, NULL, a->logits, lnf, P(PT_WTE, 0), BT, C, Vv, &g->gemm_work);
+        matmul_backward(pd, NULL, 0, NULL, a->logits, NULL, P(PT_WTE, 0), BT, C, Vv, &g->gemm_work);
     } else {
         memset(pd, 0, sizeof(float) * BT * C);
     }
@@ -844,14 +932,20 @@ static double gpt_forward(GPT* g, Comm* comm, Acts* a, int c) {
 
 // Backward of chunk c. On the last virtual stage dloss scales the loss; elsewhere g->dx
 // must hold dL/d(chunk output). Leaves dL/d(chunk input) in g->dx; gradients accumulate.
-static void gpt_backward(GPT* g, Comm* comm, Acts* a, int c, float dloss) {
+// ws: zb-h1's B, which leaves the weight GEMMs to gpt_weight (the unit's stash), or NULL.
+static void gpt_backward(GPT* g, Comm* comm, Acts* a, int c, float dloss, float* ws) {
     if (is_last_chunk(g, c)) head_backward(g, comm, a, dloss);
     for (int j = g->nlc - 1; j >= 0; j--) {
         if (g->cfg.recompute == RECOMPUTE_FULL)
             block_forward(g, comm, a, j, c * g->nlc + j); // rebuild this layer's activations
-        block_backward(g, comm, a, j, c * g->nlc + j, g->dx, g->dx);
+        block_backward(g, comm, a, j, c * g->nlc + j, g->dx, g->dx, ws);
     }
     if (is_first_chunk(g, c)) embedding_backward(g, gather_seq(g, comm, g->dx, g->gdout), a->inputs);
+}
+
+// zb-h1's W of chunk c: the weight gradients gpt_backward left in the stash ws.
+static void gpt_weight(GPT* g, Comm* comm, int c, float* ws) {
+    for (int j = g->nlc - 1; j >= 0; j--) block_weight(g, comm, j, c * g->nlc + j, ws);
 }
 
 // -sp: the LayerNorm gradients of each rank cover its sequence shard only; sum them over TP
@@ -991,21 +1085,27 @@ static void unit_release(GPT* g, int c, int k) {
     for (int s = 0; s < g->nslots && g->nchunk > 1; s++)
         if (g->slot_unit[s] == k * g->nchunk + c) g->slot_unit[s] = -1;
 }
+// zb-h1: the W stash of unit (c, k), taken at its B and given back after its W
+static float* unit_stash(GPT* g, int c, int k) {
+    int i = pool_get(&g->wpool, k * g->nchunk + c);
+    if (i < 0 || i >= g->nstash) die("internal: more units wait for their W than W stashes (%d)", g->nstash);
+    return g->wstash[i];
+}
 
 static double pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
     GPT* g = &t->model;
     Comm* comm = &t->run.comm;
     size_t nact = (size_t)g->B * g->Ts * g->C; // with -sp only this rank's sequence shard travels
     int n;
-    Action* plan = pipe_interleaved(comm->pp, comm->PP, g->nchunk, m, forward_only, &n);
+    Action* plan = pipe_schedule(g->zb, comm->pp, comm->PP, g->nchunk, m, forward_only, &n);
     if (plan == NULL) die("out of memory for the pipeline schedule");
     double loss_sum = 0.0;
     for (int i = 0; i < n; i++) {
         int k = plan[i].micro, c = plan[i].chunk, peer, tag;
         pipe_peer(&plan[i], comm->pp, comm->PP, g->nchunk, &peer, &tag);
         ActionKind kind = plan[i].kind;
-        Acts* a =
-            (kind == ACT_RECV_GRAD || kind == ACT_SEND_GRAD) ? NULL : unit_slot(g, c, k); // gradients travel in g->dx
+        // gradients travel in g->dx; a W reads its stash only
+        Acts* a = (kind == ACT_RECV_GRAD || kind == ACT_SEND_GRAD || kind == ACT_WEIGHT) ? NULL : unit_slot(g, c, k);
         float* xout = a ? a->x + (size_t)g->nlc * nact : NULL;
         switch (kind) {
             case ACT_RECV_ACT:
@@ -1024,8 +1124,12 @@ static double pipe_execute(Train* t, int m, int forward_only, float dloss, LoadF
                 pp_recv(comm, g->dx, nact, peer, tag);
                 break;
             case ACT_BACKWARD:
-                gpt_backward(g, comm, a, c, dloss);
+                gpt_backward(g, comm, a, c, dloss, g->zb ? unit_stash(g, c, k) : NULL);
                 unit_release(g, c, k);
+                break;
+            case ACT_WEIGHT: // zb-h1: the unit's stash is free after its W
+                gpt_weight(g, comm, c, unit_stash(g, c, k));
+                pool_release(&g->wpool, k * g->nchunk + c, 0);
                 break;
             case ACT_SEND_GRAD:
                 pp_send(comm, g->dx, nact, peer, tag);
@@ -1176,6 +1280,9 @@ static void print_act_memory(const GPT* g) {
     table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",
               (double)g->acts[0].bytes * g->nchunk / 1048576.0, g->acts[0].layer_bytes, g->nslots,
               ((double)g->acts[0].bytes * g->nslots + shared) / 1048576.0);
+    if (g->zb)
+        table_row("zb-h1 W stashes", "%d x %.3f MiB (weight-GEMM inputs and output gradients of units awaiting W)",
+                  g->nstash, (double)g->nlc * g->wstash_layer * sizeof(float) / 1048576.0);
 }
 
 static void print_config_table(const Train* t) {
@@ -1194,9 +1301,13 @@ static void print_config_table(const Train* t) {
 static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     memset(t, 0, sizeof(*t));
     run_init(&t->run, cfg, comm);
-    // 1F1B: at most PP micro-batches in flight; interleaved: pipe_slots units
+    // 1F1B: at most PP micro-batches in flight; interleaved: pipe_slots units (zb-h1 the same:
+    // a unit's slot is free after its B, its W stash after its W)
+    int zb = config_zb(cfg), m_max = (int)(cfg->gb / ((int64_t)cfg->mb * comm->DP));
     int nslots = cfg->vpp > 1 ? pipe_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
-    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots);
+    int nstash = zb ? pipe_w_pending_max(comm->pp, comm->PP, cfg->vpp, m_max) : 0;
+    if (zb && nstash < 1) die("out of memory for the zb-h1 schedule");
+    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, nstash);
 }
 
 static void train_free(Train* t) {

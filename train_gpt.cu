@@ -172,6 +172,14 @@ typedef struct {
     int nslots;
     Acts* acts;
     int* slot_unit; // (nslots) -vpp: the (chunk, micro-batch) unit k*V + c each slot holds, -1 = free
+    // -pp-schedule zb-h1 (layout.h's pipe_zb_h1): B copies each layer's weight-GEMM inputs and
+    // output gradients into the unit's W stash and frees its slot; its W runs those GEMMs (the
+    // LM head's stays in B), as train_gpt.c
+    int zb;
+    int nstash;
+    size_t wstash_layer; // bf16 per layer (LayerStash)
+    bf16** wstash;       // (nstash) of (nlc * wstash_layer)
+    UnitPool wpool;      // the stash each pending unit holds
     // micro-batch-sized scratch (device)
     int ndgrad;
     bf16** dgrad;        // (ndgrad) of (B,T,C): the gradient flowing backward; 1F1B: two, by
@@ -418,7 +426,7 @@ static int env_flag(const char* name, const char* on, const char* off, int dflt)
 
 // Builds the model for one rank on the device: parameter table, buffers, activation slots.
 // The optimizer range [opt_off, opt_off + n_opt) is the whole buffer; ZeRO narrows it.
-static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, int ndgrad, int overlap,
+static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, int ndgrad, int nstash, int overlap,
                       cudaStream_t stream) {
     memset(g, 0, sizeof(*g));
     g->overlap = overlap;
@@ -484,6 +492,12 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     for (int s = 0; s < nslots; s++) acts_alloc(g, &g->acts[s]);
     g->slot_unit = (int*)malloc_check(sizeof(int) * nslots);
     for (int s = 0; s < nslots; s++) g->slot_unit[s] = -1;
+    g->zb = nstash > 0;
+    g->nstash = nstash;
+    g->wstash_layer = BT * (2 * (size_t)g->F + 4 * (size_t)g->Cl) + 4 * (size_t)g->B * g->Ts * g->C;
+    g->wstash = (bf16**)calloc_check(nstash + 1, sizeof(bf16*));
+    for (int i = 0; i < nstash; i++) g->wstash[i] = (bf16*)dev_alloc(sizeof(bf16) * g->nlc * g->wstash_layer);
+    if (!pool_init(&g->wpool, nstash + 1)) die("out of host memory for the zb-h1 stash pool");
     g->h_work = (int*)calloc_check((size_t)g->Vl + 1, sizeof(int));
     cudaCheck(
         cudaMallocHost((void**)&g->h_stats, 3 * sizeof(double))); // pinned: the reads are DMA, never a staged copy
@@ -505,6 +519,9 @@ static void gpt_free(GPT* g) {
     for (int i = 0; i < g->nslots + g->ndgrad; i++) dc_ppbuf_free(&g->ppbuf[i]);
     pool_free(&g->dgrad_pool);
     free(g->dgrad);
+    for (int i = 0; i < g->nstash; i++) dev_free(g->wstash[i]);
+    free(g->wstash);
+    pool_free(&g->wpool);
     free(g->ppbuf);
     cudaCheck(cudaFreeHost(g->h_stats));
     dev_free(g->mem);
@@ -658,35 +675,104 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int c, int j, int rebuil
 // and dL/dx[j] on exit
 // (-sp: dio, dres2 and the LayerNorms are (B,Ts,C), gathered before the GEMMs; the
 // conjugates of the column-parallel GEMMs are reduce-scatters.)
-static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio) {
+// zb-h1's stash of layer j: the output gradients and inputs of its four weight GEMMs. What
+// -sp splits along the sequence is kept as this rank's shard and gathered again in W.
+typedef struct {
+    bf16* d_fc;      // (B,T,F)
+    bf16* d_qkv;     // (B,T,3Cl)
+    bf16* fch_gelu;  // (B,T,F)
+    bf16* atty;      // (B,T,Cl)
+    bf16* d_fcproj;  // (B,Ts,C) the layer's output gradient
+    bf16* d_attproj; // (B,Ts,C) resid2's
+    bf16* ln1;
+    bf16* ln2; // (B,Ts,C)
+} LayerStash;
+static LayerStash layer_stash(const GPT* g, bf16* ws, int j) {
+    size_t BT = (size_t)g->B * g->T, BTs = (size_t)g->B * g->Ts;
+    LayerStash st;
+    st.d_fc = ws + (size_t)j * g->wstash_layer;
+    st.d_qkv = st.d_fc + BT * g->F;
+    st.fch_gelu = st.d_qkv + BT * 3 * g->Cl;
+    st.atty = st.fch_gelu + BT * g->F;
+    st.d_fcproj = st.atty + BT * g->Cl;
+    st.d_attproj = st.d_fcproj + BTs * g->C;
+    st.ln1 = st.d_attproj + BTs * g->C;
+    st.ln2 = st.ln1 + BTs * g->C;
+    return st;
+}
+static void stash_dout(GPT* g, bf16* dst, const bf16* dout, size_t n) {
+    cudaCheck(cudaMemcpyAsync(dst, dout, sizeof(bf16) * n, cudaMemcpyDeviceToDevice, g->stream));
+}
+
+// Backward of layer j of the unit (local layer l): dio holds dL/dx[j+1] (B,Ts,C) on entry
+// and dL/dx[j] on exit. ws: zb-h1's B (the weight GEMMs, with their fused bias gradients,
+// are left to block_weight; their output gradients go to the unit's stash), or NULL.
+static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio, bf16* ws) {
     int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
     Gemm* mm = &g->gemm;
     cudaStream_t s = g->stream;
     LayerActs* la = layer_acts(g, a, j);
     bf16* x = a->x + (size_t)j * BTs * C;
+    LayerStash st = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    if (ws != NULL) st = layer_stash(g, ws, j);
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
     // dfch = (dio @ Wfcproj) * gelu'(fch) and the fc1 bias gradient in one GEMM (DGELU_BGRAD)
     bf16* dy = gather_seq(g, dc, dio, g->gdout);
     matmul_backward_input_dgelu(mm, g->dfch, G(PT_FCB, l), dy, C, P(PT_FCPROJW, l), la->fch, BT, F, C, g->gelu_fused);
-    matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dy, C, la->fch_gelu, BT, F, C);
+    if (ws == NULL)
+        matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dy, C, la->fch_gelu, BT, F, C);
+    else {
+        stash_dout(g, st.d_fcproj, dio, (size_t)BTs * C);
+        stash_dout(g, st.fch_gelu, la->fch_gelu, (size_t)BT * F);
+    }
     matmul_backward_input(mm, g->dtmp, g->dfch, F, P(PT_FCW, l), BT, C, F);
-    matmul_backward_weight(mm, G(PT_FCW, l), g->dfch, F, gather_seq(g, dc, la->ln2, g->gat), BT, C, F);
+    if (ws == NULL)
+        matmul_backward_weight(mm, G(PT_FCW, l), g->dfch, F, gather_seq(g, dc, la->ln2, g->gat), BT, C, F);
+    else {
+        stash_dout(g, st.d_fc, g->dfch, (size_t)BT * F);
+        stash_dout(g, st.ln2, la->ln2, (size_t)BTs * C);
+    }
     bf16* dln2 = reduce_seq(g, dc, g->dtmp, g->fsh); // conjugate of the column-parallel fc1
     layernorm_backward(g->dres2, dio, G(PT_LN2W, l), G(PT_LN2B, l), dln2, la->resid2, P(PT_LN2W, l), la->ln2_mean,
                        la->ln2_rstd, BTs, C, g->red, g->red_n, s);
     // attention: resid2 = x + attproj(attn(qkv(ln1(x))))
     bf16* dres2 = gather_seq(g, dc, g->dres2, g->gdout);
     matmul_backward_input(mm, g->datty, dres2, C, P(PT_ATTPROJW, l), BT, Cl, C);
-    matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, C, la->atty, BT, Cl, C);
+    if (ws == NULL)
+        matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, C, la->atty, BT, Cl, C);
+    else {
+        stash_dout(g, st.d_attproj, g->dres2, (size_t)BTs * C);
+        stash_dout(g, st.atty, la->atty, (size_t)BT * Cl);
+    }
     if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE)
         attention_forward(g, la); // rebuild the shared probabilities (atty: the same bits)
     attention_backward(g, la);
     matmul_backward_input(mm, g->dtmp, g->dqkv, 3 * Cl, P(PT_QKVW, l), BT, C, 3 * Cl);
-    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat),
-                                BT, C, 3 * Cl);
+    if (ws == NULL)
+        matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl,
+                                    gather_seq(g, dc, la->ln1, g->gat), BT, C, 3 * Cl);
+    else {
+        stash_dout(g, st.d_qkv, g->dqkv, (size_t)BT * 3 * Cl);
+        stash_dout(g, st.ln1, la->ln1, (size_t)BTs * C);
+    }
     bf16* dln1 = reduce_seq(g, dc, g->dtmp, g->fsh);
     layernorm_backward(dio, g->dres2, G(PT_LN1W, l), G(PT_LN1B, l), dln1, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd,
                        BTs, C, g->red, g->red_n, s);
+}
+
+// zb-h1's W of layer j of chunk c: the weight GEMMs block_backward makes without a stash, on
+// the stashed inputs and output gradients (the same calls: the same bits).
+static void block_weight(GPT* g, DevComm* dc, int c, int j, bf16* ws) {
+    int BT = g->B * g->T, C = g->C, Cl = g->Cl, F = g->F, l = c * g->nlc + j;
+    Gemm* mm = &g->gemm;
+    LayerStash st = layer_stash(g, ws, j);
+    matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l), gather_seq(g, dc, st.d_fcproj, g->gdout), C,
+                                st.fch_gelu, BT, F, C);
+    matmul_backward_weight(mm, G(PT_FCW, l), st.d_fc, F, gather_seq(g, dc, st.ln2, g->gat), BT, C, F);
+    matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), gather_seq(g, dc, st.d_attproj, g->gdout), C,
+                                st.atty, BT, Cl, C);
+    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), st.d_qkv, 3 * Cl, gather_seq(g, dc, st.ln1, g->gat),
+                                BT, C, 3 * Cl);
 }
 
 // Last stage: tied LM head over the local vocabulary slice and the vocab-parallel
@@ -734,13 +820,19 @@ static void head_forward(GPT* g, DevComm* dc, Acts* a, float dloss) {
     ce_loss_sum(g->loss_acc, a->losses, BT, s);
 }
 
+// The tied LM head's weight gradient from the kept dlogits and final LayerNorm output.
+static void head_weight(GPT* g, DevComm* dc, Acts* a) {
+    matmul_backward_weight(&g->gemm, G(PT_WTE, 0), a->logits, g->ldl, gather_seq(g, dc, a->lnf, g->gat), g->B * g->T,
+                           g->C, g->Vl);
+}
+
 // Writes dL/dx[nl] into dx (the logits buffer holds dlogits from the training forward).
 static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
     int BT = g->B * g->T, BTs = g->B * g->Ts, C = g->C, Vl = g->Vl;
     bf16* xL = a->x + (size_t)g->nlc * BTs * C;
     // on the padded slice (head_forward): the padded dlogits are 0, so is their rows' gradient
     matmul_backward_input(&g->gemm, g->dtmp, a->logits, g->ldl, P(PT_WTE, 0), BT, C, Vl);
-    matmul_backward_weight(&g->gemm, G(PT_WTE, 0), a->logits, g->ldl, gather_seq(g, dc, a->lnf, g->gat), BT, C, Vl);
+    head_weight(g, dc, a);
     bf16* dlnf = reduce_seq(g, dc, g->dtmp, g->fsh);
     layernorm_backward(dx, NULL, G(PT_LNFW, 0), G(PT_LNFB, 0), dlnf, xL, P(PT_LNFW, 0), a->lnf_mean, a->lnf_rstd, BTs,
                        C, g->red, g->red_n, g->stream);
@@ -762,16 +854,26 @@ static void dp_bucket_launch(GPT* g, DevComm* dc, int l);
 
 // last: this is chunk c's last backward of the step, so each layer's gradients are final
 // once its backward has run: with overlap its DP reduction starts then (dp_bucket_launch).
-static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last) {
+// ws: zb-h1's B (weight gradients left to gpt_weight; no bucket is final yet), or NULL.
+static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last, bf16* ws) {
     if (is_last_chunk(g, c)) head_backward(g, dc, a, dx);
     for (int j = g->nlc - 1; j >= 0; j--) {
         if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, c, j, 1); // rebuild this layer's activations
-        block_backward(g, dc, a, j, c * g->nlc + j, dx);
-        if (last && g->overlap) dp_bucket_launch(g, dc, c * g->nlc + j);
+        block_backward(g, dc, a, j, c * g->nlc + j, dx, ws);
+        if (last && g->overlap && ws == NULL) dp_bucket_launch(g, dc, c * g->nlc + j);
     }
     if (is_first_chunk(g, c))
         encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), gather_seq(g, dc, dx, g->gdout), a->d_uniq, a->d_off, a->d_pos,
                          a->hb.nu, g->B, g->T, g->C, g->stream);
+}
+
+// zb-h1's W of chunk c (the unit's stash ws). last: the chunk's last W of the step, after
+// which each layer's gradients are final (B ran first): with overlap its DP reduction starts.
+static void gpt_weight(GPT* g, DevComm* dc, int c, bf16* ws, int last) {
+    for (int j = g->nlc - 1; j >= 0; j--) {
+        block_weight(g, dc, c, j, ws);
+        if (last && g->overlap) dp_bucket_launch(g, dc, c * g->nlc + j);
+    }
 }
 
 // The flat ranges this rank counts in the squared global norm, within [lo, hi): every
@@ -949,7 +1051,7 @@ static void acts_host_claim(DevComm* dc, Acts* a) { dc_wait_event(dc, a->uploade
 // tests/cuda/test_pp_groups.cu simulates every layout, both ways.
 typedef void (*LoadFn)(Train* t, Acts* a, int k, void* user);
 
-static int is_comm_action(ActionKind k) { return k != ACT_FORWARD && k != ACT_BACKWARD; }
+static int is_comm_action(ActionKind k) { return !action_computes(k); }
 
 // The activation slot of unit (chunk c, micro-batch k): 1F1B uses k % PP; interleaved
 // units take the lowest free slot on first touch and give it back after their backward
@@ -980,6 +1082,12 @@ static int unit_dgrad_index(GPT* g, int c, int k) {
     if (i < 0) die("internal: more pipeline units hold gradients than gradient buffers (%d)", g->ndgrad);
     return i;
 }
+// zb-h1: the W stash of unit (c, k), taken at its B and given back after its W
+static bf16* unit_stash(GPT* g, int c, int k) {
+    int i = pool_get(&g->wpool, k * g->nchunk + c);
+    if (i < 0 || i >= g->nstash) die("internal: more units wait for their W than W stashes (%d)", g->nstash);
+    return g->wstash[i];
+}
 // the overlapped pipeline's events of a slot and of gradient buffer i
 static PpBuf* slot_buf(GPT* g, const Acts* a) { return &g->ppbuf[a - g->acts]; }
 static PpBuf* dgrad_buf(GPT* g, int i) { return &g->ppbuf[g->nslots + i]; }
@@ -989,8 +1097,8 @@ static PpBuf* dgrad_buf(GPT* g, int i) { return &g->ppbuf[g->nslots + i]; }
 static Action* pipeline_plan(const GPT* g, const DevComm* dc, int stage, int PP, int m, int forward_only, int** phase,
                              int* n) {
     *phase = NULL;
-    if (g->nchunk > 1 && dc->nccl) return pipe_phased(stage, PP, g->nchunk, m, forward_only, phase, n);
-    return pipe_interleaved(stage, PP, g->nchunk, m, forward_only, n);
+    if (g->nchunk > 1 && dc->nccl) return pipe_phased_zb(g->zb, stage, PP, g->nchunk, m, forward_only, phase, n);
+    return pipe_schedule(g->zb, stage, PP, g->nchunk, m, forward_only, n);
 }
 
 static void pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn load, void* user) {
@@ -1004,8 +1112,8 @@ static void pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn 
     Action* plan = pipeline_plan(g, dc, comm->pp, comm->PP, m, forward_only, &phase, &n);
     if (plan == NULL) die("out of memory for the pipeline schedule");
     for (int c = 0; c < g->nchunk; c++) last_bw[c] = -1;
-    for (int i = 0; i < n; i++)
-        if (plan[i].kind == ACT_BACKWARD) last_bw[plan[i].chunk] = i;
+    for (int i = 0; i < n; i++) // zb-h1: a chunk's gradients are final after its last W
+        if (plan[i].kind == (g->zb ? ACT_WEIGHT : ACT_BACKWARD)) last_bw[plan[i].chunk] = i;
     int ov = dc->pp_overlap; // each message on its link's stream (nccl_comm.cuh), else one group per run
     dc_pp_begin(dc, g->ppbuf, g->nslots + g->ndgrad);
     for (int i = 0; i < n;) {
@@ -1053,6 +1161,12 @@ static void pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn 
             continue;
         }
         int k = plan[i].micro, c = plan[i].chunk;
+        if (plan[i].kind == ACT_WEIGHT) { // zb-h1: reads its stash only (compute stream order), frees it
+            gpt_weight(g, dc, c, unit_stash(g, c, k), i == last_bw[c]);
+            pool_release(&g->wpool, k * g->nchunk + c, 0);
+            i++;
+            continue;
+        }
         Acts* a = unit_slot(g, c, k);
         PpBuf* sb = slot_buf(g, a);
         dc_pp_acquire(dc, sb); // overlapped: a receive into the slot has arrived, a send from it is done
@@ -1068,7 +1182,7 @@ static void pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn 
         } else {
             int d = unit_dgrad_index(g, c, k);
             dc_pp_acquire(dc, dgrad_buf(g, d));
-            gpt_backward(g, dc, a, c, g->dgrad[d], i == last_bw[c]);
+            gpt_backward(g, dc, a, c, g->dgrad[d], i == last_bw[c], g->zb ? unit_stash(g, c, k) : NULL);
             dc_pp_used(dc, sb);
             dc_pp_used(dc, dgrad_buf(g, d));
             unit_release(g, c, k);
@@ -1342,6 +1456,9 @@ static void print_act_memory(const GPT* g, int nccl) {
         table_row("pipeline gradient buffers", "%d x %.3f MiB (%s)", g->ndgrad,
                   (double)g->B * g->T * g->C * sizeof(bf16) / 1048576.0,
                   nccl ? "phased NCCL schedule: a send may wait until its receiver needs it" : "interleaved schedule");
+    if (g->zb)
+        table_row("zb-h1 W stashes", "%d x %.3f MiB (weight-GEMM inputs and output gradients of units awaiting W)",
+                  g->nstash, (double)g->nlc * g->wstash_layer * sizeof(bf16) / 1048576.0);
     if (g->cfg.recompute == RECOMPUTE_SELECTIVE)
         table_row("selective recompute", "%s",
                   shared_att ? "keeps the GEMM inputs; one (B,NH,T,T) probability buffer per rank, rebuilt in backward"
@@ -1467,13 +1584,15 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     cudaCheck(cudaStreamCreate(&t->stream));
     devcomm_init(&t->dc, &t->run.comm, t->dc.nccl, t->stream, 1);
     dc_pp_links_init(&t->dc, cfg->vpp > 1 ? cfg->vpp : 1); // the overlapped pipeline's links, warmed up
-    // 1F1B: at most PP micro-batches in flight; interleaved: pipe_slots units
+    // 1F1B: at most PP micro-batches in flight; interleaved: pipe_slots units (zb-h1 the same:
+    // a unit's slot is free after its B, its W stash after its W)
+    int zb = config_zb(cfg), m_max = (int)(cfg->gb / ((int64_t)cfg->mb * comm->DP));
     int nslots = cfg->vpp > 1 ? pipe_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
     // gradient buffers: two for 1F1B; interleaved, what the largest step of the run needs
-    int ndgrad =
-        pipe_grad_buffers_max(comm->pp, comm->PP, cfg->vpp, (int)(cfg->gb / ((int64_t)cfg->mb * comm->DP)), t->dc.nccl);
-    if (ndgrad < 0) die("out of host memory for the pipeline schedule");
-    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, ndgrad, t->dc.overlap, t->stream);
+    int ndgrad = pipe_grad_buffers_max_zb(zb, comm->pp, comm->PP, cfg->vpp, m_max, t->dc.nccl);
+    int nstash = zb ? pipe_w_pending_max(comm->pp, comm->PP, cfg->vpp, m_max) : 0;
+    if (ndgrad < 0 || (zb && nstash < 1)) die("out of host memory for the pipeline schedule");
+    gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, ndgrad, nstash, t->dc.overlap, t->stream);
 }
 
 static void train_free(Train* t) {

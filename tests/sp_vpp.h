@@ -220,7 +220,7 @@ static void test_act_memory(void) {
                     cfg.recompute = rc;
                     Comm comm = first_stage_comm(TP);
                     GPT g;
-                    gpt_build(&g, &cfg, &comm, 1);
+                    gpt_build(&g, &cfg, &comm, 1, 0);
                     double want = korthikanti_adapted(cfg.seq, cfg.mb, cfg.H, cfg.heads, TP, sp, rc);
                     double got = (double)g.acts[0].layer_bytes;
                     n++;
@@ -347,6 +347,9 @@ static void test_layouts_sp_vpp(void) {
               wl, wg, we, wname, rc);
         if (i == ny - 1) snprintf(lastdir, sizeof(lastdir), "%s", dir);
     }
+    char lastck[1400];
+    ckpt_dir_name(lastck, sizeof(lastck), lastdir, LAYOUT_STEPS);
+    test_layouts_zb(tmp, data, &ref[0], refck[0], lastck);
     // checkpoints stay layout-free: 2x2x2 -sp 1 -vpp 2 at step 10 resumed as 1x1x1, and the
     // 1x1x1 reference's step 10 resumed as 2x2x2 -sp 1 -vpp 2; steps 11-20 equal the reference
     for (int dirn = 0; dirn < 2; dirn++) {

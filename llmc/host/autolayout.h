@@ -1,10 +1,10 @@
 /*
  * autolayout.h: -layout auto. The trainer runs the layout planner's search (llmc/planner/)
  * for its own world size and launches the fastest feasible layout: TP, PP, DP, micro-batch,
- * -vpp, -sp, recomputation and ZeRO-1. A layout flag given on the command line (or in the run
- * record) pins that dimension, and the rest is searched. Feasible means the planner's memory
- * model fits the GPU with its headroom, and the trainer's own rules hold for every batch of
- * the ramp (config_validate_layout), because the layout is fixed for the whole run.
+ * -vpp, -sp, recomputation, ZeRO-1 and the pipeline schedule (-pp-schedule). A layout flag given on the command line
+ * (or in the run record) pins that dimension, and the rest is searched. Feasible means the planner's memory model fits
+ * the GPU with its headroom, and the trainer's own rules hold for every batch of the ramp (config_validate_layout),
+ * because the layout is fixed for the whole run.
  *
  * Where the inputs come from:
  *   world          MPI (or -world with -check)
@@ -31,7 +31,17 @@
 #include "config.h"
 
 // the bits of config_layout_pins (config.h)
-enum { AL_TP = 1, AL_PP = 2, AL_DP = 4, AL_MB = 8, AL_RECOMPUTE = 16, AL_ZERO = 32, AL_SP = 64, AL_VPP = 128 };
+enum {
+    AL_TP = 1,
+    AL_PP = 2,
+    AL_DP = 4,
+    AL_MB = 8,
+    AL_RECOMPUTE = 16,
+    AL_ZERO = 32,
+    AL_SP = 64,
+    AL_VPP = 128,
+    AL_SCHED = 256
+};
 
 // ranks on this node, as the launcher says: Open MPI, Slurm, MPICH/Hydra; 0 when none says.
 // Slurm: the step's own count first. An `srun -n 4` inside a job of --ntasks-per-node=8 keeps
@@ -58,12 +68,14 @@ static void autolayout_apply(Config* cfg, const PlanLayout* l) {
     cfg->zero = l->zero;
     cfg->sp = l->sp;
     cfg->vpp = l->vpp > 0 ? l->vpp : 1;
+    snprintf(cfg->pp_schedule, sizeof(cfg->pp_schedule), "%s", l->sched == PLAN_SCHED_ZBH1 ? "zb-h1" : "1f1b");
 }
 
 static void autolayout_name(char* s, size_t n, const PlanLayout* l) {
     static const char* rc[3] = {"0", "full", "selective"};
-    snprintf(s, n, "-tp %d -pp %d -dp %d -mb %d -vpp %d -sp %d -recompute %s -zero %d", l->tp, l->pp, l->dp, l->mb,
-             l->vpp > 0 ? l->vpp : 1, l->sp, rc[l->recompute >= 0 && l->recompute < 3 ? l->recompute : 0], l->zero);
+    snprintf(s, n, "-tp %d -pp %d -dp %d -mb %d -vpp %d -sp %d -recompute %s -zero %d -pp-schedule %s", l->tp, l->pp,
+             l->dp, l->mb, l->vpp > 0 ? l->vpp : 1, l->sp, rc[l->recompute >= 0 && l->recompute < 3 ? l->recompute : 0],
+             l->zero, l->sched == PLAN_SCHED_ZBH1 ? "zb-h1" : "1f1b");
 }
 
 // why a is ahead of b: the parts of the step time and the memory that differ most
@@ -95,13 +107,12 @@ static int autolayout_choose(Config* cfg, PlanRequest* plan, int world, double d
     plan->sp = pin & AL_SP ? cfg->sp : -1;
     plan->vpp = pin & AL_VPP ? cfg->vpp : 0;
     if (cfg->peak_tflops > 0) plan->o_peak = cfg->peak_tflops;
-    if (plan->sched_mask & PLAN_SB_ZBH1) { // asked for explicitly: say so rather than run 1F1B instead
-        snprintf(err, CFG_ERR_LEN,
-                 "-layout auto: the trainer runs 1f1b and interleaved schedules, not zb-h1 "
-                 "(-plan-schedule zb-h1 is for -plan's predictions)");
-        return 1;
-    }
-    plan->sched_mask = PLAN_SB_1F1B | PLAN_SB_INTERLEAVED; // what the trainer runs
+    // the schedule: -pp-schedule pins it (1f1b: with or without chunks), else every one the
+    // trainer runs (or those -plan-schedule names)
+    if (pin & AL_SCHED)
+        plan->sched_mask = config_zb(cfg)                                 ? PLAN_SB_ZBH1
+                           : strcmp(cfg->pp_schedule, "interleaved") == 0 ? PLAN_SB_INTERLEAVED
+                                                                          : PLAN_SB_1F1B | PLAN_SB_INTERLEAVED;
     int gpn_from = plan->o_gpus_per_node > 0 ? 0 : autolayout_gpus_per_node();
     if (gpn_from > 0) plan->o_gpus_per_node = gpn_from;
     if (plan->o_mem <= 0 && device_mem_gib > 0) plan->o_mem = device_mem_gib;

@@ -69,6 +69,7 @@ typedef struct {
     int sp, vpp;             // sequence parallelism in TP groups; virtual pipeline chunks per rank (interleaved 1F1B)
     char comm[8];            // CUDA trainer: nccl or mpi
     char layout[16];         // -layout manual | auto (autolayout.h)
+    char pp_schedule[16];    // -pp-schedule 1f1b | interleaved | zb-h1 (layout.h)
     int layout_pins;         // the layout flags given (AL_* bits of autolayout.h): pinned under -layout auto
     char layout_choice[160]; // -layout auto's choice, as flags (for the run record)
     // recipe, counted in tokens (int64) and sequences
@@ -150,6 +151,8 @@ typedef struct {
     X(BOOL, "-zero", zero, 0, "layout", "ZeRO-1: optimizer state sharded over DP")                            \
     X(BOOL, "-sp", sp, 0, "layout", "sequence parallelism in the TP groups")                                  \
     X(INT, "-vpp", vpp, 1, "layout", "model chunks per pipeline rank (interleaved 1F1B)")                     \
+    X(WORD, "-pp-schedule", pp_schedule, "1f1b", "layout",                                                    \
+      "1f1b (interleaved with -vpp > 1) or zb-h1 (zero bubble: weight gradients fill the bubble)")            \
     X(WORD, "-comm", comm, "nccl", "layout", "CUDA trainer: nccl or mpi")                                     \
     X(WORD, "-layout", layout, "manual", "layout", "auto: the planner picks the layout flags not given")      \
     X(I64, "-gb", gb, 1920, "recipe", "final global batch, sequences")                                        \
@@ -488,13 +491,13 @@ static int config_skip_ranges(const char* s, int64_t* at, int64_t* n, char* err)
     return k;
 }
 
-// bits of the layout flags in argv (-tp -pp -dp -mb -recompute -zero -sp -vpp, in this order):
-// under -layout auto these are pinned and the rest searched
+// bits of the layout flags in argv (-tp -pp -dp -mb -recompute -zero -sp -vpp -pp-schedule, in
+// this order): under -layout auto these are pinned and the rest searched
 static int config_layout_pins(int argc, char** argv) {
-    static const char* flags[8] = {"-tp", "-pp", "-dp", "-mb", "-recompute", "-zero", "-sp", "-vpp"};
+    static const char* flags[9] = {"-tp", "-pp", "-dp", "-mb", "-recompute", "-zero", "-sp", "-vpp", "-pp-schedule"};
     int bits = 0;
     for (int i = 1; i < argc; i++)
-        for (int k = 0; k < 8; k++)
+        for (int k = 0; k < 9; k++)
             if (strcmp(argv[i], flags[k]) == 0) bits |= 1 << k;
     return bits;
 }
@@ -547,6 +550,9 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
 // ---------------------------------------------------------------------------------------
 // validation: model shape and recipe, independent of the world size
 
+// -pp-schedule zb-h1: the backward split into B and W (llmc/host/layout.h's pipe_zb_h1)
+static int config_zb(const Config* c) { return strcmp(c->pp_schedule, "zb-h1") == 0; }
+
 static int config_validate(Config* c, char* err) {
 #define FAIL(...)                                \
     do {                                         \
@@ -591,6 +597,11 @@ static int config_validate(Config* c, char* err) {
         FAIL("-recompute takes 0, selective or full");
     if (c->vpp < 1) FAIL("-vpp must be >= 1 (1: plain 1F1B)");
     if (strcmp(c->comm, "nccl") != 0 && strcmp(c->comm, "mpi") != 0) FAIL("-comm takes nccl or mpi, not '%s'", c->comm);
+    if (strcmp(c->pp_schedule, "1f1b") != 0 && strcmp(c->pp_schedule, "interleaved") != 0 &&
+        strcmp(c->pp_schedule, "zb-h1") != 0)
+        FAIL("bad value '%s' for -pp-schedule: want 1f1b, interleaved or zb-h1", c->pp_schedule);
+    if (strcmp(c->pp_schedule, "interleaved") == 0 && c->vpp < 2)
+        FAIL("-pp-schedule interleaved needs model chunks: give -vpp >= 2 (-vpp 1 is plain 1F1B)");
     if (c->gb <= 0 || c->gb > CFG_MAX_GB)
         FAIL("-gb must be in 1..%lld (sequences per step), not %lld", (long long)CFG_MAX_GB, (long long)c->gb);
     if (c->ramp_inc != 0) {

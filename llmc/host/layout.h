@@ -44,6 +44,7 @@ static inline Coords layout_coords(int rank, int TP, int DP) {
 }
 static inline int layout_rank(int tp, int dp, int pp, int TP, int DP) { return tp + TP * dp + TP * DP * pp; }
 
+
 // ZeRO-1: the flat buffer of n elements is split into DP contiguous shards of
 // ceil(n/DP) elements (the last may be shorter or empty).
 static inline void zero_shard(size_t n, int DP, int d, size_t* off, size_t* count) {
@@ -54,7 +55,21 @@ static inline void zero_shard(size_t n, int DP, int d, size_t* off, size_t* coun
     *count = hi - lo;
 }
 
-typedef enum { ACT_RECV_ACT, ACT_FORWARD, ACT_SEND_ACT, ACT_RECV_GRAD, ACT_BACKWARD, ACT_SEND_GRAD } ActionKind;
+// ACT_BACKWARD is the whole backward, or with zb-h1 only B (input gradients); ACT_WEIGHT is
+// zb-h1's W (the weight gradients of a unit whose B has run)
+typedef enum {
+    ACT_RECV_ACT,
+    ACT_FORWARD,
+    ACT_SEND_ACT,
+    ACT_RECV_GRAD,
+    ACT_BACKWARD,
+    ACT_SEND_GRAD,
+    ACT_WEIGHT
+} ActionKind;
+// a compute action (the rest move messages)
+static inline int action_computes(int kind) {
+    return kind == ACT_FORWARD || kind == ACT_BACKWARD || kind == ACT_WEIGHT;
+}
 typedef struct {
     ActionKind kind;
     int micro;
@@ -62,7 +77,7 @@ typedef struct {
 } Action; // chunk: model chunk (0 without interleaving)
 
 static const char* action_name(ActionKind k) {
-    static const char* names[] = {"recv_act", "forward", "send_act", "recv_grad", "backward", "send_grad"};
+    static const char* names[] = {"recv_act", "forward", "send_act", "recv_grad", "backward", "send_grad", "weight"};
     return names[k];
 }
 
@@ -159,6 +174,99 @@ static Action* pipe_interleaved(int stage, int PP, int nchunk, int m, int forwar
     return a;
 }
 
+/*
+ * Zero-bubble ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): the backward of a
+ * unit splits into B (the input gradients, which the previous stage waits for) and W (the
+ * weight gradients, which nobody waits for). The list is the 1F1B (or interleaved) list with
+ * its backwards as B, and each unit's W deferred:
+ *   - a unit holds memory from its forward until its W: its activation slot until its B, then
+ *     a W stash (the weight GEMMs' inputs and output gradients, about one slot's size). Before
+ *     a forward would make more than S units hold memory, the oldest pending W runs. S =
+ *     pipe_slots(0, ...), what 1F1B holds on the first stage, so no stage holds more than 1F1B's
+ *     peak: stage r of PP defers r W's through the steady state (the last stage the most),
+ *     which is ZB-H1's shape;
+ *   - after the last forward the backwards alternate with W's (B W B W ..): one pending W runs
+ *     after each B there, before the next gradient's receive, whose wait it fills; the rest at
+ *     the end. (The first B after the last forward goes at once: that stage's gradient is on
+ *     the critical path. The tests check the makespan against the paper's bubble.)
+ * W's run in the order of their B's, so every weight gradient sums the micro-batches in 1F1B's
+ * order and the results equal 1F1B's bit for bit. W is compute only: it never adds a message,
+ * so with sends that never wait (MPI's ring, NCCL's link streams) the deadlock argument of the
+ * base list stands. A W may split a run of adjacent communication actions in two (NCCL groups:
+ * tests/cuda/test_pp_groups.cu simulates those lists too).
+ */
+static Action* pipe_zb_h1(int stage, int PP, int nchunk, int m, int forward_only, int* n) {
+    int nb;
+    Action* base = pipe_interleaved(stage, PP, nchunk, m, forward_only, &nb);
+    if (base == NULL || forward_only) {
+        *n = nb;
+        return base;
+    }
+    int total = nchunk * m, S = pipe_slots(0, PP, nchunk);
+    Action* out = (Action*)malloc(sizeof(Action) * ((size_t)nb + total + 1));
+    int* qk = (int*)malloc(sizeof(int) * (total + 1));
+    int* qc = (int*)malloc(sizeof(int) * (total + 1));
+    if (out == NULL || qk == NULL || qc == NULL) {
+        free(base);
+        free(out);
+        free(qk);
+        free(qc);
+        return NULL;
+    }
+    // qk/qc[head, tail): the units whose W is pending; started: forwards begun; cool: B's after the last forward
+    int last_fwd = -1, head = 0, tail = 0, started = 0, no = 0, cool = 0;
+    for (int i = 0; i < nb; i++)
+        if (base[i].kind == ACT_FORWARD) last_fwd = i;
+    for (int i = 0; i < nb; i++) {
+        const Action* a = &base[i];
+        int vs = a->chunk * PP + stage;
+        if (a->kind == ACT_RECV_ACT || (a->kind == ACT_FORWARD && vs == 0)) { // a unit begins to hold memory
+            for (; started - head >= S && head < tail; head++) push_action(out, &no, ACT_WEIGHT, qk[head], qc[head]);
+            started++;
+        }
+        // after the first B past the last forward, a W before each gradient's receive fills the wait
+        if (a->kind == ACT_RECV_GRAD && i > last_fwd && cool > 0 && head < tail) {
+            push_action(out, &no, ACT_WEIGHT, qk[head], qc[head]);
+            head++;
+        }
+        push_action(out, &no, a->kind, a->micro, a->chunk);
+        if (a->kind == ACT_BACKWARD) {
+            cool += i > last_fwd;
+            qk[tail] = a->micro;
+            qc[tail++] = a->chunk;
+        }
+    }
+    for (; head < tail; head++) push_action(out, &no, ACT_WEIGHT, qk[head], qc[head]);
+    free(base);
+    free(qk);
+    free(qc);
+    *n = no;
+    return out;
+}
+
+// The list of `stage` for schedule zb (0: 1F1B / interleaved, 1: zb-h1).
+static Action* pipe_schedule(int zb, int stage, int PP, int nchunk, int m, int forward_only, int* n) {
+    if (zb) return pipe_zb_h1(stage, PP, nchunk, m, forward_only, n);
+    return pipe_interleaved(stage, PP, nchunk, m, forward_only, n);
+}
+
+// Most units whose W is pending at once on `stage` (zb-h1), over the micro-batch counts a run
+// can make (1..m_max, multiples of PP with nchunk > 1): how many W stashes the stage needs.
+static int pipe_w_pending_max(int stage, int PP, int nchunk, int m_max) {
+    int most = 0;
+    for (int m = nchunk > 1 ? PP : 1; m <= m_max; m += nchunk > 1 ? PP : 1) {
+        int n, pend = 0;
+        Action* a = pipe_zb_h1(stage, PP, nchunk, m, 0, &n);
+        if (a == NULL) return -1;
+        for (int i = 0; i < n; i++) {
+            pend += a[i].kind == ACT_BACKWARD ? 1 : a[i].kind == ACT_WEIGHT ? -1 : 0;
+            if (pend > most) most = pend;
+        }
+        free(a);
+    }
+    return most;
+}
+
 // Peer rank (pipeline coordinate) and message tag of a communication action of rank
 // `stage`. Activations go to the next virtual stage (rank+1, or rank 0's next chunk from
 // the last rank), gradients to the previous one. The tag names the receiving (chunk,
@@ -237,7 +345,7 @@ static size_t phased_send_msg(const Action* a, int stage, int PP, int nchunk, in
     return phased_msg((stage + PP - 1) % PP, 1, a->micro, stage == 0 ? a->chunk - 1 : a->chunk, m, nchunk);
 }
 
-static Action* pipe_phased(int stage, int PP, int nchunk, int m, int forward_only, int** phase, int* n) {
+static Action* pipe_phased_zb(int zb, int stage, int PP, int nchunk, int m, int forward_only, int** phase, int* n) {
     Action** plans = (Action**)calloc(PP, sizeof(Action*));
     int* len = (int*)calloc(PP, sizeof(int));
     int* pos = (int*)calloc(PP, sizeof(int));
@@ -250,7 +358,7 @@ static Action* pipe_phased(int stage, int PP, int nchunk, int m, int forward_onl
     PhasedItem* items = NULL;
     int ok = plans && len && pos && made && need;
     for (int s = 0; ok && s < PP; s++) {
-        plans[s] = pipe_interleaved(s, PP, nchunk, m, forward_only, &len[s]);
+        plans[s] = pipe_schedule(zb, s, PP, nchunk, m, forward_only, &len[s]);
         ok = plans[s] != NULL;
     }
     if (ok) {
@@ -298,7 +406,7 @@ static Action* pipe_phased(int stage, int PP, int nchunk, int m, int forward_onl
         it->kind = a->kind;
         it->prod = 0;
         it->phase = -1;
-        if (a->kind == ACT_FORWARD || a->kind == ACT_BACKWARD) {
+        if (action_computes(a->kind)) {
             it->t = 2 * round_of[i];
             continue;
         }
@@ -331,6 +439,10 @@ static Action* pipe_phased(int stage, int PP, int nchunk, int m, int forward_onl
     free(round_of);
     free(items);
     return out;
+}
+
+static Action* pipe_phased(int stage, int PP, int nchunk, int m, int forward_only, int** phase, int* n) {
+    return pipe_phased_zb(0, stage, PP, nchunk, m, forward_only, phase, n);
 }
 
 /*
@@ -417,8 +529,8 @@ static int pipe_grad_buffers(const Action* a, const int* phase, int n, int stage
         if (h > most) most = h;
         if (grad_frees_now(&a[i], stage, PP)) pool_release(&p, unit, 0);
         if (a[i].kind == ACT_SEND_GRAD) pool_release(&p, unit, 1);
-        int comm = a[i].kind != ACT_FORWARD && a[i].kind != ACT_BACKWARD;
-        int next_comm = i + 1 < n && a[i + 1].kind != ACT_FORWARD && a[i + 1].kind != ACT_BACKWARD;
+        int comm = !action_computes(a[i].kind);
+        int next_comm = i + 1 < n && !action_computes(a[i + 1].kind);
         int group_ends = comm && (!next_comm || (phase != NULL && phase[i + 1] != phase[i]));
         if (group_ends) pool_group_end(&p);
     }
@@ -429,12 +541,12 @@ static int pipe_grad_buffers(const Action* a, const int* phase, int n, int stage
 // Gradient buffers `stage` needs for every step a run can make: the most over the
 // micro-batch counts PP, 2PP, ... up to m_max (-vpp needs multiples of PP); phased: the NCCL
 // list. Two (the 1F1B double buffer) at least; -1 if out of memory.
-static int pipe_grad_buffers_max(int stage, int PP, int nchunk, int m_max, int phased) {
+static int pipe_grad_buffers_max_zb(int zb, int stage, int PP, int nchunk, int m_max, int phased) {
     int most = 2;
     for (int m = PP; nchunk > 1 && m <= m_max; m += PP) {
         int n, *phase = NULL;
-        Action* a =
-            phased ? pipe_phased(stage, PP, nchunk, m, 0, &phase, &n) : pipe_interleaved(stage, PP, nchunk, m, 0, &n);
+        Action* a = phased ? pipe_phased_zb(zb, stage, PP, nchunk, m, 0, &phase, &n)
+                           : pipe_schedule(zb, stage, PP, nchunk, m, 0, &n);
         if (a == NULL) return -1;
         int k = pipe_grad_buffers(a, phase, n, stage, PP, nchunk);
         free(a);
@@ -443,6 +555,9 @@ static int pipe_grad_buffers_max(int stage, int PP, int nchunk, int m_max, int p
         if (k > most) most = k;
     }
     return most;
+}
+static int pipe_grad_buffers_max(int stage, int PP, int nchunk, int m_max, int phased) {
+    return pipe_grad_buffers_max_zb(0, stage, PP, nchunk, m_max, phased);
 }
 
 #endif // LLMC_LAYOUT_H

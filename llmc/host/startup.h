@@ -222,7 +222,7 @@ static int startup_same_flags(const Config* cfg, const Comm* comm) {
 
 // -layout auto: the planner's choice into cfg, and into the run record, so that a resume keeps it
 static int startup_auto_layout(Config* cfg, PlanRequest* plan, int world, double device_mem_gib, int rank, char* err) {
-    int pinned_all = cfg->layout_pins == 0xff; // a resume: the record holds the choice already
+    int pinned_all = cfg->layout_pins == 0x1ff; // a resume: the record holds the choice already
     if (autolayout_choose(cfg, plan, world, device_mem_gib, rank, err) != 0) return 1;
     if (pinned_all) return 0;
     char buf[sizeof(cfg->layout_choice)];

@@ -47,9 +47,10 @@
  *                arXiv 2401.10241), Table 2: W leaves the backward's critical path and fills
  *                the bubble, (PP-1)(F+B-W) for W <= min(F, B), with 1F1B's peak activation
  *                memory (pM_B) when a deferred W keeps less than a micro-batch's activations
- *                (M_W <= M_B).
+ *                (M_W <= M_B); the trainers' stash holds one unit more (see plan_zb_backlog).
  *   ZB-H2 and ZB-V (zero bubble for more memory, or 2 chunks and post-validation) are not modelled.
- *   This trainer runs 1f1b and interleaved; zb-h1 rows predict what a ZB-H1 runtime would give.
+ *   Both trainers run all three (-pp-schedule zb-h1; -layout auto searches it); the search
+ *   models zb-h1 with one chunk per rank and m >= PP, though the trainers also run it with -vpp.
  *
  * Units: bytes and seconds inside; memory printed in GiB (2^30), bandwidth in GB/s (1e9),
  * compute in TFLOP/s (1e12). Bandwidths are per GPU and per direction (NVIDIA quotes
@@ -631,20 +632,23 @@ static inline double plan_inflight_layers(int L, int pp, int vpp, int stage, int
     return (double)units * (L / (pp * vpp));
 }
 
-/* What one layer keeps for a deferred W (zero-bubble schedules) once its B has run: the
- * inputs of its four weight GEMMs, bf16: QKV's (LN1 out) and fc1's (LN2 out), sbh each,
- * replicated on the TP ranks (a 1/TP shard with SP, re-gathered in W as Megatron does in
- * the backward), attention-out's sbh/TP and fc2's (GeLU out) 4sbh/TP: sbh(4/spd + 10/TP).
- * Without recomputation this is a part of what the layer kept for B (M_W < M_B, the paper's
- * premise); with full recomputation the recomputed inputs must outlive B, so it is more
- * than the 2sbh checkpoint. */
+/* What one layer keeps for a deferred W (zero-bubble schedules) once its B has run, as the
+ * trainers' W stash holds it (bf16): the inputs of its four weight GEMMs, QKV's (LN1 out) and
+ * fc1's (LN2 out) sbh each, attention-out's sbh/TP and fc2's (GeLU out) 4sbh/TP, and their
+ * output gradients, the layer's and resid2's sbh each, fc1's 4sbh/TP and QKV's 3sbh/TP. What
+ * SP splits along the sequence is kept as a 1/TP shard and re-gathered in W (as Megatron
+ * does in the backward): sbh(8/spd + 24/TP). Without recomputation this is about what the
+ * layer kept for B (M_W ~ M_B); with full recomputation the recomputed inputs must outlive
+ * B, so it is more than the 2sbh checkpoint. */
 static inline double plan_layer_w_bytes(const PlanModel* m, int tp, int mb, int sp) {
     double sbh = (double)m->seq * mb * m->H, spd = sp ? tp : 1;
-    return sbh * (4.0 / spd + 10.0 / tp);
+    return sbh * (8.0 / spd + 24.0 / tp);
 }
 /* ZB-H1 (Qi et al. 2024, section 2.1): stage r runs F_x, B_(x-PP+1+r), W_(x-PP+1), so its W
  * lags its B by r micro-batches: r deferred W's on top of 1F1B's min(PP - r, m) in flight
- * (stage 0 none: the peak stays 1F1B's PP M_B). Capped so that at most m are held. */
+ * (stage 0 none). Capped so that at most m are held. The trainers hold one stash more (the
+ * unit between its B and its W: r + 1, llmc/host/layout.h's pipe_w_pending_max for m >= PP),
+ * which plan_memory_stage counts. */
 static inline int plan_zb_backlog(int pp, int stage, int m) {
     int left = m - plan_inflight(pp, stage, m);
     return stage < left ? stage : left;
@@ -669,8 +673,8 @@ static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, c
                  plan_layer_keep_bytes(md, l->tp, l->mb, l->sp, l->recompute) +
              plan_recompute_work_bytes(md, l->tp, l->mb, l->sp, l->recompute);
     if (l->sched == PLAN_SCHED_ZBH1)
-        o->act +=
-            (double)plan_zb_backlog(l->pp, stage, m) * (md->L / l->pp) * plan_layer_w_bytes(md, l->tp, l->mb, l->sp);
+        o->act += (double)(plan_zb_backlog(l->pp, stage, m) + 1) * (md->L / l->pp) *
+                  plan_layer_w_bytes(md, l->tp, l->mb, l->sp);
     /* buffers every stage has: p2p send/recv of activations and their gradients, the
      * backward's running dx in/out (6 tensors of b*s*H bf16; 1/TP shards with SP) */
     o->extra = 6.0 * 2.0 * sbh / (l->sp ? l->tp : 1);
@@ -1390,8 +1394,8 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
             "feasible layouts: %d, ranked by predicted iteration time (rc = recompute, z = ZeRO-1, m = micro-batches "
             "per pipeline;\n"
             "rc = full/sel(ective)/0, sp = sequence parallel, V = chunks per pipeline rank (interleaved 1F1B);\n"
-            "sched = pipeline schedule: 1f1b, inter(leaved 1F1B), zb-h1 (zero bubble, a prediction: this trainer "
-            "runs 1f1b/inter);\n"
+            "sched = pipeline schedule: 1f1b, inter(leaved 1F1B), zb-h1 (zero bubble; the trainers run all three: "
+            "-pp-schedule);\n"
             "HW TF/s = hardware FLOP/s per GPU, recompute included (the paper's formula with f = 4 for full);\n"
             "MFU = model FLOPs (f = 3, recompute never counted) / peak)\n",
             nfeas);
@@ -1634,9 +1638,11 @@ static inline int planx_run_schedules(const PlanRequest* r, const Cluster* c, FI
             "min(F,B) (Qi et al.\n"
             "  2024, arXiv 2401.10241, Table 2), else (PP-1)(F+B-min(F,B,W)) (ZB-H1's order, simulated in "
             "tests/test_planner.c).\n"
-            "  zb-h1 memory: 1F1B's PP micro-batches on stage 0, plus r deferred W's inputs on stage r (with full "
-            "recompute these\n"
-            "  exceed the checkpoints, so a later stage can pass 1F1B's peak).\n"
+            "  zb-h1 memory: 1F1B's PP - r micro-batches on stage r, plus r + 1 W stashes (the W's GEMM inputs and "
+            "output\n"
+            "  gradients, as the trainers keep them; with full recompute these exceed the checkpoints, so a later "
+            "stage can\n"
+            "  pass 1F1B's peak).\n"
             "  Sync: every schedule keeps the flush and the grad-norm all-reduce before the optimizer step (ZB-H1's "
             "bubble needs no\n"
             "  post-validation; the paper's post-validation would move that latency-bound all-reduce after the "

@@ -29,6 +29,11 @@ expect_ok "control: -plan with -sp 1 -recompute selective -vpp 2" -- "$TRAIN" -p
 expect_ok "control: -plan -plan-gemm-dim 0 (shape term off)" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b -plan-gemm-dim 0
 expect_ok "control: -plan -plan-schedule zb-h1 -plan-schedules 1" -- "$TRAIN" -plan -cluster h100 -nodes 4 -model 1.3b \
   -plan-schedule zb-h1 -plan-schedules 1
+expect_ok "control: -pp-schedule zb-h1 -pp 4 -vpp 2 -world 4 -L 8" -- "${C[@]}" -pp-schedule zb-h1 -pp 4 -vpp 2 \
+  -world 4 -L 8
+expect_ok "control: -pp-schedule interleaved -vpp 2" -- "${C[@]}" -pp-schedule interleaved -pp 2 -vpp 2 -world 2
+expect_ok "control: -layout auto -world 8 -pp-schedule zb-h1 (pinned)" -- "${C[@]}" -layout auto -world 8 \
+  -pp-schedule zb-h1
 
 # --- generic bad values for every numeric flag
 INT_FLAGS=(-L -H -heads -seq -V -vpad -scaled-init -tp -pp -dp -mb -zero -recompute -shuffle
@@ -252,6 +257,14 @@ gb
 -plan -cluster h100 -nodes 1 -plan-w-share 2
 -plan -cluster h100 -nodes 1 -plan-schedules 2
 -plan -cluster h100 -nodes 1 -vpp 2 -plan-schedule zb-h1
+-pp-schedule zb
+-pp-schedule ZB-H1
+-pp-schedule zb-v
+-pp-schedule 1f1b,zb-h1
+-pp-schedule interleaved
+-pp-schedule interleaved -pp 2 -vpp 1 -world 2
+-pp-schedule
+-pp-schedule zb-h1-and-a-value-longer-than-the-field
 TABLE
 
 # --- path flags: a value that is a flag, an over-long path (never truncated)
