@@ -557,6 +557,27 @@ static void layout_args(char* out, size_t n, const char* data, const char* outdi
              data, outdir);
 }
 
+// One layout run for LAYOUT_STEPS steps: ./train_gpt on np ranks (1: no mpirun) with
+// layout_args (-o DIR = tmp/name), then flags, checkpointing every 10 steps. Fills dir, its
+// log in *rl and the step-LAYOUT_STEPS checkpoint's directory in ck; returns 1 when the run
+// exited 0 with every step logged (*rc: its exit status).
+static int run_layout(const char* tmp, const char* name, const char* data, int np, const char* flags, char* dir,
+                      size_t dirn, char* ck, size_t ckn, RunLog* rl, int* rc) {
+    char args[3000], cmd[4400], err[4096], path[1400];
+    snprintf(dir, dirn, "%s/%s", tmp, name);
+    layout_args(args, sizeof(args), data, dir);
+    if (np == 1)
+        snprintf(cmd, sizeof(cmd), "OMP_NUM_THREADS=1 timeout 300 ./train_gpt %s %s -steps %d -ckpt-every 10", args,
+                 flags, LAYOUT_STEPS);
+    else
+        snprintf(cmd, sizeof(cmd), "%s -np %d ./train_gpt %s %s -steps %d -ckpt-every 10", MPIRUN, np, args, flags,
+                 LAYOUT_STEPS);
+    *rc = run_cmd(cmd, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
+    ckpt_dir_name(ck, ckn, dir, LAYOUT_STEPS);
+    return *rc == 0 && read_runlog(path, rl) == 0 && rl->n == LAYOUT_STEPS;
+}
+
 // compares two checkpoints tensor by tensor (full, gathered); returns the worst rel L2
 static double compare_ckpts(const char* a, const char* b, char* worst, size_t wn) {
     CkptSet sa, sb;

@@ -586,15 +586,14 @@ static void test_layouts(void) {
     }
     // -pp-schedule zb-h1 (B and W split, W's deferred into the bubble): bit-identical to the
     // same layout's 1F1B run above (the same kernels on the same data; only their order moves):
-    // over NCCL with -sp -vpp (the phased list), with the DP buckets overlapped after each
-    // chunk's last W, and over MPI with 2 micro-batches for 4 stages at the ramp's start
+    // over NCCL with -sp -vpp (the phased list, link streams, the DP buckets overlapped after
+    // each chunk's last W), and over MPI with 2 micro-batches for 4 stages at the ramp's start
     struct {
         int tp, pp, dp, same;
         const char* comm;
         const char* flags;
     } Z[] = {
         {2, 2, 2, 7, "nccl", "-sp 1 -vpp 2 -recompute selective"},
-        {2, 2, 2, 4, "nccl", ""},
         {1, 4, 2, 2, "mpi", ""},
     };
     for (size_t i = 0; i < sizeof(Z) / sizeof(Z[0]); i++) {

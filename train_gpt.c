@@ -395,9 +395,10 @@ typedef struct {
     // (pipe_w_pending_max). The LM head's weight GEMM stays in B (its dlogits are (B,T,Vl)).
     int zb;
     int nstash;
-    size_t wstash_layer; // floats per layer (LayerStash)
-    float** wstash;      // (nstash) of (nlc * wstash_layer)
-    UnitPool wpool;      // the stash each pending unit holds
+    size_t wstash_layer;                 // elements per layer (zb_stash_layout)
+    size_t ws_off[NUM_WS], ws_n[NUM_WS]; // each part of a layer's stash (WStashPart)
+    float** wstash;                      // (nstash) of (nlc * wstash_layer)
+    UnitPool wpool;                      // the stash each pending unit holds
     float* att_shared;
     float* atty_re; // selective: (B,NH,T,T) probabilities, (B,T,Cl) rebuilt output
     // backward scratch, sized by the micro-batch
@@ -538,8 +539,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     }
     g->zb = nstash > 0;
     g->nstash = nstash;
-    size_t BTs = (size_t)g->B * g->Ts;
-    g->wstash_layer = BT * (2 * (size_t)g->F + 4 * (size_t)g->Cl) + 4 * BTs * g->C;
+    g->wstash_layer = zb_stash_layout(BT, (size_t)g->B * g->Ts, g->C, g->F, g->Cl, g->ws_off, g->ws_n);
     g->wstash = (float**)calloc_check(nstash + 1, sizeof(float*));
     for (int i = 0; i < nstash; i++) g->wstash[i] = (float*)calloc_big(g->nlc * g->wstash_layer, sizeof(float));
     if (!pool_init(&g->wpool, nstash + 1)) die("out of memory for the zb-h1 stash pool");
@@ -713,36 +713,13 @@ static void block_forward(GPT* g, Comm* comm, Acts* a, int j, int l) {
         for (int i = 0; i < C; i++) y[(size_t)n * C + i] += fb[i] + la->resid2[(size_t)n * C + i];
 }
 
-// zb-h1's stash of layer j: the output gradients and inputs of its four weight GEMMs. What
-// -sp splits along the sequence is kept as this rank's shard and gathered again in W.
-typedef struct {
-    float* d_fc;      // (B,T,F)
-    float* d_qkv;     // (B,T,3Cl)
-    float* fch_gelu;  // (B,T,F)
-    float* atty;      // (B,T,Cl)
-    float* d_fcproj;  // (B,Ts,C) the layer's output gradient
-    float* d_attproj; // (B,Ts,C) resid2's
-    float* ln1;
-    float* ln2; // (B,Ts,C)
-} LayerStash;
-static LayerStash layer_stash(const GPT* g, float* ws, int j) {
-    size_t BT = (size_t)g->B * g->T, BTs = (size_t)g->B * g->Ts;
-    LayerStash st;
-    st.d_fc = ws + (size_t)j * g->wstash_layer;
-    st.d_qkv = st.d_fc + BT * g->F;
-    st.fch_gelu = st.d_qkv + BT * 3 * g->Cl;
-    st.atty = st.fch_gelu + BT * g->F;
-    st.d_fcproj = st.atty + BT * g->Cl;
-    st.d_attproj = st.d_fcproj + BTs * g->C;
-    st.ln1 = st.d_attproj + BTs * g->C;
-    st.ln2 = st.ln1 + BTs * g->C;
-    return st;
+// part k (WStashPart) of layer j's W stash in ws, or NULL without one (1F1B)
+static float* stash_part(const GPT* g, float* ws, int j, int k) {
+    return ws != NULL ? ws + (size_t)j * g->wstash_layer + g->ws_off[k] : NULL;
+} // keep part k of layer j's weight-GEMM inputs / output gradients for W (zb-h1), or nothing (1F1B: ws NULL)
+static void stash_copy(const GPT* g, float* ws, int j, int k, const float* src) {
+    if (ws != NULL) memcpy(stash_part(g, ws, j, k), src, sizeof(float) * g->ws_n[k]);
 }
-// keep a weight GEMM's input or output gradient for W (zb-h1), or nothing (1F1B: dst NULL)
-static void stash_copy(float* dst, const float* src, size_t n) {
-    if (dst != NULL) memcpy(dst, src, sizeof(float) * n);
-}
-
 // Backward of layer j (parameters: local layer l): dout = dL/dx[j+1] (B,Ts,C) -> din =
 // dL/dx[j] (may alias dout). With SP the row-parallel biases see the gathered (full)
 // gradient, so their gradients are complete; the LayerNorms' are partial (train_step sums them).
@@ -751,21 +728,19 @@ static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const floa
     int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
     LayerActs* la = layer_acts(g, a, j);
     float* x = a->x + (size_t)j * BTs * C;
-    LayerStash st = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    if (ws != NULL) st = layer_stash(g, ws, j);
 #define DW(t) (ws ? NULL : G(t, l)), (ws ? 0 : grad_first(g, t, l)) // the weight gradient now, or in W
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
     const float* dfull = gather_seq(g, comm, dout, g->gdout);
     matmul_backward(g->dfch2, DW(PT_FCPROJW), G(PT_FCPROJB, l), dfull, la->fch_gelu, P(PT_FCPROJW, l), BT, F, C,
                     &g->gemm_work);
-    stash_copy(st.d_fcproj, dout, (size_t)BTs * C);
-    stash_copy(st.fch_gelu, la->fch_gelu, (size_t)BT * F);
+    stash_copy(g, ws, j, WS_D_FCPROJ, dout);
+    stash_copy(g, ws, j, WS_FCH_GELU, la->fch_gelu);
     gelu_backward(g->dfch, la->fch, g->dfch2, (size_t)BT * F);
     const float* ln2 = gather_seq(g, comm, la->ln2, g->gat); // stored as a shard, gathered again
     float* pd = rowpar_out(g, g->dtmp);
     matmul_backward(pd, DW(PT_FCW), G(PT_FCB, l), g->dfch, ln2, P(PT_FCW, l), BT, C, F, &g->gemm_work);
-    stash_copy(st.d_fc, g->dfch, (size_t)BT * F);
-    stash_copy(st.ln2, la->ln2, (size_t)BTs * C);
+    stash_copy(g, ws, j, WS_D_FC, g->dfch);
+    stash_copy(g, ws, j, WS_LN2, la->ln2);
     reduce_seq(g, comm, pd, g->dtmp); // conjugate of the column-parallel fc1
     memcpy(g->dres2, dout, sizeof(float) * BTs * C);
     layernorm_backward(g->dres2, G(PT_LN2W, l), G(PT_LN2B, l), g->dtmp, la->resid2, P(PT_LN2W, l), la->ln2_mean,
@@ -778,14 +753,14 @@ static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const floa
         attention_forward(g->atty_re, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
     matmul_backward(g->datty, DW(PT_ATTPROJW), G(PT_ATTPROJB, l), dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C,
                     &g->gemm_work);
-    stash_copy(st.d_attproj, g->dres2, (size_t)BTs * C);
-    stash_copy(st.atty, la->atty, (size_t)BT * Cl);
+    stash_copy(g, ws, j, WS_D_ATTPROJ, g->dres2);
+    stash_copy(g, ws, j, WS_ATTY, la->atty);
     attention_backward(g->dqkv, g->head_t, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
     const float* ln1 = gather_seq(g, comm, la->ln1, g->gat);
     pd = rowpar_out(g, g->dtmp);
     matmul_backward(pd, DW(PT_QKVW), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C, 3 * Cl, &g->gemm_work);
-    stash_copy(st.d_qkv, g->dqkv, (size_t)BT * 3 * Cl);
-    stash_copy(st.ln1, la->ln1, (size_t)BTs * C);
+    stash_copy(g, ws, j, WS_D_QKV, g->dqkv);
+    stash_copy(g, ws, j, WS_LN1, la->ln1);
 #undef DW
     reduce_seq(g, comm, pd, g->dtmp);
     if (din != g->dres2) memcpy(din, g->dres2, sizeof(float) * BTs * C);
@@ -797,15 +772,18 @@ static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const floa
 // makes without a stash (the same bits). The activation slot is no longer needed.
 static void block_weight(GPT* g, Comm* comm, int j, int l, float* ws) {
     int BT = g->B * g->T, C = g->C, Cl = g->Cl, F = g->F;
-    LayerStash st = layer_stash(g, ws, j);
-    const float* dfull = gather_seq(g, comm, st.d_fcproj, g->gdout);
-    matmul_backward_weight(G(PT_FCPROJW, l), grad_first(g, PT_FCPROJW, l), dfull, st.fch_gelu, BT, F, C, &g->gemm_work);
-    const float* ln2 = gather_seq(g, comm, st.ln2, g->gat);
-    matmul_backward_weight(G(PT_FCW, l), grad_first(g, PT_FCW, l), st.d_fc, ln2, BT, C, F, &g->gemm_work);
-    const float* dres2 = gather_seq(g, comm, st.d_attproj, g->gdout);
-    matmul_backward_weight(G(PT_ATTPROJW, l), grad_first(g, PT_ATTPROJW, l), dres2, st.atty, BT, Cl, C, &g->gemm_work);
-    const float* ln1 = gather_seq(g, comm, st.ln1, g->gat);
-    matmul_backward_weight(G(PT_QKVW, l), grad_first(g, PT_QKVW, l), st.d_qkv, ln1, BT, C, 3 * Cl, &g->gemm_work);
+    const float* dfull = gather_seq(g, comm, stash_part(g, ws, j, WS_D_FCPROJ), g->gdout);
+    matmul_backward_weight(G(PT_FCPROJW, l), grad_first(g, PT_FCPROJW, l), dfull, stash_part(g, ws, j, WS_FCH_GELU), BT,
+                           F, C, &g->gemm_work);
+    const float* ln2 = gather_seq(g, comm, stash_part(g, ws, j, WS_LN2), g->gat);
+    matmul_backward_weight(G(PT_FCW, l), grad_first(g, PT_FCW, l), stash_part(g, ws, j, WS_D_FC), ln2, BT, C, F,
+                           &g->gemm_work);
+    const float* dres2 = gather_seq(g, comm, stash_part(g, ws, j, WS_D_ATTPROJ), g->gdout);
+    matmul_backward_weight(G(PT_ATTPROJW, l), grad_first(g, PT_ATTPROJW, l), dres2, stash_part(g, ws, j, WS_ATTY), BT,
+                           Cl, C, &g->gemm_work);
+    const float* ln1 = gather_seq(g, comm, stash_part(g, ws, j, WS_LN1), g->gat);
+    matmul_backward_weight(G(PT_QKVW, l), grad_first(g, PT_QKVW, l), stash_part(g, ws, j, WS_D_QKV), ln1, BT, C, 3 * Cl,
+                           &g->gemm_work);
 }
 
 // Last stage: final LayerNorm, tied LM head over the local vocabulary slice and the
@@ -1274,7 +1252,8 @@ static int load_checkpoint(Train* t, const char* dir, int weights_only, char* er
 // schedule multiplies by its in-flight count), and per layer (compare doc/sp_recompute_vpp.md).
 static void print_act_memory(const GPT* g) {
     static const char* RC[] = {"0", "full", "selective"};
-    table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], g->sp, g->nchunk);
+    table_row("recompute / sp / vpp", "%s / %d / %d, schedule %s", RC[g->cfg.recompute], g->sp, g->nchunk,
+              g->zb ? "zb-h1" : g->nchunk > 1 ? "interleaved 1F1B" : "1F1B");
     size_t shared =
         g->att_shared ? sizeof(float) * ((size_t)g->B * g->NH * g->T * g->T + (size_t)g->B * g->T * g->Cl) : 0;
     table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",

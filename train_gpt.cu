@@ -177,9 +177,10 @@ typedef struct {
     // LM head's stays in B), as train_gpt.c
     int zb;
     int nstash;
-    size_t wstash_layer; // bf16 per layer (LayerStash)
-    bf16** wstash;       // (nstash) of (nlc * wstash_layer)
-    UnitPool wpool;      // the stash each pending unit holds
+    size_t wstash_layer;                 // elements per layer (zb_stash_layout)
+    size_t ws_off[NUM_WS], ws_n[NUM_WS]; // each part of a layer's stash (WStashPart)
+    bf16** wstash;                       // (nstash) of (nlc * wstash_layer)
+    UnitPool wpool;                      // the stash each pending unit holds
     // micro-batch-sized scratch (device)
     int ndgrad;
     bf16** dgrad;        // (ndgrad) of (B,T,C): the gradient flowing backward; 1F1B: two, by
@@ -494,7 +495,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     for (int s = 0; s < nslots; s++) g->slot_unit[s] = -1;
     g->zb = nstash > 0;
     g->nstash = nstash;
-    g->wstash_layer = BT * (2 * (size_t)g->F + 4 * (size_t)g->Cl) + 4 * (size_t)g->B * g->Ts * g->C;
+    g->wstash_layer = zb_stash_layout(BT, (size_t)g->B * g->Ts, g->C, g->F, g->Cl, g->ws_off, g->ws_n);
     g->wstash = (bf16**)calloc_check(nstash + 1, sizeof(bf16*));
     for (int i = 0; i < nstash; i++) g->wstash[i] = (bf16*)dev_alloc(sizeof(bf16) * g->nlc * g->wstash_layer);
     if (!pool_init(&g->wpool, nstash + 1)) die("out of host memory for the zb-h1 stash pool");
@@ -675,35 +676,15 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int c, int j, int rebuil
 // and dL/dx[j] on exit
 // (-sp: dio, dres2 and the LayerNorms are (B,Ts,C), gathered before the GEMMs; the
 // conjugates of the column-parallel GEMMs are reduce-scatters.)
-// zb-h1's stash of layer j: the output gradients and inputs of its four weight GEMMs. What
-// -sp splits along the sequence is kept as this rank's shard and gathered again in W.
-typedef struct {
-    bf16* d_fc;      // (B,T,F)
-    bf16* d_qkv;     // (B,T,3Cl)
-    bf16* fch_gelu;  // (B,T,F)
-    bf16* atty;      // (B,T,Cl)
-    bf16* d_fcproj;  // (B,Ts,C) the layer's output gradient
-    bf16* d_attproj; // (B,Ts,C) resid2's
-    bf16* ln1;
-    bf16* ln2; // (B,Ts,C)
-} LayerStash;
-static LayerStash layer_stash(const GPT* g, bf16* ws, int j) {
-    size_t BT = (size_t)g->B * g->T, BTs = (size_t)g->B * g->Ts;
-    LayerStash st;
-    st.d_fc = ws + (size_t)j * g->wstash_layer;
-    st.d_qkv = st.d_fc + BT * g->F;
-    st.fch_gelu = st.d_qkv + BT * 3 * g->Cl;
-    st.atty = st.fch_gelu + BT * g->F;
-    st.d_fcproj = st.atty + BT * g->Cl;
-    st.d_attproj = st.d_fcproj + BTs * g->C;
-    st.ln1 = st.d_attproj + BTs * g->C;
-    st.ln2 = st.ln1 + BTs * g->C;
-    return st;
+// part k (WStashPart) of layer j's W stash in ws, or NULL without one (1F1B)
+static bf16* stash_part(const GPT* g, bf16* ws, int j, int k) {
+    return ws != NULL ? ws + (size_t)j * g->wstash_layer + g->ws_off[k] : NULL;
 }
-static void stash_dout(GPT* g, bf16* dst, const bf16* dout, size_t n) {
-    cudaCheck(cudaMemcpyAsync(dst, dout, sizeof(bf16) * n, cudaMemcpyDeviceToDevice, g->stream));
+// keep part k of layer j's weight-GEMM inputs / output gradients for W (zb-h1)
+static void stash_copy(GPT* g, bf16* ws, int j, int k, const bf16* src) {
+    cudaCheck(
+        cudaMemcpyAsync(stash_part(g, ws, j, k), src, sizeof(bf16) * g->ws_n[k], cudaMemcpyDeviceToDevice, g->stream));
 }
-
 // Backward of layer j of the unit (local layer l): dio holds dL/dx[j+1] (B,Ts,C) on entry
 // and dL/dx[j] on exit. ws: zb-h1's B (the weight GEMMs, with their fused bias gradients,
 // are left to block_weight; their output gradients go to the unit's stash), or NULL.
@@ -713,8 +694,6 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio
     cudaStream_t s = g->stream;
     LayerActs* la = layer_acts(g, a, j);
     bf16* x = a->x + (size_t)j * BTs * C;
-    LayerStash st = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-    if (ws != NULL) st = layer_stash(g, ws, j);
     // MLP: y = resid2 + fcproj(gelu(fc(ln2(resid2))))
     // dfch = (dio @ Wfcproj) * gelu'(fch) and the fc1 bias gradient in one GEMM (DGELU_BGRAD)
     bf16* dy = gather_seq(g, dc, dio, g->gdout);
@@ -722,15 +701,15 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio
     if (ws == NULL)
         matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l), dy, C, la->fch_gelu, BT, F, C);
     else {
-        stash_dout(g, st.d_fcproj, dio, (size_t)BTs * C);
-        stash_dout(g, st.fch_gelu, la->fch_gelu, (size_t)BT * F);
+        stash_copy(g, ws, j, WS_D_FCPROJ, dio);
+        stash_copy(g, ws, j, WS_FCH_GELU, la->fch_gelu);
     }
     matmul_backward_input(mm, g->dtmp, g->dfch, F, P(PT_FCW, l), BT, C, F);
     if (ws == NULL)
         matmul_backward_weight(mm, G(PT_FCW, l), g->dfch, F, gather_seq(g, dc, la->ln2, g->gat), BT, C, F);
     else {
-        stash_dout(g, st.d_fc, g->dfch, (size_t)BT * F);
-        stash_dout(g, st.ln2, la->ln2, (size_t)BTs * C);
+        stash_copy(g, ws, j, WS_D_FC, g->dfch);
+        stash_copy(g, ws, j, WS_LN2, la->ln2);
     }
     bf16* dln2 = reduce_seq(g, dc, g->dtmp, g->fsh); // conjugate of the column-parallel fc1
     layernorm_backward(g->dres2, dio, G(PT_LN2W, l), G(PT_LN2B, l), dln2, la->resid2, P(PT_LN2W, l), la->ln2_mean,
@@ -741,8 +720,8 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio
     if (ws == NULL)
         matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), dres2, C, la->atty, BT, Cl, C);
     else {
-        stash_dout(g, st.d_attproj, g->dres2, (size_t)BTs * C);
-        stash_dout(g, st.atty, la->atty, (size_t)BT * Cl);
+        stash_copy(g, ws, j, WS_D_ATTPROJ, g->dres2);
+        stash_copy(g, ws, j, WS_ATTY, la->atty);
     }
     if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE)
         attention_forward(g, la); // rebuild the shared probabilities (atty: the same bits)
@@ -752,8 +731,8 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio
         matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl,
                                     gather_seq(g, dc, la->ln1, g->gat), BT, C, 3 * Cl);
     else {
-        stash_dout(g, st.d_qkv, g->dqkv, (size_t)BT * 3 * Cl);
-        stash_dout(g, st.ln1, la->ln1, (size_t)BTs * C);
+        stash_copy(g, ws, j, WS_D_QKV, g->dqkv);
+        stash_copy(g, ws, j, WS_LN1, la->ln1);
     }
     bf16* dln1 = reduce_seq(g, dc, g->dtmp, g->fsh);
     layernorm_backward(dio, g->dres2, G(PT_LN1W, l), G(PT_LN1B, l), dln1, x, P(PT_LN1W, l), la->ln1_mean, la->ln1_rstd,
@@ -765,14 +744,16 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio
 static void block_weight(GPT* g, DevComm* dc, int c, int j, bf16* ws) {
     int BT = g->B * g->T, C = g->C, Cl = g->Cl, F = g->F, l = c * g->nlc + j;
     Gemm* mm = &g->gemm;
-    LayerStash st = layer_stash(g, ws, j);
-    matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l), gather_seq(g, dc, st.d_fcproj, g->gdout), C,
-                                st.fch_gelu, BT, F, C);
-    matmul_backward_weight(mm, G(PT_FCW, l), st.d_fc, F, gather_seq(g, dc, st.ln2, g->gat), BT, C, F);
-    matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l), gather_seq(g, dc, st.d_attproj, g->gdout), C,
-                                st.atty, BT, Cl, C);
-    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), st.d_qkv, 3 * Cl, gather_seq(g, dc, st.ln1, g->gat),
-                                BT, C, 3 * Cl);
+    matmul_backward_weight_bias(mm, G(PT_FCPROJW, l), G(PT_FCPROJB, l),
+                                gather_seq(g, dc, stash_part(g, ws, j, WS_D_FCPROJ), g->gdout), C,
+                                stash_part(g, ws, j, WS_FCH_GELU), BT, F, C);
+    matmul_backward_weight(mm, G(PT_FCW, l), stash_part(g, ws, j, WS_D_FC), F,
+                           gather_seq(g, dc, stash_part(g, ws, j, WS_LN2), g->gat), BT, C, F);
+    matmul_backward_weight_bias(mm, G(PT_ATTPROJW, l), G(PT_ATTPROJB, l),
+                                gather_seq(g, dc, stash_part(g, ws, j, WS_D_ATTPROJ), g->gdout), C,
+                                stash_part(g, ws, j, WS_ATTY), BT, Cl, C);
+    matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), stash_part(g, ws, j, WS_D_QKV), 3 * Cl,
+                                gather_seq(g, dc, stash_part(g, ws, j, WS_LN1), g->gat), BT, C, 3 * Cl);
 }
 
 // Last stage: tied LM head over the local vocabulary slice and the vocab-parallel
@@ -1446,7 +1427,8 @@ static const char* device_arch_note(int major, int minor) {
 // and what -recompute selective means with this attention path.
 static void print_act_memory(const GPT* g, int nccl) {
     static const char* RC[] = {"0", "full", "selective"};
-    table_row("recompute / sp / vpp", "%s / %d / %d", RC[g->cfg.recompute], g->sp, g->nchunk);
+    table_row("recompute / sp / vpp", "%s / %d / %d, schedule %s", RC[g->cfg.recompute], g->sp, g->nchunk,
+              g->zb ? "zb-h1" : g->nchunk > 1 ? "interleaved 1F1B" : "1F1B");
     int shared_att = g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE;
     size_t shared = shared_att ? sizeof(float) * (size_t)g->B * g->NH * g->T * g->T : 0;
     table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",

@@ -84,30 +84,8 @@ static void test_pipe_interleaved(void) {
                         if (found != 1) ok_match = 0;
                     }
                 // simulate with the trainer's rules: sends never block, a receive waits for its message
-                static unsigned char box[MAXR][MAXR][2 * MAXU + 8]; // box[from][to][tag]
-                memset(box, 0, sizeof(box));
-                int pc[MAXR] = {0}, progress = 1;
-                while (progress) {
-                    progress = 0;
-                    for (int r = 0; r < PP; r++) {
-                        while (pc[r] < n[r]) {
-                            const Action* a = &plans[r][pc[r]];
-                            int peer, tag;
-                            pipe_peer(a, r, PP, V, &peer, &tag);
-                            if (a->kind == ACT_RECV_ACT || a->kind == ACT_RECV_GRAD) {
-                                if (!box[peer][r][tag]) break;
-                                box[peer][r][tag]--;
-                            }
-                            if (a->kind == ACT_SEND_ACT || a->kind == ACT_SEND_GRAD) box[r][peer][tag]++;
-                            pc[r]++;
-                            progress = 1;
-                        }
-                    }
-                }
-                for (int r = 0; r < PP; r++) {
-                    if (pc[r] != n[r]) ok_nodeadlock = 0;
-                    free(plans[r]);
-                }
+                if (pipe_makespan(plans, n, PP, V, 0) < 0) ok_nodeadlock = 0;
+                for (int r = 0; r < PP; r++) free(plans[r]);
             }
     check(ok_order,
           "interleaved: %d cases (PP 2..8, V 2..4, m = PP..4PP): every (chunk, micro-batch) forwarded then backwarded "
@@ -320,25 +298,18 @@ static void test_layouts_sp_vpp(void) {
     int ny = (int)(sizeof(Y) / sizeof(Y[0]));
     char lastdir[1300] = "";
     for (int i = 0; i < ny; i++) {
-        char dir[1300];
-        int li = Y[i].L == 8;
-        snprintf(dir, sizeof(dir), "%s/y%d", tmp, i);
-        layout_args(args, sizeof(args), data, dir);
-        int np = Y[i].tp * Y[i].pp * Y[i].dp;
-        snprintf(cmd, sizeof(cmd),
-                 "%s -np %d ./train_gpt %s -L %d -tp %d -pp %d -dp %d -zero %d -sp %d -vpp %d -recompute %s -steps %d "
-                 "-ckpt-every 10",
-                 MPIRUN, np, args, Y[i].L, Y[i].tp, Y[i].pp, Y[i].dp, Y[i].zero, Y[i].sp, Y[i].vpp, Y[i].rc,
-                 LAYOUT_STEPS);
-        int rc = run_cmd(cmd, err, sizeof(err));
+        char dir[1300], name[16], flags[300];
+        int li = Y[i].L == 8, rc;
+        snprintf(name, sizeof(name), "y%d", i);
+        snprintf(flags, sizeof(flags), "-L %d -tp %d -pp %d -dp %d -zero %d -sp %d -vpp %d -recompute %s", Y[i].L,
+                 Y[i].tp, Y[i].pp, Y[i].dp, Y[i].zero, Y[i].sp, Y[i].vpp, Y[i].rc);
         RunLog rl;
-        snprintf(path, sizeof(path), "%s/log.jsonl", dir);
         double wl = 0, wg = 0;
-        int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == LAYOUT_STEPS;
+        int ok =
+            run_layout(tmp, name, data, Y[i].tp * Y[i].pp * Y[i].dp, flags, dir, sizeof(dir), ck, sizeof(ck), &rl, &rc);
         if (ok) runlog_worst(&rl, &ref[li], LAYOUT_STEPS, &wl, &wg);
         ok = ok && wl <= 1e-5 && wg <= 1e-5;
         char wname[256] = "";
-        ckpt_dir_name(ck, sizeof(ck), dir, LAYOUT_STEPS);
         double we = ok ? compare_ckpts(ck, refck[li], wname, sizeof(wname)) : 1.0;
         check(ok && we <= 1e-5,
               "layout %dx%dx%d%s sp %d vpp %d recompute %s (L %d): %d steps, loss rel %.1e, gnorm rel %.1e, final "

@@ -18,8 +18,9 @@
 
 // makespan of all ranks' lists under the timing model: a compute takes 1 unit (a 1F1B
 // backward 2: its B and W), starts when its stage is free and its messages have arrived; a
-// message arrives when its sender's last compute before the send ended
-static int zb_makespan(Action** plans, const int* n, int PP, int V, int zb) {
+// message arrives when its sender's last compute before the send ended. Sends never block
+// and receives wait, the trainer's rules: -1 when the ranks deadlock (sp_vpp.h uses it too).
+static int pipe_makespan(Action** plans, const int* n, int PP, int V, int zb) {
     enum { MAXR = 8, MAXT = 2 * 4 * 32 * 4 + 8 };
     static int box[MAXR][MAXR][MAXT]; // arrival time + 1 (0: not sent)
     memset(box, 0, sizeof(box));
@@ -132,8 +133,8 @@ static void test_pipe_zb(void) {
                         free(phase);
                     }
                 }
-                int t_zb = zb_makespan(plans, n, PP, V, 1);
-                int t_base = zb_makespan(base, nb, PP, V, 0);
+                int t_zb = pipe_makespan(plans, n, PP, V, 1);
+                int t_base = pipe_makespan(base, nb, PP, V, 0);
                 if (t_zb < 0 || t_base < 0) ok_run = 0;
                 // 1F1B (V = 1, m >= PP): 3m + 3(PP-1) and ZB-H1 3m + (PP-1)
                 if (V == 1 && m >= PP) {
@@ -171,7 +172,7 @@ static void test_pipe_zb(void) {
 // checkpoint; onef1b: the 1F1B run of the first case (2x2x2 ZeRO-1 -sp 1 -vpp 2 selective).
 static void test_layouts_zb(const char* tmp, const char* data, const RunLog* ref, const char* refck,
                             const char* onef1b_ck) {
-    char args[3000], cmd[4400], err[4096], path[1400], ck[1400], dir[1300];
+    char args[3000], cmd[4400], err[4096], ck[1400], dir[1300];
     struct {
         int tp, pp, dp, zero, sp, vpp;
         const char* rc;
@@ -183,21 +184,16 @@ static void test_layouts_zb(const char* tmp, const char* data, const RunLog* ref
         {1, 4, 2, 1, 0, 1, "0", "-ramp 2 2 1536"}, // 1 micro-batch for 4 stages at first
     };
     for (size_t i = 0; i < sizeof(Z) / sizeof(Z[0]); i++) {
-        snprintf(dir, sizeof(dir), "%s/zb%zu", tmp, i);
-        layout_args(args, sizeof(args), data, dir);
-        int np = Z[i].tp * Z[i].pp * Z[i].dp;
-        snprintf(cmd, sizeof(cmd),
-                 "%s -np %d ./train_gpt %s %s -tp %d -pp %d -dp %d -zero %d -sp %d -vpp %d -recompute %s -steps %d "
-                 "-ckpt-every 10 -pp-schedule zb-h1",
-                 MPIRUN, np, args, Z[i].extra, Z[i].tp, Z[i].pp, Z[i].dp, Z[i].zero, Z[i].sp, Z[i].vpp, Z[i].rc,
-                 LAYOUT_STEPS);
-        int rc = run_cmd(cmd, err, sizeof(err));
+        char name[16], flags[400];
+        int np = Z[i].tp * Z[i].pp * Z[i].dp, rc;
+        snprintf(name, sizeof(name), "zb%zu", i);
+        snprintf(flags, sizeof(flags), "%s -tp %d -pp %d -dp %d -zero %d -sp %d -vpp %d -recompute %s", Z[i].extra,
+                 Z[i].tp, Z[i].pp, Z[i].dp, Z[i].zero, Z[i].sp, Z[i].vpp, Z[i].rc);
         RunLog rl;
-        snprintf(path, sizeof(path), "%s/log.jsonl", dir);
         double wl = 0, wg = 0, we = 1.0, same = 1.0;
-        char wname[256] = "", sname[256] = "";
-        int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == LAYOUT_STEPS;
-        ckpt_dir_name(ck, sizeof(ck), dir, LAYOUT_STEPS);
+        char wname[256] = "", sname[256] = "", zflags[440];
+        snprintf(zflags, sizeof(zflags), "%s -pp-schedule zb-h1", flags);
+        int ok = run_layout(tmp, name, data, np, zflags, dir, sizeof(dir), ck, sizeof(ck), &rl, &rc);
         if (ok && Z[i].extra[0] == '\0') {
             runlog_worst(&rl, ref, LAYOUT_STEPS, &wl, &wg);
             we = compare_ckpts(ck, refck, wname, sizeof(wname));
@@ -207,12 +203,9 @@ static void test_layouts_zb(const char* tmp, const char* data, const RunLog* ref
         if (ok && i == 0) same = compare_ckpts(ck, onef1b_ck, sname, sizeof(sname));
         if (ok && i == 3) { // the same flags under 1F1B
             char d2[1300], ck2[1400];
-            snprintf(d2, sizeof(d2), "%s/zb%zu_1f1b", tmp, i);
-            layout_args(args, sizeof(args), data, d2);
-            snprintf(cmd, sizeof(cmd), "%s -np %d ./train_gpt %s %s -tp 1 -pp 4 -dp 2 -zero 1 -steps %d", MPIRUN, np,
-                     args, Z[i].extra, LAYOUT_STEPS);
-            ok = run_cmd(cmd, err, sizeof(err)) == 0;
-            ckpt_dir_name(ck2, sizeof(ck2), d2, LAYOUT_STEPS);
+            RunLog r2;
+            int rc2;
+            ok = run_layout(tmp, "zb3_1f1b", data, np, flags, d2, sizeof(d2), ck2, sizeof(ck2), &r2, &rc2);
             if (ok) same = compare_ckpts(ck, ck2, sname, sizeof(sname));
         }
         if (i != 0 && i != 3) same = 0.0;

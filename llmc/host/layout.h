@@ -244,6 +244,36 @@ static Action* pipe_zb_h1(int stage, int PP, int nchunk, int m, int forward_only
     return out;
 }
 
+// zb-h1's W stash of one layer, shared by both trainers (in elements of their type): the
+// inputs and output gradients of its four weight GEMMs. What -sp splits along the sequence
+// (BTs rows) is kept as this rank's shard and gathered again in W.
+typedef enum {
+    WS_D_FC,      // (B,T,F) fc1's output gradient
+    WS_D_QKV,     // (B,T,3Cl)
+    WS_FCH_GELU,  // (B,T,F) fc2's input
+    WS_ATTY,      // (B,T,Cl) the attention projection's input
+    WS_D_FCPROJ,  // (B,Ts,C) the layer's output gradient
+    WS_D_ATTPROJ, // (B,Ts,C) resid2's
+    WS_LN1,       // (B,Ts,C) QKV's input
+    WS_LN2,       // (B,Ts,C) fc1's input
+    NUM_WS
+} WStashPart;
+// each part's offset and size in one layer's stash; returns the layer's elements
+static size_t zb_stash_layout(size_t BT, size_t BTs, size_t C, size_t F, size_t Cl, size_t off[NUM_WS],
+                              size_t n[NUM_WS]) {
+    n[WS_D_FC] = BT * F;
+    n[WS_D_QKV] = BT * 3 * Cl;
+    n[WS_FCH_GELU] = BT * F;
+    n[WS_ATTY] = BT * Cl;
+    n[WS_D_FCPROJ] = n[WS_D_ATTPROJ] = n[WS_LN1] = n[WS_LN2] = BTs * C;
+    size_t total = 0;
+    for (int k = 0; k < NUM_WS; k++) {
+        off[k] = total;
+        total += n[k];
+    }
+    return total;
+}
+
 // The list of `stage` for schedule zb (0: 1F1B / interleaved, 1: zb-h1).
 static Action* pipe_schedule(int zb, int stage, int PP, int nchunk, int m, int forward_only, int* n) {
     if (zb) return pipe_zb_h1(stage, PP, nchunk, m, forward_only, n);
