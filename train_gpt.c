@@ -1253,7 +1253,9 @@ static int load_checkpoint(Train* t, const char* dir, int weights_only, char* er
 static void print_act_memory(const GPT* g) {
     static const char* RC[] = {"0", "full", "selective"};
     table_row("recompute / sp / vpp", "%s / %d / %d, schedule %s", RC[g->cfg.recompute], g->sp, g->nchunk,
-              g->zb ? "zb-h1" : g->nchunk > 1 ? "interleaved 1F1B" : "1F1B");
+              g->zb           ? "zb-h1"
+              : g->nchunk > 1 ? "interleaved 1F1B"
+                              : "1F1B");
     size_t shared =
         g->att_shared ? sizeof(float) * ((size_t)g->B * g->NH * g->T * g->T + (size_t)g->B * g->T * g->Cl) : 0;
     table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",

@@ -1428,7 +1428,9 @@ static const char* device_arch_note(int major, int minor) {
 static void print_act_memory(const GPT* g, int nccl) {
     static const char* RC[] = {"0", "full", "selective"};
     table_row("recompute / sp / vpp", "%s / %d / %d, schedule %s", RC[g->cfg.recompute], g->sp, g->nchunk,
-              g->zb ? "zb-h1" : g->nchunk > 1 ? "interleaved 1F1B" : "1F1B");
+              g->zb           ? "zb-h1"
+              : g->nchunk > 1 ? "interleaved 1F1B"
+                              : "1F1B");
     int shared_att = g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE;
     size_t shared = shared_att ? sizeof(float) * (size_t)g->B * g->NH * g->T * g->T : 0;
     table_row("activations / micro-batch", "%.3f MiB (%zu B per layer; %d slots, %.3f MiB held at most)",
