@@ -164,7 +164,8 @@ def fig_metric(study, arms_agg, x_axis, series, metrics, path, logx=True):
         xs = sorted({a["x"][x_axis] for a in study["arms"]})
         if logx: ax.set_xscale("log", base=2)
         ax.set_xticks(xs)
-        ax.set_xticklabels(["%.3g" % x for x in xs])
+        close = any(b < 1.5 * a for a, b in zip(xs, xs[1:]) if a > 0)  # labels would overlap: tilt them
+        ax.set_xticklabels(["%.3g" % x for x in xs], rotation=35 if close else 0, ha="right" if close else "center")
         ax.minorticks_off()
         ax.set_xlabel(x_axis)
         ax.set_title(title, fontsize=9)
