@@ -716,10 +716,12 @@ static void block_forward(GPT* g, Comm* comm, Acts* a, int j, int l) {
 // part k (WStashPart) of layer j's W stash in ws, or NULL without one (1F1B)
 static float* stash_part(const GPT* g, float* ws, int j, int k) {
     return ws != NULL ? ws + (size_t)j * g->wstash_layer + g->ws_off[k] : NULL;
-} // keep part k of layer j's weight-GEMM inputs / output gradients for W (zb-h1), or nothing (1F1B: ws NULL)
+}
+// keep part k of layer j's weight-GEMM inputs / output gradients for W (zb-h1), or nothing (1F1B: ws NULL)
 static void stash_copy(const GPT* g, float* ws, int j, int k, const float* src) {
     if (ws != NULL) memcpy(stash_part(g, ws, j, k), src, sizeof(float) * g->ws_n[k]);
 }
+
 // Backward of layer j (parameters: local layer l): dout = dL/dx[j+1] (B,Ts,C) -> din =
 // dL/dx[j] (may alias dout). With SP the row-parallel biases see the gathered (full)
 // gradient, so their gradients are complete; the LayerNorms' are partial (train_step sums them).

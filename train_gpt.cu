@@ -672,10 +672,6 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int c, int j, int rebuil
     residual_forward(y, out, mean, rstd, la->resid2, mlp, P(PT_FCPROJB, l), w, b, BTs, C, s);
 }
 
-// Backward of layer j of the unit (local layer l): dio holds dL/dx[j+1] (B,Ts,C) on entry
-// and dL/dx[j] on exit
-// (-sp: dio, dres2 and the LayerNorms are (B,Ts,C), gathered before the GEMMs; the
-// conjugates of the column-parallel GEMMs are reduce-scatters.)
 // part k (WStashPart) of layer j's W stash in ws, or NULL without one (1F1B)
 static bf16* stash_part(const GPT* g, bf16* ws, int j, int k) {
     return ws != NULL ? ws + (size_t)j * g->wstash_layer + g->ws_off[k] : NULL;
@@ -685,9 +681,13 @@ static void stash_copy(GPT* g, bf16* ws, int j, int k, const bf16* src) {
     cudaCheck(
         cudaMemcpyAsync(stash_part(g, ws, j, k), src, sizeof(bf16) * g->ws_n[k], cudaMemcpyDeviceToDevice, g->stream));
 }
+
 // Backward of layer j of the unit (local layer l): dio holds dL/dx[j+1] (B,Ts,C) on entry
-// and dL/dx[j] on exit. ws: zb-h1's B (the weight GEMMs, with their fused bias gradients,
-// are left to block_weight; their output gradients go to the unit's stash), or NULL.
+// and dL/dx[j] on exit
+// (-sp: dio, dres2 and the LayerNorms are (B,Ts,C), gathered before the GEMMs; the
+// conjugates of the column-parallel GEMMs are reduce-scatters.)
+// ws: zb-h1's B (the weight GEMMs, with their fused bias gradients, are left to
+// block_weight; their inputs and output gradients go to the unit's stash), or NULL.
 static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio, bf16* ws) {
     int B = g->B, T = g->T, C = g->C, Cl = g->Cl, F = g->F, BT = B * T, BTs = B * g->Ts;
     Gemm* mm = &g->gemm;
