@@ -19,12 +19,14 @@
 
 // one line on stderr, prefixed with "error:", then exit(1)
 static void die(const char* fmt, ...) {
+    // the whole line in one write: under mpirun the ranks' stderr and mpirun's own messages
+    // are forwarded as they are written, so a line written in pieces can be split by another's
+    char line[4096];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    fprintf(stderr, "error: %s\n", line);
     fflush(stderr);
     exit(1);
 }
