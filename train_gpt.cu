@@ -1078,7 +1078,7 @@ static PpBuf* dgrad_buf(GPT* g, int i) { return &g->ppbuf[g->nslots + i]; }
 static Action* pipeline_plan(const GPT* g, const DevComm* dc, int stage, int PP, int m, int forward_only, int** phase,
                              int* n) {
     *phase = NULL;
-    if (g->nchunk > 1 && dc->nccl) return pipe_phased_zb(g->zb, stage, PP, g->nchunk, m, forward_only, phase, n);
+    if (g->nchunk > 1 && dc->nccl) return pipe_phased(g->zb, stage, PP, g->nchunk, m, forward_only, phase, n);
     return pipe_schedule(g->zb, stage, PP, g->nchunk, m, forward_only, n);
 }
 
@@ -1573,7 +1573,7 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     int zb = config_zb(cfg), m_max = (int)(cfg->gb / ((int64_t)cfg->mb * comm->DP));
     int nslots = cfg->vpp > 1 ? pipe_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
     // gradient buffers: two for 1F1B; interleaved, what the largest step of the run needs
-    int ndgrad = pipe_grad_buffers_max_zb(zb, comm->pp, comm->PP, cfg->vpp, m_max, t->dc.nccl);
+    int ndgrad = pipe_grad_buffers_max(zb, comm->pp, comm->PP, cfg->vpp, m_max, t->dc.nccl);
     int nstash = zb ? pipe_w_pending_max(comm->pp, comm->PP, cfg->vpp, m_max) : 0;
     if (ndgrad < 0 || (zb && nstash < 1)) die("out of host memory for the pipeline schedule");
     gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, ndgrad, nstash, t->dc.overlap, t->stream);

@@ -114,7 +114,7 @@ static void test_pipe_zb(void) {
                     // the NCCL list: the same computes in the same order, every message still there
                     if (V > 1) {
                         int np, *phase = NULL, k = 0, ncomm = 0, ncomm0 = 0;
-                        Action* ph = pipe_phased_zb(1, r, PP, V, m, 0, &phase, &np);
+                        Action* ph = pipe_phased(1, r, PP, V, m, 0, &phase, &np);
                         if (ph == NULL || np != n[r]) ok_phased = 0;
                         for (int i = 0; ph && i < np; i++) {
                             if (!action_computes(ph[i].kind)) {

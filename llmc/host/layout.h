@@ -345,8 +345,8 @@ static void pipe_peer(const Action* a, int stage, int PP, int nchunk, int* peer,
  * their order, so results do not change; receives come exactly where the plain list has
  * them, so a stage holds the same activation slots; a send may wait until its receiver
  * needs it, so gradients being sent back are held longer (pipe_grad_buffers).
- * Returns the stage's list and, in *phase, the phase of each action (-1 for computes);
- * adjacent actions with equal phase form one group. NULL if out of memory.
+ * zb: the zb-h1 lists (pipe_schedule). Returns the stage's list and, in *phase, the phase of each action (-1 for
+ * computes); adjacent actions with equal phase form one group. NULL if out of memory.
  */
 typedef struct {
     int t;
@@ -375,7 +375,7 @@ static size_t phased_send_msg(const Action* a, int stage, int PP, int nchunk, in
     return phased_msg((stage + PP - 1) % PP, 1, a->micro, stage == 0 ? a->chunk - 1 : a->chunk, m, nchunk);
 }
 
-static Action* pipe_phased_zb(int zb, int stage, int PP, int nchunk, int m, int forward_only, int** phase, int* n) {
+static Action* pipe_phased(int zb, int stage, int PP, int nchunk, int m, int forward_only, int** phase, int* n) {
     Action** plans = (Action**)calloc(PP, sizeof(Action*));
     int* len = (int*)calloc(PP, sizeof(int));
     int* pos = (int*)calloc(PP, sizeof(int));
@@ -469,10 +469,6 @@ static Action* pipe_phased_zb(int zb, int stage, int PP, int nchunk, int m, int 
     free(round_of);
     free(items);
     return out;
-}
-
-static Action* pipe_phased(int stage, int PP, int nchunk, int m, int forward_only, int** phase, int* n) {
-    return pipe_phased_zb(0, stage, PP, nchunk, m, forward_only, phase, n);
 }
 
 /*
@@ -570,12 +566,12 @@ static int pipe_grad_buffers(const Action* a, const int* phase, int n, int stage
 
 // Gradient buffers `stage` needs for every step a run can make: the most over the
 // micro-batch counts PP, 2PP, ... up to m_max (-vpp needs multiples of PP); phased: the NCCL
-// list. Two (the 1F1B double buffer) at least; -1 if out of memory.
-static int pipe_grad_buffers_max_zb(int zb, int stage, int PP, int nchunk, int m_max, int phased) {
+// list; zb: the zb-h1 lists. Two (the 1F1B double buffer) at least; -1 if out of memory.
+static int pipe_grad_buffers_max(int zb, int stage, int PP, int nchunk, int m_max, int phased) {
     int most = 2;
     for (int m = PP; nchunk > 1 && m <= m_max; m += PP) {
         int n, *phase = NULL;
-        Action* a = phased ? pipe_phased_zb(zb, stage, PP, nchunk, m, 0, &phase, &n)
+        Action* a = phased ? pipe_phased(zb, stage, PP, nchunk, m, 0, &phase, &n)
                            : pipe_schedule(zb, stage, PP, nchunk, m, 0, &n);
         if (a == NULL) return -1;
         int k = pipe_grad_buffers(a, phase, n, stage, PP, nchunk);
@@ -585,9 +581,6 @@ static int pipe_grad_buffers_max_zb(int zb, int stage, int PP, int nchunk, int m
         if (k > most) most = k;
     }
     return most;
-}
-static int pipe_grad_buffers_max(int stage, int PP, int nchunk, int m_max, int phased) {
-    return pipe_grad_buffers_max_zb(0, stage, PP, nchunk, m_max, phased);
 }
 
 #endif // LLMC_LAYOUT_H

@@ -48,7 +48,7 @@ static int g_zb = 0;
 static int sim_slots(int stage, int PP, int V) { return V == 1 ? PP : pipe_slots(stage, PP, V); }
 static Action* sim_plan(int mode, int s, int PP, int V, int m, int fo, int** phase, int* n) {
     *phase = NULL;
-    if (mode == 1) return pipe_phased_zb(g_zb, s, PP, V, m, fo, phase, n);
+    if (mode == 1) return pipe_phased(g_zb, s, PP, V, m, fo, phase, n);
     return pipe_schedule(g_zb, s, PP, V, m, fo, n);
 }
 
