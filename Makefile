@@ -47,6 +47,16 @@ train_gpt: train_gpt.c $(HEADERS)
 train_gpt_nompi: train_gpt.c $(HEADERS)
 	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
 
+# a mutant of train_gpt.c in which rank 0 skips the tied embedding's all-reduce of step 3: the
+# deadlock whose both sides the watchdog must name (tests/attack/family_hang.sh). The build
+# fails if the line is gone.
+DEADLOCK_LINE = emb_allreduce_sum(comm, g->grads
+build/mutants/train_gpt_deadlock: train_gpt.c $(HEADERS)
+	@mkdir -p build/mutants
+	@[ "$$(grep -cF '$(DEADLOCK_LINE)' $<)" = 1 ] || { echo "error: '$(DEADLOCK_LINE)' is not once in $<"; exit 1; }
+	sed 's/$(DEADLOCK_LINE)/if (!(comm->rank == 0 \&\& t->run.step == 2)) &/' $< > build/mutants/train_gpt.c
+	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) -I. build/mutants/train_gpt.c $(LDLIBS) -o $@
+
 TEST_GPT_DEPS = test_gpt.c train_gpt.c $(HEADERS) tests/common.h tests/sp_vpp.h tests/zb.h tests/trainer_cases.h \
     tests/fixture.h
 test_gpt: $(TEST_GPT_DEPS)
@@ -70,6 +80,10 @@ test_planner: tests/test_planner.c llmc/planner/planner.h tests/common.h
 # the CPU GEMM, bit for bit against a plain fmaf loop (every ISA this CPU has, 1-3 threads)
 test_cpu_gemm: tests/test_cpu_gemm.c llmc/cpu/cpu_gemm.h llmc/cpu/cpu_math.h
 	$(CC) $(CFLAGS) $< $(LDLIBS) -o $@
+
+# the collective trace's deadlock analysis on hand-written records (llmc/host/colltrace.h)
+test_colltrace: tests/test_colltrace.c llmc/host/colltrace.h tests/common.h
+	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function $< -o $@
 
 test_instruments: tests/test_instruments.c llmc/host/noise.h llmc/host/spike.h
 	$(CC) -O2 -std=gnu11 -Wall -Wextra -Werror $< -lm -o $@
@@ -96,7 +110,7 @@ test_gpt_asan: $(TEST_GPT_DEPS)
 	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation \
 	    -Wno-unknown-pragmas $< -lm -o $@
 
-attack: train_gpt data
+attack: train_gpt data $(if $(MPICC),build/mutants/train_gpt_deadlock)
 	bash tests/attack/run.sh
 
 fuzz: $(FUZZ_BINS)
@@ -116,8 +130,9 @@ format:
 # The binaries (and fixtures, corpus) first, TEST_JOBS at a time: most builds and the
 # fixture writer are single-threaded, and one after another they took a third of the run.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-TEST_BINS = train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_cpu_gemm fixtures data \
-    $(if $(MPICC),test_comm) test_gpt_asan test_cpu_gemm_asan $(FUZZ_BINS) $(CUEMU_TEST_BINS) $(CUDA_TEST_BINS)
+TEST_BINS = train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_colltrace test_cpu_gemm fixtures \
+    data $(if $(MPICC),test_comm build/mutants/train_gpt_deadlock) test_gpt_asan test_cpu_gemm_asan $(FUZZ_BINS) \
+    $(CUEMU_TEST_BINS) $(CUDA_TEST_BINS)
 test-bins: $(TEST_BINS)
 test:
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-bins
@@ -134,6 +149,7 @@ else
 	@echo "test_comm: mpicc not found: the chunked MPI calls were NOT tested"
 endif
 	./test_instruments
+	./test_colltrace
 	bash tests/test_scripts.sh
 	bash tests/test_slurm.sh
 	bash tests/test_ablate.sh
@@ -176,6 +192,6 @@ quickstart:
 
 clean: cuda-clean cuemu-clean
 	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_cpu_gemm_asan test_comm test_planner \
-	    test_instruments test_cpu_gemm fixtures.log
+	    test_instruments test_colltrace test_cpu_gemm fixtures.log
 	rm -rf tests/fuzz/bin
 	rm -rf fixtures

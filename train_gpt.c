@@ -1082,6 +1082,7 @@ static double pipe_execute(Train* t, int m, int forward_only, float dloss, LoadF
     double loss_sum = 0.0;
     for (int i = 0; i < n; i++) {
         int k = plan[i].micro, c = plan[i].chunk, peer, tag;
+        comm->trace.micro = k; // the watchdog's report says which micro-batch a rank waits in
         pipe_peer(&plan[i], comm->pp, comm->PP, g->nchunk, &peer, &tag);
         ActionKind kind = plan[i].kind;
         // gradients travel in g->dx; a W reads its stash only
@@ -1116,6 +1117,7 @@ static double pipe_execute(Train* t, int m, int forward_only, float dloss, LoadF
                 break;
         }
     }
+    comm->trace.micro = -1;
     pp_flush(comm);
     free(plan);
     return loss_sum;

@@ -1103,6 +1103,7 @@ static void pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn 
             for (int first = i; i < n && is_comm_action(plan[i].kind) && (phase == NULL || phase[i] == phase[first]);
                  i++) {
                 int k = plan[i].micro, c = plan[i].chunk, peer, tag;
+                comm->trace.micro = k; // the watchdog's report says which micro-batch a rank waits in
                 pipe_peer(&plan[i], comm->pp, comm->PP, g->nchunk, &peer, &tag);
                 switch (plan[i].kind) {
                     case ACT_RECV_ACT: {
@@ -1142,6 +1143,7 @@ static void pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn 
             continue;
         }
         int k = plan[i].micro, c = plan[i].chunk;
+        comm->trace.micro = k;
         if (plan[i].kind == ACT_WEIGHT) { // zb-h1: reads its stash only (compute stream order), frees it
             gpt_weight(g, dc, c, unit_stash(g, c, k), i == last_bw[c]);
             pool_release(&g->wpool, k * g->nchunk + c, 0);
@@ -1172,6 +1174,7 @@ static void pipe_execute(Train* t, int m, int forward_only, float dloss, LoadFn 
         }
         i++;
     }
+    comm->trace.micro = -1;
     dc_pp_end(dc); // the compute stream waits for the last transfers
     dc_pp_flush(dc);
     free(plan);

@@ -257,11 +257,27 @@ $(CUDA_BUILD)-emu/train_gpt_cu_noguard: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS
 	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -Wno-unused-parameter -I$(CUDA_ROOT) -x c++ $(@D)/noguard/train_gpt.cu -x \
 	    none -o $@
 
-cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/train_gpt_cu_noguard
+# a mutant of train_gpt.cu in which rank 0 skips the tied embedding's all-reduce of step 3, for
+# test_watchdog_emu.sh: the watchdog must name the deadlock's two sides. The build fails if the line
+# is gone.
+CUDA_DEADLOCK_LINE = dc_emb_allreduce_f32(dc, g->grads
+$(CUDA_BUILD)-emu/train_gpt_cu_deadlock: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) \
+    $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h \
+    $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+	@mkdir -p $(@D)/deadlock
+	@[ "$$(grep -cF '$(CUDA_DEADLOCK_LINE)' $<)" = 1 ] || { echo \
+	    "error: '$(CUDA_DEADLOCK_LINE)' is not once in $<: update CUDA_DEADLOCK_LINE"; exit 1; }
+	sed 's/$(CUDA_DEADLOCK_LINE)/if (!(comm->rank == 0 \&\& t->run.step == 2)) &/' $< > $(@D)/deadlock/train_gpt.cu
+	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -I$(CUDA_ROOT) -x c++ $(@D)/deadlock/train_gpt.cu -x none -o $@
+
+cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/train_gpt_cu_noguard \
+    $(CUDA_BUILD)-emu/train_gpt_cu_deadlock
 	CUEMU_DEVICES=8 LLMC_TEST_NCCL_LAYOUTS=1 LLMC_TRAIN_GPT_CU=$(CUDA_BUILD)-emu/train_gpt_cu OMP_NUM_THREADS=1 \
 	    $(CUDA_BUILD)-emu/test_gpt_cu $(or $(FIXTURES),fixtures)
 	bash $(CUDA_ROOT)/tests/cuemu/test_upload_guard.sh $(abspath $(CUDA_BUILD)-emu/train_gpt_cu) \
 	    $(abspath $(CUDA_BUILD)-emu/train_gpt_cu_noguard)
+	bash $(CUDA_ROOT)/tests/cuda/test_watchdog_emu.sh $(abspath $(CUDA_BUILD)-emu/train_gpt_cu) \
+	    $(abspath $(CUDA_BUILD)-emu/train_gpt_cu_deadlock)
 
 # train_gpt.cu's own steps under the emulation's race/alignment detectors (GCC only)
 cuda-emu-detect:
@@ -294,7 +310,8 @@ cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu
 # (make -j; the tests then run one after another): nvcc builds only where nvcc is
 CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) \
     $(CUDA_MUTANT_CUBINS)) \
-    $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu) $(CUDA_BUILD)-cost/train_gpt_cu
+    $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu train_gpt_cu_noguard train_gpt_cu_deadlock) \
+    $(CUDA_BUILD)-cost/train_gpt_cu
 
 cuda-clean:
 	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host $(CUDA_BUILD)-cost train_gpt_cu test_gpt_cu

@@ -32,6 +32,10 @@
  * both for every layout the trainer runs (PP <= 8, V <= 4) to show neither deadlocks. With
  * -comm mpi sends are buffered (comm.h) and grouping is a no-op.
  *
+ * Every NCCL call is entered into the rank's collective trace (colltrace.h, DC_NCCL), and
+ * every host wait for the device marks it, so the step watchdog can say where each rank
+ * is (on a GPU "entered" means enqueued; under the emulation the call blocks, as MPI's).
+ *
  * ZeRO-1 with NCCL needs equal shards: buffers given to the reduce-scatter / all-gather
  * hold DP * ceil(n / DP) elements (zero_shard's split, the tail zero-padded).
  */
@@ -97,14 +101,28 @@ typedef struct {
     bf16* warm;        // (2 * DC_MAX_LINKS) the warm-up messages, one element per link end
 } DevComm;
 
-// Every host wait on the device goes through these two, so a step's waits can be counted.
+// An NCCL call of group g (CollGroup) in the collective trace; peer: the pipeline stage of a
+// send or receive, -1 for collectives.
+#define DC_NCCL(d, g, op, peer, call)                 \
+    do {                                              \
+        ctrace_enter(&(d)->host->trace, g, op, peer); \
+        ncclCheck(call);                              \
+        ctrace_leave(&(d)->host->trace);              \
+    } while (0)
+
+// Every host wait on the device goes through these two, so a step's waits can be counted
+// (and the watchdog can say that a rank waits for its device).
 static void dc_wait_stream(DevComm* d, cudaStream_t s) {
     d->host_syncs++;
+    ctrace_host_wait(&d->host->trace, 1);
     cudaCheck(cudaStreamSynchronize(s));
+    ctrace_host_wait(&d->host->trace, 0);
 }
 static void dc_wait_event(DevComm* d, cudaEvent_t e) {
     d->host_syncs++;
+    ctrace_host_wait(&d->host->trace, 1);
     cudaCheck(cudaEventSynchronize(e));
+    ctrace_host_wait(&d->host->trace, 0);
 }
 
 #ifdef USE_MPI
@@ -284,7 +302,7 @@ static void dc_tp_allreduce_bf16(DevComm* d, bf16* buf, size_t n) {
     if (d->host->TP == 1 || n == 0) return;
     if (d->nccl) {
         int k = dc_tic(d);
-        ncclCheck(ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, d->tp, d->stream));
+        DC_NCCL(d, CG_TP, "allreduce", -1, ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, d->tp, d->stream));
         dc_toc(d, k, 0);
         return;
     }
@@ -298,7 +316,8 @@ static void dc_tp_allreduce_f32(DevComm* d, float* buf, size_t n, int op_max) {
     if (d->host->TP == 1 || n == 0) return;
     if (d->nccl) {
         int k = dc_tic(d);
-        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, op_max ? ncclMax : ncclSum, d->tp, d->stream));
+        DC_NCCL(d, CG_TP, op_max ? "allreduce_max" : "allreduce", -1,
+                ncclAllReduce(buf, buf, n, ncclFloat, op_max ? ncclMax : ncclSum, d->tp, d->stream));
         dc_toc(d, k, 0);
         return;
     }
@@ -316,7 +335,7 @@ static void dc_emb_allreduce_f32(DevComm* d, float* buf, size_t n) {
     if (d->nccl) {
         if (d->emb == NULL) return;
         int k = dc_tic(d);
-        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->emb, d->stream));
+        DC_NCCL(d, CG_EMB, "allreduce", -1, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->emb, d->stream));
         dc_toc(d, k, 0);
         return;
     }
@@ -332,7 +351,7 @@ static void dc_dp_allreduce_f32(DevComm* d, float* buf, size_t n) {
     if (d->host->DP == 1 || n == 0) return;
     if (d->nccl) {
         int k = dc_tic(d);
-        ncclCheck(ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->dp, d->stream));
+        DC_NCCL(d, CG_DP, "allreduce", -1, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->dp, d->stream));
         dc_toc(d, k, 0);
         return;
     }
@@ -355,14 +374,16 @@ static void dc_dp_bucket_f32(DevComm* d, float* grads, const size_t* lo, const s
     ncclCheck(ncclGroupStart());
     for (int i = 0; i < n; i++) {
         if (!zero) {
-            ncclCheck(
-                ncclAllReduce(grads + lo[i], grads + lo[i], hi[i] - lo[i], ncclFloat, ncclSum, d->dp, d->cstream));
+            DC_NCCL(d, CG_DP, "allreduce", -1,
+                    ncclAllReduce(grads + lo[i], grads + lo[i], hi[i] - lo[i], ncclFloat, ncclSum, d->dp, d->cstream));
             continue;
         }
         for (int r = (int)(lo[i] / per); r < d->host->DP && (size_t)r * per < hi[i]; r++) {
             size_t a = lo[i] > (size_t)r * per ? lo[i] : (size_t)r * per;
             size_t b = hi[i] < (size_t)(r + 1) * per ? hi[i] : (size_t)(r + 1) * per;
-            if (a < b) ncclCheck(ncclReduce(grads + a, grads + a, b - a, ncclFloat, ncclSum, r, d->dp, d->cstream));
+            if (a < b)
+                DC_NCCL(d, CG_DP, "reduce", -1,
+                        ncclReduce(grads + a, grads + a, b - a, ncclFloat, ncclSum, r, d->dp, d->cstream));
         }
     }
     ncclCheck(ncclGroupEnd());
@@ -387,7 +408,8 @@ static void dc_dp_reduce_scatter_f32(DevComm* d, const float* full, float* shard
     if (d->nccl) {
         size_t per = (total + c->DP - 1) / c->DP;
         int k = dc_tic(d);
-        ncclCheck(ncclReduceScatter(full, shard, per, ncclFloat, ncclSum, d->dp, d->stream));
+        DC_NCCL(d, CG_DP, "reduce_scatter", -1,
+                ncclReduceScatter(full, shard, per, ncclFloat, ncclSum, d->dp, d->stream));
         dc_toc(d, k, 0);
         return;
     }
@@ -404,7 +426,8 @@ static void dc_dp_allgather_bf16(DevComm* d, bf16* full, size_t total) {
     if (d->nccl) {
         size_t per = (total + c->DP - 1) / c->DP;
         int k = dc_tic(d);
-        ncclCheck(ncclAllGather(full + (size_t)c->dp * per, full, per, ncclBfloat16, d->dp, d->stream));
+        DC_NCCL(d, CG_DP, "allgather", -1,
+                ncclAllGather(full + (size_t)c->dp * per, full, per, ncclBfloat16, d->dp, d->stream));
         dc_toc(d, k, 0);
         return;
     }
@@ -419,7 +442,8 @@ static void dc_dp_allgather_f32(DevComm* d, float* full, size_t total) {
     if (c->DP == 1) return;
     if (d->nccl) {
         size_t per = (total + c->DP - 1) / c->DP;
-        ncclCheck(ncclAllGather(full + (size_t)c->dp * per, full, per, ncclFloat, d->dp, d->stream));
+        DC_NCCL(d, CG_DP, "allgather", -1,
+                ncclAllGather(full + (size_t)c->dp * per, full, per, ncclFloat, d->dp, d->stream));
         return;
     }
     float* hf = dc_stage_down_f32(d, full, total, 0);
@@ -435,7 +459,7 @@ static void dc_sp_allgather_bf16(DevComm* d, bf16* full, const bf16* shard, int 
     size_t piece = (size_t)Ts * C, ns = (size_t)B * piece, nf = ns * c->TP;
     if (d->nccl) {
         int k = dc_tic(d);
-        ncclCheck(ncclAllGather(shard, tmp, ns, ncclBfloat16, d->tp, d->stream));
+        DC_NCCL(d, CG_TP, "allgather", -1, ncclAllGather(shard, tmp, ns, ncclBfloat16, d->tp, d->stream));
         dc_toc(d, k, 0);
         for (int r = 0; r < c->TP; r++)
             for (int b = 0; b < B; b++)
@@ -459,7 +483,8 @@ static void dc_sp_reduce_scatter_bf16(DevComm* d, bf16* shard, const bf16* full,
                 cudaCheck(cudaMemcpyAsync(tmp + ((size_t)r * B + b) * piece, full + ((size_t)b * c->TP + r) * piece,
                                           sizeof(bf16) * piece, cudaMemcpyDeviceToDevice, d->stream));
         int k = dc_tic(d);
-        ncclCheck(ncclReduceScatter(tmp, shard, ns, ncclBfloat16, ncclSum, d->tp, d->stream));
+        DC_NCCL(d, CG_TP, "reduce_scatter", -1,
+                ncclReduceScatter(tmp, shard, ns, ncclBfloat16, ncclSum, d->tp, d->stream));
         dc_toc(d, k, 0);
         return;
     }
@@ -472,7 +497,7 @@ static void dc_sp_reduce_scatter_bf16(DevComm* d, bf16* shard, const bf16* full,
 // group per run of messages (LLMC_PP_OVERLAP=0, or -comm mpi); dc_pp_send_bf16 below picks
 static void dc_pp_group_send_bf16(DevComm* d, const bf16* buf, size_t n, int to_stage, int tag) {
     if (d->nccl) {
-        ncclCheck(ncclSend(buf, n, ncclBfloat16, to_stage, d->pp, d->stream));
+        DC_NCCL(d, CG_PP, "send", to_stage, ncclSend(buf, n, ncclBfloat16, to_stage, d->pp, d->stream));
         return;
     } // inside a group
     float* hf = dc_stage_down_bf16(d, buf, n, 0);
@@ -480,7 +505,7 @@ static void dc_pp_group_send_bf16(DevComm* d, const bf16* buf, size_t n, int to_
 }
 static void dc_pp_group_recv_bf16(DevComm* d, bf16* buf, size_t n, int from_stage, int tag) {
     if (d->nccl) {
-        ncclCheck(ncclRecv(buf, n, ncclBfloat16, from_stage, d->pp, d->stream));
+        DC_NCCL(d, CG_PP, "recv", from_stage, ncclRecv(buf, n, ncclBfloat16, from_stage, d->pp, d->stream));
         return;
     } // inside a group
     float* hf = dc_hf(d, n);
@@ -604,7 +629,7 @@ static void dc_pp_isend_bf16(DevComm* d, PpBuf* b, const bf16* buf, size_t n, in
     cudaCheck(cudaEventRecord(d->ev_pp, d->stream));
     cudaCheck(cudaStreamWaitEvent(L->stream, d->ev_pp, 0));
     if (b->comm_set) cudaCheck(cudaStreamWaitEvent(L->stream, b->comm, 0));
-    ncclCheck(ncclSend(buf, n, ncclBfloat16, 1, L->comm, L->stream));
+    DC_NCCL(d, CG_PP, "send", to_stage, ncclSend(buf, n, ncclBfloat16, 1, L->comm, L->stream));
     cudaCheck(cudaEventRecord(b->comm, L->stream));
     b->comm_set = b->pending = 1;
 }
@@ -614,7 +639,7 @@ static void dc_pp_irecv_bf16(DevComm* d, PpBuf* b, bf16* buf, size_t n, int from
     PpLink* L = dc_pp_link(d, from_stage, d->host->pp);
     if (b->used_set) cudaCheck(cudaStreamWaitEvent(L->stream, b->used, 0));
     if (b->comm_set) cudaCheck(cudaStreamWaitEvent(L->stream, b->comm, 0));
-    ncclCheck(ncclRecv(buf, n, ncclBfloat16, 0, L->comm, L->stream));
+    DC_NCCL(d, CG_PP, "recv", from_stage, ncclRecv(buf, n, ncclBfloat16, 0, L->comm, L->stream));
     cudaCheck(cudaEventRecord(b->comm, L->stream));
     b->comm_set = b->pending = 1;
 }

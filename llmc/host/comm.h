@@ -4,6 +4,8 @@
  * Groups: TP (consecutive ranks), DP, PP, and the embedding group (first and last
  * stage, for the tied embedding). Single process (no launcher, or a build without
  * USE_MPI): every group has size 1 and every collective is a no-op.
+ * Every call enters and leaves the rank's collective trace (colltrace.h), which the
+ * step watchdog reads to say where each rank waits.
  * Time inside collectives accumulates in comm_ms; time blocked on a pipeline receive (or
  * flushing sends) in idle_ms, the per-step split the logs report.
  *
@@ -22,6 +24,7 @@
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
+#include "colltrace.h"
 #include "layout.h"
 #include "utils.h"
 
@@ -56,6 +59,7 @@ typedef struct {
     size_t chunk;            // most elements one MPI call moves (see the top)
     double comm_ms, idle_ms; // time inside collectives / waiting on pipeline peers, this step
     double overlap_ms;       // CUDA trainer: DP reduction on the communication stream, overlapping compute
+    CollTrace trace;         // the last operation entered and left, for the watchdog
 } Comm;
 
 #define COMM_CHUNK_DEFAULT ((size_t)1 << 30)
@@ -65,6 +69,7 @@ static void comm_init_single(Comm* c) {
     c->world = 1;
     c->TP = c->PP = c->DP = 1;
     c->chunk = COMM_CHUNK_DEFAULT;
+    ctrace_init(&c->trace);
     const char* v = getenv("LLMC_MPI_CHUNK");
     if (v != NULL && v[0] != '\0') {
         char* end = NULL;
@@ -131,20 +136,23 @@ static void comm_free(Comm* c) {
 }
 
 #ifdef USE_MPI
-static void allreduce(Comm* c, void* buf, size_t n, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int size) {
+// group: the CollGroup the trace files the call under
+static void allreduce(Comm* c, void* buf, size_t n, MPI_Datatype type, MPI_Op op, MPI_Comm comm, int size, int group) {
     if (size == 1) return;
     int esize = 0;
     mpiCheck(MPI_Type_size(type, &esize));
     double t0 = wall_ms();
+    ctrace_enter(&c->trace, group, op == MPI_MAX ? "allreduce_max" : "allreduce", -1);
     for (size_t i = 0, k; (k = comm_piece(c, n, i)) > 0; i++)
         mpiCheck(MPI_Allreduce(MPI_IN_PLACE, (char*)buf + i * c->chunk * esize, (int)k, type, op, comm));
+    ctrace_leave(&c->trace);
     c->comm_ms += wall_ms() - t0;
 }
 #endif
 
 static void tp_allreduce_sum(Comm* c, float* buf, size_t n) {
 #ifdef USE_MPI
-    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->tp_comm, c->TP);
+    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->tp_comm, c->TP, CG_TP);
 #else
     (void)c;
     (void)buf;
@@ -154,7 +162,7 @@ static void tp_allreduce_sum(Comm* c, float* buf, size_t n) {
 
 static void tp_allreduce_max(Comm* c, float* buf, size_t n) {
 #ifdef USE_MPI
-    allreduce(c, buf, n, MPI_FLOAT, MPI_MAX, c->tp_comm, c->TP);
+    allreduce(c, buf, n, MPI_FLOAT, MPI_MAX, c->tp_comm, c->TP, CG_TP);
 #else
     (void)c;
     (void)buf;
@@ -165,7 +173,7 @@ static void tp_allreduce_max(Comm* c, float* buf, size_t n) {
 // sum of a double over every rank of the job
 static double world_sum(Comm* c, double x) {
 #ifdef USE_MPI
-    if (c->world > 1) allreduce(c, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, c->world);
+    if (c->world > 1) allreduce(c, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, c->world, CG_WORLD);
 #else
     (void)c;
 #endif
@@ -197,10 +205,12 @@ static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) 
         slot = old;
     }
     memcpy(c->send_buf[slot], buf, sizeof(float) * n);
+    ctrace_enter(&c->trace, CG_PP, "send", to_stage);
     // the chunks of one message share its tag: MPI keeps their order between a pair of ranks
     for (size_t i = 0, k; (k = comm_piece(c, n, i)) > 0; i++)
         mpiCheck(MPI_Isend(c->send_buf[slot] + i * c->chunk, (int)k, MPI_FLOAT, to_stage, tag, c->pp_comm,
                            &c->send_req[slot * c->nreq + i]));
+    ctrace_leave(&c->trace);
     c->comm_ms += wall_ms() - t0;
 #else
     (void)c;
@@ -214,8 +224,10 @@ static void pp_send(Comm* c, const float* buf, size_t n, int to_stage, int tag) 
 static void pp_recv(Comm* c, float* buf, size_t n, int from_stage, int tag) {
 #ifdef USE_MPI
     double t0 = wall_ms();
+    ctrace_enter(&c->trace, CG_PP, "recv", from_stage);
     for (size_t i = 0, k; (k = comm_piece(c, n, i)) > 0; i++)
         mpiCheck(MPI_Recv(buf + i * c->chunk, (int)k, MPI_FLOAT, from_stage, tag, c->pp_comm, MPI_STATUS_IGNORE));
+    ctrace_leave(&c->trace);
     c->idle_ms += wall_ms() - t0;
 #else
     (void)c;
@@ -230,7 +242,9 @@ static void pp_flush(Comm* c) {
 #ifdef USE_MPI
     if (c->PP > 1) {
         double t0 = wall_ms();
+        ctrace_enter(&c->trace, CG_PP, "send_wait", -1);
         mpiCheck(MPI_Waitall(c->nsend * c->nreq, c->send_req, MPI_STATUSES_IGNORE));
+        ctrace_leave(&c->trace);
         c->idle_ms += wall_ms() - t0;
     }
 #else
@@ -241,7 +255,7 @@ static void pp_flush(Comm* c) {
 // The tied embedding's gradient: summed between the first and the last stage.
 static void emb_allreduce_sum(Comm* c, float* buf, size_t n) {
 #ifdef USE_MPI
-    if (c->PP > 1 && c->emb_comm != MPI_COMM_NULL) allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->emb_comm, 2);
+    if (c->PP > 1 && c->emb_comm != MPI_COMM_NULL) allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->emb_comm, 2, CG_EMB);
 #else
     (void)c;
     (void)buf;
@@ -251,7 +265,7 @@ static void emb_allreduce_sum(Comm* c, float* buf, size_t n) {
 
 static void dp_allreduce_sum(Comm* c, float* buf, size_t n) {
 #ifdef USE_MPI
-    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->dp_comm, c->DP);
+    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->dp_comm, c->DP, CG_DP);
 #else
     (void)c;
     (void)buf;
@@ -269,6 +283,7 @@ static void dp_reduce_scatter_sum(Comm* c, const float* full, float* shard, size
         return;
     }
     double t0 = wall_ms();
+    ctrace_enter(&c->trace, CG_DP, "reduce_scatter", -1);
     if (total <= c->chunk) {
         int* counts = (int*)malloc_check(sizeof(int) * c->DP);
         for (int d = 0; d < c->DP; d++) {
@@ -287,6 +302,7 @@ static void dp_reduce_scatter_sum(Comm* c, const float* full, float* shard, size
                                     MPI_FLOAT, MPI_SUM, d, c->dp_comm));
         }
     }
+    ctrace_leave(&c->trace);
     c->comm_ms += wall_ms() - t0;
 #else
     (void)c;
@@ -300,6 +316,7 @@ static void dp_allgather(Comm* c, float* full, size_t total) {
 #ifdef USE_MPI
     if (c->DP == 1) return;
     double t0 = wall_ms();
+    ctrace_enter(&c->trace, CG_DP, "allgather", -1);
     if (total <= c->chunk) {
         int* counts = (int*)malloc_check(sizeof(int) * c->DP);
         int* displs = (int*)malloc_check(sizeof(int) * c->DP);
@@ -320,6 +337,7 @@ static void dp_allgather(Comm* c, float* full, size_t total) {
                 mpiCheck(MPI_Bcast(full + off + i * c->chunk, (int)k, MPI_FLOAT, d, c->dp_comm));
         }
     }
+    ctrace_leave(&c->trace);
     c->comm_ms += wall_ms() - t0;
 #else
     (void)c;
@@ -331,9 +349,12 @@ static void dp_allgather(Comm* c, float* full, size_t total) {
 // broadcast over the whole job from world rank root
 static void world_bcast(Comm* c, void* buf, size_t bytes, int root) {
 #ifdef USE_MPI
-    if (c->world > 1)
+    if (c->world > 1) {
+        ctrace_enter(&c->trace, CG_WORLD, "bcast", -1);
         for (size_t i = 0, k; (k = comm_piece(c, bytes, i)) > 0; i++)
             mpiCheck(MPI_Bcast((char*)buf + i * c->chunk, (int)k, MPI_BYTE, root, MPI_COMM_WORLD));
+        ctrace_leave(&c->trace);
+    }
 #else
     (void)c;
     (void)buf;

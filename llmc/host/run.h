@@ -110,6 +110,7 @@ static void run_init(Run* R, const Config* cfg, const Comm* comm) {
 }
 
 static void run_free(Run* R) {
+    ctrace_unpublish(&R->comm.trace); // its slot is unmapped with the watchdog's file
     watchdog_stop(&R->wd);
     if (R->lock_fd >= 0) close(R->lock_fd); // releases the lock on -o
     if (R->lock_dir_fd >= 0) close(R->lock_dir_fd);
@@ -791,6 +792,9 @@ static void run_start_watchdog(Run* R, const RunHooks* h) {
     w->rank = R->comm.rank;
     w->world = R->comm.world;
     w->mpi = R->comm.mpi;
+    w->TP = R->comm.TP;
+    w->DP = R->comm.DP;
+    w->PP = R->comm.PP;
     w->abort_fn = h->abort;
     w->abort_self = h->self;
     if (!w->on) return;
@@ -806,6 +810,7 @@ static void run_start_watchdog(Run* R, const RunHooks* h) {
     watchdog_open_file(w, path, 0);
     world_sum(&R->comm, 0.0); // the file exists before the others open it
     watchdog_open_file(w, path, 1);
+    ctrace_publish(&R->comm.trace, watchdog_trace_slot(w));
     watchdog_start(w);
 }
 
@@ -993,6 +998,7 @@ static int run_loop(Run* R, const RunHooks* h) {
             (long long)R->step, (long long)R->tokens, (long long)c->total_tokens);
     while (!run_finished(R)) {
         watchdog_beat(&R->wd, R->step);
+        R->comm.trace.step = R->step + 1;
         double t0 = wall_ms();
         R->comm.comm_ms = R->comm.idle_ms = R->comm.overlap_ms = 0;
         StepResult r = h->step(h->self);

@@ -18,7 +18,9 @@ static void sp_allgather(Comm* c, float* full, const float* shard, int B, int Ts
     size_t piece = (size_t)Ts * C, n = (size_t)B * piece;
 #ifdef USE_MPI
     double t0 = wall_ms();
+    ctrace_enter(&c->trace, CG_TP, "allgather", -1);
     mpiCheck(MPI_Allgather(shard, (int)n, MPI_FLOAT, tmp, (int)n, MPI_FLOAT, c->tp_comm)); // (TP, B, Ts, C)
+    ctrace_leave(&c->trace);
     c->comm_ms += wall_ms() - t0;
 #else
     memcpy(tmp, shard, sizeof(float) * n); // TP == 1
@@ -37,7 +39,9 @@ static void sp_reduce_scatter(Comm* c, float* shard, const float* full, int B, i
             memcpy(tmp + ((size_t)r * B + b) * piece, full + ((size_t)b * c->TP + r) * piece, sizeof(float) * piece);
 #ifdef USE_MPI
     double t0 = wall_ms();
+    ctrace_enter(&c->trace, CG_TP, "reduce_scatter", -1);
     mpiCheck(MPI_Reduce_scatter_block(tmp, shard, (int)n, MPI_FLOAT, MPI_SUM, c->tp_comm));
+    ctrace_leave(&c->trace);
     c->comm_ms += wall_ms() - t0;
 #else
     memcpy(shard, tmp, sizeof(float) * n); // TP == 1

@@ -13,6 +13,13 @@
  * firing rank names ranks whose watchdog went silent first, else the rank(s) at the
  * lowest step with the oldest beat.
  *
+ * Where each rank waits: each slot also holds the rank's collective trace (colltrace.h),
+ * mapped into memory so that every collective updates it without a system call. The
+ * first rank whose watchdog fires prints, after its one error line, a line per rank (where
+ * it waits, or what it last left); when every rank is alive, the error line names the
+ * deadlock: the ranks that wait for each other, among them the pair where one rank skipped
+ * a call the other makes (colltrace.h). Ranks that fire later print the error line only.
+ *
  * Limits: -timeout S (fixed), 0 (off), or auto (default): 30 min until the first step
  * completes (start-up, compilation, first allocation), then max(10 min, 10 x the slowest
  * step so far).
@@ -27,11 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
+#include "colltrace.h"
+#include "layout.h"
 #include "stop.h"
 
 typedef struct {
@@ -39,11 +49,19 @@ typedef struct {
     int64_t step, pid;
 } HeartbeatSlot; // 32 bytes, CLOCK_REALTIME seconds
 
+// a rank's slot of the heartbeat file: its HeartbeatSlot at 0, its CollRecord at WD_TRACE_OFF
+#define WD_SLOT 256
+#define WD_TRACE_OFF 64
+#define WD_REPORTER_OFF 32 // in rank 0's slot: 1 + the rank that reports (0: none yet)
+typedef char wd_trace_fits_its_slot[(WD_TRACE_OFF + sizeof(CollRecord) <= WD_SLOT) ? 1 : -1]; // C and C++
+
 typedef struct {
     int on;
     double fixed_s; // > 0: fixed limit; else auto
     int rank, world, mpi;
-    int fd; // heartbeat file, -1 if none
+    int TP, DP, PP;     // the layout, to group the ranks of the report (0: unknown)
+    int fd;             // heartbeat file, -1 if none
+    unsigned char* map; // the file mapped (world * WD_SLOT bytes), NULL if not
     char path[1100];
     int owner; // rank 0 removes a /tmp heartbeat file at the end
     pthread_t th;
@@ -66,7 +84,7 @@ static int64_t wd_mono_ms(void) {
 
 static void wd_slot_write(Watchdog* w, int part, double t) {
     if (w->fd < 0) return;
-    off_t off = (off_t)w->rank * sizeof(HeartbeatSlot);
+    off_t off = (off_t)w->rank * WD_SLOT;
     if (part == 0) {                                                    // the watchdog thread: alive
         if (pwrite(w->fd, &t, sizeof(double), off) != sizeof(double)) { /* best effort */
         }
@@ -88,35 +106,85 @@ static int64_t wd_limit_ms(const Watchdog* w) {
     return slow * 10 > 600000 ? slow * 10 : 600000;
 }
 
-// which rank is stuck, from the heartbeat file (text into out)
-static void wd_name_stuck(const Watchdog* w, char* out, size_t n) {
+// rank r's heartbeat and collective record; 0 if the file cannot be read
+static int wd_read_slot(const Watchdog* w, int r, HeartbeatSlot* hb, CollRecord* cr) {
+    unsigned char buf[WD_SLOT];
+    if (w->map) {
+        memcpy(hb, w->map + (size_t)r * WD_SLOT, sizeof(*hb));
+        if (!ctrace_read((const CollRecord*)(w->map + (size_t)r * WD_SLOT + WD_TRACE_OFF), cr))
+            memset(cr, 0, sizeof(*cr));
+        return 1;
+    }
+    if (pread(w->fd, buf, WD_SLOT, (off_t)r * WD_SLOT) != WD_SLOT) return 0;
+    memcpy(hb, buf, sizeof(*hb));
+    memcpy(cr, buf + WD_TRACE_OFF, sizeof(*cr));
+    if (cr->ver & 1) memset(cr, 0, sizeof(*cr)); // torn: no record rather than a wrong one
+    return 1;
+}
+
+// Which rank is stuck, from the heartbeat file: one line of text into out (a rank that
+// stopped responding and where it was, else the deadlock's cycle of waiting ranks, else the
+// rank behind), and into more (when not NULL) a line per rank saying where it is.
+static void wd_name_stuck(const Watchdog* w, char* out, size_t n, char* more, size_t nmore) {
     snprintf(out, n, "rank %d (no heartbeat file to compare with other ranks)", w->rank);
+    if (more && nmore) more[0] = '\0';
     if (w->fd < 0 || w->world < 1) return;
     HeartbeatSlot* s = (HeartbeatSlot*)calloc(w->world, sizeof(HeartbeatSlot));
-    if (s == NULL) return;
-    if (pread(w->fd, s, sizeof(HeartbeatSlot) * w->world, 0) != (ssize_t)(sizeof(HeartbeatSlot) * w->world)) {
+    CollRecord* cr = (CollRecord*)calloc(w->world, sizeof(CollRecord));
+    if (s == NULL || cr == NULL) {
         free(s);
+        free(cr);
         return;
     }
+    for (int r = 0; r < w->world; r++)
+        if (!wd_read_slot(w, r, &s[r], &cr[r])) {
+            free(s);
+            free(cr);
+            return;
+        }
     double now = wd_now_s();
     double silent = w->fixed_s > 0 && w->fixed_s < 10 ? w->fixed_s / 2 : 5.0; // a live watchdog writes every second
     size_t k = 0;
     out[0] = '\0';
+    char where[256];
     for (int r = 0; r < w->world; r++) {
         if (s[r].alive > 0 && now - s[r].alive <= silent) continue;
-        k += snprintf(
-            out + k, k < n ? n - k : 0,
-            "%srank %d (pid %lld) is not responding: stopped or dead, its last step beat %.0f s ago in step %lld",
-            k ? "; " : "", r, (long long)s[r].pid, s[r].beat > 0 ? now - s[r].beat : -1.0, (long long)s[r].step + 1);
+        ctrace_where(&cr[r], now, where, sizeof(where));
+        k += snprintf(out + k, k < n ? n - k : 0,
+                      "%srank %d (pid %lld) is not responding: stopped or dead, its last step beat %.0f s ago in step "
+                      "%lld; there it %s",
+                      k ? "; " : "", r, (long long)s[r].pid, s[r].beat > 0 ? now - s[r].beat : -1.0,
+                      (long long)s[r].step + 1, where);
     }
-    if (k == 0) { // every process alive: the rank(s) behind, or with the oldest beat
+    char mismatch[1500];
+    if (k == 0 && ctrace_mismatch(cr, w->world, w->TP, w->DP, w->PP, now, mismatch, sizeof(mismatch))) {
+        // every process alive, and they wait for each other
+        snprintf(out, n, "the ranks wait for each other (a deadlock: a call some ranks make and others do not): %s",
+                 mismatch);
+    } else if (k == 0) { // every process alive: the rank(s) behind, or with the oldest beat
         int worst = 0;
         for (int r = 1; r < w->world; r++)
             if (s[r].step < s[worst].step || (s[r].step == s[worst].step && s[r].beat < s[worst].beat)) worst = r;
-        snprintf(out, n, "rank %d (pid %lld) is hung in step %lld (its last beat %.0f s ago)", worst,
-                 (long long)s[worst].pid, (long long)s[worst].step + 1, now - s[worst].beat);
+        ctrace_where(&cr[worst], now, where, sizeof(where));
+        snprintf(out, n, "rank %d (pid %lld) is hung in step %lld (its last beat %.0f s ago); it %s", worst,
+                 (long long)s[worst].pid, (long long)s[worst].step + 1, now - s[worst].beat, where);
+    }
+    size_t m = 0;
+    for (int r = 0; more && r < w->world; r++) { // a line per rank, at most 32
+        if (r == 32) {
+            m += snprintf(more + m, m < nmore ? nmore - m : 0, "watchdog:   ... and %d more ranks\n", w->world - r);
+            break;
+        }
+        ctrace_where(&cr[r], now, where, sizeof(where));
+        char coords[64] = "";
+        if (w->TP > 0 && w->DP > 0) {
+            Coords c = layout_coords(r, w->TP, w->DP);
+            snprintf(coords, sizeof(coords), " (tp %d, dp %d, pp %d)", c.tp, c.dp, c.pp);
+        }
+        m += snprintf(more + m, m < nmore ? nmore - m : 0, "watchdog:   rank %d%s %s\n", r, coords, where);
     }
     free(s);
+    free(cr);
 }
 
 static void* wd_thread(void* arg) {
@@ -132,14 +200,29 @@ static void* wd_thread(void* arg) {
         int64_t idle = wd_mono_ms() - __atomic_load_n(&w->beat_ms, __ATOMIC_RELAXED);
         int64_t lim = wd_limit_ms(w);
         if (idle > lim) {
-            char who[1024];
-            wd_name_stuck(w, who, sizeof(who));
-            fprintf(stderr,
-                    "error: watchdog (rank %d): no progress for %.0f s in step %lld (limit %.0f s, -timeout): %s; "
-                    "ending the job (exit %d)\n",
-                    w->rank, idle / 1e3, (long long)__atomic_load_n(&w->step, __ATOMIC_RELAXED) + 1, lim / 1e3, who,
-                    RUN_EXIT_WATCHDOG);
-            fflush(stderr);
+            char who[2048];
+            size_t nmore = 33 * 320 + 1024;
+            // the first rank to fire reports where every rank is; the rest, their error line
+            int64_t none = 0, me = w->rank + 1;
+            int first = w->map == NULL || __atomic_compare_exchange_n((int64_t*)(w->map + WD_REPORTER_OFF), &none, me,
+                                                                      0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+            char* more = first ? (char*)malloc(nmore) : NULL;
+            wd_name_stuck(w, who, sizeof(who), more, more ? nmore : 0);
+            // one write: mpirun forwards each write as it comes, and other ranks may print too
+            size_t nrep = strlen(who) + (more ? strlen(more) : 0) + 512;
+            char* rep = (char*)malloc(nrep);
+            if (rep) {
+                int len =
+                    snprintf(rep, nrep,
+                             "error: watchdog (rank %d): no progress for %.0f s in step %lld (limit %.0f s, "
+                             "-timeout): %s; ending the job (exit %d)\n%s%s",
+                             w->rank, idle / 1e3, (long long)__atomic_load_n(&w->step, __ATOMIC_RELAXED) + 1, lim / 1e3,
+                             who, RUN_EXIT_WATCHDOG, more ? "watchdog: where each rank is:\n" : "", more ? more : "");
+                if (len > 0 && write(2, rep, (size_t)len < nrep ? (size_t)len : nrep - 1) < 0) { /* best effort */
+                }
+            }
+            free(rep);
+            free(more);
             if (w->abort_fn) w->abort_fn(w->abort_self);
 #ifdef USE_MPI
             if (w->mpi) MPI_Abort(MPI_COMM_WORLD, RUN_EXIT_WATCHDOG);
@@ -173,16 +256,25 @@ static void watchdog_open_file(Watchdog* w, const char* path, int phase) {
         if (w->rank == 0) {
             int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
             if (fd >= 0) {
-                if (ftruncate(fd, (off_t)sizeof(HeartbeatSlot) * w->world) != 0) {
+                if (ftruncate(fd, (off_t)WD_SLOT * w->world) != 0) {
                     close(fd);
                     fd = -1;
                 }
             }
             w->fd = fd;
         }
-    } else if (w->rank != 0) {
-        w->fd = open(path, O_RDWR | O_CLOEXEC);
+    } else {
+        if (w->rank != 0) w->fd = open(path, O_RDWR | O_CLOEXEC);
+        if (w->fd >= 0) { // the slots in memory: the collective trace writes there without a system call
+            void* p = mmap(NULL, (size_t)w->world * WD_SLOT, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd, 0);
+            w->map = p == MAP_FAILED ? NULL : (unsigned char*)p;
+        }
     }
+}
+
+// where this rank's collective record lives in the mapped file (NULL: no file or no map)
+static CollRecord* watchdog_trace_slot(Watchdog* w) {
+    return w->map ? (CollRecord*)(w->map + (size_t)w->rank * WD_SLOT + WD_TRACE_OFF) : NULL;
 }
 
 static void watchdog_start(Watchdog* w) {
@@ -201,6 +293,10 @@ static void watchdog_stop(Watchdog* w) {
         __atomic_store_n(&w->quit, 1, __ATOMIC_RELAXED);
         pthread_join(w->th, NULL);
         w->on = 0;
+    }
+    if (w->map) {
+        munmap(w->map, (size_t)w->world * WD_SLOT);
+        w->map = NULL;
     }
     if (w->fd >= 0) {
         close(w->fd);

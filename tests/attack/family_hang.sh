@@ -5,8 +5,12 @@
 # with the stopped rank 0. Also a single-process run is not ended by its watchdog while
 # it makes progress, and -timeout takes only auto, 0 or a non-negative number. An MPMD
 # launch whose ranks got different flags ends at start on every rank.
+# Where each rank waits (llmc/host/colltrace.h): a SIGSTOPped rank of a 2x2x2 job is named
+# with the collective it was in, every rank gets a line, and a planted deadlock (a mutant in
+# which rank 0 skips the tied embedding's all-reduce of step 3) is named with both sides.
 source "$(dirname "$0")/ckpt_common.sh"
 need
+DEADLOCK_BIN=${DEADLOCK_BIN:-build/mutants/train_gpt_deadlock}
 ARGS="$TINY -steps 100000 -dp 2 -timeout 4"
 ntrain() { local n; n=$(grep -c '"type":"train"' "$1" 2>/dev/null); echo "${n:-0}"; }
 for victim in 1 0; do
@@ -31,6 +35,39 @@ for victim in 1 0; do
   check "stopped rank $victim: the watchdog's message names rank $victim as not responding" \
     grep -q "watchdog (rank $((1 - victim))): no progress .*rank $victim (pid $target) is not responding" "$d.err"
 done
+# a 2x2x2 job with rank 5 stopped: named, with its last collective, and every rank's line
+d=$SCRATCH/h3d
+eval "timeout 120 $MPIRUN 8 $BIN $TINY -gb 8 -steps 100000 -tp 2 -pp 2 -dp 2 -timeout 4 -o $d" > "$d.out" 2> "$d.err" & bg=$!
+i=0; while [ "$i" -lt 1200 ] && [ "$(ntrain "$d/log.jsonl")" -lt 3 ]; do sleep 0.05; i=$((i + 1)); done
+target=""
+for p in $(rank_pids "$d"); do
+  PIDS+=("$p")
+  ls -l /proc/"$p"/fd 2>/dev/null | grep -q "$d/log_rank00005.jsonl" && target=$p
+done
+[ -n "$target" ] && kill -STOP "$target"
+rc=0; wait "$bg" || rc=$?
+[ -n "$target" ] && kill -CONT "$target" 2>/dev/null
+check "2x2x2, rank 5 stopped: exit $rc (want 5)" bash -c "[ -n '$target' ] && [ $rc -eq 5 ]"
+check "2x2x2, rank 5 stopped: named as not responding, with the collective it was in" \
+  grep -Eq "rank 5 \(pid $target\) is not responding.*; there it (waits [0-9]+ s in|computes; last left) (tp|dp|pp|emb|world) [a-z_]+ #[0-9]+ " "$d.err"
+check "2x2x2, rank 5 stopped: one report with a line per rank (tp, dp, pp coordinates)" \
+  bash -c "[ \$(grep -c '^watchdog: where each rank is:' '$d.err') -eq 1 ] && \
+    [ \$(grep -cE '^watchdog:   rank [0-7] \(tp [01], dp [01], pp [01]\) ' '$d.err') -eq 8 ]"
+# the planted deadlock: every rank alive; rank 0 waits in the world all-reduce that rank 4,
+# still in the embedding all-reduce rank 0 skipped, never reaches
+if [ -x "$DEADLOCK_BIN" ]; then
+  d=$SCRATCH/dl
+  rc=0; eval "timeout 120 $MPIRUN 8 $DEADLOCK_BIN $TINY -gb 8 -steps 6 -tp 2 -pp 2 -dp 2 -timeout 4 -o $d" \
+    > "$d.out" 2> "$d.err" || rc=$?
+  check "planted deadlock: the job ends by the watchdog, exit $rc (want 5), after 2 steps" \
+    bash -c "[ $rc -eq 5 ] && [ \$(grep -c '\"type\":\"train\"' '$d/log.jsonl') -eq 2 ]"
+  check "planted deadlock: named as a deadlock, with both sides (rank 0 in world, rank 4 in emb)" \
+    bash -c "grep -q 'the ranks wait for each other (a deadlock' '$d.err' && \
+      grep -Eq 'rank 0 waits in world allreduce #[0-9]+ \(step 3\), but rank 4 has entered only' '$d.err' && \
+      grep -Eq 'rank 4 waits in emb allreduce #3 \(step 3\), but rank 0 has entered only 2 emb operations' '$d.err'"
+else
+  fail "planted deadlock: $DEADLOCK_BIN missing (make build/mutants/train_gpt_deadlock)"
+fi
 run_tg "$SCRATCH/s.out" "$SCRATCH/s.err" "$TINY -steps 20 -timeout 1"
 check "single process making progress with -timeout 1: not ended (20 steps, exit 0)" bash -c "[ $RC -eq 0 ] && grep -q '^step     20' '$SCRATCH/s.out'"
 for v in -1 abc; do
