@@ -31,7 +31,8 @@ else
   MPI_FLAGS =
 endif
 
-.PHONY: lint format gpu-rehearsal all test test-bins quickstart data fixtures clean bench attack fuzz asan test-hf cloze
+.PHONY: lint format gpu-rehearsal all test check test-bins quickstart data fixtures clean bench attack fuzz asan \
+    test-hf cloze
 
 # the CPU emulation of CUDA (tests only): cuemu-test, cuemu-compile
 include cuemu/cuemu.mk
@@ -126,46 +127,29 @@ lint:
 format:
 	git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cpp' | grep -v '^third_party/' | xargs clang-format -i
 
-# every test CI runs; each program ends with "N passed, M failed" and fails the target
-# The binaries (and fixtures, corpus) first, TEST_JOBS at a time: most builds and the
-# fixture writer are single-threaded, and one after another they took a third of the run.
+# every test CI runs (tests/suite.py: each step under its own time limit, a hang ends with the
+# stacks of where it hung, side by side up to TEST_JOBS cores, then a table of seconds and checks
+# per step). The binaries (and fixtures, corpus) first, TEST_JOBS at a time, each recipe line
+# timed by tests/timed_sh.sh for that table.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_BINS = train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_colltrace test_cpu_gemm fixtures \
     data $(if $(MPICC),test_comm build/mutants/train_gpt_deadlock) test_gpt_asan test_cpu_gemm_asan $(FUZZ_BINS) \
     $(CUEMU_TEST_BINS) $(CUDA_TEST_BINS)
+TIMED = SHELL=$(CURDIR)/tests/timed_sh.sh
 test-bins: $(TEST_BINS)
 test:
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-bins
-	bash tests/test_refs.sh
-	python3 tests/lint.py --selftest
-	$(MAKE) --no-print-directory lint
-	./test_planner
-	./test_cpu_gemm
-	./test_cpu_gemm_asan
-	bash tests/test_cpu_repro.sh
-ifneq ($(MPICC),)
-	LLMC_MPI_CHUNK=7 mpirun --oversubscribe $(if $(filter 0,$(shell id -u)),--allow-run-as-root) -np 4 ./test_comm
-else
-	@echo "test_comm: mpicc not found: the chunked MPI calls were NOT tested"
-endif
-	./test_instruments
-	./test_colltrace
-	bash tests/test_scripts.sh
-	bash tests/test_slurm.sh
-	bash tests/test_ablate.sh
-	$(PY) dev/calibrate_planner.py --selftest
-	$(PY) tests/test_bench_torch_init.py
-	bash tests/data/test_tokenizer.sh
-	$(PY) tests/data/test_prepare.py
-	./test_gpt fixtures
-	$(MAKE) --no-print-directory cuemu-test cuemu-compile
-	$(MAKE) --no-print-directory test-hf
-	$(MAKE) --no-print-directory cuda-build cuda-rpath-check cuda-resources-check cuda-check-host cuda-check-emu \
-	    cuda-emu-test cuda-emu-detect cuda-costmodel
-	$(MAKE) --no-print-directory gpu-rehearsal
-	./test_gpt_asan fixtures --quick
-	bash tests/attack/run.sh
-	bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	@mkdir -p build/suite && rm -f build/suite/build_times.tsv
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-bins $(TIMED)
+	TEST_JOBS=$(TEST_JOBS) $(PY) tests/suite.py test
+
+# the inner loop (CONTRIBUTING.md): the trainer against the fixtures, one 2x2x2 layout, the
+# planner, lint, and the attack families whose sources changed since the last commit
+CHECK_BINS = train_gpt test_gpt test_planner test_colltrace fixtures data \
+    $(if $(MPICC),build/mutants/train_gpt_deadlock)
+check:
+	@mkdir -p build/suite && rm -f build/suite/build_times.tsv
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(CHECK_BINS) $(TIMED)
+	TEST_JOBS=$(TEST_JOBS) $(PY) tests/suite.py check
 
 # the first GPU run's dress rehearsal: dev/gpu_check.sh end to end on the CPU (doc/gpu_check.md)
 gpu-rehearsal: train_gpt $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/test_attention

@@ -893,7 +893,8 @@ static void test_blend_layouts(void) {
           vl);
 }
 
-static void test_layouts(void) {
+// one: only the reference and 2x2x2 ZeRO-1 (the "layout222" part, for make check)
+static void test_layouts(int one) {
     if (!have_mpirun()) {
         check(0, "mpirun is available for the 3D layout tests (bash dev/install.sh)");
         return;
@@ -925,6 +926,7 @@ static void test_layouts(void) {
     };
     (void)sizes;
     for (size_t i = 0; i < sizeof(L) / sizeof(L[0]); i++) {
+        if (one && !(L[i].tp == 2 && L[i].pp == 2 && L[i].dp == 2 && L[i].zero)) continue;
         char dir[1300];
         snprintf(dir, sizeof(dir), "%s/l%d%d%d%d", tmp, L[i].tp, L[i].pp, L[i].dp, L[i].zero);
         layout_args(args, sizeof(args), data, dir);
@@ -944,7 +946,7 @@ static void test_layouts(void) {
         check(ok && we <= 1e-5,
               "layout %dx%dx%d%s: %d steps, loss rel %.1e, gnorm rel %.1e, final weights rel L2 %.1e (%s) (rc %d)",
               L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", LAYOUT_STEPS, worst_l, worst_g, we, wname, rc);
-        if (i == 7) { // per-rank timing split on every rank
+        if (i == 7 && !one) { // per-rank timing split on every rank
             int all = 1;
             for (int r = 1; r < np; r++) {
                 snprintf(path, sizeof(path), "%s/log_rank%05d.jsonl", dir, r);
@@ -975,6 +977,11 @@ static void test_layouts(void) {
                   "2x2x2 zero-1 with LLMC_MPI_CHUNK=1000 (every MPI call chunked): %d steps bit-identical (rc %d)",
                   LAYOUT_STEPS, rcc);
         }
+    }
+    if (one) {
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+        if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
+        return;
     }
     // ramp check: the reference's global batch changed at least three times
     {
@@ -1279,45 +1286,79 @@ static void test_spike_stop(void) {
 #include "tests/zb.h"     // -pp-schedule zb-h1
 #include "tests/sp_vpp.h" // -sp, -recompute selective, -vpp
 
+// which parts run: "core" (everything in-process, the CLI and the schedules) and the parts
+// that start MPI jobs, so `make test` can run them side by side (tests/suite.py)
+static const char* const TEST_PARTS[] = {"core", "layouts", "layout222", "blend", "rewind", "auto", "sp_vpp", "noise"};
+static int part_on(const char* parts, const char* name) {
+    if (parts == NULL) return 1;
+    size_t n = strlen(name);
+    for (const char* p = parts; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == parts || p[-1] == ',') && (p[n] == '\0' || p[n] == ',')) return 1;
+    return 0;
+}
+
 int main(int argc, char** argv) {
     const char* dir = argc > 1 ? argv[1] : "fixtures";
     // --quick: only the in-process tests, no child processes (the ASan/UBSan build, make asan)
     int quick = argc > 2 && strcmp(argv[2], "--quick") == 0;
-    test_schedule();
-    test_ramp();
-    test_lr_auto();
-    test_parse_numbers();
-    test_json_bytes();
-    test_init();
-    test_data_addressing();
-    test_blend_order();
-    Fixture fx;
-    if (fixture_open(&fx, dir) == 0) {
-        test_fixture_forward_backward(&fx, dir);
-        test_fixture_steps(&fx, dir);
-        test_resume_bitwise(&fx, dir);
-        test_recompute(&fx, dir);
-        test_recompute_selective(&fx, dir);
-        test_spike_guard(&fx, dir);
-        for (int i = 0; i < fx.count; i++) free(fx.recs[i].data); // LeakSanitizer (make asan) checks
-        free(fx.recs);
+    int nompi = quick || (argc > 2 && strcmp(argv[2], "--no-mpi") == 0);
+    // --part a,b: only these parts (TEST_PARTS)
+    const char* parts = argc > 3 && strcmp(argv[2], "--part") == 0 ? argv[3] : NULL;
+    if (argc > 2 && strcmp(argv[2], "--part") == 0) {
+        int known = parts != NULL;
+        for (const char* p = parts; known && *p;) {
+            size_t n = strcspn(p, ",");
+            int one = 0;
+            for (size_t i = 0; i < sizeof(TEST_PARTS) / sizeof(TEST_PARTS[0]); i++)
+                if (strlen(TEST_PARTS[i]) == n && strncmp(TEST_PARTS[i], p, n) == 0) one = 1;
+            known = one;
+            p += n + (p[n] == ',');
+        }
+        if (!known) {
+            fprintf(stderr,
+                    "error: --part takes a comma-separated list of core, layouts, layout222, blend, rewind, auto, "
+                    "sp_vpp, noise\n");
+            return 2;
+        }
     }
-    if (!quick) test_cli(dir);
-    test_schedule_1f1b();
-    test_pipe_interleaved();
-    test_pipe_zb();
-    test_chunk_ownership();
-    test_act_memory();
-    if (quick || (argc > 2 && strcmp(argv[2], "--no-mpi") == 0))
+    if (part_on(parts, "core")) {
+        test_schedule();
+        test_ramp();
+        test_lr_auto();
+        test_parse_numbers();
+        test_json_bytes();
+        test_init();
+        test_data_addressing();
+        test_blend_order();
+        Fixture fx;
+        if (fixture_open(&fx, dir) == 0) {
+            test_fixture_forward_backward(&fx, dir);
+            test_fixture_steps(&fx, dir);
+            test_resume_bitwise(&fx, dir);
+            test_recompute(&fx, dir);
+            test_recompute_selective(&fx, dir);
+            test_spike_guard(&fx, dir);
+            for (int i = 0; i < fx.count; i++) free(fx.recs[i].data); // LeakSanitizer (make asan) checks
+            free(fx.recs);
+        }
+        if (!quick) test_cli(dir);
+        test_schedule_1f1b();
+        test_pipe_interleaved();
+        test_pipe_zb();
+        test_chunk_ownership();
+        test_act_memory();
+        if (!quick) test_spike_stop();
+    }
+    if (nompi)
         printf("note: 3D layout tests skipped (%s)\n", argv[2]);
     else {
-        test_layouts();
-        test_blend_layouts();
-        test_rewind();
-        test_layout_auto();
-        test_layouts_sp_vpp();
-        test_noise_scale_vs_bruteforce();
+        if (part_on(parts, "layouts")) test_layouts(0);
+        if (parts && part_on(parts, "layout222")) test_layouts(1); // a subset of "layouts"
+        if (part_on(parts, "blend")) test_blend_layouts();
+        if (part_on(parts, "rewind")) test_rewind();
+        if (part_on(parts, "auto")) test_layout_auto();
+        if (part_on(parts, "sp_vpp")) test_layouts_sp_vpp();
+        if (part_on(parts, "noise")) test_noise_scale_vs_bruteforce();
     }
-    if (!quick) test_spike_stop();
     return test_summary();
 }

@@ -1,0 +1,412 @@
+#!/usr/bin/python3
+"""suite.py: runs the steps of `make test` (or of `make check`) with a time limit each, side by side
+where that is safe, and prints a table of seconds and checks per step.
+
+    python3 tests/suite.py test            every step CI runs (after `make test-bins`)
+    python3 tests/suite.py check           the inner-loop subset (CONTRIBUTING.md)
+    python3 tests/suite.py list            the steps, their limits and what they share
+    python3 tests/suite.py test --only attack_flags,test_planner    some steps
+
+Each step runs in its own process group, its output in build/suite/NAME.log (printed whole when
+it fails). A step that passes its limit is a HANG: the stacks of its processes are written to
+its log (Python's faulthandler through SIGABRT, gdb or eu-stack for the rest), then the group is
+killed. A step's checks are the sum of its output's "N passed, M failed" lines. At the end: one
+table, slowest first, with the build steps (timed by tests/timed_sh.sh during `make test-bins`),
+each step's seconds, checks and status, the total and the wall time; build/suite/times.tsv
+keeps the figures. Exit status 1 if any step failed or hung.
+
+Side by side: each step says how many cores it keeps busy; up to TEST_JOBS (default: the
+machine's cores) run at once. A step marked alone runs by itself (timing-sensitive cases:
+watchdogs with a 4 s limit, kill -9 at chosen moments).
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOGS = os.path.join(ROOT, "build", "suite")
+PY = "/usr/bin/python3"
+HF_PY = os.environ.get("HF_PY", os.path.expanduser("~/.cache/llmc/hf-venv/bin/python"))
+MAKE = "make --no-print-directory"
+COUNT_RE = re.compile(r"^(\d+) passed, (\d+) failed$")
+
+
+class Step:
+    def __init__(self, name, cmd, limit, cores=1, alone=False, check=False, needs=None, test=True):
+        self.name = name          # unique; the log is build/suite/NAME.log
+        self.test = test          # part of `make test` (a check-only step repeats part of a test step)
+        self.cmd = cmd            # shell command, run from the repository root
+        self.limit = limit        # seconds: a few times its normal time on a 2-core machine
+        self.cores = cores        # cores it keeps busy (1, or 2 for MPI jobs of several ranks)
+        self.alone = alone        # runs with nothing beside it
+        self.check = check        # part of `make check`
+        self.needs = needs        # None, or a function: None when it can run, else why not (a SKIP)
+
+
+def have(cmd):
+    return shutil.which(cmd) is not None
+
+
+def need_mpi():
+    return None if have("mpicc") and have("mpirun") else "mpicc/mpirun not found (bash dev/install.sh)"
+
+
+def need_nvcc():
+    return None if have("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc") else "nvcc not found"
+
+
+def mpirun():
+    return "mpirun --oversubscribe" + (" --allow-run-as-root" if os.getuid() == 0 else "")
+
+
+ATTACK_FAMILIES = sorted(f[len("family_"):-3] for f in os.listdir(os.path.join(ROOT, "tests", "attack"))
+                         if f.startswith("family_") and f.endswith(".sh"))
+# families whose cases depend on wall-clock moments (a 4 s watchdog, kill -9 or a signal at a chosen step)
+ATTACK_ALONE = {"hang", "kill", "signals"}
+FUZZ_TARGETS = ["shard", "tokenizer", "flags", "ckpt", "cloze", "blend", "bpe"]
+FUZZ_SECONDS = int(os.environ.get("FUZZ_SECONDS", "12"))
+
+
+def steps():
+    s = [
+        Step("test_refs", "bash tests/test_refs.sh", 120, check=True),
+        Step("lint_selftest", "python3 tests/lint.py --selftest", 120, check=True),
+        Step("lint", f"{MAKE} lint", 300, check=True),
+        Step("test_planner", "./test_planner", 120, check=True),
+        Step("test_cpu_gemm", "./test_cpu_gemm", 300, cores=2),
+        Step("test_cpu_gemm_asan", "./test_cpu_gemm_asan", 300, cores=2),
+        Step("test_cpu_repro", "bash tests/test_cpu_repro.sh", 300, cores=2),
+        Step("test_comm", f"LLMC_MPI_CHUNK=7 {mpirun()} -np 4 ./test_comm", 120, cores=2, needs=need_mpi),
+        Step("test_instruments", "./test_instruments", 120),
+        Step("test_colltrace", "./test_colltrace", 60, check=True),
+        Step("test_scripts", "bash tests/test_scripts.sh", 600),
+        Step("test_slurm", "bash tests/test_slurm.sh", 600, cores=2),
+        Step("test_ablate", "bash tests/test_ablate.sh", 600),
+        Step("calibrate_planner", f"{PY} dev/calibrate_planner.py --selftest", 300, check=True),
+        Step("test_bench_torch_init", f"{PY} tests/test_bench_torch_init.py", 300),
+        Step("test_tokenizer", "bash tests/data/test_tokenizer.sh", 300),
+        Step("test_prepare", f"{PY} tests/data/test_prepare.py", 600),
+        # test_gpt in its parts (test_gpt.c's TEST_PARTS), so they can run beside other steps
+        Step("test_gpt_core", "./test_gpt fixtures --part core", 900, check=True),
+        Step("test_gpt_layouts", "./test_gpt fixtures --part layouts", 1800, cores=2, needs=need_mpi),
+        Step("test_gpt_layout222", "./test_gpt fixtures --part layout222", 600, cores=2, needs=need_mpi, check=True,
+             test=False),
+        Step("test_gpt_blend", "./test_gpt fixtures --part blend", 900, cores=2, needs=need_mpi),
+        Step("test_gpt_rewind", "./test_gpt fixtures --part rewind", 900, cores=2, needs=need_mpi),
+        Step("test_gpt_auto", "./test_gpt fixtures --part auto", 900, cores=2, needs=need_mpi),
+        Step("test_gpt_sp_vpp", "./test_gpt fixtures --part sp_vpp", 1800, cores=2, needs=need_mpi),
+        Step("test_gpt_noise", "./test_gpt fixtures --part noise", 900, cores=2, needs=need_mpi),
+        Step("cuemu_test", f"{MAKE} cuemu-test", 900, cores=2),
+        Step("cuemu_compile", f"{MAKE} cuemu-compile", 600, needs=need_nvcc),
+        Step("hf_bpe", f"{HF_PY} tests/data/test_bpe.py", 600),
+        Step("hf_export_import", f"{HF_PY} tests/test_hf.py", 900),
+        Step("hf_fuzz_import", f"{HF_PY} tests/fuzz/fuzz_import_hf.py", 600),
+        Step("hf_track", f"{HF_PY} tests/test_track.py", 600),
+        Step("hf_curation", f"{HF_PY} tests/data/test_curation.py", 600),
+        Step("cuda_build", f"{MAKE} cuda-build cuda-rpath-check", 900, needs=need_nvcc),
+        Step("cuda_resources_check", f"{MAKE} cuda-resources-check", 900, needs=need_nvcc),
+        Step("cuda_check_host", f"{MAKE} cuda-check-host", 600),
+        Step("cuda_check_emu", f"{MAKE} cuda-check-emu", 900),
+        Step("cuda_emu_test", f"{MAKE} cuda-emu-test", 2400, cores=2),
+        Step("cuda_emu_detect", f"{MAKE} cuda-emu-detect", 1800, cores=2),
+        Step("cuda_costmodel", f"{MAKE} cuda-costmodel", 900),
+        Step("gpu_rehearsal", f"{MAKE} gpu-rehearsal", 900, cores=2),
+        Step("test_gpt_asan", "./test_gpt_asan fixtures --quick", 900),
+    ]
+    touched = attack_families_touched()
+    for f in ATTACK_FAMILIES:
+        s.append(Step("attack_" + f, f"bash tests/attack/run.sh {f}", 900, cores=2 if f in ATTACK_ALONE else 1,
+                      alone=f in ATTACK_ALONE, check=f in touched))
+    for t in FUZZ_TARGETS:
+        s.append(Step("fuzz_" + t, f"bash tests/fuzz/run.sh {FUZZ_SECONDS} {t}", FUZZ_SECONDS * 10 + 120))
+    return s
+
+
+# the sources each attack family attacks beyond its own script (make check runs the families
+# whose sources changed since the last commit, in the working tree or in that commit)
+FAMILY_SOURCES = {
+    "blends": ["llmc/host/blend.h", "llmc/host/dataloader.h"],
+    "ckpt": ["llmc/host/checkpoint.h", "llmc/host/ckpt_rank.h", "llmc/host/reshard.h", "tests/attack/ckpt_forge.py"],
+    "curation": ["dev/data/"],
+    "disk": ["llmc/host/checkpoint.h", "llmc/host/safeio.h"],
+    "eval": ["llmc/host/eval.h", "dev/eval/"],
+    "flags": ["llmc/host/config.h", "llmc/host/startup.h"],
+    "hang": ["llmc/host/watchdog.h", "llmc/host/colltrace.h", "llmc/host/comm.h", "llmc/host/seqpar.h"],
+    "hf": ["dev/export_hf.py", "dev/import_hf.py", "llmc/host/bpe.h"],
+    "kill": ["llmc/host/checkpoint.h", "llmc/host/run.h", "llmc/host/stop.h"],
+    "outdir": ["llmc/host/outdir.h", "llmc/host/runrecord.h", "llmc/host/run.h"],
+    "paths": ["llmc/host/dirlist.h", "llmc/host/safeio.h"],
+    "retention": ["llmc/host/outdir.h", "llmc/host/checkpoint.h"],
+    "shards": ["llmc/host/dataloader.h", "llmc/host/tokenizer.h"],
+    "signals": ["llmc/host/stop.h", "llmc/host/run.h"],
+    "writes": ["llmc/host/safeio.h", "llmc/host/logger.h"],
+}
+
+
+def attack_families_touched():
+    """Families whose script, shared helpers or sources differ from HEAD~1 (committed or not); flags if none."""
+    try:
+        out = subprocess.run("git diff --name-only HEAD~1; git diff --name-only; git ls-files -o --exclude-standard",
+                             shell=True, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30)
+        changed = set(out.stdout.decode().split())
+    except (OSError, subprocess.TimeoutExpired):
+        changed = set()
+    fams = set()
+    for f in ATTACK_FAMILIES:
+        mine = [f"tests/attack/family_{f}.sh"] + FAMILY_SOURCES.get(f, [])
+        if any(c == m or (m.endswith("/") and c.startswith(m)) for c in changed for m in mine):
+            fams.add(f)
+    if any(c in ("tests/attack/lib.sh", "tests/attack/ckpt_common.sh", "tests/attack/run.sh") for c in changed):
+        fams.update(ATTACK_FAMILIES)
+    return fams or {"flags"}
+
+
+# ------------------------------------------------------------------------------------------
+# running
+
+
+def log_path(name):
+    return os.path.join(LOGS, name + ".log")
+
+
+def group_pids(pgid):
+    """The processes of a process group (Linux /proc)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+            fields = st[st.rindex(")") + 2:].split()
+            if int(fields[2]) == pgid:
+                pids.append(int(d))
+        except (OSError, ValueError):
+            continue
+    return sorted(pids)
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def dump_stacks(pgid, log):
+    """Where a hung step's processes are: native stacks by gdb (or eu-stack), Python ones by
+    faulthandler (PYTHONFAULTHANDLER is set for every step, so SIGABRT prints them)."""
+    pids = group_pids(pgid)
+    log.write(f"\n===== suite.py: HANG: stacks of {len(pids)} processes of the step =====\n")
+    log.flush()
+    for pid in pids[:16]:
+        cl = cmdline(pid)
+        log.write(f"\n--- pid {pid}: {cl[:300]}\n")
+        log.flush()
+        if re.search(r"(^|/)python[0-9.]*( |$)", cl.split(" ")[0] + " "):
+            try:
+                os.kill(pid, signal.SIGABRT)  # faulthandler writes the traceback to the step's stderr (this log)
+                time.sleep(0.5)
+            except OSError:
+                pass
+            continue
+        tool = None
+        if have("gdb"):
+            tool = ["gdb", "-batch", "-nx", "-p", str(pid), "-ex", "thread apply all bt 30"]
+        elif have("eu-stack"):
+            tool = ["eu-stack", "-p", str(pid)]
+        if tool is None:
+            log.write("(no gdb or eu-stack to print the stack)\n")
+            continue
+        try:
+            r = subprocess.run(tool, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+            out = r.stdout.decode(errors="replace")
+            keep = [ln for ln in out.splitlines() if ln.startswith("#") or ln.startswith("Thread") or "TID" in ln]
+            log.write("\n".join(keep[:120]) + "\n")
+        except subprocess.TimeoutExpired:
+            log.write("(the stack tool timed out)\n")
+    log.flush()
+
+
+class Running:
+    def __init__(self, step):
+        self.step = step
+        self.t0 = time.time()
+        self.log = open(log_path(step.name), "w")
+        env = dict(os.environ)
+        env["PYTHONFAULTHANDLER"] = "1"
+        env["PYTHONUNBUFFERED"] = "1"
+        self.proc = subprocess.Popen(["bash", "-c", step.cmd], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+        self.hung = False
+
+    def poll(self):
+        rc = self.proc.poll()
+        if rc is None and time.time() - self.t0 > self.step.limit:
+            self.hung = True
+            dump_stacks(self.proc.pid, self.log)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            rc = self.proc.wait()
+        if rc is not None:
+            try:  # whatever the step left in its group (a daemon, an mpirun child) goes too
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return rc
+
+
+def count_checks(path):
+    p = f = 0
+    try:
+        with open(path, errors="replace") as fh:
+            for ln in fh:
+                m = COUNT_RE.match(ln.strip())
+                if m:
+                    p += int(m.group(1))
+                    f += int(m.group(2))
+    except OSError:
+        pass
+    return p, f
+
+
+def run(selected, jobs):
+    os.makedirs(LOGS, exist_ok=True)
+    pending = list(selected)
+    running, results = [], []
+    t_start = time.time()
+    total = len(pending)
+    done = 0
+    while pending or running:
+        busy = sum(r.step.cores for r in running)
+        alone_running = any(r.step.alone for r in running)
+        i = 0
+        while i < len(pending) and not alone_running:
+            st = pending[i]
+            why = st.needs() if st.needs else None
+            if why:
+                pending.pop(i)
+                done += 1
+                results.append((st, 0.0, "SKIP", 0, 0, why))
+                print(f"[{done:3d}/{total}] SKIP {st.name}: {why}", flush=True)
+                continue
+            fits = busy + st.cores <= jobs or not running
+            if st.alone and running:
+                fits = False
+            if fits:
+                pending.pop(i)
+                running.append(Running(st))
+                busy += st.cores
+                if st.alone:
+                    alone_running = True
+                continue
+            if st.alone:  # keep the order: nothing overtakes a step that waits to run alone
+                break
+            i += 1
+        time.sleep(0.2)
+        for r in list(running):
+            rc = r.poll()
+            if rc is None:
+                continue
+            running.remove(r)
+            dt = time.time() - r.t0
+            r.log.close()
+            p, f = count_checks(log_path(r.step.name))
+            status = "HANG" if r.hung else ("PASS" if rc == 0 else "FAIL")
+            done += 1
+            note = f"exit {rc}" if status == "FAIL" else (f"over its {r.step.limit} s limit" if r.hung else "")
+            results.append((r.step, dt, status, p, f, note))
+            print(f"[{done:3d}/{total}] {status} {r.step.name} {dt:.1f} s, {p} checks"
+                  + (f" ({note})" if note else ""), flush=True)
+            if status != "PASS":
+                with open(log_path(r.step.name), errors="replace") as fh:
+                    text = fh.read()
+                tail = text[-20000:]
+                print(f"----- {r.step.name}: the end of {log_path(r.step.name)} -----\n{tail}\n----- end -----",
+                      flush=True)
+    return results, time.time() - t_start
+
+
+def build_times():
+    """(target, seconds) of the build steps tests/timed_sh.sh logged during `make test-bins`."""
+    path = os.path.join(LOGS, "build_times.tsv")
+    out = {}
+    try:
+        with open(path) as fh:
+            for ln in fh:
+                parts = ln.rstrip("\n").split("\t")
+                if len(parts) >= 3:
+                    out[parts[1]] = out.get(parts[1], 0.0) + float(parts[0])
+    except OSError:
+        pass
+    return sorted(out.items(), key=lambda kv: -kv[1])
+
+
+def report(results, wall):
+    rows = [(f"build {t}", s, "", "") for t, s in build_times() if s >= 0.5]
+    nbuild = sum(s for t, s in build_times())
+    for st, dt, status, p, f, note in results:
+        rows.append((st.name, dt, status, str(p)))
+    rows.sort(key=lambda r: -r[1])
+    print("\nseconds per step (build steps from make test-bins; slowest first):")
+    print(f"  {'step':44s} {'seconds':>8s}  {'status':6s} {'checks':>7s}")
+    for name, dt, status, p in rows:
+        print(f"  {name[:44]:44s} {dt:8.1f}  {status:6s} {p:>7s}")
+    ntest = sum(r[1] for r in results)
+    checks = sum(r[3] for r in results)
+    failed = [r[0].name for r in results if r[2] in ("FAIL", "HANG")]
+    print(f"  {'total (build ' + f'{nbuild:.0f} s, steps ' + f'{ntest:.0f} s)':44s} {nbuild + ntest:8.1f}  "
+          f"{'':6s} {checks:7d}")
+    print(f"steps took {wall:.0f} s of wall time ({len(results)} steps, up to {JOBS} cores at once)")
+    with open(os.path.join(LOGS, "times.tsv"), "w") as fh:
+        fh.write("step\tseconds\tstatus\tchecks\n")
+        for t, s in build_times():
+            fh.write(f"build {t}\t{s:.1f}\tBUILD\t0\n")
+        for st, dt, status, p, f, note in results:
+            fh.write(f"{st.name}\t{dt:.1f}\t{status}\t{p}\n")
+    if failed:
+        print("failed or hung: " + ", ".join(failed))
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+JOBS = int(os.environ.get("TEST_JOBS", "0") or 0) or os.cpu_count() or 2
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if len(argv) >= 2 else 2
+    mode = argv[1]
+    all_steps = steps()
+    if mode == "list":
+        for st in all_steps:
+            where = ("test " if st.test else "") + ("check" if st.check else "")
+            print(f"{st.name:28s} limit {st.limit:5d} s  cores {st.cores}{'  alone' if st.alone else '       '}"
+                  f"  {where:10s}  {st.cmd}")
+        return 0
+    if mode not in ("test", "check"):
+        print(f"error: unknown mode {mode!r}: use test, check or list", file=sys.stderr)
+        return 2
+    sel = [s for s in all_steps if s.test] if mode == "test" else [s for s in all_steps if s.check]
+    if len(argv) >= 4 and argv[2] == "--only":
+        want = argv[3].split(",")
+        names = {s.name for s in all_steps}
+        bad = [w for w in want if w not in names]
+        if bad:
+            print(f"error: no step named {', '.join(bad)} (python3 tests/suite.py list)", file=sys.stderr)
+            return 2
+        sel = [s for s in all_steps if s.name in want]
+    results, wall = run(sel, JOBS)
+    return report(results, wall)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
