@@ -1570,7 +1570,7 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
             b->mem.grads / 1073741824.0, b->mem.optim / 1073741824.0, b->mem.act / 1073741824.0,
             b->mem.extra / 1073741824.0, b->mem.workspace / 1073741824.0);
         fprintf(out,
-                "  iteration %.2f s = pipeline %.2f (slot %.1f ms x (m=%d) + bubble %.2f) + DP %.2f + embedding %.3f + "
+                "  iteration %.4g s = pipeline %.4g (slot %.1f ms x (m=%d) + bubble %.2f) + DP %.2f + embedding %.3f + "
                 "optimizer %.3f\n",
                 t->iter_s, t->pipe_s, 1e3 * t->slot_s, t->m, t->bubble_s, t->dp_s, t->emb_s, t->opt_s);
         fprintf(out,
