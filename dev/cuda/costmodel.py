@@ -683,6 +683,9 @@ def selftest_counted(M, held, kern, g, meta, check):
             what, tb[i], mb[i], 100 * e, 100 * tol))
     check(tb[2] == round(mb[2]) and tb[3] == round(mb[3]), "gpu_step.h's launches at 1.3b: %d per micro-batch + %d per step, counted %.0f + %.0f" % (
         tb[2], tb[3], mb[2], mb[3]))
+    check(COUNTED["DRAINS"] == M["syncs"]["per_step"] and COUNTED["GUARDS"] == M["syncs"]["per_micro"],
+          "gpu_step.h's host waits: %d draining per step + %d guard per micro-batch, the trainer's log %d + %d" % (
+              COUNTED["DRAINS"], COUNTED["GUARDS"], M["syncs"]["per_step"], M["syncs"]["per_micro"]))
     # against the held-out shape's fresh count (one step of one micro-batch; the memset is no kernel)
     hb = table_counts(held, meta["params"])
     cb = sum(v[1] + v[2] for k, v in kern.items() if kernel_class(k) != "attention")

@@ -41,8 +41,9 @@
     A(HOST_LAUNCH_US, 8.0, 5.0, 3.0)        /* host time to issue one launch */
 
 /* COUNTED: name, value. What the trainer does per step, as the cost model counts it under the
- * emulation (its --selftest fails when a count no longer matches). Bytes of the memory-bound
- * kernels (GEMMs and attention are costed by their shapes and FLOPs), launches, copies. */
+ * emulation (its --selftest fails when a count no longer matches): bytes of the memory-bound
+ * kernels (GEMMs and attention are costed by their shapes and FLOPs), launches, host waits.
+ * The copies are train_gpt.cu's (acts_upload_tokens, train_step's stats reads), not counted. */
 #define GPU_STEP_COUNTED(N) \
     N(LAYER_FWD_BYTES, 28.0)     /* per B*T*C, layer forward: the two fused residual + LayerNorm */ \
     N(LAYER_BWD_BYTES, 22.0)     /* per B*T*C, layer backward: the two LayerNorm backwards */ \

@@ -21,7 +21,7 @@
  * request model terms the tests call: plan_layer_params_gpu, plan_stage_params, plan_total_params,
  *   plan_layer_act_bytes, plan_memory, plan_time, plan_evaluate, plan_paper_flops,
  *   plan_tflops_per_gpu, plan_ring_allreduce_s, plan_reduce_scatter_s, plan_p2p_s,
- *   plan_gemm_s, plan_gemm_eff, plan_layer_fwd(_sp), plan_attn_core_fwd, plan_group_crosses_node,
+ *   plan_gemm_s, plan_gemm_eff, plan_layer_fwd(_sp), plan_attn_core_fwd, plan_slot(_kernels), plan_group_crosses_node,
  *   plan_check_layout; for SP / selective / interleaving plan_layer_keep_bytes,
  *   plan_recompute_work_bytes, plan_inflight_layers, plan_model_flops, plan_hw_flops; for the
  *   pipeline schedules plan_layer_w_bytes, plan_zb_backlog, plan_sched_name, plan_parse_schedules.
@@ -56,14 +56,22 @@
  * compute in TFLOP/s (1e12). Bandwidths are per GPU and per direction (NVIDIA quotes
  * NVLink bidirectional: A100's "600 GB/s" is 300 GB/s each way).
  *
+ * Compute: on the A100 cluster (selene-a100) each GEMM runs at the fitted gemm_eff x a shape
+ * term and the elementwise work at HBM rate (the model the paper's points are fitted with);
+ * on h100 and h200 the compute is the CUDA trainer's per-kernel model of gpu_step.h, the one
+ * dev/cuda/costmodel.py uses, so -plan and the cost model make one prediction of a GPU step
+ * (plan_slot_kernels; make cuda-costmodel holds them within 5%).
+ *
  * What the model leaves out (so the numbers are an estimate, not a promise):
  *   - overlap of communication with compute (everything modelled is on the critical path,
  *     as in Megatron's non-interleaved 1F1B with a DP all-reduce after the flush);
  *   - network contention between concurrent collectives in the fat tree (each GPU gets its
  *     own NIC's bandwidth), switch hops, NCCL protocol/algorithm choice (rings only);
- *   - GEMM tile and wave quantisation (the shape term x/(x + gemm_dim0) per dimension is a
- *     smooth stand-in), kernel launch gaps and host overheads (folded into gemm_eff),
- *     kernel fusion, FlashAttention (attention is materialised);
+ *   - fitted model: GEMM tile and wave quantisation (the shape term x/(x + gemm_dim0) per
+ *     dimension is a smooth stand-in), kernel launch gaps and host overheads (folded into
+ *     gemm_eff), kernel fusion, FlashAttention (attention is materialised); the per-kernel
+ *     model costs these (its own omissions: doc/cuda_speed.md, "Not modelled");
+ *   - memory: attention's probabilities are counted as materialised on every cluster;
  *   - dropout (the model has none); Megatron's scatter-gather of p2p messages without SP;
  *   - the software stack's own level: gemm_eff is fitted to MT-NLG's measured run (DeepSpeed
  *     + Megatron, 2021); Megatron-LM's published A100 runs sit at ~0.73 (README);
