@@ -29,7 +29,10 @@ logging rank, a line {"type":"train", "step", "gb", "ms", "micro", "t_compute_ms
 
 The micro-batch size is recovered from the log (mb = gb / (dp * micro)); recompute and
 ZeRO are not in the log, so give them. The model, cluster and any constants already in
-use go in --plan-args; the fit is relative to them.
+use go in --plan-args; the fit is relative to them. On the h100 and h200 clusters the
+planner's compute is the per-kernel model of llmc/planner/gpu_step.h: -plan-eff is its
+GEMM_SUSTAINED there, and its GEMM time includes attention (not scaled by -plan-eff), which
+the iteration below absorbs; a lasting refit goes into gpu_step.h (doc/cuda_speed.md).
 """
 import argparse
 import csv

@@ -22,9 +22,13 @@ to their symbols (B*T, C, 3C, 4C, V, Vp) at every counted shape. Counting pads t
 vocabulary to a multiple of 64 (-vpad 64) so Vp differs from every other dimension; the
 target is evaluated at the trainer's default padding (1024).
 
-How it is turned into time: ASSUMPTIONS below, each with a (slow, mid, fast) range. The
-prediction is the mid case; the range is the all-slow and all-fast corners (so it is wide,
-not a confidence interval). Every kernel is costed by one of three rules:
+How it is turned into time: the ASSUMPTIONS of llmc/planner/gpu_step.h, each with a (slow, mid,
+fast) range, the GPUs of the planner's cluster presets (read from the two headers below: the
+planner's -plan takes its compute term on the h100 and h200 clusters from the same file and the
+same rules, so there is one prediction of a GPU step). The prediction is the mid case; the
+range is the all-slow and all-fast corners (wide on purpose, not a confidence interval); the
+expected range moves one assumption at a time to its slow and fast value and combines the moves
+in quadrature. Every kernel is costed by one of three rules:
   * GEMM (every cuBLASLt call): 2mnk FLOPs at GEMM_SUSTAINED of the 989 TFLOP/s dense bf16
     peak (a large, well-shaped bf16 GEMM), times the wave quantization of the best of
     128x256 / 256x128 / 128x128 output tiles over 132 SMs (128x128 tiles pay TILE_EFF_128),
@@ -33,8 +37,9 @@ not a confidence interval). Every kernel is costed by one of three rules:
     for the fp32 weight gradients the C read and fp32 D write of beta = 1) at HBM rate,
     EPI_EXPOSED of it not hidden behind the main loop; plus GEMM_FIXED_US per call.
   * attention (every kernel kernel_times.py classes as attention): causal FLOPs (half of the
-    full T x T: forward 2*B*heads*T^2*hs per layer, backward 2.5x) at cuDNN's rates, the
-    backward at the deterministic algorithm's rate (the trainer builds it first).
+    full T x T: forward 2*B*heads*T^2*hs per layer, backward 2.5x) at cuDNN's rates; the
+    trainer builds cuDNN's deterministic backward first, which cuDNN 9.x on Hopper runs on a
+    dP workspace (B x heads x T^2 bf16, 537 MB per call at 1.3b): ATTN_DP_PASSES of it at HBM rate.
   * everything else (any kernel name, known or not): memory-bound, counted bytes at HBM_EFF
     of the HBM bandwidth plus KERNEL_FIXED_US per launch.
   Not kernels, but in the step: the fp32 gradient memset (4 bytes per parameter), a gap of
@@ -52,9 +57,12 @@ Usage: costmodel.py [--exe build/cuda-cost/train_gpt_cu] [--out DIR] [--mb 4] [-
                            stage prints beside the measured times: dev/cuda/kernel_times.py)
        [--attention cudnn-det|cudnn-nondet|tc]  (which attention the main prediction uses)
        [--markdown]   (print the per-kernel tables as markdown, for doc/cuda_speed.md)
-       [--selftest]   (the check make test runs: formulas, fits, held-out shape, prediction)
+       [--selftest]   (the check make test runs: formulas, fits, held-out shape, prediction,
+                       gpu_step.h's counted rows against the counts, and -plan's one-GPU step
+                       against this model's for PLAN_CONFIGS on H100 and H200, within 5%)
+       [--planner CMD]  (the planner --selftest runs: ./train_gpt -plan)
 """
-import argparse, concurrent.futures, itertools, json, math, os, re, subprocess, sys, tempfile
+import argparse, concurrent.futures, csv, itertools, json, math, os, re, shlex, subprocess, sys, tempfile
 
 import numpy as np
 
@@ -62,41 +70,50 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernel_times import kernel_class  # the classes ncu's measurement is grouped by
 
 # ------------------------------------------------------------------------------------------
-# ASSUMPTIONS: (slow, mid, fast). Change them here, nowhere else; doc/cuda_speed.md says why.
-PEAK_TFLOPS = 989.0            # dense bf16 tensor-core peak, H100 SXM and H200 (same GH100 SMs and clocks)
-HBM_TBS = {"H100": 3.35, "H200": 4.8}   # H100 SXM5 HBM3, H200 HBM3e (datasheets)
-SMS = 132
-A = {
-    # sustained fraction of PEAK for a large, well-shaped bf16 GEMM (full waves, k >= 8192), in a
-    # training loop (clocks under power limits); best-shape benchmarks reach ~0.80 (792-795 TFLOP/s)
-    "GEMM_SUSTAINED": (0.64, 0.72, 0.80),
-    "TILE_EFF_128": (0.85, 0.90, 0.95),      # a 128x128-tile kernel's rate relative to 128x256
-    "K0": (192.0, 128.0, 64.0),              # per-tile pipeline fill/drain in k-equivalents
-    "GEMM_FIXED_US": (5.0, 3.0, 2.0),        # per GEMM call: ramp-up and tail
-    "FUSED_EPI_RATE": (0.85, 0.95, 1.0),     # GELU_AUX_BIAS / DGELU_BGRAD / BGRADB kernels vs plain
-    "EPI_EXPOSED": (1.0, 0.5, 0.25),         # fraction of the epilogue's extra bytes not overlapped
-    "HBM_EFF": (0.70, 0.80, 0.90),           # streaming kernels' fraction of HBM bandwidth
-    "KERNEL_FIXED_US": (3.0, 2.0, 1.0),      # per launch of a memory-bound kernel (ramp, tail)
-    # cuDNN SDPA bf16, causal, head size 128, T = 2048 on H100/H200, TFLOP/s of causal FLOPs
-    "ATTN_FWD": (380.0, 450.0, 520.0),
-    "ATTN_BWD_NONDET": (320.0, 380.0, 440.0),
-    "ATTN_DET_FACTOR": (0.60, 0.75, 0.90),   # deterministic backward / non-deterministic
-    # the own tensor-core kernel (LLMC_ATTENTION=tc), the issue's estimate, not measured
-    "TC_FWD": (90.0, 115.0, 140.0),
-    "TC_BWD": (55.0, 75.0, 95.0),
-    "LAUNCH_GAP_US": (2.0, 1.0, 0.5),        # GPU idle between back-to-back kernels, host ahead
-    "DRAIN_US": (50.0, 20.0, 10.0),          # a host wait that drains the stream: wake-up + relaunch
-    "GUARD_US": (10.0, 0.0, 0.0),            # a micro-batch's upload-slot guard (hidden if host ahead)
-    "COPY_US": (8.0, 4.0, 2.0),              # one small cudaMemcpyAsync on the compute stream
-    "PCIE_GBS": (20.0, 25.0, 40.0),          # pinned host<->device
-    "HOST_LAUNCH_US": (8.0, 5.0, 3.0),       # host time to issue one launch (kernel or cuBLASLt)
-}
+# ASSUMPTIONS, COUNTED values, GEMM tables and tiles: llmc/planner/gpu_step.h, the one place the
+# planner (-plan on the h100 and h200 clusters) reads them from too; the GPUs (peak, HBM, SMs):
+# the planner's cluster presets in llmc/planner/planner.h. Change them there, nowhere else;
+# doc/cuda_speed.md says why each has its value.
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+GPU_STEP_H = os.path.join(ROOT, "llmc", "planner", "gpu_step.h")
+PLANNER_H = os.path.join(ROOT, "llmc", "planner", "planner.h")
+NUM = r"\s*([-+0-9.eE]+)\s*"
+
+
+def read_shared(step_h=GPU_STEP_H, planner_h=PLANNER_H):
+    """(assumed {name: (slow, mid, fast)}, counted {name: value}, layer GEMM rows, head GEMM rows,
+    tiles, K_REF, devices {GPU: (peak TFLOP/s, HBM TB/s, SMs)}) from the two headers."""
+    text = open(step_h).read()
+    assumed, counted, layer, head, tiles = {}, {}, [], [], []
+    for line in text.split("\n"):
+        m = re.match(r"\s*A\(\s*(\w+)\s*," + NUM + "," + NUM + "," + NUM + r"\)", line)
+        if m: assumed[m.group(1)] = tuple(float(m.group(i)) for i in (2, 3, 4))
+        m = re.match(r"\s*N\(\s*(\w+)\s*," + NUM + r"\)", line)
+        if m: counted[m.group(1)] = float(m.group(2))
+        m = re.match(r"\s*([GH])\(\s*([FBW])\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)", line)
+        if m: (layer if m.group(1) == "G" else head).append((m.group(2), m.group(3), m.group(4), m.group(5), int(m.group(6)), int(m.group(7))))
+        m = re.match(r"\s*T\(\s*(\d+)\s*,\s*(\d+)\s*\)", line)
+        if m: tiles.append((int(m.group(1)), int(m.group(2))))
+    m = re.search(r"#define GPU_STEP_K_REF" + NUM, text)
+    devices = {}
+    for line in open(planner_h).read().split("\n"):
+        d = re.match(r'\s*\{"(h100|h200)",\s*\d+,' + NUM + "," + NUM + "," + NUM + r",(?:[^,]*,){4}\s*(\d+),\s*1\s*\}", line)
+        if d: devices[d.group(1).upper()] = (float(d.group(2)), float(d.group(4)) / 1e3, int(d.group(5)))
+    want_a = ("GEMM_SUSTAINED", "TILE_EFF_128", "K0", "GEMM_FIXED_US", "FUSED_EPI_RATE", "EPI_EXPOSED", "HBM_EFF",
+              "KERNEL_FIXED_US", "ATTN_FWD", "ATTN_BWD", "ATTN_DP_PASSES", "TC_FWD", "TC_BWD", "LAUNCH_GAP_US",
+              "DRAIN_US", "GUARD_US", "COPY_US", "PCIE_GBS", "HOST_LAUNCH_US")
+    missing = [n for n in want_a if n not in assumed] + ([] if m else ["GPU_STEP_K_REF"]) + \
+        [g for g in ("H100", "H200") if g not in devices] + ([] if layer and head and tiles and counted else ["G/H/T/N rows"])
+    if missing:
+        sys.exit("costmodel: %s or %s lacks %s (one row per line, as the file's comment says)" % (step_h, planner_h, missing))
+    return assumed, counted, layer, head, tuple(tiles), float(m.group(1)), devices
+
+
+A, COUNTED, LAYER_GEMMS, HEAD_GEMMS, TILES, K_REF, DEVICES = read_shared()
+PEAK_TFLOPS = {g: d[0] for g, d in DEVICES.items()}   # dense bf16 tensor-core peak
+HBM_TBS = {g: d[1] for g, d in DEVICES.items()}       # TB/s
+SMS = {g: d[2] for g, d in DEVICES.items()}
 CASES = {"slow": 0, "mid": 1, "fast": 2}
-TILES = ((128, 256), (256, 128), (128, 128))
-K_REF = 8192.0                                # the k at which GEMM_SUSTAINED is stated
-# copies on the compute stream, from train_gpt.cu: acts_upload_tokens (inputs, targets and the
-# three embedding-bucket arrays) per micro-batch, train_step's two stats reads per step
-H2D_COPIES_PER_MICRO, D2H_COPIES_PER_STEP = 5, 2
 EPI_NAMES = {1: "", 4: " +bias", 164: " +GELU_AUX_BIAS", 208: " +DGELU_BGRAD", 512: " +BGRADB"}  # cuBLASLt enum values
 FUSED_EPIS = (164, 208, 512)
 COUNT_VPAD = 64
@@ -106,6 +123,14 @@ BASE = dict(L=2, B=2, T=32, C=256, heads=2, V=520)
 VARY = [dict(), dict(L=3), dict(B=4), dict(T=64), dict(C=384, heads=3), dict(V=1040)]
 HELD_OUT = dict(L=3, B=3, T=48, C=384, heads=3, V=780)
 TARGET = dict(L=24, B=4, T=2048, C=2048, heads=16, V=50257, vpad=1024)  # 1.3b
+# one GPU, 16 sequences per step: (what, shape, micro-batches per step); --selftest holds -plan's step
+# on the h100 and h200 clusters within 5% of this model's at each (the first is the prediction above)
+PLAN_CONFIGS = [
+    ("1.3b, micro-batch 4", dict(TARGET), 4),
+    ("1.3b, micro-batch 1", dict(TARGET, B=1), 16),
+    ("350m shape with head size 128, micro-batch 8", dict(L=24, B=8, T=2048, C=1024, heads=8, V=50257, vpad=1024), 2),
+    ("2.7b shape (L 32, C 2560), micro-batch 2", dict(L=32, B=2, T=2048, C=2560, heads=20, V=50257, vpad=1024), 8),
+]
 
 
 def shape(**kw):
@@ -267,21 +292,23 @@ def sym_value(sym, s):
 # the costing rules (pure functions of the assumptions; the self-test checks them by hand)
 
 def a(name, case):
+    """An assumption's value in a case: "slow", "mid", "fast", or a dict of some values (the rest mid)."""
+    if isinstance(case, dict): return case.get(name, A[name][1])
     return A[name][CASES[case]]
 
 
-def wave_eff(m, n, tm, tn, sms=SMS):
+def wave_eff(m, n, tm, tn, sms=SMS["H100"]):
     """(tiles, waves, efficiency) of an m x n output in tm x tn tiles over `sms` SMs."""
     tiles = math.ceil(m / tm) * math.ceil(n / tn)
     waves = math.ceil(tiles / sms)
     return tiles, waves, tiles / (waves * sms)
 
 
-def choose_tile(m, n, case="mid"):
+def choose_tile(m, n, case="mid", gpu="H100"):
     """The tile cuBLASLt is assumed to pick: the best wave-quantized rate of TILES."""
     best = None
     for tm, tn in TILES:
-        tiles, waves, w = wave_eff(m, n, tm, tn)
+        tiles, waves, w = wave_eff(m, n, tm, tn, SMS[gpu])
         e = w * (1.0 if tm * tn >= 128 * 256 else a("TILE_EFF_128", case))
         if best is None or e > best[0] + 1e-12: best = (e, "%dx%d" % (tm, tn), tiles, waves, w)
     return best
@@ -303,10 +330,10 @@ def epilogue_bytes(m, n, dbytes, epi):
 def gemm_cost(m, n, k, dbytes, epi, gpu, case="mid"):
     """ms of one call, and its details."""
     flops = 2.0 * m * n * k
-    eff, tile, tiles, waves, w = choose_tile(m, n, case)
+    eff, tile, tiles, waves, w = choose_tile(m, n, case, gpu)
     K0 = a("K0", case)
     keff = min(1.0, (k / (k + K0)) / (K_REF / (K_REF + K0)))
-    rate = PEAK_TFLOPS * 1e12 * a("GEMM_SUSTAINED", case) * eff * keff
+    rate = PEAK_TFLOPS[gpu] * 1e12 * a("GEMM_SUSTAINED", case) * eff * keff
     if epi in FUSED_EPIS or epi not in EPI_NAMES: rate *= a("FUSED_EPI_RATE", case)
     bw = HBM_TBS[gpu] * 1e12 * a("HBM_EFF", case)
     t_c = flops / rate
@@ -327,9 +354,17 @@ def attn_flops(B, heads, T, hs, causal=True):
 
 
 def attn_rates(kind, case):
+    """(forward, backward) TFLOP/s of causal FLOPs: cuDNN's fused kernels (the deterministic
+    backward's math runs at the same rate; its dP workspace traffic is costed apart), or the own kernel."""
     if kind == "tc": return a("TC_FWD", case), a("TC_BWD", case)
-    bwd = a("ATTN_BWD_NONDET", case) * (a("ATTN_DET_FACTOR", case) if kind == "cudnn-det" else 1.0)
-    return a("ATTN_FWD", case), bwd
+    return a("ATTN_FWD", case), a("ATTN_BWD", case)
+
+
+def dp_bytes(B, heads, T):
+    """cuDNN's dP workspace of one deterministic backward: B x heads x T64 x T64 bf16, T rounded up
+    to 64 (cuDNN 9.x on Hopper: dS goes there, a separate GEMM reads it for dQ); 537 MB at 1.3b, B 4."""
+    t64 = math.ceil(T / 64) * 64
+    return B * heads * t64 * t64 * 2.0
 
 
 def mem_cost(byts, launches, gpu, case="mid"):
@@ -453,8 +488,15 @@ def predict(M, s, gpu, micro, case="mid", attention="cudnn-det"):
     lbl = {"cudnn-det": "cuDNN, deterministic backward", "cudnn-nondet": "cuDNN, non-deterministic backward", "tc": "own tensor-core kernel"}[attention]
     rows.append(dict(ms=fwd * nl / (rf * 1e12) * 1e3, name="attention forward (%s)" % lbl.split(",")[0], cls="attention", kind="attention",
                      bytes=0.0, flops=fwd * nl, launches=nl, bound="compute", note="causal, %.0f TFLOP/s" % rf))
-    rows.append(dict(ms=bwd * nl / (rb * 1e12) * 1e3, name="attention backward (%s)" % lbl, cls="attention", kind="attention",
-                     bytes=0.0, flops=bwd * nl, launches=max(alaunch - nl, nl), bound="compute", note="causal, %.0f TFLOP/s" % rb))
+    # the deterministic backward's dP workspace: written by the dK/dV kernel, read by the dQ GEMM
+    dpb = a("ATTN_DP_PASSES", case) * dp_bytes(s["B"], s["heads"], s["T"]) * nl if attention == "cudnn-det" else 0.0
+    t_math = bwd * nl / (rb * 1e12)
+    t_dp = dpb / (HBM_TBS[gpu] * 1e12 * a("HBM_EFF", case))
+    note = "causal, %.0f TFLOP/s" % rb + (" + dP workspace %.2f GB/call x %.1f passes at HBM rate" % (
+        dp_bytes(s["B"], s["heads"], s["T"]) / 1e9, a("ATTN_DP_PASSES", case)) if dpb else "")
+    rows.append(dict(ms=(t_math + t_dp) * 1e3, name="attention backward (%s)" % lbl, cls="attention", kind="attention",
+                     bytes=dpb, flops=bwd * nl, launches=max(alaunch - nl, nl), bound="compute" if t_math >= t_dp else "memory",
+                     note=note))
     kernels_ms = sum(r["ms"] for r in rows)
     launches = sum(r["launches"] for r in rows)
     # not kernels: the gradient memset, gaps, host waits, copies
@@ -473,7 +515,7 @@ def predict(M, s, gpu, micro, case="mid", attention="cudnn-det"):
                       note="%d draining per step x %.0f us + %d slot guards x %.0f us" % (drains, a("DRAIN_US", case), guards, a("GUARD_US", case))))
     BT = s["B"] * s["T"]
     cbytes = micro * (4.0 * BT * 2 + 4.0 * (2 * min(BT, s["V"]) + 1 + BT)) + 24.0
-    ncopies = micro * H2D_COPIES_PER_MICRO + D2H_COPIES_PER_STEP
+    ncopies = micro * COUNTED["H2D_COPIES"] + COUNTED["D2H_COPIES"]
     extra.append(dict(ms=(ncopies * a("COPY_US", case) * 1e-6 + cbytes / (a("PCIE_GBS", case) * 1e9)) * 1e3, name="token uploads and stats reads",
                       cls="(copies)", kind="other", bytes=cbytes, flops=0.0, launches=0, bound="latency", note="%d copies" % ncopies))
     host_ms = launches * a("HOST_LAUNCH_US", case) * 1e-3
@@ -484,7 +526,7 @@ def predict(M, s, gpu, micro, case="mid", attention="cudnn-det"):
     rows.sort(key=lambda r: -r["ms"])
     total = kernels_ms + sum(r["ms"] for r in extra)
     gb = s["B"] * micro
-    mfu = {c: model_flops(s, gb, c) / (total * 1e-3) / (PEAK_TFLOPS * 1e12) for c in ("paper", "llmc")}
+    mfu = {c: model_flops(s, gb, c) / (total * 1e-3) / (PEAK_TFLOPS[gpu] * 1e12) for c in ("paper", "llmc")}
     return dict(rows=rows, extra=extra, kernels_ms=kernels_ms, ms=total, mfu=mfu, host_ms=host_ms, launches=launches)
 
 
@@ -511,7 +553,7 @@ def report(M, target, micro, log, attention="cudnn-det", markdown=False):
         log("  %s: predicted %.1f ms/step (range %.1f-%.1f), %.0f tokens/s; kernels %.1f ms, not kernels %.1f ms" % (
             gpu, mid["ms"], hi["ms"], lo["ms"], gb * target["T"] / (mid["ms"] * 1e-3), mid["kernels_ms"], mid["ms"] - mid["kernels_ms"]))
         for c, lbl in (("paper", "paper's model FLOPs (f=3, full attention)"), ("llmc", "llm.c convention (causal attention halved)")):
-            log("      MFU %-44s %.1f%% (range %.1f-%.1f%%) of %.0f TFLOP/s" % (lbl, 100 * mid["mfu"][c], 100 * lo["mfu"][c], 100 * hi["mfu"][c], PEAK_TFLOPS))
+            log("      MFU %-44s %.1f%% (range %.1f-%.1f%%) of %.0f TFLOP/s" % (lbl, 100 * mid["mfu"][c], 100 * lo["mfu"][c], 100 * hi["mfu"][c], PEAK_TFLOPS[gpu]))
         log("  every kernel on %s (mid case), then what is not a kernel:" % gpu)
         for r in mid["rows"] + mid["extra"]:
             log("    %8.3f ms  %5.1f%%  %-8s %s [%s; %s; %s]" % (r["ms"], 100 * r["ms"] / mid["ms"], r["bound"], r["name"],
@@ -529,6 +571,20 @@ def report(M, target, micro, log, attention="cudnn-det", markdown=False):
                   fmt_bytes(r["bytes"]), "%.1f T" % (r["flops"] / 1e12) if r["flops"] else "-", r["ms"], r2["ms"], r["bound"]))
         print("| **step** | | | | **%.1f** (%.1f-%.1f) | **%.1f** (%.1f-%.1f) | |\n" % (
             P1["ms"], res["H100"]["fast"]["ms"], res["H100"]["slow"]["ms"], P2["ms"], res["H200"]["fast"]["ms"], res["H200"]["slow"]["ms"]))
+    # what would move it: each assumption alone at its slow and fast value, the rest mid; the
+    # expected range combines those moves in quadrature (each slow/fast pair read as that
+    # factor's plausible extremes, the factors independent), narrower than the corners
+    for gpu in ("H100", "H200"):
+        sens, lo_ms, hi_ms = sensitivity(M, target, gpu, micro, attention)
+        mid = res[gpu]["mid"]
+        res[gpu]["expected"] = (lo_ms, hi_ms)
+        mfu = lambda ms: model_flops(target, gb, "paper") / (ms * 1e-3) / (PEAK_TFLOPS[gpu] * 1e12)
+        log("  %s expected range (one assumption at a time, combined in quadrature): %.1f-%.1f ms/step, MFU paper %.1f-%.1f%% "
+            "(mid %.1f%%); what moves it most (ms at slow / fast, MFU points):" % (gpu, lo_ms, hi_ms, 100 * mfu(hi_ms), 100 * mfu(lo_ms),
+                                                                                   100 * mid["mfu"]["paper"]))
+        for name, t_slow, t_fast in sens[:8]:
+            log("    %-16s %-22s %+7.1f / %+6.1f ms   %+5.1f / %+4.1f points" % (name, "%g / %g / %g" % A[name], t_slow - mid["ms"],
+                t_fast - mid["ms"], 100 * (mfu(t_slow) - mid["mfu"]["paper"]), 100 * (mfu(t_fast) - mid["mfu"]["paper"])))
     # the alternatives: the other attention paths
     for alt in ("cudnn-nondet", "tc", "cudnn-det"):
         if alt == attention: continue
@@ -543,6 +599,20 @@ def report(M, target, micro, log, attention="cudnn-det", markdown=False):
     return res, bad
 
 
+def sensitivity(M, target, gpu, micro, attention):
+    """[(name, ms with it slow, ms with it fast)] sorted by the spread, and the expected range (ms)."""
+    mid = predict(M, target, gpu, micro, "mid", attention)["ms"]
+    out = []
+    for name in A:
+        if name.startswith("TC_") != (attention == "tc"): continue  # the other attention path's rates
+        t = [predict(M, target, gpu, micro, {name: A[name][i]}, attention)["ms"] for i in (0, 2)]
+        out.append((name, t[0], t[1]))
+    out.sort(key=lambda x: -abs(x[1] - x[2]))
+    up = math.sqrt(sum(max(0.0, x - mid) ** 2 + max(0.0, y - mid) ** 2 for _, x, y in out))
+    down = math.sqrt(sum(max(0.0, mid - x) ** 2 + max(0.0, mid - y) ** 2 for _, x, y in out))
+    return out, mid - down, mid + up
+
+
 def write_pred_tsv(path, res, target, micro, attention):
     with open(path, "w") as f:
         f.write("# PREDICTION of the cost model (dev/cuda/costmodel.py), not a measurement: ms per step by kernel class\n")
@@ -550,13 +620,121 @@ def write_pred_tsv(path, res, target, micro, attention):
             target["T"], target["B"], micro, attention))
         for gpu, P in res.items():
             mid, lo, hi = P["mid"], P["slow"], P["fast"]
-            f.write("# %s: kernels %.1f ms (range %.1f-%.1f); step %.1f ms (%.1f-%.1f) with what ncu does not time (gradient memset, gaps, host waits, copies: %.2f ms); "
-                    "MFU paper %.1f%% (%.1f-%.1f), llm.c %.1f%% (%.1f-%.1f)\n" % (
-                        gpu, mid["kernels_ms"], hi["kernels_ms"], lo["kernels_ms"], mid["ms"], hi["ms"], lo["ms"], mid["ms"] - mid["kernels_ms"],
+            e_lo, e_hi = P["expected"]
+            f.write("# %s: kernels %.1f ms (range %.1f-%.1f); step %.1f ms (%.1f-%.1f; expected %.1f-%.1f) with what ncu does not time (gradient memset, gaps, "
+                    "host waits, copies: %.2f ms); MFU paper %.1f%% (%.1f-%.1f; expected %.1f-%.1f), llm.c %.1f%% (%.1f-%.1f)\n" % (
+                        gpu, mid["kernels_ms"], hi["kernels_ms"], lo["kernels_ms"], mid["ms"], hi["ms"], lo["ms"], e_lo, e_hi, mid["ms"] - mid["kernels_ms"],
                         100 * mid["mfu"]["paper"], 100 * lo["mfu"]["paper"], 100 * hi["mfu"]["paper"],
+                        100 * mid["mfu"]["paper"] * mid["ms"] / e_hi, 100 * mid["mfu"]["paper"] * mid["ms"] / e_lo,
                         100 * mid["mfu"]["llmc"], 100 * lo["mfu"]["llmc"], 100 * hi["mfu"]["llmc"]))
         for gpu, P in res.items():
             for c, t in sorted(pred_classes(P["mid"]).items(), key=lambda x: -x[1]): f.write("%s\t%s\t%.4f\n" % (gpu, c, t))
+
+
+SYM = {"C": "C", "CT": "C", "C3T": "3C", "C4T": "4C", "VT": "Vp", "BT": "BT"}  # gpu_step.h's symbols at TP 1
+
+
+def table_gemms(s):
+    """The GEMMs gpu_step.h lists for one micro-batch at TP 1: {(m, n, k, bytes out, epilogue): count}."""
+    out = {}
+    for rows, n in ((LAYER_GEMMS, s["L"]), (HEAD_GEMMS, 1)):
+        for _, m, n_, k, db, epi in rows:
+            key = (SYM[m], SYM[n_], SYM[k], db, epi)
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+def table_counts(s, params):
+    """What gpu_step.h's COUNTED rows say one GPU does (TP 1, one stage): bytes of the memory-bound
+    kernels per micro-batch and per step (the gradient memset included), launches per micro-batch
+    and per step (kernels, GEMMs and attention)."""
+    N, L = COUNTED, s["L"]
+    btc = s["B"] * s["T"] * s["C"]
+    micro_b = (L * (N["LAYER_FWD_BYTES"] + N["LAYER_BWD_BYTES"]) * btc + L * N["BIAS_ACC_BYTES"] * 9 * s["C"] +
+               (N["FIRST_FWD_BYTES"] + N["FIRST_BWD_BYTES"] + N["LAST_BWD_BYTES"]) * btc + N["HEAD_BYTES"] * s["B"] * s["T"] * vp(s))
+    micro_l = (L * (len(LAYER_GEMMS) + N["ATTN_FWD_LAUNCHES"] + N["ATTN_BWD_LAUNCHES"] + N["LAYER_FWD_LAUNCHES"] + N["LAYER_BWD_LAUNCHES"]) +
+               len(HEAD_GEMMS) + N["FIRST_FWD_LAUNCHES"] + N["FIRST_BWD_LAUNCHES"] + N["LAST_FWD_LAUNCHES"] + N["LAST_BWD_LAUNCHES"])
+    return micro_b, N["PARAM_STEP_BYTES"] * params, micro_l, N["STEP_LAUNCHES"]
+
+
+def model_counts(M, s):
+    """The same four from the counted model (fitted sizes) at shape s."""
+    micro_b = step_b = micro_l = step_l = 0.0
+    for m in M["mem"].values():
+        b, n = evaluate(m["bytes"], s), evaluate(m["launches"], s)
+        micro_b += b * (1 - m["step_frac"]); step_b += b * m["step_frac"]
+        micro_l += n * (1 - m["step_frac_l"]); step_l += n * m["step_frac_l"]
+    micro_l += sum(evaluate(m["launches"], s) for m in M["attn"].values()) + sum(evaluate(g["count"], s) for g in M["gemms"].values())
+    return micro_b, step_b + 4.0 * evaluate(M["params"], s), micro_l, step_l
+
+
+def selftest_counted(M, held, kern, g, meta, check):
+    """gpu_step.h's COUNTED rows and GEMM tables (what the planner uses) against the counts."""
+    t = TARGET
+    want, got = table_gemms(t), {k: evaluate(v["count"], t) for k, v in M["gemms"].items()}
+    check(set(want) == set(got) and all(abs(want[k] - got[k]) < 1e-6 for k in want),
+          "gpu_step.h's GEMM tables are the counted GEMMs (per micro-batch at 1.3b): %s" % (
+              "same" if set(want) == set(got) else "table only %s, counted only %s" % (sorted(set(want) - set(got)), sorted(set(got) - set(want)))))
+    tb = table_counts(t, evaluate(M["params"], t))
+    mb = model_counts(M, t)
+    for i, what, tol in ((0, "bytes per micro-batch", 0.03), (1, "bytes per step", 0.03)):
+        e = abs(tb[i] - mb[i]) / mb[i]
+        check(e <= tol, "gpu_step.h's counted rows at 1.3b, memory-bound %s: %.4g against the counted model's %.4g (%.1f%%, tolerance %.0f%%)" % (
+            what, tb[i], mb[i], 100 * e, 100 * tol))
+    check(tb[2] == round(mb[2]) and tb[3] == round(mb[3]), "gpu_step.h's launches at 1.3b: %d per micro-batch + %d per step, counted %.0f + %.0f" % (
+        tb[2], tb[3], mb[2], mb[3]))
+    check(COUNTED["DRAINS"] == M["syncs"]["per_step"] and COUNTED["GUARDS"] == M["syncs"]["per_micro"],
+          "gpu_step.h's host waits: %d draining per step + %d guard per micro-batch, the trainer's log %d + %d" % (
+              COUNTED["DRAINS"], COUNTED["GUARDS"], M["syncs"]["per_step"], M["syncs"]["per_micro"]))
+    # against the held-out shape's fresh count (one step of one micro-batch; the memset is no kernel)
+    hb = table_counts(held, meta["params"])
+    cb = sum(v[1] + v[2] for k, v in kern.items() if kernel_class(k) != "attention")
+    e = abs(hb[0] + hb[1] - 4.0 * meta["params"] - cb) / cb
+    check(e <= 0.05, "gpu_step.h's counted rows at the held-out shape: %.4g bytes, counted afresh %.4g (%.1f%%, tolerance 5%%)" % (
+        hb[0] + hb[1] - 4.0 * meta["params"], cb, 100 * e))
+    cl = sum(v[0] for v in kern.values()) + sum(g.values())
+    check(hb[2] + hb[3] == cl, "gpu_step.h's launches at the held-out shape: %d, counted afresh %d" % (hb[2] + hb[3], cl))
+
+
+def plan_step(planner, s, micro, gpu):
+    """-plan's one-GPU step for shape s: {column: value} of its CSV row (seconds), or an error line."""
+    with tempfile.TemporaryDirectory(prefix="costmodel_plan_") as td:
+        path = os.path.join(td, "plan.csv")
+        cmd = shlex.split(planner) + [
+            "-L", str(s["L"]), "-H", str(s["C"]), "-heads", str(s["heads"]), "-seq", str(s["T"]), "-V", str(s["V"]),
+            "-vpad", str(s.get("vpad", 1024)), "-mb", str(s["B"]), "-gb", str(s["B"] * micro), "-ramp", "off", "-tp", "1", "-pp", "1",
+            "-dp", "1", "-recompute", "0", "-zero", "0", "-sp", "0", "-vpp", "1", "-cluster", gpu.lower(), "-nodes", "1",
+            "-gpus-per-node", "1", "-plan-csv", path]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return "%s: %s (build it: make train_gpt)" % (" ".join(cmd), e)
+        rows = [x for x in csv.DictReader(open(path, newline=""))] if os.path.exists(path) else []
+        rows = [x for x in rows if x.get("iter_s")]
+        if len(rows) != 1:
+            return "%s gave %d timed rows (rc %d): %s" % (" ".join(cmd), len(rows), r.returncode, (r.stdout + r.stderr)[-400:])
+        return {k: float(v) for k, v in rows[0].items() if k in ("iter_s", "t_gemm_s", "t_mem_s", "t_opt_s", "mfu")}
+
+
+def selftest_planner(M, planner, check, log):
+    """-plan's one-GPU step against this model's (mid case, cuDNN with the deterministic backward):
+    within 5% for every PLAN_CONFIGS shape on H100 and H200, and their GEMMs + attention within 1%
+    (the same table, the same rules, gpu_step.h's constants)."""
+    log("-plan's one-GPU step (llmc/planner/planner.h with gpu_step.h) against this model's, mid case:")
+    for what, s, micro in PLAN_CONFIGS:
+        for gpu in ("H100", "H200"):
+            P = predict(M, s, gpu, micro, "mid", "cudnn-det")
+            q = plan_step(planner, s, micro, gpu)
+            if isinstance(q, str):
+                check(False, "-plan %s on %s: %s" % (what, gpu, q))
+                continue
+            comp = sum(r["ms"] for r in P["rows"] if r["kind"] in ("gemm", "attention"))
+            e = q["iter_s"] * 1e3 / P["ms"] - 1
+            ec = q["t_gemm_s"] * 1e3 / comp - 1
+            check(abs(e) <= 0.05, "%s on %s: -plan %.1f ms/step (MFU %.1f%%), cost model %.1f ms (%.1f%%): %+.1f%% (tolerance 5%%)" % (
+                what, gpu, q["iter_s"] * 1e3, 100 * q["mfu"], P["ms"], 100 * P["mfu"]["paper"], 100 * e))
+            check(abs(ec) <= 0.01, "%s on %s: GEMMs + attention, -plan %.1f ms, cost model %.1f ms (%+.2f%%); the rest %.1f against %.1f ms" % (
+                what, gpu, q["t_gemm_s"] * 1e3, comp, 100 * ec, (q["iter_s"] - q["t_gemm_s"]) * 1e3, P["ms"] - comp))
 
 
 def selftest_formulas(check):
@@ -573,7 +751,7 @@ def selftest_formulas(check):
     # a large GEMM at k = K_REF on full waves runs at exactly GEMM_SUSTAINED x peak (minus the fixed cost)
     m_, n_, k_ = 128 * 12, 256 * 11, 8192   # 132 tiles: one full wave
     t, d = gemm_cost(m_, n_, k_, 2, 1, "H100")
-    want = 2.0 * m_ * n_ * k_ / (PEAK_TFLOPS * 1e12 * A["GEMM_SUSTAINED"][1]) * 1e3 + A["GEMM_FIXED_US"][1] * 1e-3
+    want = 2.0 * m_ * n_ * k_ / (PEAK_TFLOPS["H100"] * 1e12 * A["GEMM_SUSTAINED"][1]) * 1e3 + A["GEMM_FIXED_US"][1] * 1e-3
     check(abs(t - want) < 1e-12 and d["wave"] == 1.0, "one full wave at k=8192: %.6f ms = 2mnk / (%.2f x 989 TFLOP/s) + %.0f us (got %.6f)" % (want, A["GEMM_SUSTAINED"][1], A["GEMM_FIXED_US"][1], t))
     # fp32 weight gradient (beta = 1) pays C read + fp32 D write: 6 bytes per element more than bf16 out
     check(epilogue_bytes(100, 30, 4, 1) == 6.0 * 3000 and epilogue_bytes(100, 30, 2, 164) == 2.0 * 3000 + 200,
@@ -585,9 +763,9 @@ def selftest_formulas(check):
     f_c, b_c = attn_flops(1, 1, 4, 2, causal=True)
     f_f, b_f = attn_flops(1, 1, 4, 2, causal=False)
     check(f_f == 128.0 and f_c == 64.0 and b_c == 160.0 and b_f == 320.0, "attention FLOPs T=4 hs=2: full 128 / causal 64 forward, backward 320 / 160 (got %g %g %g %g)" % (f_f, f_c, b_f, b_c))
-    det_f, det_b = attn_rates("cudnn-det", "mid")
-    nd_f, nd_b = attn_rates("cudnn-nondet", "mid")
-    check(det_f == nd_f and det_b < nd_b, "deterministic cuDNN backward slower than non-deterministic (%.0f < %.0f TFLOP/s)" % (det_b, nd_b))
+    # cuDNN's dP workspace at 1.3b, micro-batch 4: 4 x 16 heads x 2048 x 2048 x 2 bytes = 512 MiB; T rounds up to 64
+    check(dp_bytes(4, 16, 2048) == 536870912.0 and dp_bytes(1, 1, 65) == 128 * 128 * 2.0,
+          "dP workspace: 4 x 16 x 2048^2 x 2 = 536870912 bytes (got %.0f); T = 65 pads to 128 (got %.0f)" % (dp_bytes(4, 16, 2048), dp_bytes(1, 1, 65)))
     # the two MFU conventions: B=1, s=12, L=1, H=2, V=32, f=3: 72*12*4 = 3456 x (1 + 1 + 1) = 10368
     # (paper); x (1 + 0.5 + 1) = 8640 (llm.c); at 1 s over a 20736 FLOP/s peak: 50% and 41.67%
     s = dict(L=1, B=1, T=12, C=2, heads=1, V=32)
@@ -612,6 +790,8 @@ def main():
     ap.add_argument("--pred-tsv", default=None)
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--attention", default="cudnn-det", choices=("cudnn-det", "cudnn-nondet", "tc"))
+    ap.add_argument("--planner", default="./train_gpt -plan",
+                    help="the planner whose one-GPU step --selftest compares (default ./train_gpt -plan)")
     ap.add_argument("--attn-tflops", nargs=2, type=float, metavar=("FWD", "BWD"),
                     help="attention rate (all cases) instead of the assumed one of --attention")
     a_ = ap.parse_args()
@@ -619,12 +799,12 @@ def main():
     os.makedirs(work, exist_ok=True)
     log = lambda m: print(m, flush=True)
     if a_.attn_tflops:
-        key = {"tc": ("TC_FWD", "TC_BWD")}.get(a_.attention, ("ATTN_FWD", "ATTN_BWD_NONDET"))
+        key = {"tc": ("TC_FWD", "TC_BWD")}.get(a_.attention, ("ATTN_FWD", "ATTN_BWD"))
         A[key[0]] = (a_.attn_tflops[0],) * 3
         A[key[1]] = (a_.attn_tflops[1],) * 3
-        if a_.attention == "cudnn-det": A["ATTN_DET_FACTOR"] = (1.0,) * 3
     log("assumptions (slow, mid, fast): " + "; ".join("%s %s" % (k, v) for k, v in A.items()))
-    log("  peak %.0f TFLOP/s bf16 dense, HBM %s TB/s, %d SMs, tiles %s" % (PEAK_TFLOPS, HBM_TBS, SMS, ", ".join("%dx%d" % t for t in TILES)))
+    log("  GPUs (planner.h's presets): %s; tiles %s (gpu_step.h)" % ("; ".join("%s %.0f TFLOP/s bf16 dense, HBM %.2f TB/s, %d SMs" % (
+        g, PEAK_TFLOPS[g], HBM_TBS[g], SMS[g]) for g in sorted(DEVICES)), ", ".join("%dx%d" % t for t in TILES)))
     npass = nfail = 0
     def check(ok, msg):
         nonlocal npass, nfail
@@ -705,6 +885,20 @@ def main():
         check(abs(mid["mfu"]["llmc"] / mid["mfu"]["paper"] - want_ratio) < 1e-12, "%s MFU ratio llm.c/paper = FLOP ratio %.4f" % (gpu, want_ratio))
     h1, h2 = res["H100"]["mid"], res["H200"]["mid"]
     check(h2["ms"] < h1["ms"], "H200 (more HBM bandwidth) predicted faster than H100: %.1f < %.1f ms" % (h2["ms"], h1["ms"]))
+    # cuDNN's deterministic backward on cuDNN 9.x / Hopper (the dP-workspace path): its extra over the
+    # non-deterministic backward is the workspace traffic, 96 calls x 537 MB x ATTN_DP_PASSES at HBM rate
+    bd = [r for r in h1["rows"] if r["name"].startswith("attention backward")][0]
+    bn = [r for r in predict(M, target, "H100", micro, "mid", "cudnn-nondet")["rows"] if r["name"].startswith("attention backward")][0]
+    want = t["L"] * micro * dp_bytes(t["B"], t["heads"], t["T"]) * A["ATTN_DP_PASSES"][1] / (HBM_TBS["H100"] * 1e12 * A["HBM_EFF"][1]) * 1e3
+    check(abs(bd["ms"] - bn["ms"] - want) < 1e-9 * want, "deterministic backward = non-deterministic + dP traffic: %.2f ms = %d x %.0f MB x %.1f at %.0f GB/s" % (
+        bd["ms"] - bn["ms"], t["L"] * micro, dp_bytes(t["B"], t["heads"], t["T"]) / 1e6, A["ATTN_DP_PASSES"][1], HBM_TBS["H100"] * 1e3 * A["HBM_EFF"][1]))
+    for gpu in ("H100", "H200"):
+        lo_ms, hi_ms = res[gpu]["expected"]
+        P = res[gpu]
+        check(P["fast"]["ms"] <= lo_ms <= P["mid"]["ms"] <= hi_ms <= P["slow"]["ms"], "%s expected range %.1f-%.1f ms lies inside the corners %.1f-%.1f" % (
+            gpu, lo_ms, hi_ms, P["fast"]["ms"], P["slow"]["ms"]))
+    selftest_counted(M, s, kern, g, meta, check)
+    selftest_planner(M, a_.planner, check, log)
     print("%d passed, %d failed" % (npass, nfail))
     return 0 if nfail == 0 else 1
 

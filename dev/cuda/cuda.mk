@@ -301,9 +301,10 @@ $(CUDA_BUILD)-cost/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wil
 	@mkdir -p $(@D)
 	$(CUDA_COST_CXX) $(CUDA_COST_FLAGS) -x c++ $< -x none -o $@ -lpthread
 
-cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu
+# --selftest also holds `./train_gpt -plan`'s one-GPU step (h100, h200) within 5% of the model's
+cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu train_gpt
 	/usr/bin/python3 $(CUDA_DIR)/costmodel.py --exe $(CUDA_BUILD)-cost/train_gpt_cu --out \
-	    $(CUDA_BUILD)-cost/counts --selftest --pred-tsv $(CUDA_DIR)/costmodel_pred.tsv
+	    $(CUDA_BUILD)-cost/counts --selftest --pred-tsv $(CUDA_DIR)/costmodel_pred.tsv --planner "./train_gpt -plan"
 	/usr/bin/python3 $(CUDA_DIR)/kernel_times.py --selftest
 
 # every binary the CUDA tests above run, so `make test` can build them side by side up front

@@ -21,7 +21,7 @@
  * request model terms the tests call: plan_layer_params_gpu, plan_stage_params, plan_total_params,
  *   plan_layer_act_bytes, plan_memory, plan_time, plan_evaluate, plan_paper_flops,
  *   plan_tflops_per_gpu, plan_ring_allreduce_s, plan_reduce_scatter_s, plan_p2p_s,
- *   plan_gemm_s, plan_gemm_eff, plan_layer_fwd(_sp), plan_attn_core_fwd, plan_group_crosses_node,
+ *   plan_gemm_s, plan_gemm_eff, plan_layer_fwd(_sp), plan_attn_core_fwd, plan_slot(_kernels), plan_group_crosses_node,
  *   plan_check_layout; for SP / selective / interleaving plan_layer_keep_bytes,
  *   plan_recompute_work_bytes, plan_inflight_layers, plan_model_flops, plan_hw_flops; for the
  *   pipeline schedules plan_layer_w_bytes, plan_zb_backlog, plan_sched_name, plan_parse_schedules.
@@ -56,14 +56,22 @@
  * compute in TFLOP/s (1e12). Bandwidths are per GPU and per direction (NVIDIA quotes
  * NVLink bidirectional: A100's "600 GB/s" is 300 GB/s each way).
  *
+ * Compute: on the A100 cluster (selene-a100) each GEMM runs at the fitted gemm_eff x a shape
+ * term and the elementwise work at HBM rate (the model the paper's points are fitted with);
+ * on h100 and h200 the compute is the CUDA trainer's per-kernel model of gpu_step.h, the one
+ * dev/cuda/costmodel.py uses, so -plan and the cost model make one prediction of a GPU step
+ * (plan_slot_kernels; make cuda-costmodel holds them within 5%).
+ *
  * What the model leaves out (so the numbers are an estimate, not a promise):
  *   - overlap of communication with compute (everything modelled is on the critical path,
  *     as in Megatron's non-interleaved 1F1B with a DP all-reduce after the flush);
  *   - network contention between concurrent collectives in the fat tree (each GPU gets its
  *     own NIC's bandwidth), switch hops, NCCL protocol/algorithm choice (rings only);
- *   - GEMM tile and wave quantisation (the shape term x/(x + gemm_dim0) per dimension is a
- *     smooth stand-in), kernel launch gaps and host overheads (folded into gemm_eff),
- *     kernel fusion, FlashAttention (attention is materialised);
+ *   - fitted model: GEMM tile and wave quantisation (the shape term x/(x + gemm_dim0) per
+ *     dimension is a smooth stand-in), kernel launch gaps and host overheads (folded into
+ *     gemm_eff), kernel fusion, FlashAttention (attention is materialised); the per-kernel
+ *     model costs these (its own omissions: doc/cuda_speed.md, "Not modelled");
+ *   - memory: attention's probabilities are counted as materialised on every cluster;
  *   - dropout (the model has none); Megatron's scatter-gather of p2p messages without SP;
  *   - the software stack's own level: gemm_eff is fitted to MT-NLG's measured run (DeepSpeed
  *     + Megatron, 2021); Megatron-LM's published A100 runs sit at ~0.73 (README);
@@ -77,6 +85,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "gpu_step.h"
 
 #define PLAN_MAX_SCALING 32
 #define PLAN_ERR_LEN 512 /* same as config.h's CFG_ERR_LEN */
@@ -98,11 +108,15 @@ typedef struct {
     double inter_gbps;       /* InfiniBand per GPU per direction, GB/s */
     double intra_latency_us; /* per ring step inside a node */
     double latency_us;       /* per ring step / message across nodes */
+    int sms;                 /* streaming multiprocessors per GPU (the GEMMs' wave quantization) */
+    int kernels;             /* 1: compute from the per-kernel model (gpu_step.h); 0: the fitted A100 model */
 } Cluster;
 
 /* The one set of constants. gemm_eff is fitted (to the paper's three Selene points, see
  * README "Planning a run" and dev/calibrate_planner.py); the other three are typical measured
- * fractions, documented rather than fitted. */
+ * fractions, documented rather than fitted. On the h100 and h200 clusters the compute comes
+ * from gpu_step.h's per-kernel model instead, whose GEMM and HBM efficiencies are kernel_gemm
+ * and kernel_hbm (-plan-eff and -plan-hbm-eff set both models' value). */
 typedef struct {
     double gemm_eff;     /* achieved fraction of peak for large GEMMs (lumps kernel gaps) */
     double gemm_dim0;    /* shape term: a GEMM dimension x reaches x/(x + gemm_dim0) of gemm_eff */
@@ -111,6 +125,8 @@ typedef struct {
     double workspace_gb; /* per-GPU fixed extra: CUDA context, cuBLAS workspace, NCCL buffers (GiB) */
     double headroom;     /* the recommendation leaves this fraction of GPU memory free */
     double w_share;      /* W (weight-gradient GEMMs) / the backward of the weight-carrying GEMMs */
+    double kernel_gemm;  /* per-kernel model: a large GEMM's sustained fraction of peak (GEMM_SUSTAINED) */
+    double kernel_hbm;   /* per-kernel model: streaming kernels' fraction of HBM bandwidth (HBM_EFF) */
 } PlanConsts;
 
 /* recompute: 0 none, 1 full (the paper), 2 selective (config.h's RECOMPUTE_* values);
@@ -192,21 +208,25 @@ typedef struct {
 /* presets                                                                                */
 
 static inline int cluster_preset(const char* name, Cluster* out) {
-    /* name, GPUs/node, bf16 TFLOP/s, GiB, HBM GB/s, NVLink GB/s/dir, IB GB/s/GPU, lat intra, lat inter */
+    /* name, GPUs/node, bf16 TFLOP/s, GiB, HBM GB/s, NVLink GB/s/dir, IB GB/s/GPU, lat intra, lat inter,
+     * SMs, compute model (1: gpu_step.h's per-kernel model; 0: the fitted one). dev/cuda/costmodel.py
+     * reads the h100 and h200 rows (peak, HBM, SMs): keep each row on one line. */
     static const struct {
         const char* name;
         int g;
         double peak, mem, hbm, intra, inter, lat_intra, lat;
+        int sms, kernels;
     } P[] = {
         /* DGX A100 80GB (Selene): 8x A100-SXM4-80GB, 312 TFLOP/s dense bf16, 2039 GB/s HBM2e,
          * NVLink3 via NVSwitch 600 GB/s bidirectional = 300 GB/s per direction,
-         * 8x 200 Gb/s HDR InfiniBand per node = 25 GB/s per GPU. */
-        {"selene-a100", 8, 312.0, 80.0, 2039.0, 300.0, 25.0, 2.0, 5.0},
+         * 8x 200 Gb/s HDR InfiniBand per node = 25 GB/s per GPU, 108 SMs. The fitted model: its
+         * gemm_eff is fitted to the MT-NLG run on this cluster. */
+        {"selene-a100", 8, 312.0, 80.0, 2039.0, 300.0, 25.0, 2.0, 5.0, 108, 0},
         /* DGX H100: 8x H100-SXM5-80GB, 989 TFLOP/s dense bf16, 3350 GB/s HBM3, NVLink4 900 GB/s
-         * bidirectional = 450 per direction, 8x 400 Gb/s NDR InfiniBand = 50 GB/s per GPU. */
-        {"h100", 8, 989.0, 80.0, 3350.0, 450.0, 50.0, 2.0, 5.0},
+         * bidirectional = 450 per direction, 8x 400 Gb/s NDR InfiniBand = 50 GB/s per GPU, 132 SMs. */
+        {"h100", 8, 989.0, 80.0, 3350.0, 450.0, 50.0, 2.0, 5.0, 132, 1},
         /* DGX H200: as H100 with 141 GB HBM3e (140 GiB usable) at 4800 GB/s. */
-        {"h200", 8, 989.0, 140.0, 4800.0, 450.0, 50.0, 2.0, 5.0},
+        {"h200", 8, 989.0, 140.0, 4800.0, 450.0, 50.0, 2.0, 5.0, 132, 1},
     };
     for (size_t i = 0; i < sizeof(P) / sizeof(P[0]); i++) {
         if (strcmp(P[i].name, name) == 0) {
@@ -220,6 +240,8 @@ static inline int cluster_preset(const char* name, Cluster* out) {
             out->inter_gbps = P[i].inter;
             out->intra_latency_us = P[i].lat_intra;
             out->latency_us = P[i].lat;
+            out->sms = P[i].sms;
+            out->kernels = P[i].kernels;
             return 0;
         }
     }
@@ -278,6 +300,9 @@ static inline PlanConsts plan_default_consts(void) {
          * own GEMMs (Q K^T, att V) have no weights: their backward is all B; so are the
          * memory-bound kernels, the TP/PP communication and any recomputation. */
         .w_share = 0.5,
+        /* The per-kernel model's two efficiencies (h100, h200): gpu_step.h's mid case. */
+        .kernel_gemm = gpu_step_mid(GS_GEMM_SUSTAINED),
+        .kernel_hbm = gpu_step_mid(GS_HBM_EFF),
     };
     return k;
 }
@@ -415,6 +440,7 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
     if (strcmp(flag, "-plan-eff") == 0) {
         if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]");
         r->k.gemm_eff = d;
+        r->k.kernel_gemm = d;
         return 1;
     }
     if (strcmp(flag, "-plan-net-eff") == 0) {
@@ -425,6 +451,7 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
     if (strcmp(flag, "-plan-hbm-eff") == 0) {
         if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]");
         r->k.hbm_eff = d;
+        r->k.kernel_hbm = d;
         return 1;
     }
     if (strcmp(flag, "-plan-workspace") == 0) PLAN_NONNEG(r->k.workspace_gb);
@@ -803,59 +830,154 @@ typedef struct {
     int tp_inter, pp_inter;
 } PlanSlot;
 
+/* The h100 and h200 clusters: the compute of one slot from the per-kernel model of gpu_step.h
+ * (the cost model's, dev/cuda/costmodel.py), kernel by kernel as train_gpt.cu launches them on
+ * one TP rank: each layer's 12 cuBLASLt GEMMs on their TP shards (wave quantization, k, epilogue),
+ * cuDNN flash attention on heads/TP (causal FLOPs, and the deterministic backward's dP workspace),
+ * the memory-bound kernels' counted bytes (the residual/LayerNorm traffic outside the TP region
+ * is 1/TP with SP), a fixed cost per launch and the gaps between launches; the first stage's
+ * embedding and uploads, the last stage's LM head and fused cross-entropy. Full recomputation
+ * runs each layer's forward twice; selective recomputes nothing with flash attention (the
+ * trainer keeps what no recomputation keeps). gemm gets the GEMMs and attention, mem the rest. */
+static inline GpuStepDevice plan_device(const Cluster* c) {
+    GpuStepDevice d = {c->peak_tflops, c->hbm_gbps, c->sms};
+    return d;
+}
+static inline GpuStepCase plan_step_case(const PlanConsts* k) {
+    GpuStepCase g = gpu_step_case(GS_MID);
+    g.a[GS_GEMM_SUSTAINED] = k->kernel_gemm;
+    g.a[GS_HBM_EFF] = k->kernel_hbm;
+    return g;
+}
+static inline void plan_slot_kernels(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l,
+                                     int stage, PlanSlot* o) {
+    GpuStepDevice d = plan_device(c);
+    GpuStepCase g = plan_step_case(k);
+    double C = md->H, BT = (double)l->mb * md->seq, Vp = md->V, T = md->seq;
+    double heads = (double)md->heads / l->tp, hs = (double)md->H / md->heads;
+    double spd = l->sp ? l->tp : 1, gap = g.a[GS_LAUNCH_GAP_US] * 1e-6;
+    int layers = md->L / l->pp, fwd_runs = l->recompute == PLAN_RC_FULL ? 2 : 1, n = 0;
+    double pass[3] = {0.0, 0.0, 0.0}, launch[3] = {0.0, 0.0, 0.0}; /* one layer's GEMMs by pass */
+    const GpuStepGemm* gm = gpu_step_gemms(0, &n);
+    for (int i = 0; i < n; i++) {
+        pass[gm[i].pass] +=
+            gpu_step_gemm_s(gpu_step_dim(gm[i].m, C, BT, Vp, l->tp), gpu_step_dim(gm[i].n, C, BT, Vp, l->tp),
+                            gpu_step_dim(gm[i].k, C, BT, Vp, l->tp), gm[i].dbytes, gm[i].epi, &d, &g);
+        launch[gm[i].pass] += 1.0;
+    }
+    double attn_f = gpu_step_attn_fwd_s(l->mb, heads, T, hs, &g);
+    double attn_b = gpu_step_attn_bwd_s(l->mb, heads, T, hs, &d, &g);
+    double nf = launch[GSP_F] + gpu_step_counted(GSN_ATTN_FWD_LAUNCHES) + gpu_step_counted(GSN_LAYER_FWD_LAUNCHES);
+    double nb = launch[GSP_B] + launch[GSP_W] + gpu_step_counted(GSN_ATTN_BWD_LAUNCHES) +
+                gpu_step_counted(GSN_LAYER_BWD_LAUNCHES);
+    /* the forward's memory-bound kernels; the backward's, with the fp32 adds of the bias
+     * gradients (QKV 3C and fc1 4C split over TP, attention projection and fc2 C each whole) */
+    double mem_f = gpu_step_mem_s(gpu_step_counted(GSN_LAYER_FWD_BYTES) * BT * C / spd,
+                                  gpu_step_counted(GSN_LAYER_FWD_LAUNCHES), &d, &g);
+    double mem_b = gpu_step_mem_s(gpu_step_counted(GSN_LAYER_BWD_BYTES) * BT * C / spd +
+                                      gpu_step_counted(GSN_BIAS_ACC_BYTES) * (7.0 * C / l->tp + 2.0 * C),
+                                  gpu_step_counted(GSN_LAYER_BWD_LAUNCHES), &d, &g);
+    double launches = layers * (fwd_runs * nf + nb);
+    o->gemm = layers * (fwd_runs * (pass[GSP_F] + attn_f) + pass[GSP_B] + pass[GSP_W] + attn_b);
+    o->mem = layers * (fwd_runs * mem_f + mem_b) + launches * gap;
+    o->f = layers * (pass[GSP_F] + attn_f + mem_f + nf * gap);
+    o->w = k->w_share * layers * (pass[GSP_B] + pass[GSP_W]);
+    if (stage == 0) {
+        /* embedding forward and the first LayerNorm, the wte/wpe gradients, the uploads */
+        double nfe = gpu_step_counted(GSN_FIRST_FWD_LAUNCHES), nbe = gpu_step_counted(GSN_FIRST_BWD_LAUNCHES);
+        double fe = gpu_step_mem_s(gpu_step_counted(GSN_FIRST_FWD_BYTES) * BT * C, nfe, &d, &g) + nfe * gap;
+        double up_bytes = 8.0 * BT + 4.0 * (2.0 * (BT < Vp ? BT : Vp) + 1.0 + BT); /* int32 tokens, targets, buckets */
+        double up = gpu_step_counted(GSN_H2D_COPIES) * g.a[GS_COPY_US] * 1e-6 + up_bytes / (g.a[GS_PCIE_GBS] * 1e9) +
+                    gpu_step_counted(GSN_GUARDS) * g.a[GS_GUARD_US] * 1e-6;
+        o->mem += fe + gpu_step_mem_s(gpu_step_counted(GSN_FIRST_BWD_BYTES) * BT * C, nbe, &d, &g) + nbe * gap + up;
+        o->f += fe + up;
+        launches += nfe + nbe;
+    }
+    if (stage == l->pp - 1) {
+        /* the LM head's three GEMMs (not recomputed), the fused cross-entropy (loss and logit
+         * gradient in one pass: forward) and the final LayerNorm's backward */
+        double hp[3] = {0.0, 0.0, 0.0};
+        const GpuStepGemm* hg = gpu_step_gemms(1, &n);
+        for (int i = 0; i < n; i++)
+            hp[hg[i].pass] +=
+                gpu_step_gemm_s(gpu_step_dim(hg[i].m, C, BT, Vp, l->tp), gpu_step_dim(hg[i].n, C, BT, Vp, l->tp),
+                                gpu_step_dim(hg[i].k, C, BT, Vp, l->tp), hg[i].dbytes, hg[i].epi, &d, &g);
+        double nfl = gpu_step_counted(GSN_LAST_FWD_LAUNCHES), nbl = gpu_step_counted(GSN_LAST_BWD_LAUNCHES);
+        double ce = gpu_step_mem_s(gpu_step_counted(GSN_HEAD_BYTES) * BT * Vp / l->tp, nfl, &d, &g);
+        double lnb = gpu_step_mem_s(gpu_step_counted(GSN_LAST_BWD_BYTES) * BT * C / spd, nbl, &d, &g);
+        o->gemm += hp[GSP_F] + hp[GSP_B] + hp[GSP_W];
+        o->mem += ce + lnb + (n + nfl + nbl) * gap;
+        o->f += hp[GSP_F] + ce + (1 + nfl) * gap;
+        o->w += k->w_share * (hp[GSP_B] + hp[GSP_W]);
+        launches += n + nfl + nbl;
+    }
+    /* a host slower at issuing launches than the GPU at running them paces the slot */
+    double host = launches * g.a[GS_HOST_LAUNCH_US] * 1e-6;
+    if (host > o->gemm + o->mem) o->mem += host - (o->gemm + o->mem);
+}
+
 static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l, int stage,
                              int tp_inter, int pp_inter, PlanSlot* o) {
     double s = md->seq, b = l->mb, H = md->H, V = md->V;
     double sbh = s * b * H, act_bytes = 2.0 * sbh; /* one bf16 activation tensor [b, s, H] */
-    double fg, fm;
-    int layers = md->L / l->pp, passes = 3 + (l->recompute == PLAN_RC_FULL ? 1 : 0);
+    int layers = md->L / l->pp;
     double spd = l->sp ? l->tp : 1; /* SP: tensors outside the TP region are 1/TP shards */
     double bw_tp = (tp_inter ? c->inter_gbps : c->intra_gbps) * k->net_eff;
     double lat_tp = tp_inter ? c->latency_us : c->intra_latency_us;
     double bw_pp = (pp_inter ? c->inter_gbps : c->intra_gbps) * k->net_eff;
     double lat_pp = pp_inter ? c->latency_us : c->intra_latency_us;
     double hbm = k->hbm_eff * c->hbm_gbps * 1e9;
-    plan_layer_fwd_sp(md, l->tp, l->mb, l->sp, c, k, &fg, &fm);
-    o->gemm = layers * passes * fg;
-    o->mem = layers * passes * fm;
-    /* F and W (see w_share): the weight GEMMs are the layer's GEMMs less attention's two */
-    double attn_g, attn_m, head_g = 0.0;
-    plan_attn_core_fwd(md, l->tp, l->mb, c, k, &attn_g, &attn_m);
-    o->f = layers * (fg + fm);
-    o->w = k->w_share * 2.0 * layers * (fg - attn_g);
-    if (l->recompute == PLAN_RC_SELECTIVE) {
-        double ag, am;
-        plan_attn_core_fwd(md, l->tp, l->mb, c, k, &ag, &am);
-        o->gemm += layers * ag;
-        o->mem += layers * am;
+    memset(o, 0, sizeof(*o));
+    if (c->kernels) {
+        plan_slot_kernels(md, c, k, l, stage, o);
+    } else {
+        /* the fitted model (the A100 clusters): each GEMM at gemm_eff x its shape term, the
+         * layer's elementwise bytes at HBM rate, backward 2x forward, recompute 1x more */
+        double fg, fm, attn_g, attn_m;
+        int passes = 3 + (l->recompute == PLAN_RC_FULL ? 1 : 0);
+        plan_layer_fwd_sp(md, l->tp, l->mb, l->sp, c, k, &fg, &fm);
+        o->gemm = layers * passes * fg;
+        o->mem = layers * passes * fm;
+        /* F and W (see w_share): the weight GEMMs are the layer's GEMMs less attention's two */
+        plan_attn_core_fwd(md, l->tp, l->mb, c, k, &attn_g, &attn_m);
+        o->f = layers * (fg + fm);
+        o->w = k->w_share * 2.0 * layers * (fg - attn_g);
+        if (l->recompute == PLAN_RC_SELECTIVE) {
+            o->gemm += layers * attn_g;
+            o->mem += layers * attn_m;
+        }
+        if (stage == 0) {
+            /* embedding gather + position add (fwd ~6sbh bytes), backward scatter-add into fp32
+             * gradients (~10sbh) */
+            o->mem += 16.0 * sbh / hbm;
+            o->f += 6.0 * sbh / hbm;
+        }
+        if (stage == l->pp - 1) {
+            /* LM head: [bs, H] @ [H, V/TP] forward and 2x backward, not recomputed; final LN
+             * (4sbh per pass, 3 passes); vocab-parallel cross-entropy reads logits and writes
+             * their gradient twice (8 bytes per logit); the fused cross-entropy (loss and logit
+             * gradient in one pass) counts as forward */
+            double head_g = plan_gemm_s(b * s, V / l->tp, H, 1, c, k);
+            o->gemm += 3.0 * head_g;
+            o->mem += (12.0 * sbh / spd + 8.0 * b * s * V / l->tp) / hbm;
+            o->f += head_g + (4.0 * sbh / spd + 8.0 * b * s * V / l->tp) / hbm;
+            o->w += k->w_share * 2.0 * head_g;
+        }
     }
     /* TP all-reduces of a [b, s, H] bf16 tensor (Megatron f/g operators): 2 in each block's
      * forward, 2 in its backward, 2 more in the recomputed forward (full only: selective
      * recomputes inside the TP region). With SP each becomes a reduce-scatter + all-gather
-     * pair of the same ring volume, so the count and the cost stay. */
+     * pair of the same ring volume, so the count and the cost stay. Stage 0: 1 all-reduce for
+     * the vocab-parallel embedding output. Last stage: 1 of the head input's gradient and 3
+     * tiny ones of the vocab-parallel cross-entropy (max, target logit, sum-exp: 4bs bytes each). */
     int n_ar = layers * (4 + (l->recompute == PLAN_RC_FULL ? 2 : 0));
     o->tp = 0.0;
-    if (stage == 0) {
-        /* embedding gather + position add (fwd ~6sbh bytes), backward scatter-add into fp32
-         * gradients (~10sbh); 1 all-reduce for the vocab-parallel embedding output */
-        o->mem += 16.0 * sbh / hbm;
-        o->f += 6.0 * sbh / hbm;
-        n_ar += 1;
-    }
+    if (stage == 0) n_ar += 1;
     if (stage == l->pp - 1) {
-        /* LM head: [bs, H] @ [H, V/TP] forward and 2x backward, not recomputed; final LN
-         * (4sbh per pass, 3 passes); vocab-parallel cross-entropy reads logits and writes
-         * their gradient twice (8 bytes per logit); 1 all-reduce of the head input's
-         * gradient and 3 tiny ones (max, target logit, sum-exp: 4bs bytes each). */
-        head_g = plan_gemm_s(b * s, V / l->tp, H, 1, c, k);
-        o->gemm += 3.0 * head_g;
-        o->mem += (12.0 * sbh / spd + 8.0 * b * s * V / l->tp) / hbm;
         n_ar += 1;
         double ce_ar = l->tp > 1 ? 3.0 * plan_ring_allreduce_s(4.0 * b * s, l->tp, bw_tp, lat_tp) : 0.0;
         o->tp += ce_ar;
-        /* the fused cross-entropy (loss and logit gradient in one pass) counts as forward */
-        o->f += head_g + (4.0 * sbh / spd + 8.0 * b * s * V / l->tp) / hbm + ce_ar;
-        o->w += k->w_share * 2.0 * head_g;
+        o->f += ce_ar;
     }
     if (l->tp > 1) {
         double ar = plan_ring_allreduce_s(act_bytes, l->tp, bw_tp, lat_tp);
@@ -980,6 +1102,16 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
      * gradient (4 B): 38 bytes; over the local shard with ZeRO-1. */
     double popt = pmax / (l->zero ? l->dp : 1);
     o->opt_s = 38.0 * popt / (k->hbm_eff * c->hbm_gbps * 1e9);
+    if (c->kernels) {
+        /* the per-kernel model: the same pass over the parameters as counted (AdamW, grad norm,
+         * gradient memset), its launches and gaps, and the step's host waits and stats reads */
+        GpuStepDevice d = plan_device(c);
+        GpuStepCase g = plan_step_case(k);
+        double n = gpu_step_counted(GSN_STEP_LAUNCHES);
+        o->opt_s = gpu_step_mem_s(gpu_step_counted(GSN_PARAM_STEP_BYTES) * popt, n, &d, &g) +
+                   n * g.a[GS_LAUNCH_GAP_US] * 1e-6 + gpu_step_counted(GSN_DRAINS) * g.a[GS_DRAIN_US] * 1e-6 +
+                   gpu_step_counted(GSN_D2H_COPIES) * g.a[GS_COPY_US] * 1e-6 + 24.0 / (g.a[GS_PCIE_GBS] * 1e9);
+    }
     /* SP: each rank's LayerNorm weight/bias gradients cover its shard; one fp32 all-reduce
      * over TP of the stage's 4H per layer (+2H final LN) after the micro-batches */
     if (l->sp && l->tp > 1) {
@@ -1139,8 +1271,17 @@ static inline void planx_print_header(const PlanRequest* r, const Cluster* c, FI
             "inter-node %.1f GB/s/GPU, latency %.1f/%.1f us\n",
             c->name, c->gpus_per_node, c->peak_tflops, c->mem_gb, c->hbm_gbps, c->intra_gbps, c->inter_gbps,
             c->intra_latency_us, c->latency_us);
-    fprintf(out, "constants: GEMM efficiency %.2f, network efficiency %.2f, HBM efficiency %.2f, workspace %.1f GiB\n",
-            r->k.gemm_eff, r->k.net_eff, r->k.hbm_eff, r->k.workspace_gb);
+    if (c->kernels)
+        fprintf(out,
+                "constants: compute from the per-kernel model (llmc/planner/gpu_step.h, the cost model's; %d SMs): "
+                "GEMM efficiency %.2f, HBM efficiency %.2f, attention %.0f/%.0f TFLOP/s + %.1f dP passes; "
+                "network efficiency %.2f, workspace %.1f GiB\n",
+                c->sms, r->k.kernel_gemm, r->k.kernel_hbm, gpu_step_mid(GS_ATTN_FWD), gpu_step_mid(GS_ATTN_BWD),
+                gpu_step_mid(GS_ATTN_DP_PASSES), r->k.net_eff, r->k.workspace_gb);
+    else
+        fprintf(out,
+                "constants: GEMM efficiency %.2f, network efficiency %.2f, HBM efficiency %.2f, workspace %.1f GiB\n",
+                r->k.gemm_eff, r->k.net_eff, r->k.hbm_eff, r->k.workspace_gb);
 }
 
 static inline void planx_print_row(const PlanRow* w, int idx, int mark, const char* note, FILE* out) {
@@ -1437,7 +1578,7 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
             b->mem.grads / 1073741824.0, b->mem.optim / 1073741824.0, b->mem.act / 1073741824.0,
             b->mem.extra / 1073741824.0, b->mem.workspace / 1073741824.0);
         fprintf(out,
-                "  iteration %.2f s = pipeline %.2f (slot %.1f ms x (m=%d) + bubble %.2f) + DP %.2f + embedding %.3f + "
+                "  iteration %.4g s = pipeline %.4g (slot %.1f ms x (m=%d) + bubble %.2f) + DP %.2f + embedding %.3f + "
                 "optimizer %.3f\n",
                 t->iter_s, t->pipe_s, 1e3 * t->slot_s, t->m, t->bubble_s, t->dp_s, t->emb_s, t->opt_s);
         fprintf(out,
