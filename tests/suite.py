@@ -244,9 +244,23 @@ class Running:
         self.proc = subprocess.Popen(["bash", "-c", step.cmd], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         self.hung = False
+        self.cpu = 0.0
+
+    def reap(self, block):
+        """The exit status (None while it runs), with the CPU seconds of the step's process tree."""
+        try:
+            pid, status, ru = os.wait4(self.proc.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return self.proc.returncode if self.proc.returncode is not None else -1
+        if pid == 0:
+            return None
+        self.cpu = ru.ru_utime + ru.ru_stime
+        rc = os.waitstatus_to_exitcode(status)
+        self.proc.returncode = rc
+        return rc
 
     def poll(self):
-        rc = self.proc.poll()
+        rc = self.reap(False)
         if rc is None and time.time() - self.t0 > self.step.limit:
             self.hung = True
             dump_stacks(self.proc.pid, self.log)
@@ -254,7 +268,7 @@ class Running:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except OSError:
                 pass
-            rc = self.proc.wait()
+            rc = self.reap(True)
         if rc is not None:
             try:  # whatever the step left in its group (a daemon, an mpirun child) goes too
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -294,7 +308,7 @@ def run(selected, jobs):
             if why:
                 pending.pop(i)
                 done += 1
-                results.append((st, 0.0, "SKIP", 0, 0, why))
+                results.append((st, 0.0, "SKIP", 0, 0, why, 0.0))
                 print(f"[{done:3d}/{total}] SKIP {st.name}: {why}", flush=True)
                 continue
             fits = busy + st.cores <= jobs or not running
@@ -322,8 +336,8 @@ def run(selected, jobs):
             status = "HANG" if r.hung else ("PASS" if rc == 0 else "FAIL")
             done += 1
             note = f"exit {rc}" if status == "FAIL" else (f"over its {r.step.limit} s limit" if r.hung else "")
-            results.append((r.step, dt, status, p, f, note))
-            print(f"[{done:3d}/{total}] {status} {r.step.name} {dt:.1f} s, {p} checks"
+            results.append((r.step, dt, status, p, f, note, r.cpu))
+            print(f"[{done:3d}/{total}] {status} {r.step.name} {dt:.1f} s ({r.cpu:.0f} s CPU), {p} checks"
                   + (f" ({note})" if note else ""), flush=True)
             if status != "PASS":
                 with open(log_path(r.step.name), errors="replace") as fh:
@@ -350,27 +364,28 @@ def build_times():
 
 
 def report(results, wall):
-    rows = [(f"build {t}", s, "", "") for t, s in build_times() if s >= 0.5]
-    nbuild = sum(s for t, s in build_times())
-    for st, dt, status, p, f, note in results:
-        rows.append((st.name, dt, status, str(p)))
+    builds = build_times()
+    rows = [(f"build {t}", s, "", "", "") for t, s in builds if s >= 0.5]
+    nbuild = sum(s for t, s in builds)
+    for st, dt, status, p, f, note, cpu in results:
+        rows.append((st.name, dt, status, str(p), f"{cpu:.0f}"))
     rows.sort(key=lambda r: -r[1])
-    print("\nseconds per step (build steps from make test-bins; slowest first):")
-    print(f"  {'step':44s} {'seconds':>8s}  {'status':6s} {'checks':>7s}")
-    for name, dt, status, p in rows:
-        print(f"  {name[:44]:44s} {dt:8.1f}  {status:6s} {p:>7s}")
+    print("\nseconds per step (build steps: make test-bins, each recipe line; slowest first):")
+    print(f"  {'step':44s} {'seconds':>8s} {'CPU s':>6s}  {'status':6s} {'checks':>7s}")
+    for name, dt, status, p, cpu in rows:
+        print(f"  {name[:44]:44s} {dt:8.1f} {cpu:>6s}  {status:6s} {p:>7s}")
     ntest = sum(r[1] for r in results)
     checks = sum(r[3] for r in results)
     failed = [r[0].name for r in results if r[2] in ("FAIL", "HANG")]
-    print(f"  {'total (build ' + f'{nbuild:.0f} s, steps ' + f'{ntest:.0f} s)':44s} {nbuild + ntest:8.1f}  "
-          f"{'':6s} {checks:7d}")
-    print(f"steps took {wall:.0f} s of wall time ({len(results)} steps, up to {JOBS} cores at once)")
+    label = f"total (build {nbuild:.0f} s, steps {ntest:.0f} s)"
+    print(f"  {label:44s} {nbuild + ntest:8.1f} {sum(r[6] for r in results):6.0f}  {'':6s} {checks:7d}")
+    print(f"the steps took {wall:.0f} s of wall time ({len(results)} steps, up to {JOBS} cores at once)")
     with open(os.path.join(LOGS, "times.tsv"), "w") as fh:
-        fh.write("step\tseconds\tstatus\tchecks\n")
-        for t, s in build_times():
-            fh.write(f"build {t}\t{s:.1f}\tBUILD\t0\n")
-        for st, dt, status, p, f, note in results:
-            fh.write(f"{st.name}\t{dt:.1f}\t{status}\t{p}\n")
+        fh.write("step\tseconds\tcpu_s\tstatus\tchecks\n")
+        for t, s in builds:
+            fh.write(f"build {t}\t{s:.1f}\t\tBUILD\t0\n")
+        for st, dt, status, p, f, note, cpu in results:
+            fh.write(f"{st.name}\t{dt:.1f}\t{cpu:.1f}\t{status}\t{p}\n")
     if failed:
         print("failed or hung: " + ", ".join(failed))
     print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
