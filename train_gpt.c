@@ -33,6 +33,8 @@
 #include "llmc/host/layout.h"
 #include "llmc/host/comm.h"
 #include "llmc/host/seqpar.h"
+#include "llmc/host/zero.h"
+#include "llmc/host/memplan.h"
 #include "llmc/host/reshard.h"
 #include "llmc/host/startup.h"
 #include "llmc/host/ckpt_rank.h"
@@ -380,12 +382,28 @@ typedef struct {
     int B, T, C, NH, hs, Cl, F, Vl, v0, Vv; // Vv: real (unpadded) rows of the local vocab slice
     int nchunk, nlc;                        // model chunks per rank (-vpp) and layers per chunk
     int sp, Ts, t0;                         // sequence parallel (TP > 1 only); local sequence rows Ts from position t0
-    float* params;                          // (pl.total)
-    float* grads;                           // (pl.total)
+    int zero;                               // ZeRO level, llmc/host/zero.h (0 with one DP rank)
+    float* params;                          // (pl.total); -zero 3: NULL (pmaster, prest, pwin)
+    float* grads;                           // (pl.total); -zero 2/3: NULL (grest, glayer, gshard)
     float* m;
     float* v;
     size_t opt_off, n_opt; // AdamW moments for flat elements [opt_off, opt_off+n_opt)
-    float* gshard;         // (n_opt) reduced gradients of the optimizer range (ZeRO-1 reduce-scatter target)
+    float* pmaster;        // (n_opt) the weights AdamW updates: params + opt_off, or -zero 3's own shard
+    float* gshard;         // (n_opt) reduced gradients of the optimizer range (ZeRO reduce-scatter target)
+    // -zero 2/3: the per-layer tensors of one layer (loff: each one's offset, nlayer_el in all)
+    // and the rest (embeddings, final LayerNorm: roff, nrest_el) in compact buffers
+    size_t loff[NUM_PARAM_TENSORS], roff[NUM_PARAM_TENSORS], nlayer_el, nrest_el;
+    float* glayer;       // (nlayer_el) the gradients of the layer the backward is at, one micro-batch
+    float* grest;        // (nrest_el) the rest's gradients, accumulated over the step
+    float* prest;        // -zero 3: (nrest_el) the rest's weights, whole
+    float* pwin[2];      // -zero 3: (nlayer_el) gathered weights of a layer (the one in use, the next)
+    int win_l[2];        // the local layer a window holds, -1 none
+    ZeroGather wq[2];    // -zero 3: each window's gather in flight (the prefetch)
+    ZeroComm zc;         // scratch of the bucket reductions and gathers
+    double* sq;          // -zero 2/3, one micro-batch per step: (NUM_PARAM_TENSORS, nlayers) each slice's squared
+                         // local gradient before its reduction (the noise scale's |G_small|^2, gpt_grad_sumsq's order)
+    int sq_on;           // this step fills sq
+    size_t mem[NUM_MEM]; // bytes allocated of each kind (memplan.h)
     int nslots;
     Acts* acts;
     int* slot_unit; // interleaved: (chunk, micro-batch) unit k*V + c held by each slot, -1 = free
@@ -418,6 +436,12 @@ typedef struct {
     unsigned char* gfresh; // (NUM_PARAM_TENSORS, pl.nlayers): gradient not yet written this step (grads_begin)
 } GPT;
 
+// every buffer the model keeps, counted by kind for the start-up table's "memory per rank"
+static float* gpt_alloc(GPT* g, int kind, size_t n) {
+    g->mem[kind] += sizeof(float) * n;
+    return (float*)calloc_big(n > 0 ? n : 1, sizeof(float));
+}
+
 static int is_first_stage(const GPT* g) { return g->pl.pp == 0; }
 static int is_last_stage(const GPT* g) { return g->pl.pp == g->pl.PP - 1; }
 // chunk c of this rank is the first / last virtual stage (embeddings / head)
@@ -433,11 +457,10 @@ static void acts_alloc(GPT* g, Acts* a) {
     size_t BT = (size_t)B * T, BTs = (size_t)B * g->Ts;
     int selective = g->cfg.recompute == RECOMPUTE_SELECTIVE;
     size_t att_n = selective ? 0 : (size_t)B * NH * T * T;
-    size_t per_layer = BTs * C * 3 + BTs * 4 + BT * 3 * Cl + att_n + BT * Cl + 2 * BT * F;
     int nla = g->cfg.recompute == RECOMPUTE_FULL ? 1 : nl;
-    size_t total = (size_t)(nl + 1) * BTs * C + (size_t)nla * per_layer;
-    if (is_last_stage(g)) total += BTs * C + 2 * BTs + BT * g->Vl + 2 * BT;
-    a->mem = (float*)calloc_big(total, sizeof(float));
+    RankShape rs = rank_shape(&g->cfg, g->pl.tp, g->pl.TP, g->pl.pp, g->pl.PP);
+    size_t per_layer, total = mem_slot_floats(&rs, &per_layer); // memplan.h: the planner's count too
+    a->mem = gpt_alloc(g, MEM_ACTS, total);
     float* p = a->mem;
 #define TAKE(ptr, n) \
     do {             \
@@ -513,22 +536,50 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->Vv = cfg->V - g->v0;
     if (g->Vv < 0) g->Vv = 0;
     if (g->Vv > g->Vl) g->Vv = g->Vl;
-    g->params = (float*)calloc_big(g->pl.total, sizeof(float));
-    g->grads = (float*)calloc_big(g->pl.total, sizeof(float));
-    // ZeRO-1: AdamW state and the update cover only this DP rank's shard of the flat buffer
-    if (cfg->zero)
+    // ZeRO: AdamW state and the update cover only this DP rank's shard of the flat buffer;
+    // -zero 2 keeps no full gradient buffer, -zero 3 no full weights either (zero.h)
+    g->zero = cfg->zero;
+    if (g->zero)
         zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt);
     else {
         g->opt_off = 0;
         g->n_opt = g->pl.total;
     }
-    g->gshard = cfg->zero ? (float*)calloc_big(g->n_opt, sizeof(float)) : g->grads;
-    g->m = (float*)calloc_big(g->n_opt, sizeof(float));
-    g->v = (float*)calloc_big(g->n_opt, sizeof(float));
+    g->nlayer_el = zero_layer_offsets(&g->pl, g->loff);
+    g->nrest_el = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        g->roff[t] = g->nrest_el;
+        if (!zero_layered(t)) g->nrest_el += g->pl.numel[t];
+    }
+    if (g->zero < 3) {
+        g->params = gpt_alloc(g, MEM_PARAMS, g->pl.total);
+        g->pmaster = g->params + g->opt_off;
+    } else {
+        g->pmaster = gpt_alloc(g, MEM_PARAMS, g->n_opt);
+        g->prest = gpt_alloc(g, MEM_PARAMS, g->nrest_el);
+        size_t zs, zr, gcap;
+        zero_staging_need(&g->pl, comm->DP, comm->dp, comm->chunk, g->zero, nstash > 0, &zs, &zr, &gcap);
+        for (int w = 0; w < 2; w++) {
+            g->pwin[w] = gpt_alloc(g, MEM_PARAMS, g->nlayer_el);
+            g->win_l[w] = -1;
+            zero_gather_init(&g->wq[w], gcap, comm->DP); // this rank's part of a layer, staged for the prefetch
+            g->mem[MEM_PARAMS] += sizeof(float) * gcap;
+        }
+    }
+    if (g->zero < 2) {
+        g->grads = gpt_alloc(g, MEM_GRADS, g->pl.total);
+    } else {
+        g->glayer = gpt_alloc(g, MEM_GRADS, g->nlayer_el);
+        g->grest = gpt_alloc(g, MEM_GRADS, g->nrest_el);
+    }
+    g->gshard = g->zero ? gpt_alloc(g, MEM_GRADS, g->n_opt) : g->grads;
+    g->m = gpt_alloc(g, MEM_OPTIM, g->n_opt);
+    g->v = gpt_alloc(g, MEM_OPTIM, g->n_opt);
+    g->sq = (double*)calloc_check((size_t)NUM_PARAM_TENSORS * (g->pl.nlayers > 0 ? g->pl.nlayers : 1), sizeof(double));
     size_t BT = (size_t)g->B * g->T;
     if (cfg->recompute == RECOMPUTE_SELECTIVE) {
-        g->att_shared = (float*)calloc_check((size_t)g->B * g->NH * g->T * g->T, sizeof(float));
-        g->atty_re = (float*)calloc_check(BT * g->Cl, sizeof(float));
+        g->att_shared = gpt_alloc(g, MEM_ACTS, (size_t)g->B * g->NH * g->T * g->T);
+        g->atty_re = gpt_alloc(g, MEM_ACTS, BT * g->Cl);
     }
     g->nslots = nslots;
     g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
@@ -541,30 +592,57 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->nstash = nstash;
     g->wstash_layer = zb_stash_layout(BT, (size_t)g->B * g->Ts, g->C, g->F, g->Cl, g->ws_off, g->ws_n);
     g->wstash = (float**)calloc_check(nstash + 1, sizeof(float*));
-    for (int i = 0; i < nstash; i++) g->wstash[i] = (float*)calloc_big(g->nlc * g->wstash_layer, sizeof(float));
+    for (int i = 0; i < nstash; i++) g->wstash[i] = gpt_alloc(g, MEM_ACTS, g->nlc * g->wstash_layer);
     if (!pool_init(&g->wpool, nstash + 1)) die("out of memory for the zb-h1 stash pool");
-    g->dx = (float*)calloc_check(BT * g->C, sizeof(float));
-    g->dtmp = (float*)calloc_check(BT * g->C, sizeof(float));
-    g->dres2 = (float*)calloc_check(BT * g->C, sizeof(float));
-    g->dqkv = (float*)calloc_check(BT * 3 * g->Cl, sizeof(float));
-    g->datty = (float*)calloc_check(BT * g->Cl, sizeof(float));
-    g->head_t = (float*)calloc_check(BT * g->Cl + 32, sizeof(float)); // + 32: dot_rows reads past the end
-    g->dfch = (float*)calloc_check(BT * g->F, sizeof(float));
-    g->dfch2 = (float*)calloc_check(BT * g->F, sizeof(float));
+    g->dx = gpt_alloc(g, MEM_ACTS, BT * g->C);
+    g->dtmp = gpt_alloc(g, MEM_ACTS, BT * g->C);
+    g->dres2 = gpt_alloc(g, MEM_ACTS, BT * g->C);
+    g->dqkv = gpt_alloc(g, MEM_ACTS, BT * 3 * g->Cl);
+    g->datty = gpt_alloc(g, MEM_ACTS, BT * g->Cl);
+    g->head_t = gpt_alloc(g, MEM_ACTS, BT * g->Cl + 32); // + 32: dot_rows reads past the end
+    g->dfch = gpt_alloc(g, MEM_ACTS, BT * g->F);
+    g->dfch2 = gpt_alloc(g, MEM_ACTS, BT * g->F);
     if (g->sp) {
-        g->gat = (float*)calloc_check(BT * g->C, sizeof(float));
-        g->gdout = (float*)calloc_check(BT * g->C, sizeof(float));
-        g->ptmp = (float*)calloc_check(BT * g->C, sizeof(float));
-        g->sptmp = (float*)calloc_check(BT * g->C, sizeof(float));
+        g->gat = gpt_alloc(g, MEM_ACTS, BT * g->C);
+        g->gdout = gpt_alloc(g, MEM_ACTS, BT * g->C);
+        g->ptmp = gpt_alloc(g, MEM_ACTS, BT * g->C);
+        g->sptmp = gpt_alloc(g, MEM_ACTS, BT * g->C);
+    }
+    if (g->zero) { // the bucket collectives' staging, at its largest (zero.h)
+        size_t zs, zr, gcap;
+        zero_staging_need(&g->pl, comm->DP, comm->dp, comm->chunk, g->zero, nstash > 0, &zs, &zr, &gcap);
+        zero_grow_in(&g->zc, &g->zc.send, &g->zc.nsend, zs);
+        zero_grow_in(&g->zc, &g->zc.recv, &g->zc.nrecv, zr);
+        g->zc.fixed = 1;
+        g->mem[MEM_GRADS] += sizeof(float) * (zs + zr);
     }
     if (cpu_gemm_work_alloc(&g->gemm_work, cpu_gemm_max_threads()) != 0) die("out of memory for the GEMM pack buffers");
     g->gfresh = (unsigned char*)calloc_check((size_t)NUM_PARAM_TENSORS * (g->pl.nlayers > 0 ? g->pl.nlayers : 1), 1);
+}
+
+// -zero 3: from whole weights (pl.total), keep this rank's shard and the rest
+static void gpt_keep_shard(GPT* g, const float* full) {
+    memcpy(g->pmaster, full + g->opt_off, sizeof(float) * g->n_opt);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        if (!zero_layered(t)) memcpy(g->prest + g->roff[t], full + g->pl.offset[t], sizeof(float) * g->pl.numel[t]);
+    g->win_l[0] = g->win_l[1] = -1; // gathered weights are stale
+    if (g->wq[0].pending || g->wq[1].pending) die("internal: -zero 3: weights replaced while a gather is in flight");
 }
 
 static void gpt_free(GPT* g) {
     if (g->gshard != g->grads) free(g->gshard);
     free(g->params);
     free(g->grads);
+    if (g->zero >= 3) free(g->pmaster);
+    free(g->prest);
+    free(g->pwin[0]);
+    free(g->pwin[1]);
+    zero_gather_free(&g->wq[0]);
+    zero_gather_free(&g->wq[1]);
+    free(g->glayer);
+    free(g->grest);
+    free(g->sq);
+    zero_comm_free(&g->zc);
     free(g->m);
     free(g->v);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
@@ -591,8 +669,23 @@ static void gpt_free(GPT* g) {
     free(g->gfresh);
 }
 
-#define P(t, l) param_ptr(&g->pl, g->params, (t), (l))
-#define G(t, l) param_ptr(&g->pl, g->grads, (t), (l))
+// Tensor t of local layer l (l 0 for the others): in the flat buffers, or under -zero 2/3 in
+// the compact ones (a layer's gradients: the one scratch of the layer the backward is at;
+// -zero 3, a layer's weights: the window it was gathered into, z3_need)
+static float* gpt_param(GPT* g, int t, int l) {
+    if (g->zero < 3) return param_ptr(&g->pl, g->params, t, l);
+    if (!zero_layered(t)) return g->prest + g->roff[t];
+    for (int w = 0; w < 2; w++)
+        if (g->win_l[w] == l) return g->pwin[w] + g->loff[t];
+    die("internal: -zero 3: the weights of local layer %d are not gathered", l);
+    return NULL;
+}
+static float* gpt_grad(GPT* g, int t, int l) {
+    if (g->zero < 2) return param_ptr(&g->pl, g->grads, t, l);
+    return zero_layered(t) ? g->glayer + g->loff[t] : g->grest + g->roff[t];
+}
+#define P(t, l) gpt_param(g, (t), (l))
+#define G(t, l) gpt_grad(g, (t), (l))
 
 // Gradients start a step at zero without a sweep over all of them (at 125m that memset
 // was ~6% of a step): the weight matrices written by a dW GEMM are overwritten by their
@@ -604,12 +697,16 @@ static int grad_by_gemm(int t) {
 }
 static void grads_begin(GPT* g) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        if (!grad_by_gemm(t)) memset(g->grads + g->pl.offset[t], 0, sizeof(float) * g->pl.numel[t]);
+        if (g->zero >= 2 && zero_layered(t)) continue; // the layer scratch is fresh for each micro-batch
+        if (!grad_by_gemm(t)) memset(G(t, 0), 0, sizeof(float) * g->pl.numel[t]);
         for (int l = 0; l < g->pl.nl[t]; l++) g->gfresh[t * g->pl.nlayers + l] = grad_by_gemm(t);
     }
+    if (g->zero) memset(g->gshard, 0, sizeof(float) * g->n_opt); // the buckets add into it
 }
 // 1 when tensor t, local layer l has not been written yet this step; marks it written
+// (-zero 2/3: a layer's gradients are fresh in every backward, the scratch reduced after it)
 static int grad_first(GPT* g, int t, int l) {
+    if (g->zero >= 2 && zero_layered(t)) return 1;
     unsigned char* f = &g->gfresh[t * g->pl.nlayers + l];
     int first = *f;
     *f = 0;
@@ -617,8 +714,110 @@ static int grad_first(GPT* g, int t, int l) {
 }
 static void grads_end(GPT* g) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
-        for (int l = 0; l < g->pl.nl[t]; l++)
+        for (int l = 0; l < g->pl.nl[t] && !(g->zero >= 2 && zero_layered(t)); l++)
             if (grad_first(g, t, l)) memset(G(t, l), 0, sizeof(float) * g->pl.rows[t] * g->pl.cols[t]);
+}
+
+// Sum of squares of n floats: fixed-size chunks summed in order, deterministic.
+static double slice_sumsq(const float* gp0, size_t n0) {
+    const size_t CH = 1 << 16;
+    size_t nch = (n0 + CH - 1) / CH;
+    if (nch == 0) return 0.0;
+    double* part = (double*)malloc_check(sizeof(double) * nch);
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < nch; c++) {
+        // 8 interleaved partial sums (element i into sum i % 8), added up in order at the
+        // end: the same fixed order whatever the threads, and the loop vectorizes (a
+        // single running sum waited on every add: ~3% of a 125m step)
+        const float* gp = gp0 + c * CH;
+        size_t n = n0 - c * CH < CH ? n0 - c * CH : CH, i = 0;
+        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        // 2 KiB ahead: a read-only stream from memory otherwise waits on every line
+        // (125m: 17-19 ms -> 14-16 ms for 496 MB); the sums are the same
+        for (; i + 64 <= n; i += 64) {
+            CPU_PREFETCH(gp + i + 512);
+            CPU_PREFETCH(gp + i + 528);
+            CPU_PREFETCH(gp + i + 544);
+            CPU_PREFETCH(gp + i + 560);
+            for (int u = 0; u < 64; u += 8)
+                for (int j = 0; j < 8; j++) acc[j] += (double)gp[i + u + j] * gp[i + u + j];
+        }
+        for (; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++) acc[j] += (double)gp[i + j] * gp[i + j];
+        for (; i < n; i++) acc[i % 8] += (double)gp[i] * gp[i];
+        double sum = 0.0;
+        for (int j = 0; j < 8; j++) sum += acc[j];
+        part[c] = sum;
+    }
+    double total = 0.0;
+    for (size_t c = 0; c < nch; c++) total += part[c];
+    free(part);
+    return total;
+}
+
+// Does this rank count tensor t in the global norm? Every unique parameter once:
+// TP-replicated tensors only on TP rank 0, the tied embedding only on the first stage (the
+// last stage holds the same, all-reduced, gradient).
+static int norm_counts(const GPT* g, int t) {
+    if (PARAM_INFO[t].split == SPLIT_NONE && g->pl.tp != 0) return 0;
+    return !(t == PT_WTE && g->pl.PP > 1 && !is_first_stage(g));
+}
+
+// -zero 3: the weights of local layer l into a window (zero.h): gathered from their owners
+// now, unless a window holds them already. A layer in use is never replaced: at most two are
+// held, the one computing and the next (z3_prefetch).
+static void z3_need(GPT* g, Comm* comm, int l) {
+    if (g->zero < 3) return;
+    for (int w = 0; w < 2; w++)
+        if (g->win_l[w] == l) {
+            dp_gather_finish(comm, &g->wq[w]); // a prefetch: wait for it
+            return;
+        }
+    int w = g->win_l[0] < 0 ? 0 : (g->win_l[1] < 0 ? 1 : 0);
+    dp_gather_finish(comm, &g->wq[w]); // a prefetch nobody used: its collective completes everywhere
+    ZeroBucket b;
+    zero_layer_bucket(&g->pl, l, ZB_ALL, 0, &b);
+    dp_gather_bucket(comm, &g->zc, &b, g->pl.total, g->pmaster, g->pwin[w]);
+    g->win_l[w] = l;
+}
+// ... and starts gathering the next layer's into the other window while layer cur computes
+static void z3_prefetch(GPT* g, Comm* comm, int l, int cur) {
+    if (g->zero < 3) return;
+    for (int w = 0; w < 2; w++)
+        if (g->win_l[w] == l) return;
+    int w = g->win_l[0] == cur ? 1 : 0;
+    dp_gather_finish(comm, &g->wq[w]);
+    ZeroBucket b;
+    zero_layer_bucket(&g->pl, l, ZB_ALL, 0, &b);
+    dp_gather_start(comm, &g->zc, &g->wq[w], &b, g->pl.total, g->pmaster, g->pwin[w]);
+    g->win_l[w] = l;
+}
+static void z3_release(GPT* g, int l) {
+    for (int w = 0; w < 2 && g->zero >= 3; w++)
+        if (g->win_l[w] == l) g->win_l[w] = -1;
+}
+
+// -zero 2/3, before layer l's backward (part: ZB_ALL, or zb-h1's B): the scratch's summed
+// tensors (biases, LayerNorms) start at zero; the GEMMs overwrite the weight matrices
+static void zero_layer_begin(GPT* g) {
+    for (int t = 0; t < NUM_PARAM_TENSORS && g->zero >= 2; t++)
+        if (zero_layered(t) && !zero_weight_matrix(t) && g->pl.nl[t] > 0)
+            memset(g->glayer + g->loff[t], 0, sizeof(float) * g->pl.rows[t] * g->pl.cols[t]);
+}
+// -zero 2/3, after it: this micro-batch's gradients of layer l (part) from the scratch into
+// the owners' shards (with -sp the LayerNorms' first summed over TP, as sp_reduce_ln_grads)
+static void zero_layer_reduce(GPT* g, Comm* comm, int l, int part) {
+    static const int LN[] = {PT_LN1W, PT_LN1B, PT_LN2W, PT_LN2B};
+    if (g->zero < 2) return;
+    for (int i = 0; i < 4 && g->sp && part != ZB_W_PART; i++)
+        tp_allreduce_sum(comm, g->glayer + g->loff[LN[i]], (size_t)g->pl.rows[LN[i]] * g->pl.cols[LN[i]]);
+    for (int t = 0; t < NUM_PARAM_TENSORS && g->sq_on; t++) // the noise scale's local norm (one micro-batch)
+        if (zero_layered(t) && g->pl.nl[t] > 0 && norm_counts(g, t) &&
+            (part == ZB_ALL || zero_weight_matrix(t) == (part == ZB_W_PART)))
+            g->sq[t * g->pl.nlayers + l] = slice_sumsq(g->glayer + g->loff[t], (size_t)g->pl.rows[t] * g->pl.cols[t]);
+    ZeroBucket b;
+    zero_layer_bucket(&g->pl, l, part, 0, &b);
+    dp_reduce_scatter_bucket(comm, &g->zc, &b, g->pl.total, g->glayer, g->gshard);
 }
 
 // Sequence parallelism in three helpers; without it they are the plain TP code path.
@@ -906,7 +1105,13 @@ static void head_backward(GPT* g, Comm* comm, Acts* a, float dloss) {
 // Returns the sum of token losses on the last virtual stage, 0 elsewhere.
 static double gpt_forward(GPT* g, Comm* comm, Acts* a, int c) {
     if (is_first_chunk(g, c)) embedding_forward(g, comm, a->x, a->inputs);
-    for (int j = 0; j < g->nlc; j++) block_forward(g, comm, a, j, c * g->nlc + j);
+    for (int j = 0; j < g->nlc; j++) {
+        int l = c * g->nlc + j;
+        z3_need(g, comm, l);
+        if (j + 1 < g->nlc) z3_prefetch(g, comm, l + 1, l);
+        block_forward(g, comm, a, j, l);
+        z3_release(g, l);
+    }
     return is_last_chunk(g, c) ? head_forward(g, comm, a) : 0.0;
 }
 
@@ -916,78 +1121,57 @@ static double gpt_forward(GPT* g, Comm* comm, Acts* a, int c) {
 static void gpt_backward(GPT* g, Comm* comm, Acts* a, int c, float dloss, float* ws) {
     if (is_last_chunk(g, c)) head_backward(g, comm, a, dloss);
     for (int j = g->nlc - 1; j >= 0; j--) {
-        if (g->cfg.recompute == RECOMPUTE_FULL)
-            block_forward(g, comm, a, j, c * g->nlc + j); // rebuild this layer's activations
-        block_backward(g, comm, a, j, c * g->nlc + j, g->dx, g->dx, ws);
+        int l = c * g->nlc + j;
+        z3_need(g, comm, l);
+        if (j > 0) z3_prefetch(g, comm, l - 1, l);
+        if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, comm, a, j, l); // rebuild this layer's activations
+        zero_layer_begin(g);
+        block_backward(g, comm, a, j, l, g->dx, g->dx, ws);
+        zero_layer_reduce(g, comm, l, ws ? ZB_B_PART : ZB_ALL);
+        z3_release(g, l);
     }
     if (is_first_chunk(g, c)) embedding_backward(g, gather_seq(g, comm, g->dx, g->gdout), a->inputs);
 }
 
 // zb-h1's W of chunk c: the weight gradients gpt_backward left in the stash ws.
 static void gpt_weight(GPT* g, Comm* comm, int c, float* ws) {
-    for (int j = g->nlc - 1; j >= 0; j--) block_weight(g, comm, j, c * g->nlc + j, ws);
+    for (int j = g->nlc - 1; j >= 0; j--) {
+        block_weight(g, comm, j, c * g->nlc + j, ws);
+        zero_layer_reduce(g, comm, c * g->nlc + j, ZB_W_PART);
+    }
 }
 
 // -sp: the LayerNorm gradients of each rank cover its sequence shard only; sum them over TP
 static void sp_reduce_ln_grads(GPT* g, Comm* comm) {
     static const int LN[] = {PT_LN1W, PT_LN1B, PT_LN2W, PT_LN2B, PT_LNFW, PT_LNFB};
     if (!g->sp) return;
-    for (int i = 0; i < 6; i++)
-        if (g->pl.numel[LN[i]] > 0) tp_allreduce_sum(comm, g->grads + g->pl.offset[LN[i]], g->pl.numel[LN[i]]);
+    for (int i = 0; i < 6; i++) // -zero 2/3: a layer's were summed with its bucket (zero_layer_reduce)
+        if (g->pl.numel[LN[i]] > 0 && !(g->zero >= 2 && zero_layered(LN[i])))
+            tp_allreduce_sum(comm, G(LN[i], 0), g->pl.numel[LN[i]]);
 }
-// Sum of squared gradients over flat elements [lo, hi) (grads[i - lo]), counting every
-// unique parameter once: TP-replicated tensors only on TP rank 0, the tied embedding only
-// on the first stage (the last stage holds the same, all-reduced, gradient). Summed over
-// every rank of the job this is the squared global norm. Fixed-size chunks summed in
-// order: deterministic.
+// Sum of squared gradients over flat elements [lo, hi) (grads[i - lo]) of the tensors this
+// rank counts (norm_counts), tensor by tensor, each layer's slice on its own (so -zero 2,
+// which sees a layer's gradients one at a time, sums in the same order). Summed over every
+// rank of the job this is the squared global norm.
 static double gpt_grad_sumsq(const GPT* g, const float* grads, size_t lo, size_t hi) {
     double total = 0.0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        if (PARAM_INFO[t].split == SPLIT_NONE && g->pl.tp != 0) continue;
-        if (t == PT_WTE && g->pl.PP > 1 && !is_first_stage(g)) continue;
-        size_t a = g->pl.offset[t], b = a + g->pl.numel[t];
-        if (a < lo) a = lo;
-        if (b > hi) b = hi;
-        if (a >= b) continue;
-        const size_t CH = 1 << 16;
-        size_t nch = (b - a + CH - 1) / CH;
-        double* part = (double*)malloc_check(sizeof(double) * nch);
-#pragma omp parallel for schedule(static)
-        for (size_t c = 0; c < nch; c++) {
-            size_t s = a + c * CH, e = s + CH < b ? s + CH : b;
-            // 8 interleaved partial sums (element i into sum i % 8), added up in order at the
-            // end: the same fixed order whatever the threads, and the loop vectorizes (a
-            // single running sum waited on every add: ~3% of a 125m step)
-            const float* gp = grads + (s - lo);
-            size_t n = e - s, i = 0;
-            double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-            // 2 KiB ahead: a read-only stream from memory otherwise waits on every line
-            // (125m: 17-19 ms -> 14-16 ms for 496 MB); the sums are the same
-            for (; i + 64 <= n; i += 64) {
-                CPU_PREFETCH(gp + i + 512);
-                CPU_PREFETCH(gp + i + 528);
-                CPU_PREFETCH(gp + i + 544);
-                CPU_PREFETCH(gp + i + 560);
-                for (int u = 0; u < 64; u += 8)
-                    for (int j = 0; j < 8; j++) acc[j] += (double)gp[i + u + j] * gp[i + u + j];
-            }
-            for (; i + 8 <= n; i += 8)
-                for (int j = 0; j < 8; j++) acc[j] += (double)gp[i + j] * gp[i + j];
-            for (; i < n; i++) acc[i % 8] += (double)gp[i] * gp[i];
-            double sum = 0.0;
-            for (int j = 0; j < 8; j++) sum += acc[j];
-            part[c] = sum;
+        if (!norm_counts(g, t)) continue;
+        size_t per = g->pl.nl[t] > 0 ? g->pl.numel[t] / g->pl.nl[t] : 0;
+        for (int l = 0; l < g->pl.nl[t]; l++) {
+            size_t a = g->pl.offset[t] + (size_t)l * per, b = a + per;
+            if (a < lo) a = lo;
+            if (b > hi) b = hi;
+            if (a < b) total += slice_sumsq(grads + (a - lo), b - a);
         }
-        for (size_t c = 0; c < nch; c++) total += part[c];
-        free(part);
     }
     return total;
 }
 
-// AdamW on flat elements [opt_off, opt_off + n_opt) of params (bias-corrected, decoupled
-// weight decay only where the table says so). grads[j] is the gradient of element
-// opt_off + j, pre-scaled by gscale (the clipping factor).
-static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int64_t t, float gscale) {
+// AdamW on flat elements [opt_off, opt_off + n_opt) (bias-corrected, decoupled weight decay
+// only where the table says so): pmaster[j] and grads[j] are the weight and the gradient of
+// element opt_off + j, the gradient pre-scaled by gscale (the clipping factor).
+static void gpt_adamw(GPT* g, float* pmaster, const float* grads, double lr, int64_t t, float gscale) {
     const Config* c = &g->cfg;
     float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
     float bc1 = (float)(1.0 - pow(c->beta1, (double)t)), bc2 = (float)(1.0 - pow(c->beta2, (double)t));
@@ -1001,7 +1185,7 @@ static void gpt_adamw(GPT* g, float* params, const float* grads, double lr, int6
         float flr = (float)lr;
         // distinct buffers, element-wise: restrict lets the loop use vector divides and
         // square roots (IEEE-exact like the scalar ones, so the bits do not change)
-        float* restrict pp = params + a;
+        float* restrict pp = pmaster + (a - lo);
         float* restrict pm = g->m + (a - lo);
         float* restrict pv = g->v + (a - lo);
         const float* restrict pg = grads + (a - lo);
@@ -1147,29 +1331,58 @@ static StepResult train_step(Train* t) {
     StepResult r = run_step_plan(&t->run); // batch, LR, micro-batches from the recipe
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
     grads_begin(g);
+    g->sq_on = g->zero >= 2 && comm->DP > 1 && r.micro == 1; // -zero 2/3 see a replica's whole gradient then
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
     double loss_sum = pipe_execute(t, r.micro, 0, dloss, load_train_micro, &br);
     grads_end(g);
     sp_reduce_ln_grads(g, comm);
     // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
     r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? loss_sum : 0.0) / ((double)r.gb * c->seq);
-    if (is_first_stage(g) || is_last_stage(g))
-        emb_allreduce_sum(comm, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
-    // |G_small|^2: each replica's squared norm before the DP reduction (mean over replicas)
-    double small_sumsq = comm->DP > 1 ? world_sum(comm, gpt_grad_sumsq(g, g->grads, 0, g->pl.total)) / comm->DP : 0.0;
-    if (c->zero)
-        dp_reduce_scatter_sum(comm, g->grads, g->gshard, g->pl.total);
-    else
+    if (is_first_stage(g) || is_last_stage(g)) emb_allreduce_sum(comm, gpt_grad(g, PT_WTE, 0), g->pl.numel[PT_WTE]);
+    // |G_small|^2: each replica's squared norm before the DP reduction (mean over replicas).
+    // -zero 2/3 hold a replica's whole gradient only with one micro-batch per step, a layer at
+    // a time (g->sq, the same order); else NaN: no noise-scale estimate this step
+    double small_sumsq = 0.0;
+    if (comm->DP > 1 && g->zero < 2)
+        small_sumsq = world_sum(comm, gpt_grad_sumsq(g, g->grads, 0, g->pl.total)) / comm->DP;
+    else if (comm->DP > 1 && g->sq_on) {
+        double local = 0.0;
+        for (int tn = 0; tn < NUM_PARAM_TENSORS; tn++) {
+            if (!norm_counts(g, tn)) continue;
+            if (!zero_layered(tn) && g->pl.numel[tn] > 0) local += slice_sumsq(g->grest + g->roff[tn], g->pl.numel[tn]);
+            for (int l = 0; l < g->pl.nl[tn] && zero_layered(tn); l++) local += g->sq[tn * g->pl.nlayers + l];
+        }
+        small_sumsq = world_sum(comm, local) / comm->DP;
+    } else if (comm->DP > 1)
+        small_sumsq = NAN;
+    ZeroBucket rb;
+    if (g->zero >= 2) { // the layers' buckets were reduced during the backward; the rest now
+        zero_rest_bucket(&g->pl, 0, &rb);
+        dp_reduce_scatter_bucket(comm, &g->zc, &rb, g->pl.total, g->grest, g->gshard);
+    } else if (g->zero) { // ZeRO-1: the whole buffer, a bucket at a time (the same sums: zero.h)
+        for (int l = -1; l < g->pl.nlayers; l++) {
+            if (l < 0)
+                zero_rest_bucket(&g->pl, 1, &rb);
+            else
+                zero_layer_bucket(&g->pl, l, ZB_ALL, 1, &rb);
+            dp_reduce_scatter_bucket(comm, &g->zc, &rb, g->pl.total, g->grads, g->gshard);
+        }
+    } else
         dp_allreduce_sum(comm, g->grads, g->pl.total);
     // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
-    double sumsq = (c->zero || comm->dp == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
+    double sumsq = (g->zero || comm->dp == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
     r.gnorm = sqrt(world_sum(comm, sumsq));
     // noise scale and spike guard: every rank sees the same global loss and norm, so every
     // rank takes the same decision
     float gscale = run_step_judge(&t->run, &r, small_sumsq);
     if (r.skip == SKIP_NONE) {
-        gpt_adamw(g, g->params, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->run.adam_t, gscale);
-        if (c->zero) dp_allgather(comm, g->params, g->pl.total); // every DP rank updated its shard
+        gpt_adamw(g, g->pmaster, g->gshard + (g->zero ? 0 : g->opt_off), r.lr, t->run.adam_t, gscale);
+        if (g->zero == 1 || g->zero == 2) dp_allgather(comm, g->params, g->pl.total); // every DP rank updated its shard
+        if (g->zero == 3) {                                                           // the rest, whole again
+            zero_rest_bucket(&g->pl, 0, &rb);
+            dp_gather_bucket(comm, &g->zc, &rb, g->pl.total, g->pmaster, g->prest);
+            g->win_l[0] = g->win_l[1] = -1; // gathered before the update
+        }
     }
     run_step_done(&t->run, &r); // a skipped step still consumes its batch
     return r;
@@ -1234,7 +1447,21 @@ static void eval_row(void* self, int b, int pos, float* row) {
 static int save_checkpoint(Train* t) {
     GPT* g = &t->model;
     Progress p = run_progress(&t->run);
-    return save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt);
+    if (g->zero < 3)
+        return save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt);
+    // -zero 3: the file holds the whole weights (DP rank 0 writes them), gathered for the save
+    float* full = (float*)calloc_big(g->pl.total, sizeof(float));
+    for (int l = -1; l < g->pl.nlayers; l++) { // a bucket at a time: the staging stays one layer's
+        ZeroBucket b;
+        if (l < 0)
+            zero_rest_bucket(&g->pl, 1, &b);
+        else
+            zero_layer_bucket(&g->pl, l, ZB_ALL, 1, &b);
+        dp_gather_bucket(&t->run.comm, &g->zc, &b, g->pl.total, g->pmaster, full);
+    }
+    int rc = save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, full, g->m, g->v, g->opt_off, g->n_opt);
+    free(full);
+    return rc;
 }
 
 // Loads this rank's slices from a checkpoint written in any layout. With weights_only,
@@ -1242,9 +1469,14 @@ static int save_checkpoint(Train* t) {
 static int load_checkpoint(Train* t, const char* dir, int weights_only, char* err, size_t n) {
     GPT* g = &t->model;
     Progress p = run_progress(&t->run);
-    if (load_checkpoint_rank(&t->run.cfg, dir, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt, weights_only, &p,
-                             err, n) != 0)
-        return -1;
+    float* full = g->zero < 3 ? g->params : (float*)calloc_big(g->pl.total, sizeof(float));
+    int rc = load_checkpoint_rank(&t->run.cfg, dir, &g->pl, full, g->m, g->v, g->opt_off, g->n_opt, weights_only, &p,
+                                  err, n);
+    if (g->zero >= 3) { // -zero 3 keeps its shard and the rest
+        if (rc == 0) gpt_keep_shard(g, full);
+        free(full);
+    }
+    if (rc != 0) return -1;
     run_restore(&t->run, &p);
     return 0;
 }
@@ -1273,6 +1505,12 @@ static void print_act_memory(const GPT* g) {
 static void print_config_table(const Train* t) {
     run_print_config(&t->run);
     table_row("local params", "%zu floats", t->model.pl.total);
+    const size_t* mb = t->model.mem;
+    table_row("memory per rank",
+              "params %.3f MiB | grads %.3f MiB | optimizer %.3f MiB | activations %.3f MiB | "
+              "total %.3f MiB",
+              mb[MEM_PARAMS] / 1048576.0, mb[MEM_GRADS] / 1048576.0, mb[MEM_OPTIM] / 1048576.0,
+              mb[MEM_ACTS] / 1048576.0, (mb[MEM_PARAMS] + mb[MEM_GRADS] + mb[MEM_OPTIM] + mb[MEM_ACTS]) / 1048576.0);
     print_act_memory(&t->model);
 #ifdef _OPENMP
     table_row("threads", "%d", omp_get_max_threads());
@@ -1293,6 +1531,14 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     int nstash = zb ? pipe_w_pending_max(comm->pp, comm->PP, cfg->vpp, m_max) : 0;
     if (zb && nstash < 1) die("out of memory for the zb-h1 schedule");
     gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, nstash);
+    // what the planner says this rank allocates (memplan.h) is what it allocated
+    size_t plan[NUM_MEM];
+    const Comm* c = &t->run.comm;
+    mem_plan_cpu(&t->run.cfg, c->tp, c->TP, c->pp, c->PP, c->dp, c->DP, nslots, nstash, c->chunk, plan);
+    for (int k = 0; k < NUM_MEM; k++)
+        if (plan[k] * sizeof(float) != t->model.mem[k])
+            die("internal: %s: %zu bytes allocated, memplan.h says %zu: update memplan.h with the new buffer",
+                MEM_NAMES[k], t->model.mem[k], plan[k] * sizeof(float));
 }
 
 static void train_free(Train* t) {
@@ -1310,7 +1556,13 @@ static int hook_load(void* self, const char* dir, int weights_only, char* err, s
 }
 static void hook_init(void* self) {
     Train* t = (Train*)self;
-    param_init(&t->model.pl, t->model.params, t->run.cfg.seed, t->run.cfg.scaled_init, t->run.cfg.init_std_mult);
+    GPT* g = &t->model;
+    float* full = g->zero < 3 ? g->params : (float*)calloc_big(g->pl.total, sizeof(float));
+    param_init(&g->pl, full, t->run.cfg.seed, t->run.cfg.scaled_init, t->run.cfg.init_std_mult);
+    if (g->zero >= 3) { // drawn whole (every layout starts from the same weights), then sharded
+        gpt_keep_shard(g, full);
+        free(full);
+    }
 }
 
 #ifndef TESTING

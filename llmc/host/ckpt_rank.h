@@ -132,7 +132,7 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
     h.h[CK_TP] = comm->TP;
     h.h[CK_PP] = comm->PP;
     h.h[CK_DP] = comm->DP;
-    h.h[CK_ZERO] = c->zero;
+    h.h[CK_ZERO] = c->zero ? 1 : 0; // the moments are a shard: every level >= 1 writes the same file
     h.h[CK_TP_RANK] = comm->tp;
     h.h[CK_PP_RANK] = comm->pp;
     h.h[CK_DP_RANK] = comm->dp;

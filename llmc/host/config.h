@@ -148,7 +148,7 @@ typedef struct {
     X(INT, "-pp", pp, 1, "layout", "pipeline stages")                                                         \
     X(INT, "-dp", dp, 0, "layout", "data-parallel replicas (0: from the world size)")                         \
     X(INT, "-mb", mb, 1, "layout", "micro-batch, sequences")                                                  \
-    X(BOOL, "-zero", zero, 0, "layout", "ZeRO-1: optimizer state sharded over DP")                            \
+    X(INT, "-zero", zero, 0, "layout", "ZeRO: 1 optimizer state, 2 + gradients, 3 + weights sharded over DP") \
     X(BOOL, "-sp", sp, 0, "layout", "sequence parallelism in the TP groups")                                  \
     X(INT, "-vpp", vpp, 1, "layout", "model chunks per pipeline rank (interleaved 1F1B)")                     \
     X(WORD, "-pp-schedule", pp_schedule, "1f1b", "layout",                                                    \
@@ -596,6 +596,13 @@ static int config_validate(Config* c, char* err) {
     if (c->recompute < RECOMPUTE_NONE || c->recompute > RECOMPUTE_SELECTIVE)
         FAIL("-recompute takes 0, selective or full");
     if (c->vpp < 1) FAIL("-vpp must be >= 1 (1: plain 1F1B)");
+    if (c->zero < 0 || c->zero > 3)
+        FAIL("-zero %d: give 0 (off), 1 (optimizer state sharded), 2 (and gradients) or 3 (and weights)", c->zero);
+    if (c->zero >= 2 && c->ramp_auto)
+        FAIL(
+            "-ramp auto measures each replica's whole gradient, which -zero %d never holds: use -zero 1 or a fixed "
+            "-ramp",
+            c->zero);
     if (strcmp(c->comm, "nccl") != 0 && strcmp(c->comm, "mpi") != 0) FAIL("-comm takes nccl or mpi, not '%s'", c->comm);
     if (strcmp(c->pp_schedule, "1f1b") != 0 && strcmp(c->pp_schedule, "interleaved") != 0 &&
         strcmp(c->pp_schedule, "zb-h1") != 0)

@@ -303,7 +303,7 @@ static StepResult run_step_plan(const Run* R) {
 // returned scale are the clipping factor for it.
 static float run_step_judge(Run* R, StepResult* r, double small_sumsq) {
     const Config* c = &R->cfg;
-    if (R->comm.DP > 1) {
+    if (R->comm.DP > 1 && !isnan(small_sumsq)) { // NaN: no replica holds its whole gradient (-zero 2/3)
         double bs = (double)r->gb / R->comm.DP, bb = (double)r->gb;
         double gs2 = noise_group_sq(small_sumsq, bs, bb), gb2 = r->gnorm * r->gnorm;
         r->has_noise = noise_estimate(gs2, gb2, bs, bb, &r->g2, &r->trsigma) == 0;

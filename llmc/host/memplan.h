@@ -1,0 +1,98 @@
+/*
+ * memplan.h: the CPU trainer's memory per rank, buffer by buffer, from the configuration
+ * and the rank's place in the layout alone. train_gpt.c sizes its buffers with these
+ * functions and counts what it allocates (the start-up table's "memory per rank"); the
+ * planner (-plan) prints the same figures for a layout and stage without running it, and
+ * tests/test_planner.c checks that both agree for every ZeRO level and several layouts.
+ *
+ * Four kinds, in floats (4 bytes each):
+ *   params       the weights: the flat buffer; -zero 3 its shard, the rest (embeddings,
+ *                final LayerNorm) whole, two one-layer windows and their prefetch staging
+ *   grads        the flat gradient buffer; -zero 2/3 one layer's scratch and the rest; the
+ *                reduced shard under any ZeRO level; the bucket collectives' staging
+ *   optimizer    AdamW's two moments over the rank's optimizer range
+ *   activations  what the forward keeps per unit in flight (slots), the selective rebuild,
+ *                zb-h1's W stashes, the backward's scratch and -sp's gathers
+ */
+#ifndef LLMC_MEMPLAN_H
+#define LLMC_MEMPLAN_H
+
+#include <stddef.h>
+#include <string.h>
+#include "config.h"
+#include "layout.h"
+#include "params.h"
+#include "zero.h"
+
+enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIM, MEM_ACTS, NUM_MEM };
+static const char* const MEM_NAMES[NUM_MEM] = {"params", "grads", "optimizer", "activations"};
+
+// The shapes of one rank's model as the CPU trainer sees them.
+typedef struct {
+    int B, T, Ts, C, NH, Cl, F, Vl, nl, nlc, sp, last_stage, recompute;
+} RankShape;
+
+static RankShape rank_shape(const Config* c, int tp, int TP, int pp, int PP) {
+    (void)tp;
+    RankShape s;
+    s.B = c->mb;
+    s.T = c->seq;
+    s.C = c->H;
+    s.sp = c->sp && TP > 1;
+    s.Ts = s.sp ? c->seq / TP : c->seq;
+    s.NH = c->heads / TP;
+    s.Cl = s.NH * (c->H / c->heads);
+    s.F = 4 * c->H / TP;
+    s.Vl = c->Vp / TP;
+    s.nl = c->L / PP;
+    s.nlc = s.nl / (c->vpp > 1 ? c->vpp : 1);
+    s.last_stage = pp == PP - 1;
+    s.recompute = c->recompute;
+    return s;
+}
+
+// Floats of one unit's activation slot (train_gpt.c's acts_alloc): the chunk's layer inputs,
+// each layer's kept tensors (one set with full recompute), the head's on the last stage.
+static size_t mem_slot_floats(const RankShape* s, size_t* per_layer_out) {
+    size_t BT = (size_t)s->B * s->T, BTs = (size_t)s->B * s->Ts, C = s->C;
+    int selective = s->recompute == RECOMPUTE_SELECTIVE;
+    size_t att_n = selective ? 0 : (size_t)s->B * s->NH * s->T * s->T;
+    size_t per_layer = BTs * C * 3 + BTs * 4 + BT * 3 * s->Cl + att_n + BT * s->Cl + 2 * BT * s->F;
+    int nla = s->recompute == RECOMPUTE_FULL ? 1 : s->nlc;
+    size_t total = (size_t)(s->nlc + 1) * BTs * C + (size_t)nla * per_layer;
+    if (s->last_stage) total += BTs * C + 2 * BTs + BT * s->Vl + 2 * BT;
+    if (per_layer_out) *per_layer_out = per_layer;
+    return total;
+}
+
+// The CPU trainer's floats of each kind on the rank (tp, pp, dp) of a layout with nslots
+// activation slots and nstash zb-h1 W stashes (train_gpt.c's train_setup picks both);
+// chunk: the largest MPI call (comm.h; COMM_CHUNK_DEFAULT unless LLMC_MPI_CHUNK).
+static void mem_plan_cpu(const Config* c, int tp, int TP, int pp, int PP, int dp, int DP, int nslots, int nstash,
+                         size_t chunk, size_t out[NUM_MEM]) {
+    ParamLayout pl;
+    param_layout_init(&pl, c->L, c->H, c->heads, c->seq, c->V, c->Vp, tp, TP, pp, PP);
+    param_layout_set_chunks(&pl, c->vpp);
+    RankShape s = rank_shape(c, tp, TP, pp, PP);
+    int zero = DP > 1 ? c->zero : 0; // ZeRO over one DP rank is plain AdamW
+    size_t off, n_opt = pl.total, loff[NUM_PARAM_TENSORS];
+    if (zero) zero_shard(pl.total, DP, dp, &off, &n_opt);
+    size_t nlayer = zero_layer_offsets(&pl, loff), nrest = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        if (!zero_layered(t)) nrest += pl.numel[t];
+    for (int k = 0; k < NUM_MEM; k++) out[k] = 0;
+    size_t zsend, zrecv, gcap; // the bucket collectives' staging (zero.h)
+    zero_staging_need(&pl, DP, dp, chunk, zero, config_zb(c), &zsend, &zrecv, &gcap);
+    out[MEM_PARAMS] = zero < 3 ? pl.total : n_opt + nrest + 2 * nlayer + 2 * gcap;
+    out[MEM_GRADS] = (zero < 2 ? pl.total : nlayer + nrest) + (zero ? n_opt : 0) + zsend + zrecv;
+    out[MEM_OPTIM] = 2 * n_opt;
+    size_t BT = (size_t)s.B * s.T, BTs = (size_t)s.B * s.Ts, C = s.C, off_ws[NUM_WS], n_ws[NUM_WS];
+    size_t acts = (size_t)nslots * mem_slot_floats(&s, NULL);
+    if (s.recompute == RECOMPUTE_SELECTIVE) acts += (size_t)s.B * s.NH * s.T * s.T + BT * s.Cl;
+    acts += (size_t)nstash * s.nlc * zb_stash_layout(BT, BTs, C, s.F, s.Cl, off_ws, n_ws);
+    acts += 3 * BT * C + BT * 3 * s.Cl + BT * s.Cl + (BT * s.Cl + 32) + 2 * BT * s.F; // backward scratch
+    if (s.sp) acts += 4 * BT * C;
+    out[MEM_ACTS] = acts;
+}
+
+#endif // LLMC_MEMPLAN_H
