@@ -349,6 +349,8 @@ static void dp_gather_bucket(Comm* c, ZeroComm* z, const ZeroBucket* b, size_t t
 // A gather of a compact bucket that runs while the caller computes (-zero 3's prefetch of
 // the next layer's weights): started with dp_gather_start, waited for by dp_gather_finish.
 // The parts land in the destination directly; only this rank's part is staged (cap floats).
+// (Sent from the shard through an indexed datatype instead, Open MPI 4 picked different
+// all-gather algorithms on different ranks for the same call and the job hung.)
 typedef struct {
     float* send; // (cap)
     size_t cap;
