@@ -58,7 +58,8 @@ build/mutants/train_gpt_deadlock: train_gpt.c $(HEADERS)
 	sed 's/$(DEADLOCK_LINE)/if (!(comm->rank == 0 \&\& t->run.step == 2)) &/' $< > build/mutants/train_gpt.c
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) -I. build/mutants/train_gpt.c $(LDLIBS) -o $@
 
-TEST_GPT_DEPS = test_gpt.c train_gpt.c $(HEADERS) tests/common.h tests/sp_vpp.h tests/zb.h tests/trainer_cases.h \
+TEST_GPT_DEPS = test_gpt.c train_gpt.c $(HEADERS) tests/common.h tests/sp_vpp.h tests/zb.h tests/zero_cases.h \
+    tests/trainer_cases.h \
     tests/fixture.h
 test_gpt: $(TEST_GPT_DEPS)
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
@@ -72,7 +73,8 @@ fixtures:
 	@tail -n 10 fixtures.log
 
 # comm.h's chunked MPI calls under the MPI profiling interface (built only with MPI)
-test_comm: tests/test_comm.c llmc/host/comm.h llmc/host/layout.h llmc/host/utils.h tests/common.h
+test_comm: tests/test_comm.c llmc/host/comm.h llmc/host/zero.h llmc/host/colltrace.h llmc/host/layout.h llmc/host/utils.h \
+    tests/common.h
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
 
 test_planner: tests/test_planner.c llmc/planner/planner.h tests/common.h

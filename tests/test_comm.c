@@ -9,7 +9,12 @@
  *   - results are held to values computed here from each rank's inputs (small integers:
  *     the fp32 sums are exact whatever the order or the chunking);
  *   - layouts TP2 x PP2, PP2 x DP2 and DP4 (uneven ZeRO shards), buffer lengths that are
- *     not multiples of the chunk, and two pipeline messages received out of order.
+ *     not multiples of the chunk, and two pipeline messages received out of order;
+ *   - the ZeRO bucket collectives of llmc/host/zero.h on DP4 and DP2: each layer's bucket
+ *     (whole, compact and flat; zb-h1's B and W parts) and the rest reduce-scattered into
+ *     the shards with every element summed in rank order, bit for bit against that sum
+ *     done here on values whose order matters, and gathered back (blocking, and started /
+ *     finished as -zero 3's prefetch) equal to the owners' values.
  * `./test_comm --parse` only reads LLMC_MPI_CHUNK (the bad-value check runs it).
  * Prints one line per check (rank 0) and `N passed, M failed` last; exit 1 on failure.
  */
@@ -19,15 +24,28 @@
 #include <string.h>
 #include <sys/wait.h>
 #include "../llmc/host/comm.h"
+#include "../llmc/host/zero.h"
 #include "common.h"
 
 // ---------------------------------------------------------------------------------------
 // the profiling wrappers: largest count (elements, or bytes for MPI_BYTE) and number of
 // calls per function
 
-enum { W_ALLREDUCE, W_ISEND, W_RECV, W_REDUCE_SCATTER, W_ALLGATHERV, W_BCAST, W_REDUCE, W_N };
-static const char* W_NAMES[W_N] = {"MPI_Allreduce",  "MPI_Isend", "MPI_Recv",  "MPI_Reduce_scatter",
-                                   "MPI_Allgatherv", "MPI_Bcast", "MPI_Reduce"};
+enum {
+    W_ALLREDUCE,
+    W_ISEND,
+    W_RECV,
+    W_REDUCE_SCATTER,
+    W_ALLGATHERV,
+    W_BCAST,
+    W_REDUCE,
+    W_ALLTOALLV,
+    W_IALLGATHERV,
+    W_N
+};
+static const char* W_NAMES[W_N] = {"MPI_Allreduce",      "MPI_Isend",      "MPI_Recv",
+                                   "MPI_Reduce_scatter", "MPI_Allgatherv", "MPI_Bcast",
+                                   "MPI_Reduce",         "MPI_Alltoallv",  "MPI_Iallgatherv"};
 static long w_max[W_N], w_calls[W_N];
 static void w_note(int f, long count) {
     w_calls[f]++;
@@ -61,9 +79,27 @@ int MPI_Allgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int co
                    MPI_Datatype rt, MPI_Comm c) {
     long most = sn;
     for (int i = 0; i < comm_size_of(c); i++)
-        if ((long)displs[i] + counts[i] > most) most = (long)displs[i] + counts[i];
-    w_note(W_ALLGATHERV, most); // the receive buffer's extent
+        if (counts[i] > most) most = counts[i];
+    w_note(W_ALLGATHERV, most); // the most any one rank contributes (displacements are ints too: < 2^31 here)
     return PMPI_Allgatherv(s, sn, st, r, counts, displs, rt, c);
+}
+int MPI_Alltoallv(const void* s, const int sc[], const int sd[], MPI_Datatype st, void* r, const int rc[],
+                  const int rd[], MPI_Datatype rt, MPI_Comm c) {
+    long most = 0;
+    for (int i = 0; i < comm_size_of(c); i++) {
+        if (sc[i] > most) most = sc[i];
+        if (rc[i] > most) most = rc[i];
+    }
+    w_note(W_ALLTOALLV, most); // the most one rank sends to or receives from one other
+    return PMPI_Alltoallv(s, sc, sd, st, r, rc, rd, rt, c);
+}
+int MPI_Iallgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int counts[], const int displs[],
+                    MPI_Datatype rt, MPI_Comm c, MPI_Request* req) {
+    long most = sn;
+    for (int i = 0; i < comm_size_of(c); i++)
+        if (counts[i] > most) most = counts[i];
+    w_note(W_IALLGATHERV, most);
+    return PMPI_Iallgatherv(s, sn, st, r, counts, displs, rt, c, req);
 }
 int MPI_Bcast(void* b, int n, MPI_Datatype t, int root, MPI_Comm c) {
     w_note(W_BCAST, n);
@@ -213,6 +249,110 @@ static void test_layout(int TP, int PP, int DP) {
     comm_free(&c);
 }
 
+// rank r's gradient at flat element f: values whose sum depends on the order of the adds
+static float zval(int rank, size_t f) {
+    static const float V[4] = {1.0e8f, 3.0f, -1.0e8f, 0.3f};
+    return V[(rank + f) % 4] * (1.0f + (float)(f % 7) * 0.125f);
+}
+
+// The ZeRO bucket collectives (llmc/host/zero.h) on 1 x PP x DP: a stage of L layers
+// (L / PP per stage) of a small model, every bucket the trainers reduce and gather.
+static void test_zero(int PP, int DP) {
+    Comm c;
+    comm_init_single(&c);
+    c.mpi = 1;
+    c.rank = g_rank;
+    c.world = g_world;
+    comm_init_groups(&c, 1, PP, DP, 16);
+    ParamLayout pl;
+    param_layout_init(&pl, 4, 8, 2, 4, 24, 24, 0, 1, c.pp, PP); // L 4, C 8, 2 heads, T 4, V 24
+    size_t so, sn, loff[NUM_PARAM_TENSORS];
+    zero_shard(pl.total, DP, c.dp, &so, &sn);
+    size_t nlayer = zero_layer_offsets(&pl, loff);
+    float* flat = (float*)malloc_check(sizeof(float) * pl.total);
+    float* shard = (float*)calloc_check(sn + 1, sizeof(float));
+    float* want = (float*)calloc_check(sn + 1, sizeof(float));
+    float* local = (float*)malloc_check(sizeof(float) * (pl.total + nlayer));
+    ZeroComm zc;
+    memset(&zc, 0, sizeof(zc));
+    char what[300];
+    // every bucket of the stage: layers whole (compact and flat), zb-h1's two parts (compact), the rest
+    int ok = 1, nb = 0;
+    for (size_t i = 0; i < sn; i++) { // the rank-order sum over the DP group of flat element so + i
+        float s = zval(0, so + i);
+        for (int r = 1; r < DP; r++) s += zval(r, so + i);
+        want[i] = s;
+    }
+    for (size_t f = 0; f < pl.total; f++) flat[f] = zval(c.dp, f);
+    for (int l = -1; l < pl.nlayers; l++)
+        for (int kind = 0; kind < 4; kind++) { // 0 compact whole, 1 flat whole, 2 B part, 3 W part
+            if (l < 0 && kind > 1) continue;
+            ZeroBucket b;
+            int part = kind == 2 ? ZB_B_PART : (kind == 3 ? ZB_W_PART : ZB_ALL);
+            if (l < 0)
+                zero_rest_bucket(&pl, kind == 1, &b);
+            else
+                zero_layer_bucket(&pl, l, part, kind == 1, &b);
+            // the bucket's values in its local layout
+            float* src = kind == 1 ? flat : local;
+            for (int s2 = 0; s2 < b.nseg && kind != 1; s2++)
+                for (size_t i = 0; i < b.n[s2]; i++) local[b.loc[s2] + i] = zval(c.dp, b.flat[s2] + i);
+            memset(shard, 0, sizeof(float) * (sn + 1));
+            dp_reduce_scatter_bucket(&c, &zc, &b, pl.total, src, shard);
+            for (int s2 = 0; s2 < b.nseg; s2++)
+                for (size_t i = 0; i < b.n[s2]; i++) {
+                    size_t f = b.flat[s2] + i;
+                    if (f >= so && f < so + sn && memcmp(&shard[f - so], &want[f - so], sizeof(float)) != 0) ok = 0;
+                }
+            nb++;
+        }
+    snprintf(what, sizeof(what),
+             "1x%dx%d: %d buckets (layers compact and flat, zb-h1's B and W parts, the rest) reduce-scattered: "
+             "each element the rank-order sum, bit for bit",
+             PP, DP, nb);
+    check_all(ok, what);
+    // gathers: every rank's shard holds the owners' values; a layer gathered (blocking and as a
+    // prefetch) and the rest (compact) equal them
+    for (size_t i = 0; i < sn; i++) shard[i] = zval(0, so + i) + 1.0f;
+    ok = 1;
+    ZeroGather q;
+    zero_gather_init(&q, nlayer, DP);
+    for (int l = -1; l < pl.nlayers; l++)
+        for (int mode = 0; mode < 2; mode++) {
+            if (l < 0 && mode == 1) continue;
+            ZeroBucket b;
+            if (l < 0)
+                zero_rest_bucket(&pl, 0, &b);
+            else
+                zero_layer_bucket(&pl, l, ZB_ALL, 0, &b);
+            for (size_t i = 0; i < pl.total + nlayer; i++) local[i] = -7.0f;
+            if (mode == 0)
+                dp_gather_bucket(&c, &zc, &b, pl.total, shard, local);
+            else { // a prefetch runs only when the bucket goes in one round: chunk at its default here
+                size_t keep = c.chunk;
+                c.chunk = COMM_CHUNK_DEFAULT;
+                dp_gather_start(&c, &zc, &q, &b, pl.total, shard, local);
+                dp_gather_finish(&c, &q);
+                c.chunk = keep;
+            }
+            for (int s2 = 0; s2 < b.nseg; s2++)
+                for (size_t i = 0; i < b.n[s2]; i++)
+                    if (local[b.loc[s2] + i] != zval(0, b.flat[s2] + i) + 1.0f) ok = 0;
+        }
+    snprintf(what, sizeof(what),
+             "1x%dx%d: every layer's weights and the rest gathered from their owners (blocking "
+             "and started/finished as a prefetch)",
+             PP, DP);
+    check_all(ok, what);
+    zero_gather_free(&q);
+    zero_comm_free(&zc);
+    free(flat);
+    free(shard);
+    free(want);
+    free(local);
+    comm_free(&c);
+}
+
 int main(int argc, char** argv) {
     if (argc > 1 && strcmp(argv[1], "--parse") == 0) {
         Comm c;
@@ -248,17 +388,23 @@ int main(int argc, char** argv) {
         test_layout(2, 2, 1);
         test_layout(1, 2, 2);
         test_layout(1, 1, 4);
+        test_zero(1, 4);
+        test_zero(2, 2);
     }
     // what the MPI library received: no call above the chunk; every chunked path taken
     for (int f = 0; f < W_N; f++) {
         long most = 0, calls = 0;
         PMPI_Allreduce(&w_max[f], &most, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
         PMPI_Allreduce(&w_calls[f], &calls, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-        // MPI_Reduce_scatter / MPI_Allgatherv are used only for whole buffers up to a chunk
-        // (1001 floats > 7: never here); MPI_Bcast carries the world broadcast and the gathers
-        int need = f != W_REDUCE_SCATTER && f != W_ALLGATHERV;
+        // MPI_Reduce_scatter is used only for whole buffers up to a chunk (1001 floats > 7:
+        // never here); MPI_Bcast carries the world broadcast and the gathers; MPI_Allgatherv,
+        // MPI_Alltoallv and MPI_Iallgatherv the ZeRO buckets' rounds
+        int need = f != W_REDUCE_SCATTER;
+        // MPI_Iallgatherv: only for a bucket that fits one round (zero.h checks), run above at the
+        // default chunk, so its count is not held to this one
+        long bound = f == W_IALLGATHERV ? (long)COMM_CHUNK_DEFAULT : (long)chunk;
         if (g_rank == 0)
-            check(most <= (long)chunk && (!need || calls > 0), "%-18s %6ld calls, largest count %ld (chunk %zu)%s",
+            check(most <= bound && (!need || calls > 0), "%-18s %6ld calls, largest count %ld (chunk %zu)%s",
                   W_NAMES[f], calls, most, chunk, need ? "" : ", unused above a chunk");
     }
     MPI_Finalize();
