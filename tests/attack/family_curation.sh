@@ -3,7 +3,11 @@
 # bad input: missing, empty, non-UTF-8 or malformed inputs and eval files, a directory, /dev/zero,
 # out-of-range and non-numeric options (--threshold outside (0, 1] or nan, --num-perm < 2, --n 0),
 # an --out that is not .jsonl, in no directory, or the input itself. Each is one `error:` line and
-# a non-zero exit, and a failed run leaves no output behind; valid controls run.
+# a non-zero exit, and a failed run leaves no output behind; valid controls run. Then (issue 45)
+# outputs, side files and .tmp names against inputs and eval files (same name, symlink, hard
+# link), each refused with the file intact; prepare.py's inputs against the files it writes or
+# deletes, another prefix's files left alone, --merge's printed glob against stray shards, and
+# its tokenization workers on a late bad line and on Ctrl-C (no hang, no process left).
 source "$(dirname "$0")/lib.sh"
 PY="${HF_PY:-$HOME/.cache/llmc/hf-venv/bin/python}"
 DEDUP=("$PY" "$ROOT/dev/data/dedup.py" --quiet)
