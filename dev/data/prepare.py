@@ -27,6 +27,7 @@ Outputs (in --out):
                           shard. Without it the directory is partial: a rerun deletes
                           this prefix's shards/.tmp files and starts again, so shards of
                           two runs never mix; with it (same arguments) a rerun is a no-op.
+No input may be one of these files: that is refused before anything is written.
 
 Split: a document goes to val when the first 8 bytes of sha256(its UTF-8 text), read
 as a big-endian integer / 2^64, are < --val-frac: deterministic, independent of file
@@ -36,7 +37,10 @@ and <|endoftext|> as the last id.
 
 Tokenization: the main process reads and splits, --workers processes encode chunks of
 documents, results are consumed in input order (at most 2 chunks per worker in flight),
-so the output is byte-identical for any worker count and chunk size. --engine fast (the
+so the output is byte-identical for any worker count and chunk size. Each worker has a
+pipe of its own each way and the main process never blocks writing to one, so an error
+anywhere (bad input, a killed worker, a full disk, Ctrl-C) ends the run with one line and
+no process left, never a hang. --engine fast (the
 default) runs GPT-2's pre-tokenizer regex in Python's `re`, with its letter / number /
 space classes taken from unicodedata and checked at start-up against the tokenizer's own
 pre-tokenizer, and sends each distinct word through the tokenizer's BPE model once (then
@@ -53,8 +57,10 @@ range K (a .jsonl line, a text line or paragraph, a text file with --docs file, 
 row group), so every document is in exactly one part and parts 1..N in order hold the
 documents in input order. Part K writes PREFIX_pKKKKofNNNN_{train,val}_NNN.bin, its
 tokenizer files and its manifest; --merge checks that all N are there, complete, made
-with the same settings and tokenizer, and writes PREFIX_manifest.json listing every
-shard plus PREFIX_tokenizer.{bin,json}. Parts need --tokenizer (train one first, e.g.
+with the same settings and tokenizer, gives the parts' shards the names of one sequence
+PREFIX_{train,val}_NNN.bin (hard links), so that the glob to train on, PREFIX_train_*.bin,
+takes exactly the merged manifest's shards, and writes PREFIX_manifest.json listing them
+plus PREFIX_tokenizer.{bin,json}. Parts need --tokenizer (train one first, e.g.
 with --tokenizer-only), never a BPE trained per part. The split rule is per document,
 so parts put each document on the same side as a single job.
 """
