@@ -420,6 +420,23 @@ except RuntimeError as e:
 """
 
 
+FULL_DRIVER = """
+import errno, sys
+sys.path.insert(0, sys.argv[1])
+import prepare as prep
+orig, n = prep.write_atomic, [0]
+
+
+def full(path, *parts):  # the disk fills up at the third file
+    n[0] += 1
+    if n[0] > 2:
+        raise OSError(errno.ENOSPC, "No space left on device", path + ".tmp")
+    orig(path, *parts)
+prep.write_atomic = full
+sys.exit(prep.main(sys.argv[2:]))
+"""
+
+
 def default_sigint():
     """Ctrl-C as a terminal gives it, even when this test runs in the background (where
     SIGINT is ignored, and a child would inherit that)."""
@@ -525,6 +542,21 @@ def pool_cases(tmp, tokp, bigin):
           and not os.path.exists(os.path.join(out, "k_manifest.json")),
           f"Ctrl-C (SIGINT to the process group) mid-run: exit 130, one line, no process left "
           f"(rc {rc}, left {left}): {lines[-1:] if len(lines) < 3 else lines[:3]}")
+
+    p = subprocess.Popen([PY, "-c", FULL_DRIVER, DATA_DIR, "--quiet", "--out", os.path.join(tmp, "full"), "--tokenizer",
+                          tokp, "--workers", "2", "--chunk-bytes", "2000", "--shard-tokens", "2000", bigin],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = p.communicate(timeout=60)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        _, err = p.communicate()
+        rc = None
+    left = gone(p.pid, 10)
+    check(rc == 1 and err.count("\n") == 1 and "No space left on device" in err and not left,
+          f"a full disk at the 3rd shard, 2 workers busy: one error line, no process left (rc {rc}): "
+          f"{err.strip()[:120]}")
 
     bad_in = os.path.join(tmp, "late_bad.jsonl")
     with open(bad_in, "wb") as f:
