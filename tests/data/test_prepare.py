@@ -22,6 +22,18 @@ Tests dev/data/prepare.py on a small synthetic corpus (text + jsonl files):
     the merge refuses a missing, a duplicated, a corrupted part, parts of two different
     N and a part with another tokenizer; --part 0/3, 4/3, x and with --train-bpe are
     refused; a part prints its sbatch line;
+  * the workers on the error paths, each in its own session and timed out if it hangs: a
+    failure in the main process with chunks in flight (PREPARE_STRESS times, default 6,
+    random chunk sizes and failure points), a worker killed -9 while it holds work, Ctrl-C
+    to the process group, a full disk, a bad line late; each ends with one line and leaves
+    no process; kill -9 of the main process leaves no worker either;
+  * no input may be a file the run writes or deletes (shard, tokenizer, manifest and .tmp
+    names, also through a symlink); another prefix's files are left alone; the tokenizer
+    of --tokenizer-only stays byte for byte through parts and the merge;
+  * the merge's one sequence PREFIX_{train,val}_NNN.bin (hard links) and its printed globs
+    take exactly the manifest's shards, with stray part-like and old shards beside (train_gpt
+    reads the manifest's token count through the glob); another prefix's file under the glob
+    is refused; a part run again removes the merged output;
   * the progress line has MB/s and an ETA, or says the size is unknown (a pipe);
   * ./train_gpt trains 2 steps on the produced shards.
 
