@@ -13,14 +13,20 @@ projections; MLP H -> 4H -> H with GeLU (tanh); LayerNorm eps 1e-5; no dropout. 
 embedding has Vp rows (V padded to a multiple of vpad) but, as in train_gpt, only the V
 real rows make logits, so the padding costs memory, never compute.
 AdamW: betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on matrices and embeddings only.
+Attention: torch.nn.functional.scaled_dot_product_attention (causal) where this torch has it
+(2.0 on), as a PyTorch user writes it today (nanoGPT does the same), else the explicit
+softmax(QK^T) V; -attn picks one. Eager mode: torch.compile is not used.
 
-Run with Debian's interpreter (/usr/bin/python3, python3-torch 1.13):
+Runs with any torch: Debian's (/usr/bin/python3, python3-torch 1.13) or PyTorch 2.x from
+PyPI in its own venv (dev/bench_cpu.sh makes one); the JSON line names the version, the
+BLAS it computes with and the CPU capability torch uses.
   /usr/bin/python3 dev/bench_torch.py -model 125m -seq 64 -mb 4 -steps 8 -warmup-steps 2
 """
 import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -37,9 +43,9 @@ PRESETS = {  # name -> (L, H, heads, seq), as llmc/host/config.h
 
 
 class Block(nn.Module):
-    def __init__(self, H, heads):
+    def __init__(self, H, heads, sdpa):
         super().__init__()
-        self.heads = heads
+        self.heads, self.sdpa = heads, sdpa
         self.ln1 = nn.LayerNorm(H, eps=1e-5)
         self.qkv = nn.Linear(H, 3 * H)
         self.proj = nn.Linear(H, H)
@@ -54,21 +60,24 @@ class Block(nn.Module):
         q = q.view(B, T, self.heads, hs).transpose(1, 2)
         k = k.view(B, T, self.heads, hs).transpose(1, 2)
         v = v.view(B, T, self.heads, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, H)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            y = att.masked_fill(mask[:T, :T], float("-inf")).softmax(dim=-1) @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, H)
         x = x + self.proj(y)
         x = x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
         return x
 
 
 class GPT(nn.Module):
-    def __init__(self, L, H, heads, seq, V, Vp):
+    def __init__(self, L, H, heads, seq, V, Vp, sdpa):
         super().__init__()
         self.V = V
         self.wte = nn.Parameter(torch.empty(Vp, H))
         self.wpe = nn.Parameter(torch.empty(seq, H))
-        self.blocks = nn.ModuleList([Block(H, heads) for _ in range(L)])
+        self.blocks = nn.ModuleList([Block(H, heads, sdpa) for _ in range(L)])
         self.lnf = nn.LayerNorm(H, eps=1e-5)
         self.register_buffer("mask", torch.triu(torch.ones(seq, seq, dtype=torch.bool), diagonal=1))
         s = math.sqrt(1.0 / (3.0 * H))
@@ -122,6 +131,14 @@ def loaded_blas():
     return ",".join(sorted(libs)) or "none"
 
 
+def backend():
+    """(BLAS, CPU capability) from torch's build configuration: e.g. ("mkl", "AVX512")."""
+    cfg = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", cfg)
+    cap = re.search(r"CPU capability usage: (\w+)", cfg)
+    return blas.group(1) if blas else "?", cap.group(1) if cap else "?"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-model", default="125m", choices=sorted(PRESETS))
@@ -134,16 +151,24 @@ def main():
     ap.add_argument("-threads", type=int, default=0, help="0: os.cpu_count()")
     ap.add_argument("-data", default="dev/data/kjv", help="directory with kjv_train_000.bin (random ids if absent)")
     ap.add_argument("-seed", type=int, default=1337)
+    ap.add_argument("-attn", choices=["auto", "sdpa", "manual"], default="auto",
+                    help="auto: scaled_dot_product_attention where torch has it (2.0 on)")
     a = ap.parse_args()
+    have_sdpa = hasattr(F, "scaled_dot_product_attention")
+    if a.attn == "sdpa" and not have_sdpa:
+        sys.exit(f"bench_torch: torch {torch.__version__} has no scaled_dot_product_attention (-attn manual)")
+    sdpa = have_sdpa and a.attn != "manual"
 
     L, H, heads, seq = PRESETS[a.model]
     T = a.seq or seq
     Vp = (a.V + a.vpad - 1) // a.vpad * a.vpad
     threads = a.threads or os.cpu_count()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(threads)  # the trainer's -threads: the same cores for both
+    if torch.get_num_threads() != threads:
+        sys.exit(f"bench_torch: torch runs {torch.get_num_threads()} threads, not {threads}")
     torch.manual_seed(a.seed)
 
-    model = GPT(L, H, heads, T, a.V, Vp)
+    model = GPT(L, H, heads, T, a.V, Vp, sdpa)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -183,7 +208,8 @@ def main():
         "mb": a.mb, "V": a.V, "Vp": Vp, "params": nparams, "threads": threads, "steps": a.steps,
         "ms_median": ms, "ms_min": min(times), "ms_max": max(times),
         "tok_s": a.mb * T / (ms / 1e3), "gflops": flops / (ms / 1e3) / 1e9, "flops_per_step": flops,
-        "first_loss": losses[0], "blas": loaded_blas(),
+        "first_loss": losses[0], "blas": loaded_blas(), "blas_info": backend()[0], "cpu_capability": backend()[1],
+        "attention": "sdpa" if sdpa else "manual", "torch_threads": torch.get_num_threads(),
     }))
 
 

@@ -37,12 +37,14 @@ by a resume starts the event files over.
 import argparse
 import glob
 import hashlib
+import importlib
 import json
 import math
 import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 
@@ -57,6 +59,33 @@ _NONFINITE = re.compile(r'(?<=[:\[,])\s*(-?)(nan|inf|infinity)\b', re.IGNORECASE
 def die(msg):
     print(f"error: {msg}", file=sys.stderr)
     sys.exit(1)
+
+
+def importable(name):
+    try:
+        importlib.import_module(name)
+        return True
+    except ImportError:
+        return False
+
+
+def tensorboard_missing(err):
+    """What to do when torch.utils.tensorboard does not import: name every package this
+    Python lacks, and the venv of dev/install.sh, which has them all. PyPI's torch for Linux
+    pulls ~3 GB of CUDA wheels, so `pip install torch` is not what to suggest."""
+    venv = os.path.join(os.environ.get("LLMC_HF_VENV", os.path.expanduser("~/.cache/llmc/hf-venv")), "bin", "python")
+    missing = [m for m in ("torch", "tensorboard") if not importable(m)]
+    missing = missing or [f"a working torch.utils.tensorboard ({err})"]
+    ready = False
+    if os.access(venv, os.X_OK) and os.path.abspath(venv) != os.path.abspath(sys.executable):
+        ready = subprocess.run([venv, "-c", "import torch.utils.tensorboard"], capture_output=True).returncode == 0
+    if ready:
+        use = f"run track.py with {venv}, which has both"
+    else:
+        use = f"run `bash dev/install.sh` (it makes {venv}, with both) and run track.py with that Python"
+    if missing == ["tensorboard"] and sys.prefix != sys.base_prefix:  # (a venv: Debian's own Python refuses pip)
+        use += f", or {sys.executable} -m pip install tensorboard"
+    return f"--tensorboard needs torch and tensorboard; {sys.executable} lacks {' and '.join(missing)}: {use}"
 
 
 def parse_line(line):
@@ -237,8 +266,7 @@ class TensorBoardSink:
             from torch.utils.tensorboard import SummaryWriter
             from torch.utils.tensorboard.summary import hparams
         except ImportError as e:
-            die(f"--tensorboard needs torch and the tensorboard package ({e}): run dev/install.sh, "
-                f"or {sys.executable} -m pip install tensorboard")
+            die(tensorboard_missing(e))
         self.SummaryWriter, self.hparams = SummaryWriter, hparams
         self.logdir = logdir
         self.w = None

@@ -13,6 +13,8 @@ EventAccumulator; the W&B offline file through wandb's protobuf classes):
   5. --follow on a live run: every step, and it ends by itself once the run releases its lock
   6. --wandb: the offline run's history equals the log; rerun keeps one local copy; without
      the wandb package, one `error:` line that says how to install it
+  7. --tensorboard without torch, or without tensorboard: one `error:` line that names what is
+     missing and the venv that has both (no `pip install tensorboard` when torch is missing)
 Prints "N passed, M failed" last; exits 1 on any failure.
 """
 
@@ -258,6 +260,24 @@ def main():
             check([s for s, _ in vloss] == [2, 4, 6] and all(v == x["val_loss"] for (_, v), x in zip(vloss, va)),
                   f"the W&B history's val/loss at steps 2, 4, 6 equals the log's (got {vloss})")
             check({"lr", "steps", "argv", "layout.tp"} <= config, "the W&B config holds the flags")
+        # 7. --tensorboard without torch, or without tensorboard: a shim that makes the import fail;
+        # the message names what is missing and never suggests pip for torch (PyPI's is CUDA, ~3 GB)
+        for pkg in ("torch", "tensorboard"):
+            sd = os.path.join(tmp, "shim_" + pkg, pkg)
+            os.makedirs(sd)
+            with open(os.path.join(sd, "__init__.py"), "w") as g:
+                g.write(f"raise ImportError('no {pkg} here')\n")
+            r = track("--tensorboard", run, env=dict(os.environ, PYTHONPATH=os.path.dirname(sd)))
+            err = r.stderr.strip().splitlines()
+            said = err[0] if err else ""
+            lacks = said.split(" lacks ", 1)[1].split(":")[0] if " lacks " in said else ""
+            ok = r.returncode == 1 and len(err) == 1 and said.startswith("error: ") and "install.sh" in said
+            if pkg == "torch":
+                ok = ok and "torch" in lacks and "pip install" not in said
+            else:
+                ok = ok and lacks == "tensorboard"
+            check(ok, f"--tensorboard without {pkg}: one error line naming what is missing and how to get it "
+                      f"(got {err})")
         # without the package: a shim that makes `import wandb` fail
         shim = os.path.join(tmp, "shim", "wandb")
         os.makedirs(shim)

@@ -45,7 +45,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prepare import PrepareError, Progress, expand_inputs, iter_documents  # noqa: E402
+from prepare import (PrepareError, Progress, expand_inputs, iter_documents,  # noqa: E402
+                     refuse_outputs_on_inputs)
 
 WORD = re.compile(r"[^\W_]+")  # letters and digits: punctuation and "_" separate words
 
@@ -185,9 +186,9 @@ def check_args(a):
 
 def decontaminate(a, paths):
     hits_path, report_path = side_names(a.out)
+    refuse_outputs_on_inputs([a.out, hits_path, report_path],
+                             [("the input", p) for p in paths] + [("--eval", p) for p in a.eval])
     for p in paths:
-        if any(os.path.exists(o) and os.path.samefile(p, o) for o in (a.out, hits_path)):
-            raise PrepareError(f"--out would overwrite the input {p}")
         mode = os.stat(p).st_mode
         if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a device (/dev/zero) would be read without end
             raise PrepareError(f"{p} is not a regular file or a FIFO")
@@ -214,6 +215,7 @@ def decontaminate(a, paths):
     c = dict(documents_in=0, contaminated=0, removed=0, split=0, pieces_out=0, pieces_short=0,
              too_many_splits=0, documents_out=0, hits=0, hits_ignored=0)
     prog = Progress("decontaminate.py" + (" pass 2/2" if a.max_doc_hits else ""), total, a.quiet)
+    a.created += [a.out + ".tmp", hits_path + ".tmp"]
     with open(a.out + ".tmp", "w", encoding="utf-8") as fo, open(hits_path + ".tmp", "w", encoding="utf-8") as fh:
         def emit(text):
             fo.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
@@ -267,6 +269,7 @@ def decontaminate(a, paths):
                   settings={"n": a.n, "mode": a.mode, "margin": a.margin, "min_chars": a.min_chars,
                             "max_splits": a.max_splits, "max_doc_hits": a.max_doc_hits, "eval": a.eval,
                             "eval_field": a.eval_field, "inputs": paths, "field": a.field, "docs": a.docs})
+    a.created.append(report_path + ".tmp")
     with open(report_path + ".tmp", "w", encoding="utf-8") as f:
         f.write(json.dumps(report, indent=1) + "\n")
     for p in (a.out, hits_path, report_path):
@@ -296,14 +299,14 @@ def main(argv=None):
                     help="training text files: one document per file, per line, or per blank-line paragraph")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
     a = ap.parse_args(argv)
+    a.created = []  # the .tmp files this run made: the only ones a failure may delete
     try:
         check_args(a)
         r = decontaminate(a, expand_inputs(a.inputs))
     except (PrepareError, OSError) as e:
-        if a.out.endswith(".jsonl"):
-            for p in (a.out, *side_names(a.out)):
-                if os.path.exists(p + ".tmp"):
-                    os.remove(p + ".tmp")
+        for p in a.created:
+            if os.path.exists(p):
+                os.remove(p)
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"decontaminate.py: {r['documents_in']:,} documents in, {r['contaminated']:,} contaminated "

@@ -39,7 +39,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from prepare import PrepareError, Progress, expand_inputs, iter_documents  # noqa: E402
+from prepare import (PrepareError, Progress, expand_inputs, iter_documents,  # noqa: E402
+                     refuse_outputs_on_inputs)
 
 WORD = re.compile(r"[^\W_]+")  # letters and digits: punctuation and "_" separate words
 DEFAULT_NGRAM = {"word": 5, "char": 24}
@@ -120,10 +121,8 @@ def check_args(a):
 def dedup(a, paths):
     from datasketch import LeanMinHash, MinHash, MinHashLSH
     removed_path, report_path = side_names(a.out)
-    outs = [a.out, removed_path]
+    refuse_outputs_on_inputs([a.out, removed_path, report_path], [("the input", p) for p in paths])
     for p in paths:
-        if any(os.path.exists(o) and os.path.samefile(p, o) for o in outs):  # it would be gone before it is read
-            raise PrepareError(f"--out would overwrite the input {p}")
         mode = os.stat(p).st_mode
         if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a device (/dev/zero) would be read without end
             raise PrepareError(f"{p} is not a regular file or a FIFO")
@@ -139,6 +138,7 @@ def dedup(a, paths):
     n = n_removed = nbytes = 0
     t0 = time.time()
     prog = Progress("dedup.py", sum(os.path.getsize(p) for p in paths if os.path.isfile(p)), a.quiet)
+    a.created += [a.out + ".tmp", removed_path + ".tmp"]
     with open(a.out + ".tmp", "w", encoding="utf-8") as fk, open(removed_path + ".tmp", "w", encoding="utf-8") as fr:
         for i, text in read_with_sources(paths, a.field, a.docs, sources):
             m = template.copy()
@@ -174,6 +174,7 @@ def dedup(a, paths):
               "settings": {"threshold": a.threshold, "num_perm": a.num_perm, "lsh_bands": lsh.b, "lsh_rows": lsh.r,
                            "shingle": a.shingle, "ngram": a.ngram, "seed": a.seed, "inputs": paths,
                            "field": a.field, "docs": a.docs}}
+    a.created.append(report_path + ".tmp")
     with open(report_path + ".tmp", "w", encoding="utf-8") as f:
         f.write(json.dumps(report, indent=1) + "\n")
     for p in (a.out, removed_path, report_path):
@@ -197,6 +198,7 @@ def main(argv=None):
                     help="text files: one document per file, per line, or per blank-line paragraph")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
     a = ap.parse_args(argv)
+    a.created = []  # the .tmp files this run made: the only ones a failure may delete
     try:
         check_args(a)
         paths = expand_inputs(a.inputs)
@@ -207,10 +209,9 @@ def main(argv=None):
                                "~/.cache/llmc/hf-venv/bin/python")
         r = dedup(a, paths)
     except (PrepareError, OSError) as e:
-        if a.out.endswith(".jsonl"):
-            for p in (a.out, *side_names(a.out)):
-                if os.path.exists(p + ".tmp"):
-                    os.remove(p + ".tmp")
+        for p in a.created:
+            if os.path.exists(p):
+                os.remove(p)
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"dedup.py: {r['documents_in']:,} documents in, {r['removed']:,} removed, {r['kept']:,} kept, "

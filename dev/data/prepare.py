@@ -27,6 +27,7 @@ Outputs (in --out):
                           shard. Without it the directory is partial: a rerun deletes
                           this prefix's shards/.tmp files and starts again, so shards of
                           two runs never mix; with it (same arguments) a rerun is a no-op.
+No input may be one of these files: that is refused before anything is written.
 
 Split: a document goes to val when the first 8 bytes of sha256(its UTF-8 text), read
 as a big-endian integer / 2^64, are < --val-frac: deterministic, independent of file
@@ -36,7 +37,10 @@ and <|endoftext|> as the last id.
 
 Tokenization: the main process reads and splits, --workers processes encode chunks of
 documents, results are consumed in input order (at most 2 chunks per worker in flight),
-so the output is byte-identical for any worker count and chunk size. --engine fast (the
+so the output is byte-identical for any worker count and chunk size. Each worker has a
+pipe of its own each way and the main process never blocks writing to one, so an error
+anywhere (bad input, a killed worker, a full disk, Ctrl-C) ends the run with one line and
+no process left, never a hang. --engine fast (the
 default) runs GPT-2's pre-tokenizer regex in Python's `re`, with its letter / number /
 space classes taken from unicodedata and checked at start-up against the tokenizer's own
 pre-tokenizer, and sends each distinct word through the tokenizer's BPE model once (then
@@ -53,8 +57,10 @@ range K (a .jsonl line, a text line or paragraph, a text file with --docs file, 
 row group), so every document is in exactly one part and parts 1..N in order hold the
 documents in input order. Part K writes PREFIX_pKKKKofNNNN_{train,val}_NNN.bin, its
 tokenizer files and its manifest; --merge checks that all N are there, complete, made
-with the same settings and tokenizer, and writes PREFIX_manifest.json listing every
-shard plus PREFIX_tokenizer.{bin,json}. Parts need --tokenizer (train one first, e.g.
+with the same settings and tokenizer, gives the parts' shards the names of one sequence
+PREFIX_{train,val}_NNN.bin (hard links), so that the glob to train on, PREFIX_train_*.bin,
+takes exactly the merged manifest's shards, and writes PREFIX_manifest.json listing them
+plus PREFIX_tokenizer.{bin,json}. Parts need --tokenizer (train one first, e.g.
 with --tokenizer-only), never a BPE trained per part. The split rule is per document,
 so parts put each document on the same side as a single job.
 """
@@ -62,17 +68,22 @@ so parts put each document on the same side as a single job.
 import argparse
 import array
 import collections
+import contextlib
 import glob
 import hashlib
 import json
 import multiprocessing
 import operator
 import os
+import pickle
 import re
+import select
 import shlex
+import signal
 import struct
 import sys
 import time
+import traceback
 import unicodedata
 
 EOT_TEXT = "<|endoftext|>"
@@ -271,6 +282,20 @@ def iter_documents(paths, field="text", docs="file", fmt="auto", part=None, coun
             yield from _parquet_docs(p, field, a, b, counter)
         else:
             yield from _text_docs(p, docs, max(a, 0), b, counter)
+
+
+def refuse_outputs_on_inputs(outputs, inputs):
+    """Before anything is written: no output file, nor its .tmp, may be an input (the same
+    file, through a symlink or a hard link too). inputs: (label, path) pairs. For the tools
+    that write fixed names (dedup.py, decontaminate.py)."""
+    for out in outputs:
+        for o in (out, out + ".tmp"):
+            if not os.path.exists(o):
+                continue
+            for label, p in inputs:
+                if os.path.exists(p) and os.path.samefile(p, o):
+                    raise PrepareError(f"{label} {p} is {o}, which this run writes: give another --out "
+                                       f"(nothing was written)")
 
 
 def hash_split(val_frac):
@@ -544,22 +569,211 @@ def _chunks(labeled, limit):
 def encode_ordered(tok, labeled, workers, chunk_bytes=CHUNK_BYTES, engine="fast"):
     """Yields (flags, _encode_chunk's result) in input order; at most 2*workers chunks in flight."""
     patterns = fast_patterns(tok) if engine == "fast" else None
-    if workers <= 1:
+    if workers <= 1 or not hasattr(os, "fork"):
         _worker_init(tok.to_str(), patterns)
         for flags, texts in _chunks(labeled, chunk_bytes):
             yield flags, _encode_chunk(flags, texts)
         return
-    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with ctx.Pool(workers, initializer=_worker_init, initargs=(tok.to_str(), patterns)) as pool:
+    pool = _Workers(workers, tok.to_str(), patterns)
+    finished = False
+    try:
         pending = collections.deque()
-        for flags, texts in _chunks(labeled, chunk_bytes):
-            pending.append((flags, pool.apply_async(_encode_chunk, (flags, texts))))
+        for j, (flags, texts) in enumerate(_chunks(labeled, chunk_bytes)):
+            pool.submit(j % workers, (flags, texts))
+            pending.append((flags, j % workers))
             if len(pending) >= 2 * workers:
-                f, r = pending.popleft()
-                yield f, r.get()
+                f, k = pending.popleft()
+                yield f, pool.result(k)
         while pending:
-            f, r = pending.popleft()
-            yield f, r.get()
+            f, k = pending.popleft()
+            yield f, pool.result(k)
+        finished = True
+    finally:
+        pool.close(wait=finished)
+
+
+# ---------------------------------------------------------------- the worker processes
+
+_FRAME = struct.Struct("<Q")  # a message on a pipe: its length, then the pickle
+
+
+def _read_exact(fd, n):
+    """n bytes from a blocking fd; None on EOF before the first byte."""
+    parts, got = [], 0
+    while got < n:
+        b = os.read(fd, min(n - got, 1 << 22))
+        if not b:
+            if got == 0:
+                return None
+            raise EOFError("pipe closed inside a message")
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
+
+
+def _write_all(fd, b):
+    view = memoryview(b)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _worker_main(task_fd, result_fd, inherited, tok_json, patterns):
+    """A tokenization process: tasks in on task_fd, results out on result_fd, in order, until
+    the main process closes its end. No thread, no lock shared with any other process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the main process ends the workers
+    for fd in inherited:  # the main process's ends of every pipe: EOF must mean it is gone
+        os.close(fd)
+    _worker_init(tok_json, patterns)
+    try:
+        while True:
+            head = _read_exact(task_fd, _FRAME.size)
+            if head is None:
+                return
+            flags, texts = pickle.loads(_read_exact(task_fd, _FRAME.unpack(head)[0]))
+            try:
+                res = (True, _encode_chunk(flags, texts))
+            except Exception:
+                res = (False, traceback.format_exc())
+            b = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL)
+            _write_all(result_fd, _FRAME.pack(len(b)))
+            _write_all(result_fd, b)
+    except (BrokenPipeError, EOFError):
+        return  # the main process is gone or has stopped: it says why, not us
+
+
+class _Workers:
+    """The tokenization processes of encode_ordered. Each has a pipe of its own each way; no
+    queue, lock or thread is shared (multiprocessing.Pool's shutdown could hang for good
+    when a worker died holding its result queue's lock). The main process never blocks on
+    a write: its ends are non-blocking, and while it waits for a result it pushes the tasks
+    still pending, so it and a worker can never wait on each other. A worker that dies is
+    an EOF or EPIPE here, so an error, never a hang; close() always returns."""
+
+    def __init__(self, n, tok_json, patterns):
+        ctx = multiprocessing.get_context("fork")
+        self.procs, self.tfd, self.rfd = [], [], []
+        self.out = []  # per worker: memoryviews of task bytes not yet written
+        self.inbuf = []  # per worker: result bytes read, not yet a whole message
+        try:
+            for _ in range(n):
+                tr, tw = os.pipe()
+                rr, rw = os.pipe()
+                for fd in (tw, rw):
+                    _grow_pipe(fd)
+                mine = self.tfd + self.rfd + [tw, rr]
+                p = ctx.Process(target=_worker_main, args=(tr, rw, mine, tok_json, patterns), daemon=True)
+                try:
+                    p.start()
+                finally:
+                    os.close(tr)
+                    os.close(rw)
+                os.set_blocking(tw, False)
+                os.set_blocking(rr, False)
+                self.procs.append(p)
+                self.tfd.append(tw)
+                self.rfd.append(rr)
+                self.out.append(collections.deque())
+                self.inbuf.append(bytearray())
+        except BaseException:
+            self.close(wait=False)
+            raise
+
+    def submit(self, i, task):
+        b = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+        self.out[i].extend((memoryview(_FRAME.pack(len(b))), memoryview(b)))
+        self._push(i)
+
+    def _push(self, i):
+        q = self.out[i]
+        while q:
+            try:
+                n = os.write(self.tfd[i], q[0])
+            except BlockingIOError:
+                return
+            except BrokenPipeError:
+                raise self._died(i)
+            q[0] = q[0][n:]
+            if not q[0]:
+                q.popleft()
+
+    def _message(self, i):
+        buf = self.inbuf[i]
+        if len(buf) < _FRAME.size:
+            return None
+        end = _FRAME.size + _FRAME.unpack_from(buf)[0]
+        if len(buf) < end:
+            return None
+        msg = pickle.loads(memoryview(buf)[_FRAME.size:end])
+        del buf[:end]
+        return msg
+
+    def result(self, i):
+        """Worker i's next result; meanwhile every pending task goes out as the pipes take it."""
+        while True:
+            msg = self._message(i)
+            if msg is not None:
+                break
+            poll = select.poll()
+            poll.register(self.rfd[i], select.POLLIN)
+            for k, q in enumerate(self.out):
+                if q:
+                    poll.register(self.tfd[k], select.POLLOUT)
+            for fd, _ in poll.poll():
+                if fd != self.rfd[i]:
+                    self._push(self.tfd.index(fd))
+                    continue
+                try:
+                    b = os.read(fd, 1 << 22)
+                except BlockingIOError:
+                    continue
+                if not b:
+                    raise self._died(i)
+                self.inbuf[i] += b
+        ok, value = msg
+        if not ok:
+            raise RuntimeError(f"tokenization worker {i + 1} failed:\n{value}")
+        return value
+
+    def _died(self, i):
+        p = self.procs[i]
+        p.join(5)
+        how = (f"killed by signal {-p.exitcode}" if p.exitcode is not None and p.exitcode < 0
+               else f"exit status {p.exitcode}" if p.exitcode is not None else "it closed its pipe")
+        return PrepareError(f"tokenization worker {i + 1} (pid {p.pid}) died ({how}; out of memory?): "
+                            f"rerun, perhaps with fewer --workers or a smaller --chunk-bytes")
+
+    def close(self, wait):
+        """Ends the workers: wait=True lets them see EOF and exit, else they are terminated
+        at once; one still there after 5 s is terminated, and killed 5 s later. Returns."""
+        if not wait:
+            for p in self.procs:
+                if p.is_alive():
+                    p.terminate()
+        for fd in self.tfd + self.rfd:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.tfd, self.rfd = [], []
+        deadline = time.time() + 5
+        for p in self.procs:
+            p.join(max(0.0, deadline - time.time()))
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
+def _grow_pipe(fd):
+    """A 1 MiB pipe where Linux allows it, so a whole task fits (64 KiB by default)."""
+    try:
+        import fcntl
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, AttributeError, OSError):
+        pass
 
 
 # ---------------------------------------------------------------- shards out
@@ -659,11 +873,57 @@ def _manifest_path(out, prefix):
     return os.path.join(out, f"{prefix}_manifest.json")
 
 
+def _shard_re(prefix):
+    """The names of prefix's shards, exactly: PREFIX_train_<digits>.bin and _val_ (a glob like
+    PREFIX_train_*.bin would also take another prefix's, e.g. PREFIX_train_x's)."""
+    return re.compile(re.escape(prefix) + r"_(train|val)_\d+\.bin")
+
+
+def _output_re(prefix, tokenizer=True):
+    """Every name a run of prefix writes or deletes: shards, tokenizer files, manifest, .tmp
+    (tokenizer=False: all but the tokenizer files, what a part touches of the merged prefix)."""
+    tok = r"|tokenizer\.(bin|json)" if tokenizer else ""
+    return re.compile(re.escape(prefix) + r"_((train|val)_\d+\.bin" + tok + r"|manifest\.json)(\.tmp)?")
+
+
+def _own_names(out, rx):
+    try:
+        return sorted(n for n in os.listdir(out) if rx.fullmatch(n))
+    except FileNotFoundError:
+        return []
+
+
 def clean_partial(out, prefix):
-    """Deletes this prefix's shards and leftovers (run before writing anything)."""
-    for pat in (f"{prefix}_train_*.bin", f"{prefix}_val_*.bin", f"{prefix}_*.tmp"):
-        for p in glob.glob(os.path.join(glob.escape(out), pat)):
-            os.remove(p)
+    """Deletes this prefix's shards and .tmp leftovers (run before writing anything)."""
+    shard, out_rx = _shard_re(prefix), _output_re(prefix)
+    for n in _own_names(out, out_rx):
+        if shard.fullmatch(n) or n.endswith(".tmp"):
+            os.remove(os.path.join(out, n))
+
+
+def refuse_overwriting_inputs(out, rxs, inputs, tokenizer=None, own_tok=None, tok_bytes=None):
+    """Before anything is written: no input may be a file that this run writes or deletes in
+    `out` (the names the regexes rxs match), symlinks resolved. The one exception is
+    --tokenizer being own_tok, the run's own tokenizer.json, holding the bytes the run would
+    write: it stays as it is."""
+    if not os.path.isdir(out):
+        return
+    for path in list(inputs) + ([tokenizer] if tokenizer else []):
+        real = os.path.realpath(path)
+        name = os.path.basename(real)
+        try:
+            here = os.path.samefile(os.path.dirname(real), out)
+        except OSError:
+            continue
+        if not here or not any(rx.fullmatch(name) for rx in rxs):
+            continue
+        if path is tokenizer and name == own_tok and tok_bytes is not None:
+            with open(real, "rb") as f:
+                if f.read() == tok_bytes:
+                    continue
+        what = "--tokenizer" if path is tokenizer else "the input"
+        raise PrepareError(f"{what} {path} is {os.path.join(out, name)}, which this run writes or deletes: "
+                           f"give another --out or --prefix, or move that file first")
 
 
 def is_done(out, prefix, settings):
@@ -679,10 +939,22 @@ def is_done(out, prefix, settings):
     return all(os.path.isfile(os.path.join(out, n)) for n in files)
 
 
+def write_if_changed(path, data):
+    """write_atomic unless the file already holds exactly data (a --tokenizer that is this
+    run's own tokenizer.json stays untouched)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    except OSError:
+        pass
+    write_atomic(path, data)
+
+
 def write_tokenizer_files(out, prefix, tok, table, eot):
     names = f"{prefix}_tokenizer.bin", f"{prefix}_tokenizer.json"
-    write_atomic(os.path.join(out, names[0]), tokenizer_bin_bytes(table, eot))
-    write_atomic(os.path.join(out, names[1]), tok.to_str(pretty=True).encode("utf-8"))
+    write_if_changed(os.path.join(out, names[0]), tokenizer_bin_bytes(table, eot))
+    write_if_changed(os.path.join(out, names[1]), tok.to_str(pretty=True).encode("utf-8"))
     return list(names)
 
 
@@ -773,15 +1045,17 @@ def _prepare(doc_source, out, prefix, tok, vocab, split_fn, workers, shard_token
                 orig(toks)
             w._flush = flush
     prog = Progress(f"{prefix}: tokenizing", total_bytes, quiet, counter)
-    for flags, (train, val, top) in encode_ordered(tok, labeled(), workers, chunk_bytes, engine):
-        if top >= vocab:
-            raise PrepareError(f"token id {top} is outside the vocabulary (size {vocab})")
-        writers["train"].add(train)
-        writers["val"].add(val)
-        n_val = sum(1 for v in flags if v)
-        ndocs["val"] += n_val
-        ndocs["train"] += len(flags) - n_val
-        prog.update(0, len(flags))
+    # closing(): on any error the workers end here and now, not when the generator is collected
+    with contextlib.closing(encode_ordered(tok, labeled(), workers, chunk_bytes, engine)) as results:
+        for flags, (train, val, top) in results:
+            if top >= vocab:
+                raise PrepareError(f"token id {top} is outside the vocabulary (size {vocab})")
+            writers["train"].add(train)
+            writers["val"].add(val)
+            n_val = sum(1 for v in flags if v)
+            ndocs["val"] += n_val
+            ndocs["train"] += len(flags) - n_val
+            prog.update(0, len(flags))
     for w in writers.values():
         w.close()
     prog.done()
@@ -912,10 +1186,10 @@ def merge_parts(out, prefix):
     merged = {"train": [], "val": []}
     seen = set()
     for k, m in enumerate(parts, 1):
-        own = part_prefix(prefix, k, n) + "_"
+        own = part_prefix(prefix, k, n)
         for split in ("train", "val"):
             for s in m[split]:
-                if not s["file"].startswith(own + split + "_") or s["file"] in seen:
+                if not re.fullmatch(re.escape(f"{own}_{split}_") + r"\d+\.bin", s["file"]) or s["file"] in seen:
                     raise PrepareError(f"part {k}/{n} lists {s['file']}, not one of its own shards: rerun it")
                 seen.add(s["file"])
                 _check_shard(out, s, f"part {k}/{n}")
@@ -925,16 +1199,60 @@ def merge_parts(out, prefix):
     counts = {key: sum(m[key] for m in parts) for key in ("train_docs", "val_docs", "train_tokens", "val_tokens")}
     if counts["train_docs"] == 0:
         raise PrepareError("the parts hold no training documents (empty input, or --val-frac took them all)")
+    # The merged output is one sequence PREFIX_{train,val}_NNN.bin (hard links to the parts'
+    # shards; zero-padded so that name order is part order), so that the glob to train on
+    # matches exactly the manifest's shards: no stray part-like file can join it.
+    part_files = sorted(seen) + [found[key] for key in found] + [t for m in parts for t in m["tokenizer_files"]]
+    refuse_overwriting_inputs(out, [_output_re(prefix)], [os.path.join(out, f) for f in part_files])
+    globs = {split: f"{prefix}_{split}_*.bin" for split in merged}
+    foreign = sorted(g for split in merged for g in glob.glob(os.path.join(glob.escape(out), globs[split]))
+                     if not _shard_re(prefix).fullmatch(os.path.basename(g)))
+    if foreign:
+        raise PrepareError(f"{foreign[0]} is not a shard of {prefix} but matches {globs['train']} or "
+                           f"{globs['val']}, the globs to train on: move it, or merge under another --prefix")
+    for name in _own_names(out, _shard_re(prefix)):  # this prefix's earlier output (as a single run does)
+        os.remove(os.path.join(out, name))
+    copied = 0
+    for split, shards in merged.items():
+        width = max(3, len(str(len(shards) - 1)))
+        for i, s in enumerate(shards):
+            name = f"{prefix}_{split}_{i:0{width}d}.bin"
+            copied += _link_or_copy(os.path.join(out, s["file"]), os.path.join(out, name))
+            shards[i] = {"file": name, "tokens": s["tokens"], "sha256": s["sha256"], "part_file": s["file"]}
+    for split, shards in merged.items():
+        got = sorted(os.path.basename(g) for g in glob.glob(os.path.join(glob.escape(out), globs[split])))
+        if got != [s["file"] for s in shards]:
+            raise PrepareError(f"{globs[split]} in {out} does not match exactly the merged {split} shards (another "
+                               f"process writing there?): merge again")
     tok_files = [f"{prefix}_tokenizer.bin", f"{prefix}_tokenizer.json"]
+    given = ref["settings"].get("tokenizer_sha256")
     for src, dst in zip(ref["tokenizer_files"], tok_files):
+        dst = os.path.join(out, dst)
+        if dst.endswith(".json") and os.path.isfile(dst) and _sha256_file(dst) == given:
+            continue  # the --tokenizer the parts were given (made by --tokenizer-only): it stays
         with open(os.path.join(out, src), "rb") as f:
-            write_atomic(os.path.join(out, dst), f.read())
+            write_if_changed(dst, f.read())
     manifest = {"version": MANIFEST_VERSION, "settings": ref["settings"], "vocab_size": ref["vocab_size"],
                 "eot_id": ref["eot_id"], "train": merged["train"], "val": merged["val"], **counts,
                 "tokenizer_files": tok_files, "seconds": round(sum(m["seconds"] for m in parts), 2),
-                "parts": n, "merge_seconds": round(time.time() - t0, 2)}
+                "parts": n, "copied": copied, "merge_seconds": round(time.time() - t0, 2)}
     write_atomic(_manifest_path(out, prefix), (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest
+
+
+def _link_or_copy(src, dst):
+    """dst as a hard link to src (no space used), or a copy where the filesystem has no hard
+    links. -> 1 if it copied."""
+    try:
+        os.link(src, dst)
+        return 0
+    except OSError:
+        pass
+    with open(src, "rb") as f, open(dst + ".tmp", "wb") as g:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            g.write(block)
+    os.replace(dst + ".tmp", dst)
+    return 1
 
 
 # ---------------------------------------------------------------- command line
@@ -999,13 +1317,25 @@ def main(argv=None):
             if args.inputs or args.tokenizer or args.train_bpe or args.part or args.tokenizer_only:
                 raise PrepareError("--merge takes only --out and --prefix (the parts' manifests say the rest)")
             m = merge_parts(args.out, args.prefix)
+            how = f"{m['copied']} shards copied (no hard links here)" if m["copied"] else "hard links"
+            train = shlex.quote(os.path.join(args.out, f"{args.prefix}_train_*.bin"))
+            val = shlex.quote(os.path.join(args.out, f"{args.prefix}_val_*.bin"))
             print(f"prepare.py: merged {m['parts']} parts into {args.out}/{args.prefix}_manifest.json: {_summary(m)}; "
-                  f"train on -i '{args.out}/{args.prefix}_p*_train_*.bin' -j '{args.out}/{args.prefix}_p*_val_*.bin'")
+                  f"its shards are {args.prefix}_{{train,val}}_NNN.bin ({how} to the shards of the parts)")
+            print(f"prepare.py: train on -i {train}" + (f" -j {val}" if m["val"] else ""))
             return 0
         return _run(args, argv, ncpu)
     except PrepareError as e:
         print(f"prepare.py: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # a full disk, a read-only --out...: the run wrote no manifest
+        print(f"prepare.py: error: {e.strerror or e} ({e.filename or 'writing the output'}): fix that and "
+              f"rerun (this run wrote no manifest, so the rerun starts over)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("prepare.py: interrupted: this run wrote no manifest, so a rerun starts its prefix over",
+              file=sys.stderr)
+        return 130
 
 
 def _run(args, argv, ncpu):
@@ -1055,11 +1385,16 @@ def _run(args, argv, ncpu):
     tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
     if tok is not None:
         vocab_size(tok)  # refuse a too-large vocabulary before reading the corpus
-    if part:  # a merged manifest would now be stale
+    rxs = [_output_re(prefix)] + ([_output_re(args.prefix, tokenizer=False)] if part else [])
+    refuse_overwriting_inputs(args.out, rxs, paths, args.tokenizer, f"{prefix}_tokenizer.json",
+                              tok.to_str(pretty=True).encode("utf-8") if tok is not None else None)
+    if part:  # the merged output would now be stale
         try:
             os.remove(_manifest_path(args.out, args.prefix))
         except FileNotFoundError:
             pass
+        for n in _own_names(args.out, _shard_re(args.prefix)):
+            os.remove(os.path.join(args.out, n))
     counter = [0]
     m, _ = prepare(lambda: iter_documents(paths, args.field, args.docs, args.format, part, counter),
                    args.out, prefix, tok=tok, vocab=args.train_bpe, split_fn=hash_split(args.val_frac),

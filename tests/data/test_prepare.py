@@ -22,6 +22,18 @@ Tests dev/data/prepare.py on a small synthetic corpus (text + jsonl files):
     the merge refuses a missing, a duplicated, a corrupted part, parts of two different
     N and a part with another tokenizer; --part 0/3, 4/3, x and with --train-bpe are
     refused; a part prints its sbatch line;
+  * the workers on the error paths, each in its own session and timed out if it hangs: a
+    failure in the main process with chunks in flight (PREPARE_STRESS times, default 6,
+    random chunk sizes and failure points), a worker killed -9 while it holds work, Ctrl-C
+    to the process group, a full disk, a bad line late; each ends with one line and leaves
+    no process; kill -9 of the main process leaves no worker either;
+  * no input may be a file the run writes or deletes (shard, tokenizer, manifest and .tmp
+    names, also through a symlink); another prefix's files are left alone; the tokenizer
+    of --tokenizer-only stays byte for byte through parts and the merge;
+  * the merge's one sequence PREFIX_{train,val}_NNN.bin (hard links) and its printed globs
+    take exactly the manifest's shards, with stray part-like and old shards beside (train_gpt
+    reads the manifest's token count through the glob); another prefix's file under the glob
+    is refused; a part run again removes the merged output;
   * the progress line has MB/s and an ETA, or says the size is unknown (a pipe);
   * ./train_gpt trains 2 steps on the produced shards.
 
@@ -33,6 +45,8 @@ import hashlib
 import json
 import os
 import random
+import re
+import shlex
 import shutil
 import signal
 import struct
@@ -237,7 +251,7 @@ def body(tmp):
              "--chunk-bytes", "2000", "--workers", "2"]
     ok_ = os.path.join(tmp, "ok")
     p = subprocess.Popen([PY, os.path.join(DATA_DIR, "prepare.py"), "--quiet", "--out", ok_] + kargs + [fifo],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
     def feed():
         try:
@@ -258,6 +272,10 @@ def body(tmp):
     partial = glob.glob(os.path.join(ok_, "k_train_*.bin"))
     check(killed and len(partial) >= 3 and not os.path.exists(os.path.join(ok_, "k_manifest.json")),
           f"kill -9 mid-run: {len(partial)} shards, no manifest")
+    left = gone(p.pid, 20)
+    check(killed and not left, f"kill -9 of the main process: its workers exit by themselves (left: {left})")
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
     r = run_cli(["--out", ok_] + kargs + [bigin])
     r2 = run_cli(["--out", os.path.join(tmp, "ok2")] + kargs + [bigin])
     fk = files_of(ok_, "k")
@@ -339,6 +357,8 @@ def body(tmp):
         check(r.returncode == 1 and r.stderr.count("\n") == 1 and "pyarrow" in r.stderr,
               f"no pyarrow: {r.stderr.strip()}")
 
+    pool_cases(tmp, os.path.join(o1, "c_tokenizer.json"), bigin)
+    inputs_vs_outputs(tmp, inputs)
     encoder_cases(tok)
     part_ranges(tmp)
     parts_cli(tmp, inputs, o1, ol, want_tr, want_va, toks_tr)
@@ -358,6 +378,216 @@ def body(tmp):
     steps = [s for s in steps if "loss" in s or "train_loss" in s]
     check(r.returncode == 0 and len(steps) >= 2, f"train_gpt trains 2 steps on the shards (rc {r.returncode}, "
           f"{len(steps)} loss lines) {r.stderr.strip()[-300:]}")
+
+
+def group_procs(pgid):
+    """The live (not zombie) processes of process group pgid, from /proc."""
+    pids = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except (OSError, ValueError):
+            continue
+        fields = st[st.rindex(")") + 2:].split()  # state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            pids.append(int(d))
+    return pids
+
+
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except (OSError, ValueError):
+            continue
+        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def gone(pgid, wait):
+    """[] once no process of group pgid is left (waiting up to `wait` s), else those left."""
+    t_end = time.time() + wait
+    while group_procs(pgid) and time.time() < t_end:
+        time.sleep(0.05)
+    return group_procs(pgid)
+
+
+FAIL_DRIVER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import prepare as prep
+tok = prep.load_tokenizer(sys.argv[3])
+paths = prep.expand_inputs([sys.argv[4]])
+try:
+    prep.prepare(lambda: prep.iter_documents(paths), sys.argv[2], "c", tok=tok, split_fn=prep.hash_split(0.1),
+                 workers=int(sys.argv[5]), shard_tokens=2000, quiet=True, chunk_bytes=int(sys.argv[6]),
+                 _fail_after_shards=int(sys.argv[7]))
+except RuntimeError as e:
+    print("stopped:", e)
+    sys.exit(3)
+"""
+
+
+FULL_DRIVER = """
+import errno, sys
+sys.path.insert(0, sys.argv[1])
+import prepare as prep
+orig, n = prep.write_atomic, [0]
+
+
+def full(path, *parts):  # the disk fills up at the third file
+    n[0] += 1
+    if n[0] > 2:
+        raise OSError(errno.ENOSPC, "No space left on device", path + ".tmp")
+    orig(path, *parts)
+prep.write_atomic = full
+sys.exit(prep.main(sys.argv[2:]))
+"""
+
+
+def default_sigint():
+    """Ctrl-C as a terminal gives it, even when this test runs in the background (where
+    SIGINT is ignored, and a child would inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def with_fifo_run(tmp, name, tokp, raw, act):
+    """prepare.py --workers 2 on a FIFO in its own session: half the input, then act(p, workers,
+    go) once both workers have done work (shards exist); the rest and EOF follow go.set() (after
+    act at the latest). -> (returncode or
+    None if it hung, stderr, the processes of its group left after it ended, the out dir)."""
+    fifo, out = os.path.join(tmp, name + ".jsonl"), os.path.join(tmp, name)
+    os.mkfifo(fifo)
+    p = subprocess.Popen([PY, os.path.join(DATA_DIR, "prepare.py"), "--quiet", "--out", out, "--prefix", "k",
+                          "--tokenizer", tokp, "--shard-tokens", "2000", "--chunk-bytes", "2000", "--workers", "2",
+                          fifo], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, preexec_fn=default_sigint)
+    go = threading.Event()
+
+    def feed():
+        try:
+            with open(fifo, "wb") as f:
+                f.write(raw[:len(raw) // 2])
+                f.flush()
+                go.wait(60)
+                f.write(raw[len(raw) // 2:])
+        except OSError:
+            pass
+    threading.Thread(target=feed, daemon=True).start()
+    t_end = time.time() + 60
+    while time.time() < t_end and p.poll() is None and (
+            len(children(p.pid)) < 2 or len(glob.glob(os.path.join(out, "k_train_*.bin"))) < 2):
+        time.sleep(0.01)
+    ready = p.poll() is None and len(children(p.pid)) == 2
+    if ready:
+        act(p, children(p.pid), go)
+    go.set()
+    try:
+        _, err = p.communicate(timeout=60)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        _, err = p.communicate()
+        rc = None
+    left = gone(p.pid, 10)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return (rc if ready else "not started"), err, left, out
+
+
+def pool_cases(tmp, tokp, bigin):
+    """The tokenization workers on the error paths: a failure in the main process with
+    chunks in flight (many times), a worker killed, Ctrl-C. Each must end, promptly and
+    with its own message, leaving no process behind (multiprocessing.Pool could hang in
+    its shutdown, and a killed worker's lost task hung it for good)."""
+    with open(bigin, "rb") as f:
+        raw = f.read()
+    n = int(os.environ.get("PREPARE_STRESS", "6"))
+    rnd = random.Random(3)
+    bad, t0 = [], time.time()
+    for i in range(n):
+        out = os.path.join(tmp, f"stress{i}")
+        args = [str(rnd.choice([2, 3])), str(rnd.choice([300, 2000, 20000, 200000])), str(rnd.randint(1, 4))]
+        p = subprocess.Popen([PY, "-c", FAIL_DRIVER, DATA_DIR, out, tokp, bigin] + args, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            so, se = p.communicate(timeout=60)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            so, se = p.communicate()
+            rc = "hung 60 s"
+        left = gone(p.pid, 10)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        if (rc != 3 or "simulated interruption" not in so or left
+                or os.path.exists(os.path.join(out, "c_manifest.json"))):
+            bad.append(f"run {i} (workers, chunk bytes, fail after = {args}): rc {rc}, left {left}, "
+                       f"{se.strip()[-200:]}")
+        shutil.rmtree(out, ignore_errors=True)
+    check(not bad, f"a failure in the main process with chunks in flight, {n} times (PREPARE_STRESS=N for more): "
+                   f"each ends at once, no worker left ({time.time() - t0:.1f} s) {bad}")
+
+    def kill_one(p, workers, go):
+        # stopped first, so that it is sure to be holding work when it dies: the rest of the
+        # input comes, the main process hands it chunks, then the kill
+        os.kill(workers[0], signal.SIGSTOP)
+        go.set()
+        time.sleep(0.5)
+        os.kill(workers[0], signal.SIGKILL)
+    rc, err, left, out = with_fifo_run(tmp, "kw", tokp, raw, kill_one)
+    lines = err.strip().splitlines()
+    check(rc == 1 and len(lines) == 1 and "worker" in err and "killed by signal 9" in err and not left
+          and not os.path.exists(os.path.join(out, "k_manifest.json")),
+          f"a worker killed -9 while it holds work: exit 1, one error line, nothing left (rc {rc}, left {left}): "
+          f"{lines[-1:]}")
+
+    def ctrl_c(p, workers, go):
+        os.killpg(p.pid, signal.SIGINT)
+    rc, err, left, out = with_fifo_run(tmp, "kc", tokp, raw, ctrl_c)
+    lines = err.strip().splitlines()
+    check(rc == 130 and len(lines) == 1 and "interrupted" in err and not left
+          and not os.path.exists(os.path.join(out, "k_manifest.json")),
+          f"Ctrl-C (SIGINT to the process group) mid-run: exit 130, one line, no process left "
+          f"(rc {rc}, left {left}): {lines[-1:] if len(lines) < 3 else lines[:3]}")
+
+    p = subprocess.Popen([PY, "-c", FULL_DRIVER, DATA_DIR, "--quiet", "--out", os.path.join(tmp, "full"), "--tokenizer",
+                          tokp, "--workers", "2", "--chunk-bytes", "2000", "--shard-tokens", "2000", bigin],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = p.communicate(timeout=60)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        _, err = p.communicate()
+        rc = None
+    left = gone(p.pid, 10)
+    check(rc == 1 and err.count("\n") == 1 and "No space left on device" in err and not left,
+          f"a full disk at the 3rd shard, 2 workers busy: one error line, no process left (rc {rc}): "
+          f"{err.strip()[:120]}")
+
+    bad_in = os.path.join(tmp, "late_bad.jsonl")
+    with open(bad_in, "wb") as f:
+        f.write(raw + b"{not json\n" + raw[:20000])
+    p = subprocess.Popen([PY, os.path.join(DATA_DIR, "prepare.py"), "--quiet", "--out", os.path.join(tmp, "lb"),
+                          "--tokenizer", tokp, "--chunk-bytes", "2000", "--workers", "2", bad_in],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _, err = p.communicate(timeout=60)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        _, err = p.communicate()
+        rc = None
+    left = gone(p.pid, 10)
+    check(rc == 1 and err.count("\n") == 1 and "bad JSON" in err and not left
+          and not glob.glob(os.path.join(tmp, "lb", "*.bin")),
+          f"bad JSON after 3,000 documents, 2 workers busy: one error line, shards deleted, no process left: "
+          f"{err.strip()[:120]}")
 
 
 TRICKY = (list("abcXYZ019 '!?.,-_\"\\[]^") +
@@ -432,6 +662,109 @@ def one_line_error(r, want):
     return r.returncode != 0 and r.stderr.count("\n") == 1 and "error:" in r.stderr and want in r.stderr
 
 
+def sha_of(path):
+    """sha256 of a file, None if it is gone."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def inputs_vs_outputs(tmp, inputs):
+    """No input is ever a file the run writes or deletes; the tokenizer made by --tokenizer-only
+    in the same directory and prefix is the one exception, and it stays untouched."""
+    d = os.path.join(tmp, "io")
+    os.makedirs(d)
+    src = os.path.join(tmp, "t0.txt")
+    for name in ("c_manifest.json", "c_train_7.bin", "c_val_000.bin.tmp", "c_tokenizer.bin"):
+        p = os.path.join(d, name)
+        shutil.copy(src, p)
+        r = run_cli(["--out", d, "--prefix", "c", "--train-bpe", "300", p])
+        check(one_line_error(r, "which this run writes or deletes") and sha_of(p) == sha_of(src),
+              f"input {name} in --out: refused before anything is written, file intact: {r.stderr.strip()[:90]}...")
+        if os.path.exists(p):
+            os.remove(p)
+    link = os.path.join(tmp, "link.txt")
+    os.symlink(os.path.join(d, "c_train_000.bin"), link)
+    shutil.copy(src, os.path.join(d, "c_train_000.bin"))
+    r = run_cli(["--out", d, "--prefix", "c", "--train-bpe", "300", link])
+    check(one_line_error(r, "which this run writes or deletes") and sha_of(link) == sha_of(src),
+          f"an input that is a symlink to c_train_000.bin in --out: refused, intact: {r.stderr.strip()[:80]}...")
+    if os.path.exists(os.path.join(d, "c_train_000.bin")):
+        os.remove(os.path.join(d, "c_train_000.bin"))
+    other = os.path.join(d, "c_train_x_train_000.bin")  # another prefix's shard, a glob c_train_*.bin takes
+    shutil.copy(src, other)
+    r = run_cli(["--out", d, "--prefix", "c", "--train-bpe", "300"] + inputs)
+    check(r.returncode == 0 and os.path.exists(other), "a run of prefix c leaves prefix c_train_x's files alone")
+    tj = os.path.join(d, "c_tokenizer.json")
+    with open(tj, "a") as f:
+        f.write("\n")  # the same tokenizer, other bytes: the run would rewrite it
+    r = run_cli(["--out", d, "--prefix", "c", "--tokenizer", tj] + inputs)
+    check(one_line_error(r, "--tokenizer") and sha_of(tj) != sha_of(os.path.join(tmp, "o1", "c_tokenizer.json")),
+          f"--tokenizer that is this run's own tokenizer.json with other bytes: refused: {r.stderr.strip()[:80]}...")
+    # the documented workflow: --tokenizer-only, then parts and the merge in the same --out and --prefix
+    pt = os.path.join(tmp, "ptok")
+    r0 = run_cli(["--out", pt, "--prefix", "c", "--train-bpe", "300", "--tokenizer-only"] + inputs)
+    tokp = os.path.join(pt, "c_tokenizer.json")
+    sha0 = sha_of(tokp)
+    args = ["--out", pt, "--prefix", "c", "--tokenizer", tokp, "--workers", "1"] + inputs
+    rs = [run_cli(args + ["--part", f"{k}/2"]) for k in (1, 2)]
+    rm = run_cli(["--merge", "--out", pt, "--prefix", "c"])
+    again = run_cli(args + ["--part", "2/2"])
+    check(all(x.returncode == 0 for x in [r0, rm] + rs) and sha_of(tokp) == sha0 and "up to date" in again.stdout,
+          "--tokenizer-only, 2 parts and the merge in one --out and --prefix: the tokenizer stays byte for byte, "
+          "a part rerun is still a no-op")
+
+
+def printed_glob(stdout, flag):
+    """The glob after `flag` in prepare.py --merge's last line ('' if none)."""
+    last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    words = shlex.split(last.split("train on", 1)[1]) if "train on" in last else []
+    return words[words.index(flag) + 1] if flag in words else ""
+
+
+def trainer_tokens(pattern, V):
+    """The train tokens ./train_gpt reads through -i pattern (its 'train samples' row)."""
+    r = subprocess.run([os.path.join(ROOT, "train_gpt"), "-L", "2", "-H", "64", "-heads", "2", "-seq", "32", "-V",
+                        str(V), "-mb", "1", "-gb", "1", "-ramp", "off", "-steps", "1", "-threads", "1", "-i", pattern],
+                       capture_output=True, text=True, timeout=120)
+    m = re.search(r"train samples\s*\|\s*\d+ \((\d+) tokens\)", r.stdout)
+    return int(m.group(1)) if m else f"none (rc {r.returncode}: {r.stderr.strip()[-200:]})"
+
+
+def strays(tmp, op, V):
+    """Files named like shards around a merge: the globs it prints take exactly its manifest's."""
+    d = os.path.join(tmp, "strays")
+    shutil.copytree(op, d)
+    shard = os.path.join(d, "c_p0001of0003_train_000.bin")
+    shutil.copy(shard, os.path.join(d, "c_p0002of0003_train_099.bin"))  # like a part's shard, in no manifest
+    shutil.copy(shard, os.path.join(d, "c_train_042.bin"))  # an earlier output of this prefix
+    r = run_cli(["--merge", "--out", d, "--prefix", "c"])
+    with open(os.path.join(d, "c_manifest.json")) as f:
+        m = json.load(f)
+    gi = printed_glob(r.stdout, "-i")
+    names = sorted(os.path.basename(x) for x in glob.glob(gi))
+    check(r.returncode == 0 and names == [s["file"] for s in m["train"]],
+          f"a stray part-like shard and an old c_train_042.bin: the printed -i glob matches the manifest's "
+          f"{len(m['train'])} shards only ({names})")
+    got = trainer_tokens(gi, V)
+    check(got == m["train_tokens"], f"train_gpt -i {os.path.basename(gi)} reads the manifest's "
+                                    f"{m['train_tokens']:,} tokens (got {got})")
+    shutil.copy(shard, os.path.join(d, "c_train_x_train_000.bin"))  # another prefix's shard
+    r = run_cli(["--merge", "--out", d, "--prefix", "c"])
+    check(one_line_error(r, "c_train_x_train_000.bin is not a shard of c"),
+          f"a file of another prefix that the glob would take: merge refused: {r.stderr.strip()}")
+    if os.path.exists(os.path.join(d, "c_train_x_train_000.bin")):
+        os.remove(os.path.join(d, "c_train_x_train_000.bin"))
+    tokp = os.path.join(tmp, "o1", "c_tokenizer.json")
+    r = run_cli(["--out", d, "--part", "2/3", "--force", "--prefix", "c", "--tokenizer", tokp, "--val-frac", "0.1",
+                 "--shard-tokens", "7000", "--workers", "2", os.path.join(tmp, "t*.txt"), os.path.join(tmp, "c.jsonl")])
+    check(r.returncode == 0 and not glob.glob(os.path.join(d, "c_train_*.bin"))
+          and not os.path.exists(os.path.join(d, "c_manifest.json")),
+          "a part that runs again deletes the merged manifest and the merged shards (no stale glob)")
+
+
 def parts_cli(tmp, inputs, o1, ol, want_tr, want_va, toks_tr):
     tokp = os.path.join(o1, "c_tokenizer.json")
     args = ["--prefix", "c", "--tokenizer", tokp, "--val-frac", "0.1", "--shard-tokens", "7000", "--workers", "2"]
@@ -455,6 +788,15 @@ def parts_cli(tmp, inputs, o1, ol, want_tr, want_va, toks_tr):
           f"counts = the single job's")
     check(got_tr == want_tr and got_va == want_va and toks == toks_tr,
           "merged parts = the single job: same documents on the same side, in order, same token stream")
+    names = [s["file"] for s in m["train"]]
+    gi, gj = printed_glob(r.stdout, "-i"), printed_glob(r.stdout, "-j")
+    check(names == [f"c_train_{i:03d}.bin" for i in range(len(names))]
+          and all(os.path.samefile(os.path.join(op, s["file"]), os.path.join(op, s["part_file"]))
+                  for s in m["train"] + m["val"])
+          and sorted(glob.glob(gi)) == tr and sorted(glob.glob(gj)) == [os.path.join(op, s["file"]) for s in m["val"]],
+          f"--merge: one sequence c_train_NNN.bin, hard links to the parts' shards; the printed globs ({gi}, "
+          f"{gj}) match exactly the manifest's shards")
+    strays(tmp, op, V)
     r = run_cli(["--out", op, "--part", "2/3"] + args + inputs)
     check(r.returncode == 0 and "up to date" in r.stdout and os.path.exists(os.path.join(op, "c_manifest.json")),
           "a part rerun with the same arguments is a no-op (the merged manifest stays)")
