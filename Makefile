@@ -73,8 +73,8 @@ fixtures:
 	@tail -n 10 fixtures.log
 
 # comm.h's chunked MPI calls under the MPI profiling interface (built only with MPI)
-test_comm: tests/test_comm.c llmc/host/comm.h llmc/host/zero.h llmc/host/colltrace.h llmc/host/layout.h llmc/host/utils.h \
-    tests/common.h
+test_comm: tests/test_comm.c llmc/host/comm.h llmc/host/zero.h llmc/host/colltrace.h llmc/host/layout.h \
+    llmc/host/utils.h tests/common.h
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@
 
 test_planner: tests/test_planner.c llmc/planner/planner.h tests/common.h

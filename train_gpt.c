@@ -337,6 +337,113 @@ static void attention_backward(float* dqkv, float* ht, const float* dout, const 
 }
 
 // ----------------------------------------------------------------------------------------
+// context parallelism: ring attention (doc/cp.md). A sequence of T tokens is cut into 2*CP
+// chunks of Tch = T/(2CP); CP rank r holds chunks r and 2CP-1-r as its local rows [0, Tch)
+// and [Tch, 2Tch), so every rank does the same attention work under the causal mask. The
+// keys and values of every rank pass around the CP ring; block j (rank j's rows) is seen by
+// local query row i of rank r as: j == r, keys [0, i] (causal in the local order, which is
+// the global order within and across the two chunks); j < r, keys [0, Tch) (chunk j lies
+// wholly before both chunks of r); j > r, keys [0, 2Tch) from row Tch on (only chunk
+// 2CP-1-r comes after both of j's), none before.
+
+// how many key rows of block j local query row i sees (keys [0, n))
+static inline int cp_visible(int r, int j, int i, int Tch) {
+    if (j == r) return i + 1;
+    if (j < r) return Tch;
+    return i >= Tch ? 2 * Tch : 0;
+}
+
+// One block of the forward, merged into the accumulators (out, lse) by the log-sum-exp
+// rule (first: they start here). q rows: qkv (B, T, 3Cl); keys|values of block j: kv (B, T, 2Cl).
+// out (B, T, Cl) and lse (B, NH, T): the attention output and log-sum-exp so far.
+static void cp_block_forward(float* out, float* lse, const float* qkv, const float* kv, int B, int T, int NH, int hs,
+                             int Tch, int r, int j, int first) {
+    int Cl = NH * hs, C3 = 3 * Cl, C2 = 2 * Cl;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel
+    {
+        float* sc = (float*)malloc_check(sizeof(float) * (T > 0 ? T : 1)); // one query row's scores
+        float* ob = (float*)malloc_check(sizeof(float) * (hs > 0 ? hs : 1));
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int i = 0; i < T; i++) {
+                    int nk = cp_visible(r, j, i, Tch);
+                    if (nk == 0) continue; // no key of this block: the accumulators stay
+                    const float* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
+                    float m = -INFINITY;
+                    for (int k = 0; k < nk; k++) {
+                        const float* kk = kv + ((size_t)b * T + k) * C2 + h * hs;
+                        float d = 0.0f;
+                        for (int c = 0; c < hs; c++) d += q[c] * kk[c];
+                        sc[k] = d * scale;
+                        if (sc[k] > m) m = sc[k];
+                    }
+                    float l = 0.0f;
+                    for (int c = 0; c < hs; c++) ob[c] = 0.0f;
+                    for (int k = 0; k < nk; k++) {
+                        float e = expf(sc[k] - m);
+                        const float* vv = kv + ((size_t)b * T + k) * C2 + Cl + h * hs;
+                        l += e;
+                        for (int c = 0; c < hs; c++) ob[c] += e * vv[c];
+                    }
+                    float lb = m + logf(l);
+                    float* o = out + ((size_t)b * T + i) * Cl + h * hs;
+                    float* la = lse + ((size_t)b * NH + h) * T + i;
+                    if (first) {
+                        for (int c = 0; c < hs; c++) o[c] = ob[c] / l;
+                        *la = lb;
+                        continue;
+                    }
+                    float mx = *la > lb ? *la : lb;
+                    float nl = mx + logf(expf(*la - mx) + expf(lb - mx));
+                    float wa = expf(*la - nl), wb = expf(lb - nl) / l;
+                    for (int c = 0; c < hs; c++) o[c] = o[c] * wa + ob[c] * wb;
+                    *la = nl;
+                }
+        free(sc);
+        free(ob);
+    }
+}
+
+// One block of the backward (FlashAttention's, P recomputed from the final lse): dq (the Q
+// part of dqkv (B, T, 3Cl)) += dS K, and block j's dkv (B, T, 2Cl: dK | dV) += dS^T Q, P^T dO.
+// D (B, NH, T): rowsum(dO * O) of the local rows.
+static void cp_block_backward(float* dqkv, float* dkv, const float* qkv, const float* kv, const float* dout,
+                              const float* lse, const float* D, int B, int T, int NH, int hs, int Tch, int r, int j) {
+    int Cl = NH * hs, C3 = 3 * Cl, C2 = 2 * Cl;
+    float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) // (b, h) owns its head's columns of dq, dk, dv: no race
+            for (int i = 0; i < T; i++) {
+                int nk = cp_visible(r, j, i, Tch);
+                const float* q = qkv + ((size_t)b * T + i) * C3 + h * hs;
+                const float* go = dout + ((size_t)b * T + i) * Cl + h * hs;
+                float* dq = dqkv + ((size_t)b * T + i) * C3 + h * hs;
+                float li = lse[((size_t)b * NH + h) * T + i], Di = D[((size_t)b * NH + h) * T + i];
+                for (int k = 0; k < nk; k++) {
+                    const float* kk = kv + ((size_t)b * T + k) * C2 + h * hs;
+                    const float* vv = kk + Cl;
+                    float* dk = dkv + ((size_t)b * T + k) * C2 + h * hs;
+                    float* dv = dk + Cl;
+                    float sdot = 0.0f, dp = 0.0f;
+                    for (int c = 0; c < hs; c++) {
+                        sdot += q[c] * kk[c];
+                        dp += go[c] * vv[c];
+                    }
+                    float p = expf(sdot * scale - li);
+                    float ds = p * (dp - Di) * scale;
+                    for (int c = 0; c < hs; c++) {
+                        dv[c] += p * go[c];
+                        dq[c] += ds * kk[c];
+                        dk[c] += ds * q[c];
+                    }
+                }
+            }
+}
+
+// ----------------------------------------------------------------------------------------
 // the model
 
 // Activations of one layer for one micro-batch (pointers into the activation buffer).
@@ -347,7 +454,8 @@ typedef struct {
     float* ln1_mean;
     float* ln1_rstd; // (B,Ts,C) (B,Ts) (B,Ts)
     float* qkv;      // (B,T,3Cl)
-    float* att;      // (B,NH,T,T) (shared by all layers with selective)
+    float* att;      // (B,NH,T,T) (shared by all layers with selective); -cp > 1: none (lse instead)
+    float* lse;      // -cp > 1: (B,NH,T) the attention's log-sum-exp, for the ring's backward
     float* atty;     // (B,T,Cl)
     float* resid2;   // (B,Ts,C) x + attention
     float* ln2;
@@ -382,6 +490,11 @@ typedef struct {
     int B, T, C, NH, hs, Cl, F, Vl, v0, Vv; // Vv: real (unpadded) rows of the local vocab slice
     int nchunk, nlc;                        // model chunks per rank (-vpp) and layers per chunk
     int sp, Ts, t0;                         // sequence parallel (TP > 1 only); local sequence rows Ts from position t0
+    int cp, CP, Tfull, Tch;                 // context parallel: T = Tfull/CP local rows, two chunks of Tch
+    int* pos;                               // (T) the global position of each local row
+    int *in_full, *tg_full;                 // -cp > 1: (B, Tfull) a micro-batch's tokens before the rank takes its rows
+    float* cpbuf[4];                        // -cp > 1: (B, T, 2Cl) each: the ring's K|V blocks and dK|dV partials
+    float* cpD;                             // -cp > 1: (B, NH, T) rowsum(dO * O)
     int zero;                               // ZeRO level, llmc/host/zero.h (0 with one DP rank)
     float* params;                          // (pl.total); -zero 3: NULL (pmaster, prest, pwin)
     float* grads;                           // (pl.total); -zero 2/3: NULL (grest, glayer, gshard)
@@ -456,7 +569,7 @@ static void acts_alloc(GPT* g, Acts* a) {
     int B = g->B, T = g->T, C = g->C, NH = g->NH, Cl = g->Cl, F = g->F, nl = g->nlc;
     size_t BT = (size_t)B * T, BTs = (size_t)B * g->Ts;
     int selective = g->cfg.recompute == RECOMPUTE_SELECTIVE;
-    size_t att_n = selective ? 0 : (size_t)B * NH * T * T;
+    size_t att_n = selective || g->CP > 1 ? 0 : (size_t)B * NH * T * T, lse_n = g->CP > 1 ? (size_t)B * NH * T : 0;
     int nla = g->cfg.recompute == RECOMPUTE_FULL ? 1 : nl;
     RankShape rs = rank_shape(&g->cfg, g->pl.tp, g->pl.TP, g->pl.pp, g->pl.PP);
     size_t per_layer, total = mem_slot_floats(&rs, &per_layer); // memplan.h: the planner's count too
@@ -475,10 +588,11 @@ static void acts_alloc(GPT* g, Acts* a) {
         TAKE(la->ln1_mean, BTs);
         TAKE(la->ln1_rstd, BTs);
         TAKE(la->qkv, BT * 3 * Cl);
-        if (selective)
+        if (selective && g->CP == 1)
             la->att = g->att_shared;
         else
             TAKE(la->att, att_n);
+        TAKE(la->lse, lse_n);
         TAKE(la->atty, BT * Cl);
         TAKE(la->resid2, BTs * C);
         TAKE(la->ln2, BTs * C);
@@ -522,10 +636,21 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->nchunk = g->pl.nchunks;
     g->nlc = g->pl.nlayers / g->nchunk;
     g->B = cfg->mb;
-    g->T = cfg->seq;
+    g->CP = comm->CP;
+    g->cp = comm->cp;
+    g->Tfull = cfg->seq;
+    g->T = cfg->seq / g->CP;
+    g->Tch = g->T / 2;
+    g->pos = (int*)malloc_check(sizeof(int) * g->T);
+    for (int t = 0; t < g->T; t++) // chunks cp and 2CP-1-cp (doc/cp.md); without CP the identity
+        g->pos[t] = g->CP == 1 ? t : (t < g->Tch ? g->cp * g->Tch + t : (2 * g->CP - 1 - g->cp) * g->Tch + t - g->Tch);
+    if (g->CP > 1) {
+        g->in_full = (int*)malloc_check(sizeof(int) * g->B * g->Tfull);
+        g->tg_full = (int*)malloc_check(sizeof(int) * g->B * g->Tfull);
+    }
     g->C = cfg->H;
     g->sp = cfg->sp && comm->TP > 1; // one TP rank: nothing to split
-    g->Ts = g->sp ? cfg->seq / comm->TP : cfg->seq;
+    g->Ts = g->sp ? g->T / comm->TP : g->T;
     g->t0 = g->sp ? comm->tp * g->Ts : 0;
     g->NH = cfg->heads / comm->TP;
     g->hs = cfg->H / cfg->heads;
@@ -540,7 +665,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     // -zero 2 keeps no full gradient buffer, -zero 3 no full weights either (zero.h)
     g->zero = cfg->zero;
     if (g->zero)
-        zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt);
+        zero_shard(g->pl.total, comm->DPC, comm->dpc, &g->opt_off, &g->n_opt);
     else {
         g->opt_off = 0;
         g->n_opt = g->pl.total;
@@ -558,11 +683,11 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
         g->pmaster = gpt_alloc(g, MEM_PARAMS, g->n_opt);
         g->prest = gpt_alloc(g, MEM_PARAMS, g->nrest_el);
         size_t zs, zr, gcap;
-        zero_staging_need(&g->pl, comm->DP, comm->dp, comm->chunk, g->zero, nstash > 0, &zs, &zr, &gcap);
+        zero_staging_need(&g->pl, comm->DPC, comm->dpc, comm->chunk, g->zero, nstash > 0, &zs, &zr, &gcap);
         for (int w = 0; w < 2; w++) {
             g->pwin[w] = gpt_alloc(g, MEM_PARAMS, g->nlayer_el);
             g->win_l[w] = -1;
-            zero_gather_init(&g->wq[w], gcap, comm->DP); // this rank's part of a layer, staged for the prefetch
+            zero_gather_init(&g->wq[w], gcap, comm->DPC); // this rank's part of a layer, staged for the prefetch
             g->mem[MEM_PARAMS] += sizeof(float) * gcap;
         }
     }
@@ -577,9 +702,13 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->v = gpt_alloc(g, MEM_OPTIM, g->n_opt);
     g->sq = (double*)calloc_check((size_t)NUM_PARAM_TENSORS * (g->pl.nlayers > 0 ? g->pl.nlayers : 1), sizeof(double));
     size_t BT = (size_t)g->B * g->T;
-    if (cfg->recompute == RECOMPUTE_SELECTIVE) {
+    if (cfg->recompute == RECOMPUTE_SELECTIVE && g->CP == 1) { // the ring keeps no probabilities to rebuild
         g->att_shared = gpt_alloc(g, MEM_ACTS, (size_t)g->B * g->NH * g->T * g->T);
         g->atty_re = gpt_alloc(g, MEM_ACTS, BT * g->Cl);
+    }
+    if (g->CP > 1) {
+        for (int i = 0; i < 4; i++) g->cpbuf[i] = gpt_alloc(g, MEM_ACTS, BT * 2 * g->Cl);
+        g->cpD = gpt_alloc(g, MEM_ACTS, (size_t)g->B * g->NH * g->T);
     }
     g->nslots = nslots;
     g->acts = (Acts*)calloc_check(nslots, sizeof(Acts));
@@ -610,7 +739,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     }
     if (g->zero) { // the bucket collectives' staging, at its largest (zero.h)
         size_t zs, zr, gcap;
-        zero_staging_need(&g->pl, comm->DP, comm->dp, comm->chunk, g->zero, nstash > 0, &zs, &zr, &gcap);
+        zero_staging_need(&g->pl, comm->DPC, comm->dpc, comm->chunk, g->zero, nstash > 0, &zs, &zr, &gcap);
         zero_grow_in(&g->zc, &g->zc.send, &g->zc.nsend, zs);
         zero_grow_in(&g->zc, &g->zc.recv, &g->zc.nrecv, zr);
         g->zc.fixed = 1;
@@ -643,6 +772,11 @@ static void gpt_free(GPT* g) {
     free(g->grest);
     free(g->sq);
     zero_comm_free(&g->zc);
+    free(g->pos);
+    free(g->in_full);
+    free(g->tg_full);
+    for (int i = 0; i < 4; i++) free(g->cpbuf[i]);
+    free(g->cpD);
     free(g->m);
     free(g->v);
     for (int s = 0; s < g->nslots; s++) acts_free(&g->acts[s]);
@@ -855,7 +989,7 @@ static void embedding_forward(GPT* g, Comm* comm, float* x, const int* tokens) {
     const float* wpe = P(PT_WPE, 0);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < BTs; n++) {
-        const float* pe = wpe + (size_t)(g->t0 + n % g->Ts) * C;
+        const float* pe = wpe + (size_t)g->pos[g->t0 + n % g->Ts] * C;
         float* o = x + (size_t)n * C;
         for (int i = 0; i < C; i++) o[i] += pe[i];
     }
@@ -877,9 +1011,75 @@ static void embedding_backward(GPT* g, const float* dx, const int* tokens) {
         for (int t = 0; t < T; t++) {
             float s = 0.0f;
             for (int b = 0; b < B; b++) s += dx[((size_t)b * T + t) * C + i];
-            dwpe[(size_t)t * C + i] += s;
+            dwpe[(size_t)g->pos[t] * C + i] += s;
         }
     }
+}
+
+// -cp > 1: the attention of layer activations la over the CP ring (cp_block_forward): each
+// block's transfer to the next rank runs while this rank computes with it.
+static void cp_attention_forward(GPT* g, Comm* comm, LayerActs* la) {
+    int B = g->B, T = g->T, Cl = g->Cl, C3 = 3 * Cl, C2 = 2 * Cl;
+    float *cur = g->cpbuf[0], *nxt = g->cpbuf[1];
+    for (size_t n = 0; n < (size_t)B * T; n++) memcpy(cur + n * C2, la->qkv + n * C3 + Cl, sizeof(float) * C2);
+    for (int s = 0; s < g->CP; s++) {
+        int j = (g->cp - s + g->CP) % g->CP;
+        CpRing ring;
+        ring.nreq = 0;
+        if (s + 1 < g->CP) cp_ring_start(comm, &ring, cur, nxt, (size_t)B * T * C2, 10);
+        cp_block_forward(la->atty, la->lse, la->qkv, cur, B, T, g->NH, g->hs, g->Tch, g->cp, j, s == 0);
+        cp_ring_wait(comm, &ring);
+        float* tmp = cur;
+        cur = nxt;
+        nxt = tmp;
+    }
+}
+
+// -cp > 1: the attention's backward: dout (B,T,Cl) -> dqkv (B,T,3Cl). The keys and values go
+// around the ring again (their transfer overlapping the compute) with the partial dK|dV of
+// each block, which ends at its owner after one more step.
+static void cp_attention_backward(GPT* g, Comm* comm, LayerActs* la, const float* dout) {
+    int B = g->B, T = g->T, NH = g->NH, hs = g->hs, Cl = g->Cl, C3 = 3 * Cl, C2 = 2 * Cl;
+    size_t BT = (size_t)B * T;
+    float *kv = g->cpbuf[0], *kvn = g->cpbuf[1], *dkv = g->cpbuf[2], *dkvn = g->cpbuf[3];
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const float* o = la->atty + ((size_t)b * T + i) * Cl + h * hs;
+                const float* go = dout + ((size_t)b * T + i) * Cl + h * hs;
+                float d = 0.0f;
+                for (int c = 0; c < hs; c++) d += go[c] * o[c];
+                g->cpD[((size_t)b * NH + h) * T + i] = d;
+            }
+    memset(g->dqkv, 0, sizeof(float) * BT * C3);
+    memset(dkv, 0, sizeof(float) * BT * C2);
+    for (size_t n = 0; n < BT; n++) memcpy(kv + n * C2, la->qkv + n * C3 + Cl, sizeof(float) * C2);
+    for (int s = 0; s < g->CP; s++) {
+        int j = (g->cp - s + g->CP) % g->CP;
+        CpRing ring;
+        ring.nreq = 0;
+        if (s + 1 < g->CP) cp_ring_start(comm, &ring, kv, kvn, BT * C2, 11);
+        cp_block_backward(g->dqkv, dkv, la->qkv, kv, dout, la->lse, g->cpD, B, T, NH, hs, g->Tch, g->cp, j);
+        cp_ring_wait(comm, &ring);
+        if (s + 1 < g->CP) { // block j's partial to the next rank, block j-1's from the previous
+            cp_ring_start(comm, &ring, dkv, dkvn, BT * C2, 12);
+            cp_ring_wait(comm, &ring);
+            float* t0 = kv;
+            kv = kvn;
+            kvn = t0;
+            float* t1 = dkv;
+            dkv = dkvn;
+            dkvn = t1;
+        }
+    }
+    if (g->CP > 1) { // block cp+1 is complete here: to its owner; this rank's own arrives
+        CpRing ring;
+        cp_ring_start(comm, &ring, dkv, dkvn, BT * C2, 13);
+        cp_ring_wait(comm, &ring);
+        dkv = dkvn;
+    }
+    for (size_t n = 0; n < BT; n++) memcpy(g->dqkv + n * C3 + Cl, dkv + n * C2, sizeof(float) * C2);
 }
 
 // Forward of layer j of the unit (parameters: local layer l): x[j] -> x[j+1]
@@ -891,7 +1091,10 @@ static void block_forward(GPT* g, Comm* comm, Acts* a, int j, int l) {
     layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C);
     const float* ln1 = gather_seq(g, comm, la->ln1, g->gat); // (B,T,C)
     matmul_forward(la->qkv, ln1, P(PT_QKVW, l), P(PT_QKVB, l), BT, C, 3 * Cl, &g->gemm_work);
-    attention_forward(la->atty, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
+    if (g->CP > 1)
+        cp_attention_forward(g, comm, la);
+    else
+        attention_forward(la->atty, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
     float* po = rowpar_out(g, la->resid2);
     matmul_forward(po, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C, &g->gemm_work); // partial sum
     reduce_seq(g, comm, po, la->resid2);
@@ -950,13 +1153,16 @@ static void block_backward(GPT* g, Comm* comm, Acts* a, int j, int l, const floa
     const float* dres2 = gather_seq(g, comm, g->dres2, g->gdout);
     // selective: rebuild the probabilities from the kept qkv (the same deterministic code, so
     // the same bits); atty itself was kept, as the input of the projection GEMM
-    if (g->cfg.recompute == RECOMPUTE_SELECTIVE)
+    if (g->cfg.recompute == RECOMPUTE_SELECTIVE && g->CP == 1)
         attention_forward(g->atty_re, la->att, g->head_t, la->qkv, B, T, g->NH, g->hs);
     matmul_backward(g->datty, DW(PT_ATTPROJW), G(PT_ATTPROJB, l), dres2, la->atty, P(PT_ATTPROJW, l), BT, Cl, C,
                     &g->gemm_work);
     stash_copy(g, ws, j, WS_D_ATTPROJ, g->dres2);
     stash_copy(g, ws, j, WS_ATTY, la->atty);
-    attention_backward(g->dqkv, g->head_t, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
+    if (g->CP > 1)
+        cp_attention_backward(g, comm, la, g->datty);
+    else
+        attention_backward(g->dqkv, g->head_t, g->datty, la->qkv, la->att, B, T, g->NH, g->hs);
     const float* ln1 = gather_seq(g, comm, la->ln1, g->gat);
     pd = rowpar_out(g, g->dtmp);
     matmul_backward(pd, DW(PT_QKVW), G(PT_QKVB, l), g->dqkv, ln1, P(PT_QKVW, l), BT, C, 3 * Cl, &g->gemm_work);
@@ -1313,10 +1519,23 @@ typedef struct {
     DataSet* ds;
 } BatchRef;
 
+// -cp > 1: this rank's rows (g->pos) of a micro-batch's (B, Tfull) tokens
+static void cp_take_rows(const GPT* g, int* dst, const int* full) {
+    for (int b = 0; b < g->B; b++)
+        for (int t = 0; t < g->T; t++) dst[b * g->T + t] = full[(size_t)b * g->Tfull + g->pos[t]];
+}
+
 static void load_train_micro(Train* t, Acts* a, int k, void* user) {
     const BatchRef* br = (const BatchRef*)user;
+    GPT* g = &t->model;
     int64_t first = microbatch_first_sample(br->first, br->gb, t->run.comm.DP, t->run.comm.dp, t->run.cfg.mb, k);
-    dataset_load_microbatch(br->ds, first, t->run.cfg.mb, a->inputs, a->targets);
+    if (g->CP == 1) {
+        dataset_load_microbatch(br->ds, first, t->run.cfg.mb, a->inputs, a->targets);
+        return;
+    }
+    dataset_load_microbatch(br->ds, first, t->run.cfg.mb, g->in_full, g->tg_full); // every CP rank reads it
+    cp_take_rows(g, a->inputs, g->in_full);
+    cp_take_rows(g, a->targets, g->tg_full);
 }
 
 // One optimizer step on the global batch starting at run sample t->run.samples:
@@ -1331,7 +1550,8 @@ static StepResult train_step(Train* t) {
     StepResult r = run_step_plan(&t->run); // batch, LR, micro-batches from the recipe
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
     grads_begin(g);
-    g->sq_on = g->zero >= 2 && comm->DP > 1 && r.micro == 1; // -zero 2/3 see a replica's whole gradient then
+    // -zero 2/3 see a replica's whole gradient with one micro-batch (and no CP: a CP rank's is a part of it)
+    g->sq_on = g->zero >= 2 && comm->DP > 1 && comm->CP == 1 && r.micro == 1;
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
     double loss_sum = pipe_execute(t, r.micro, 0, dloss, load_train_micro, &br);
     grads_end(g);
@@ -1343,7 +1563,9 @@ static StepResult train_step(Train* t) {
     // -zero 2/3 hold a replica's whole gradient only with one micro-batch per step, a layer at
     // a time (g->sq, the same order); else NaN: no noise-scale estimate this step
     double small_sumsq = 0.0;
-    if (comm->DP > 1 && g->zero < 2)
+    if (comm->DP > 1 && comm->CP > 1)
+        small_sumsq = NAN; // a replica's gradient is the sum of its CP ranks': never whole on one
+    else if (comm->DP > 1 && g->zero < 2)
         small_sumsq = world_sum(comm, gpt_grad_sumsq(g, g->grads, 0, g->pl.total)) / comm->DP;
     else if (comm->DP > 1 && g->sq_on) {
         double local = 0.0;
@@ -1370,7 +1592,7 @@ static StepResult train_step(Train* t) {
     } else
         dp_allreduce_sum(comm, g->grads, g->pl.total);
     // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
-    double sumsq = (g->zero || comm->dp == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
+    double sumsq = (g->zero || comm->dpc == 0) ? gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt) : 0.0;
     r.gnorm = sqrt(world_sum(comm, sumsq));
     // noise scale and spike guard: every rank sees the same global loss and norm, so every
     // rank takes the same decision
@@ -1397,10 +1619,27 @@ static double evaluate(Train* t, DataSet* val) {
            ((double)n * t->run.cfg.seq);
 }
 
+// user: the (B, Tfull) tokens
 static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
     (void)k;
-    memcpy(a->inputs, user, sizeof(int) * t->model.B * t->model.T);
+    if (t->model.CP > 1)
+        cp_take_rows(&t->model, a->inputs, (const int*)user);
+    else
+        memcpy(a->inputs, user, sizeof(int) * t->model.B * t->model.T);
     memset(a->targets, 0, sizeof(int) * t->model.B * t->model.T);
+}
+
+// Row (b, pos) of the last stage's logits, this TP rank's Vv columns at v0 of row (Vp):
+// -cp > 1, from the CP rank that holds position pos (summed over the CP group: the others
+// give zeros). Every last-stage rank of the CP group calls it for the same row.
+static void logits_row(Train* t, int b, int pos, float* row) {
+    GPT* g = &t->model;
+    memset(row, 0, sizeof(float) * g->cfg.Vp);
+    int local = -1;
+    for (int i = 0; i < g->T && local < 0; i++)
+        if (g->pos[i] == pos) local = i;
+    if (local >= 0) memcpy(row + g->v0, g->acts[0].logits + ((size_t)b * g->T + local) * g->Vv, sizeof(float) * g->Vv);
+    cp_allreduce_sum(&t->run.comm, row, g->cfg.Vp);
 }
 
 // Generates sample_len tokens after an <|endoftext|>, sampling from the softmax. Every
@@ -1408,21 +1647,19 @@ static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
 static void sample_text(Train* t, FILE* out) {
     GPT* g = &t->model;
     const Config* c = &t->run.cfg;
-    int* tokens = (int*)malloc_check(sizeof(int) * g->B * g->T);
-    for (int i = 0; i < g->B * g->T; i++) tokens[i] = run_sample_start(&t->run);
-    int n0 = run_sample_prompt(&t->run, tokens, g->T); // -prompt ids or <|endoftext|>
+    int Tf = g->Tfull; // the whole sequence (-cp: each CP rank runs its rows of it)
+    int* tokens = (int*)malloc_check(sizeof(int) * g->B * Tf);
+    for (int i = 0; i < g->B * Tf; i++) tokens[i] = run_sample_start(&t->run);
+    int n0 = run_sample_prompt(&t->run, tokens, Tf); // -prompt ids or <|endoftext|>
     float* row = (float*)malloc_check(sizeof(float) * c->Vp);
     if (t->run.comm.rank == run_sampler_rank(&t->run)) fprintf(out, "sample: ");
-    for (int pos = n0; pos < n0 + c->sample_len && pos < g->T; pos++) {
+    for (int pos = n0; pos < n0 + c->sample_len && pos < Tf; pos++) {
         pipe_execute(t, 1, 1, 0.0f, load_sample_micro, tokens);
-        if (is_last_stage(g)) { // this TP rank's Vv columns of the row at pos-1
-            memset(row, 0, sizeof(float) * c->Vp);
-            memcpy(row + g->v0, g->acts[0].logits + (size_t)(pos - 1) * g->Vv, sizeof(float) * g->Vv);
-        }
+        if (is_last_stage(g)) logits_row(t, 0, pos - 1, row); // this TP rank's Vv columns of the row at pos-1
         tokens[pos] = run_sample_next(&t->run, row, is_last_stage(g));
         run_sample_print(&t->run, out, tokens[pos]);
     }
-    int n = n0 + c->sample_len < g->T ? n0 + c->sample_len : g->T;
+    int n = n0 + c->sample_len < Tf ? n0 + c->sample_len : Tf;
     run_sample_end(&t->run, out, tokens, n0, n);
     free(tokens);
     free(row);
@@ -1434,11 +1671,7 @@ static void eval_forward(void* self, const int* tokens) {
     Train* t = (Train*)self;
     pipe_execute(t, 1, 1, 0.0f, load_sample_micro, (void*)tokens);
 }
-static void eval_row(void* self, int b, int pos, float* row) {
-    GPT* g = &((Train*)self)->model;
-    memset(row, 0, sizeof(float) * g->cfg.Vp);
-    memcpy(row + g->v0, g->acts[0].logits + ((size_t)b * g->T + pos) * g->Vv, sizeof(float) * g->Vv);
-}
+static void eval_row(void* self, int b, int pos, float* row) { logits_row((Train*)self, b, pos, row); }
 
 // ----------------------------------------------------------------------------------------
 // checkpoints (the format and the any-layout loading live in llmc/)
@@ -1534,7 +1767,7 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     // what the planner says this rank allocates (memplan.h) is what it allocated
     size_t plan[NUM_MEM];
     const Comm* c = &t->run.comm;
-    mem_plan_cpu(&t->run.cfg, c->tp, c->TP, c->pp, c->PP, c->dp, c->DP, nslots, nstash, c->chunk, plan);
+    mem_plan_cpu(&t->run.cfg, c->tp, c->TP, c->pp, c->PP, c->dpc, c->DPC, nslots, nstash, c->chunk, plan);
     for (int k = 0; k < NUM_MEM; k++)
         if (plan[k] * sizeof(float) != t->model.mem[k])
             die("internal: %s: %zu bytes allocated, memplan.h says %zu: update memplan.h with the new buffer",

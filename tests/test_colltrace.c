@@ -40,13 +40,14 @@ int main(void) {
                         int same_pp = ta == tb && da == db;
                         int in_a = PP > 1 && (pa == 0 || pa == PP - 1), in_b = PP > 1 && (pb == 0 || pb == PP - 1);
                         int same_emb = in_a && in_b && same_pp;
-                        ok &= (ctrace_group_key(CG_TP, a, TP, DP, PP) == ctrace_group_key(CG_TP, b, TP, DP, PP)) ==
-                              same_tp;
-                        ok &= (ctrace_group_key(CG_DP, a, TP, DP, PP) == ctrace_group_key(CG_DP, b, TP, DP, PP)) ==
-                              same_dp;
-                        ok &= (ctrace_group_key(CG_PP, a, TP, DP, PP) == ctrace_group_key(CG_PP, b, TP, DP, PP)) ==
-                              same_pp;
-                        int ka = ctrace_group_key(CG_EMB, a, TP, DP, PP), kb = ctrace_group_key(CG_EMB, b, TP, DP, PP);
+                        ok &= (ctrace_group_key(CG_TP, a, TP, DP, PP, 1) ==
+                               ctrace_group_key(CG_TP, b, TP, DP, PP, 1)) == same_tp;
+                        ok &= (ctrace_group_key(CG_DP, a, TP, DP, PP, 1) ==
+                               ctrace_group_key(CG_DP, b, TP, DP, PP, 1)) == same_dp;
+                        ok &= (ctrace_group_key(CG_PP, a, TP, DP, PP, 1) ==
+                               ctrace_group_key(CG_PP, b, TP, DP, PP, 1)) == same_pp;
+                        int ka = ctrace_group_key(CG_EMB, a, TP, DP, PP, 1),
+                            kb = ctrace_group_key(CG_EMB, b, TP, DP, PP, 1);
                         ok &= (ka >= 0) == in_a;
                         ok &= (ka >= 0 && ka == kb) == same_emb;
                     }
@@ -62,7 +63,7 @@ int main(void) {
     r[0].seq[CG_EMB] = 2;
     int64_t s4[CG_NUM] = {13, 60, 2, 12, 3};
     r[4] = rec_make(s4, CG_EMB, "allreduce", CT_INSIDE, 3);
-    int found = ctrace_mismatch(r, 8, 2, 2, 2, 100.0, out, sizeof(out));
+    int found = ctrace_mismatch(r, 8, 2, 2, 2, 1, 100.0, out, sizeof(out));
     check(found && strstr(out, "rank 0 waits in world allreduce #14 (step 3), but rank 4 has entered only 13 world") &&
               strstr(out, "rank 4 waits in emb allreduce #3 (step 3), but rank 0 has entered only 2 emb"),
           "skipped embedding all-reduce: the cycle names rank 0 (world #14) and rank 4 (emb #3): %s", out);
@@ -70,18 +71,18 @@ int main(void) {
     // the same with rank 4 stopped outside any call (it computes): a chain, not a cycle
     r[4].state = CT_LEFT;
     out[0] = '\0';
-    found = ctrace_mismatch(r, 8, 2, 2, 2, 100.0, out, sizeof(out));
+    found = ctrace_mismatch(r, 8, 2, 2, 2, 1, 100.0, out, sizeof(out));
     check(!found, "a rank that computes ends the chain: no deadlock reported (%s)", found ? out : "none");
 
     // every rank inside world #14 with the same counts: consistent, nothing to report
     for (int i = 0; i < 8; i++) r[i] = rec_make(base, CG_WORLD, "allreduce", CT_INSIDE, 3);
-    check(!ctrace_mismatch(r, 8, 2, 2, 2, 100.0, out, sizeof(out)), "a consistent state: no mismatch");
+    check(!ctrace_mismatch(r, 8, 2, 2, 2, 1, 100.0, out, sizeof(out)), "a consistent state: no mismatch");
 
     // TP pair at the same number in different operations (an allgather against an allreduce)
     int64_t tp1[CG_NUM] = {5, 40, 1, 0, 0};
     CollRecord t2[2] = {rec_make(tp1, CG_TP, "allreduce", CT_INSIDE, 2),
                         rec_make(tp1, CG_TP, "allgather", CT_INSIDE, 2)};
-    found = ctrace_mismatch(t2, 2, 2, 1, 1, 100.0, out, sizeof(out));
+    found = ctrace_mismatch(t2, 2, 2, 1, 1, 1, 100.0, out, sizeof(out));
     check(found && strstr(out, "rank 0 waits in tp allreduce #40") && strstr(out, "rank 1 waits in tp allgather #40"),
           "different operations at the same number: both named: %s", out);
 
@@ -90,7 +91,7 @@ int main(void) {
     int64_t p0[CG_NUM] = {5, 0, 0, 7, 1}, p1[CG_NUM] = {4, 0, 0, 7, 1};
     CollRecord pr[2] = {rec_make(p0, CG_WORLD, "allreduce", CT_INSIDE, 2), rec_make(p1, CG_PP, "recv", CT_INSIDE, 2)};
     pr[1].peer = 0;
-    found = ctrace_mismatch(pr, 2, 1, 1, 2, 100.0, out, sizeof(out));
+    found = ctrace_mismatch(pr, 2, 1, 1, 2, 1, 100.0, out, sizeof(out));
     check(found && strstr(out, "rank 1 waits in pp recv #7 from stage 0 (step 2) for rank 0") &&
               strstr(out, "rank 0 waits in world allreduce #5 (step 2), but rank 1 has entered only 4 world"),
           "a cycle through a pipeline receive: %s", out);
@@ -101,14 +102,14 @@ int main(void) {
     CollRecord nr[2] = {rec_make(n0, CG_DP, "allreduce", CT_LEFT, 4), rec_make(n1, CG_DP, "allreduce", CT_LEFT, 4)};
     nr[0].host_wait = nr[1].host_wait = 1;
     nr[0].wait_t = nr[1].wait_t = 90.0;
-    found = ctrace_mismatch(nr, 2, 1, 2, 1, 100.0, out, sizeof(out));
+    found = ctrace_mismatch(nr, 2, 1, 2, 1, 1, 100.0, out, sizeof(out));
     check(found &&
               strstr(out, "dp group: rank 0 has entered 4 dp operations and waits 10 s for the device, its last") &&
               strstr(out, "but rank 1 only 3"),
           "NCCL (enqueued, host waits): the count difference is named: %s", out);
 
     // a layout that is not the world's: no analysis rather than a wrong one
-    check(!ctrace_mismatch(nr, 2, 2, 2, 1, 100.0, out, sizeof(out)),
+    check(!ctrace_mismatch(nr, 2, 2, 2, 1, 1, 100.0, out, sizeof(out)),
           "a layout that does not match the world: no report");
 
     // the trace itself: counts per group, enter/leave states, the seqlock

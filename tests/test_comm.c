@@ -140,7 +140,7 @@ static void test_layout(int TP, int PP, int DP) {
     c.rank = g_rank;
     c.world = g_world;
     const size_t n = 1000;
-    comm_init_groups(&c, TP, PP, DP, n);
+    comm_init_groups(&c, TP, PP, DP, 1, n);
     char what[256];
     const size_t lens[3] = {0, 3, n};
     float* buf = (float*)malloc_check(sizeof(float) * (2 * n + 8));
@@ -263,7 +263,7 @@ static void test_zero(int PP, int DP) {
     c.mpi = 1;
     c.rank = g_rank;
     c.world = g_world;
-    comm_init_groups(&c, 1, PP, DP, 16);
+    comm_init_groups(&c, 1, PP, DP, 1, 16);
     ParamLayout pl;
     param_layout_init(&pl, 4, 8, 2, 4, 24, 24, 0, 1, c.pp, PP); // L 4, C 8, 2 heads, T 4, V 24
     size_t so, sn, loff[NUM_PARAM_TENSORS];

@@ -131,11 +131,11 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
     h.h[CK_VP] = c->Vp;
     h.h[CK_TP] = comm->TP;
     h.h[CK_PP] = comm->PP;
-    h.h[CK_DP] = comm->DP;
+    h.h[CK_DP] = comm->DPC;         // CP x DP: the ranks that share the weights and shard the moments
     h.h[CK_ZERO] = c->zero ? 1 : 0; // the moments are a shard: every level >= 1 writes the same file
     h.h[CK_TP_RANK] = comm->tp;
     h.h[CK_PP_RANK] = comm->pp;
-    h.h[CK_DP_RANK] = comm->dp;
+    h.h[CK_DP_RANK] = comm->dpc;
     h.h[CK_RANK] = comm->rank;
     h.h[CK_STEP] = p->step;
     h.h[CK_TOKENS] = p->tokens;
@@ -160,8 +160,8 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
 #define CKPT_PUT_RECIPE(name, slot, value) ckpt_put_f64(&h, slot, value);
     CKPT_RECIPE(CKPT_PUT_RECIPE, c)
 #undef CKPT_PUT_RECIPE
-    int writes_weights = comm->dp == 0;
-    int writes_moments = c->zero || comm->dp == 0;
+    int writes_weights = comm->dpc == 0;
+    int writes_moments = c->zero || comm->dpc == 0;
     char tmp[1100];
     snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
     int ok = 1;

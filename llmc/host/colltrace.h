@@ -25,9 +25,9 @@
 #include <string.h>
 #include <time.h>
 
-typedef enum { CG_WORLD, CG_TP, CG_DP, CG_PP, CG_EMB, CG_NUM } CollGroup;
+typedef enum { CG_WORLD, CG_TP, CG_DP, CG_PP, CG_EMB, CG_CP, CG_NUM } CollGroup;
 #define CG_MAX 8 // room in the record for groups added later (the format is the file's)
-static const char* const CG_NAMES[CG_NUM] = {"world", "tp", "dp", "pp", "emb"};
+static const char* const CG_NAMES[CG_NUM] = {"world", "tp", "dp", "pp", "emb", "cp"};
 
 enum { CT_NONE = 0, CT_INSIDE = 1, CT_LEFT = 2 };
 
@@ -148,8 +148,8 @@ static void ctrace_describe(const CollRecord* r, char* out, size_t n) {
     else
         snprintf(where, sizeof(where), "step %lld", (long long)r->step);
     if (r->peer >= 0)
-        snprintf(out, n, "%s %s #%lld %s stage %d (%s)", CG_NAMES[r->group], r->op, (long long)r->seq[r->group],
-                 strcmp(r->op, "send") == 0 ? "to" : "from", r->peer, where);
+        snprintf(out, n, "%s %s #%lld %s %s %d (%s)", CG_NAMES[r->group], r->op, (long long)r->seq[r->group],
+                 strcmp(r->op, "send") == 0 ? "to" : "from", r->group == CG_CP ? "cp rank" : "stage", r->peer, where);
     else
         snprintf(out, n, "%s %s #%lld (%s)", CG_NAMES[r->group], r->op, (long long)r->seq[r->group], where);
 }
@@ -171,10 +171,11 @@ static void ctrace_where(const CollRecord* r, double now, char* out, size_t n) {
         snprintf(out, n, "%s", d);
 }
 
-// The group instance of a rank in a layout (rank = tp + TP*dp + TP*DP*pp): ranks with the
-// same key are one group; -1: not a member (the embedding group holds the first and the
-// last stage only).
-static int ctrace_group_key(int g, int rank, int TP, int DP, int PP) {
+// The group instance of a rank in a layout (rank = tp + TP*dp + TP*DP*pp, with DP the
+// CP x DP group's size and dp = cp + CP*(data-parallel index), comm.h): ranks with the same
+// key are one group; -1: not a member (the embedding group holds the first and the last
+// stage only).
+static int ctrace_group_key(int g, int rank, int TP, int DP, int PP, int CP) {
     int tp = rank % TP, dp = (rank / TP) % DP, pp = rank / (TP * DP);
     switch (g) {
         case CG_WORLD:
@@ -187,6 +188,8 @@ static int ctrace_group_key(int g, int rank, int TP, int DP, int PP) {
             return tp + TP * dp;
         case CG_EMB:
             return (PP > 1 && (pp == 0 || pp == PP - 1)) ? tp + TP * dp : -1;
+        case CG_CP:
+            return tp + TP * (dp / CP + (DP / CP) * pp);
         default:
             return -1;
     }
@@ -196,7 +199,7 @@ static int ctrace_group_key(int g, int rank, int TP, int DP, int PP) {
 // fewer than s of g's operations (it has not come yet; one waiting itself is preferred), or
 // that waits inside #s of another operation (*conflict = 1); inside a pipeline receive, the
 // sending stage's rank. -1: a waits for nobody it can name.
-static int ctrace_waits_for(const CollRecord* rec, int world, int TP, int DP, int PP, int a, int* conflict) {
+static int ctrace_waits_for(const CollRecord* rec, int world, int TP, int DP, int PP, int CP, int a, int* conflict) {
     const CollRecord* ra = &rec[a];
     int g = ra->group;
     *conflict = 0;
@@ -205,10 +208,15 @@ static int ctrace_waits_for(const CollRecord* rec, int world, int TP, int DP, in
         if (strcmp(ra->op, "recv") != 0 || ra->peer < 0 || ra->peer >= PP) return -1;
         return a % (TP * DP) + TP * DP * ra->peer;
     }
-    int key = ctrace_group_key(g, a, TP, DP, PP), late = -1;
+    if (g == CG_CP) { // the ring: a rank waits for the previous one's block
+        if (ra->peer < 0 || ra->peer >= CP) return -1;
+        int dp = (a / TP) % DP;
+        return a + TP * (ra->peer - dp % CP);
+    }
+    int key = ctrace_group_key(g, a, TP, DP, PP, CP), late = -1;
     if (key < 0) return -1;
     for (int b = 0; b < world; b++) {
-        if (b == a || ctrace_group_key(g, b, TP, DP, PP) != key) continue;
+        if (b == a || ctrace_group_key(g, b, TP, DP, PP, CP) != key) continue;
         const CollRecord* rb = &rec[b];
         if (rb->seq[g] == ra->seq[g] && rb->state == CT_INSIDE && !rb->host_wait && rb->group == g &&
             strcmp(rb->op, ra->op) != 0) {
@@ -226,15 +234,16 @@ static int ctrace_waits_for(const CollRecord* rec, int world, int TP, int DP, in
 // operations. When no rank waits inside an operation (NCCL on a GPU enqueues and returns,
 // and the hosts wait for their devices): members of one group that entered different
 // numbers of its operations. Returns 1 and the text in out, else 0.
-static int ctrace_mismatch(const CollRecord* rec, int world, int TP, int DP, int PP, double now, char* out, size_t n) {
-    if (TP < 1 || DP < 1 || PP < 1 || TP * DP * PP != world || world > (1 << 20)) return 0;
+static int ctrace_mismatch(const CollRecord* rec, int world, int TP, int DP, int PP, int CP, double now, char* out,
+                           size_t n) {
+    if (TP < 1 || DP < 1 || PP < 1 || CP < 1 || DP % CP != 0 || TP * DP * PP != world || world > (1 << 20)) return 0;
     char wa[300], wb[300];
     int* next = (int*)malloc(sizeof(int) * world * 2);
     if (next == NULL) return 0;
     int* mark = next + world;
     for (int a = 0; a < world; a++) {
         int conflict = 0;
-        next[a] = ctrace_waits_for(rec, world, TP, DP, PP, a, &conflict);
+        next[a] = ctrace_waits_for(rec, world, TP, DP, PP, CP, a, &conflict);
         mark[a] = -1;
         if (conflict) {
             int b = next[a];
@@ -259,7 +268,7 @@ static int ctrace_mismatch(const CollRecord* rec, int world, int TP, int DP, int
             const CollRecord* rc = &rec[c];
             int d = next[c];
             ctrace_describe(rc, wa, sizeof(wa));
-            if (rc->group == CG_PP)
+            if (rc->group == CG_PP || rc->group == CG_CP)
                 k += snprintf(out + k, k < n ? n - k : 0, "%srank %d waits in %s for rank %d", i ? "; " : "", c, wa, d);
             else
                 k += snprintf(out + k, k < n ? n - k : 0,
@@ -277,10 +286,10 @@ static int ctrace_mismatch(const CollRecord* rec, int world, int TP, int DP, int
         if (rec[a].state == CT_INSIDE && !rec[a].host_wait) return 0;
     for (int a = 0; a < world; a++) // no rank inside an operation: compare the counts
         for (int g = 0; g < CG_NUM; g++) {
-            int key = ctrace_group_key(g, a, TP, DP, PP);
-            if (g == CG_PP || key < 0) continue;
+            int key = ctrace_group_key(g, a, TP, DP, PP, CP);
+            if (g == CG_PP || g == CG_CP || key < 0) continue;
             for (int b = 0; b < world; b++) {
-                if (b == a || ctrace_group_key(g, b, TP, DP, PP) != key || rec[b].seq[g] >= rec[a].seq[g]) continue;
+                if (b == a || ctrace_group_key(g, b, TP, DP, PP, CP) != key || rec[b].seq[g] >= rec[a].seq[g]) continue;
                 ctrace_where(&rec[a], now, wa, sizeof(wa));
                 ctrace_where(&rec[b], now, wb, sizeof(wb));
                 snprintf(out, n,

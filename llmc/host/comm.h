@@ -1,13 +1,16 @@
 /*
- * comm.h: the process groups of the 3D layout over MPI and the host-side collectives
- * both trainers use (the CUDA trainer stages through host memory with -comm mpi).
- * Groups: TP (consecutive ranks), DP, PP, and the embedding group (first and last
- * stage, for the tied embedding). Single process (no launcher, or a build without
- * USE_MPI): every group has size 1 and every collective is a no-op.
- * Every call enters and leaves the rank's collective trace (colltrace.h), which the
- * step watchdog reads to say where each rank waits.
- * Time inside collectives accumulates in comm_ms; time blocked on a pipeline receive (or
- * flushing sends) in idle_ms, the per-step split the logs report.
+ * comm.h: the process groups of the layout over MPI and the host-side collectives both
+ * trainers use (the CUDA trainer stages through host memory with -comm mpi).
+ * Groups: TP (consecutive ranks), CP (context parallelism: one sequence split over its
+ * ranks), DP, PP, and the embedding group (first and last stage, for the tied embedding).
+ * Rank order TP fastest, then CP, then DP, then PP (doc/design.md): with dpc = cp + CP*dp
+ * and DPC = CP*DP, rank = tp + TP*dpc + TP*DPC*pp, the 3D formula with DPC in DP's place.
+ * Gradients are reduced, and ZeRO shards, over the CP x DP group ("dp_comm", index dpc):
+ * CP ranks hold the same weights, each with the gradient of its part of the sequences. Single process (no launcher, or
+ * a build without USE_MPI): every group has size 1 and every collective is a no-op. Every call enters and leaves the
+ * rank's collective trace (colltrace.h), which the step watchdog reads to say where each rank waits. Time inside
+ * collectives accumulates in comm_ms; time blocked on a pipeline receive (or flushing sends) in idle_ms, the per-step
+ * split the logs report.
  *
  * MPI counts and displacements are int: a 6.7B model with DP, or 530B at TP8 x PP7, has
  * buffers above 2^31 elements per rank. Every call here therefore moves at most `chunk`
@@ -46,10 +49,12 @@
 
 typedef struct {
     int rank, world;
-    int tp, TP, pp, PP, dp, DP; // coordinates, rank = tp + TP*dp + TP*DP*pp (layout.h)
+    int tp, TP, pp, PP, dp, DP; // coordinates; DP: data-parallel replicas (which samples a rank reads)
+    int cp, CP, dpc, DPC;       // context parallel; dpc = cp + CP*dp in the CP x DP gradient group of DPC ranks
     int mpi;                    // MPI initialised (launched by mpirun/srun)
 #ifdef USE_MPI
-    MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm; // emb_comm: first and last stage, MPI_COMM_NULL elsewhere
+    MPI_Comm tp_comm, dp_comm, pp_comm, emb_comm; // dp_comm: CP x DP; emb_comm: first and last stage (else NULL)
+    MPI_Comm cp_comm;                             // the CP ring
     // ring of pipeline sends: nsend slots of send_n floats, each sent as nreq chunked messages
     MPI_Request* send_req;
     float** send_buf;
@@ -67,7 +72,7 @@ typedef struct {
 static void comm_init_single(Comm* c) {
     memset(c, 0, sizeof(*c));
     c->world = 1;
-    c->TP = c->PP = c->DP = 1;
+    c->TP = c->PP = c->DP = c->CP = c->DPC = 1;
     c->chunk = COMM_CHUNK_DEFAULT;
     ctrace_init(&c->trace);
     const char* v = getenv("LLMC_MPI_CHUNK");
@@ -93,20 +98,26 @@ static int launched_by_mpi(void) {
 }
 
 #ifdef USE_MPI
-// Splits MPI_COMM_WORLD into the TP, DP, PP and embedding groups (layout already valid).
-static void comm_init_groups(Comm* c, int TP, int PP, int DP, size_t act_floats) {
+// Splits MPI_COMM_WORLD into the TP, CP, CP x DP, PP and embedding groups (layout already valid).
+static void comm_init_groups(Comm* c, int TP, int PP, int DP, int CP, size_t act_floats) {
     c->TP = TP;
     c->PP = PP;
     c->DP = DP;
-    Coords k = layout_coords(c->rank, TP, DP);
+    c->CP = CP;
+    c->DPC = DP * CP;
+    Coords k = layout_coords(c->rank, TP, c->DPC);
     c->tp = k.tp;
-    c->dp = k.dp;
+    c->dpc = k.dp;
     c->pp = k.pp;
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->dp + DP * c->pp, c->tp, &c->tp_comm));
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->pp, c->dp, &c->dp_comm));
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->dp, c->pp, &c->pp_comm));
+    c->cp = c->dpc % CP;
+    c->dp = c->dpc / CP;
+    int D = c->DPC, d = c->dpc;
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, d + D * c->pp, c->tp, &c->tp_comm));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * c->pp, d, &c->dp_comm));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * d, c->pp, &c->pp_comm));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, c->tp + TP * (c->dp + DP * c->pp), c->cp, &c->cp_comm));
     int in_emb = PP > 1 && (c->pp == 0 || c->pp == PP - 1);
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, in_emb ? c->tp + TP * c->dp : MPI_UNDEFINED, c->pp, &c->emb_comm));
+    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, in_emb ? c->tp + TP * d : MPI_UNDEFINED, c->pp, &c->emb_comm));
     c->nsend = 2 * PP;
     c->send_n = act_floats;
     c->nreq = act_floats > 0 ? (int)comm_npieces(c, act_floats) : 1;
@@ -129,6 +140,7 @@ static void comm_free(Comm* c) {
     MPI_Comm_free(&c->tp_comm);
     MPI_Comm_free(&c->dp_comm);
     MPI_Comm_free(&c->pp_comm);
+    MPI_Comm_free(&c->cp_comm);
     if (c->emb_comm != MPI_COMM_NULL) MPI_Comm_free(&c->emb_comm);
 #else
     (void)c;
@@ -263,9 +275,20 @@ static void emb_allreduce_sum(Comm* c, float* buf, size_t n) {
 #endif
 }
 
+// sum over the CP group (the pieces of a row that only one CP rank holds)
+static void cp_allreduce_sum(Comm* c, float* buf, size_t n) {
+#ifdef USE_MPI
+    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->cp_comm, c->CP, CG_CP);
+#else
+    (void)c;
+    (void)buf;
+    (void)n;
+#endif
+}
+
 static void dp_allreduce_sum(Comm* c, float* buf, size_t n) {
 #ifdef USE_MPI
-    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->dp_comm, c->DP, CG_DP);
+    allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, c->dp_comm, c->DPC, CG_DP);
 #else
     (void)c;
     (void)buf;
@@ -278,27 +301,27 @@ static void dp_allreduce_sum(Comm* c, float* buf, size_t n) {
 // Larger: each shard in chunks, reduced to its owner (MPI_Reduce, same sums).
 static void dp_reduce_scatter_sum(Comm* c, const float* full, float* shard, size_t total) {
 #ifdef USE_MPI
-    if (c->DP == 1) {
+    if (c->DPC == 1) {
         memcpy(shard, full, sizeof(float) * total);
         return;
     }
     double t0 = wall_ms();
     ctrace_enter(&c->trace, CG_DP, "reduce_scatter", -1);
     if (total <= c->chunk) {
-        int* counts = (int*)malloc_check(sizeof(int) * c->DP);
-        for (int d = 0; d < c->DP; d++) {
+        int* counts = (int*)malloc_check(sizeof(int) * c->DPC);
+        for (int d = 0; d < c->DPC; d++) {
             size_t off, cnt;
-            zero_shard(total, c->DP, d, &off, &cnt);
+            zero_shard(total, c->DPC, d, &off, &cnt);
             counts[d] = (int)cnt;
         }
         mpiCheck(MPI_Reduce_scatter(full, shard, counts, MPI_FLOAT, MPI_SUM, c->dp_comm));
         free(counts);
     } else {
-        for (int d = 0; d < c->DP; d++) {
+        for (int d = 0; d < c->DPC; d++) {
             size_t off, cnt;
-            zero_shard(total, c->DP, d, &off, &cnt);
+            zero_shard(total, c->DPC, d, &off, &cnt);
             for (size_t i = 0, k; (k = comm_piece(c, cnt, i)) > 0; i++)
-                mpiCheck(MPI_Reduce(full + off + i * c->chunk, d == c->dp ? shard + i * c->chunk : NULL, (int)k,
+                mpiCheck(MPI_Reduce(full + off + i * c->chunk, d == c->dpc ? shard + i * c->chunk : NULL, (int)k,
                                     MPI_FLOAT, MPI_SUM, d, c->dp_comm));
         }
     }
@@ -314,15 +337,15 @@ static void dp_reduce_scatter_sum(Comm* c, const float* full, float* shard, size
 // Up to one chunk: one MPI_Allgatherv; larger: each shard broadcast by its owner in chunks.
 static void dp_allgather(Comm* c, float* full, size_t total) {
 #ifdef USE_MPI
-    if (c->DP == 1) return;
+    if (c->DPC == 1) return;
     double t0 = wall_ms();
     ctrace_enter(&c->trace, CG_DP, "allgather", -1);
     if (total <= c->chunk) {
-        int* counts = (int*)malloc_check(sizeof(int) * c->DP);
-        int* displs = (int*)malloc_check(sizeof(int) * c->DP);
-        for (int d = 0; d < c->DP; d++) {
+        int* counts = (int*)malloc_check(sizeof(int) * c->DPC);
+        int* displs = (int*)malloc_check(sizeof(int) * c->DPC);
+        for (int d = 0; d < c->DPC; d++) {
             size_t off, cnt;
-            zero_shard(total, c->DP, d, &off, &cnt);
+            zero_shard(total, c->DPC, d, &off, &cnt);
             counts[d] = (int)cnt;
             displs[d] = (int)off;
         }
@@ -330,9 +353,9 @@ static void dp_allgather(Comm* c, float* full, size_t total) {
         free(counts);
         free(displs);
     } else {
-        for (int d = 0; d < c->DP; d++) {
+        for (int d = 0; d < c->DPC; d++) {
             size_t off, cnt;
-            zero_shard(total, c->DP, d, &off, &cnt);
+            zero_shard(total, c->DPC, d, &off, &cnt);
             for (size_t i = 0, k; (k = comm_piece(c, cnt, i)) > 0; i++)
                 mpiCheck(MPI_Bcast(full + off + i * c->chunk, (int)k, MPI_FLOAT, d, c->dp_comm));
         }
@@ -343,6 +366,50 @@ static void dp_allgather(Comm* c, float* full, size_t total) {
     (void)c;
     (void)full;
     (void)total;
+#endif
+}
+
+// Context parallelism's ring: send n floats to the next CP rank and receive n from the
+// previous one (cp - 1), started now and completed by cp_ring_wait, so a block's compute
+// overlaps the next block's transfer (chunked: at most chunk floats per message).
+typedef struct {
+#ifdef USE_MPI
+    MPI_Request req[64];
+#endif
+    int nreq;
+} CpRing;
+static void cp_ring_start(Comm* c, CpRing* r, const float* send, float* recv, size_t n, int tag) {
+    r->nreq = 0;
+#ifdef USE_MPI
+    if (c->CP == 1) return;
+    int next = (c->cp + 1) % c->CP, prev = (c->cp + c->CP - 1) % c->CP;
+    ctrace_enter(&c->trace, CG_CP, "ring", prev);
+    for (size_t i = 0, k; (k = comm_piece(c, n, i)) > 0; i++) {
+        if (r->nreq + 2 > 64) die("internal: a CP ring message of %zu floats needs more than 32 pieces", n);
+        mpiCheck(MPI_Irecv(recv + i * c->chunk, (int)k, MPI_FLOAT, prev, tag, c->cp_comm, &r->req[r->nreq++]));
+        mpiCheck(MPI_Isend(send + i * c->chunk, (int)k, MPI_FLOAT, next, tag, c->cp_comm, &r->req[r->nreq++]));
+    }
+    ctrace_leave(&c->trace);
+#else
+    (void)c;
+    (void)send;
+    (void)recv;
+    (void)n;
+    (void)tag;
+#endif
+}
+static void cp_ring_wait(Comm* c, CpRing* r) {
+#ifdef USE_MPI
+    if (r->nreq == 0) return;
+    double t0 = wall_ms();
+    ctrace_enter(&c->trace, CG_CP, "ring_wait", (c->cp + c->CP - 1) % c->CP);
+    mpiCheck(MPI_Waitall(r->nreq, r->req, MPI_STATUSES_IGNORE));
+    ctrace_leave(&c->trace);
+    c->comm_ms += wall_ms() - t0;
+    r->nreq = 0;
+#else
+    (void)c;
+    (void)r;
 #endif
 }
 

@@ -63,8 +63,8 @@ typedef struct {
     int scaled_init;      // output projections of each block use s/sqrt(2L)
     double init_std_mult; // s = init_std_mult * sqrt(1/(3H)) (1: the paper; other values are ablations)
     // layout
-    int tp, pp, dp; // dp = 0: derived from the world size
-    int mb;         // micro-batch, sequences
+    int tp, cp, pp, dp; // dp = 0: derived from the world size
+    int mb;             // micro-batch, sequences
     int zero, recompute;
     int sp, vpp;             // sequence parallelism in TP groups; virtual pipeline chunks per rank (interleaved 1F1B)
     char comm[8];            // CUDA trainer: nccl or mpi
@@ -146,6 +146,7 @@ typedef struct {
     X(F64, "-init-std-mult", init_std_mult, 1.0, "model", "init std s = this x sqrt(1/(3H)) (ablations)")     \
     X(INT, "-tp", tp, 1, "layout", "tensor-parallel ranks")                                                   \
     X(INT, "-pp", pp, 1, "layout", "pipeline stages")                                                         \
+    X(INT, "-cp", cp, 1, "layout", "context-parallel ranks: each sequence split over them (ring attention)")  \
     X(INT, "-dp", dp, 0, "layout", "data-parallel replicas (0: from the world size)")                         \
     X(INT, "-mb", mb, 1, "layout", "micro-batch, sequences")                                                  \
     X(INT, "-zero", zero, 0, "layout", "ZeRO: 1 optimizer state, 2 + gradients, 3 + weights sharded over DP") \
@@ -567,10 +568,11 @@ static int config_validate(Config* c, char* err) {
              CFG_MAX_SEQ, CFG_MAX_VPAD, CFG_MAX_MB);
     if (c->H % c->heads != 0) FAIL("heads (%d) must divide the hidden size H (%d)", c->heads, c->H);
     if (c->V > 65536) FAIL("V=%d: token shards store uint16 ids, so the vocabulary must be <= 65536", c->V);
-    if (c->tp <= 0 || c->pp <= 0 || c->dp < 0 || c->mb <= 0)
-        FAIL("layout sizes must be positive (tp=%d pp=%d dp=%d mb=%d)", c->tp, c->pp, c->dp, c->mb);
-    if (c->tp > CFG_MAX_TP || c->pp > CFG_MAX_PP || (int64_t)c->tp * c->pp * (c->dp > 0 ? c->dp : 1) > CFG_MAX_RANKS)
-        FAIL("layout beyond the limits (tp <= %d, pp <= %d, tp*pp*dp <= %lld ranks)", CFG_MAX_TP, CFG_MAX_PP,
+    if (c->tp <= 0 || c->pp <= 0 || c->cp <= 0 || c->dp < 0 || c->mb <= 0)
+        FAIL("layout sizes must be positive (tp=%d cp=%d pp=%d dp=%d mb=%d)", c->tp, c->cp, c->pp, c->dp, c->mb);
+    if (c->tp > CFG_MAX_TP || c->pp > CFG_MAX_PP || c->cp > CFG_MAX_TP ||
+        (int64_t)c->tp * c->pp * c->cp * (c->dp > 0 ? c->dp : 1) > CFG_MAX_RANKS)
+        FAIL("layout beyond the limits (tp, cp <= %d, pp <= %d, tp*cp*pp*dp <= %lld ranks)", CFG_MAX_TP, CFG_MAX_PP,
              (long long)CFG_MAX_RANKS);
     {
         int64_t Vp = round_up(c->V, c->vpad), wide = 4 * (int64_t)c->H > Vp ? 4 * (int64_t)c->H : Vp;
@@ -691,20 +693,26 @@ static int config_validate_layout(const Config* c, int world, char* err) {
         return 1;                                \
     } while (0)
     int dp = c->dp;
-    int64_t tpp = (int64_t)c->tp * c->pp; // 64 bits: tp*pp may exceed int (SIGFPE on a wrapped 0)
-    if (world <= 0 || tpp <= 0) FAIL("world size %d and tp*pp = %lld must be positive", world, (long long)tpp);
+    int64_t tpp = (int64_t)c->tp * c->pp * c->cp; // 64 bits: tp*cp*pp may exceed int (SIGFPE on a wrapped 0)
+    if (world <= 0 || tpp <= 0) FAIL("world size %d and tp*cp*pp = %lld must be positive", world, (long long)tpp);
     if (world % tpp != 0)
-        FAIL("world size %d is not a multiple of tp*pp = %d*%d: launch a multiple of %lld ranks (mpirun -np N)", world,
-             c->tp, c->pp, (long long)tpp);
+        FAIL("world size %d is not a multiple of tp*cp*pp = %d*%d*%d: launch a multiple of %lld ranks (mpirun -np N)",
+             world, c->tp, c->cp, c->pp, (long long)tpp);
     if (dp == 0) dp = (int)(world / tpp);
     if (tpp * dp != world)
-        FAIL("world size %d != tp*pp*dp = %d*%d*%d: launch tp*pp*dp ranks (mpirun -np %lld)", world, c->tp, c->pp, dp,
-             (long long)(tpp * dp));
+        FAIL("world size %d != tp*cp*pp*dp = %d*%d*%d*%d: launch tp*cp*pp*dp ranks (mpirun -np %lld)", world, c->tp,
+             c->cp, c->pp, dp, (long long)(tpp * dp));
+    if (c->cp > 1 && c->seq % (2 * c->cp) != 0)
+        FAIL(
+            "-cp %d: the sequence (%d) must split into 2*cp = %d equal chunks (each rank takes two, for the causal "
+            "load balance): choose -seq or -cp so",
+            c->cp, c->seq, 2 * c->cp);
     if (c->heads % c->tp != 0) FAIL("tp=%d must divide the number of heads (%d)", c->tp, c->heads);
     if ((4 * c->H) % c->tp != 0) FAIL("tp=%d must divide 4H (%d)", c->tp, 4 * c->H);
     if (c->Vp % c->tp != 0) FAIL("tp=%d must divide the padded vocabulary (%d): change -vpad", c->tp, c->Vp);
     if (c->L % c->pp != 0) FAIL("pp=%d must divide the number of layers (%d)", c->pp, c->L);
-    if (c->sp && c->seq % c->tp != 0) FAIL("-sp 1: tp=%d must divide the sequence length (%d)", c->tp, c->seq);
+    if (c->sp && (c->seq / c->cp) % c->tp != 0)
+        FAIL("-sp 1: tp=%d must divide the sequence length per context-parallel rank (%d)", c->tp, c->seq / c->cp);
     if (c->vpp > 1 && c->pp < 2) FAIL("-vpp %d needs a pipeline: interleaving takes -pp >= 2", c->vpp);
     if (c->vpp > 1 && c->L % (c->pp * c->vpp) != 0)
         FAIL("-vpp %d: pp*vpp = %d*%d must divide the number of layers (%d)", c->vpp, c->pp, c->vpp, c->L);

@@ -29,17 +29,18 @@ static const char* const MEM_NAMES[NUM_MEM] = {"params", "grads", "optimizer", "
 
 // The shapes of one rank's model as the CPU trainer sees them.
 typedef struct {
-    int B, T, Ts, C, NH, Cl, F, Vl, nl, nlc, sp, last_stage, recompute;
+    int B, T, Ts, C, NH, Cl, F, Vl, nl, nlc, sp, last_stage, recompute, CP; // T: this rank's rows (seq/CP)
 } RankShape;
 
 static RankShape rank_shape(const Config* c, int tp, int TP, int pp, int PP) {
     (void)tp;
     RankShape s;
     s.B = c->mb;
-    s.T = c->seq;
+    s.CP = c->cp > 0 ? c->cp : 1;
+    s.T = c->seq / s.CP;
     s.C = c->H;
     s.sp = c->sp && TP > 1;
-    s.Ts = s.sp ? c->seq / TP : c->seq;
+    s.Ts = s.sp ? s.T / TP : s.T;
     s.NH = c->heads / TP;
     s.Cl = s.NH * (c->H / c->heads);
     s.F = 4 * c->H / TP;
@@ -56,8 +57,9 @@ static RankShape rank_shape(const Config* c, int tp, int TP, int pp, int PP) {
 static size_t mem_slot_floats(const RankShape* s, size_t* per_layer_out) {
     size_t BT = (size_t)s->B * s->T, BTs = (size_t)s->B * s->Ts, C = s->C;
     int selective = s->recompute == RECOMPUTE_SELECTIVE;
-    size_t att_n = selective ? 0 : (size_t)s->B * s->NH * s->T * s->T;
-    size_t per_layer = BTs * C * 3 + BTs * 4 + BT * 3 * s->Cl + att_n + BT * s->Cl + 2 * BT * s->F;
+    size_t att_n = selective || s->CP > 1 ? 0 : (size_t)s->B * s->NH * s->T * s->T; // the ring keeps lse instead
+    size_t lse_n = s->CP > 1 ? (size_t)s->B * s->NH * s->T : 0;
+    size_t per_layer = BTs * C * 3 + BTs * 4 + BT * 3 * s->Cl + att_n + lse_n + BT * s->Cl + 2 * BT * s->F;
     int nla = s->recompute == RECOMPUTE_FULL ? 1 : s->nlc;
     size_t total = (size_t)(s->nlc + 1) * BTs * C + (size_t)nla * per_layer;
     if (s->last_stage) total += BTs * C + 2 * BTs + BT * s->Vl + 2 * BT;
@@ -65,7 +67,8 @@ static size_t mem_slot_floats(const RankShape* s, size_t* per_layer_out) {
     return total;
 }
 
-// The CPU trainer's floats of each kind on the rank (tp, pp, dp) of a layout with nslots
+// The CPU trainer's floats of each kind on the rank (tp, pp, dp: its index in the CP x DP
+// group of DP ranks, comm.h) of a layout with nslots
 // activation slots and nstash zb-h1 W stashes (train_gpt.c's train_setup picks both);
 // chunk: the largest MPI call (comm.h; COMM_CHUNK_DEFAULT unless LLMC_MPI_CHUNK).
 static void mem_plan_cpu(const Config* c, int tp, int TP, int pp, int PP, int dp, int DP, int nslots, int nstash,
@@ -88,7 +91,8 @@ static void mem_plan_cpu(const Config* c, int tp, int TP, int pp, int PP, int dp
     out[MEM_OPTIM] = 2 * n_opt;
     size_t BT = (size_t)s.B * s.T, BTs = (size_t)s.B * s.Ts, C = s.C, off_ws[NUM_WS], n_ws[NUM_WS];
     size_t acts = (size_t)nslots * mem_slot_floats(&s, NULL);
-    if (s.recompute == RECOMPUTE_SELECTIVE) acts += (size_t)s.B * s.NH * s.T * s.T + BT * s.Cl;
+    if (s.recompute == RECOMPUTE_SELECTIVE && s.CP == 1) acts += (size_t)s.B * s.NH * s.T * s.T + BT * s.Cl;
+    if (s.CP > 1) acts += 4 * BT * 2 * s.Cl + (size_t)s.B * s.NH * s.T; // the ring's blocks and partials, D
     acts += (size_t)nstash * s.nlc * zb_stash_layout(BT, BTs, C, s.F, s.Cl, off_ws, n_ws);
     acts += 3 * BT * C + BT * 3 * s.Cl + BT * s.Cl + (BT * s.Cl + 32) + 2 * BT * s.F; // backward scratch
     if (s.sp) acts += 4 * BT * C;

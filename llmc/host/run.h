@@ -219,7 +219,7 @@ static void run_open_data(Run* R, int reads_tokens) {
 }
 
 // the rank that samples and prints: TP 0, DP 0 of the last stage
-static int run_sampler_rank(const Run* R) { return layout_rank(0, 0, R->comm.PP - 1, R->comm.TP, R->comm.DP); }
+static int run_sampler_rank(const Run* R) { return layout_rank(0, 0, R->comm.PP - 1, R->comm.TP, R->comm.DPC); }
 
 // rank 0 logs to DIR/log.jsonl (or -log); every other rank to DIR/log_rankNNNNN.jsonl ("": none)
 static void run_log_path(const Run* R, char* path, size_t n) {
@@ -793,8 +793,9 @@ static void run_start_watchdog(Run* R, const RunHooks* h) {
     w->world = R->comm.world;
     w->mpi = R->comm.mpi;
     w->TP = R->comm.TP;
-    w->DP = R->comm.DP;
+    w->DP = R->comm.DPC;
     w->PP = R->comm.PP;
+    w->CP = R->comm.CP;
     w->abort_fn = h->abort;
     w->abort_self = h->self;
     if (!w->on) return;

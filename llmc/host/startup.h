@@ -311,8 +311,8 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv, double devic
         bad = startup_auto_layout(cfg, &plan, world, device_mem_gib, comm->rank, err) != 0;
     if (!bad) bad = config_validate_layout(cfg, world, err) != 0;
     if (!bad && !cfg->help)
-        bad = startup_check_inputs(cfg, comm->rank, cfg->dp ? cfg->dp : world / (cfg->tp * cfg->pp), argc, argv, err) !=
-              0;
+        bad = startup_check_inputs(cfg, comm->rank, cfg->dp ? cfg->dp : world / (cfg->tp * cfg->pp * cfg->cp), argc,
+                                   argv, err) != 0;
     if (bad) {
         if (comm->rank == 0) fprintf(stderr, "error: %s\n", err);
 #ifdef USE_MPI
@@ -320,7 +320,7 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv, double devic
 #endif
         exit(1);
     }
-    if (cfg->dp == 0) cfg->dp = world / (cfg->tp * cfg->pp);
+    if (cfg->dp == 0) cfg->dp = world / (cfg->tp * cfg->pp * cfg->cp);
     if (!startup_same_flags(cfg, comm)) {
         if (comm->rank == 0)
             fprintf(stderr,
@@ -336,8 +336,8 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv, double devic
             if (cfg->help)
                 config_print_help(stdout);
             else
-                printf("check: flags, model and layout are valid (tp=%d pp=%d dp=%d, world %d)\n", cfg->tp, cfg->pp,
-                       cfg->dp, world);
+                printf("check: flags, model and layout are valid (tp=%d cp=%d pp=%d dp=%d, world %d)\n", cfg->tp,
+                       cfg->cp, cfg->pp, cfg->dp, world);
             if (startup_stdout_failed()) {
 #ifdef USE_MPI
                 if (comm->mpi) MPI_Finalize();
@@ -350,9 +350,9 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv, double devic
 #endif
         exit(0);
     }
-    if (cfg->dp == 1) cfg->zero = 0; // ZeRO-1 over one data-parallel rank is plain AdamW
+    if (cfg->dp * cfg->cp == 1) cfg->zero = 0; // ZeRO over one rank of the CP x DP group is plain AdamW
 #ifdef USE_MPI
-    if (comm->mpi) comm_init_groups(comm, cfg->tp, cfg->pp, cfg->dp, (size_t)cfg->mb * cfg->seq * cfg->H);
+    if (comm->mpi) comm_init_groups(comm, cfg->tp, cfg->pp, cfg->dp, cfg->cp, (size_t)cfg->mb * cfg->seq * cfg->H);
 #endif
 }
 

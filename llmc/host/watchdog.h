@@ -59,7 +59,7 @@ typedef struct {
     int on;
     double fixed_s; // > 0: fixed limit; else auto
     int rank, world, mpi;
-    int TP, DP, PP;     // the layout, to group the ranks of the report (0: unknown)
+    int TP, DP, PP, CP; // the layout (DP: the CP x DP group, comm.h), to group the ranks of the report (0: unknown)
     int fd;             // heartbeat file, -1 if none
     unsigned char* map; // the file mapped (world * WD_SLOT bytes), NULL if not
     char path[1100];
@@ -157,7 +157,7 @@ static void wd_name_stuck(const Watchdog* w, char* out, size_t n, char* more, si
                       (long long)s[r].step + 1, where);
     }
     char mismatch[1500];
-    if (k == 0 && ctrace_mismatch(cr, w->world, w->TP, w->DP, w->PP, now, mismatch, sizeof(mismatch))) {
+    if (k == 0 && ctrace_mismatch(cr, w->world, w->TP, w->DP, w->PP, w->CP, now, mismatch, sizeof(mismatch))) {
         // every process alive, and they wait for each other
         snprintf(out, n, "the ranks wait for each other (a deadlock: a call some ranks make and others do not): %s",
                  mismatch);
@@ -179,7 +179,11 @@ static void wd_name_stuck(const Watchdog* w, char* out, size_t n, char* more, si
         char coords[64] = "";
         if (w->TP > 0 && w->DP > 0) {
             Coords c = layout_coords(r, w->TP, w->DP);
-            snprintf(coords, sizeof(coords), " (tp %d, dp %d, pp %d)", c.tp, c.dp, c.pp);
+            int CP = w->CP > 0 ? w->CP : 1;
+            if (CP > 1)
+                snprintf(coords, sizeof(coords), " (tp %d, cp %d, dp %d, pp %d)", c.tp, c.dp % CP, c.dp / CP, c.pp);
+            else
+                snprintf(coords, sizeof(coords), " (tp %d, dp %d, pp %d)", c.tp, c.dp, c.pp);
         }
         m += snprintf(more + m, m < nmore ? nmore - m : 0, "watchdog:   rank %d%s %s\n", r, coords, where);
     }

@@ -253,16 +253,16 @@ static void zero_staging_need(const ParamLayout* pl, int DP, int dp, size_t chun
 // in rounds (zero_round); every rank runs the same rounds.
 static void dp_reduce_scatter_bucket(Comm* c, ZeroComm* z, const ZeroBucket* b, size_t total, float* src,
                                      float* shard) {
-    int DP = c->DP, compact = zero_compact(b);
+    int DP = c->DPC, compact = zero_compact(b);
     size_t step = zero_round(b, total, DP, c->chunk), most = 0, sneed, rneed;
     for (int d = 0; d < DP; d++)
         if (zero_part(b, total, DP, d) > most) most = zero_part(b, total, DP, d);
-    zero_staging(b, total, DP, c->dp, c->chunk, 0, &sneed, &rneed);
+    zero_staging(b, total, DP, c->dpc, c->chunk, 0, &sneed, &rneed);
     float* send = zero_grow_in(z, &z->send, &z->nsend, sneed);
     float* recv = zero_grow_in(z, &z->recv, &z->nrecv, rneed);
     double t0 = wall_ms();
     if (DP > 1) ctrace_enter(&c->trace, CG_DP, "reduce_scatter", -1);
-    size_t mine = zero_part(b, total, DP, c->dp);
+    size_t mine = zero_part(b, total, DP, c->dpc);
     for (size_t a = 0; a < most; a += step) {
         size_t k_me = a < mine ? (mine - a < step ? mine - a : step) : 0;
         if (DP == 1) {
@@ -290,7 +290,7 @@ static void dp_reduce_scatter_bucket(Comm* c, ZeroComm* z, const ZeroBucket* b, 
             const float* w = recv + (size_t)r * k_me;
             for (size_t i = 0; i < k_me; i++) recv[i] += w[i];
         }
-        zero_part_range(b, total, DP, c->dp, a, k_me, shard, recv, ZC_ADD);
+        zero_part_range(b, total, DP, c->dpc, a, k_me, shard, recv, ZC_ADD);
 #else
         (void)compact;
         (void)recv;
@@ -304,16 +304,16 @@ static void dp_reduce_scatter_bucket(Comm* c, ZeroComm* z, const ZeroBucket* b, 
 // its shard: the weights of a layer gathered from their owners (-zero 3), or the rest
 // bucket after the update. Collective over the DP group.
 static void dp_gather_bucket(Comm* c, ZeroComm* z, const ZeroBucket* b, size_t total, float* shard, float* dst) {
-    int DP = c->DP, compact = zero_compact(b);
+    int DP = c->DPC, compact = zero_compact(b);
     size_t step = zero_round(b, total, DP, c->chunk), most = 0, sneed, rneed;
     for (int d = 0; d < DP; d++)
         if (zero_part(b, total, DP, d) > most) most = zero_part(b, total, DP, d);
-    zero_staging(b, total, DP, c->dp, c->chunk, 1, &sneed, &rneed);
+    zero_staging(b, total, DP, c->dpc, c->chunk, 1, &sneed, &rneed);
     float* send = zero_grow_in(z, &z->send, &z->nsend, sneed);
     float* recv = zero_grow_in(z, &z->recv, &z->nrecv, rneed);
     double t0 = wall_ms();
     if (DP > 1) ctrace_enter(&c->trace, CG_DP, "allgather", -1);
-    size_t mine = zero_part(b, total, DP, c->dp);
+    size_t mine = zero_part(b, total, DP, c->dpc);
     for (size_t a = 0; a < most; a += step) {
         size_t k_me = a < mine ? (mine - a < step ? mine - a : step) : 0;
         if (DP == 1) {
@@ -322,7 +322,7 @@ static void dp_gather_bucket(Comm* c, ZeroComm* z, const ZeroBucket* b, size_t t
             continue;
         }
 #ifdef USE_MPI
-        zero_part_range(b, total, DP, c->dp, a, k_me, shard, send, ZC_SHARD_GET);
+        zero_part_range(b, total, DP, c->dpc, a, k_me, shard, send, ZC_SHARD_GET);
         if (z->counts == NULL) z->counts = (int*)malloc_check(sizeof(int) * 4 * DP);
         int *rc = z->counts + 2 * DP, *rd = z->counts + 3 * DP;
         size_t at = 0, part0 = 0;
@@ -377,8 +377,8 @@ static void zero_gather_free(ZeroGather* q) {
 // several rounds, or a single DP rank, is gathered at once instead.
 static void dp_gather_start(Comm* c, ZeroComm* z, ZeroGather* q, const ZeroBucket* b, size_t total, float* shard,
                             float* dst) {
-    int DP = c->DP;
-    size_t mine = zero_part(b, total, DP, c->dp);
+    int DP = c->DPC;
+    size_t mine = zero_part(b, total, DP, c->dpc);
     int one_round = zero_compact(b) && mine <= q->cap && zero_round(b, total, DP, c->chunk) >= mine;
     for (int d = 0; d < DP && one_round; d++)
         one_round = zero_part(b, total, DP, d) <= zero_round(b, total, DP, c->chunk);
@@ -387,7 +387,7 @@ static void dp_gather_start(Comm* c, ZeroComm* z, ZeroGather* q, const ZeroBucke
         return;
     }
 #ifdef USE_MPI
-    zero_part_range(b, total, DP, c->dp, 0, mine, shard, q->send, ZC_SHARD_GET);
+    zero_part_range(b, total, DP, c->dpc, 0, mine, shard, q->send, ZC_SHARD_GET);
     int *rc = q->counts, *rd = q->counts + DP;
     size_t at = 0;
     for (int d = 0; d < DP; d++) {
