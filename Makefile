@@ -59,7 +59,7 @@ build/mutants/train_gpt_deadlock: train_gpt.c $(HEADERS)
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) -I. build/mutants/train_gpt.c $(LDLIBS) -o $@
 
 TEST_GPT_DEPS = test_gpt.c train_gpt.c $(HEADERS) tests/common.h tests/sp_vpp.h tests/zb.h tests/zero_cases.h \
-    tests/trainer_cases.h \
+    tests/cp_cases.h tests/trainer_cases.h \
     tests/fixture.h
 test_gpt: $(TEST_GPT_DEPS)
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) $< $(LDLIBS) -o $@

@@ -1285,12 +1285,13 @@ static void test_spike_stop(void) {
 
 #include "tests/zb.h"         // -pp-schedule zb-h1
 #include "tests/zero_cases.h" // -zero 1/2/3
+#include "tests/cp_cases.h"   // -cp
 #include "tests/sp_vpp.h"     // -sp, -recompute selective, -vpp
 
 // which parts run: "core" (everything in-process, the CLI and the schedules) and the parts
 // that start MPI jobs, so `make test` can run them side by side (tests/suite.py)
 static const char* const TEST_PARTS[] = {"core", "layouts", "layout222", "blend", "rewind",
-                                         "auto", "sp_vpp",  "noise",     "zero"};
+                                         "auto", "sp_vpp",  "noise",     "zero",  "cp"};
 static int part_on(const char* parts, const char* name) {
     if (parts == NULL) return 1;
     size_t n = strlen(name);
@@ -1319,7 +1320,7 @@ int main(int argc, char** argv) {
         if (!known) {
             fprintf(stderr,
                     "error: --part takes a comma-separated list of core, layouts, layout222, blend, rewind, auto, "
-                    "sp_vpp, noise, zero\n");
+                    "sp_vpp, noise, zero, cp\n");
             return 2;
         }
     }
@@ -1362,6 +1363,7 @@ int main(int argc, char** argv) {
         if (part_on(parts, "sp_vpp")) test_layouts_sp_vpp();
         if (part_on(parts, "noise")) test_noise_scale_vs_bruteforce();
         if (part_on(parts, "zero")) test_zero_layouts();
+        if (part_on(parts, "cp")) test_cp_layouts();
     }
     return test_summary();
 }

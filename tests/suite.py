@@ -101,6 +101,7 @@ def steps():
         Step("test_gpt_sp_vpp", "./test_gpt fixtures --part sp_vpp", 1800, cores=2, needs=need_mpi),
         Step("test_gpt_noise", "./test_gpt fixtures --part noise", 900, cores=2, needs=need_mpi),
         Step("test_gpt_zero", "./test_gpt fixtures --part zero", 900, cores=2, needs=need_mpi),
+        Step("test_gpt_cp", "./test_gpt fixtures --part cp", 900, cores=2, needs=need_mpi),
         Step("cuemu_test", f"{MAKE} cuemu-test", 900, cores=2),
         Step("cuemu_compile", f"{MAKE} cuemu-compile", 600, needs=need_nvcc),
         Step("hf_bpe", f"{HF_PY} tests/data/test_bpe.py", 600),
