@@ -600,6 +600,9 @@ static int config_validate(Config* c, char* err) {
     if (c->vpp < 1) FAIL("-vpp must be >= 1 (1: plain 1F1B)");
     if (c->zero < 0 || c->zero > 3)
         FAIL("-zero %d: give 0 (off), 1 (optimizer state sharded), 2 (and gradients) or 3 (and weights)", c->zero);
+    if (c->cp > 1 && c->ramp_auto)
+        FAIL("-ramp auto measures each replica's whole gradient, which -cp %d splits over ranks: use a fixed -ramp",
+             c->cp);
     if (c->zero >= 2 && c->ramp_auto)
         FAIL(
             "-ramp auto measures each replica's whole gradient, which -zero %d never holds: use -zero 1 or a fixed "
