@@ -460,6 +460,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     attention_setup(g);
     g->gelu_fused = env_flag("LLMC_GELU_FUSION", "1", "0", 1);
     if (cfg->zero >= 2) die("-zero %d: the CUDA trainer shards the optimizer state only (-zero 1) so far", cfg->zero);
+    if (cfg->cp > 1) die("-cp %d: context parallelism runs in the CPU trainer (train_gpt) so far", cfg->cp);
     size_t per = (g->pl.total + comm->DP - 1) / comm->DP;
     g->total_pad = per * comm->DP;
     if (cfg->zero) {
