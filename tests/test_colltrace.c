@@ -53,6 +53,16 @@ int main(void) {
                     }
     check(ok, "group keys: TP, DP, PP and embedding groups as the layout formula says (TP 1-4, DP 1-3, PP 1-4)");
 
+    // the CP group with CP 2 inside a CP x DP group of 4 (DP 2), TP 2, PP 2: same tp, data-parallel index and pp
+    ok = 1;
+    for (int a = 0; a < 16; a++)
+        for (int b = 0; b < 16; b++) {
+            int ta = a % 2, da = (a / 2) % 4, pa = a / 8, tb = b % 2, db = (b / 2) % 4, pb = b / 8;
+            int same = ta == tb && pa == pb && da / 2 == db / 2; // cp = d % 2, data index d / 2
+            ok &= (ctrace_group_key(CG_CP, a, 2, 4, 2, 2) == ctrace_group_key(CG_CP, b, 2, 4, 2, 2)) == same;
+        }
+    check(ok, "group keys: the CP group (TP 2, CP 2, DP 2, PP 2) as the rank order says");
+
     // 2x2x2: rank 0 skipped the embedding all-reduce #3 and waits in world #14; rank 4, its
     // embedding partner, waits in emb #3; everyone else waits in world #14
     CollRecord r[8];
@@ -95,6 +105,17 @@ int main(void) {
     check(found && strstr(out, "rank 1 waits in pp recv #7 from stage 0 (step 2) for rank 0") &&
               strstr(out, "rank 0 waits in world allreduce #5 (step 2), but rank 1 has entered only 4 world"),
           "a cycle through a pipeline receive: %s", out);
+
+    // the CP ring (TP 1, CP 2, DP 1): rank 1 waits for rank 0's block in the ring, rank 0 in a
+    // world all-reduce that rank 1 has not reached
+    int64_t c0[CG_NUM] = {5, 0, 0, 0, 0, 3}, c1[CG_NUM] = {4, 0, 0, 0, 0, 3};
+    CollRecord cr[2] = {rec_make(c0, CG_WORLD, "allreduce", CT_INSIDE, 2),
+                        rec_make(c1, CG_CP, "ring_wait", CT_INSIDE, 2)};
+    cr[1].peer = 0;
+    found = ctrace_mismatch(cr, 2, 1, 2, 1, 2, 100.0, out, sizeof(out));
+    check(found && strstr(out, "rank 1 waits in cp ring_wait #3 from cp rank 0 (step 2) for rank 0") &&
+              strstr(out, "rank 0 waits in world allreduce #5 (step 2), but rank 1 has entered only 4 world"),
+          "a cycle through the CP ring: %s", out);
 
     // NCCL on a GPU: the calls were enqueued and every host waits for its device; DP rank 1
     // enqueued one DP reduction fewer
