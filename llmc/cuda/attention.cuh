@@ -192,7 +192,7 @@ struct AttnBlock {
 };
 
 // the whole causal attention over T rows of qkv
-static inline AttnBlock attn_block_causal(int NH, int T, int hs) {
+__host__ __device__ inline AttnBlock attn_block_causal(int NH, int T, int hs) {
     AttnBlock a = {NH, T, 0, T, T, 0, T, 3 * NH * hs};
     return a;
 }

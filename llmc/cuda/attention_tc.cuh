@@ -433,8 +433,8 @@ struct TcBwd {
 };
 
 // dK, dV of one 64-key tile of a block. ACC: into the fp32 dk_acc, dv_acc (B, Tka, Cl) (first:
-// overwrite); else bf16 into dqkv's K and V (the key side is qkv then). FULL needs no mask: a
-// query row past the block is zero-filled (Q, dO, lse, D), so its P^T dO and dS^T Q terms are 0.
+// overwrite); else bf16 into dqkv's K and V (the key side is qkv then). FULL masks only the
+// query rows past the block (keys past it are never stored).
 template <int D, int MASK, bool ACC>
 __device__ __forceinline__ void tc_bwd_dkv_body(bf16* dqkv, float* dk_acc, float* dv_acc, int first, const bf16* dout,
                                                 const bf16* qkv, const bf16* kp, const bf16* vp, const float* lse,
@@ -513,7 +513,7 @@ __device__ __forceinline__ void tc_bwd_dkv_body(bf16* dqkv, float* dk_acc, float
                     int col = 8 * j + 2 * q + (e % 2);
                     int qi = q0 + col;
                     int k = key[e / 2];
-                    bool vis = MASK == ATTN_FULL || (k < T && qi < T && qi >= k);
+                    bool vis = MASK == ATTN_FULL ? qi < T : k < T && qi < T && qi >= k;
                     float p = vis ? expf(s[j][e] * scale - sL[col]) : 0.0f;
                     float ds = vis ? p * (dp[j][e] - sD[col]) : 0.0f;
                     s[j][e] = p;

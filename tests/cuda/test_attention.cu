@@ -9,6 +9,9 @@
  * First, llmc/cuda/mma.cuh's wrappers on their own (check_mma): ldmatrix with and without .trans
  * against the PTX register layout, mma m16n8k16 against a direct matrix product (B read
  * both ways), an accumulator rounded to bf16 as the next A operand, cp.async's zero-fill.
+ * Last, llmc/cuda/attention_ring.cuh (check_ring): context parallelism's ring simulated on one
+ * device for CP = 1, 2, 4 against the same fp64 reference over the un-chunked sequence, CP = 1
+ * bit for bit against the single-sequence kernels, and rows that see no key (check_ring_empty).
  */
 #include "common.h"
 #include "../../llmc/cuda/attention.cuh"
