@@ -27,7 +27,7 @@
 #   cuda-clean
 #   cuda-resources    regenerates dev/cuda/resources_sm*.tsv (per-kernel registers, spills,
 #                     static shared memory, max threads) from train_gpt_cu's ptxas -v log, and
-#                     test_attention's for the llmc/cuda kernels the trainer does not launch
+#                     test_attention's for the llmc/cuda kernels the trainer does not contain
 #   cuda-resources-check  the tables are current, within each arch's limits, and every kernel
 #                     that uses shared memory issues shared-memory instructions in its SASS,
 #                     the flash_tc_ kernels LDSM and LDGSTS and no generic LD/ST; a mutant
@@ -179,7 +179,7 @@ $(CUDA_BUILD)/%: $(CUDA_TEST_DIR)/%.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS)
 	$(NVCC) $(CUDA_NVCC_ALL) $< -o $@ $(CUDA_LIBS)
 
 # test_attention with its ptxas -v log: the resource tables take the kernels of llmc/cuda that
-# train_gpt_cu does not launch (the ring attention's, llmc/cuda/attention_ring.cuh) from this build
+# train_gpt_cu does not contain (llmc/cuda/attention_ring.cuh's, until the trainer includes it) from this build
 $(CUDA_BUILD)/test_attention: $(CUDA_TEST_DIR)/test_attention.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(CUDA_NVCC_ALL) -Xptxas -v $< -o $@ $(CUDA_LIBS) 2> $(CUDA_BUILD)/test_attention.ptxas.log || \
@@ -320,7 +320,7 @@ cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu train_gpt
 # every binary the CUDA tests above run, so `make test` can build them side by side up front
 # (make -j; the tests then run one after another): nvcc builds only where nvcc is
 CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) \
-    $(CUDA_MUTANT_CUBINS)) \
+    $(CUDA_MUTANT_CUBINS) $(CUDA_BUILD)/test_attention) \
     $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu train_gpt_cu_noguard train_gpt_cu_deadlock) \
     $(CUDA_BUILD)-cost/train_gpt_cu
 
