@@ -20,8 +20,10 @@
  * K/V on the wire: (B, Tl, 2Cl) bf16, K at column 0 and V at Cl (attention_ring_pack_kv
  * copies it out of qkv): a third less traffic than sending qkv. The own block is read from
  * qkv in place (k = qkv + Cl, v = qkv + 2Cl, kv_ld = 3Cl); a received one as k = kv,
- * v = kv + Cl, kv_ld = 2Cl. dK and dV travel back as fp32 (B, Tl, Cl) each; allocate them as
- * one (2, B, Tl, Cl) buffer and the pair is one message.
+ * v = kv + Cl, kv_ld = 2Cl. dK and dV travel as fp32 (B, Tl, Cl) each (allocate them as one
+ * (2, B, Tl, Cl) buffer and the pair is one message): block j's start at rank j (first_kv at
+ * step 0), go round with its K/V gathering every rank's terms in ring order, and one more
+ * hop after the last step brings them home (the test accumulates them in that order).
  *
  * API (all on stream s, no atomics, a fixed order: deterministic; tc: tensor-core kernels,
  * hs must be flash_tc_supported; else the CUDA-core ones):
