@@ -160,8 +160,7 @@ __device__ __forceinline__ char* tc_smem_base(void* raw) {
 // tile reads fall on 8 different 16-byte bank groups (the row stride is an odd multiple of 16
 // bytes), so ldmatrix is free of bank conflicts.
 // Where a thread of an attention block works. Block x is (b, h), head fastest; the thread is
-// lane 4 g + q of warp w and holds accumulator rows g and g + 8, column pair q. hq is row 0 of
-// this (b, h)'s Q in the packed (B, T, C3) qkv, with K at hq + Cl and V at hq + 2 Cl.
+// lane 4 g + q of warp w and holds accumulator rows g and g + 8, column pair q.
 struct TcThread {
     int b;
     int h;
@@ -171,11 +170,10 @@ struct TcThread {
     int Cl;
     int C3;
     float scale; // 1 / sqrt(D)
-    const bf16* hq;
 };
 
 template <int D>
-__device__ __forceinline__ TcThread tc_thread(const bf16* qkv, int T, int NH) {
+__device__ __forceinline__ TcThread tc_thread(int NH) {
     TcThread t;
     t.b = blockIdx.x / NH;
     t.h = blockIdx.x % NH;
@@ -186,8 +184,79 @@ __device__ __forceinline__ TcThread tc_thread(const bf16* qkv, int T, int NH) {
     t.Cl = NH * D;
     t.C3 = 3 * t.Cl;
     t.scale = 1.0f / sqrtf((float)D);
-    t.hq = qkv + (size_t)t.b * T * t.C3 + t.h * D;
     return t;
+}
+
+// Merges a warp's 16 x D block result (o unnormalised, row max m and sum l for this lane's rows
+// g and g + 8) into the fp32 accumulators: rows row0 + g (+ 8) of oa (row stride ld) and la,
+// rows >= T skipped; fa_merge_row's rule (attention.cuh), float2 accesses. The 4 lanes of a row
+// take the old lse from lane 4 g, which alone writes the new one.
+template <int D>
+__device__ __forceinline__ void tc_merge_rows(float* oa, float* la, size_t ld, int row0, int T,
+                                              const float (&o)[D / 8][4], const float (&m)[2], const float (&l)[2],
+                                              int first) {
+    int lane = threadIdx.x % WARP;
+    int g = lane / 4;
+    int q = lane % 4;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        int row = row0 + g + 8 * hr;
+        float lb = l[hr] > 0.0f ? m[hr] + logf(l[hr]) : -INFINITY;
+        float inv = l[hr] > 0.0f ? 1.0f / l[hr] : 0.0f;
+        float lo = -INFINITY;
+        if (!first && q == 0 && row < T) lo = la[row];
+        lo = __shfl_sync(0xffffffffu, lo, lane & ~3);
+        if (row >= T || (!first && lb == -INFINITY)) continue; // no key seen: the accumulators stay
+        float ca = 0.0f;
+        float cb = inv;
+        if (!first) {
+            float mx = fmaxf(lo, lb);
+            float ln = mx + logf(expf(lo - mx) + expf(lb - mx));
+            ca = expf(lo - ln);
+            cb = expf(lb - ln) * inv;
+            lb = ln;
+        }
+        float* d = oa + (size_t)row * ld + 2 * q;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            float2* p = reinterpret_cast<float2*>(d + 8 * j);
+            float2 v = make_float2(o[j][2 * hr] * cb, o[j][2 * hr + 1] * cb);
+            if (!first) {
+                float2 old = *p;
+                v.x += old.x * ca;
+                v.y += old.y * ca;
+            }
+            *p = v;
+        }
+        if (q == 0) la[row] = lb;
+    }
+}
+
+// A warp's 16 x D fp32 accumulators times mul written (first) or added to rows row0 .. row0 + 15
+// of a fp32 (.., stride) tensor, rows >= T skipped; float2 accesses.
+template <int D>
+__device__ __forceinline__ void tc_acc_rows(float* dst, size_t stride, int row0, int T, const float (&acc)[D / 8][4],
+                                            float mul, int first) {
+    int lane = threadIdx.x % WARP;
+    int g = lane / 4;
+    int q = lane % 4;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        int row = row0 + g + 8 * hr;
+        if (row >= T) continue;
+        float* d = dst + (size_t)row * stride + 2 * q;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            float2* p = reinterpret_cast<float2*>(d + 8 * j);
+            float2 v = make_float2(acc[j][2 * hr] * mul, acc[j][2 * hr + 1] * mul);
+            if (!first) {
+                float2 old = *p;
+                v.x += old.x;
+                v.y += old.y;
+            }
+            *p = v;
+        }
+    }
 }
 
 template <int D>
@@ -197,9 +266,12 @@ struct TcFwd {
     static constexpr size_t bytes = 128 + 5 * 64 * LDB * 2;
 };
 
-template <int D>
-__global__ void __launch_bounds__(TC_WARPS* WARP)
-    flash_tc_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH) {
+// The forward of one block (attention.cuh's AttnBlock; rows relative to q0 and k0 below). ACC:
+// merge into the fp32 o_acc (B, Tqa, Cl) and lse_acc (B, NH, Tqa) (tc_merge_rows); else store
+// out (B, Tqa, Cl) bf16 and lse (B, NH, Tqa).
+template <int D, int MASK, bool ACC>
+__device__ __forceinline__ void tc_forward_body(bf16* out, float* lse, float* o_acc, float* lse_acc, int first,
+                                                const bf16* qkv, const bf16* kp, const bf16* vp, AttnBlock a) {
     constexpr int LDB = TcFwd<D>::LDB;
     constexpr int DJ = D / 8; // 8-column accumulator tiles of O
     DYNAMIC_SMEM(float, smem_raw);
@@ -207,11 +279,19 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
     bf16* sQ = (bf16*)base;              // (64, LDB)
     bf16* sKV = sQ + 64 * LDB;           // (2 stages, K then V, 64, LDB)
     int qt = gridDim.y - 1 - blockIdx.y; // heavy first: the last query tiles see the most key tiles
-    const auto [b, h, w, g, q, Cl, C3, scale, hq] = tc_thread<D>(qkv, T, NH);
+    const auto [b, h, w, g, q, Cl, C3, scale] = tc_thread<D>(a.NH);
+    const bf16* hq = qkv + ((size_t)b * a.Tqa + a.q0) * C3 + h * D; // this (b, h)'s query row 0
+    const bf16* hk = kp + ((size_t)b * a.Tka + a.k0) * a.kv_ld + h * D;
+    const bf16* hv = vp + ((size_t)b * a.Tka + a.k0) * a.kv_ld + h * D;
+    int T = a.Tq;
+    int Tk = a.Tk;
     int q0 = qt * 64;
+    int nkt = MASK == ATTN_CAUSAL ? qt + 1 : (Tk + 63) / 64;
     tc_async_rows<D, 64>(sQ, LDB, hq, C3, q0, T);
-    tc_async_rows<D, 64>(sKV, LDB, hq + Cl, C3, 0, T);
-    tc_async_rows<D, 64>(sKV + 64 * LDB, LDB, hq + 2 * Cl, C3, 0, T);
+    if (MASK == ATTN_CAUSAL || nkt > 0) {
+        tc_async_rows<D, 64>(sKV, LDB, hk, a.kv_ld, 0, Tk);
+        tc_async_rows<D, 64>(sKV + 64 * LDB, LDB, hv, a.kv_ld, 0, Tk);
+    }
     cp_async_commit();
     uint32_t qf[D / 16][4]; // Q_w (16 x D) as A operands
     float o[DJ][4];         // O_w (16 x D), unnormalised
@@ -219,12 +299,12 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
     int row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8}; // this lane's two query rows
     float m[2] = {-INFINITY, -INFINITY};
     float l[2] = {0.0f, 0.0f};
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = 0; kt < nkt; kt++) {
         int k0 = kt * 64;
-        if (kt < qt) { // stage (kt + 1) % 2 was last read in iteration kt - 1, before its closing barrier
+        if (kt + 1 < nkt) { // stage (kt + 1) % 2 was last read in iteration kt - 1, before its closing barrier
             bf16* nxt = sKV + ((kt + 1) % 2) * 128 * LDB;
-            tc_async_rows<D, 64>(nxt, LDB, hq + Cl, C3, k0 + 64, T);
-            tc_async_rows<D, 64>(nxt + 64 * LDB, LDB, hq + 2 * Cl, C3, k0 + 64, T);
+            tc_async_rows<D, 64>(nxt, LDB, hk, a.kv_ld, k0 + 64, Tk);
+            tc_async_rows<D, 64>(nxt + 64 * LDB, LDB, hv, a.kv_ld, k0 + 64, Tk);
         }
         cp_async_commit(); // possibly empty: keeps "all but the newest group" meaning tile kt
         cp_async_wait<1>();
@@ -240,15 +320,28 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) tc_mma_abt<8>(s, qf[kk], sK + kk * 16, LDB);
         float mx[2] = {-INFINITY, -INFINITY};
+        if (MASK == ATTN_CAUSAL || k0 + 64 > Tk) { // FULL: only the last tile has keys past the block
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < 8; j++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = k0 + 8 * j + 2 * q + (e % 2);
-                int t = row[e / 2];
-                float v = (t < T && key <= t) ? s[j][e] * scale : -INFINITY;
-                s[j][e] = v;
-                mx[e / 2] = fmaxf(mx[e / 2], v);
+                for (int e = 0; e < 4; e++) {
+                    int key = k0 + 8 * j + 2 * q + (e % 2);
+                    int t = row[e / 2];
+                    bool vis = MASK == ATTN_CAUSAL ? t < T && key <= t : key < Tk;
+                    float v = vis ? s[j][e] * scale : -INFINITY;
+                    s[j][e] = v;
+                    mx[e / 2] = fmaxf(mx[e / 2], v);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float v = s[j][e] * scale;
+                    s[j][e] = v;
+                    mx[e / 2] = fmaxf(mx[e / 2], v);
+                }
             }
         }
         float alpha[2];
@@ -291,22 +384,43 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
         }
         __syncthreads(); // every warp is done with stage kt % 2 before iteration kt + 1 refills it
     }
-    bf16* ob = out + (size_t)b * T * Cl + h * D;
-    float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+    if (MASK == ATTN_FULL && nkt == 0) cp_async_wait<0>(); // no key tile: Q's copies are still in flight
+    size_t orow = (size_t)b * a.Tqa + a.q0;                // row 0 of this (b, h)'s block in out / o_acc
+    size_t lrow = ((size_t)b * a.NH + h) * a.Tqa + a.q0;
+    if constexpr (ACC) {
+        tc_merge_rows<D>(o_acc + orow * Cl + h * D, lse_acc + lrow, Cl, q0 + w * 16, T, o, m, l, first);
+    } else {
+        float inv[2] = {1.0f / l[0], 1.0f / l[1]};
 #pragma unroll
-    for (int j = 0; j < DJ; j++) { // normalise in place: tc_store_rows takes one factor per call
-        o[j][0] *= inv[0];
-        o[j][1] *= inv[0];
-        o[j][2] *= inv[1];
-        o[j][3] *= inv[1];
-    }
-    tc_store_rows<D>(ob, Cl, q0 + w * 16, T, o, 1.0f);
-    if (q == 0) {
+        for (int j = 0; j < DJ; j++) { // normalise in place: tc_store_rows takes one factor per call
+            o[j][0] *= inv[0];
+            o[j][1] *= inv[0];
+            o[j][2] *= inv[1];
+            o[j][3] *= inv[1];
+        }
+        tc_store_rows<D>(out + orow * Cl + h * D, Cl, q0 + w * 16, T, o, 1.0f);
+        if (q == 0) {
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            if (row[hr] < T) lse[((size_t)b * NH + h) * T + row[hr]] = m[hr] + logf(l[hr]);
+            for (int hr = 0; hr < 2; hr++) {
+                if (row[hr] < T) lse[lrow + row[hr]] = m[hr] + logf(l[hr]);
+            }
         }
     }
+}
+
+template <int D>
+__global__ void __launch_bounds__(TC_WARPS* WARP)
+    flash_tc_forward_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH) {
+    int Cl = NH * D;
+    tc_forward_body<D, ATTN_CAUSAL, false>(out, lse, nullptr, nullptr, 0, qkv, qkv + Cl, qkv + 2 * Cl,
+                                           attn_block_causal(NH, T, D));
+}
+
+template <int D, int MASK>
+__global__ void __launch_bounds__(TC_WARPS* WARP)
+    flash_tc_ring_forward_kernel(float* o_acc, float* lse_acc, int first, const bf16* qkv, const bf16* k, const bf16* v,
+                                 AttnBlock a) {
+    tc_forward_body<D, MASK, true>(nullptr, nullptr, o_acc, lse_acc, first, qkv, k, v, a);
 }
 
 template <int D>
@@ -318,10 +432,13 @@ struct TcBwd {
     static constexpr size_t bytes_dq = 128 + (2 * 64 + 2 * 2 * 32) * LDB * 2;
 };
 
-template <int D>
-__global__ void __launch_bounds__(TC_WARPS* WARP)
-    flash_tc_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
-                            int NH) {
+// dK, dV of one 64-key tile of a block. ACC: into the fp32 dk_acc, dv_acc (B, Tka, Cl) (first:
+// overwrite); else bf16 into dqkv's K and V (the key side is qkv then). FULL masks only the
+// query rows past the block (keys past it are never stored).
+template <int D, int MASK, bool ACC>
+__device__ __forceinline__ void tc_bwd_dkv_body(bf16* dqkv, float* dk_acc, float* dv_acc, int first, const bf16* dout,
+                                                const bf16* qkv, const bf16* kp, const bf16* vp, const float* lse,
+                                                const float* Dd, AttnBlock a) {
     constexpr int LDB = TcBwd<D>::LDB;
     constexpr int DJ = D / 8;
     constexpr int SQ = 2 * 32 * LDB; // bf16 elements of one stage's Q and dO
@@ -332,15 +449,20 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
     bf16* sQG = sV + 64 * LDB;           // (2 stages, Q then dO, 32, LDB)
     float* sLD = (float*)(sQG + 2 * SQ); // (2 stages, lse then D, 32)
     int kt = blockIdx.y;                 // heavy first as is: the first key tiles see the most query tiles
-    const auto [b, h, w, g, q, Cl, C3, scale, hq] = tc_thread<D>(qkv, T, NH);
+    const auto [b, h, w, g, q, Cl, C3, scale] = tc_thread<D>(a.NH);
+    const bf16* hq = qkv + ((size_t)b * a.Tqa + a.q0) * C3 + h * D;
+    const bf16* hk = kp + ((size_t)b * a.Tka + a.k0) * a.kv_ld + h * D;
+    const bf16* hv = vp + ((size_t)b * a.Tka + a.k0) * a.kv_ld + h * D;
+    int T = a.Tq;
+    int Tk = a.Tk;
     int k0 = kt * 64;
     int nq = (T + 31) / 32;
-    int qs = k0 / 32; // the first query tile with a query >= k0
-    const bf16* hg = dout + (size_t)b * T * Cl + h * D;
-    const float* hl = lse + ((size_t)b * NH + h) * T;
-    const float* hd = Dd + ((size_t)b * NH + h) * T;
-    tc_async_rows<D, 64>(sK, LDB, hq + Cl, C3, k0, T);
-    tc_async_rows<D, 64>(sV, LDB, hq + 2 * Cl, C3, k0, T);
+    int qs = MASK == ATTN_CAUSAL ? k0 / 32 : 0; // the first query tile with a query >= k0
+    const bf16* hg = dout + ((size_t)b * a.Tqa + a.q0) * Cl + h * D;
+    const float* hl = lse + ((size_t)b * a.NH + h) * a.Tqa + a.q0;
+    const float* hd = Dd + ((size_t)b * a.NH + h) * a.Tqa + a.q0;
+    tc_async_rows<D, 64>(sK, LDB, hk, a.kv_ld, k0, Tk);
+    tc_async_rows<D, 64>(sV, LDB, hv, a.kv_ld, k0, Tk);
     tc_async_rows<D, 32>(sQG, LDB, hq, C3, qs * 32, T);
     tc_async_rows<D, 32>(sQG + 32 * LDB, LDB, hg, Cl, qs * 32, T);
     tc_async_vec<32>(sLD, hl, qs * 32, T);
@@ -369,9 +491,10 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
         const bf16* sG = sQ + 32 * LDB;
         const float* sL = sLD + st * 64;
         const float* sD = sL + 32;
-        if (q0 + 31 >= k0 + w * 16) { // warp-uniform: else every query precedes this warp's keys
-            float s[4][4];            // S^T (16 keys x 32 queries)
-            float dp[4][4];           // dP^T
+        // warp-uniform: CAUSAL skips a warp whose keys follow every query of the tile
+        if (MASK == ATTN_FULL || q0 + 31 >= k0 + w * 16) {
+            float s[4][4];  // S^T (16 keys x 32 queries)
+            float dp[4][4]; // dP^T
             tc_zero(s);
             tc_zero(dp);
 #pragma unroll
@@ -390,7 +513,7 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
                     int col = 8 * j + 2 * q + (e % 2);
                     int qi = q0 + col;
                     int k = key[e / 2];
-                    bool vis = k < T && qi < T && qi >= k;
+                    bool vis = MASK == ATTN_FULL ? qi < T : k < T && qi < T && qi >= k;
                     float p = vis ? expf(s[j][e] * scale - sL[col]) : 0.0f;
                     float ds = vis ? p * (dp[j][e] - sD[col]) : 0.0f;
                     s[j][e] = p;
@@ -409,15 +532,39 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
         }
         __syncthreads(); // every warp is done with stage st before the next iteration refills it
     }
-    bf16* dst = dqkv + (size_t)b * T * C3 + h * D;
-    tc_store_rows<D>(dst + Cl, C3, k0 + w * 16, T, dk, scale);
-    tc_store_rows<D>(dst + 2 * Cl, C3, k0 + w * 16, T, dv, 1.0f);
+    size_t krow = (size_t)b * a.Tka + a.k0; // row 0 of this (b, h)'s block on the key side
+    if constexpr (ACC) {
+        tc_acc_rows<D>(dk_acc + krow * Cl + h * D, Cl, k0 + w * 16, Tk, dk, scale, first);
+        tc_acc_rows<D>(dv_acc + krow * Cl + h * D, Cl, k0 + w * 16, Tk, dv, 1.0f, first);
+    } else {
+        bf16* dst = dqkv + krow * C3 + h * D;
+        tc_store_rows<D>(dst + Cl, C3, k0 + w * 16, Tk, dk, scale);
+        tc_store_rows<D>(dst + 2 * Cl, C3, k0 + w * 16, Tk, dv, 1.0f);
+    }
 }
 
 template <int D>
 __global__ void __launch_bounds__(TC_WARPS* WARP)
-    flash_tc_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
-                           int NH) {
+    flash_tc_bwd_dkv_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
+                            int NH) {
+    int Cl = NH * D;
+    tc_bwd_dkv_body<D, ATTN_CAUSAL, false>(dqkv, nullptr, nullptr, 0, dout, qkv, qkv + Cl, qkv + 2 * Cl, lse, Dd,
+                                           attn_block_causal(NH, T, D));
+}
+
+template <int D, int MASK>
+__global__ void __launch_bounds__(TC_WARPS* WARP)
+    flash_tc_ring_bwd_dkv_kernel(float* dk_acc, float* dv_acc, int first, const bf16* dout, const bf16* qkv,
+                                 const bf16* k, const bf16* v, const float* lse, const float* Dd, AttnBlock a) {
+    tc_bwd_dkv_body<D, MASK, true>(nullptr, dk_acc, dv_acc, first, dout, qkv, k, v, lse, Dd, a);
+}
+
+// dQ of one 64-query tile of a block. ACC: into the fp32 dq_acc (B, Tqa, Cl) (first: overwrite);
+// else bf16 into dqkv's Q. FULL masks only the last key tile (keys past the block).
+template <int D, int MASK, bool ACC>
+__device__ __forceinline__ void tc_bwd_dq_body(bf16* dqkv, float* dq_acc, int first, const bf16* dout, const bf16* qkv,
+                                               const bf16* kp, const bf16* vp, const float* lse, const float* Dd,
+                                               AttnBlock a) {
     constexpr int LDB = TcBwd<D>::LDB;
     constexpr int DJ = D / 8;
     constexpr int SK = 2 * 32 * LDB; // bf16 elements of one stage's K and V
@@ -427,14 +574,23 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
     bf16* sG = sQ + 64 * LDB;            // (64, LDB) dO
     bf16* sKV = sG + 64 * LDB;           // (2 stages, K then V, 32, LDB)
     int qt = gridDim.y - 1 - blockIdx.y; // heavy first: the last query tiles see the most key tiles
-    const auto [b, h, w, g, q, Cl, C3, scale, hq] = tc_thread<D>(qkv, T, NH);
+    const auto [b, h, w, g, q, Cl, C3, scale] = tc_thread<D>(a.NH);
+    const bf16* hq = qkv + ((size_t)b * a.Tqa + a.q0) * C3 + h * D;
+    const bf16* hk = kp + ((size_t)b * a.Tka + a.k0) * a.kv_ld + h * D;
+    const bf16* hv = vp + ((size_t)b * a.Tka + a.k0) * a.kv_ld + h * D;
+    int T = a.Tq;
+    int Tk = a.Tk;
     int q0 = qt * 64;
-    const float* hl = lse + ((size_t)b * NH + h) * T;
-    const float* hd = Dd + ((size_t)b * NH + h) * T;
+    const float* hl = lse + ((size_t)b * a.NH + h) * a.Tqa + a.q0;
+    const float* hd = Dd + ((size_t)b * a.NH + h) * a.Tqa + a.q0;
+    int last = q0 + 63 < T - 1 ? q0 + 63 : T - 1;
+    int nkt = MASK == ATTN_CAUSAL ? last / 32 + 1 : (Tk + 31) / 32;
     tc_async_rows<D, 64>(sQ, LDB, hq, C3, q0, T);
-    tc_async_rows<D, 64>(sG, LDB, dout + (size_t)b * T * Cl + h * D, Cl, q0, T);
-    tc_async_rows<D, 32>(sKV, LDB, hq + Cl, C3, 0, T);
-    tc_async_rows<D, 32>(sKV + 32 * LDB, LDB, hq + 2 * Cl, C3, 0, T);
+    tc_async_rows<D, 64>(sG, LDB, dout + ((size_t)b * a.Tqa + a.q0) * Cl + h * D, Cl, q0, T);
+    if (MASK == ATTN_CAUSAL || nkt > 0) {
+        tc_async_rows<D, 32>(sKV, LDB, hk, a.kv_ld, 0, Tk);
+        tc_async_rows<D, 32>(sKV + 32 * LDB, LDB, hv, a.kv_ld, 0, Tk);
+    }
     cp_async_commit();
     int row[2] = {q0 + w * 16 + g, q0 + w * 16 + g + 8}; // this lane's two query rows
     float lr[2]; // their lse and D, straight from global memory: 2 values per lane, read once
@@ -446,23 +602,22 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
     }
     float dq[DJ][4]; // dQ_w (16 queries x D)
     tc_zero(dq);
-    int last = q0 + 63 < T - 1 ? q0 + 63 : T - 1;
-    int nkt = last / 32 + 1;
     for (int kt = 0; kt < nkt; kt++) {
         int k0 = kt * 32;
         if (kt + 1 < nkt) { // stage (kt + 1) % 2 was last read in iteration kt - 1, before its closing barrier
             bf16* nxt = sKV + ((kt + 1) % 2) * SK;
-            tc_async_rows<D, 32>(nxt, LDB, hq + Cl, C3, k0 + 32, T);
-            tc_async_rows<D, 32>(nxt + 32 * LDB, LDB, hq + 2 * Cl, C3, k0 + 32, T);
+            tc_async_rows<D, 32>(nxt, LDB, hk, a.kv_ld, k0 + 32, Tk);
+            tc_async_rows<D, 32>(nxt + 32 * LDB, LDB, hv, a.kv_ld, k0 + 32, Tk);
         }
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
         const bf16* sK = sKV + (kt % 2) * SK;
         const bf16* sV = sK + 32 * LDB;
-        if (k0 <= q0 + w * 16 + 15) { // warp-uniform: else every key follows this warp's queries
-            float s[4][4];            // S (16 queries x 32 keys)
-            float dp[4][4];           // dP
+        // warp-uniform: CAUSAL skips a warp whose queries precede every key of the tile
+        if (MASK == ATTN_FULL || k0 <= q0 + w * 16 + 15) {
+            float s[4][4];  // S (16 queries x 32 keys)
+            float dp[4][4]; // dP
             tc_zero(s);
             tc_zero(dp);
 #pragma unroll
@@ -474,13 +629,14 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
                 tc_mma_abt<4>(s, qa, sK + kk * 16, LDB);
                 tc_mma_abt<4>(dp, ga, sV + kk * 16, LDB);
             }
+            bool all = MASK == ATTN_FULL && k0 + 32 <= Tk; // FULL: only the last tile has keys past the block
 #pragma unroll
             for (int j = 0; j < 4; j++) { // dS in place of dP
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int k = k0 + 8 * j + 2 * q + (e % 2);
                     int t = row[e / 2];
-                    bool vis = t < T && k <= t;
+                    bool vis = MASK == ATTN_CAUSAL ? t < T && k <= t : all || k < Tk;
                     float p = vis ? expf(s[j][e] * scale - lr[e / 2]) : 0.0f;
                     dp[j][e] = vis ? p * (dp[j][e] - dr[e / 2]) : 0.0f;
                 }
@@ -494,7 +650,28 @@ __global__ void __launch_bounds__(TC_WARPS* WARP)
         }
         __syncthreads(); // every warp is done with stage kt % 2 before iteration kt + 1 refills it
     }
-    tc_store_rows<D>(dqkv + (size_t)b * T * C3 + h * D, C3, q0 + w * 16, T, dq, scale);
+    if (MASK == ATTN_FULL && nkt == 0) cp_async_wait<0>(); // no key tile: Q's and dO's copies are in flight
+    size_t qrow = (size_t)b * a.Tqa + a.q0;
+    if constexpr (ACC)
+        tc_acc_rows<D>(dq_acc + qrow * Cl + h * D, Cl, q0 + w * 16, T, dq, scale, first);
+    else
+        tc_store_rows<D>(dqkv + qrow * C3 + h * D, C3, q0 + w * 16, T, dq, scale);
+}
+
+template <int D>
+__global__ void __launch_bounds__(TC_WARPS* WARP)
+    flash_tc_bwd_dq_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* Dd, int T,
+                           int NH) {
+    int Cl = NH * D;
+    tc_bwd_dq_body<D, ATTN_CAUSAL, false>(dqkv, nullptr, 0, dout, qkv, qkv + Cl, qkv + 2 * Cl, lse, Dd,
+                                          attn_block_causal(NH, T, D));
+}
+
+template <int D, int MASK>
+__global__ void __launch_bounds__(TC_WARPS* WARP)
+    flash_tc_ring_bwd_dq_kernel(float* dq_acc, int first, const bf16* dout, const bf16* qkv, const bf16* k,
+                                const bf16* v, const float* lse, const float* Dd, AttnBlock a) {
+    tc_bwd_dq_body<D, MASK, true>(nullptr, dq_acc, first, dout, qkv, k, v, lse, Dd, a);
 }
 
 // head sizes with a tensor-core kernel
@@ -561,6 +738,39 @@ static void attention_backward_tc(bf16* dqkv, float* Dd, const bf16* dout, const
     LAUNCH(flash_bwd_dot_kernel, CEIL_DIV(rows, 8), 256, 0, s, Dd, dout, out, B, T, NH, hs);
     tc_for_head_size(
         hs, [&](auto d) { flash_tc_backward_launch<decltype(d)::value>(dqkv, Dd, dout, qkv, lse, B, T, NH, s); });
+}
+
+// one block on tensor cores, into fp32 accumulators (the arguments of attention.cuh's
+// flash_ring_forward / flash_ring_backward; hs must be flash_tc_supported)
+static void flash_tc_ring_forward(float* o_acc, float* lse_acc, int first, const bf16* qkv, const bf16* k,
+                                  const bf16* v, AttnBlock a, int mask, int B, int hs, cudaStream_t s) {
+    tc_for_head_size(hs, [&](auto d) {
+        attn_for_mask(mask, [&](auto mk) {
+            constexpr int D = decltype(d)::value;
+            constexpr int MASK = decltype(mk)::value;
+            tc_smem_attr(flash_tc_ring_forward_kernel<D, MASK>, TcFwd<D>::bytes);
+            LAUNCH((flash_tc_ring_forward_kernel<D, MASK>), dim3(a.NH * B, CEIL_DIV(a.Tq, 64)), TC_WARPS * WARP,
+                   TcFwd<D>::bytes, s, o_acc, lse_acc, first, qkv, k, v, a);
+        });
+    });
+}
+
+static void flash_tc_ring_backward(float* dq, float* dk, float* dv, int first_q, int first_kv, const bf16* dout,
+                                   const bf16* qkv, const bf16* k, const bf16* v, const float* lse, const float* Dd,
+                                   AttnBlock a, int mask, int B, int hs, cudaStream_t s) {
+    tc_for_head_size(hs, [&](auto d) {
+        attn_for_mask(mask, [&](auto mk) {
+            constexpr int D = decltype(d)::value;
+            constexpr int MASK = decltype(mk)::value;
+            tc_smem_attr(flash_tc_ring_bwd_dkv_kernel<D, MASK>, TcBwd<D>::bytes_dkv);
+            tc_smem_attr(flash_tc_ring_bwd_dq_kernel<D, MASK>, TcBwd<D>::bytes_dq);
+            if (a.Tk > 0)
+                LAUNCH((flash_tc_ring_bwd_dkv_kernel<D, MASK>), dim3(a.NH * B, CEIL_DIV(a.Tk, 64)), TC_WARPS * WARP,
+                       TcBwd<D>::bytes_dkv, s, dk, dv, first_kv, dout, qkv, k, v, lse, Dd, a);
+            LAUNCH((flash_tc_ring_bwd_dq_kernel<D, MASK>), dim3(a.NH * B, CEIL_DIV(a.Tq, 64)), TC_WARPS * WARP,
+                   TcBwd<D>::bytes_dq, s, dq, first_q, dout, qkv, k, v, lse, Dd, a);
+        });
+    });
 }
 
 #endif // LLMC_ATTENTION_TC_CUH

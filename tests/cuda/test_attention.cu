@@ -9,10 +9,15 @@
  * First, llmc/cuda/mma.cuh's wrappers on their own (check_mma): ldmatrix with and without .trans
  * against the PTX register layout, mma m16n8k16 against a direct matrix product (B read
  * both ways), an accumulator rounded to bf16 as the next A operand, cp.async's zero-fill.
+ * Last, llmc/cuda/attention_ring.cuh (check_ring): context parallelism's ring simulated on one
+ * device for CP = 1, 2, 4 against the same fp64 reference over the un-chunked sequence, CP = 1
+ * bit for bit against the single-sequence kernels, and rows that see no key (check_ring_empty).
  */
 #include "common.h"
 #include "../../llmc/cuda/attention.cuh"
 #include "../../llmc/cuda/attention_tc.cuh"
+#include "../../llmc/cuda/attention_ring.cuh"
+#include <vector>
 
 // ---------------------------------------------------------------- llmc/cuda/mma.cuh on its own
 #define MT_LD 40 // shared row stride (bf16): 80 bytes, 16-byte aligned but not a power of two
@@ -230,6 +235,243 @@ static void check_size(int B, int T, int NH, int hs) {
     dev_free(ddqkv);
 }
 
+// ---------------------------------------------------------------- ring attention (attention_ring.cuh)
+// The ring of CP ranks simulated on one device: each rank's local rows (chunks r and 2 CP - 1 - r
+// of a T = 2 CP Tch sequence), its K|V packed as on the wire, the blocks run in ring order
+// (step s: rank r attends rank (r - s) mod CP; the dK/dV of a block visit the ranks in the same
+// order), then compared with ck_attention_head over the un-chunked sequence: out, lse, dq, dk,
+// dv. With CP = 1, also bit for bit against the single-sequence kernels.
+
+// the global row of rank r's local row t
+static int ring_row(int r, int t, int CP, int Tch) { return t < Tch ? r * Tch + t : (2 * CP - 1 - r) * Tch + t - Tch; }
+
+static const char* ring_impl(int tc) { return tc ? "tensor-core" : "flash"; }
+
+static void check_ring(int B, int CP, int Tch, int NH, int hs, int tc) {
+    int Cl = NH * hs, C3 = 3 * Cl, T = 2 * CP * Tch, Tl = 2 * Tch;
+    size_t nqkv = (size_t)B * T * C3, nout = (size_t)B * T * Cl;
+    float* qkv = (float*)malloc_check(4 * nqkv);
+    float* dout = (float*)malloc_check(4 * nout);
+    for (size_t i = 0; i < nqkv; i++) qkv[i] = host_bf2f(host_f2bf(ck_rand() * 1.5f));
+    for (size_t i = 0; i < nout; i++) dout[i] = host_bf2f(host_f2bf(ck_rand()));
+    // the reference over the whole sequence
+    double* rout = (double*)calloc_check(nout, 8);
+    double* rlse = (double*)calloc_check((size_t)B * NH * T, 8);
+    double* rd = (double*)calloc_check(nqkv, 8);
+    size_t nh = (size_t)T * hs;
+    double *ho = (double*)malloc_check(8 * nh), *hl = (double*)malloc_check(8 * (size_t)T);
+    double* hd[3] = {(double*)malloc_check(8 * nh), (double*)malloc_check(8 * nh), (double*)malloc_check(8 * nh)};
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            ck_attention_head(qkv + (size_t)b * T * C3 + h * hs, dout + (size_t)b * T * Cl + h * hs, T, Cl, hs, ho, hl,
+                              hd[0], hd[1], hd[2]);
+            for (int t = 0; t < T; t++) {
+                rlse[((size_t)b * NH + h) * T + t] = hl[t];
+                for (int i = 0; i < hs; i++) {
+                    rout[((size_t)b * T + t) * Cl + h * hs + i] = ho[(size_t)t * hs + i];
+                    for (int j = 0; j < 3; j++)
+                        rd[((size_t)b * T + t) * C3 + j * Cl + h * hs + i] = hd[j][(size_t)t * hs + i];
+                }
+            }
+        }
+    free(ho);
+    free(hl);
+    for (int j = 0; j < 3; j++) free(hd[j]);
+    // each rank's buffers: local rows in the layout's order
+    size_t lqkv = (size_t)B * Tl * C3, lo = (size_t)B * Tl * Cl, ll = (size_t)B * NH * Tl;
+    bf16 *dq_in[4], *dg[4], *dkv[4], *dy[4], *ddqkv[4];
+    float *oacc[4], *lacc[4], *Dd[4], *gq[4], *gk[4], *gv[4];
+    uint16_t* hb = (uint16_t*)malloc_check(2 * lqkv);
+    for (int r = 0; r < CP; r++) {
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tl; t++) {
+                size_t g = (size_t)b * T + ring_row(r, t, CP, Tch);
+                for (int c = 0; c < C3; c++) hb[((size_t)b * Tl + t) * C3 + c] = host_f2bf(qkv[g * C3 + c]);
+            }
+        dq_in[r] = (bf16*)ck_up(hb, 2 * lqkv);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tl; t++) {
+                size_t g = (size_t)b * T + ring_row(r, t, CP, Tch);
+                for (int c = 0; c < Cl; c++) hb[((size_t)b * Tl + t) * Cl + c] = host_f2bf(dout[g * Cl + c]);
+            }
+        dg[r] = (bf16*)ck_up(hb, 2 * lo);
+        dkv[r] = (bf16*)dev_alloc(2 * (size_t)B * Tl * 2 * Cl);
+        attention_ring_pack_kv(dkv[r], dq_in[r], B, Tl, Cl, 0);
+        oacc[r] = (float*)dev_alloc(4 * lo);
+        lacc[r] = (float*)dev_alloc(4 * ll);
+        Dd[r] = (float*)dev_alloc(4 * ll);
+        dy[r] = (bf16*)dev_alloc(2 * lo);
+        gq[r] = (float*)dev_alloc(4 * lo);
+        gk[r] = (float*)dev_alloc(4 * lo);
+        gv[r] = (float*)dev_alloc(4 * lo);
+        ddqkv[r] = (bf16*)dev_alloc(2 * lqkv);
+        cudaCheck(cudaMemset(oacc[r], 0xFF, 4 * lo)); // NaN: the first block must overwrite
+        cudaCheck(cudaMemset(gk[r], 0xFF, 4 * lo));
+        cudaCheck(cudaMemset(gv[r], 0xFF, 4 * lo));
+        cudaCheck(cudaMemset(gq[r], 0xFF, 4 * lo));
+    }
+    free(hb);
+    // K and V of rank j as rank r sees it: its own qkv in place, a peer's packed block
+    auto kv_of = [&](int r, int j, const bf16** k, const bf16** v) {
+        *k = r == j ? dq_in[j] + Cl : dkv[j];
+        *v = r == j ? dq_in[j] + 2 * Cl : dkv[j] + Cl;
+        return r == j ? C3 : 2 * Cl;
+    };
+    for (int s = 0; s < CP; s++)
+        for (int r = 0; r < CP; r++) {
+            int j = (r - s + CP) % CP, mask;
+            const bf16 *k, *v;
+            int ld = kv_of(r, j, &k, &v);
+            AttnBlock a = attention_ring_block(r, j, Tch, NH, ld, &mask);
+            attention_ring_forward(oacc[r], lacc[r], s == 0, dq_in[r], k, v, a, mask, B, hs, tc, 0);
+        }
+    for (int r = 0; r < CP; r++) {
+        attention_ring_forward_finish(dy[r], oacc[r], B, Tl, Cl, 0);
+        attention_ring_dot(Dd[r], dg[r], dy[r], B, Tl, NH, hs, 0);
+    }
+    for (int s = 0; s < CP; s++)
+        for (int r = 0; r < CP; r++) {
+            int j = (r - s + CP) % CP, mask;
+            const bf16 *k, *v;
+            int ld = kv_of(r, j, &k, &v);
+            AttnBlock a = attention_ring_block(r, j, Tch, NH, ld, &mask);
+            attention_ring_backward(gq[r], gk[j], gv[j], s == 0, s == 0, dg[r], dq_in[r], k, v, lacc[r], Dd[r], a, mask,
+                                    B, hs, tc, 0);
+        }
+    for (int r = 0; r < CP; r++) attention_ring_backward_finish(ddqkv[r], gq[r], gk[r], gv[r], B, Tl, Cl, 0);
+    // gather every rank's rows back into the global order
+    float* got_out = (float*)malloc_check(4 * nout);
+    float* got_lse = (float*)malloc_check(4 * (size_t)B * NH * T);
+    float* got_d = (float*)malloc_check(4 * nqkv);
+    for (int r = 0; r < CP; r++) {
+        float* o = ck_down_bf16(dy[r], lo);
+        float* l = ck_down_f32(lacc[r], ll);
+        float* d = ck_down_bf16(ddqkv[r], lqkv);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < Tl; t++) {
+                size_t g = (size_t)b * T + ring_row(r, t, CP, Tch);
+                size_t x = (size_t)b * Tl + t;
+                memcpy(got_out + g * Cl, o + x * Cl, 4 * (size_t)Cl);
+                memcpy(got_d + g * C3, d + x * C3, 4 * (size_t)C3);
+                for (int h = 0; h < NH; h++)
+                    got_lse[((size_t)b * NH + h) * T + g % T] = l[((size_t)b * NH + h) * Tl + t];
+            }
+        free(o);
+        free(l);
+        free(d);
+    }
+    const char* name = ring_impl(tc);
+    double ef = ck_err(got_out, rout, nout, 2e-3 * ck_maxabs(rout, nout), 1e-2);
+    check(ef <= 1, "ring %s CP=%d B=%d Tch=%d NH=%d hs=%d: merged output (error %.2f of tolerance)", name, CP, B, Tch,
+          NH, hs, ef);
+    double el = ck_err(got_lse, rlse, (size_t)B * NH * T, 1e-3, 1e-3);
+    check(el <= 1, "ring %s CP=%d B=%d Tch=%d NH=%d hs=%d: merged lse (error %.2f of tolerance)", name, CP, B, Tch, NH,
+          hs, el);
+    double eb = ck_err(got_d, rd, nqkv, 2e-3 * ck_maxabs(rd, nqkv), 2e-2);
+    check(eb <= 1, "ring %s CP=%d B=%d Tch=%d NH=%d hs=%d: dq, dk, dv (error %.2f of tolerance)", name, CP, B, Tch, NH,
+          hs, eb);
+    if (CP == 1) { // the single-sequence kernels on the same input: the same bits
+        bf16* out1 = (bf16*)dev_alloc(2 * lo);
+        float* lse1 = (float*)dev_alloc(4 * ll);
+        float* scratch = (float*)dev_alloc(4 * ll);
+        bf16* d1 = (bf16*)dev_alloc(2 * lqkv);
+        if (tc) {
+            attention_forward_tc(out1, lse1, dq_in[0], B, Tl, NH, hs, 0);
+            attention_backward_tc(d1, scratch, dg[0], out1, dq_in[0], lse1, B, Tl, NH, hs, 0);
+        } else {
+            attention_forward_flash(out1, lse1, dq_in[0], B, Tl, NH, hs, 0);
+            attention_backward_flash(d1, scratch, dg[0], out1, dq_in[0], lse1, B, Tl, NH, hs, 0);
+        }
+        int same = ck_same_bits(out1, dy[0], 2 * lo) && ck_same_bits(lse1, lacc[0], 4 * ll) &&
+                   ck_same_bits(d1, ddqkv[0], 2 * lqkv);
+        check(same, "ring %s CP=1 B=%d Tch=%d NH=%d hs=%d: out, lse, dqkv bit-identical to attention_%s", name, B, Tch,
+              NH, hs, tc ? "forward_tc/backward_tc" : "forward_flash/backward_flash");
+        dev_free(out1);
+        dev_free(lse1);
+        dev_free(scratch);
+        dev_free(d1);
+    }
+    for (int r = 0; r < CP; r++) {
+        dev_free(dq_in[r]);
+        dev_free(dg[r]);
+        dev_free(dkv[r]);
+        dev_free(oacc[r]);
+        dev_free(lacc[r]);
+        dev_free(Dd[r]);
+        dev_free(dy[r]);
+        dev_free(gq[r]);
+        dev_free(gk[r]);
+        dev_free(gv[r]);
+        dev_free(ddqkv[r]);
+    }
+    free(qkv);
+    free(dout);
+    free(rout);
+    free(rlse);
+    free(rd);
+    free(got_out);
+    free(got_lse);
+    free(got_d);
+}
+
+// Rows that see no key: a FULL block with no key rows (Tk = 0) must leave the forward's
+// accumulators bit for bit as they were and add nothing to dq; an empty accumulator (lse
+// -inf, o 0) merged with a block must give the bits of that block written with first = 1.
+static void check_ring_empty(int hs, int tc) {
+    int B = 2, NH = 2, T = 37, Cl = NH * hs, C3 = 3 * Cl;
+    size_t nqkv = (size_t)B * T * C3, no = (size_t)B * T * Cl, nl = (size_t)B * NH * T;
+    bf16 *dqkv_in, *ddout;
+    float* hq = ck_rand_bf16(&dqkv_in, nqkv, 1.5f);
+    float* hg = ck_rand_bf16(&ddout, no, 1.0f);
+    float *o1, *l1, *o2, *l2, *Dd;
+    float* ho1 = ck_rand_f32(&o1, no, 1.0f);
+    float* hl1 = ck_rand_f32(&l1, nl, 1.0f);
+    float* hD = ck_rand_f32(&Dd, nl, 0.1f);
+    o2 = (float*)dev_alloc(4 * no);
+    l2 = (float*)dev_alloc(4 * nl);
+    AttnBlock a = {NH, T, 0, T, T, 0, T, C3};
+    const char* name = ring_impl(tc);
+    // Tk = 0: forward unchanged, dq unchanged in value
+    AttnBlock e = a;
+    e.Tk = 0;
+    attention_ring_forward(o1, l1, 0, dqkv_in, dqkv_in + Cl, dqkv_in + 2 * Cl, e, ATTN_FULL, B, hs, tc, 0);
+    float* go = ck_down_f32(o1, no);
+    float* gl = ck_down_f32(l1, nl);
+    check(memcmp(go, ho1, 4 * no) == 0 && memcmp(gl, hl1, 4 * nl) == 0,
+          "ring %s hs=%d: a block with no visible key leaves o_acc and lse_acc bit-identical", name, hs);
+    free(go);
+    free(gl);
+    float* gq = (float*)ck_up(ho1, 4 * no);
+    attention_ring_backward(gq, NULL, NULL, 0, 0, ddout, dqkv_in, dqkv_in + Cl, dqkv_in + 2 * Cl, l1, Dd, e, ATTN_FULL,
+                            B, hs, tc, 0);
+    go = ck_down_f32(gq, no);
+    int same = 1;
+    for (size_t i = 0; i < no; i++) same &= go[i] == ho1[i];
+    check(same, "ring %s hs=%d: a block with no visible key adds nothing to dq", name, hs);
+    free(go);
+    dev_free(gq);
+    // an empty accumulator merged with a block = that block written with first = 1
+    std::vector<float> inf(nl, -INFINITY);
+    cudaCheck(cudaMemcpy(l1, inf.data(), 4 * nl, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemset(o1, 0, 4 * no));
+    attention_ring_forward(o1, l1, 0, dqkv_in, dqkv_in + Cl, dqkv_in + 2 * Cl, a, ATTN_CAUSAL, B, hs, tc, 0);
+    attention_ring_forward(o2, l2, 1, dqkv_in, dqkv_in + Cl, dqkv_in + 2 * Cl, a, ATTN_CAUSAL, B, hs, tc, 0);
+    check(ck_same_bits(o1, o2, 4 * no) && ck_same_bits(l1, l2, 4 * nl),
+          "ring %s hs=%d: an empty accumulator (lse -inf) merged with a block = the block with first = 1", name, hs);
+    free(hq);
+    free(hg);
+    free(ho1);
+    free(hl1);
+    free(hD);
+    dev_free(dqkv_in);
+    dev_free(ddout);
+    dev_free(o1);
+    dev_free(l1);
+    dev_free(o2);
+    dev_free(l2);
+    dev_free(Dd);
+}
+
 // --smem: the largest dynamic shared memory each attention kernel is launched with, as
 // "kernel<TAB>bytes" (dev/cuda/resources.py adds it to the static size for the limit check)
 static void print_dynamic_smem(void) {
@@ -237,11 +479,21 @@ static void print_dynamic_smem(void) {
         printf("flash_forward_kernel<%d>\t%zu\n", m, flash_fwd_smem(32 * m));
         printf("flash_bwd_dkv_kernel<%d>\t%zu\n", m, flash_bwd_smem(32 * m));
         printf("flash_bwd_dq_kernel<%d>\t%zu\n", m, flash_bwd_smem(32 * m));
+        for (int mask = 0; mask < 2; mask++) { // the ring's block kernels: the same tiles
+            printf("flash_ring_forward_kernel<%d, %d>\t%zu\n", m, mask, flash_fwd_smem(32 * m));
+            printf("flash_ring_bwd_dkv_kernel<%d, %d>\t%zu\n", m, mask, flash_bwd_smem(32 * m));
+            printf("flash_ring_bwd_dq_kernel<%d, %d>\t%zu\n", m, mask, flash_bwd_smem(32 * m));
+        }
     }
-#define TC_SMEM(D)                                                        \
-    printf("flash_tc_forward_kernel<%d>\t%zu\n", D, TcFwd<D>::bytes);     \
-    printf("flash_tc_bwd_dkv_kernel<%d>\t%zu\n", D, TcBwd<D>::bytes_dkv); \
-    printf("flash_tc_bwd_dq_kernel<%d>\t%zu\n", D, TcBwd<D>::bytes_dq);
+#define TC_SMEM(D)                                                                           \
+    printf("flash_tc_forward_kernel<%d>\t%zu\n", D, TcFwd<D>::bytes);                        \
+    printf("flash_tc_bwd_dkv_kernel<%d>\t%zu\n", D, TcBwd<D>::bytes_dkv);                    \
+    printf("flash_tc_bwd_dq_kernel<%d>\t%zu\n", D, TcBwd<D>::bytes_dq);                      \
+    for (int mask = 0; mask < 2; mask++) {                                                   \
+        printf("flash_tc_ring_forward_kernel<%d, %d>\t%zu\n", D, mask, TcFwd<D>::bytes);     \
+        printf("flash_tc_ring_bwd_dkv_kernel<%d, %d>\t%zu\n", D, mask, TcBwd<D>::bytes_dkv); \
+        printf("flash_tc_ring_bwd_dq_kernel<%d, %d>\t%zu\n", D, mask, TcBwd<D>::bytes_dq);   \
+    }
     TC_SMEM(16) TC_SMEM(32) TC_SMEM(64) TC_SMEM(128) TC_SMEM(160)
 #undef TC_SMEM
 }
@@ -260,6 +512,20 @@ int main(int argc, char** argv) {
     check_size(2, 100, 2, 16);
     check_size(1, 130, 1, 128);
     check_size(1, 97, 2, 160);
+    // ring attention: CP 1, 2, 4 on tensor cores (hs 64, 128) and CUDA cores (hs 48, 64); Tch 40,
+    // 33, 20 cut the 64- and 32-row tiles
+    check_ring(1, 1, 40, 2, 64, 1);
+    check_ring(2, 2, 40, 1, 64, 1);
+    check_ring(1, 4, 40, 2, 64, 1);
+    check_ring(1, 1, 33, 1, 128, 1);
+    check_ring(2, 2, 33, 1, 128, 1);
+    check_ring(1, 4, 20, 1, 128, 1);
+    check_ring(1, 1, 40, 2, 48, 0);
+    check_ring(2, 2, 40, 1, 48, 0);
+    check_ring(1, 4, 20, 2, 48, 0);
+    check_ring(1, 2, 33, 1, 64, 0);
+    check_ring_empty(64, 1);
+    check_ring_empty(48, 0);
     if (argc > 1 && strcmp(argv[1], "--medium") == 0) check_size(1, 400, 2, 64);
     // --large [T]: the head sizes the 1.3b..530b presets run (64, 128, 160) at T = 2048, which
     // no fixture covers (dev/gpu_check.sh). CI runs the same code path at a smaller T under
