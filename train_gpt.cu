@@ -1497,13 +1497,14 @@ static void select_device(Train* t) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     int bad = (e != cudaSuccess || ndev == 0) ? 1 : 0;
-    int local = 0, nlocal = 1;
+    int local = 0;
     int dev = bad ? -1 : 0;
     char bus[32] = ""; // PCI bus id of this rank's choice ("" without a device)
     int dup_with = -1; // a lower local rank on the same GPU, if any
 #ifdef USE_MPI
     if (comm->mpi) {
         MPI_Comm node;
+        int nlocal = 1; // declared here: a build without MPI has no use for it (-Werror)
         mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank, MPI_INFO_NULL, &node));
         mpiCheck(MPI_Comm_rank(node, &local));
         mpiCheck(MPI_Comm_size(node, &nlocal));
