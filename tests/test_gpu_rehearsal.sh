@@ -89,6 +89,15 @@ rehearse() {
     secs=$(( $(date +%s) - start ))
     tar xzf "$out/gpu_check_logs.tgz" -C "$out" ./build.log ./prebuilt.log 2> /dev/null
 }
+leftovers() { # processes working in DIR or naming it (the run's), other than this test's own
+    local p c
+    for p in /proc/[0-9]*; do
+        p=${p#/proc/}
+        [ "$p" = $$ ] || [ "$p" = "$BASHPID" ] && continue
+        c=$( { tr '\0' ' ' < "/proc/$p/cmdline"; } 2> /dev/null) || continue
+        case "$(readlink "/proc/$p/cwd" 2> /dev/null)/ $c" in *"$1/"*) echo -n " $p:${c:0:60}" ;; esac
+    done
+}
 returned() { # what comes back: at most 8 files under OUT, each under 16 MiB, and the three expected
     local n big
     n=$(find "$1" -maxdepth 1 -type f | wc -l)
@@ -124,7 +133,8 @@ t=$(tar tzf "$tmp/outA/gpu_check_logs.tgz" 2>/dev/null)
 miss=""; for s in prebuilt build_cpu bench_cuda bench_cuda_tc bench_torch_eager attention tests sanitizer_memcheck sanitizer_racecheck profile bench_torch_compiled; do
     grep -qx "./$s.log" <<< "$t" || miss="$miss $s.log"; done
 check "$([ -z "$miss" ] && echo ok)" "A: every stage's log packed${miss:+ (missing:$miss)}"
-check "$(pgrep -f "$A/" > /dev/null || pgrep -f 'sleep 100000' > /dev/null || echo ok)" "A: no process of the run is left"
+left=$(leftovers "$A")
+check "$([ -z "$left" ] && echo ok)" "A: no process of the run is left${left:+ (left:$left)}"
 
 # run B: the real sm_90 carry cannot run here (no GPU): the fallback rebuilds; the CPU trainer's
 # build fails (planted): only tests is skipped; fixtures not carried: written under PyTorch 2.11
