@@ -497,6 +497,7 @@ else
       echo '    [ -z "$miss" ] || { echo "FAIL $b: libraries not found:$miss"; exit 1; }'
       echo '    echo "$b: every library found"'
       echo 'done'
+      printf '[ -f %q ] || { echo "no data (python3 with numpy): -check and the tiny step not run"; exit 0; }\n' "$DATA"
       echo '"$EXE" -check "${TINY[@]}" -steps 1 > /dev/null'
       echo 'echo "train_gpt_cu -check: ok"'
       echo '"$EXE" "${TINY[@]}" -steps 1'
