@@ -61,7 +61,7 @@ STAGES=(
 "attention             15  60 test_attention --large: own tensor-core attention, hs 64/128/160 at T 2048, against fp64"
 "cudnn                 15  20 cudnn_attention: cuDNN against the own tensor-core kernel, checked and timed"
 "fixtures              20  90 PyTorch fixtures (PASS at once when fixtures/ was carried)"
-"tests                 45 150 test_gpt_cu: PyTorch fixtures, train_gpt_cu against the CPU trainer, bit-exact resume"
+"tests                 45 400 test_gpt_cu: PyTorch fixtures, train_gpt_cu against the CPU trainer, bit-exact resume"
 "profile               45  60 ncu on step 2 of the 1.3b run (LLMC_PROFILE_STEP, NVTX ranges): ms per kernel class vs the cost model, per phase and layer"
 "sanitizer_memcheck    25  60 compute-sanitizer memcheck, tiny, one step, own kernels (LLMC_ATTENTION=tc)"
 "sanitizer_racecheck   25  60 compute-sanitizer racecheck, tiny, one step, own kernels (LLMC_ATTENTION=tc)"
