@@ -824,10 +824,19 @@ static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
 // Forward of chunk c of this rank for the unit in slot a (inputs/targets already loaded).
 // The first virtual stage embeds; others expect x[0] filled from the previous one. On the
 // last virtual stage the token losses are added to g->loss_acc; dloss > 0 prepares the backward.
+// NVTX ranges (profilers only): "fwd L<l>", "bwd L<l>", "wgt L<l>" per layer l of this rank's chunks
 static void gpt_forward(GPT* g, DevComm* dc, Acts* a, int c, float dloss) {
     if (is_first_chunk(g, c)) embedding_forward(g, dc, a->x, a);
-    for (int j = 0; j < g->nlc; j++) block_forward(g, dc, a, c, j, 0);
-    if (is_last_chunk(g, c)) head_forward(g, dc, a, dloss);
+    for (int j = 0; j < g->nlc; j++) {
+        nvtx_push("fwd L%d", c * g->nlc + j);
+        block_forward(g, dc, a, c, j, 0);
+        nvtx_pop();
+    }
+    if (is_last_chunk(g, c)) {
+        nvtx_push("head fwd");
+        head_forward(g, dc, a, dloss);
+        nvtx_pop();
+    }
 }
 
 // Backward of chunk c. On the last virtual stage the head starts it (after a training
@@ -839,10 +848,16 @@ static void dp_bucket_launch(GPT* g, DevComm* dc, int l);
 // once its backward has run: with overlap its DP reduction starts then (dp_bucket_launch).
 // ws: zb-h1's B (weight gradients left to gpt_weight; no bucket is final yet), or NULL.
 static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last, bf16* ws) {
-    if (is_last_chunk(g, c)) head_backward(g, dc, a, dx);
+    if (is_last_chunk(g, c)) {
+        nvtx_push("head bwd");
+        head_backward(g, dc, a, dx);
+        nvtx_pop();
+    }
     for (int j = g->nlc - 1; j >= 0; j--) {
+        nvtx_push("bwd L%d", c * g->nlc + j);
         if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, c, j, 1); // rebuild this layer's activations
         block_backward(g, dc, a, j, c * g->nlc + j, dx, ws);
+        nvtx_pop();
         if (last && g->overlap && ws == NULL) dp_bucket_launch(g, dc, c * g->nlc + j);
     }
     if (is_first_chunk(g, c))
@@ -854,7 +869,9 @@ static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last
 // which each layer's gradients are final (B ran first): with overlap its DP reduction starts.
 static void gpt_weight(GPT* g, DevComm* dc, int c, bf16* ws, int last) {
     for (int j = g->nlc - 1; j >= 0; j--) {
+        nvtx_push("wgt L%d", c * g->nlc + j);
         block_weight(g, dc, c, j, ws);
+        nvtx_pop();
         if (last && g->overlap) dp_bucket_launch(g, dc, c * g->nlc + j);
     }
 }
@@ -1225,12 +1242,15 @@ static StepResult train_step(Train* t) {
     StepResult r = run_step_plan(&t->run); // batch, LR, micro-batches from the recipe
     int profiled = t->profile_step == t->run.step + 1;
     if (profiled) cudaCheck(cudaProfilerStart()); // ncu --profile-from-start off sees this step alone
+    // NVTX: the step, and in it each layer's work, "grad sync" and "optimizer" (profilers only)
+    nvtx_push("step %lld", (long long)t->run.step + 1);
     long syncs0 = dc->host_syncs;
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
     cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
     pipe_execute(t, r.micro, 0, dloss, load_train_micro, &br);
+    nvtx_push("grad sync");
     sp_reduce_ln_grads(g, dc);
     if (is_first_stage(g) || is_last_stage(g))
         dc_emb_allreduce_f32(dc, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
@@ -1246,6 +1266,7 @@ static StepResult train_step(Train* t) {
     }
     // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
     int count_norm = c->zero || comm->dp == 0;
+    nvtx_pop();
     if (count_norm) gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt, 1);
     // one host wait for the loss and both norms (the spike guard and clipping need them here)
     cudaCheck(cudaMemcpyAsync(g->h_stats, g->loss_acc, sizeof(double), cudaMemcpyDeviceToHost, g->stream));
@@ -1258,11 +1279,14 @@ static StepResult train_step(Train* t) {
     // noise scale and spike guard: every rank sees the same global loss and norm, so every
     // rank takes the same decision
     float gscale = run_step_judge(&t->run, &r, small_sumsq);
+    nvtx_push("optimizer");
     if (r.skip == SKIP_NONE) {
         gpt_adamw(g, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->run.adam_t, gscale);
         if (c->zero) dc_dp_allgather_bf16(dc, g->params, g->pl.total); // every DP rank updated its shard
     }
+    nvtx_pop();
     dc_collect_time(dc); // the step's end: waits for the stream
+    nvtx_pop();
     if (profiled) cudaCheck(cudaProfilerStop());
     if (!t->reported && comm->rank == 0) gemm_report(&g->gemm, g->gelu_fused, stdout);
     t->reported = 1;
@@ -1502,13 +1526,14 @@ static void select_device(Train* t) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     int bad = (e != cudaSuccess || ndev == 0) ? 1 : 0;
-    int local = 0, nlocal = 1;
+    int local = 0;
     int dev = bad ? -1 : 0;
     char bus[32] = ""; // PCI bus id of this rank's choice ("" without a device)
     int dup_with = -1; // a lower local rank on the same GPU, if any
 #ifdef USE_MPI
     if (comm->mpi) {
         MPI_Comm node;
+        int nlocal = 1; // declared here: a build without MPI has no use for it (-Werror)
         mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm->rank, MPI_INFO_NULL, &node));
         mpiCheck(MPI_Comm_rank(node, &local));
         mpiCheck(MPI_Comm_size(node, &nlocal));

@@ -119,4 +119,10 @@ EOF
 echo "import llmc_torch311" > "$HF_SITE/llmc_torch311.pth"
 "$HF_VENV/bin/python" -c "import torch.distributed.fsdp" \
   || { echo "install.sh: error: torch.distributed.fsdp does not import in $HF_VENV (see the comment above)"; exit 1; }
+# PyTorch 2.11 with numpy 2, the GPU machine's, in its own venv (~4.7 GB: PyPI's wheel needs its
+# CUDA libraries to import, even on the CPU): make gpu-rehearsal runs the device's Python helpers in it
+if [ -f Makefile ] && ! "${LLMC_TORCH_DEVICE_VENV:-$HOME/.cache/llmc/torch-device-venv}/bin/python" -c "import torch" 2>/dev/null; then
+  echo "install.sh: creating the torch 2.11 venv for make gpu-rehearsal (~2 min)"
+  make --no-print-directory torch-device-venv >/dev/null
+fi
 echo "install.sh: ok"

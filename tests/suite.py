@@ -114,6 +114,7 @@ def steps():
         Step("cuda_check_host", f"{MAKE} cuda-check-host", 600),
         Step("cuda_check_emu", f"{MAKE} cuda-check-emu", 900),
         Step("cuda_emu_test", f"{MAKE} cuda-emu-test", 2400, cores=2),
+        Step("cuda_nompi_emu_test", f"{MAKE} cuda-nompi-emu-test", 900),
         Step("cuda_emu_detect", f"{MAKE} cuda-emu-detect", 1800, cores=2),
         Step("cuda_costmodel", f"{MAKE} cuda-costmodel", 900),
         Step("gpu_rehearsal", f"{MAKE} gpu-rehearsal", 900, cores=2),

@@ -33,10 +33,16 @@
 #                     the flash_tc_ kernels LDSM and LDGSTS and no generic LD/ST; a mutant
 #                     build must be flagged (dev/cuda/resources.py; cuobjdump from PyPI, see
 #                     dev/install.sh)
-#   cuda-libs         prints what dev/cuda/find_libs.sh found (NCCL, cuDNN, cuDNN frontend)
+#   cuda-libs         prints what dev/cuda/find_libs.sh found (NCCL, cuDNN, cuBLASLt, nvrtc, cuDNN frontend)
+#   gpu-prebuilt      the GPU check's prebuilt binaries (doc/gpu_check.md): the device's configuration
+#                     (sm_90 only, no MPI, warnings as errors) in $(GPU_PREBUILT) with rpaths to the
+#                     device's wheel folders, and a MANIFEST (toolkit, libraries, source hash)
+#   cuda-nompi-emu-test  the same configuration under the emulation: train_gpt.cu and test_gpt.cu
+#                     built without MPI with warnings as errors (g++), test_gpt_cu run with them
 # Variables (override on the command line): NVCC, CUDA_ARCHS, NVCC_FLAGS, CUDA_MPICXX,
-#   CUDA_WERROR (1: warnings are errors, as in CI; 0: allowed, for dev/gpu_check.sh on an
-#   unknown toolkit).
+#   CUDA_WERROR (1: warnings are errors, as in CI; 0: allowed, for dev/gpu_check.sh's rebuild on
+#   an unknown toolkit), CUDA_BIN (folder of train_gpt_cu and test_gpt_cu, with a trailing /;
+#   default the repository root), CUDA_EXTRA_RPATH (more library folders the binaries search).
 
 CUDA_SAVED_DEFAULT_GOAL := $(.DEFAULT_GOAL)
 CUDA_BUILD ?= build/cuda
@@ -61,8 +67,11 @@ CUDA_TK_LIBDIR := $(if $(NVCC),$(patsubst %/,%,$(dir $(firstword $(wildcard $(ad
     $(patsubst -L%,%,$(filter -L%,$(shell echo 'int main(){return 0;}' > /tmp/llmc_dryrun_$$$$.cu; \
     $(NVCC) -dryrun /tmp/llmc_dryrun_$$$$.cu -o /tmp/llmc_dryrun_$$$$ 2>&1 | tr '"' ' '; rm -f \
     /tmp/llmc_dryrun_$$$$.cu)))))))))
-CUDA_LIBS = -lcublasLt -lcublas $(if $(CUDA_TK_LIBDIR),-Xlinker -rpath=$(CUDA_TK_LIBDIR)) $(NCCL_LIBS) $(if \
-    $(CUDA_OMP),-lgomp)
+# cuBLASLt where find_libs.sh found it with its header (a wheel's versioned libraries need its
+# symlinks), else nvcc's own -lcublasLt; CUDA_EXTRA_RPATH last (gpu-prebuilt: the device's wheels)
+CUDA_LIBS = $(if $(filter 1,$(CUBLAS_FOUND)),$(CUBLAS_LIBS),-lcublasLt -lcublas) $(if $(CUDA_TK_LIBDIR),-Xlinker \
+    -rpath=$(CUDA_TK_LIBDIR)) $(NCCL_LIBS) $(if $(CUDA_OMP),-lgomp) $(addprefix -Xlinker -rpath=,$(CUDA_EXTRA_RPATH))
+CUDA_BIN ?=
 CUDA_COMMA := ,
 
 # MPI: compile and link flags from the wrapper (Open MPI --showme, MPICH -compile_info)
@@ -79,8 +88,8 @@ endif
 # NCCL and cuDNN: toolkit, system, the -I of NVCC_FLAGS or Python wheels (dev/cuda/find_libs.sh)
 ifneq ($(NVCC),)
 CUDA_FOUND_MK := $(CUDA_BUILD)/found_libs.mk
-CUDA_FIND_LIBS_RC := $(shell mkdir -p $(CUDA_BUILD) && NVCC_FLAGS="$(NVCC_FLAGS)" bash $(CUDA_DIR)/find_libs.sh \
-    $(CUDA_BUILD)/libs > $(CUDA_FOUND_MK) && echo ok)
+CUDA_FIND_LIBS_RC := $(shell mkdir -p $(CUDA_BUILD) && NVCC_FLAGS="$(NVCC_FLAGS)" FIND_LIBS_NVCC="$(NVCC)" bash \
+    $(CUDA_DIR)/find_libs.sh $(CUDA_BUILD)/libs > $(CUDA_FOUND_MK) && echo ok)
 include $(CUDA_FOUND_MK)
 endif
 
@@ -100,7 +109,8 @@ CUDA_CUDNN ?= 1
 CUDA_HAVE_CUDNN := $(if $(filter 1,$(CUDA_CUDNN)),$(if $(filter 1,$(CUDNN_FOUND)),$(if $(CUDNN_FRONTEND_CFLAGS),yes)))
 CUDNN_OBJ = $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/attention_cudnn.o)
 CUDNN_DEFS = $(if $(CUDA_HAVE_CUDNN),-DUSE_CUDNN $(CUDNN_CFLAGS))
-CUDNN_LINK = $(if $(CUDA_HAVE_CUDNN),$(CUDNN_OBJ) $(CUDNN_LIBS) -lnvrtc)
+CUDNN_LINK = $(if $(CUDA_HAVE_CUDNN),$(CUDNN_OBJ) $(CUDNN_LIBS) $(if $(filter \
+    1,$(NVRTC_FOUND)),$(NVRTC_LIBS),-lnvrtc))
 CUDA_CHECKS = $(sort $(basename $(notdir $(wildcard $(CUDA_TEST_DIR)/test_*.cu))))
 
 CUEMU_DIR_FOR_CUDA := $(CUDA_ROOT)/cuemu
@@ -110,7 +120,7 @@ CUDA_EMU_FLAGS = -std=c++17 -O2 -rdynamic -Wall -Wextra -Wno-unused-function -Wn
 
 .PHONY: cuda-rpath-check cuda-emu-detect cuda-costmodel cuda-cudnn-note cuda-cudnn-attention cuda-resources \
     cuda-resources-check cuda-libs cuda-build cuda-check-build cuda-check-run cuda-check-emu cuda-check-host \
-    cuda-emu-test cuda-clean cuda-nccl-header
+    cuda-emu-test cuda-clean cuda-nccl-header gpu-prebuilt cuda-nompi-emu-test
 
 ifeq ($(NVCC),)
 cuda-build cuda-check-build:
@@ -133,8 +143,8 @@ $(CUDA_BUILD)/attention_cudnn.o: $(CUDA_ROOT)/llmc/cuda/attention_cudnn.cpp $(CU
 	    $(CUDNN_CFLAGS) -DCUDNN_FRONTEND_SKIP_JSON_LIB $(subst -I,-isystem ,$(CUDNN_FRONTEND_CFLAGS)) -c $< -o $@
 
 # ptxas -v goes to $(CUDA_BUILD)/train_gpt_cu.ptxas.log (the resource tables are made from it)
-train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
-	@mkdir -p $(CUDA_BUILD)
+$(CUDA_BIN)train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
+	@mkdir -p $(CUDA_BUILD) $(if $(CUDA_BIN),$(CUDA_BIN))
 	$(NVCC) $(CUDA_NVCC_ALL) -Xptxas -v $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) \
 	    $(CUDA_MPI_LIBS) 2> $(CUDA_BUILD)/train_gpt_cu.ptxas.log || \
 	    { grep -v '^ptxas info\|bytes stack frame' $(CUDA_BUILD)/train_gpt_cu.ptxas.log; exit 1; }
@@ -145,9 +155,8 @@ cuda-cudnn-note:
 	    "note: cuDNN attention off ($(if $(filter 1,$(CUDA_CUDNN)),$(CUDA_CUDNN_MISSING),CUDA_CUDNN=0)):" \
 	    "attention uses the own kernels")
 
-test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDA_TEST_HEADERS) $(CUDNN_OBJ) \
-    | cuda-nccl-header \
-    cuda-cudnn-note
+$(CUDA_BIN)test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDA_TEST_HEADERS) \
+    $(CUDNN_OBJ) | cuda-nccl-header cuda-cudnn-note
 	$(NVCC) $(CUDA_NVCC_ALL) $(CUDA_MPI) $(CUDNN_DEFS) $< -o $@ $(CUDNN_LINK) $(CUDA_LIBS) $(CUDA_MPI_LIBS)
 
 # cuDNN attention against the own kernels at the presets' shapes (GPU only; gpu_check.sh)
@@ -158,8 +167,8 @@ $(CUDA_BUILD)/cudnn_attention: $(CUDA_TEST_DIR)/cudnn_attention.cu $(CUDA_TEST_D
 
 cuda-cudnn-attention: $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention,cuda-cudnn-note)
 
-cuda-build: train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention)
-	@echo "cuda-build: train_gpt_cu and test_gpt_cu built for sm_$(subst $() ,/sm_,$(CUDA_ARCHS))" \
+cuda-build: $(CUDA_BIN)train_gpt_cu $(CUDA_BIN)test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention)
+	@echo "cuda-build: $(CUDA_BIN)train_gpt_cu and $(CUDA_BIN)test_gpt_cu built for sm_$(subst $() ,/sm_,$(CUDA_ARCHS))" \
 	    "($(if $(filter 1,$(CUDA_WERROR)),warnings are errors,warnings allowed))" \
 	    "$(if $(CUDA_HAVE_CUDNN),with cuDNN attention,without cuDNN attention)"
 
@@ -317,15 +326,53 @@ cuda-costmodel: $(CUDA_BUILD)-cost/train_gpt_cu train_gpt
 	    $(CUDA_BUILD)-cost/counts --selftest --pred-tsv $(CUDA_DIR)/costmodel_pred.tsv --planner "./train_gpt -plan"
 	/usr/bin/python3 $(CUDA_DIR)/kernel_times.py --selftest
 
+# The GPU check's prebuilt binaries (doc/gpu_check.md): the device's configuration, sm_90 only,
+# no MPI, warnings as errors, built here with the same nvcc 13.0, cuDNN 9.19 and NCCL 2.28 as the
+# device's PyTorch wheels, with rpaths to those wheels' folders. The check runs them first and
+# rebuilds on the device only when they fail. They travel as the device command's carry.
+GPU_PREBUILT ?= build/gpu_prebuilt
+GPU_DEVICE_SITE ?= /opt/torch/.venv/lib/python3.12/site-packages
+GPU_DEVICE_RPATH = $(addprefix $(GPU_DEVICE_SITE)/nvidia/,cu13/lib nccl/lib cudnn/lib cublas/lib cuda_nvrtc/lib)
+GPU_PREBUILT_MAKE = $(MAKE) --no-print-directory CUDA_BUILD=$(CUDA_BUILD)-sm90 CUDA_BIN=$(GPU_PREBUILT)/ \
+    CUDA_ARCHS=90 CUDA_MPICXX=/nonexistent/mpicxx CUDA_WERROR=1 CUDA_EXTRA_RPATH="$(GPU_DEVICE_RPATH)"
+ifeq ($(NVCC),)
+gpu-prebuilt:
+	@echo "gpu-prebuilt: nvcc not found (install the CUDA toolkit): prebuilt GPU binaries NOT built"
+else
+gpu-prebuilt:
+	$(GPU_PREBUILT_MAKE) cuda-build $(CUDA_BUILD)-sm90/test_attention
+	cp -f $(CUDA_BUILD)-sm90/test_attention $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)-sm90/cudnn_attention) $(GPU_PREBUILT)/
+	@bash $(CUDA_DIR)/prebuilt.sh manifest $(GPU_PREBUILT) $(NVCC) | sed 's/^/gpu-prebuilt: /'
+endif
+
+# the same configuration under the emulation (no GPU): no MPI, warnings as errors, test_gpt_cu
+# run as dev/gpu_check.sh runs it on the device (one emulated GPU, no 3D layouts: no mpirun there)
+CUDA_EMU_NOMPI_FLAGS = $(CUDA_EMU_FLAGS) -Werror -Wno-format-truncation $(if $(CUDA_OMP),-fopenmp) -DCUEMU_NCCL_NO_MPI
+$(CUDA_BUILD)-emu-nompi/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h \
+    $(CUEMU_DIR_FOR_CUDA)/impl/*.h $(CUEMU_DIR_FOR_CUDA)/include/*.h $(CUEMU_DIR_FOR_CUDA)/include/*/*.h)
+	@mkdir -p $(@D)
+	$(CUDA_EMU_CXX) $(CUDA_EMU_NOMPI_FLAGS) -x c++ $< -x none -o $@ -lpthread
+$(CUDA_BUILD)-emu-nompi/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) \
+    $(CUDA_TEST_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h \
+    $(CUEMU_DIR_FOR_CUDA)/include/*.h $(CUEMU_DIR_FOR_CUDA)/include/*/*.h)
+	@mkdir -p $(@D)
+	$(CUDA_EMU_CXX) $(CUDA_EMU_NOMPI_FLAGS) -x c++ $< -x none -o $@ -lpthread
+cuda-nompi-emu-test: $(CUDA_BUILD)-emu-nompi/train_gpt_cu $(CUDA_BUILD)-emu-nompi/test_gpt_cu
+	@! nm -C $(CUDA_BUILD)-emu-nompi/train_gpt_cu | grep -q ' U MPI_' || { echo \
+	    "FAIL cuda-nompi-emu-test: the no-MPI build links MPI"; exit 1; }
+	CUEMU_DEVICES=1 LLMC_TEST_LAYOUTS=0 LLMC_TRAIN_GPT_CU=$(CUDA_BUILD)-emu-nompi/train_gpt_cu OMP_NUM_THREADS=1 \
+	    $(CUDA_BUILD)-emu-nompi/test_gpt_cu $(or $(FIXTURES),fixtures)
+
 # every binary the CUDA tests above run, so `make test` can build them side by side up front
 # (make -j; the tests then run one after another): nvcc builds only where nvcc is
 CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) \
-    $(CUDA_MUTANT_CUBINS) $(CUDA_BUILD)/test_attention) \
+    $(CUDA_MUTANT_CUBINS) $(CUDA_BUILD)/test_attention gpu-prebuilt) \
     $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu train_gpt_cu_noguard train_gpt_cu_deadlock) \
-    $(CUDA_BUILD)-cost/train_gpt_cu
+    $(CUDA_BUILD)-cost/train_gpt_cu $(addprefix $(CUDA_BUILD)-emu-nompi/,train_gpt_cu test_gpt_cu)
 
 cuda-clean:
-	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host $(CUDA_BUILD)-cost train_gpt_cu test_gpt_cu
+	rm -rf $(CUDA_BUILD) $(CUDA_BUILD)-emu $(CUDA_BUILD)-host $(CUDA_BUILD)-cost $(CUDA_BUILD)-sm90 \
+	    $(CUDA_BUILD)-emu-nompi $(GPU_PREBUILT) train_gpt_cu test_gpt_cu
 
 # Including this file must not change the top Makefile's default goal.
 ifeq ($(CUDA_SAVED_DEFAULT_GOAL),)

@@ -20,8 +20,14 @@ With --step, the CSV is one step's kernels already: ncu --profile-from-start off
 with LLMC_PROFILE_STEP=N, where the trainer brackets step N with cudaProfilerStart/Stop
 (one run, and only that step's kernels are replayed by ncu).
 
+With --nvtx, a second export of the same report in which ncu renamed every kernel to its
+innermost NVTX range (ncu --import R --csv --print-nvtx-rename kernel): the trainer names each
+layer's forward, backward and weight-gradient work "fwd L<l>", "bwd L<l>", "wgt L<l>", and
+"head fwd", "head bwd", "grad sync", "optimizer"; kernels directly in "step <n>" are the rest
+(embedding, loss and norm). Printed as ms per phase per step and per layer.
+
 Usage: kernel_times.py --one NCU_1STEP.csv --two NCU_2STEP.csv --pred PRED.tsv --gpu H200
-       kernel_times.py --step NCU_STEP.csv --pred PRED.tsv --gpu H200
+       kernel_times.py --step NCU_STEP.csv [--nvtx NCU_STEP_RENAMED.csv] --pred PRED.tsv --gpu H200
        kernel_times.py --selftest
 """
 import argparse, csv, io, re, sys
@@ -58,6 +64,42 @@ def read_ncu(text):
         ms[c] = ms.get(c, 0.0) + v
         n[c] = n.get(c, 0) + 1
     return ms, n
+
+
+LAYER_RE = re.compile(r"\b(fwd|bwd|wgt) L(\d+)\b")
+PHASES = ("head fwd", "head bwd", "grad sync", "optimizer")
+
+
+def read_phases(text):
+    """Per-phase ms, launches and layers from the NVTX-renamed export: {phase: [ms, launches, {layers}]}."""
+    ms = {}
+    lines = text.splitlines()
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    if start is None: raise ValueError("no ncu CSV header (a line starting with \"ID\") found")
+    for r in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
+        if r.get("Metric Name") != "gpu__time_duration.sum": continue
+        unit = r.get("Metric Unit", "").strip()
+        if unit not in UNIT_MS: raise ValueError("unknown time unit %r" % unit)
+        v = float(r["Metric Value"].replace(",", "")) * UNIT_MS[unit]
+        name = r["Kernel Name"].strip()
+        m = LAYER_RE.search(name)
+        if m: phase, layer = m.group(1) + " layers", int(m.group(2))
+        else:
+            phase = next((p for p in PHASES if p in name), None)
+            if phase is None: phase = "step, outside the phases" if re.search(r"\bstep \d+\b", name) else "outside every range"
+            layer = None
+        e = ms.setdefault(phase, [0.0, 0, set()])
+        e[0] += v; e[1] += 1
+        if layer is not None: e[2].add(layer)
+    return ms
+
+
+def phase_table(ph):
+    out = ["PER PHASE (the same step, each kernel by its innermost NVTX range)",
+           "%-34s %12s %9s %8s %14s" % ("phase", "measured ms", "launches", "layers", "ms per layer")]
+    for p, (v, n, layers) in sorted(ph.items(), key=lambda kv: -kv[1][0]):
+        out.append("%-34s %12.3f %9d %8s %14s" % (p[:34], v, n, len(layers) or "-", "%.3f" % (v / len(layers)) if layers else "-"))
+    return "\n".join(out)
 
 
 def read_pred(text, gpu):
@@ -135,6 +177,20 @@ def selftest():
     check(rows[0][0] == "gemm", "rows sorted by the larger of measured and predicted: gemm first")
     alone = {r[0]: r for r in compare(({}, {}), read_ncu(one), read_pred(pred, "H200"))}
     check(abs(alone["gemm"][1] - 2.5) < 1e-12 and alone["init_kernel"][2] == 1, "--step: the CSV is the step itself, nothing subtracted (%s)" % (alone["gemm"],))
+    # the NVTX-renamed export: per phase and per layer
+    ren = ncu_csv([("fwd L0", "1", "msecond"), ("fwd L1", "1.5", "msecond"), ("fwd L1", "500", "usecond"),
+                   ("bwd L0", "4", "msecond"), ("head fwd", "2", "msecond"), ("step 2", "300", "usecond"),
+                   ("optimizer", "0.7", "msecond"), ("layernorm_forward_kernel", "1", "usecond")])
+    ph = read_phases(ren)
+    check(abs(ph["fwd layers"][0] - 3.0) < 1e-12 and ph["fwd layers"][1] == 3 and ph["fwd layers"][2] == {0, 1},
+          "NVTX: fwd L0 + fwd L1 = 3.0 ms in 3 launches over 2 layers (%s)" % (ph["fwd layers"],))
+    check(abs(ph["bwd layers"][0] - 4.0) < 1e-12 and abs(ph["head fwd"][0] - 2.0) < 1e-12 and abs(ph["optimizer"][0] - 0.7) < 1e-12,
+          "NVTX: bwd layers 4.0 ms, head fwd 2.0 ms, optimizer 0.7 ms")
+    check(abs(ph["step, outside the phases"][0] - 0.3) < 1e-12 and abs(ph["outside every range"][0] - 0.001) < 1e-12,
+          "NVTX: kernels in the step range only, and in no range, kept apart")
+    pt = phase_table(ph)
+    check(pt.splitlines()[2].split()[:2] == ["bwd", "layers"] and pt.splitlines()[3].split()[-1] == "1.500",
+          "NVTX table: largest phase first, fwd 1.500 ms per layer")
     txt, tm, tp = table(rows, "H200", "test")
     check(abs(tm - 3.304) < 1e-9 and abs(tp - 2.354) < 1e-9, "totals: measured 3.304 ms, predicted 2.354 ms (%.6f, %.6f)" % (tm, tp))
     check(txt.splitlines()[2].split()[-1] == "1.50", "gemm row ends with meas/pred 1.50 (%s)" % txt.splitlines()[2])
@@ -154,6 +210,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--one"); ap.add_argument("--two"); ap.add_argument("--pred"); ap.add_argument("--gpu", default="H200")
     ap.add_argument("--step", help="one step's kernels (LLMC_PROFILE_STEP); instead of --one/--two")
+    ap.add_argument("--nvtx", help="the same step's kernels renamed to their NVTX ranges (per-phase table)")
     ap.add_argument("--selftest", action="store_true")
     a = ap.parse_args()
     if a.selftest: return selftest()
@@ -173,6 +230,12 @@ def main():
                         "MEASURED (ncu, %s) beside PREDICTED (cost model on %s, %s)"
                         % ("one step alone" if a.step else "one step = 2-step run - 1-step run", a.gpu, stamp))
     print(txt)
+    if a.nvtx:
+        try:
+            with open(a.nvtx) as f:
+                print(phase_table(read_phases(f.read())))
+        except (OSError, ValueError) as e:
+            print("per phase: not available (%s: %s)" % (a.nvtx, e))
     print("kernel time per step: measured %.1f ms, predicted %.1f ms" % (tm, tp))
     return 0
 

@@ -7,7 +7,8 @@
 //       inspects cudaGetLastError() itself);
 //   DYNAMIC_SMEM(T, name)   declares the block's dynamic shared memory as T name[]
 //       (`extern __shared__ T name[]` under nvcc);
-//   CEIL_DIV(a, b).
+//   CEIL_DIV(a, b);
+//   nvtx_push(fmt, ...), nvtx_pop()  an NVTX range (the step's phases, each layer) for a profiler.
 // Under nvcc LAUNCH is kernel<<<grid, block, smem, stream>>>(args...). When CUEMU
 // is defined (the CPU emulation in cuemu, tests only) it runs the kernel on
 // the CPU with the same grid, block and shared memory. Write launches only with
@@ -17,9 +18,17 @@
 #ifndef LLMC_CUDA_COMMON_CUH
 #define LLMC_CUDA_COMMON_CUH
 
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
+// NVTX 3 is header-only (no library to link); a toolkit without it gets ranges that do nothing
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#include <nvtx3/nvToolsExt.h>
+#define LLMC_NVTX 1
+#else
+#define LLMC_NVTX 0
+#endif
 
 #define CEIL_DIV(a, b) (((a) + (b)-1) / (b))
 
@@ -45,6 +54,28 @@ static inline void cuda_check_(cudaError_t err, const char* call, const char* fi
     exit(1);
 }
 #define cudaCheck(call) cuda_check_((call), #call, __FILE__, __LINE__)
+
+// NVTX ranges name the kernels inside them for a profiler (dev/gpu_check.sh's profile stage:
+// ncu --nvtx, per phase and per layer). With no profiler attached NVTX's push and pop return at
+// once (a null tool pointer), so the cost is the snprintf of the name: ~0.1 us, a few hundred
+// times a step. Their results only report the nesting depth: not checked.
+__attribute__((format(printf, 1, 2))) static inline void nvtx_push(const char* fmt, ...) {
+#if LLMC_NVTX
+    char name[48];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    nvtxRangePushA(name);
+#else
+    (void)fmt;
+#endif
+}
+static inline void nvtx_pop(void) {
+#if LLMC_NVTX
+    nvtxRangePop();
+#endif
+}
 
 #define cublasCheck(call)                                                                                        \
     do {                                                                                                         \
