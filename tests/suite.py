@@ -145,6 +145,7 @@ FAMILY_SOURCES = {
     "shards": ["llmc/host/dataloader.h", "llmc/host/tokenizer.h"],
     "signals": ["llmc/host/stop.h", "llmc/host/run.h"],
     "writes": ["llmc/host/safeio.h", "llmc/host/logger.h"],
+    "zero": ["llmc/host/zero.h", "llmc/host/memplan.h", "llmc/host/autolayout.h", "llmc/planner/planner.h"],
 }
 
 
