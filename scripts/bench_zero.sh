@@ -51,8 +51,8 @@ for r in $(seq "$REPS"); do
 done
 printf "%6s %10s %12s %14s  %s\n" "zero" "ms/step" "vs -zero 1" "comm ms/step" "memory per rank (rank 0, the start-up table)"
 for z in 1 2 3; do
-  m=$(printf '%s\n' ${ms[$z]} | median)
-  c=$(printf '%s\n' ${cm[$z]} | median)
+  m=$(tr ' ' '\n' <<< "${ms[$z]}" | grep . | median)
+  c=$(tr ' ' '\n' <<< "${cm[$z]}" | grep . | median)
   [ "$z" = 1 ] && base=$m
   rel=$(awk -v a="$m" -v b="$base" 'BEGIN {printf "%+.1f%%", 100 * (a / b - 1)}')
   mem=$(grep -m1 '^| memory per rank' "$TMP/z${z}_1.out" | sed 's/^| memory per rank *| //; s/ *|$//')

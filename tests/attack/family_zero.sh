@@ -97,7 +97,8 @@ if command -v mpirun > /dev/null; then
   if [ "$RC" -eq 0 ] && grep -q "^layout auto: -tp .*-zero 3 " "$OUT"; then pass "-layout auto -zero 3 -world 4: plans -zero 3"
   else fail "-layout auto -zero 3 -world 4: plans -zero 3" "exit $RC: $(head -c 300 "$OUT" "$ERR" | tr '\n' ' ')"; fi
   timeout -k 5 120 "${MPI[@]}" -np 2 "$TRAIN" "${SMALL[@]}" -layout auto -zero 3 -steps 2 > "$WORK/auto.out" 2>&1
-  if [ $? -eq 0 ] && grep -q "^layout auto: -tp .*-zero 3 " "$WORK/auto.out" && grep -q "zero / recompute.* 3 / " \
+  rc=$?
+  if [ "$rc" -eq 0 ] && grep -q "^layout auto: -tp .*-zero 3 " "$WORK/auto.out" && grep -q "zero / recompute.* 3 / " \
     "$WORK/auto.out" && grep -q "^step      2 " "$WORK/auto.out"; then
     pass "mpirun -np 2 -layout auto -zero 3: trains 2 steps under -zero 3"
   else
