@@ -1759,9 +1759,8 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     run_init(&t->run, cfg, comm);
     // 1F1B: at most PP micro-batches in flight; interleaved: pipe_slots units (zb-h1 the same:
     // a unit's slot is free after its B, its W stash after its W)
-    int zb = config_zb(cfg), m_max = (int)(cfg->gb / ((int64_t)cfg->mb * comm->DP));
-    int nslots = cfg->vpp > 1 ? pipe_slots(comm->pp, comm->PP, cfg->vpp) : comm->PP;
-    int nstash = zb ? pipe_w_pending_max(comm->pp, comm->PP, cfg->vpp, m_max) : 0;
+    int zb = config_zb(cfg), nslots, nstash;
+    mem_plan_slots(cfg, comm->pp, comm->PP, comm->DP, &nslots, &nstash); // -plan's count too
     if (zb && nstash < 1) die("out of memory for the zb-h1 schedule");
     gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, nstash);
     // what the planner says this rank allocates (memplan.h) is what it allocated
@@ -1821,7 +1820,8 @@ int main(int argc, char** argv) {
     }
     Config cfg;
     Comm comm;
-    startup(&cfg, &comm, argc, argv, 0.0); // -layout auto on the CPU: -gpu-mem or the cluster preset's
+    static const StartupMemPlan memplan = {"the CPU trainer (fp32)", mem_plan_cpu_stage}; // -plan's memory rows
+    startup(&cfg, &comm, argc, argv, 0.0, &memplan); // -layout auto on the CPU: -gpu-mem or the cluster preset's
     {
         CpuIsa isa;
         char err[160];

@@ -1653,7 +1653,7 @@ static double device_mem_gib(int argc, char** argv) {
 int main(int argc, char** argv) {
     Config cfg;
     Comm comm;
-    startup(&cfg, &comm, argc, argv, device_mem_gib(argc, argv)); // -h, -check, -plan, bad flags end here
+    startup(&cfg, &comm, argc, argv, device_mem_gib(argc, argv), NULL); // -h, -check, -plan, bad flags end here
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #endif

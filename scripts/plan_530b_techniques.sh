@@ -61,7 +61,7 @@ for n in $NODES; do
   FILTER=True row "$n" "PP 35, SP + selective" "" -pp 35 -recompute selective -sp 1 -vpp 1 -zero 0 "${MEG[@]}"
   FILTER=True row "$n" "PP 35, SP + selective, V 3" "" -pp 35 -recompute selective -sp 1 -vpp 3 -zero 0
   FILTER="int(r['vpp']) > 1" row "$n" "best interleaved, SP + selective" "" -recompute selective -sp 1 -zero 0
-  FILTER=True row "$n" "best of everything (ZeRO-1 too)" "" "${MEG[@]}"
+  FILTER=True row "$n" "best of everything (ZeRO 0-3 too)" "" "${MEG[@]}"
   FILTER=True row "$n" "paper's layout, zb-h1" "" -pp 35 -recompute 1 -sp 0 -vpp 1 -zero 0 -plan-schedule zb-h1
   FILTER=True row "$n" "PP 35, SP + selective, zb-h1" "" -pp 35 -recompute selective -sp 1 -vpp 1 -zero 0 \
     -plan-schedule zb-h1

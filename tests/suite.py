@@ -77,6 +77,7 @@ def steps():
         Step("lint_selftest", "python3 tests/lint.py --selftest", 120, check=True),
         Step("lint", f"{MAKE} lint", 300, check=True),
         Step("test_planner", "./test_planner", 120, check=True),
+        Step("test_plan_memory", f"{PY} tests/test_plan_memory.py", 600, cores=2, needs=need_mpi),
         Step("test_cpu_gemm", "./test_cpu_gemm", 300, cores=2),
         Step("test_cpu_gemm_asan", "./test_cpu_gemm_asan", 300, cores=2),
         Step("test_cpu_repro", "bash tests/test_cpu_repro.sh", 300, cores=2),
@@ -147,6 +148,7 @@ FAMILY_SOURCES = {
     "shards": ["llmc/host/dataloader.h", "llmc/host/tokenizer.h"],
     "signals": ["llmc/host/stop.h", "llmc/host/run.h"],
     "writes": ["llmc/host/safeio.h", "llmc/host/logger.h"],
+    "zero": ["llmc/host/zero.h", "llmc/host/memplan.h", "llmc/host/autolayout.h", "llmc/planner/planner.h"],
 }
 
 

@@ -978,6 +978,128 @@ static void test_plan_run(void) {
     fclose(devnull);
 }
 
+/* ZeRO 2 and 3: memory per level, the per-micro-batch traffic hidden behind the layers'
+ * compute or not, the reduction after the flush, the search; flash attention's memory on h100 */
+static void test_zero(void) {
+    PlanModel m;
+    Cluster c;
+    PlanConsts k;
+    paper_setup(&m, &c, &k);
+    /* 530b, TP 8, PP 35, DP 8, stage 0: P0 = 2,060,874,240 params; a layer 629,286,400; the rest
+     * (token embedding V*H/8 + positions s*H) 173,015,040 */
+    const double P0 = 2060874240.0, Pl = 629286400.0, rest0 = 131072000.0 + 41943040.0;
+    PlanLayout l = {.tp = 8, .pp = 35, .dp = 8, .mb = 1, .recompute = 1, .zero = 2, .sp = 0, .vpp = 1};
+    PlanMem z2, z3, z0;
+    plan_memory_stage(&m, &k, &l, 240, 0, &z2);
+    check(same(z2.weights, 2 * P0) && same(z2.grads, 4.0 * (P0 / 8 + rest0 + Pl)) && same(z2.optim, 12 * P0 / 8),
+          "ZeRO-2 stage 0: bf16 weights whole, fp32 grads = 1/8 shard + rest + one layer's scratch = %.2f GiB, "
+          "optimizer 12 B x P/8",
+          z2.grads / 1073741824.0);
+    l.zero = 3;
+    plan_memory_stage(&m, &k, &l, 240, 0, &z3);
+    check(same(z3.weights, 2.0 * (P0 / 8 + rest0 + 2 * Pl)) && same(z3.grads, z2.grads) && same(z3.optim, z2.optim) &&
+              same(z3.act, z2.act),
+          "ZeRO-3 stage 0: bf16 weights = 1/8 shard + rest + two layer windows = %.2f GiB (%.2f GiB whole)",
+          z3.weights / 1073741824.0, 2 * P0 / 1073741824.0);
+    /* one DP rank: every level is plain AdamW, as the trainers */
+    PlanLayout one = {.tp = 8, .pp = 35, .dp = 1, .mb = 1, .recompute = 1, .zero = 3, .sp = 0, .vpp = 1};
+    plan_memory_stage(&m, &k, &one, 240, 0, &z3);
+    one.zero = 0;
+    plan_memory_stage(&m, &k, &one, 240, 0, &z0);
+    check(same(z3.total, z0.total) && plan_zero_eff(&one) == 0, "ZeRO-3 over DP 1 is ZeRO-0 (%.2f GiB)",
+          z0.total / 1073741824.0);
+
+    /* ZeRO-2 on 280 nodes (DP over InfiniBand, 20 GB/s after net_eff, 5 us): each micro-batch
+     * reduce-scatters each layer's fp32 gradients, 7/8 x 4 x 629,286,400 B / 20 GB/s + 7 x 5 us
+     * = 110.16 ms, against a middle stage's backward (recomputation included) of about 53 ms
+     * per layer: the excess is on the critical path, three layers per slot */
+    l.zero = 1;
+    PlanSlot sl;
+    plan_slot(&m, &c, &k, &l, 17, 0, 1, &sl);
+    double rs = 0.875 * 4 * Pl / 20e9 + 7 * 5e-6, b_l = (sl.gemm + sl.mem + sl.tp + sl.pp - sl.f) / 3, fwd = -1;
+    l.zero = 2;
+    double x2 = plan_zero_slot_s(&m, &c, &k, &l, &sl, 1, &fwd);
+    check(rs > b_l && same(x2, 3 * (rs - b_l)) && fwd == 0.0,
+          "ZeRO-2, middle stage: 3 x (reduce-scatter %.1f ms - backward per layer %.1f ms) = %.1f ms per slot not "
+          "hidden",
+          1e3 * rs, 1e3 * b_l, 1e3 * x2);
+    l.zero = 3;
+    double ag = 0.875 * 2 * Pl / 20e9 + 7 * 5e-6, f_l = sl.f / 3;
+    double x3 = plan_zero_slot_s(&m, &c, &k, &l, &sl, 1, &fwd);
+    check(same(fwd, 3 * (ag - f_l)) && same(x3, 3 * (ag - f_l) + 3 * (rs + ag - b_l)),
+          "ZeRO-3: + all-gathers of the bf16 layer (%.1f ms) before the forward (%.1f ms per layer) and the backward: "
+          "%.1f ms per slot",
+          1e3 * ag, 1e3 * f_l, 1e3 * x3);
+    PlanTime t1, t2, t3;
+    l.zero = 1;
+    plan_time(&m, &c, &k, &l, 1920, &t1);
+    l.zero = 2;
+    plan_time(&m, &c, &k, &l, 1920, &t2);
+    double dp2 = plan_reduce_scatter_s(4 * rest0, 8, 20, 5) + plan_reduce_scatter_s(4 * Pl, 8, 20, 5) +
+                 plan_reduce_scatter_s(2 * P0, 8, 20, 5);
+    check(same(t2.dp_s, dp2) && t2.slot_dp_s > 0 && t2.iter_s > t1.iter_s * 1.5,
+          "ZeRO-2 after the flush: the rest's and the last layer's reduce-scatter + the weights' all-gather = %.3f s "
+          "(ZeRO-1 %.3f s); 530b on 280 nodes at mb 1: %.1f s against ZeRO-1's %.1f s",
+          t2.dp_s, t1.dp_s, t2.iter_s, t1.iter_s);
+    l.zero = 3;
+    plan_time(&m, &c, &k, &l, 1920, &t3);
+    double dp3 = plan_reduce_scatter_s(4 * rest0, 8, 20, 5) + plan_reduce_scatter_s(4 * Pl, 8, 20, 5) +
+                 plan_reduce_scatter_s(2 * rest0, 8, 20, 5);
+    check(same(t3.dp_s, dp3) && t3.iter_s > t2.iter_s,
+          "ZeRO-3 after the flush gathers only the rest (%.3f s); %.1f s per iteration", t3.dp_s, t3.iter_s);
+
+    /* inside a node (NVLink) the gathers of 1.3b at micro-batch 8 hide behind a layer's compute */
+    PlanModel s;
+    plan_model_preset("1.3b", &s);
+    PlanLayout n = {.tp = 1, .pp = 1, .dp = 8, .mb = 8, .recompute = 0, .zero = 3, .sp = 0, .vpp = 1};
+    PlanTime n1, n3;
+    plan_time(&s, &c, &k, &n, 480, &n3);
+    n.zero = 1;
+    plan_time(&s, &c, &k, &n, 480, &n1);
+    /* rest = V*H + s*H + 2H (PP 1: the head is the embedding); a layer 12H^2 + 13H */
+    double rs1 = 51200.0 * 2048 + 2048.0 * 2048 + 2 * 2048, pl1 = 12.0 * 2048 * 2048 + 13 * 2048;
+    double dpn = plan_reduce_scatter_s(4 * rs1, 8, 240, 2) + plan_reduce_scatter_s(4 * pl1, 8, 240, 2) +
+                 plan_reduce_scatter_s(2 * rs1, 8, 240, 2);
+    check(n3.slot_dp_s == 0.0 && same(n3.slot_s, n1.slot_s) && same(n3.dp_s, dpn) && n3.iter_s < n1.iter_s,
+          "1.3b, DP 8 on one node, mb 8: ZeRO-3's traffic hidden (slot %.1f ms both), after the flush %.1f ms "
+          "against ZeRO-1's %.1f: %.3f s vs %.3f s per iteration",
+          1e3 * n3.slot_s, 1e3 * n3.dp_s, 1e3 * n1.dp_s, n3.iter_s, n1.iter_s);
+
+    /* the search: ZeRO 0-3 where DP > 1, only 0 where DP = 1 */
+    PlanRequest r;
+    plan_request_init(&r);
+    r.model = s;
+    r.nodes = 1;
+    r.gb = 480;
+    Cluster h;
+    plan_request_cluster(&r, &h);
+    int cnt = 0, seen[4] = {0, 0, 0, 0}, dp1_bad = 0;
+    PlanRow* rows = planx_enumerate(&r, &h, 1, &cnt);
+    for (int i = 0; i < cnt; i++) {
+        if (rows[i].kind >= 2) continue;
+        seen[rows[i].lay.zero & 3]++;
+        if (rows[i].lay.dp == 1 && rows[i].lay.zero != 0) dp1_bad++;
+    }
+    free(rows);
+    check(seen[0] && seen[1] && seen[2] && seen[3] && dp1_bad == 0,
+          "the search covers ZeRO 0-3 (%d, %d, %d, %d rows), and only 0 where DP = 1", seen[0], seen[1], seen[2],
+          seen[3]);
+
+    /* h100: the CUDA trainer's flash attention keeps the log-sum-exp (4asb/t), not the
+     * probabilities (2as^2b/t): 24 layers of 1.3b at mb 4 differ by 24 x (2x16x2048^2x4 - 4x16x2048x4) */
+    Cluster hc;
+    cluster_preset("h100", &hc);
+    PlanLayout f = {.tp = 1, .pp = 1, .dp = 8, .mb = 4, .recompute = 0, .zero = 1, .sp = 0, .vpp = 1};
+    PlanMem ma, mh, ms;
+    plan_memory(&s, &k, &f, 15, &ma);
+    plan_memory_c(&s, &hc, &k, &f, 15, &mh);
+    f.recompute = PLAN_RC_SELECTIVE;
+    plan_memory_c(&s, &hc, &k, &f, 15, &ms);
+    check(same(ma.act - mh.act, 24.0 * (2.0 * 16 * 2048 * 2048 * 4 - 4.0 * 16 * 2048 * 4)) && same(ms.total, mh.total),
+          "h100 (flash attention): %.2f GiB less activations than materialised; selective keeps the same",
+          (ma.act - mh.act) / 1073741824.0);
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* CLI: ./test_planner --plan [model/layout flags] [planner flags]                     */
 
@@ -1048,5 +1170,6 @@ int main(int argc, char** argv) {
     test_schedules();
     test_plan_run();
     test_kernel_model();
+    test_zero();
     return test_summary();
 }

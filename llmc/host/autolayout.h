@@ -1,10 +1,10 @@
 /*
  * autolayout.h: -layout auto. The trainer runs the layout planner's search (llmc/planner/)
  * for its own world size and launches the fastest feasible layout: TP, PP, DP, micro-batch,
- * -vpp, -sp, recomputation, ZeRO-1 and the pipeline schedule (-pp-schedule). A layout flag given on the command line
- * (or in the run record) pins that dimension, and the rest is searched. Feasible means the planner's memory model fits
- * the GPU with its headroom, and the trainer's own rules hold for every batch of the ramp (config_validate_layout),
- * because the layout is fixed for the whole run.
+ * -vpp, -sp, recomputation, the ZeRO level (0-3) and the pipeline schedule (-pp-schedule). A layout flag given on the
+ * command line (or in the run record) pins that dimension, and the rest is searched. Feasible means the planner's
+ * memory model fits the GPU with its headroom, and the trainer's own rules hold for every batch of the ramp
+ * (config_validate_layout), because the layout is fixed for the whole run.
  *
  * Where the inputs come from:
  *   world          MPI (or -world with -check)
@@ -140,6 +140,7 @@ static int autolayout_choose(Config* cfg, PlanRequest* plan, int world, double d
         char why[CFG_ERR_LEN];
         autolayout_apply(&t, &rows[i].lay);
         if (rows[i].mem.total > cap || config_validate_layout(&t, world, why) != 0) continue;
+        if (t.zero >= 2 && t.ramp_auto) continue; // config_validate refuses it: -ramp auto needs whole gradients
         pick[pick[0] < 0 ? 0 : 1] = i;
     }
     if (pick[0] < 0) {

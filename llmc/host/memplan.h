@@ -2,8 +2,9 @@
  * memplan.h: the CPU trainer's memory per rank, buffer by buffer, from the configuration
  * and the rank's place in the layout alone. train_gpt.c sizes its buffers with these
  * functions and counts what it allocates (the start-up table's "memory per rank"); the
- * planner (-plan) prints the same figures for a layout and stage without running it, and
- * tests/test_planner.c checks that both agree for every ZeRO level and several layouts.
+ * planner (-plan) prints the same figures for a layout and stage without running it
+ * (mem_plan_cpu_stage), and tests/test_plan_memory.py checks that both agree for every ZeRO
+ * level and several layouts.
  *
  * Four kinds, in floats (4 bytes each):
  *   params       the weights: the flat buffer; -zero 3 its shard, the rest (embeddings,
@@ -97,6 +98,28 @@ static void mem_plan_cpu(const Config* c, int tp, int TP, int pp, int PP, int dp
     acts += 3 * BT * C + BT * 3 * s.Cl + BT * s.Cl + (BT * s.Cl + 32) + 2 * BT * s.F; // backward scratch
     if (s.sp) acts += 4 * BT * C;
     out[MEM_ACTS] = acts;
+}
+
+// The activation slots and zb-h1 W stashes of pipeline rank pp (what train_setup allocates):
+// 1F1B at most PP micro-batches in flight, interleaved pipe_slots units; zb-h1 one stash per
+// unit whose W is pending at once, over every micro-batch count up to the final batch's.
+static void mem_plan_slots(const Config* c, int pp, int PP, int DP, int* nslots, int* nstash) {
+    int m_max = (int)(c->gb / ((int64_t)c->mb * DP));
+    *nslots = c->vpp > 1 ? pipe_slots(pp, PP, c->vpp) : PP;
+    *nstash = config_zb(c) ? pipe_w_pending_max(pp, PP, c->vpp, m_max) : 0;
+}
+
+// -plan's "memory per rank" (startup.h): the bytes of each kind on the first rank (TP 0, DP 0)
+// of pipeline stage pp in c's layout (c->tp, c->pp, c->dp, c->zero, ...). 0, or -1 when zb-h1
+// has no schedule for it.
+static int mem_plan_cpu_stage(const Config* c, size_t chunk, int pp, size_t bytes[NUM_MEM]) {
+    int nslots, nstash;
+    size_t f[NUM_MEM];
+    mem_plan_slots(c, pp, c->pp, c->dp, &nslots, &nstash);
+    if (config_zb(c) && nstash < 1) return -1;
+    mem_plan_cpu(c, 0, c->tp, pp, c->pp, 0, c->dp, nslots, nstash, chunk, f);
+    for (int k = 0; k < NUM_MEM; k++) bytes[k] = sizeof(float) * f[k];
+    return 0;
 }
 
 #endif // LLMC_MEMPLAN_H

@@ -238,8 +238,37 @@ static int startup_auto_layout(Config* cfg, PlanRequest* plan, int world, double
     return 0;
 }
 
-// device_mem_gib: the GPU's memory for -layout auto (the CUDA trainer), 0 on the CPU
-static void startup(Config* cfg, Comm* comm, int argc, char** argv, double device_mem_gib) {
+// -plan's "memory per rank" rows come from the trainer that runs -plan: its own count of one
+// rank's allocations (llmc/host/memplan.h), so each binary's -plan prints what its start-up
+// table prints. stage_bytes: the bytes of params, grads, optimizer and activations (memplan.h's
+// NUM_MEM kinds, in that order) on the first rank of pipeline stage `stage` in c's layout; 0, or
+// -1 when it has none. The CPU trainer passes memplan.h's mem_plan_cpu_stage.
+typedef struct {
+    const char* name; // whose count, e.g. "the CPU trainer (fp32)"
+    int (*stage_bytes)(const Config* c, size_t chunk, int stage, size_t bytes[4]);
+} StartupMemPlan;
+typedef struct {
+    const Config* cfg;
+    size_t chunk; // the trainer's largest MPI call (comm.h), which sizes ZeRO's staging
+    const StartupMemPlan* mp;
+} StartupMemHook;
+
+// planner.h's PlanRankMemFn: the parsed configuration with the planner's layout l
+static int startup_rank_mem(void* user, const PlanLayout* l, int stage, double bytes[4]) {
+    const StartupMemHook* h = (const StartupMemHook*)user;
+    Config c;
+    memcpy(&c, h->cfg, sizeof(c));
+    autolayout_apply(&c, l);
+    size_t b[4];
+    if (h->mp->stage_bytes(&c, h->chunk, stage, b) != 0) return -1;
+    for (int k = 0; k < 4; k++) bytes[k] = (double)b[k];
+    return 0;
+}
+
+// device_mem_gib: the GPU's memory for -layout auto (the CUDA trainer), 0 on the CPU; memplan:
+// -plan's memory rows (NULL: none)
+static void startup(Config* cfg, Comm* comm, int argc, char** argv, double device_mem_gib,
+                    const StartupMemPlan* memplan) {
     stop_ignore_write_signals();
     comm_init_single(comm);
 #ifdef USE_MPI
@@ -282,7 +311,18 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv, double devic
             plan.zero = plan_argv_has(argc, argv, "-zero") ? cfg->zero : -1;
             plan.sp = plan_argv_has(argc, argv, "-sp") ? cfg->sp : -1;
             plan.vpp = plan_argv_has(argc, argv, "-vpp") ? cfg->vpp : 0;
+            // -pp-schedule pins the schedule as under -layout auto, unless -plan-schedule names some
+            if (plan.sched_mask == 0 && plan_argv_has(argc, argv, "-pp-schedule"))
+                plan.sched_mask = config_zb(cfg)                                 ? PLAN_SB_ZBH1
+                                  : strcmp(cfg->pp_schedule, "interleaved") == 0 ? PLAN_SB_INTERLEAVED
+                                                                                 : PLAN_SB_1F1B | PLAN_SB_INTERLEAVED;
             if (cfg->peak_tflops > 0) plan.o_peak = cfg->peak_tflops;
+            StartupMemHook hook = {cfg, comm->chunk, memplan};
+            if (memplan != NULL) {
+                plan.rank_mem = startup_rank_mem;
+                plan.rank_mem_user = &hook;
+                plan.rank_mem_name = memplan->name;
+            }
             struct stat st; // fopen would block on a FIFO
             if (plan.csv_path != NULL && stat(plan.csv_path, &st) == 0 &&
                 (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {

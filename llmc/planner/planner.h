@@ -1,7 +1,7 @@
 /*
  * planner.h: the layout planner (header-only, pure C99; also compiles as C++ under nvcc).
  * Given a model, a global batch and a cluster, it predicts for each 3D layout
- * (TP x PP x DP, micro-batch, recomputation, ZeRO-1) the memory per GPU and the time of
+ * (TP x PP x DP, micro-batch, recomputation, ZeRO 0-3) the memory per GPU and the time of
  * one training iteration, ranks the feasible layouts and recommends one (`-plan`), and
  * reports per-GPU throughput as the node count grows at a fixed global batch (`-scaling`).
  * The paper's first recommendation (choose the split from the interconnect hierarchy) and
@@ -24,7 +24,8 @@
  *   plan_gemm_s, plan_gemm_eff, plan_layer_fwd(_sp), plan_attn_core_fwd, plan_slot(_kernels), plan_group_crosses_node,
  *   plan_check_layout; for SP / selective / interleaving plan_layer_keep_bytes,
  *   plan_recompute_work_bytes, plan_inflight_layers, plan_model_flops, plan_hw_flops; for the
- *   pipeline schedules plan_layer_w_bytes, plan_zb_backlog, plan_sched_name, plan_parse_schedules.
+ *   pipeline schedules plan_layer_w_bytes, plan_zb_backlog, plan_sched_name, plan_parse_schedules;
+ *   for ZeRO 2/3 plan_zero_eff, plan_zero_slot_s, plan_zero_dp_s, plan_memory_c (the cluster's attention).
  *
  * Planner flags (plan_parse_flag): -cluster NAME, -nodes N, -gpus-per-node N, -peak TFLOPS,
  * -gpu-mem GiB, -bw-hbm GBps, -bw-intra GBps, -bw-inter GBps (per GPU, per direction),
@@ -36,8 +37,17 @@
  * (print the schedule comparison for the layout family).
  * The trainer fills the model (V = padded vocab), gb, and the layout: tp/pp/dp/mb/vpp = 0
  * and recompute/zero/sp = -1 mean "search" (mb searches 1, 2, 4, 8; recompute full,
- * selective, none; sp 0/1 where TP > 1; V 1..8 where L % (PP*V) == 0 and m % PP == 0;
- * the schedule over 1F1B, interleaved 1F1B (V > 1) and ZB-H1 (V = 1, PP > 1, m >= PP)).
+ * selective, none; ZeRO 0-3 where DP > 1; sp 0/1 where TP > 1; V 1..8 where L % (PP*V) == 0
+ * and m % PP == 0; the schedule over 1F1B, interleaved 1F1B (V > 1) and ZB-H1 (V = 1, PP > 1,
+ * m >= PP)). The trainer may set rank_mem (PlanRankMemFn): -plan then prints its own count of
+ * one rank's memory for the layout it reports (memplan.h; doc/planner.md, "Memory per rank").
+ *
+ * ZeRO (the trainers' -zero, llmc/host/zero.h): 1 shards the optimizer state over DP; 2 also
+ * the gradients, each layer's reduce-scattered per micro-batch during the backward (one
+ * layer's scratch stays); 3 also the weights, each layer's all-gathered before its forward and
+ * again before its backward into one of two windows, prefetched behind the compute. The
+ * traffic of 2 and 3 overlaps the backward (and forward): only what exceeds a layer's compute
+ * is on the critical path (plan_zero_slot_s).
  *
  * Pipeline schedules (per micro-batch and stage: F forward, B activation-gradient backward,
  * W weight-gradient backward; equal stages):
@@ -64,14 +74,17 @@
  *
  * What the model leaves out (so the numbers are an estimate, not a promise):
  *   - overlap of communication with compute (everything modelled is on the critical path,
- *     as in Megatron's non-interleaved 1F1B with a DP all-reduce after the flush);
+ *     as in Megatron's non-interleaved 1F1B with a DP all-reduce after the flush), except
+ *     ZeRO-2/3's per-layer traffic, which hides behind the layer's compute;
  *   - network contention between concurrent collectives in the fat tree (each GPU gets its
  *     own NIC's bandwidth), switch hops, NCCL protocol/algorithm choice (rings only);
  *   - fitted model: GEMM tile and wave quantisation (the shape term x/(x + gemm_dim0) per
  *     dimension is a smooth stand-in), kernel launch gaps and host overheads (folded into
  *     gemm_eff), kernel fusion, FlashAttention (attention is materialised); the per-kernel
  *     model costs these (its own omissions: doc/cuda_speed.md, "Not modelled");
- *   - memory: attention's probabilities are counted as materialised on every cluster;
+ *   - memory: attention's probabilities are counted as materialised on selene-a100 (Megatron
+ *     2021, the paper's run); on h100/h200 (the CUDA trainer's flash attention) only its
+ *     log-sum-exp; contention of ZeRO's DP traffic with the pipeline's on one NIC;
  *   - dropout (the model has none); Megatron's scatter-gather of p2p messages without SP;
  *   - the software stack's own level: gemm_eff is fitted to MT-NLG's measured run (DeepSpeed
  *     + Megatron, 2021); Megatron-LM's published A100 runs sit at ~0.73 (README);
@@ -143,10 +156,10 @@ typedef struct {
 
 typedef struct { /* bytes on the worst stage (the one with the largest total) */
     int stage;
-    double params;  /* parameters held by one GPU of that stage */
-    double weights; /* bf16 weights, 2 B/param */
-    double grads;   /* fp32 gradients, 4 B/param */
-    double optim;   /* fp32 master + Adam m + v, 12 B/param (/DP with ZeRO-1) */
+    double params;  /* parameters of that stage's model part on one GPU (before any ZeRO shard) */
+    double weights; /* bf16 weights, 2 B/param (ZeRO-3: the 1/DP shard, the rest whole, 2 layer windows) */
+    double grads;   /* fp32 gradients, 4 B/param (ZeRO-2/3: one layer's scratch, the rest, the 1/DP shard) */
+    double optim;   /* fp32 master + Adam m + v, 12 B/param (/DP with ZeRO 1-3) */
     double act;     /* activations of the in-flight micro-batches (+ recompute working set) */
     double extra;   /* embedding / LM-head stage extras, p2p and gradient buffers */
     double workspace;
@@ -160,7 +173,8 @@ typedef struct {
     double slot_f_s, slot_w_s; /* its forward (F) and weight-gradient GEMMs (W); B = the rest */
     double pipe_s;             /* the pipeline, plan_pipe_s: m slowest slots + fill and drain */
     double bubble_s;           /* pipe_s - m * slot_s: fill and drain */
-    double dp_s;               /* gradient all-reduce (or ZeRO-1 reduce-scatter + all-gather) */
+    double dp_s;               /* after the flush: gradient all-reduce, or ZeRO's reduce-scatter + all-gather */
+    double slot_dp_s;          /* ZeRO-2/3: DP traffic per slot not hidden behind compute (in slot_s) */
     double emb_s;              /* tied-embedding gradient all-reduce, first <-> last stage */
     double ln_s;               /* -sp 1: LayerNorm weight/bias gradient all-reduce over TP */
     double norm_s;             /* grad-norm scalar all-reduce (latency) */
@@ -183,6 +197,12 @@ typedef struct {
     PlanTime time;
 } PlanRow;
 
+/* -plan's "memory per rank" rows: the trainer's own count of what the first rank (TP 0, DP 0)
+ * of pipeline stage `stage` allocates under layout l (llmc/host/memplan.h): bytes of params,
+ * grads, optimizer state and activations. The trainer that runs -plan sets it (startup.h);
+ * NULL prints no rows. Returns 0, or -1 when it has no count for the layout. */
+typedef int (*PlanRankMemFn)(void* user, const PlanLayout* l, int stage, double bytes[4]);
+
 typedef struct {
     PlanModel model;
     char cluster_name[32];
@@ -201,7 +221,10 @@ typedef struct {
     int top;             /* rows shown per table, 0 = all */
     int scaling_n;       /* > 0: scaling report over scaling_nodes */
     int scaling_nodes[PLAN_MAX_SCALING];
-    const char* csv_path; /* -plan-csv: every evaluated row (plan) or the scaling table */
+    const char* csv_path;   /* -plan-csv: every evaluated row (plan) or the scaling table */
+    PlanRankMemFn rank_mem; /* the trainer's memory per rank (see PlanRankMemFn), or NULL */
+    void* rank_mem_user;
+    const char* rank_mem_name; /* whose count: "the CPU trainer (fp32)" */
 } PlanRequest;
 
 /* ------------------------------------------------------------------------------------ */
@@ -648,6 +671,18 @@ static inline double plan_recompute_work_bytes(const PlanModel* m, int tp, int m
     if (rc == PLAN_RC_SELECTIVE) return 2.0 * m->heads * (double)m->seq * m->seq * mb / tp;
     return 0.0;
 }
+/* The same two on a cluster whose trainer runs flash attention (h100, h200: the CUDA trainer,
+ * doc/cuda.md): the probabilities are never stored, only their fp32 log-sum-exp (4asb/t bytes
+ * per layer), so selective keeps what no recomputation keeps and rebuilds nothing. flash 0:
+ * the materialised model above (selene-a100: Megatron's 2021 kernels, the paper's run). */
+static inline double plan_layer_keep_bytes_attn(const PlanModel* m, int tp, int mb, int sp, int rc, int flash) {
+    if (!flash || rc == PLAN_RC_FULL) return plan_layer_keep_bytes(m, tp, mb, sp, rc);
+    return plan_layer_keep_bytes(m, tp, mb, sp, PLAN_RC_SELECTIVE) + 4.0 * m->heads * (double)m->seq * mb / tp;
+}
+static inline double plan_recompute_work_bytes_attn(const PlanModel* m, int tp, int mb, int sp, int rc, int flash) {
+    if (!flash) return plan_recompute_work_bytes(m, tp, mb, sp, rc);
+    return rc == PLAN_RC_FULL ? plan_layer_keep_bytes_attn(m, tp, mb, sp, PLAN_RC_NONE, 1) : 0.0;
+}
 /* Interleaved 1F1B (V > 1): rank r runs 2(PP-r-1) + (V-1)PP warm-up forwards of model
  * chunks, so at most that + 1 (chunk, micro-batch) units hold activations (Narayanan et al.
  * 2021; the bound the trainer's schedule test checks), each of L/(PP*V) layers. Returns
@@ -681,24 +716,36 @@ static inline int plan_zb_backlog(int pp, int stage, int m) {
     return stage < left ? stage : left;
 }
 
-/* Memory of one GPU of one stage (bytes). m = micro-batches per pipeline per iteration. */
-static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, int stage,
-                                     PlanMem* o) {
+/* The ZeRO level in effect: over one DP rank every level is plain AdamW, as in the trainers
+ * (llmc/host/memplan.h). */
+static inline int plan_zero_eff(const PlanLayout* l) { return l->dp > 1 ? l->zero : 0; }
+
+/* Memory of one GPU of one stage (bytes). m = micro-batches per pipeline per iteration;
+ * flash: the cluster's trainer runs flash attention (plan_layer_keep_bytes_attn). */
+static inline void planx_memory_stage(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, int stage,
+                                      int flash, PlanMem* o) {
     double sbh = (double)md->seq * l->mb * md->H;
     memset(o, 0, sizeof(*o));
     o->stage = stage;
     o->params = plan_stage_params(md, l->tp, l->pp, stage);
     /* Mixed precision as the CUDA trainer does it: bf16 weights for compute, fp32
-     * gradients, fp32 master weights and Adam moments; ZeRO-1 shards only the last three
-     * (master, m, v) over DP, gradients stay whole (doc/spec.md section 3). */
-    o->weights = 2.0 * o->params;
-    o->grads = 4.0 * o->params;
-    o->optim = 12.0 * o->params / (l->zero ? l->dp : 1);
+     * gradients, fp32 master weights and Adam moments. ZeRO-1 shards the last three (master,
+     * m, v) over DP, the gradients stay whole (doc/spec.md section 3). ZeRO-2 also shards the
+     * gradients: the 1/DP shard the reductions sum into, one layer's scratch the backward
+     * writes, and the rest (embeddings, final LayerNorm), kept whole and reduced once per
+     * step. ZeRO-3 also the bf16 weights: the 1/DP shard, the rest whole, and two one-layer
+     * windows (the layer computing and the one prefetched). As llmc/host/zero.h does it. */
+    double P = o->params, Pl = plan_layer_params_gpu(md, l->tp), rest = P - (double)(md->L / l->pp) * Pl;
+    int z = plan_zero_eff(l);
+    double shard = P / l->dp;
+    o->weights = z >= 3 ? 2.0 * (shard + rest + 2.0 * Pl) : 2.0 * P;
+    o->grads = z >= 2 ? 4.0 * (shard + rest + Pl) : 4.0 * P;
+    o->optim = 12.0 * (z ? shard : P);
     int inflight = plan_inflight(l->pp, stage, m);
     /* what every in-flight layer keeps, plus the recompute working set */
     o->act = plan_inflight_layers(md->L, l->pp, l->vpp, stage, m) *
-                 plan_layer_keep_bytes(md, l->tp, l->mb, l->sp, l->recompute) +
-             plan_recompute_work_bytes(md, l->tp, l->mb, l->sp, l->recompute);
+                 plan_layer_keep_bytes_attn(md, l->tp, l->mb, l->sp, l->recompute, flash) +
+             plan_recompute_work_bytes_attn(md, l->tp, l->mb, l->sp, l->recompute, flash);
     if (l->sched == PLAN_SCHED_ZBH1)
         o->act += (double)(plan_zb_backlog(l->pp, stage, m) + 1) * (md->L / l->pp) *
                   plan_layer_w_bytes(md, l->tp, l->mb, l->sp);
@@ -718,15 +765,28 @@ static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, c
     o->workspace = k->workspace_gb * 1073741824.0;
     o->total = o->weights + o->grads + o->optim + o->act + o->extra + o->workspace;
 }
+/* the materialised-attention model (selene-a100) */
+static inline void plan_memory_stage(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, int stage,
+                                     PlanMem* o) {
+    planx_memory_stage(md, k, l, m, stage, 0, o);
+}
 
-/* Worst stage's memory for a layout. */
-static inline void plan_memory(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, PlanMem* out) {
+/* Worst stage's memory for a layout on cluster c (flash attention where c's compute is the
+ * CUDA trainer's per-kernel model). */
+static inline void plan_memory_c(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l, int m,
+                                 PlanMem* out) {
     PlanMem cur;
-    plan_memory_stage(md, k, l, m, 0, out);
+    planx_memory_stage(md, k, l, m, 0, c->kernels, out);
     for (int j = 1; j < l->pp; j++) {
-        plan_memory_stage(md, k, l, m, j, &cur);
+        planx_memory_stage(md, k, l, m, j, c->kernels, &cur);
         if (cur.total > out->total) *out = cur;
     }
+}
+/* the same with materialised attention (selene-a100) */
+static inline void plan_memory(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, PlanMem* out) {
+    Cluster c;
+    memset(&c, 0, sizeof(c));
+    plan_memory_c(md, &c, k, l, m, out);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -826,6 +886,7 @@ static inline void plan_links(const PlanLayout* l, int gpn, int* tp_inter, int* 
  * gradient GEMMs (W); the rest is B (activation gradients, recomputation, their comm). */
 typedef struct {
     double gemm, mem, tp, pp;
+    double dp; /* ZeRO-2/3's DP traffic not hidden behind compute (plan_time adds it: plan_zero_slot_s) */
     double f, w;
     int tp_inter, pp_inter;
 } PlanSlot;
@@ -999,6 +1060,58 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
     o->pp_inter = pp_inter;
 }
 
+/* ZeRO-2/3's DP traffic in one micro-batch slot of a stage, the part not hidden behind the
+ * stage's work (seconds; *fwd gets the forward's part). Per layer and micro-batch: ZeRO-2 and 3
+ * reduce-scatter the layer's fp32 gradients over DP as the backward makes them (m times the
+ * gradient bytes per step); ZeRO-3 also all-gathers the layer's bf16 weights before its forward
+ * and again before its backward. Each is started ahead (the next layer's gather while this one
+ * computes, a layer's reduction while the layers below run their backward), so a layer's
+ * traffic in a pass costs only what exceeds that layer's time in the pass: the slot's forward
+ * F over its layers, or the rest of the slot (B + W, recomputation included) over its layers.
+ * The DP link carries it; sharing a NIC with the pipeline's messages is not modelled. */
+static inline double plan_zero_slot_s(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l,
+                                      const PlanSlot* sl, int dp_inter, double* fwd) {
+    int z = plan_zero_eff(l), layers = md->L / l->pp;
+    *fwd = 0.0;
+    if (z < 2 || layers < 1) return 0.0;
+    double bw = (dp_inter ? c->inter_gbps : c->intra_gbps) * k->net_eff;
+    double lat = dp_inter ? c->latency_us : c->intra_latency_us;
+    double pl = plan_layer_params_gpu(md, l->tp);
+    double rs = plan_reduce_scatter_s(4.0 * pl, l->dp, bw, lat);
+    double ag = z >= 3 ? plan_reduce_scatter_s(2.0 * pl, l->dp, bw, lat) : 0.0; /* an all-gather: the same ring */
+    double slot = sl->gemm + sl->mem + sl->tp + sl->pp;
+    double f_l = sl->f / layers, b_l = (slot - sl->f) / layers;
+    double xf = ag > f_l ? ag - f_l : 0.0, xb = rs + ag > b_l ? rs + ag - b_l : 0.0;
+    *fwd = layers * xf;
+    return layers * (xf + xb);
+}
+
+/* The DP reduction after the pipeline's flush for stage j (seconds; the largest stage's ends the
+ * iteration). P: the stage's parameters on one GPU.
+ *   ZeRO 0: ring all-reduce of the fp32 gradients (4P bytes);
+ *   ZeRO 1: reduce-scatter of them, then all-gather of the updated bf16 weights (2P);
+ *   ZeRO 2: the layers' gradients are reduced already; the rest's (embeddings, final LayerNorm,
+ *           accumulated over the step) are reduce-scattered once, with the last micro-batch's
+ *           last layer bucket (no backward left to hide it); then the bf16 weights' all-gather;
+ *   ZeRO 3: the same reductions, then only the rest's weights are gathered: the layers' stay
+ *           sharded until their next gather. */
+static inline double plan_zero_dp_s(const PlanModel* md, const PlanLayout* l, int stage, double bw, double lat) {
+    double p = plan_stage_params(md, l->tp, l->pp, stage), pl = plan_layer_params_gpu(md, l->tp);
+    double rest = p - (double)(md->L / l->pp) * pl;
+    switch (plan_zero_eff(l)) {
+        case 0:
+            return plan_ring_allreduce_s(4.0 * p, l->dp, bw, lat);
+        case 1:
+            return plan_reduce_scatter_s(4.0 * p, l->dp, bw, lat) + plan_reduce_scatter_s(2.0 * p, l->dp, bw, lat);
+        case 2:
+            return plan_reduce_scatter_s(4.0 * rest, l->dp, bw, lat) + plan_reduce_scatter_s(4.0 * pl, l->dp, bw, lat) +
+                   plan_reduce_scatter_s(2.0 * p, l->dp, bw, lat);
+        default:
+            return plan_reduce_scatter_s(4.0 * rest, l->dp, bw, lat) + plan_reduce_scatter_s(4.0 * pl, l->dp, bw, lat) +
+                   plan_reduce_scatter_s(2.0 * rest, l->dp, bw, lat);
+    }
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* time: one iteration                                                                    */
 
@@ -1047,7 +1160,10 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
     double tmax = -1.0;
     for (int j = 0; j < l->pp; j++) {
         plan_slot(md, c, k, l, j, tp_i, pp_i, &sl);
-        double t = sl.gemm + sl.mem + sl.tp + sl.pp;
+        double zf = 0.0;
+        sl.dp = plan_zero_slot_s(md, c, k, l, &sl, dp_i, &zf);
+        sl.f += zf;
+        double t = sl.gemm + sl.mem + sl.tp + sl.pp + sl.dp;
         sum += t;
         sum_w += sl.w;
         if (t > tmax) {
@@ -1060,25 +1176,21 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
     o->slot_mem_s = worst.mem;
     o->slot_tp_s = worst.tp;
     o->slot_pp_s = worst.pp;
+    o->slot_dp_s = worst.dp;
     o->slot_f_s = worst.f;
     o->slot_w_s = worst.w;
     o->pipe_s = plan_pipe_s(l->sched, l->vpp, l->pp, o->m, sum, sum_w, worst.f, tmax - worst.f - worst.w, worst.w);
     o->bubble_s = o->pipe_s - o->m * tmax;
-    /* DP: the gradients of the largest stage (its reduction ends the iteration). fp32
-     * gradients; plain: one all-reduce; ZeRO-1: reduce-scatter of fp32 gradients, then
-     * all-gather of the updated bf16 weights. */
+    /* DP after the flush: the largest stage's reduction ends the iteration (plan_zero_dp_s:
+     * plain all-reduce, or ZeRO's reduce-scatter and all-gather) */
     double pmax = 0.0;
-    for (int j = 0; j < l->pp; j++) {
-        double p = plan_stage_params(md, l->tp, l->pp, j);
-        if (p > pmax) pmax = p;
-    }
     double bw_dp = (dp_i ? c->inter_gbps : c->intra_gbps) * k->net_eff;
     double lat_dp = dp_i ? c->latency_us : c->intra_latency_us;
-    if (l->zero)
-        o->dp_s = plan_reduce_scatter_s(4.0 * pmax, l->dp, bw_dp, lat_dp) +
-                  plan_reduce_scatter_s(2.0 * pmax, l->dp, bw_dp, lat_dp);
-    else
-        o->dp_s = plan_ring_allreduce_s(4.0 * pmax, l->dp, bw_dp, lat_dp);
+    for (int j = 0; j < l->pp; j++) {
+        double p = plan_stage_params(md, l->tp, l->pp, j), d = plan_zero_dp_s(md, l, j, bw_dp, lat_dp);
+        if (p > pmax) pmax = p;
+        if (d > o->dp_s) o->dp_s = d;
+    }
     /* tied embedding: fp32 gradient of V*H/TP summed between first and last stage */
     int world = l->tp * l->pp * l->dp;
     int emb_inter = 0;
@@ -1099,8 +1211,8 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
                     : 0.0;
     /* AdamW, memory bound: per parameter it reads the fp32 gradient twice (norm, update),
      * reads and writes master, m, v (24 B), writes the bf16 copy (2 B) and zeroes the
-     * gradient (4 B): 38 bytes; over the local shard with ZeRO-1. */
-    double popt = pmax / (l->zero ? l->dp : 1);
+     * gradient (4 B): 38 bytes; over the local shard with ZeRO 1-3. */
+    double popt = pmax / (plan_zero_eff(l) ? l->dp : 1);
     o->opt_s = 38.0 * popt / (k->hbm_eff * c->hbm_gbps * 1e9);
     if (c->kernels) {
         /* the per-kernel model: the same pass over the parameters as counted (AdamW, grad norm,
@@ -1122,12 +1234,12 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
     o->iter_s = o->pipe_s + o->dp_s + o->emb_s + o->ln_s + o->norm_s + o->opt_s;
     /* split for the shares: the busiest stage's m slots are compute + comm; the rest of the
      * pipeline is idle (bubble) */
-    double slot_comm = worst.tp + worst.pp;
+    double slot_comm = worst.tp + worst.pp + worst.dp;
     o->compute_s = o->m * (worst.gemm + worst.mem) + o->opt_s;
     o->comm_s = o->m * slot_comm + o->dp_s + o->emb_s + o->ln_s + o->norm_s;
     o->idle_s = o->bubble_s;
-    comm_slot_intra = (tp_i ? 0.0 : worst.tp) + (pp_i ? 0.0 : worst.pp);
-    comm_slot_inter = (tp_i ? worst.tp : 0.0) + (pp_i ? worst.pp : 0.0);
+    comm_slot_intra = (tp_i ? 0.0 : worst.tp) + (pp_i ? 0.0 : worst.pp) + (dp_i ? 0.0 : worst.dp);
+    comm_slot_inter = (tp_i ? worst.tp : 0.0) + (pp_i ? worst.pp : 0.0) + (dp_i ? worst.dp : 0.0);
     o->comm_intra_s =
         o->m * comm_slot_intra + (dp_i ? 0.0 : o->dp_s) + (emb_inter ? 0.0 : o->emb_s) + (tp_i ? 0.0 : o->ln_s);
     o->comm_inter_s = o->m * comm_slot_inter + (dp_i ? o->dp_s : 0.0) + (emb_inter ? o->emb_s : 0.0) +
@@ -1215,7 +1327,7 @@ static inline int plan_evaluate(const PlanModel* md, const Cluster* c, const Pla
     }
     plan_links(l, c->gpus_per_node, &row->tp_inter, &row->pp_inter, &row->dp_inter);
     int m = gb / (l->mb * l->dp);
-    plan_memory(md, k, l, m, &row->mem);
+    plan_memory_c(md, c, k, l, m, &row->mem);
     plan_time(md, c, k, l, gb, &row->time);
     double cap = c->mem_gb * 1073741824.0;
     if (row->mem.total > cap) {
@@ -1232,6 +1344,11 @@ static inline int plan_evaluate(const PlanModel* md, const Cluster* c, const Pla
 /* ------------------------------------------------------------------------------------ */
 /* the -plan and -scaling reports                                                         */
 
+/* none, selective, full, then unset (a shape failure's -1) */
+static inline int planx_rc_rank(int rc) {
+    return rc == PLAN_RC_NONE ? 0 : (rc == PLAN_RC_SELECTIVE ? 1 : (rc == PLAN_RC_FULL ? 2 : 3));
+}
+
 static inline int planx_cmp_rows(const void* a, const void* b) {
     const PlanRow* x = (const PlanRow*)a;
     const PlanRow* y = (const PlanRow*)b;
@@ -1245,7 +1362,8 @@ static inline int planx_cmp_rows(const void* a, const void* b) {
     if (x->lay.tp != y->lay.tp) return x->lay.tp - y->lay.tp;
     if (x->lay.pp != y->lay.pp) return x->lay.pp - y->lay.pp;
     if (x->lay.mb != y->lay.mb) return x->lay.mb - y->lay.mb;
-    if (x->lay.recompute != y->lay.recompute) return y->lay.recompute - x->lay.recompute;
+    if (x->lay.recompute != y->lay.recompute) /* a tie (h100: selective = none): the less recomputation */
+        return planx_rc_rank(x->lay.recompute) - planx_rc_rank(y->lay.recompute);
     if (x->lay.sp != y->lay.sp) return x->lay.sp - y->lay.sp;
     if (x->lay.vpp != y->lay.vpp) return x->lay.vpp - y->lay.vpp;
     if (x->lay.sched != y->lay.sched) return x->lay.sched - y->lay.sched;
@@ -1295,14 +1413,18 @@ static inline void planx_print_row(const PlanRow* w, int idx, int mark, const ch
             snprintf(mbs, sizeof(mbs), "%d", l->mb);
         else
             snprintf(mbs, sizeof(mbs), "-");
-        char vs[8];
+        char vs[16], zs[16];
+        if (l->zero < 0)
+            snprintf(zs, sizeof(zs), "-");
+        else
+            snprintf(zs, sizeof(zs), "%d", l->zero);
         if (l->recompute < 0)
             snprintf(vs, sizeof(vs), "-");
         else
             snprintf(vs, sizeof(vs), "%d", l->vpp);
         fprintf(out, "   %4d %4d %4d %5d %3s %4s %2s %2s %5s %2s  %s\n", idx, l->tp, l->pp, l->dp, mbs,
                 planx_rc_name(l->recompute), l->recompute < 0 ? "-" : (l->sp ? "1" : "0"), vs,
-                l->recompute < 0 ? "-" : plan_sched_name(l), l->zero < 0 ? "-" : (l->zero ? "1" : "0"), w->why);
+                l->recompute < 0 ? "-" : plan_sched_name(l), zs, w->why);
         return;
     }
     const PlanTime* t = &w->time;
@@ -1434,9 +1556,9 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
                             /* searched V: only those the shape and batch allow */
                             if (r->vpp <= 0 && v > 1 && (pp < 2 || md->L % (pp * v) || (r->gb / (l.mb * dp)) % pp))
                                 continue;
-                            for (int z = 0; z <= 1; z++) {
+                            for (int z = 0; z <= 3; z++) {
                                 if (r->zero >= 0 && z != r->zero) continue;
-                                if (r->zero < 0 && z == 1 && dp == 1) continue; /* same as z = 0 */
+                                if (r->zero < 0 && z >= 1 && dp == 1) continue; /* same as z = 0 */
                                 for (int sc = PLAN_SCHED_1F1B; sc <= PLAN_SCHED_ZBH1; sc++) {
                                     if (!(planx_sched_mask(r) & planx_sched_bit(sc, v))) continue;
                                     if (sc == PLAN_SCHED_ZBH1 && (v > 1 || pp == 1)) continue; /* n/a, or 1F1B */
@@ -1513,6 +1635,37 @@ static inline int plan_paper_point(const PlanRequest* r, const Cluster* c, const
     return 0;
 }
 
+/* -plan's "memory per rank" rows for layout l: the trainer's own count (r->rank_mem, from
+ * llmc/host/memplan.h) for the first rank of stage 0, which the trainer's start-up table
+ * prints too, and of the stage whose rank holds the most (the same row when that is stage 0).
+ * The same figures and format as the start-up table's row, so they compare as text. */
+static inline void planx_print_rank_mem(const PlanRequest* r, const PlanLayout* l, FILE* out) {
+    double b[4], b0[4] = {0, 0, 0, 0}, bm[4] = {0, 0, 0, 0}, most = -1.0;
+    int sm = 0;
+    if (r->rank_mem == NULL) return;
+    for (int j = 0; j < l->pp; j++) {
+        if (r->rank_mem(r->rank_mem_user, l, j, b) != 0) return;
+        double tot = b[0] + b[1] + b[2] + b[3];
+        if (j == 0) memcpy(b0, b, sizeof(b));
+        if (tot > most) {
+            most = tot;
+            sm = j;
+            memcpy(bm, b, sizeof(b));
+        }
+    }
+    fprintf(out, "  memory per rank: %s, the first rank (TP 0, DP 0) of a stage, as its start-up table counts it:\n",
+            r->rank_mem_name ? r->rank_mem_name : "the trainer");
+    for (int k = 0; k < (sm == 0 ? 1 : 2); k++) {
+        const double* x = k == 0 ? b0 : bm;
+        fprintf(
+            out,
+            "  memory per rank (stage %d): params %.3f MiB | grads %.3f MiB | optimizer %.3f MiB | activations %.3f "
+            "MiB | total %.3f MiB%s\n",
+            k == 0 ? 0 : sm, x[0] / 1048576.0, x[1] / 1048576.0, x[2] / 1048576.0, x[3] / 1048576.0,
+            (x[0] + x[1] + x[2] + x[3]) / 1048576.0, (k == 0) == (sm == 0) ? " (the most)" : "");
+    }
+}
+
 static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* out) {
     int n = 0, world = r->nodes * c->gpus_per_node;
     PlanRow* rows = planx_enumerate(r, c, r->nodes, &n);
@@ -1532,7 +1685,8 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         "plan for %d nodes = %d GPUs (rank = tp + TP*dp + TP*DP*pp; TP/PP/DP: NV = inside a node, IB = across nodes)\n",
         r->nodes, world);
     fprintf(out,
-            "feasible layouts: %d, ranked by predicted iteration time (rc = recompute, z = ZeRO-1, m = micro-batches "
+            "feasible layouts: %d, ranked by predicted iteration time (rc = recompute, z = ZeRO level 0-3, m = "
+            "micro-batches "
             "per pipeline;\n"
             "rc = full/sel(ective)/0, sp = sequence parallel, V = chunks per pipeline rank (interleaved 1F1B);\n"
             "sched = pipeline schedule: 1f1b, inter(leaved 1F1B), zb-h1 (zero bubble; the trainers run all three: "
@@ -1561,15 +1715,14 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         const PlanRow* b = &rows[rec];
         const PlanTime* t = &b->time;
         double ep, et;
-        fprintf(
-            out,
-            "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO-1 %d: "
-            "TP %s, PP %s, DP %s\n",
-            b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute), b->lay.sp, b->lay.vpp,
-            plan_sched_name(&b->lay), b->lay.zero,
-            b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
-            b->lay.pp == 1 ? "none" : (b->pp_inter ? "across nodes" : "inside a node"),
-            b->lay.dp == 1 ? "none" : (b->dp_inter ? "across nodes" : "inside a node"));
+        fprintf(out,
+                "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d: "
+                "TP %s, PP %s, DP %s\n",
+                b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute), b->lay.sp, b->lay.vpp,
+                plan_sched_name(&b->lay), b->lay.zero,
+                b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
+                b->lay.pp == 1 ? "none" : (b->pp_inter ? "across nodes" : "inside a node"),
+                b->lay.dp == 1 ? "none" : (b->dp_inter ? "across nodes" : "inside a node"));
         fprintf(
             out,
             "  memory per GPU %.1f GiB of %.0f (stage %d: weights %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
@@ -1577,16 +1730,18 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
             b->mem.total / 1073741824.0, c->mem_gb, b->mem.stage, b->mem.weights / 1073741824.0,
             b->mem.grads / 1073741824.0, b->mem.optim / 1073741824.0, b->mem.act / 1073741824.0,
             b->mem.extra / 1073741824.0, b->mem.workspace / 1073741824.0);
+        planx_print_rank_mem(r, &b->lay, out);
         fprintf(out,
                 "  iteration %.4g s = pipeline %.4g (slot %.1f ms x (m=%d) + bubble %.2f) + DP %.2f + embedding %.3f + "
                 "optimizer %.3f\n",
                 t->iter_s, t->pipe_s, 1e3 * t->slot_s, t->m, t->bubble_s, t->dp_s, t->emb_s, t->opt_s);
         fprintf(out,
                 "  slot %.1f ms = GEMM %.1f + memory-bound %.1f + TP all-reduce (SP: reduce-scatter + all-gather) %.1f "
-                "+ PP p2p %.1f; "
-                "shares: compute %.1f%%, comm %.1f%%, bubble %.1f%%\n",
-                1e3 * t->slot_s, 1e3 * t->slot_gemm_s, 1e3 * t->slot_mem_s, 1e3 * t->slot_tp_s, 1e3 * t->slot_pp_s,
-                100.0 * t->compute_s / t->iter_s, 100.0 * t->comm_s / t->iter_s, 100.0 * t->idle_s / t->iter_s);
+                "+ PP p2p %.1f",
+                1e3 * t->slot_s, 1e3 * t->slot_gemm_s, 1e3 * t->slot_mem_s, 1e3 * t->slot_tp_s, 1e3 * t->slot_pp_s);
+        if (plan_zero_eff(&b->lay) >= 2) fprintf(out, " + ZeRO DP not hidden %.1f", 1e3 * t->slot_dp_s);
+        fprintf(out, "; shares: compute %.1f%%, comm %.1f%%, bubble %.1f%%\n", 100.0 * t->compute_s / t->iter_s,
+                100.0 * t->comm_s / t->iter_s, 100.0 * t->idle_s / t->iter_s);
         fprintf(out, "  slot by pass: F %.1f + B %.1f + W %.1f ms (W = %.2f of the weight GEMMs' backward)\n",
                 1e3 * t->slot_f_s, 1e3 * (t->slot_s - t->slot_f_s - t->slot_w_s), 1e3 * t->slot_w_s, r->k.w_share);
         fprintf(
@@ -1596,6 +1751,16 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         if (plan_paper_point(r, c, &b->lay, r->nodes, &ep, &et))
             fprintf(out, "; paper measured %.1f s, %.0f TFLOP/s", ep, et);
         fprintf(out, "\n");
+    }
+    /* every layout flag given but the layout does not fit the GPU: the trainer's rows all the same */
+    int pinned = r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0 && r->sp >= 0 && r->vpp > 0;
+    if (rec < 0 && pinned && n > 0 && rows[0].kind == 1) {
+        fprintf(out,
+                "layout given: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d "
+                "(%s)\n",
+                rows[0].lay.tp, rows[0].lay.pp, rows[0].lay.dp, rows[0].lay.mb, planx_rc_name(rows[0].lay.recompute),
+                rows[0].lay.sp, rows[0].lay.vpp, plan_sched_name(&rows[0].lay), rows[0].lay.zero, rows[0].why);
+        planx_print_rank_mem(r, &rows[0].lay, out);
     }
     int ninf = nmem + nbatch + nshape;
     if (ninf > 0) {
@@ -1647,7 +1812,7 @@ static inline int planx_family(const PlanRequest* r, const Cluster* c, int base_
         fam->vpp = r->vpp > 0 ? r->vpp : 1;
         fam->sched = (planx_sched_mask(r) & (PLAN_SB_1F1B | PLAN_SB_INTERLEAVED)) ? PLAN_SCHED_1F1B : PLAN_SCHED_ZBH1;
         fprintf(out,
-                "%s: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO-1 %d "
+                "%s: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d "
                 "(given), global batch %d\n",
                 what, fam->tp, fam->pp, fam->mb, planx_rc_name(fam->recompute), fam->sp, fam->vpp, plan_sched_name(fam),
                 fam->zero, r->gb);
@@ -1662,7 +1827,7 @@ static inline int planx_family(const PlanRequest* r, const Cluster* c, int base_
     *fam = best.lay;
     fam->dp = 0;
     fprintf(out,
-            "%s: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO-1 %d "
+            "%s: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d "
             "(recommended on %d nodes), global batch %d\n",
             what, fam->tp, fam->pp, fam->mb, planx_rc_name(fam->recompute), fam->sp, fam->vpp, plan_sched_name(fam),
             fam->zero, base_nodes, r->gb);

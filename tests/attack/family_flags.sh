@@ -98,7 +98,7 @@ done <<'TABLE'
 -mb -1
 -mb 2000000
 -mb 100000
--zero 2
+-zero 4
 -zero -1
 -recompute 2
 -shuffle 2
