@@ -1234,7 +1234,26 @@ static void eval_row(void* self, int b, int pos, float* row) {
 static int save_checkpoint(Train* t) {
     GPT* g = &t->model;
     Progress p = run_progress(&t->run);
-    return save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt);
+    return save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt,
+                                &t->run.ck.write_ms, &t->run.ck.bytes);
+}
+
+// -ckpt-async 1: this rank's share copied into the staging buffer, then written in the
+// background (llmc/host/ckpt_async.h); the loop waits only for the copy. 0, or -1 (the
+// directory cannot be made).
+static int stage_checkpoint(Train* t) {
+    GPT* g = &t->model;
+    const Config* c = &t->run.cfg;
+    Comm* comm = &t->run.comm;
+    size_t np = ckpt_rank_n_params(c, comm, &g->pl), no = ckpt_rank_n_opt(c, comm, g->n_opt);
+    float* hp = cka_buffer(&t->run.ck, np + 2 * no);
+    float* hm = hp + np;
+    float* hv = hm + no;
+    memcpy(hp, g->params, sizeof(float) * np);
+    memcpy(hm, g->m, sizeof(float) * no);
+    memcpy(hv, g->v, sizeof(float) * no);
+    Progress p = run_progress(&t->run);
+    return cka_start(&t->run.ck, c, comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt, 1);
 }
 
 // Loads this rank's slices from a checkpoint written in any layout. With weights_only,
@@ -1305,6 +1324,7 @@ static StepResult hook_step(void* self) { return train_step((Train*)self); }
 static double hook_evaluate(void* self, DataSet* val) { return evaluate((Train*)self, val); }
 static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out); }
 static int hook_save(void* self) { return save_checkpoint((Train*)self); }
+static int hook_stage(void* self) { return stage_checkpoint((Train*)self); }
 static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) {
     return load_checkpoint((Train*)self, dir, weights_only, err, n);
 }
@@ -1364,7 +1384,9 @@ int main(int argc, char** argv) {
                       hook_init,
                       0.0,
                       NULL, // CPU: GFLOP/s, no MFU; no device communicators
-                      {&t, eval_forward, eval_row}};
+                      {&t, eval_forward, eval_row},
+                      hook_stage,
+                      NULL}; // the staging copy is done when hook_stage returns
     run_load_weights(&t.run, &hooks);
     if (comm.rank == 0) print_config_table(&t);
     int rc = run_loop(&t.run, &hooks);

@@ -283,6 +283,7 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv, double devic
             plan.sp = plan_argv_has(argc, argv, "-sp") ? cfg->sp : -1;
             plan.vpp = plan_argv_has(argc, argv, "-vpp") ? cfg->vpp : 0;
             if (cfg->peak_tflops > 0) plan.o_peak = cfg->peak_tflops;
+            plan.mtbf_hours = cfg->mtbf_hours;
             struct stat st; // fopen would block on a FIFO
             if (plan.csv_path != NULL && stat(plan.csv_path, &st) == 0 &&
                 (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {
