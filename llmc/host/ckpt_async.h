@@ -21,6 +21,7 @@
 #define LLMC_CKPT_ASYNC_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,8 +159,16 @@ static int cka_start(CkptAsync* a, const Config* c, Comm* comm, const Progress* 
     a->write_ms = 0;
     a->err[0] = '\0';
     if (!ckpt_begin(c, comm, p->step, a->tmp, sizeof(a->tmp), a->dir, sizeof(a->dir))) return -1;
-    if (!a->started) {
-        if (pthread_create(&a->th, NULL, cka_writer, a) != 0) die("cannot start the checkpoint writer thread");
+    if (!a->started) { // the writer blocks the stop signals (stop.h): they go to the threads that handle them
+        sigset_t stop, old;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGUSR1);
+        if (pthread_sigmask(SIG_BLOCK, &stop, &old) != 0) die("cannot set the checkpoint writer's signal mask");
+        int rc = pthread_create(&a->th, NULL, cka_writer, a);
+        if (pthread_sigmask(SIG_SETMASK, &old, NULL) != 0) die("cannot restore the signal mask");
+        if (rc != 0) die("cannot start the checkpoint writer thread");
         a->started = 1;
     }
     a->inflight = 1;
