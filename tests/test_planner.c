@@ -1067,12 +1067,13 @@ static void test_checkpoint(void) {
           total / 1e12, k.rank_bytes / 1e9, rank / 1e9);
     check(same(k.write_s, write) && same(k.copy_s, copy) && same(k.stall_sync_s, write + copy) &&
               same(k.stall_async_s, copy) && same(k.mtbf_job_s, M),
-          "write %.4g s (hand %.4g), copy %.4g s (hand %.4g), job MTBF %.6g s (hand 40500)", k.write_s, write,
-          k.copy_s, copy, k.mtbf_job_s);
+          "write %.4g s (hand %.4g), copy %.4g s (hand %.4g), job MTBF %.6g s (hand 40500)", k.write_s, write, k.copy_s,
+          copy, k.mtbf_job_s);
     int es = (int)floor(sqrt(2 * (write + copy) * M) / iter + 0.5), ea = (int)floor(sqrt(2 * copy * M) / iter + 0.5);
     if (ea < 1) ea = 1;
     while (ea * iter < write) ea++;
-    double ls = (write + copy) / (es * iter) + es * iter / (2 * M), la = copy / (ea * iter) + (ea * iter / 2 + write) / M;
+    double ls = (write + copy) / (es * iter) + es * iter / (2 * M),
+           la = copy / (ea * iter) + (ea * iter / 2 + write) / M;
     check(k.every_sync == es && k.every_async == ea && same(k.lost_sync, ls) && same(k.lost_async, la),
           "Young/Daly: -ckpt-every %d synchronous (hand %d), %d in the background (hand %d); lost %.3f%% and %.3f%%",
           k.every_sync, es, k.every_async, ea, 100 * k.lost_sync, 100 * k.lost_async);
