@@ -53,12 +53,21 @@ train_gpt_nompi: train_gpt.c $(HEADERS)
 # a mutant of train_gpt.c in which rank 0 skips the tied embedding's all-reduce of step 3: the
 # deadlock whose both sides the watchdog must name (tests/attack/family_hang.sh). The build
 # fails if the line is gone.
-DEADLOCK_LINE = emb_allreduce_sum(comm, g->grads
+DEADLOCK_LINE = emb_allreduce_sum(comm, gpt_grad(g, PT_WTE, 0)
 build/mutants/train_gpt_deadlock: train_gpt.c $(HEADERS)
 	@mkdir -p build/mutants
 	@[ "$$(grep -cF '$(DEADLOCK_LINE)' $<)" = 1 ] || { echo "error: '$(DEADLOCK_LINE)' is not once in $<"; exit 1; }
 	sed 's/$(DEADLOCK_LINE)/if (!(comm->rank == 0 \&\& t->run.step == 2)) &/' $< > build/mutants/train_gpt.c
 	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) -I. build/mutants/train_gpt.c $(LDLIBS) -o $@
+
+# a mutant of train_gpt.c with named points in the checkpoint write (tests/attack/ckpt_points.h):
+# kill -9 at a chosen point of a chosen save, or a slow write, for tests/attack/family_async.sh.
+# A copy of the sources is edited (tests/attack/ckpt_points.py fails if an anchor line is gone).
+build/mutants/train_gpt_ckpt_points: train_gpt.c $(HEADERS) tests/attack/ckpt_points.h tests/attack/ckpt_points.py
+	@rm -rf build/mutants/ckpt && mkdir -p build/mutants/ckpt && cp -r train_gpt.c llmc build/mutants/ckpt/
+	$(PY) tests/attack/ckpt_points.py build/mutants/ckpt
+	$(TRAIN_CC) $(CFLAGS) $(MPI_FLAGS) -include tests/attack/ckpt_points.h build/mutants/ckpt/train_gpt.c $(LDLIBS) \
+	    -o $@
 
 TEST_GPT_DEPS = test_gpt.c train_gpt.c $(HEADERS) tests/common.h tests/sp_vpp.h tests/zb.h tests/zero_cases.h \
     tests/cp_cases.h tests/trainer_cases.h \
@@ -115,7 +124,7 @@ test_gpt_asan: $(TEST_GPT_DEPS)
 	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation \
 	    -Wno-unknown-pragmas $< -lm -o $@
 
-attack: train_gpt data $(if $(MPICC),build/mutants/train_gpt_deadlock)
+attack: train_gpt data build/mutants/train_gpt_ckpt_points $(if $(MPICC),build/mutants/train_gpt_deadlock)
 	bash tests/attack/run.sh
 
 fuzz: $(FUZZ_BINS)
@@ -137,7 +146,8 @@ format:
 # timed by tests/timed_sh.sh for that table.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_BINS = train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_colltrace test_cpu_gemm fixtures \
-    data $(if $(MPICC),test_comm build/mutants/train_gpt_deadlock) test_gpt_asan test_cpu_gemm_asan $(FUZZ_BINS) \
+    data $(if $(MPICC),test_comm build/mutants/train_gpt_deadlock) build/mutants/train_gpt_ckpt_points test_gpt_asan \
+    test_cpu_gemm_asan $(FUZZ_BINS) \
     $(CUEMU_TEST_BINS) $(CUDA_TEST_BINS)
 TIMED = SHELL=$(CURDIR)/tests/timed_sh.sh
 test-bins: $(TEST_BINS)
@@ -148,7 +158,7 @@ test:
 
 # the inner loop (CONTRIBUTING.md): the trainer against the fixtures, one 2x2x2 layout, the
 # planner, lint, and the attack families whose sources changed since the last commit
-CHECK_BINS = train_gpt test_gpt test_planner test_colltrace fixtures data \
+CHECK_BINS = train_gpt test_gpt test_planner test_colltrace fixtures data build/mutants/train_gpt_ckpt_points \
     $(if $(MPICC),build/mutants/train_gpt_deadlock)
 check:
 	@mkdir -p build/suite && rm -f build/suite/build_times.tsv

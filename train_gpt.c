@@ -1676,25 +1676,57 @@ static void eval_row(void* self, int b, int pos, float* row) { logits_row((Train
 // ----------------------------------------------------------------------------------------
 // checkpoints (the format and the any-layout loading live in llmc/)
 
-// Returns 0, or -1 if any rank could not write (the previous checkpoint stays).
-static int save_checkpoint(Train* t) {
-    GPT* g = &t->model;
-    Progress p = run_progress(&t->run);
-    if (g->zero < 3)
-        return save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt);
-    // -zero 3: the file holds the whole weights (DP rank 0 writes them), gathered for the save
-    float* full = (float*)calloc_big(g->pl.total, sizeof(float));
-    for (int l = -1; l < g->pl.nlayers; l++) { // a bucket at a time: the staging stays one layer's
+// -zero 3: the whole weights (pl.total) into full, gathered from the owners a bucket at a
+// time (the staging stays one layer's). Collective over the CP x DP group.
+static void gpt_gather_weights(GPT* g, Comm* comm, float* full) {
+    for (int l = -1; l < g->pl.nlayers; l++) {
         ZeroBucket b;
         if (l < 0)
             zero_rest_bucket(&g->pl, 1, &b);
         else
             zero_layer_bucket(&g->pl, l, ZB_ALL, 1, &b);
-        dp_gather_bucket(&t->run.comm, &g->zc, &b, g->pl.total, g->pmaster, full);
+        dp_gather_bucket(comm, &g->zc, &b, g->pl.total, g->pmaster, full);
     }
-    int rc = save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, full, g->m, g->v, g->opt_off, g->n_opt);
+}
+
+// Returns 0, or -1 if any rank could not write (the previous checkpoint stays).
+static int save_checkpoint(Train* t) {
+    GPT* g = &t->model;
+    Progress p = run_progress(&t->run);
+    if (g->zero < 3)
+        return save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, g->params, g->m, g->v, g->opt_off, g->n_opt,
+                                    &t->run.ck.write_ms, &t->run.ck.bytes);
+    // -zero 3: the file holds the whole weights (DP rank 0 writes them), gathered for the save
+    float* full = (float*)calloc_big(g->pl.total, sizeof(float));
+    gpt_gather_weights(g, &t->run.comm, full);
+    int rc = save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, full, g->m, g->v, g->opt_off, g->n_opt,
+                                  &t->run.ck.write_ms, &t->run.ck.bytes);
     free(full);
     return rc;
+}
+
+// -ckpt-async 1: this rank's share copied into the staging buffer, then written in the
+// background (llmc/host/ckpt_async.h); the loop waits only for the copy. 0, or -1 (the
+// directory cannot be made).
+static int stage_checkpoint(Train* t) {
+    GPT* g = &t->model;
+    const Config* c = &t->run.cfg;
+    Comm* comm = &t->run.comm;
+    size_t np = ckpt_rank_n_params(c, comm, &g->pl), no = ckpt_rank_n_opt(c, comm, g->n_opt);
+    float* hp = cka_buffer(&t->run.ck, np + 2 * no);
+    float* hm = hp + np;
+    float* hv = hm + no;
+    if (g->zero < 3)
+        memcpy(hp, g->params, sizeof(float) * np);
+    else { // -zero 3: every rank takes part in the gather; DP rank 0 gathers straight into the staging
+        float* full = np == g->pl.total ? hp : (float*)calloc_big(g->pl.total, sizeof(float));
+        gpt_gather_weights(g, comm, full);
+        if (full != hp) free(full);
+    }
+    memcpy(hm, g->m, sizeof(float) * no);
+    memcpy(hv, g->v, sizeof(float) * no);
+    Progress p = run_progress(&t->run);
+    return cka_start(&t->run.ck, c, comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt, 1);
 }
 
 // Loads this rank's slices from a checkpoint written in any layout. With weights_only,
@@ -1783,6 +1815,7 @@ static StepResult hook_step(void* self) { return train_step((Train*)self); }
 static double hook_evaluate(void* self, DataSet* val) { return evaluate((Train*)self, val); }
 static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out); }
 static int hook_save(void* self) { return save_checkpoint((Train*)self); }
+static int hook_stage(void* self) { return stage_checkpoint((Train*)self); }
 static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) {
     return load_checkpoint((Train*)self, dir, weights_only, err, n);
 }
@@ -1849,7 +1882,9 @@ int main(int argc, char** argv) {
                       hook_init,
                       0.0,
                       NULL, // CPU: GFLOP/s, no MFU; no device communicators
-                      {&t, eval_forward, eval_row}};
+                      {&t, eval_forward, eval_row},
+                      hook_stage,
+                      NULL}; // the staging copy is done when hook_stage returns
     run_load_weights(&t.run, &hooks);
     if (comm.rank == 0) print_config_table(&t);
     int rc = run_loop(&t.run, &hooks);

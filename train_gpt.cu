@@ -394,9 +394,6 @@ static void gpt_carve(GPT* g, Arena* ar) {
     size_t BT = (size_t)g->B * g->T;
     TAKE(ar, g->params, g->total_pad);
     TAKE(ar, g->grads, g->total_pad);
-    TAKE(ar, g->master, g->n_shard);
-    TAKE(ar, g->m, g->n_shard);
-    TAKE(ar, g->v, g->n_shard);
     if (g->cfg.zero && !g->overlap) TAKE(ar, g->gshard, g->n_shard);
     TAKE(ar, g->ftmp, BT * g->C);
     TAKE(ar, g->dtmp, BT * g->C);
@@ -485,6 +482,12 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     else if (g->overlap)
         g->gshard = g->grads + g->opt_off; // the buckets reduce each owner's slice in place
     g->gn_pre = g->gn + 2 + GN_BLOCKS;
+    // the optimizer state in own allocations: a background checkpoint copies it on a side stream
+    // while the next step's kernels use the arena (the emulation's stream detector sees a kernel's
+    // access as its whole allocation)
+    g->master = (float*)dev_alloc(sizeof(float) * g->n_shard);
+    g->m = (float*)dev_alloc(sizeof(float) * g->n_shard);
+    g->v = (float*)dev_alloc(sizeof(float) * g->n_shard);
     // own allocations, not the arena: the emulation's stream detector sees a kernel's access
     // as its whole allocation, and these travel on the pipeline links beside compute
     for (int i = 0; i < ndgrad; i++) g->dgrad[i] = (bf16*)dev_alloc(sizeof(bf16) * BT * g->C);
@@ -527,6 +530,9 @@ static void gpt_free(GPT* g) {
     pool_free(&g->wpool);
     free(g->ppbuf);
     cudaCheck(cudaFreeHost(g->h_stats));
+    dev_free(g->master);
+    dev_free(g->m);
+    dev_free(g->v);
     dev_free(g->mem);
     free(g->h_work);
 }
@@ -1012,6 +1018,11 @@ typedef struct {
     cudaStream_t stream;
     int64_t profile_step; // LLMC_PROFILE_STEP=N: only step N runs inside cudaProfilerStart/Stop
     int reported;         // the GEMM report (fused epilogues, algorithms) is printed after the first step
+    // -ckpt-async 1: the staging copies run on ck_stream after ck_ready (the optimizer step);
+    // ck_weights after the weights' copy, ck_copied after all of them
+    cudaStream_t ck_stream;
+    cudaEvent_t ck_ready, ck_weights, ck_copied;
+    int ck_pending; // the next AdamW update waits for ck_copied
 } Train;
 
 // Uploads a micro-batch's tokens (and on the first stage the embedding buckets).
@@ -1279,6 +1290,10 @@ static StepResult train_step(Train* t) {
     // noise scale and spike guard: every rank sees the same global loss and norm, so every
     // rank takes the same decision
     float gscale = run_step_judge(&t->run, &r, small_sumsq);
+    if (r.skip == SKIP_NONE && t->ck_pending) { // a background checkpoint's copy still reads master, m and v
+        cudaCheck(cudaStreamWaitEvent(g->stream, t->ck_copied, 0));
+        t->ck_pending = 0;
+    }
     nvtx_push("optimizer");
     if (r.skip == SKIP_NONE) {
         gpt_adamw(g, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->run.adam_t, gscale);
@@ -1365,19 +1380,23 @@ static void eval_row(void* self, int b, int pos, float* row) {
 // checkpoints: the format of llmc/host/checkpoint.h, written from host fp32 copies of the master
 // weights and moments (the bf16 working weights are their rounding, so not stored)
 
+// The whole fp32 master buffer for DP rank 0's file, on the device: the master weights, or
+// with ZeRO-1 the shards gathered into the (idle) gradient buffer, which the caller zeroes again
+// once it is copied. Every DP rank takes part in the gather.
+static const float* master_for_save(Train* t) {
+    GPT* g = &t->model;
+    if (!t->run.cfg.zero) return g->master;
+    cudaCheck(cudaMemcpyAsync(g->grads + (size_t)t->run.comm.dp * g->n_shard, g->master, sizeof(float) * g->n_shard,
+                              cudaMemcpyDeviceToDevice, g->stream));
+    dc_dp_allgather_f32(&t->dc, g->grads, g->pl.total);
+    return g->grads;
+}
+
 // Returns 0, or -1 (the previous checkpoint stays).
 static int save_checkpoint(Train* t) {
     GPT* g = &t->model;
     cudaStream_t s = g->stream;
-    // the whole fp32 master buffer: with ZeRO-1 gathered from the shards into the (idle)
-    // gradient buffer; DP rank 0 writes it
-    const float* dmaster = g->master;
-    if (t->run.cfg.zero) {
-        cudaCheck(cudaMemcpyAsync(g->grads + (size_t)t->run.comm.dp * g->n_shard, g->master, sizeof(float) * g->n_shard,
-                                  cudaMemcpyDeviceToDevice, s));
-        dc_dp_allgather_f32(&t->dc, g->grads, g->pl.total);
-        dmaster = g->grads;
-    }
+    const float* dmaster = master_for_save(t);
     float* hp = (float*)malloc_check(sizeof(float) * (g->pl.total + 1));
     float* hm = (float*)malloc_check(sizeof(float) * (g->n_opt + 1));
     float* hv = (float*)malloc_check(sizeof(float) * (g->n_opt + 1));
@@ -1387,12 +1406,55 @@ static int save_checkpoint(Train* t) {
     cudaCheck(cudaStreamSynchronize(s));
     if (t->run.cfg.zero) cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, s));
     Progress p = run_progress(&t->run);
-    int rc = save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt);
+    int rc = save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt,
+                                  &t->run.ck.write_ms, &t->run.ck.bytes);
     free(hp);
     free(hm);
     free(hv);
     return rc;
 }
+
+// -ckpt-async 1: this rank's share copied into pinned staging memory on ck_stream, ordered after
+// the optimizer step by ck_ready; the host does not wait. The next update waits for the copies
+// (ck_pending); with ZeRO-1 the main stream waits for the gathered weights' copy before it zeroes
+// the gradient buffer that holds them. The writer thread starts once they have landed
+// (staged_checkpoint, at the next step boundary). 0, or -1 (the directory cannot be made).
+static int stage_checkpoint(Train* t) {
+    GPT* g = &t->model;
+    const Config* c = &t->run.cfg;
+    Comm* comm = &t->run.comm;
+    size_t np = ckpt_rank_n_params(c, comm, &g->pl), no = ckpt_rank_n_opt(c, comm, g->n_opt);
+    float* hp = cka_buffer(&t->run.ck, np + 2 * no);
+    float* hm = hp + np;
+    float* hv = hm + no;
+    const float* dmaster = master_for_save(t);
+    cudaCheck(cudaEventRecord(t->ck_ready, g->stream));
+    cudaCheck(cudaStreamWaitEvent(t->ck_stream, t->ck_ready, 0));
+    if (np > 0) cudaCheck(cudaMemcpyAsync(hp, dmaster, sizeof(float) * np, cudaMemcpyDeviceToHost, t->ck_stream));
+    cudaCheck(cudaEventRecord(t->ck_weights, t->ck_stream));
+    if (no > 0) {
+        cudaCheck(cudaMemcpyAsync(hm, g->m, sizeof(float) * no, cudaMemcpyDeviceToHost, t->ck_stream));
+        cudaCheck(cudaMemcpyAsync(hv, g->v, sizeof(float) * no, cudaMemcpyDeviceToHost, t->ck_stream));
+    }
+    cudaCheck(cudaEventRecord(t->ck_copied, t->ck_stream));
+    if (c->zero) {
+        cudaCheck(cudaStreamWaitEvent(g->stream, t->ck_weights, 0));
+        cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
+    }
+    t->ck_pending = 1;
+    Progress p = run_progress(&t->run);
+    return cka_start(&t->run.ck, c, comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt, 0);
+}
+
+// The staging copies have landed (the host waits for them; by the next step boundary they have)
+static void staged_checkpoint(Train* t) { cudaCheck(cudaEventSynchronize(t->ck_copied)); }
+
+// pinned staging memory for ckpt_async.h
+static void* pinned_alloc(size_t bytes) {
+    void* p = NULL;
+    return cudaMallocHost(&p, bytes) == cudaSuccess ? p : NULL;
+}
+static void pinned_free(void* p) { cudaCheck(cudaFreeHost(p)); }
 
 // Loads this rank's slices from a checkpoint written in ANY layout (by either trainer).
 // With weights_only, progress and optimizer state stay fresh (-init-from). 0 or -1 (err).
@@ -1596,6 +1658,12 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     t->dc.nccl = strcmp(cfg->comm, "nccl") == 0;
     select_device(t);
     cudaCheck(cudaStreamCreate(&t->stream));
+    cudaCheck(cudaStreamCreate(&t->ck_stream));
+    cudaCheck(cudaEventCreateWithFlags(&t->ck_ready, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&t->ck_weights, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&t->ck_copied, cudaEventDisableTiming));
+    t->run.ck.alloc = pinned_alloc;
+    t->run.ck.release = pinned_free;
     devcomm_init(&t->dc, &t->run.comm, t->dc.nccl, t->stream, 1);
     dc_pp_links_init(&t->dc, cfg->vpp > 1 ? cfg->vpp : 1); // the overlapped pipeline's links, warmed up
     // 1F1B: at most PP micro-batches in flight; interleaved: pipe_slots units (zb-h1 the same:
@@ -1612,6 +1680,10 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
 static void train_free(Train* t) {
     gpt_free(&t->model);
     devcomm_free(&t->dc);
+    cudaCheck(cudaEventDestroy(t->ck_ready));
+    cudaCheck(cudaEventDestroy(t->ck_weights));
+    cudaCheck(cudaEventDestroy(t->ck_copied));
+    cudaStreamDestroy(t->ck_stream);
     cudaStreamDestroy(t->stream);
     run_free(&t->run);
 }
@@ -1621,6 +1693,8 @@ static StepResult hook_step(void* self) { return train_step((Train*)self); }
 static double hook_evaluate(void* self, DataSet* val) { return evaluate((Train*)self, val); }
 static void hook_sample(void* self, FILE* out) { sample_text((Train*)self, out); }
 static int hook_save(void* self) { return save_checkpoint((Train*)self); }
+static int hook_stage(void* self) { return stage_checkpoint((Train*)self); }
+static void hook_staged(void* self) { staged_checkpoint((Train*)self); }
 static int hook_load(void* self, const char* dir, int weights_only, char* err, size_t n) {
     return load_checkpoint((Train*)self, dir, weights_only, err, n);
 }
@@ -1660,8 +1734,9 @@ int main(int argc, char** argv) {
     Train t;
     train_setup(&t, &cfg, &comm);
     run_open_data(&t.run, is_first_stage(&t.model) || is_last_stage(&t.model)); // only these stages read tokens
-    RunHooks hooks = {&t,        hook_step, hook_evaluate, hook_sample, hook_save,
-                      hook_load, hook_init, t.peak_tflops, hook_abort,  {&t, eval_forward, eval_row}};
+    RunHooks hooks = {&t,         hook_step,  hook_evaluate, hook_sample, hook_save,
+                      hook_load,  hook_init,  t.peak_tflops, hook_abort,  {&t, eval_forward, eval_row},
+                      hook_stage, hook_staged};
     run_load_weights(&t.run, &hooks);
     if (comm.rank == 0) print_config_table(&t);
     int rc = run_loop(&t.run, &hooks);

@@ -12,7 +12,10 @@
 #   TRAIN_GLOB   one stream of shards instead of the blend (llm.c format, GPT-2 BPE) [unset]
 #   VAL_GLOB     validation shards, or a blend as -j takes it [/data/mtnlg/val_*.bin]
 #   OUT_DIR      checkpoints and log [out/mtnlg_530b]
-#   CKPT_EVERY   steps between checkpoints [100]    VAL_EVERY  steps between evaluations [100]
+#   CKPT_EVERY   steps between checkpoints [the planner's interval, below]
+#   CKPT_ASYNC   1: checkpoints written in the background (-ckpt-async) [1]
+#   MTBF_HOURS   one node's mean time between failures, for the interval [6300]
+#   VAL_EVERY    steps between evaluations [100]
 #   RECOMPUTE [1]  activation recomputation: 1 = full (the paper), selective, or 0
 #   SP [0]       1: Megatron sequence parallelism inside each TP group (Korthikanti et al. 2022)
 #   VPP [1]      model chunks per pipeline rank (interleaved 1F1B). With the paper's batch
@@ -50,8 +53,14 @@
 #
 # Cost (the layout planner, llmc/planner/planner.h, for this layout on 560 selene-a100 nodes):
 # ~35 s per step at the full batch of 1920 x 2048 tokens, ~113k tokens/s, about four weeks
-# for 270B tokens; a checkpoint (bf16 weights + fp32 master weights + 2 moments, 14 bytes
-# per parameter) is ~7.4 TB.
+# for 270B tokens; a checkpoint (fp32 master weights + 2 moments, 12 bytes per parameter) is
+# ~6.4 TB.
+#
+# Checkpoints: written in the background (CKPT_ASYNC=1: the loop stops only to copy each GPU's
+# share to host memory), every CKPT_EVERY steps. Unless CKPT_EVERY is set, the planner chooses
+# it: the Young/Daly interval sqrt(2 x stall per save x job MTBF), job MTBF = MTBF_HOURS per node
+# / NODES, printed with the checkpoint's size, write time and stall (PREDICTED: the filesystem's
+# bandwidth is an assumption, doc/planner.md "Checkpoints").
 #
 #SBATCH --job-name=mtnlg-530b
 #SBATCH --nodes=560                  # 560 DGX A100 (the paper's run)
@@ -94,8 +103,31 @@ TRAINER=./train_gpt_cu
 OUT_DIR=${OUT_DIR:-out/mtnlg_530b}
 BLEND=${BLEND:-scripts/mtnlg_blend.json}
 VAL_GLOB=${VAL_GLOB:-/data/mtnlg/val_*.bin}
-CKPT_EVERY=${CKPT_EVERY:-100}    # ~1 hour at the full batch: lose at most an hour to a failure
 VAL_EVERY=${VAL_EVERY:-100}
+
+# ---- checkpoints: in the background, as often as the failure rate makes worth it ----------
+CKPT_ASYNC=${CKPT_ASYNC:-1}
+MTBF_HOURS=${MTBF_HOURS:-6300}
+if [ -z "${CKPT_EVERY:-}" ]; then
+  PLAN_BIN=$TRAINER
+  [ "${DRY_RUN:-0}" = "1" ] && PLAN_BIN=${CHECK_BIN:-./train_gpt}
+  if [ "$LAYOUT" = "manual" ]; then # the trainer's schedule for the given layout
+    PLAN_LAYOUT=("${LAYOUT_FLAGS[@]}" -plan-schedule "$([ "${VPP:-1}" -gt 1 ] && echo interleaved || echo 1f1b)")
+  else # the pins; the planner recommends what -layout auto will choose
+    PLAN_LAYOUT=("${LAYOUT_FLAGS[@]:2}")
+  fi
+  PLAN=$("$PLAN_BIN" -plan -model 530b -L 105 -H 20480 -heads 128 -seq 2048 -V 50257 -vpad 1024 -gb 1920 \
+         -cluster selene-a100 -gpus-per-node "$GPUS_PER_NODE" -nodes "$NODES" "${PLAN_LAYOUT[@]}" \
+         -mtbf-hours "$MTBF_HOURS" 2>&1) || true
+  CKPT_EVERY=$(printf '%s\n' "$PLAN" | sed -nE "s/^  -ckpt-async $CKPT_ASYNC: .* = -ckpt-every ([0-9]+),.*/\\1/p")
+  if [ -n "$CKPT_EVERY" ]; then
+    printf '%s\n' "$PLAN" | sed -n '/^checkpoints of the recommended layout/,/^  -ckpt-async 1:/p'
+    echo "# CKPT_EVERY=$CKPT_EVERY: the planner's interval for -ckpt-async $CKPT_ASYNC"
+  else
+    CKPT_EVERY=100
+    echo "# the planner gave no checkpoint interval for this layout (the validation below says why): CKPT_EVERY=100"
+  fi
+fi
 
 FLAGS=(
   # model (paper): 105 layers, hidden 20480, 128 heads (head dim 160), sequence 2048;
@@ -120,7 +152,7 @@ FLAGS=(
   # data, evaluation, output
   -j "$VAL_GLOB" -shuffle 1 -seed 1337
   -val-every "$VAL_EVERY" -val-samples 1920   # one full batch of validation sequences
-  -o "$OUT_DIR" -ckpt-every "$CKPT_EVERY"
+  -o "$OUT_DIR" -ckpt-every "$CKPT_EVERY" -ckpt-async "$CKPT_ASYNC"
 )
 
 if [ -n "${TRAIN_GLOB:-}" ]; then

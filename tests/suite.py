@@ -66,7 +66,7 @@ def mpirun():
 ATTACK_FAMILIES = sorted(f[len("family_"):-3] for f in os.listdir(os.path.join(ROOT, "tests", "attack"))
                          if f.startswith("family_") and f.endswith(".sh"))
 # families whose cases depend on wall-clock moments (a 4 s watchdog, kill -9 or a signal at a chosen step)
-ATTACK_ALONE = {"hang", "kill", "signals"}
+ATTACK_ALONE = {"async", "hang", "kill", "signals"}
 FUZZ_TARGETS = ["shard", "tokenizer", "flags", "ckpt", "cloze", "blend", "bpe"]
 FUZZ_SECONDS = int(os.environ.get("FUZZ_SECONDS", "12"))
 
@@ -85,6 +85,7 @@ def steps():
         Step("test_instruments", "./test_instruments", 120),
         Step("test_colltrace", "./test_colltrace", 60, check=True),
         Step("test_scripts", "bash tests/test_scripts.sh", 600),
+        Step("test_ckpt_async", "bash tests/test_ckpt_async.sh", 600, cores=2, needs=need_mpi),
         Step("test_slurm", "bash tests/test_slurm.sh", 600, cores=2),
         Step("test_ablate", "bash tests/test_ablate.sh", 600),
         Step("calibrate_planner", f"{PY} dev/calibrate_planner.py --selftest", 300, check=True),
@@ -133,6 +134,8 @@ def steps():
 # the sources each attack family attacks beyond its own script (make check runs the families
 # whose sources changed since the last commit, in the working tree or in that commit)
 FAMILY_SOURCES = {
+    "async": ["llmc/host/ckpt_async.h", "llmc/host/ckpt_rank.h", "llmc/host/checkpoint.h", "llmc/host/run.h",
+              "tests/attack/ckpt_points.h", "tests/attack/ckpt_points.py"],
     "blends": ["llmc/host/blend.h", "llmc/host/dataloader.h"],
     "ckpt": ["llmc/host/checkpoint.h", "llmc/host/ckpt_rank.h", "llmc/host/reshard.h", "tests/attack/ckpt_forge.py"],
     "curation": ["dev/data/"],

@@ -62,6 +62,7 @@ static void eval_request(const PlanRequest* r, PlanRow* row) {
     l.zero = r->zero;
     l.sp = r->sp > 0;
     l.vpp = r->vpp > 0 ? r->vpp : 1;
+    l.sched = PLAN_SCHED_1F1B; /* was left unset: it read whatever the stack held */
     l.dp = r->nodes * c.gpus_per_node / (r->tp * r->pp);
     plan_evaluate(&r->model, &c, &r->k, r->nodes, r->gb, &l, row);
 }
@@ -1158,6 +1159,61 @@ static int cli(int argc, char** argv) {
     return plan_run(&r, stdout);
 }
 
+/* The checkpoint terms by hand: 530b (V 51200, seq 2048, H 20480, L 105), TP 8 x PP 35 x DP 16,
+ * ZeRO-1, 560 nodes. Per TP rank the checkpoint holds the sharded matrices and biases once and
+ * the replicated parts (row-parallel biases 2H and LayerNorms 4H per layer, the position
+ * embedding, the final LayerNorm 2H) TP times; with PP > 1 the tied embedding twice (first and
+ * last stage). 12 B per value, 1 KiB of header per rank. Young/Daly: tau = sqrt(2 C M). */
+static void test_checkpoint(void) {
+    PlanModel m;
+    plan_model_preset("530b", &m);
+    Cluster c;
+    cluster_preset("selene-a100", &c);
+    c.fs_gbps = 100.0;
+    c.d2h_gbps = 25.0;
+    PlanLayout l = {8, 35, 16, 1, 1, 1, 0, 1, PLAN_SCHED_1F1B};
+    double H = m.H, L = m.L, V = m.V, T = m.seq;
+    double unique = L * (12 * H * H + 13 * H) + V * H + T * H + 2 * H;
+    double held = unique + 7.0 * (L * 6 * H + T * H + 2 * H) + V * H; /* TP - 1 = 7 more copies; the tied head */
+    double total = 12.0 * held + 1024.0 * 8 * 35 * 16;
+    /* the largest rank: the first stage (3 layers, the embedding slice and the position embedding) */
+    double first = 3 * ((12 * H * H + 7 * H) / 8 + 6 * H) + V * H / 8 + T * H;
+    double rank = 1024.0 + 4.0 * first + 8.0 * first / 16;
+    double write = total / 100e9, copy = (rank - 1024.0) / 25e9;
+    double M = 6300.0 * 3600.0 / 560; /* 40500 s */
+    double iter = 35.0;
+    PlanCkpt k;
+    plan_checkpoint(&m, &l, &c, 560, iter, 6300.0, &k);
+    check(same(k.total_bytes, total) && same(k.rank_bytes, rank),
+          "checkpoint size: %.6g TB in all (hand %.6g), largest rank %.6g GB (hand %.6g)", k.total_bytes / 1e12,
+          total / 1e12, k.rank_bytes / 1e9, rank / 1e9);
+    check(same(k.write_s, write) && same(k.copy_s, copy) && same(k.stall_sync_s, write + copy) &&
+              same(k.stall_async_s, copy) && same(k.mtbf_job_s, M),
+          "write %.4g s (hand %.4g), copy %.4g s (hand %.4g), job MTBF %.6g s (hand 40500)", k.write_s, write, k.copy_s,
+          copy, k.mtbf_job_s);
+    int es = (int)floor(sqrt(2 * (write + copy) * M) / iter + 0.5), ea = (int)floor(sqrt(2 * copy * M) / iter + 0.5);
+    if (ea < 1) ea = 1;
+    while (ea * iter < write) ea++;
+    double ls = (write + copy) / (es * iter) + es * iter / (2 * M),
+           la = copy / (ea * iter) + (ea * iter / 2 + write) / M;
+    check(k.every_sync == es && k.every_async == ea && same(k.lost_sync, ls) && same(k.lost_async, la),
+          "Young/Daly: -ckpt-every %d synchronous (hand %d), %d in the background (hand %d); lost %.3f%% and %.3f%%",
+          k.every_sync, es, k.every_async, ea, 100 * k.lost_sync, 100 * k.lost_async);
+    /* the background interval is never shorter than the write (one save in flight) */
+    c.fs_gbps = 1.0;
+    plan_checkpoint(&m, &l, &c, 560, iter, 6300.0, &k);
+    check(k.every_async * iter >= k.write_s && (k.every_async - 1) * iter < k.write_s,
+          "a slow filesystem: the background interval %d steps covers the %.0f s write", k.every_async, k.write_s);
+    /* the presets carry the constants, the flags override them */
+    PlanRequest r;
+    plan_request_init(&r);
+    Cluster h;
+    int ok = cluster_preset("h100", &h) == 0 && h.fs_gbps == 200 && h.d2h_gbps == 50 && r.mtbf_hours == 6300;
+    ok = ok && plan_parse_flag(&r, "-fs-bw", "42") == 1 && plan_parse_flag(&r, "-d2h-bw", "7") == 1 &&
+         plan_request_cluster(&r, &h) == 0 && h.fs_gbps == 42 && h.d2h_gbps == 7;
+    check(ok, "checkpoint constants in the presets (h100: 200 and 50 GB/s), -fs-bw and -d2h-bw override them");
+}
+
 int main(int argc, char** argv) {
     if (argc > 1 && strcmp(argv[1], "--plan") == 0) return cli(argc, argv);
     test_presets_and_flags();
@@ -1171,5 +1227,6 @@ int main(int argc, char** argv) {
     test_plan_run();
     test_kernel_model();
     test_zero();
+    test_checkpoint();
     return test_summary();
 }

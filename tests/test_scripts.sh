@@ -76,6 +76,19 @@ if env DRY_RUN=1 NODES=280 bash scripts/run_mtnlg_530b.sh > "$log" 2>&1 && grep 
 else
   bad "run_mtnlg_530b.sh NODES=280: -layout auto picks TP 8 inside a node and says why over the runner-up" "$log"
 fi
+# the checkpoint interval: the planner's Young/Daly interval for -ckpt-async 1, printed and used
+# (steps = the rounded interval over the predicted step time), unless CKPT_EVERY is given
+log="$TMP/interval.log"
+env DRY_RUN=1 LAYOUT=manual bash scripts/run_mtnlg_530b.sh > "$log" 2>&1
+n=$(sed -nE 's/^  -ckpt-async 1: .* every ([0-9.]+) min = -ckpt-every ([0-9]+),.*/\2/p' "$log")
+if [ -n "$n" ] && grep -q "^# CKPT_EVERY=$n: the planner's interval for -ckpt-async 1" "$log" &&
+  grep -q -- "-ckpt-every $n -ckpt-async 1 " "$log" && grep -q "^  interval: Young/Daly" "$log"; then
+  ok "run_mtnlg_530b.sh: prints the planner's checkpoint interval and uses it (-ckpt-every $n -ckpt-async 1)"
+else bad "run_mtnlg_530b.sh: prints the planner's checkpoint interval and uses it" "$log"; fi
+env DRY_RUN=1 LAYOUT=manual CKPT_EVERY=77 CKPT_ASYNC=0 bash scripts/run_mtnlg_530b.sh > "$log" 2>&1
+if grep -q -- "-ckpt-every 77 -ckpt-async 0 " "$log" && ! grep -q "^# CKPT_EVERY=" "$log"; then
+  ok "run_mtnlg_530b.sh CKPT_EVERY=77 CKPT_ASYNC=0: used as given"
+else bad "run_mtnlg_530b.sh CKPT_EVERY=77 CKPT_ASYNC=0: used as given" "$log"; fi
 for m in 125m 350m 1.3b 6.7b; do
   expect_pass "run_family.sh MODEL=$m (1 node of 8 GPUs)" scripts/run_family.sh MODEL="$m"
 done

@@ -276,6 +276,18 @@ $(CUDA_BUILD)-emu/train_gpt_cu_noguard: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS
 	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -Wno-unused-parameter -I$(CUDA_ROOT) -x c++ $(@D)/noguard/train_gpt.cu -x \
 	    none -o $@
 
+# a mutant of train_gpt.cu whose AdamW update does not wait for a background checkpoint's staging
+# copy, for tests/test_ckpt_async.sh: the stream-hazard detector must report the race. The build
+# fails if the line is gone.
+CUDA_NOCKWAIT_LINE = cudaCheck(cudaStreamWaitEvent(g->stream, t->ck_copied, 0));
+$(CUDA_BUILD)-emu/train_gpt_cu_nockwait: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) \
+    $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+	@[ "$$(grep -cF '$(CUDA_NOCKWAIT_LINE)' $<)" = 1 ] || { echo \
+	    "error: '$(CUDA_NOCKWAIT_LINE)' is not once in $<: update CUDA_NOCKWAIT_LINE"; exit 1; }
+	@mkdir -p $(@D)/nockwait
+	sed 's/$(CUDA_NOCKWAIT_LINE)//' $< > $(@D)/nockwait/train_gpt.cu
+	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -I$(CUDA_ROOT) -x c++ $(@D)/nockwait/train_gpt.cu -x none -o $@
+
 # a mutant of train_gpt.cu in which rank 0 skips the tied embedding's all-reduce of step 3, for
 # test_watchdog_emu.sh: the watchdog must name the deadlock's two sides. The build fails if the line
 # is gone.
@@ -290,13 +302,15 @@ $(CUDA_BUILD)-emu/train_gpt_cu_deadlock: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADER
 	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -I$(CUDA_ROOT) -x c++ $(@D)/deadlock/train_gpt.cu -x none -o $@
 
 cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/train_gpt_cu_noguard \
-    $(CUDA_BUILD)-emu/train_gpt_cu_deadlock
+    $(CUDA_BUILD)-emu/train_gpt_cu_deadlock $(CUDA_BUILD)-emu/train_gpt_cu_nockwait
 	CUEMU_DEVICES=8 LLMC_TEST_NCCL_LAYOUTS=1 LLMC_TRAIN_GPT_CU=$(CUDA_BUILD)-emu/train_gpt_cu OMP_NUM_THREADS=1 \
 	    $(CUDA_BUILD)-emu/test_gpt_cu $(or $(FIXTURES),fixtures)
 	bash $(CUDA_ROOT)/tests/cuemu/test_upload_guard.sh $(abspath $(CUDA_BUILD)-emu/train_gpt_cu) \
 	    $(abspath $(CUDA_BUILD)-emu/train_gpt_cu_noguard)
 	bash $(CUDA_ROOT)/tests/cuda/test_watchdog_emu.sh $(abspath $(CUDA_BUILD)-emu/train_gpt_cu) \
 	    $(abspath $(CUDA_BUILD)-emu/train_gpt_cu_deadlock)
+	bash $(CUDA_ROOT)/tests/test_ckpt_async.sh --cuda $(abspath $(CUDA_BUILD)-emu/train_gpt_cu) \
+	    $(abspath $(CUDA_BUILD)-emu/train_gpt_cu_nockwait)
 
 # train_gpt.cu's own steps under the emulation's race/alignment detectors (GCC only)
 cuda-emu-detect:
@@ -367,7 +381,8 @@ cuda-nompi-emu-test: $(CUDA_BUILD)-emu-nompi/train_gpt_cu $(CUDA_BUILD)-emu-nomp
 # (make -j; the tests then run one after another): nvcc builds only where nvcc is
 CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) \
     $(CUDA_MUTANT_CUBINS) $(CUDA_BUILD)/test_attention gpu-prebuilt) \
-    $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu train_gpt_cu_noguard train_gpt_cu_deadlock) \
+    $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu train_gpt_cu_noguard train_gpt_cu_deadlock \
+    train_gpt_cu_nockwait) \
     $(CUDA_BUILD)-cost/train_gpt_cu $(addprefix $(CUDA_BUILD)-emu-nompi/,train_gpt_cu test_gpt_cu)
 
 cuda-clean:

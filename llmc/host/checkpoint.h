@@ -140,12 +140,15 @@ static int mkdir_p(const char* path) {
 
 static int write_all(FILE* f, const void* p, size_t bytes) { return bytes == 0 || fwrite(p, 1, bytes, f) == bytes; }
 
-// Writes one rank's file atomically. Returns 0 on success, -1 (with a message) on failure;
-// on failure nothing is renamed, so the previous checkpoint is untouched.
-static int ckpt_write_rank(const char* dir, int rank, CkptHeader* hdr, const float* params, size_t n_params,
-                           const float* m, const float* v, size_t opt_off, size_t n_opt) {
+// Writes one rank's file atomically: header (payload sizes and checksum filled in here), then
+// the payload, fsync'ed, renamed into place. Returns 0, or -1 with the reason in err (nothing
+// printed: the background writer of ckpt_async.h reports it from the main thread); on failure
+// nothing is renamed, so the previous checkpoint is untouched. The one file writer of both the
+// synchronous and the background save, so their files are the same bytes.
+static int ckpt_write_file(const char* dir, int rank, CkptHeader* hdr, const float* params, size_t n_params,
+                           const float* m, const float* v, size_t opt_off, size_t n_opt, char* err, size_t errn) {
     if (mkdir_p(dir) != 0) {
-        fprintf(stderr, "error: cannot create checkpoint directory %s: %s\n", dir, strerror(errno));
+        snprintf(err, errn, "cannot create checkpoint directory %s: %s", dir, strerror(errno));
         return -1;
     }
     char path[1100], tmp[1110];
@@ -164,20 +167,36 @@ static int ckpt_write_rank(const char* dir, int rank, CkptHeader* hdr, const flo
     memcpy(&hdr->h[CK_CHECKSUM], &h, sizeof(h));
     FILE* f = fopen(tmp, "wb");
     if (f == NULL) {
-        fprintf(stderr, "error: cannot write checkpoint file %s: %s\n", tmp, strerror(errno));
+        snprintf(err, errn, "cannot write checkpoint file %s: %s", tmp, strerror(errno));
         return -1;
     }
-    int ok = write_all(f, hdr->h, sizeof(hdr->h)) && write_all(f, params, n_params * sizeof(float)) &&
-             write_all(f, m, n_opt * sizeof(float)) && write_all(f, v, n_opt * sizeof(float));
+    int ok = write_all(f, hdr->h, sizeof(hdr->h));
+    ok = ok && write_all(f, params, n_params * sizeof(float));
+    ok = ok && write_all(f, m, n_opt * sizeof(float));
+    ok = ok && write_all(f, v, n_opt * sizeof(float));
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (fclose(f) != 0) ok = 0;
     if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "error: writing checkpoint file %s failed (%s); the previous checkpoint is intact\n", path,
-                strerror(errno));
+        snprintf(err, errn, "writing checkpoint file %s failed (%s); the previous checkpoint is intact", path,
+                 strerror(errno));
         unlink(tmp);
         return -1;
     }
     return 0;
+}
+
+// ckpt_write_file with its failure printed as an error line
+static int ckpt_write_rank(const char* dir, int rank, CkptHeader* hdr, const float* params, size_t n_params,
+                           const float* m, const float* v, size_t opt_off, size_t n_opt) {
+    char err[1400];
+    if (ckpt_write_file(dir, rank, hdr, params, n_params, m, v, opt_off, n_opt, err, sizeof(err)) == 0) return 0;
+    fprintf(stderr, "error: %s\n", err);
+    return -1;
+}
+
+// The size of a rank's file with these payload sizes (float32 counts)
+static int64_t ckpt_file_bytes(size_t n_params, size_t n_opt) {
+    return (int64_t)(sizeof(int64_t) * CKPT_HEADER_INTS + sizeof(float) * (n_params + 2 * n_opt));
 }
 
 // Marks a checkpoint complete; call once every rank's file is written (after a barrier).

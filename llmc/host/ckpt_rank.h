@@ -6,9 +6,11 @@
  * Every file goes into a fresh DIR/ckpt_N.tmp; once every rank succeeded rank 0 writes
  * DONE there and renames the directory to DIR/ckpt_N (replacing a stale one of the same
  * step), so no save ever mixes with files of an earlier one; a failed save removes its
- * temporary directory. -keep N is applied by run.h
- * after each save (ckpt_prune). Loading goes through reshard.h, so a checkpoint of any layout
- * loads into any other.
+ * temporary directory. The save is three parts (ckpt_begin, the file of ckpt_write_file with
+ * ckpt_rank_header's header, ckpt_commit), which save_checkpoint_rank runs in a row and the
+ * background save of ckpt_async.h spreads over steps. -keep N is applied by run.h after each
+ * save (ckpt_prune). Loading goes through reshard.h, so a checkpoint of any layout loads into
+ * any other.
  */
 #ifndef LLMC_CKPT_RANK_H
 #define LLMC_CKPT_RANK_H
@@ -116,11 +118,10 @@ static void ckpt_prune(const char* base, int keep, const int64_t* good, int ngoo
     free(steps);
 }
 
-// Returns 0, or -1 if any rank could not write (the previous checkpoint stays).
-static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, const ParamLayout* pl,
-                                const float* params, const float* m, const float* v, size_t opt_off, size_t n_opt) {
-    char dir[1024];
-    ckpt_dir_name(dir, sizeof(dir), c->out_dir, p->step);
+// The header of this rank's file (ckpt_write_file adds the payload sizes and the checksum):
+// the one header builder of the synchronous and the background save (ckpt_async.h).
+static void ckpt_rank_header(const Config* c, const Comm* comm, const Progress* p, const ParamLayout* pl,
+                             CkptHeader* hp) {
     CkptHeader h;
     memset(&h, 0, sizeof(h));
     h.h[CK_L] = c->L;
@@ -160,23 +161,37 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
 #define CKPT_PUT_RECIPE(name, slot, value) ckpt_put_f64(&h, slot, value);
     CKPT_RECIPE(CKPT_PUT_RECIPE, c)
 #undef CKPT_PUT_RECIPE
-    int writes_weights = comm->dpc == 0;
-    int writes_moments = c->zero || comm->dpc == 0;
-    char tmp[1100];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", dir);
+    *hp = h;
+}
+
+// What this rank's file holds: the weights from DP rank 0 only (the replicas are equal), the
+// moments from DP rank 0 without ZeRO or from every rank's shard with it (float32 counts)
+static size_t ckpt_rank_n_params(const Config* c, const Comm* comm, const ParamLayout* pl) {
+    (void)c;
+    return comm->dpc == 0 ? pl->total : 0;
+}
+static size_t ckpt_rank_n_opt(const Config* c, const Comm* comm, size_t n_opt) {
+    return c->zero || comm->dpc == 0 ? n_opt : 0;
+}
+
+// The start of a save (every rank): the names of its temporary and final directories, and a
+// fresh temporary directory made by rank 0 (whatever an earlier attempt left there goes).
+// Returns 1 when it exists (every rank learns the same).
+static int ckpt_begin(const Config* c, Comm* comm, int64_t step, char* tmp, size_t tn, char* dir, size_t dn) {
+    ckpt_dir_name(dir, dn, c->out_dir, step);
+    snprintf(tmp, tn, "%s.tmp", dir);
     int ok = 1;
-    if (comm->rank == 0) { // a fresh temporary directory: whatever an earlier attempt left there goes
-        if (ckpt_remove_dir(tmp) != 0 || mkdir_p(tmp) != 0) {
-            fprintf(stderr, "error: cannot create %s: %s\n", tmp, strerror(errno));
-            ok = 0;
-        }
+    if (comm->rank == 0 && (ckpt_remove_dir(tmp) != 0 || mkdir_p(tmp) != 0)) {
+        fprintf(stderr, "error: cannot create %s: %s\n", tmp, strerror(errno));
+        ok = 0;
     }
-    ok = world_sum(comm, ok ? 0.0 : 1.0) == 0.0;
-    if (ok) {
-        int rc = ckpt_write_rank(tmp, comm->rank, &h, params, writes_weights ? pl->total : 0, m, v, opt_off,
-                                 writes_moments ? n_opt : 0);
-        ok = world_sum(comm, rc == 0 ? 0.0 : 1.0) == 0.0;
-    }
+    return world_sum(comm, ok ? 0.0 : 1.0) == 0.0;
+}
+
+// The end of a save (every rank, with the same ok: every rank's file is written). Rank 0
+// marks the temporary directory DONE and renames it into place, or removes it when a rank
+// failed. Returns 0, or -1 (the previous checkpoint stays).
+static int ckpt_commit(Comm* comm, int ok, const char* tmp, const char* dir) {
     if (comm->rank == 0) {
         if (ok) ok = ckpt_mark_done(tmp) == 0 && ckpt_install(tmp, dir) == 0;
         if (!ok) ckpt_remove_dir(tmp); // partial: never left behind
@@ -187,6 +202,28 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
         fflush(stdout);
     }
     return ok ? 0 : -1;
+}
+
+// The synchronous save: every rank writes its file, then the commit. Returns 0, or -1 if any
+// rank could not write (the previous checkpoint stays). write_ms, bytes (may be NULL): this
+// rank's file write and its size.
+static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, const ParamLayout* pl,
+                                const float* params, const float* m, const float* v, size_t opt_off, size_t n_opt,
+                                double* write_ms, int64_t* bytes) {
+    char dir[1100], tmp[1200];
+    CkptHeader h;
+    ckpt_rank_header(c, comm, p, pl, &h);
+    size_t np = ckpt_rank_n_params(c, comm, pl), no = ckpt_rank_n_opt(c, comm, n_opt);
+    int ok = ckpt_begin(c, comm, p->step, tmp, sizeof(tmp), dir, sizeof(dir));
+    double t0 = wall_ms(), t1 = t0;
+    if (ok) {
+        int rc = ckpt_write_rank(tmp, comm->rank, &h, params, np, m, v, opt_off, no);
+        t1 = wall_ms();
+        ok = world_sum(comm, rc == 0 ? 0.0 : 1.0) == 0.0;
+    }
+    if (write_ms) *write_ms = t1 - t0;
+    if (bytes) *bytes = ckpt_file_bytes(np, no);
+    return ckpt_commit(comm, ok, tmp, dir);
 }
 
 // Checks that a checkpoint header matches this run's model. Returns 0 or -1 (err).

@@ -117,6 +117,8 @@ typedef struct {
     int world; // -check only: pretend world size
     // run lifecycle (run.h): retention, step watchdog, ownership of -o, resume identity
     int keep;              // keep the newest N complete checkpoints, 0 = all
+    int ckpt_async;        // checkpoints written by a background thread (ckpt_async.h)
+    double mtbf_hours;     // -plan: one node's MTBF, hours (default: planner.h's PLAN_MTBF_HOURS)
     double timeout;        // step watchdog seconds; 0 = off, < 0 = auto
     int overwrite;         // a fresh run may replace -o's checkpoints
     int allow_data_change; // -resume may change seed, shuffle or shards
@@ -189,6 +191,8 @@ typedef struct {
     X(F64, "-peak", peak_tflops, 0.0, "output", "peak TFLOP/s for MFU (0: the device table)")                 \
     X(INT, "-threads", threads, 0, "output", "OpenMP threads (0: the default)")                               \
     X(INT, "-keep", keep, 0, "run", "keep the newest N checkpoints (0: all)")                                 \
+    X(BOOL, "-ckpt-async", ckpt_async, 0, "run", "write checkpoints in the background (stall: a copy)")       \
+    X(F64, "-mtbf-hours", mtbf_hours, 6300.0, "run", "-plan: one node's mean time between failures, h")       \
     X(BOOL, "-overwrite", overwrite, 0, "run", "a fresh run may replace -o's checkpoints")                    \
     X(BOOL, "-allow-data-change", allow_data_change, 0, "run", "-resume may change seed, shuffle or shards")  \
     X(F64, "-skip-spikes", skip_spikes, 0.0, "guards", "skip updates above mean + Z sd (0: non-finite only)") \
@@ -668,6 +672,7 @@ static int config_validate(Config* c, char* err) {
     if (c->val_every < 0 || c->val_samples < 0 || c->ckpt_every < 0 || c->sample_every < 0 || c->sample_len < 0)
         FAIL("-val-every, -val-samples, -ckpt-every, -sample-every and -sample-len must be >= 0");
     if (c->keep < 0) FAIL("-keep must be >= 0 (0 keeps every checkpoint)");
+    if (!(c->mtbf_hours > 0 && c->mtbf_hours <= 1e9)) FAIL("-mtbf-hours must be above 0 and at most 1e9 (hours)");
     if (c->eval_every < 0) FAIL("-eval-every must be >= 0");
     if (c->eval_every > 0 && c->eval_file[0] == '\0')
         FAIL("-eval-every needs -eval-file FILE (a cloze .jsonl: dev/eval/make_cloze.py)");
@@ -781,7 +786,7 @@ static void config_print_help(FILE* out) {
         out,
         "planner: -plan -cluster selene-a100|h100|h200 -nodes N [-scaling N1,N2,..] [-plan-csv FILE] [-plan-top K]\n"
         "         cluster overrides: -gpus-per-node -peak -gpu-mem -bw-hbm -bw-intra -bw-inter -latency "
-        "-latency-intra\n"
+        "-latency-intra -fs-bw -d2h-bw\n"
         "         model constants: -plan-eff -plan-net-eff -plan-hbm-eff -plan-workspace -plan-headroom -plan-w-share\n"
         "         schedules: -plan-schedule 1f1b,interleaved,zb-h1|any (searched) -plan-schedules 1 (compare them)\n");
 }

@@ -34,6 +34,7 @@ typedef struct {
     int has_noise;
     const char* skip;             // NULL, or why the update was skipped ("spike", "nonfinite")
     double elapsed_s, pct, eta_s; // progress: since start, % of the run done, ETA (< 0 unknown)
+    int64_t saving;               // > 0: the step of a background checkpoint written during this step
 } StepLog;
 
 // 75 -> "1m15s", 4000 -> "1h06m"
@@ -97,6 +98,7 @@ static void logger_step(Logger* lg, const StepLog* s) {
             printf(" | GFLOP/s %.2f", s->tflops * 1e3);
         if (s->b_simple >= 0) printf(" | B_simple %.1f", s->b_simple);
         if (s->skip) printf(" | SKIPPED %s", s->skip);
+        if (s->saving > 0) printf(" | saving ckpt %lld", (long long)s->saving);
         char el[32], eta[32];
         fmt_dur(el, sizeof(el), s->elapsed_s);
         fmt_dur(eta, sizeof(eta), s->eta_s);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "checkpoint.h"
+#include "ckpt_async.h"
 #include "ckpt_rank.h"
 #include "comm.h"
 #include "config.h"
@@ -79,6 +80,7 @@ typedef struct {
     int64_t* saved;
     int nsaved, saved_cap; // steps this run saved (known to load: -keep counts only these)
     int64_t resumed_step;  // the checkpoint -resume loaded, -1 if none (never pruned)
+    CkptAsync ck;          // the save in flight (-ckpt-async 1), the staging buffer; the last save's figures
 } Run;
 
 typedef struct {
@@ -107,6 +109,7 @@ static void run_init(Run* R, const Config* cfg, const Comm* comm) {
     R->log_lock_fd = -1;
     R->dump_lock_fd = -1;
     R->wd.fd = -1;
+    cka_init(&R->ck);
 }
 
 static void run_free(Run* R) {
@@ -126,6 +129,7 @@ static void run_free(Run* R) {
     if (R->have_cloze) cloze_free(&R->cloze);
     logger_close(&R->log);
     free(R->saved);
+    cka_free(&R->ck);
 }
 
 // The training and validation blends of -i / -j / -blend. Every rank parses them (the same
@@ -557,6 +561,11 @@ typedef struct {
     double peak_tflops;        // device bf16 peak for MFU; <= 0: report GFLOP/s instead
     void (*abort)(void* self); // the watchdog ends a stuck job: abort device communicators (NULL: none)
     EvalHooks ev;              // forward of a token batch + a logits row (cloze eval, logits dump)
+    // -ckpt-async 1 (ckpt_async.h): stage copies this rank's state into R->ck's staging buffer and
+    // calls cka_start (0, or -1: the save cannot start); staged waits until that copy has landed
+    // (NULL: stage copies synchronously)
+    int (*stage)(void* self);
+    void (*staged)(void* self);
 } RunHooks;
 
 // 1 when path (which must exist) is dir or lies below it, after resolving links and "..".
@@ -919,17 +928,99 @@ static int run_eval_only(Run* R, const RunHooks* h) {
     return 0;
 }
 
-// One checkpoint through the trainer's hook; on success it is known to load, and -keep prunes
-// around it (ckpt_prune). Returns the hook's status.
-static int run_save(Run* R, const RunHooks* h) {
-    if (h->save(h->self) != 0) return -1;
+// A save is complete (committed on every rank): it is known to load, -keep prunes around it
+// (ckpt_prune, rank 0), and the log gets its checkpoint event (each rank its own file's figures).
+static void run_ckpt_complete(Run* R, int64_t step, double stall_ms, double wait_ms, int async) {
+    const CkptAsync* a = &R->ck;
     if (R->nsaved == R->saved_cap) {
         R->saved_cap = R->saved_cap ? 2 * R->saved_cap : 16;
         R->saved = (int64_t*)realloc(R->saved, sizeof(int64_t) * R->saved_cap);
         if (R->saved == NULL) die("out of host memory for the list of saved checkpoints");
     }
-    R->saved[R->nsaved++] = R->step;
+    R->saved[R->nsaved++] = step;
     if (R->comm.rank == 0) ckpt_prune(R->cfg.out_dir, R->cfg.keep, R->saved, R->nsaved, R->resumed_step);
+    if (R->log.f) {
+        double mbs = a->write_ms > 0 ? (double)a->bytes / 1e6 / (a->write_ms / 1e3) : 0.0;
+        fprintf(R->log.f,
+                "{\"type\":\"event\",\"event\":\"checkpoint\",\"step\":%lld,\"bytes\":%lld,\"stall_ms\":%.3f,"
+                "\"write_ms\":%.3f,\"MB_s\":%.3f,\"wait_ms\":%.3f,\"async\":%d}\n",
+                (long long)step, (long long)a->bytes, stall_ms, a->write_ms, mbs, wait_ms, async);
+        logger_check(&R->log);
+    }
+}
+
+// The background save at a step boundary (every rank, at every boundary while one is in flight:
+// the collectives of cka_agree never depend on this rank's writer). A staged copy goes to the
+// writer; with wait, this rank's writer is waited for first, so the save ends here. When every
+// rank's file is written rank 0 commits it (DONE, rename) and it is complete; when a rank's
+// write failed, every rank waits for its writer, rank 0 removes the partial directory, the
+// failed rank says why, and every rank exits 1 (as a failed synchronous save).
+static void run_ckpt_tick(Run* R, const RunHooks* h, int wait) {
+    CkptAsync* a = &R->ck;
+    if (!a->inflight) return;
+    double t0 = wall_ms();
+    if (cka_state(a) == CKA_STAGED) {
+        if (h->staged) h->staged(h->self);
+        cka_hand(a);
+    }
+    if (wait) cka_wait_local(a);
+    int all = cka_agree(a, &R->comm);
+    if (all == CKA_SOME_FAILED) {
+        cka_wait_local(a);
+        world_sum(&R->comm, 0.0); // every writer has stopped before the directory goes
+        if (R->comm.rank == 0) ckpt_remove_dir(a->tmp);
+        if (cka_state(a) == CKA_FAILED)
+            fprintf(stderr,
+                    "error: checkpoint at step %lld failed (written in the background, found at step %lld): %s: free "
+                    "disk space or fix -o, then -resume\n",
+                    (long long)a->step, (long long)R->step, a->err);
+        fflush(stderr);
+        exit(1);
+    }
+    if (all == CKA_ALL_WRITTEN) {
+        if (ckpt_commit(&R->comm, 1, a->tmp, a->dir) != 0)
+            die("checkpoint at step %lld failed: free disk space or fix -o", (long long)a->step);
+        a->stall_ms += wall_ms() - t0;
+        run_ckpt_complete(R, a->step, a->stall_ms, a->wait_ms, 1);
+        cka_done(a);
+        return;
+    }
+    a->stall_ms += wall_ms() - t0;
+}
+
+// Waits for the save in flight, if any, until it is complete (every rank at the same point).
+// Returns the milliseconds waited.
+static double run_ckpt_drain(Run* R, const RunHooks* h) {
+    if (!R->ck.inflight) return 0.0;
+    double t0 = wall_ms();
+    watchdog_beat(&R->wd, R->step);
+    run_ckpt_tick(R, h, 1);
+    watchdog_beat(&R->wd, R->step);
+    return wall_ms() - t0;
+}
+
+// One checkpoint of the current step through the trainer's hooks. Synchronous: the save, then
+// complete. -ckpt-async 1: a save still in flight is waited for (logged), then this one is
+// staged and handed to the writer; it completes at a later step boundary (run_ckpt_tick).
+// Returns 0, or -1 when the save failed (the previous checkpoint stays).
+static int run_save(Run* R, const RunHooks* h) {
+    if (!R->cfg.ckpt_async) {
+        double t0 = wall_ms();
+        if (h->save(h->self) != 0) return -1;
+        run_ckpt_complete(R, R->step, wall_ms() - t0, 0.0, 0);
+        return 0;
+    }
+    int64_t prev = R->ck.inflight ? R->ck.step : -1;
+    double waited = run_ckpt_drain(R, h);
+    if (prev >= 0 && R->comm.rank == 0) {
+        printf("checkpoint at step %lld waited %.0f ms for the save of step %lld to finish writing\n",
+               (long long)R->step, waited, (long long)prev);
+        fflush(stdout);
+    }
+    double t1 = wall_ms();
+    if (h->stage(h->self) != 0) return -1;
+    R->ck.wait_ms = waited;
+    R->ck.stall_ms = waited + (wall_ms() - t1);
     return 0;
 }
 
@@ -943,6 +1034,7 @@ static int run_save(Run* R, const RunHooks* h) {
 static int run_rewind(Run* R, const RunHooks* h, int64_t bad_step) {
     const Config* c = &R->cfg;
     char dir[1100], err[1400];
+    run_ckpt_drain(R, h); // the newest complete checkpoint is the same on every rank, and it loads
     int64_t newest = ckpt_find_latest(c->out_dir, dir, sizeof(dir));
     if (world_sum(&R->comm, newest < 0 ? 1.0 : 0.0) > 0) return 0; // every rank sees the same directory
     int64_t at[CKPT_MAX_SKIPS], n[CKPT_MAX_SKIPS];
@@ -1033,8 +1125,10 @@ static int run_loop(Run* R, const RunHooks* h) {
         s.b_simple = R->comm.DP > 1 ? noise_bsimple(&R->noise) : -1.0;
         s.skip = r.skip != SKIP_NONE ? spike_kind_name(r.skip) : NULL;
         s.elapsed_s = (wall_ms() - R->t_start) / 1e3;
+        s.saving = R->ck.inflight ? R->ck.step : -1; // a background save was being written during this step
         run_progress_est(R, wall_ms(), &s.pct, &s.eta_s);
         logger_step(&R->log, &s);
+        run_ckpt_tick(R, h, 0);
         if (r.skip != SKIP_NONE && c->rewind_batches > 0) {
             if (R->rewinds >= c->max_rewinds) {
                 if (R->comm.rank == 0)
@@ -1050,6 +1144,7 @@ static int run_loop(Run* R, const RunHooks* h) {
         if (spike_should_stop(&R->spike, c->spike_stop)) {
             // skipped steps leave the weights alone: this checkpoint holds the weights from before the trouble
             if (c->out_dir[0] && run_save(R, h) != 0) die("checkpoint after %d skipped steps failed", c->spike_stop);
+            run_ckpt_drain(R, h);
             if (R->comm.rank == 0)
                 fprintf(stderr,
                         "error: %d consecutive steps skipped (last: %s, loss %g, gnorm %g) at step %lld: "
@@ -1078,6 +1173,7 @@ static int run_loop(Run* R, const RunHooks* h) {
         if (world_sum(&R->comm, sig ? 1.0 : 0.0) > 0 && !last) {
             if (c->out_dir[0] && !saved && run_save(R, h) != 0)
                 die("checkpoint on stop at step %lld failed: free disk space or fix -o", (long long)R->step);
+            run_ckpt_drain(R, h); // the stop waits for the write in flight
             if (R->log.f) {
                 fprintf(R->log.f, "{\"type\":\"event\",\"event\":\"stop\",\"step\":%lld,\"signal\":%d}\n",
                         (long long)R->step, sig);
@@ -1097,6 +1193,7 @@ static int run_loop(Run* R, const RunHooks* h) {
             return RUN_EXIT_STOPPED;
         }
     }
+    run_ckpt_drain(R, h); // the end waits for the last save's write
     return 0;
 }
 

@@ -323,6 +323,7 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv, double devic
                 plan.rank_mem_user = &hook;
                 plan.rank_mem_name = memplan->name;
             }
+            plan.mtbf_hours = cfg->mtbf_hours;
             struct stat st; // fopen would block on a FIFO
             if (plan.csv_path != NULL && stat(plan.csv_path, &st) == 0 &&
                 (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISDIR(st.st_mode))) {

@@ -102,6 +102,11 @@
 #include "gpu_step.h"
 
 #define PLAN_MAX_SCALING 32
+/* one node's mean time between failures, hours: 54 days x 24 h x 2048 nodes / 419 unexpected
+ * interruptions, the 16,384-GPU H100 pre-training run of Llama 3 (Meta, "The Llama 3 Herd of
+ * Models", 2024: its reliability section), rounded (doc/planner.md, "Checkpoints"); config.h's -mtbf-hours
+ * default is the same number */
+#define PLAN_MTBF_HOURS 6300.0
 #define PLAN_ERR_LEN 512 /* same as config.h's CFG_ERR_LEN */
 
 /* ------------------------------------------------------------------------------------ */
@@ -123,6 +128,8 @@ typedef struct {
     double latency_us;       /* per ring step / message across nodes */
     int sms;                 /* streaming multiprocessors per GPU (the GEMMs' wave quantization) */
     int kernels;             /* 1: compute from the per-kernel model (gpu_step.h); 0: the fitted A100 model */
+    double fs_gbps;          /* checkpoints: the shared filesystem's aggregate write bandwidth, GB/s */
+    double d2h_gbps;         /* checkpoints: one GPU's device-to-host copy (PCIe), GB/s */
 } Cluster;
 
 /* The one set of constants. gemm_eff is fitted (to the paper's three Selene points, see
@@ -208,7 +215,8 @@ typedef struct {
     char cluster_name[32];
     /* cluster overrides, applied over the preset whatever the flag order; < 0 = unset */
     int o_gpus_per_node;
-    double o_peak, o_mem, o_hbm, o_intra, o_inter, o_latency, o_latency_intra;
+    double o_peak, o_mem, o_hbm, o_intra, o_inter, o_latency, o_latency_intra, o_fs, o_d2h;
+    double mtbf_hours; /* one node's mean time between failures (the checkpoint interval; -mtbf-hours) */
     PlanConsts k;
     int nodes;
     int gb, mb;          /* mb = 0: search 1, 2, 4, 8 */
@@ -265,6 +273,19 @@ static inline int cluster_preset(const char* name, Cluster* out) {
             out->latency_us = P[i].lat;
             out->sms = P[i].sms;
             out->kernels = P[i].kernels;
+            /* Checkpoint I/O, ASSUMED (no published figure for these clusters; doc/planner.md,
+             * "Checkpoints"): an all-NVMe parallel filesystem's aggregate write bandwidth (-fs-bw),
+             * and PCIe device-to-host per GPU (-d2h-bw): Gen4 x16 on DGX A100, Gen5 x16 on DGX
+             * H100/H200 (32 and 64 GB/s per direction nominal, ~80% reached). */
+            static const struct {
+                const char* name;
+                double fs, d2h;
+            } IO[] = {{"selene-a100", 100.0, 25.0}, {"h100", 200.0, 50.0}, {"h200", 200.0, 50.0}};
+            for (size_t j = 0; j < sizeof(IO) / sizeof(IO[0]); j++)
+                if (strcmp(IO[j].name, name) == 0) {
+                    out->fs_gbps = IO[j].fs;
+                    out->d2h_gbps = IO[j].d2h;
+                }
             return 0;
         }
     }
@@ -336,6 +357,8 @@ static inline void plan_request_init(PlanRequest* r) {
     snprintf(r->cluster_name, sizeof(r->cluster_name), "%s", "selene-a100");
     r->o_gpus_per_node = -1;
     r->o_peak = r->o_mem = r->o_hbm = r->o_intra = r->o_inter = r->o_latency = r->o_latency_intra = -1.0;
+    r->o_fs = r->o_d2h = -1.0;
+    r->mtbf_hours = PLAN_MTBF_HOURS;
     r->k = plan_default_consts();
     r->nodes = 0;
     r->gb = 1920;
@@ -364,6 +387,8 @@ static inline int plan_request_cluster(const PlanRequest* r, Cluster* c) {
     if (r->o_inter > 0) c->inter_gbps = r->o_inter;
     if (r->o_latency >= 0) c->latency_us = r->o_latency;
     if (r->o_latency_intra >= 0) c->intra_latency_us = r->o_latency_intra;
+    if (r->o_fs > 0) c->fs_gbps = r->o_fs;
+    if (r->o_d2h > 0) c->d2h_gbps = r->o_d2h;
     return 0;
 }
 
@@ -459,6 +484,8 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
     if (strcmp(flag, "-bw-inter") == 0) PLAN_POS(r->o_inter);
     if (strcmp(flag, "-latency") == 0) PLAN_NONNEG(r->o_latency);
     if (strcmp(flag, "-latency-intra") == 0) PLAN_NONNEG(r->o_latency_intra);
+    if (strcmp(flag, "-fs-bw") == 0) PLAN_POS(r->o_fs);
+    if (strcmp(flag, "-d2h-bw") == 0) PLAN_POS(r->o_d2h);
     if (strcmp(flag, "-plan-gemm-dim") == 0) PLAN_NONNEG(r->k.gemm_dim0);
     if (strcmp(flag, "-plan-eff") == 0) {
         if (!planx_parse_double(value, &d) || d <= 0 || d > 1) PLAN_BAD("a fraction in (0, 1]");
@@ -532,11 +559,11 @@ static inline int plan_parse_flag_err(PlanRequest* r, const char* flag, const ch
 }
 
 static inline int plan_is_flag(const char* flag) {
-    static const char* F[] = {"-cluster",       "-nodes",         "-gpus-per-node", "-peak",           "-gpu-mem",
-                              "-bw-hbm",        "-bw-intra",      "-bw-inter",      "-latency",        "-latency-intra",
-                              "-plan-eff",      "-plan-net-eff",  "-plan-hbm-eff",  "-plan-workspace", "-plan-headroom",
-                              "-plan-top",      "-plan-csv",      "-scaling",       "-plan-gemm-dim",  "-plan-w-share",
-                              "-plan-schedule", "-plan-schedules"};
+    static const char* F[] = {
+        "-cluster",       "-nodes",          "-gpus-per-node", "-peak",           "-gpu-mem",  "-bw-hbm",
+        "-bw-intra",      "-bw-inter",       "-latency",       "-latency-intra",  "-plan-eff", "-plan-net-eff",
+        "-plan-hbm-eff",  "-plan-workspace", "-plan-headroom", "-plan-top",       "-plan-csv", "-scaling",
+        "-plan-gemm-dim", "-plan-w-share",   "-plan-schedule", "-plan-schedules", "-fs-bw",    "-d2h-bw"};
     for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++)
         if (strcmp(F[i], flag) == 0) return 1;
     return 0;
@@ -1666,6 +1693,77 @@ static inline void planx_print_rank_mem(const PlanRequest* r, const PlanLayout* 
     }
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* checkpoints: size, write time, stall, and how often to save                            */
+
+typedef struct {
+    double total_bytes;   /* every rank's file: 12 B per parameter held (fp32 weights on DP rank 0, m and v once) */
+    double rank_bytes;    /* the largest rank's file (DP rank 0 of the stage with the most parameters) */
+    double write_s;       /* the whole checkpoint at the filesystem's aggregate write bandwidth */
+    double copy_s;        /* the largest rank's share copied device -> host */
+    double stall_sync_s;  /* -ckpt-async 0: the loop waits for the copy and the write */
+    double stall_async_s; /* -ckpt-async 1: the loop waits for the copy only */
+    double mtbf_job_s;    /* node MTBF / nodes */
+    double every_sync_s, every_async_s; /* intervals: the Young/Daly optimum in whole steps */
+    int every_sync, every_async;        /* the same in steps (-ckpt-every) */
+    double lost_sync, lost_async;       /* expected fraction of the run lost to saves and to failures */
+} PlanCkpt;
+
+/* The checkpoint of layout l (the format of llmc/host/checkpoint.h: fp32 weights from DP rank 0
+ * of each (TP, PP) position, AdamW m and v once, sharded over DP with ZeRO-1, a 1 KiB header per
+ * rank) and how often to save it. Young (1974) / Daly (2006), first order: a save costing C
+ * seconds of training every tau seconds, with failures every M seconds on average (the job's
+ * MTBF), loses C/tau + tau/(2M) of the time, least at tau = sqrt(2 C M). The cost C is the
+ * stall; a background write (-ckpt-async 1) also delays the checkpoint's completion by the
+ * write (lost work W/M more per failure) and needs tau >= W (one save in flight). */
+static inline void plan_checkpoint(const PlanModel* md, const PlanLayout* l, const Cluster* c, int nodes, double iter_s,
+                                   double mtbf_hours, PlanCkpt* o) {
+    memset(o, 0, sizeof(*o));
+    int world = l->tp * l->pp * l->dp;
+    double held = 0.0, big = 0.0;
+    for (int s = 0; s < l->pp; s++) {
+        double p = plan_stage_params(md, l->tp, l->pp, s);
+        held += (double)l->tp * p;
+        if (p > big) big = p;
+    }
+    o->total_bytes = 12.0 * held + 1024.0 * world;
+    o->rank_bytes = 1024.0 + 4.0 * big + 8.0 * (l->zero ? big / l->dp : big);
+    o->write_s = o->total_bytes / (c->fs_gbps * 1e9);
+    o->copy_s = (o->rank_bytes - 1024.0) / (c->d2h_gbps * 1e9);
+    o->stall_sync_s = o->copy_s + o->write_s;
+    o->stall_async_s = o->copy_s;
+    o->mtbf_job_s = mtbf_hours * 3600.0 / (nodes > 0 ? nodes : 1);
+    double M = o->mtbf_job_s;
+    double ts = sqrt(2.0 * o->stall_sync_s * M), ta = sqrt(2.0 * o->stall_async_s * M);
+    o->every_sync = (int)fmax(1.0, floor(ts / iter_s + 0.5));
+    o->every_async = (int)fmax(1.0, floor(ta / iter_s + 0.5));
+    while (o->every_async * iter_s < o->write_s) o->every_async++;
+    o->every_sync_s = o->every_sync * iter_s;
+    o->every_async_s = o->every_async * iter_s;
+    o->lost_sync = o->stall_sync_s / o->every_sync_s + o->every_sync_s / (2.0 * M);
+    o->lost_async = o->stall_async_s / o->every_async_s + (o->every_async_s / 2.0 + o->write_s) / M;
+}
+
+static inline void planx_print_ckpt(const PlanRequest* r, const Cluster* c, const PlanRow* b, FILE* out) {
+    PlanCkpt k;
+    plan_checkpoint(&r->model, &b->lay, c, r->nodes, b->time.iter_s, r->mtbf_hours, &k);
+    fprintf(out,
+            "checkpoints of the recommended layout (PREDICTED; filesystem and PCIe rates assumed, -fs-bw, -d2h-bw):\n");
+    fprintf(out,
+            "  size %.3g TB in all (12 B per parameter: fp32 weights, AdamW m and v), %.3g GB on the largest rank\n",
+            k.total_bytes / 1e12, k.rank_bytes / 1e9);
+    fprintf(out, "  write %.3g s at the filesystem's %.0f GB/s; copy to host %.3g s at %.0f GB/s per GPU\n", k.write_s,
+            c->fs_gbps, k.copy_s, c->d2h_gbps);
+    fprintf(out,
+            "  interval: Young/Daly sqrt(2 x stall x job MTBF), job MTBF %.3g h = node MTBF %.0f h (-mtbf-hours) / %d "
+            "nodes\n",
+            k.mtbf_job_s / 3600.0, r->mtbf_hours, r->nodes);
+    fprintf(out, "  -ckpt-async 0: stall %.3g s per save, every %.3g min = -ckpt-every %d, %.2f%% of the run lost\n",
+            k.stall_sync_s, k.every_sync_s / 60.0, k.every_sync, 100.0 * k.lost_sync);
+    fprintf(out, "  -ckpt-async 1: stall %.3g s per save, every %.3g min = -ckpt-every %d, %.2f%% of the run lost\n",
+            k.stall_async_s, k.every_async_s / 60.0, k.every_async, 100.0 * k.lost_async);
+}
+
 static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* out) {
     int n = 0, world = r->nodes * c->gpus_per_node;
     PlanRow* rows = planx_enumerate(r, c, r->nodes, &n);
@@ -1751,6 +1849,7 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         if (plan_paper_point(r, c, &b->lay, r->nodes, &ep, &et))
             fprintf(out, "; paper measured %.1f s, %.0f TFLOP/s", ep, et);
         fprintf(out, "\n");
+        planx_print_ckpt(r, c, b, out);
     }
     /* every layout flag given but the layout does not fit the GPU: the trainer's rows all the same */
     int pinned = r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0 && r->sp >= 0 && r->vpp > 0;

@@ -26,6 +26,9 @@ expect_ok "control: -j ''" -- "${C[@]}" -j ''
 expect_ok "control: -o ./-dash" -- "${C[@]}" -o "$WORK/./-dash"
 expect_ok "control: -plan" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b
 expect_ok "control: -plan with -sp 1 -recompute selective -vpp 2" -- "$TRAIN" -plan -cluster h100 -nodes 4 -model 1.3b -sp 1 -recompute selective -vpp 2
+expect_ok "control: -ckpt-async 1 -mtbf-hours 1000" -- "${C[@]}" -ckpt-async 1 -mtbf-hours 1000
+expect_ok "control: -plan -fs-bw 500 -d2h-bw 40 -mtbf-hours 2000" -- "$TRAIN" -plan -cluster h100 -nodes 4 -model 1.3b \
+  -fs-bw 500 -d2h-bw 40 -mtbf-hours 2000
 expect_ok "control: -plan -plan-gemm-dim 0 (shape term off)" -- "$TRAIN" -plan -cluster h100 -nodes 1 -model 1.3b -plan-gemm-dim 0
 expect_ok "control: -plan -plan-schedule zb-h1 -plan-schedules 1" -- "$TRAIN" -plan -cluster h100 -nodes 4 -model 1.3b \
   -plan-schedule zb-h1 -plan-schedules 1
@@ -37,9 +40,9 @@ expect_ok "control: -layout auto -world 8 -pp-schedule zb-h1 (pinned)" -- "${C[@
 
 # --- generic bad values for every numeric flag
 INT_FLAGS=(-L -H -heads -seq -V -vpad -scaled-init -tp -pp -dp -mb -zero -recompute -shuffle
-           -sample-len -threads -spike-window -spike-stop -world)
+           -sample-len -threads -spike-window -spike-stop -world -ckpt-async)
 I64_FLAGS=(-gb -warmup -decay -tokens -steps -val-every -val-samples -ckpt-every -sample-every -seed)
-F64_FLAGS=(-minlr-frac -beta1 -beta2 -eps -wd -clip -skip-spikes -noise-beta -peak -lr -init-std-mult)
+F64_FLAGS=(-minlr-frac -beta1 -beta2 -eps -wd -clip -skip-spikes -noise-beta -peak -lr -init-std-mult -mtbf-hours)
 for f in "${INT_FLAGS[@]}" "${I64_FLAGS[@]}" "${F64_FLAGS[@]}"; do
   for v in "" abc 1x nan inf -inf 1e999 " 1" "1 2"; do
     expect_err "$f '$v'" -- "${C[@]}" "$f" "$v"
@@ -245,6 +248,16 @@ gb
 -plan -cluster h100 -nodes 1 -bw-inter nan
 -plan -cluster h100 -nodes 1 -latency -1
 -plan -cluster h100 -nodes 1 -latency-intra x
+-plan -cluster h100 -nodes 1 -fs-bw 0
+-plan -cluster h100 -nodes 1 -fs-bw x
+-plan -cluster h100 -nodes 1 -d2h-bw -1
+-plan -cluster h100 -nodes 1 -d2h-bw nan
+-plan -cluster h100 -nodes 1 -mtbf-hours 0
+-ckpt-async 2
+-ckpt-async -1
+-mtbf-hours 0
+-mtbf-hours -1
+-mtbf-hours 2e9
 -plan -cluster h100 -nodes 1 -plan-csv -x
 -plan -cluster h100 -nodes 1 -plan-csv
 -plan -cluster h100 -nodes 1 -plan-gemm-dim -1
