@@ -152,10 +152,18 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
     memcpy(&h.h[CK_NOISE_BETAPOW], &p->noise_betapow, 8);
     h.h[CK_SHUFFLE] = c->shuffle;
     h.h[CK_DATA_HASH] = (int64_t)p->data_hash;
-    h.h[CK_SKIP_COUNT] = p->nskip;
-    for (int i = 0; i < p->nskip; i++) {
-        h.h[CK_SKIP_FIRST + 2 * i] = p->skip_at[i];
-        h.h[CK_SKIP_FIRST + 2 * i + 1] = p->skip_n[i];
+    int64_t skip_at[CKPT_MAX_SKIPS] = {0};
+    int64_t skip_n[CKPT_MAX_SKIPS] = {0};
+    char why[200];
+    int nskip = ckpt_skips_for_save(p->nskip, p->skip_at, p->skip_n, p->samples, skip_at, skip_n, why, sizeof(why));
+    if (nskip < 0) { // never written: the reader would refuse it (every rank has the same ranges)
+        if (comm->rank == 0) fprintf(stderr, "error: checkpoint at step %lld not saved: %s\n", (long long)p->step, why);
+        return -1;
+    }
+    h.h[CK_SKIP_COUNT] = nskip;
+    for (int i = 0; i < nskip; i++) {
+        h.h[CK_SKIP_FIRST + 2 * i] = skip_at[i];
+        h.h[CK_SKIP_FIRST + 2 * i + 1] = skip_n[i];
     }
 #define CKPT_PUT_RECIPE(name, slot, value) ckpt_put_f64(&h, slot, value);
     CKPT_RECIPE(CKPT_PUT_RECIPE, c)
