@@ -111,6 +111,12 @@ test_gpt_asan: $(TEST_GPT_DEPS)
 	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation \
 	    -Wno-unknown-pragmas $< -lm -o $@
 
+# the trainer itself under ASan+UBSan: single process, no MPI, no OpenMP (tests/attack/asan.sh runs
+# the run-record, resume, signal, blend and checkpoint families with it)
+train_gpt_asan: train_gpt.c $(HEADERS)
+	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation \
+	    -Wno-unknown-pragmas $< -lm -o $@
+
 attack: train_gpt data $(if $(MPICC),build/mutants/train_gpt_deadlock)
 	bash tests/attack/run.sh
 
@@ -133,7 +139,8 @@ format:
 # timed by tests/timed_sh.sh for that table.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_BINS = train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_colltrace test_cpu_gemm fixtures \
-    data $(if $(MPICC),test_comm build/mutants/train_gpt_deadlock) test_gpt_asan test_cpu_gemm_asan $(FUZZ_BINS) \
+    data $(if $(MPICC),test_comm build/mutants/train_gpt_deadlock) test_gpt_asan test_cpu_gemm_asan train_gpt_asan \
+    $(FUZZ_BINS) \
     $(CUEMU_TEST_BINS) $(CUDA_TEST_BINS)
 TIMED = SHELL=$(CURDIR)/tests/timed_sh.sh
 test-bins: $(TEST_BINS)
@@ -175,7 +182,7 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean: cuda-clean cuemu-clean
-	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_cpu_gemm_asan test_comm test_planner \
+	rm -f train_gpt train_gpt_nompi train_gpt_asan test_gpt test_gpt_asan test_cpu_gemm_asan test_comm test_planner \
 	    test_instruments test_colltrace test_cpu_gemm fixtures.log
 	rm -rf tests/fuzz/bin
 	rm -rf fixtures
