@@ -91,7 +91,7 @@ test_instruments: tests/test_instruments.c llmc/host/noise.h llmc/host/spike.h
 
 # the reliability suite (doc/reliability.md): the attack families against the trainer,
 # bounded libFuzzer runs of every file and flag parser, the test build under ASan+UBSan
-FUZZ_TARGETS = shard tokenizer flags ckpt cloze blend bpe
+FUZZ_TARGETS = shard tokenizer flags ckpt cloze blend bpe record
 FUZZ_SECONDS ?= 12
 FUZZ_BINS = $(addprefix tests/fuzz/bin/fuzz_,$(FUZZ_TARGETS))
 SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer

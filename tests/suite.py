@@ -67,7 +67,7 @@ ATTACK_FAMILIES = sorted(f[len("family_"):-3] for f in os.listdir(os.path.join(R
                          if f.startswith("family_") and f.endswith(".sh"))
 # families whose cases depend on wall-clock moments (a 4 s watchdog, kill -9 or a signal at a chosen step)
 ATTACK_ALONE = {"hang", "kill", "signals"}
-FUZZ_TARGETS = ["shard", "tokenizer", "flags", "ckpt", "cloze", "blend", "bpe"]
+FUZZ_TARGETS = ["shard", "tokenizer", "flags", "ckpt", "cloze", "blend", "bpe", "record"]
 FUZZ_SECONDS = int(os.environ.get("FUZZ_SECONDS", "12"))
 
 

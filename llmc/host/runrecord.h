@@ -17,6 +17,7 @@
  *   runrecord_tokens(body, &argc, &argv)        a JSON array body back into an argv (argv[0] a name)
  *   runrecord_load(dir, &argc, &argv, rew, rn, err, errn)  DIR/config.json's flags and rewound
  *                                               ranges: 1 read, 0 no record, -1 damaged (err)
+ *   runrecord_parse(text, n, &argc, &argv, rew, rn, err, errn)  the same from a record's text
  *   runrecord_json(f, c, comm)                  the record's fields, without the braces
  *   runrecord_report_changes(out, rec, now)     a resume's flags that differ from the record's
  *   runrecord_write(dir, c, comm, err)          DIR/config.json, atomically
@@ -178,6 +179,44 @@ static int runrecord_tokens(const char* body, int* argc, char*** argv) {
     return rc;
 }
 
+// A record's text (n bytes, named path in errors): its flags as an argv and its rewound ranges.
+// 1, or -1 (err: what is wrong, without the file's name). Pure: the fuzzer calls it on any bytes.
+static int runrecord_parse(const char* text, size_t n, int* argc_out, char*** argv_out, char* rewound, size_t rn,
+                           char* err, size_t errn) {
+    JsonDoc doc;
+    rewound[0] = '\0';
+    int bad = json_parse(text, n, &doc, err, errn) != 0;
+    const JsonNode* r = &doc.root;
+    const JsonNode* av = bad ? NULL : json_get(r, "argv");
+    const JsonNode* rw = bad ? NULL : json_get(r, "rewound");
+    if (!bad && r->type != JSON_OBJ) snprintf(err, errn, "not a JSON object");
+    bad = bad || r->type != JSON_OBJ;
+    for (int k = 0; !bad && k < r->n; k++) { // the fields runrecord_json writes, and no other
+        const char* key = r->keys[k];
+        bad = strcmp(key, "argv") && strcmp(key, "layout") && strcmp(key, "layout_auto") && strcmp(key, "rewound") &&
+              strcmp(key, "flags");
+        if (bad) snprintf(err, errn, "an unknown field \"%.40s\"", key);
+    }
+    if (!bad && (av == NULL || av->type != JSON_ARR || runrecord_argv_of(av, argc_out, argv_out) != 0)) {
+        snprintf(err, errn, "no \"argv\" list of strings");
+        bad = 1;
+    }
+    if (!bad && rw != NULL) {
+        int64_t at[CFG_MAX_SKIPS], cnt[CFG_MAX_SKIPS];
+        char why[CFG_ERR_LEN];
+        if (rw->type != JSON_STR || rw->len != strlen(rw->str) || rw->len >= rn ||
+            config_skip_ranges(rw->str, at, cnt, why) < 0) {
+            snprintf(err, errn, "its \"rewound\" is not a list of data ranges AT:N");
+            runrecord_free_argv(*argc_out, *argv_out);
+            bad = 1;
+        } else {
+            snprintf(rewound, rn, "%s", rw->str);
+        }
+    }
+    json_free(&doc);
+    return bad ? -1 : 1;
+}
+
 static int runrecord_load(const char* dir, int* argc_out, char*** argv_out, char* rewound, size_t rn, char* err,
                           size_t errn) {
     char path[CFG_PATH_LEN + 32];
@@ -191,45 +230,14 @@ static int runrecord_load(const char* dir, int* argc_out, char*** argv_out, char
         snprintf(err, errn, "%s: restore it, or delete it and resume with every flag given", e);
         return -1;
     }
-    JsonDoc doc;
-    int bad = json_parse(text, n, &doc, e, sizeof(e)) != 0;
+    int rc = runrecord_parse(text, n, argc_out, argv_out, rewound, rn, e, sizeof(e));
     free(text);
-    const JsonNode* r = &doc.root;
-    const JsonNode* av = bad ? NULL : json_get(r, "argv");
-    const JsonNode* rw = bad ? NULL : json_get(r, "rewound");
-    if (!bad && r->type != JSON_OBJ) snprintf(e, sizeof(e), "not a JSON object");
-    bad = bad || r->type != JSON_OBJ;
-    for (int k = 0; !bad && k < r->n; k++) { // the fields runrecord_json writes, and no other
-        const char* key = r->keys[k];
-        bad = strcmp(key, "argv") && strcmp(key, "layout") && strcmp(key, "layout_auto") && strcmp(key, "rewound") &&
-              strcmp(key, "flags");
-        if (bad) snprintf(e, sizeof(e), "an unknown field \"%.40s\"", key);
-    }
-    if (!bad && (av == NULL || av->type != JSON_ARR || runrecord_argv_of(av, argc_out, argv_out) != 0)) {
-        snprintf(e, sizeof(e), "no \"argv\" list of strings");
-        bad = 1;
-    }
-    if (!bad && rw != NULL) {
-        int64_t at[CFG_MAX_SKIPS], cnt[CFG_MAX_SKIPS];
-        char why[CFG_ERR_LEN];
-        if (rw->type != JSON_STR || rw->len != strlen(rw->str) || rw->len >= rn ||
-            config_skip_ranges(rw->str, at, cnt, why) < 0) {
-            snprintf(e, sizeof(e), "its \"rewound\" is not a list of data ranges AT:N");
-            runrecord_free_argv(*argc_out, *argv_out);
-            bad = 1;
-        } else {
-            snprintf(rewound, rn, "%s", rw->str);
-        }
-    }
-    json_free(&doc);
-    if (bad) {
+    if (rc < 0)
         snprintf(err, errn,
                  "run record %s is damaged (%s): restore it, or delete it and resume with every flag given (-o %s "
                  "-resume FLAGS)",
                  path, e, dir);
-        return -1;
-    }
-    return 1;
+    return rc;
 }
 
 // one flag's value as JSON into s (n bytes), by the flag table's kind
