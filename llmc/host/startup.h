@@ -196,8 +196,7 @@ static int startup_replay_record(Config* cfg, int argc, char** argv, PlanRequest
         } else if (err[0] != '\0') { // the record's own flags: say where they come from
             char e[CFG_ERR_LEN];
             snprintf(e, sizeof(e), "%s", err);
-            snprintf(err, CFG_ERR_LEN, "%.400s (the flags recorded in %.40s/config.json and this command line)", e,
-                     cfg->out_dir);
+            snprintf(err, CFG_ERR_LEN, "%.440s (the flags recorded in -o's config.json, then this command line)", e);
         }
         free(both);
         free(rec);
