@@ -28,6 +28,7 @@ not run twice.
 Prints one PASS/FAIL line per block and command, then "N passed, M failed".
 
     python3 tests/test_docs.py              every document
+    python3 tests/test_docs.py README.md    some documents
     python3 tests/test_docs.py --list       the blocks, their markers and commands; runs nothing
 """
 import glob
@@ -151,7 +152,8 @@ def make_copy(tmp):
         dst = os.path.join(tree, f)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copy2(src, dst)
-    for f in glob.glob(os.path.join(ROOT, "dev/data/kjv/*")) + glob.glob(os.path.join(ROOT, "dev/eval/kjv_cloze.jsonl")):
+    extra = glob.glob(os.path.join(ROOT, "dev/data/kjv/*")) + glob.glob(os.path.join(ROOT, "dev/eval/kjv_cloze.jsonl"))
+    for f in extra:
         dst = os.path.join(tree, os.path.relpath(f, ROOT))
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copy2(f, dst)
@@ -201,8 +203,13 @@ def main(argv):
         print(__doc__)
         return 0
     listing = len(argv) > 1 and argv[1] == "--list"
+    only = [a for a in argv[1:] if a != "--list"]
+    bad = [d for d in only if d not in documents()]
+    if bad:
+        print(f"error: not a document this test reads: {', '.join(bad)} (README.md or doc/NAME.md)", file=sys.stderr)
+        return 2
     todo, nrun, nskip = [], 0, 0
-    for doc in documents():
+    for doc in only or documents():
         for line, prev, body in blocks(doc):
             cmds, why, err = plan(doc, line, prev, body)
             if err:
