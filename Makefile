@@ -104,7 +104,7 @@ test_instruments: tests/test_instruments.c llmc/host/noise.h llmc/host/spike.h
 
 # the reliability suite (doc/reliability.md): the attack families against the trainer,
 # bounded libFuzzer runs of every file and flag parser, the test build under ASan+UBSan
-FUZZ_TARGETS = shard tokenizer flags ckpt cloze blend bpe
+FUZZ_TARGETS = shard tokenizer flags ckpt cloze blend bpe record
 FUZZ_SECONDS ?= 12
 FUZZ_BINS = $(addprefix tests/fuzz/bin/fuzz_,$(FUZZ_TARGETS))
 SAN_FLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -121,6 +121,12 @@ test_cpu_gemm_asan: tests/test_cpu_gemm.c llmc/cpu/cpu_gemm.h llmc/cpu/cpu_math.
 
 # single process, no MPI, no OpenMP (its runtime is not instrumented)
 test_gpt_asan: $(TEST_GPT_DEPS)
+	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation \
+	    -Wno-unknown-pragmas $< -lm -o $@
+
+# the trainer itself under ASan+UBSan: single process, no MPI, no OpenMP (tests/attack/asan.sh runs
+# the run-record, resume, signal, blend and checkpoint families with it)
+train_gpt_asan: train_gpt.c $(HEADERS)
 	$(CC) $(SAN_FLAGS) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-function -Wno-format-truncation \
 	    -Wno-unknown-pragmas $< -lm -o $@
 
@@ -147,7 +153,7 @@ format:
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TEST_BINS = train_gpt train_gpt_nompi test_gpt test_planner test_instruments test_colltrace test_cpu_gemm fixtures \
     data $(if $(MPICC),test_comm build/mutants/train_gpt_deadlock) build/mutants/train_gpt_ckpt_points test_gpt_asan \
-    test_cpu_gemm_asan $(FUZZ_BINS) \
+    test_cpu_gemm_asan train_gpt_asan $(FUZZ_BINS) \
     $(CUEMU_TEST_BINS) $(CUDA_TEST_BINS)
 TIMED = SHELL=$(CURDIR)/tests/timed_sh.sh
 test-bins: $(TEST_BINS)
@@ -201,7 +207,7 @@ quickstart:
 	bash scripts/run_cpu.sh
 
 clean: cuda-clean cuemu-clean
-	rm -f train_gpt train_gpt_nompi test_gpt test_gpt_asan test_cpu_gemm_asan test_comm test_planner \
+	rm -f train_gpt train_gpt_nompi train_gpt_asan test_gpt test_gpt_asan test_cpu_gemm_asan test_comm test_planner \
 	    test_instruments test_colltrace test_cpu_gemm fixtures.log
 	rm -rf tests/fuzz/bin
 	rm -rf fixtures

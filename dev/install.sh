@@ -4,6 +4,7 @@
 # corpus, the BPE library used to train the tokenizer, and Slurm with MUNGE (tests/test_slurm.sh).
 # Idempotent and quiet when everything is already there.
 set -euo pipefail
+case "${1:-}" in -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }

@@ -20,3 +20,10 @@ llmc_args() {
     esac
   done
 }
+
+# run rather than sourced (bash scripts/args.sh -h): the comment above, or why there is nothing to run
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  llmc_args "$0" "$@"
+  echo "$(basename "$0"): sourced by the scripts in scripts/, not run (see -h)" >&2
+  exit 2
+fi

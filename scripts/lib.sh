@@ -113,3 +113,10 @@ llmc_launch() {
     sleep "$wait_s"
   done
 }
+
+# run rather than sourced (bash scripts/lib.sh -h): the comment above, or why there is nothing to run
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  source "$(dirname "$0")/args.sh" && llmc_args "$0" "$@"
+  echo "$(basename "$0"): sourced by the GPU recipe scripts, not run (see -h)" >&2
+  exit 2
+fi

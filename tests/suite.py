@@ -67,7 +67,7 @@ ATTACK_FAMILIES = sorted(f[len("family_"):-3] for f in os.listdir(os.path.join(R
                          if f.startswith("family_") and f.endswith(".sh"))
 # families whose cases depend on wall-clock moments (a 4 s watchdog, kill -9 or a signal at a chosen step)
 ATTACK_ALONE = {"async", "hang", "kill", "signals"}
-FUZZ_TARGETS = ["shard", "tokenizer", "flags", "ckpt", "cloze", "blend", "bpe"]
+FUZZ_TARGETS = ["shard", "tokenizer", "flags", "ckpt", "cloze", "blend", "bpe", "record"]
 FUZZ_SECONDS = int(os.environ.get("FUZZ_SECONDS", "12"))
 
 
@@ -121,6 +121,8 @@ def steps():
         Step("cuda_costmodel", f"{MAKE} cuda-costmodel", 900),
         Step("gpu_rehearsal", f"{MAKE} gpu-rehearsal", 900, cores=2),
         Step("test_gpt_asan", "./test_gpt_asan fixtures --quick", 900),
+        Step("attack_asan", "bash tests/attack/asan.sh", 2400),
+        Step("test_docs", f"{PY} tests/test_docs.py", 900, cores=2, needs=need_mpi),
     ]
     touched = attack_families_touched()
     for f in ATTACK_FAMILIES:
@@ -145,8 +147,11 @@ FAMILY_SOURCES = {
     "hang": ["llmc/host/watchdog.h", "llmc/host/colltrace.h", "llmc/host/comm.h", "llmc/host/seqpar.h"],
     "hf": ["dev/export_hf.py", "dev/import_hf.py", "llmc/host/bpe.h"],
     "kill": ["llmc/host/checkpoint.h", "llmc/host/run.h", "llmc/host/stop.h"],
+    "firstuse": ["llmc/host/config.h", "llmc/host/autolayout.h", "llmc/host/run.h", "scripts/"],
     "outdir": ["llmc/host/outdir.h", "llmc/host/runrecord.h", "llmc/host/run.h"],
     "paths": ["llmc/host/dirlist.h", "llmc/host/safeio.h"],
+    "record": ["llmc/host/runrecord.h", "llmc/host/json.h", "llmc/host/startup.h"],
+    "resume": ["llmc/host/run.h", "llmc/host/outdir.h", "llmc/host/checkpoint.h", "llmc/host/dataloader.h"],
     "retention": ["llmc/host/outdir.h", "llmc/host/checkpoint.h"],
     "shards": ["llmc/host/dataloader.h", "llmc/host/tokenizer.h"],
     "signals": ["llmc/host/stop.h", "llmc/host/run.h"],

@@ -5,7 +5,8 @@ test_hf.py: the Hugging Face export/import and the cloze evaluation, end to end 
   1. train `tiny` (vocab padded 8192 -> 9000 so padded rows exist): 16 steps single-process,
      then resumed for 2 steps as 2x2x2 ZeRO-1 over mpirun, which writes the checkpoint
   2. the HF commands doc/hf_eval.md shows (its blocks marked "test_hf.py runs this block": export,
-     generate, pipeline, import, lm_eval), verbatim but for their out/... paths; then
+     generate, pipeline, import, the trainer's cloze evaluation, lm_eval), verbatim but for their
+     out/... paths (the README run's checkpoint: a 2-step run of its model); then
      AutoModelForCausalLM / AutoTokenizer load the export without custom code
   3. transformers' logits on the first validation micro-batch vs the trainer's (-dump-logits),
      1e-5 relative; transformers' loss on the validation samples vs the 2x2x2 run's val_loss
@@ -215,9 +216,18 @@ def body(tmp):
     acc, ppl = m["acc,none"], m["perplexity,none"]
     check(abs(acc - b["cloze_acc"]) < 1e-12, f"lm-eval accuracy {acc:.4f} = the trainer's {b['cloze_acc']:.4f} (64 items)")
     check(abs(ppl - b["cloze_ppl"]) / b["cloze_ppl"] < 1e-4, f"lm-eval perplexity {ppl:.4f} = the trainer's {b['cloze_ppl']:.4f} (1e-4 rel)")
-    # the documented lm_eval command line, on the same 64 items (its --include_path pointed at them)
+    # the documented cloze evaluation of the README's run (its last checkpoint: one of that model, 2 steps)
     cmds = doc_commands(1)
-    check(len(cmds) == 1 and "lm_eval" in cmds[0], "doc/hf_eval.md's second block is the lm_eval command line")
+    check(len(cmds) == 2 and cmds[0].startswith("make cloze") and "-eval-file" in cmds[1],
+          "doc/hf_eval.md's second block is make cloze and the trainer's cloze evaluation")
+    readme_run = os.path.join(tmp, "readme_run")
+    run(["./train_gpt", "-V", "8192", "-gb", "8", "-ramp", "off", "-steps", "2", "-o", readme_run], what="README model")
+    for c in cmds:
+        out = run_doc(c, {"out/cpu_tiny/ckpt_00000225": os.path.join(readme_run, "ckpt_00000002")})
+    check("cloze" in out and os.path.exists("dev/eval/kjv_cloze.jsonl"), "... it evaluates the cloze set")
+    # the documented lm_eval command line, on the same 64 items (its --include_path pointed at them)
+    cmds = doc_commands(2)
+    check(len(cmds) == 1 and "lm_eval" in cmds[0], "doc/hf_eval.md's third block is the lm_eval command line")
     out = run_doc(cmds[0], dict(paths, **{"dev/eval": taskdir}))
     cli_acc = -1.0
     for line in out.splitlines():  # its table: |kjv_cloze| 1|none | 0|acc |↑ |0.0156|± |0.0156|

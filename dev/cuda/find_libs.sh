@@ -23,6 +23,7 @@
 #   FIND_LIBS_NVCC         the nvcc of the build (its prefix is searched first after the -I)
 #   FIND_LIBS_FRONTEND     the cuDNN frontend include dir (default: the vendored third_party/cudnn_frontend/include)
 set -u
+case "${1:-}" in -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 linkdir=${1:?usage: find_libs.sh LINKDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 sysdirs=${FIND_LIBS_SYSTEM_DIRS-"${CUDA_HOME:-/usr/local/cuda} /usr/local/cuda /usr /usr/local"}

@@ -6,6 +6,7 @@
 # the same items (dev/eval/kjv_cloze.yaml). Prints both accuracies and perplexities.
 #   bash dev/eval/eval_quickstart.sh            (OUT=out/cpu_tiny, TRAIN=1 trains first)
 set -euo pipefail
+case "${1:-}" in -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out/cpu_tiny}
 HF_PY=${HF_PY:-$HOME/.cache/llmc/hf-venv/bin/python}

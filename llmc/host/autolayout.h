@@ -11,7 +11,8 @@
  *   GPUs per node  the launcher's local rank count (Open MPI, Slurm, MPICH), else -gpus-per-node
  *                  or the cluster preset; the nodes are world / GPUs per node
  *   GPU memory     -gpu-mem, else the device (the CUDA trainer passes it), else the preset
- *   cluster        -cluster NAME (a planner preset: bandwidths, peak), selene-a100 by default
+ *   cluster        -cluster NAME (a planner preset: bandwidths, peak), selene-a100 by default; the CPU
+ *                  trainer plans for that cluster's GPUs and says so (it has no device to measure)
  * Every rank computes the same choice (pure arithmetic on the same inputs), so no collective
  * is needed. Rank 0 prints the choice, the runner-up, and why the choice is ahead (memory,
  * bubble, communication). The chosen flags are appended to the run record, so a resume keeps
@@ -158,6 +159,11 @@ static int autolayout_choose(Config* cfg, PlanRequest* plan, int world, double d
     autolayout_name(name, sizeof(name), &a->lay);
     snprintf(cfg->layout_choice, sizeof(cfg->layout_choice), "%s", name);
     if (rank == 0) {
+        if (device_mem_gib <= 0) // the CPU trainer: no device to measure; say what the plan assumed
+            printf(
+                "layout auto: planned for %s GPUs (%.0f GiB, %.0f TFLOP/s each), not this machine: the CPU trainer "
+                "has no device table; -cluster, -gpu-mem and -peak describe the machine to plan for\n",
+                cl.name, cl.mem_gb, cl.peak_tflops);
         printf("layout auto: %s (PREDICTED %.3g s/step, %.1f GiB per GPU; %d nodes x %d %s, %d candidates)\n", name,
                a->time.iter_s, a->mem.total / 1073741824.0, nodes, cl.gpus_per_node, cl.name, n);
         if (pick[1] >= 0) {

@@ -47,6 +47,7 @@
 #define BLEND_PATH 512         // bytes of a dataset's glob (CFG_PATH_LEN)
 #define BLEND_STRIDE 16384     // samples between memoised counts
 #define BLEND_ONE 4294967296.0 // the data identity hashes weights at this resolution
+#define BLEND_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-."
 
 typedef struct {
     int n;
@@ -94,7 +95,9 @@ static int blend_normalise(BlendSpec* b, const char* what, char* err, size_t err
     return 0;
 }
 
-// "0.3 a_*.bin 0.7 b_*.bin" (Megatron's --data-path) or one glob
+// "0.3 a_*.bin 0.7 b_*.bin" (Megatron's --data-path) or one glob. Blanks separate the words; a
+// path with a blank in it is written with a backslash before the blank ("data/my\ shard.bin"),
+// which glob() reads as that blank (or the path goes in a -blend file, whose paths are strings)
 static int blend_parse_arg(const char* s, BlendSpec* b, char* err, size_t errn) {
     memset(b, 0, sizeof(*b));
     char tok[2 * BLEND_MAX + 1][BLEND_PATH];
@@ -103,7 +106,7 @@ static int blend_parse_arg(const char* s, BlendSpec* b, char* err, size_t errn) 
         while (isspace((unsigned char)*p)) p++;
         if (*p == '\0') break;
         size_t len = 0;
-        while (p[len] != '\0' && !isspace((unsigned char)p[len])) len++;
+        while (p[len] != '\0' && !isspace((unsigned char)p[len])) len += p[len] == '\\' && p[len + 1] != '\0' ? 2 : 1;
         if (nt == 2 * BLEND_MAX + 1 || len >= BLEND_PATH) {
             snprintf(err, errn, "data blend '%s': more than %d datasets or a path over %d bytes", s, BLEND_MAX,
                      BLEND_PATH - 1);
@@ -116,7 +119,10 @@ static int blend_parse_arg(const char* s, BlendSpec* b, char* err, size_t errn) 
     double w = 0;
     if (nt == 1 || (nt > 0 && !parse_f64(tok[0], &w))) { // one glob: the stream as before blends
         if (nt != 1) {
-            snprintf(err, errn, "data '%s': one glob, or weights and globs in turn (\"0.3 a_*.bin 0.7 b_*.bin\")", s);
+            snprintf(err, errn,
+                     "data '%s': one glob, or weights and globs in turn (\"0.3 a_*.bin 0.7 b_*.bin\"); a path with a "
+                     "blank in it takes a backslash before the blank ('data/my\\ shard.bin') or goes in a -blend file",
+                     s);
             return -1;
         }
         b->n = 1;
@@ -146,36 +152,63 @@ static int blend_parse_arg(const char* s, BlendSpec* b, char* err, size_t errn) 
     return blend_normalise(b, "data blend", err, errn);
 }
 
-// one dataset object of a -blend file's list
-static int blend_file_entry(const JsonNode* e, BlendSpec* b, const char* where, char* err, size_t errn) {
+// s for an error line: at most n-1 bytes, a control byte or quote as '?' (a key may hold any text)
+static const char* blend_printable(char* out, size_t n, const char* s) {
+    size_t k = 0;
+    for (; s[k] != '\0' && k + 1 < n; k++) out[k] = (unsigned char)s[k] < 0x20 || s[k] == '"' ? '?' : s[k];
+    out[k] = '\0';
+    return out;
+}
+
+// one dataset object of a -blend file's list (the k-th): every key known and given once,
+// named with the dataset in the error
+static int blend_file_entry(const JsonNode* e, int k, BlendSpec* b, const char* where, char* err, size_t errn) {
     int d = b->n;
     const JsonNode* name = json_get(e, "name");
+    char who[BLEND_NAME + 48]; // the dataset, for errors: its name when it has a usable one
+    if (name != NULL && name->type == JSON_STR && name->len == strlen(name->str) && name->len < BLEND_NAME &&
+        name->len > 0 && strspn(name->str, BLEND_NAME_CHARS) == name->len)
+        snprintf(who, sizeof(who), "dataset %d (\"%s\")", k + 1, name->str);
+    else
+        snprintf(who, sizeof(who), "dataset %d", k + 1);
+    if (e->type != JSON_OBJ) {
+        snprintf(err, errn, "%s: %s is not an object with \"name\", \"weight\" and \"path\"", where, who);
+        return -1;
+    }
+    char key[64];
+    for (int j = 0; j < e->n; j++) {
+        if (strcmp(e->keys[j], "name") && strcmp(e->keys[j], "weight") && strcmp(e->keys[j], "path") &&
+            strcmp(e->keys[j], "tokens") && strcmp(e->keys[j], "epochs") && strcmp(e->keys[j], "note")) {
+            snprintf(err, errn,
+                     "%s: %s has the unknown field \"%s\" (known: name, weight, path, tokens, epochs, note): "
+                     "fix its spelling",
+                     where, who, blend_printable(key, sizeof(key), e->keys[j]));
+            return -1;
+        }
+    }
+    const char* dup = json_dup_key(e);
+    if (dup != NULL) {
+        snprintf(err, errn, "%s: %s gives the field \"%s\" twice: keep one", where, who,
+                 blend_printable(key, sizeof(key), dup));
+        return -1;
+    }
     const JsonNode* weight = json_get(e, "weight");
     const JsonNode* path = json_get(e, "path");
     const JsonNode* tokens = json_get(e, "tokens");
     const JsonNode* epochs = json_get(e, "epochs");
-    if (e->type != JSON_OBJ || name == NULL || name->type != JSON_STR || weight == NULL || weight->type != JSON_NUM ||
-        path == NULL || path->type != JSON_STR) {
-        snprintf(err, errn,
-                 "%s: each dataset is an object with \"name\" (string), \"weight\" (number) and \"path\" "
-                 "(a shard glob)",
-                 where);
+    if (name == NULL || name->type != JSON_STR || weight == NULL || weight->type != JSON_NUM || path == NULL ||
+        path->type != JSON_STR) {
+        snprintf(err, errn, "%s: %s needs \"name\" (string), \"weight\" (number) and \"path\" (a shard glob)", where,
+                 who);
         return -1;
     }
-    for (int k = 0; k < e->n; k++) {
-        const char* key = e->keys[k];
-        if (strcmp(key, "name") && strcmp(key, "weight") && strcmp(key, "path") && strcmp(key, "tokens") &&
-            strcmp(key, "epochs") && strcmp(key, "note")) {
-            snprintf(err, errn,
-                     "%s: dataset %s has the unknown field \"%s\" (name, weight, path, tokens, epochs, "
-                     "note)",
-                     where, name->str, key);
-            return -1;
-        }
+    if (name->len != strlen(name->str) || path->len != strlen(path->str)) {
+        snprintf(err, errn, "%s: %s has a NUL character (\\u0000) in its name or path", where, who);
+        return -1;
     }
     size_t nl = strlen(name->str);
     if (nl == 0 || nl >= BLEND_NAME || strlen(path->str) == 0 || strlen(path->str) >= BLEND_PATH ||
-        strspn(name->str, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != nl) {
+        strspn(name->str, BLEND_NAME_CHARS) != nl) {
         snprintf(err, errn, "%s: a dataset name is 1-%d letters, digits, '_', '-' or '.', and a path 1-%d bytes", where,
                  BLEND_NAME - 1, BLEND_PATH - 1);
         return -1;
@@ -213,7 +246,7 @@ static int blend_parse_text(const char* text, size_t n, const char* path, const 
     memset(b, 0, sizeof(*b));
     JsonDoc doc;
     char jerr[256];
-    if (json_parse(text, n, &doc, jerr, sizeof(jerr)) != 0) {
+    if (json_parse_opts(text, n, &doc, JSON_DUPS, jerr, sizeof(jerr)) != 0) { // blend_file_entry names duplicates
         snprintf(err, errn, "-blend file %s is not valid JSON (%s)", path, jerr);
         return -1;
     }
@@ -221,8 +254,25 @@ static int blend_parse_text(const char* text, size_t n, const char* path, const 
     snprintf(where, sizeof(where), "-blend file %s, \"%s\"", path, which);
     const JsonNode* list = json_get(&doc.root, which);
     int rc = 0;
+    const char* dup = json_dup_key(&doc.root);
+    const char* unknown = NULL;
+    for (int k = 0; doc.root.type == JSON_OBJ && k < doc.root.n && unknown == NULL; k++)
+        if (strcmp(doc.root.keys[k], "train") && strcmp(doc.root.keys[k], "valid") &&
+            strcmp(doc.root.keys[k], "source") && strcmp(doc.root.keys[k], "note"))
+            unknown = doc.root.keys[k];
     if (doc.root.type != JSON_OBJ) {
         snprintf(err, errn, "-blend file %s must be a JSON object with a \"train\" list", path);
+        rc = -1;
+    } else if (unknown != NULL) { // a typo ("vaild") would fall back to -j or the default validation data
+        char key[64];
+        snprintf(err, errn,
+                 "-blend file %s has the unknown key \"%s\" (known: train, valid, source, note): fix its spelling",
+                 path, blend_printable(key, sizeof(key), unknown));
+        rc = -1;
+    } else if (dup != NULL) {
+        char key[64];
+        snprintf(err, errn, "-blend file %s gives the key \"%s\" twice: keep one", path,
+                 blend_printable(key, sizeof(key), dup));
         rc = -1;
     } else if (list == NULL || list->type == JSON_NULL) {
         rc = 0;
@@ -230,7 +280,7 @@ static int blend_parse_text(const char* text, size_t n, const char* path, const 
         snprintf(err, errn, "%s must be a list of 1 to %d datasets", where, BLEND_MAX);
         rc = -1;
     } else {
-        for (int k = 0; k < list->n && rc == 0; k++) rc = blend_file_entry(&list->kids[k], b, where, err, errn);
+        for (int k = 0; k < list->n && rc == 0; k++) rc = blend_file_entry(&list->kids[k], k, b, where, err, errn);
         rc = rc == 0 && blend_normalise(b, where, err, errn) == 0 ? 1 : -1;
     }
     json_free(&doc);

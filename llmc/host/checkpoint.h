@@ -300,6 +300,63 @@ static int64_t ckpt_muladd_sat(int64_t a, int64_t b, int64_t c) {
     return r;
 }
 
+#define CKPT_MAX_SKIP_SAMPLES ((int64_t)1 << 40) // stream samples one skipped range may pass over
+
+// The skipped data ranges a checkpoint at run sample `samples` may hold, checked by its reader
+// (ckpt_header_validate) and its writer (ckpt_skips_for_save) alike, so every checkpoint the
+// trainer writes loads: at most CKPT_MAX_SKIPS, in strictly increasing order of `at`, each already
+// reached (at <= samples: a range ahead of the run is the command line's, -skip-data), each of 1 to
+// 2^40 stream samples. 0, or -1 with the bad range in err.
+static int ckpt_skips_check(int n, const int64_t* at, const int64_t* cnt, int64_t samples, char* err, size_t errn) {
+    if (n < 0 || n > CKPT_MAX_SKIPS) {
+        snprintf(err, errn, "skipped data ranges %d (at most %d)", n, CKPT_MAX_SKIPS);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (at[i] < 0 || at[i] > samples || cnt[i] < 1 || cnt[i] > CKPT_MAX_SKIP_SAMPLES ||
+            (i > 0 && at[i] <= at[i - 1])) {
+            snprintf(err, errn, "skipped data range %d (at %lld, %lld samples; run sample %lld)", i, (long long)at[i],
+                     (long long)cnt[i], (long long)samples);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+// Adds the range (a, c) to a list sorted by `at` (*k ranges; room for CKPT_MAX_SKIPS): a range at
+// the same `at` grows by c (grow = 1: a second rewind to the same checkpoint passes over more) or
+// keeps the larger count (grow = 0: one range from two records). 0, or -1 when the list is full.
+static int ckpt_skips_add(int* k, int64_t* at, int64_t* cnt, int64_t a, int64_t c, int grow) {
+    int i = 0;
+    while (i < *k && at[i] < a) i++;
+    if (i < *k && at[i] == a) {
+        cnt[i] = grow ? cnt[i] + c : (c > cnt[i] ? c : cnt[i]);
+        return 0;
+    }
+    if (*k == CKPT_MAX_SKIPS) return -1;
+    for (int j = *k; j > i; j--) {
+        at[j] = at[j - 1];
+        cnt[j] = cnt[j - 1];
+    }
+    at[i] = a;
+    cnt[i] = c;
+    (*k)++;
+    return 0;
+}
+
+// The ranges of a run's list (sorted) a checkpoint at run sample `samples` holds: those reached.
+// Returns how many went to out_at/out_n, or -1 (err) if they would not load (ckpt_skips_check).
+static int ckpt_skips_for_save(int n, const int64_t* at, const int64_t* cnt, int64_t samples, int64_t* out_at,
+                               int64_t* out_n, char* err, size_t errn) {
+    int k = 0;
+    for (int i = 0; i < n && i < CKPT_MAX_SKIPS; i++) {
+        if (at[i] > samples) continue; // ahead of the run: -skip-data gives it again on resume
+        out_at[k] = at[i];
+        out_n[k++] = cnt[i];
+    }
+    return ckpt_skips_check(k, out_at, out_n, samples, err, errn) == 0 ? k : -1;
+}
+
 // Range and internal consistency of every field a loader uses, before any is used.
 // file_size: the file's length in bytes (the payload sizes must match it exactly).
 static int ckpt_header_validate(const CkptHeader* hdr, const char* path, int64_t file_size, char* err, size_t errn) {
@@ -346,14 +403,16 @@ static int ckpt_header_validate(const CkptHeader* hdr, const char* path, int64_t
         CKBAD("auto_gb=%lld noise_n=%lld", (long long)h[CK_AUTO_GB], (long long)h[CK_NOISE_N]);
     if (h[CK_SKIP_COUNT] < 0 || h[CK_SKIP_COUNT] > CKPT_MAX_SKIPS)
         CKBAD("skipped data ranges %lld (at most %d)", (long long)h[CK_SKIP_COUNT], CKPT_MAX_SKIPS);
-    for (int i = 0; i < CKPT_MAX_SKIPS; i++) { // in order, each 1..2^40 samples; unused pairs zero
-        int64_t at = h[CK_SKIP_FIRST + 2 * i];
-        int64_t n = h[CK_SKIP_FIRST + 2 * i + 1];
-        int used = i < h[CK_SKIP_COUNT];
-        if (used ? (at < 0 || at > h[CK_SAMPLES] || n < 1 || n > ((int64_t)1 << 40) ||
-                    (i > 0 && at < h[CK_SKIP_FIRST + 2 * i - 2]))
-                 : (at != 0 || n != 0))
-            CKBAD("skipped data range %d (at %lld, %lld samples)", i, (long long)at, (long long)n);
+    {
+        int64_t at[CKPT_MAX_SKIPS], cnt[CKPT_MAX_SKIPS];
+        for (int i = 0; i < CKPT_MAX_SKIPS; i++) { // unused pairs zero
+            at[i] = h[CK_SKIP_FIRST + 2 * i];
+            cnt[i] = h[CK_SKIP_FIRST + 2 * i + 1];
+            if (i >= h[CK_SKIP_COUNT] && (at[i] != 0 || cnt[i] != 0))
+                CKBAD("unused skipped data range %d (at %lld, %lld samples)", i, (long long)at[i], (long long)cnt[i]);
+        }
+        char why[160];
+        if (ckpt_skips_check((int)h[CK_SKIP_COUNT], at, cnt, h[CK_SAMPLES], why, sizeof(why)) != 0) CKBAD("%s", why);
     }
     // the payload this rank's layout implies (params.h's sizes from the validated shape)
     // a bound on any rank's payload: the whole model (exact per-rank sizes: reshard.h)

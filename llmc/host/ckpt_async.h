@@ -146,7 +146,7 @@ static float* cka_buffer(CkptAsync* a, size_t n) {
 static int cka_start(CkptAsync* a, const Config* c, Comm* comm, const Progress* p, const ParamLayout* pl,
                      const float* params, const float* m, const float* v, size_t opt_off, size_t n_opt, int staged) {
     if (a->inflight) die("internal: a checkpoint was started while another is in flight");
-    ckpt_rank_header(c, comm, p, pl, &a->hdr);
+    if (ckpt_rank_header(c, comm, p, pl, &a->hdr) != 0) return -1;
     a->n_params = ckpt_rank_n_params(c, comm, pl);
     a->n_opt = ckpt_rank_n_opt(c, comm, n_opt);
     a->opt_off = opt_off;

@@ -119,9 +119,10 @@ static void ckpt_prune(const char* base, int keep, const int64_t* good, int ngoo
 }
 
 // The header of this rank's file (ckpt_write_file adds the payload sizes and the checksum):
-// the one header builder of the synchronous and the background save (ckpt_async.h).
-static void ckpt_rank_header(const Config* c, const Comm* comm, const Progress* p, const ParamLayout* pl,
-                             CkptHeader* hp) {
+// the one header builder of the synchronous and the background save (ckpt_async.h). 0, or -1
+// when the run's skipped data ranges cannot be recorded (the same on every rank: nothing saved).
+static int ckpt_rank_header(const Config* c, const Comm* comm, const Progress* p, const ParamLayout* pl,
+                            CkptHeader* hp) {
     CkptHeader h;
     memset(&h, 0, sizeof(h));
     h.h[CK_L] = c->L;
@@ -153,15 +154,24 @@ static void ckpt_rank_header(const Config* c, const Comm* comm, const Progress* 
     memcpy(&h.h[CK_NOISE_BETAPOW], &p->noise_betapow, 8);
     h.h[CK_SHUFFLE] = c->shuffle;
     h.h[CK_DATA_HASH] = (int64_t)p->data_hash;
-    h.h[CK_SKIP_COUNT] = p->nskip;
-    for (int i = 0; i < p->nskip; i++) {
-        h.h[CK_SKIP_FIRST + 2 * i] = p->skip_at[i];
-        h.h[CK_SKIP_FIRST + 2 * i + 1] = p->skip_n[i];
+    int64_t skip_at[CKPT_MAX_SKIPS] = {0};
+    int64_t skip_n[CKPT_MAX_SKIPS] = {0};
+    char why[200];
+    int nskip = ckpt_skips_for_save(p->nskip, p->skip_at, p->skip_n, p->samples, skip_at, skip_n, why, sizeof(why));
+    if (nskip < 0) { // never written: the reader would refuse it (every rank has the same ranges)
+        if (comm->rank == 0) fprintf(stderr, "error: checkpoint at step %lld not saved: %s\n", (long long)p->step, why);
+        return -1;
+    }
+    h.h[CK_SKIP_COUNT] = nskip;
+    for (int i = 0; i < nskip; i++) {
+        h.h[CK_SKIP_FIRST + 2 * i] = skip_at[i];
+        h.h[CK_SKIP_FIRST + 2 * i + 1] = skip_n[i];
     }
 #define CKPT_PUT_RECIPE(name, slot, value) ckpt_put_f64(&h, slot, value);
     CKPT_RECIPE(CKPT_PUT_RECIPE, c)
 #undef CKPT_PUT_RECIPE
     *hp = h;
+    return 0;
 }
 
 // What this rank's file holds: the weights from DP rank 0 only (the replicas are equal), the
@@ -212,7 +222,7 @@ static int save_checkpoint_rank(const Config* c, Comm* comm, const Progress* p, 
                                 double* write_ms, int64_t* bytes) {
     char dir[1100], tmp[1200];
     CkptHeader h;
-    ckpt_rank_header(c, comm, p, pl, &h);
+    if (ckpt_rank_header(c, comm, p, pl, &h) != 0) return -1;
     size_t np = ckpt_rank_n_params(c, comm, pl), no = ckpt_rank_n_opt(c, comm, n_opt);
     int ok = ckpt_begin(c, comm, p->step, tmp, sizeof(tmp), dir, sizeof(dir));
     double t0 = wall_ms(), t1 = t0;

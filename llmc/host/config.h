@@ -109,6 +109,7 @@ typedef struct {
     int64_t rewind_batches;       // -on-spike rewind N: batches passed over after the checkpoint (0: skip)
     int max_rewinds;              // -on-spike rewind: at most this many, then stop
     char skip_data[CFG_PATH_LEN]; // -skip-data "AT:N,...": stream samples passed over (a rewound run's)
+    char rewound[CFG_PATH_LEN];   // no flag: the run record's ranges -on-spike rewind passed over ("AT:N,...")
     int spike_window, spike_stop; // rolling window; stop after this many skips in a row
     double noise_beta;            // EMA decay of the gradient noise scale estimates
     int threads;                  // OpenMP threads, 0 = default
@@ -326,8 +327,19 @@ static int cfg_parse_I64(const char* f, const char* v, int64_t* out, char* err) 
 static int cfg_parse_F64(const char* f, const char* v, double* out, char* err) {
     return parse_f64(v, out) ? 1 : cfg_bad(f, v, err);
 }
+// An empty value ('' from an unset shell variable: -o "$OUT") is refused for every word and path,
+// so a run never goes on without what the flag was meant to give it. -j '' alone is a value: no
+// validation data.
+static int cfg_empty(const char* f, const char* v, char* err) {
+    if (v[0] != '\0' || strcmp(f, "-j") == 0) return 0;
+    snprintf(err, CFG_ERR_LEN, "%s has an empty value (an unset shell variable?): give it a value, or leave %s out", f,
+             f);
+    return 1;
+}
+
 // a word is never truncated either
 static int cfg_parse_WORD(const char* f, const char* v, char* out, size_t n, char* err) {
+    if (cfg_empty(f, v, err)) return 0;
     if (strlen(v) >= n) {
         snprintf(err, CFG_ERR_LEN, "value for %s is %zu characters; the limit is %d", f, strlen(v), (int)n - 1);
         return 0;
@@ -337,6 +349,7 @@ static int cfg_parse_WORD(const char* f, const char* v, char* out, size_t n, cha
 }
 // a path: never truncated, and a value that looks like a flag (-o -resume) is an error
 static int cfg_parse_PATH(const char* f, const char* v, char* out, size_t n, char* err) {
+    if (cfg_empty(f, v, err)) return 0;
     if (strlen(v) >= n) {
         snprintf(err, CFG_ERR_LEN, "path for %s is %zu characters; the limit is %d", f, strlen(v), (int)n - 1);
         return 0;
@@ -484,10 +497,10 @@ static int config_skip_ranges(const char* s, int64_t* at, int64_t* n, char* err)
         }
         *colon = '\0';
         if (!parse_i64(tok, &at[k]) || !parse_i64(colon + 1, &n[k]) || at[k] < 0 || n[k] < 1 ||
-            n[k] > ((int64_t)1 << 40) || (k > 0 && at[k] < at[k - 1])) {
+            n[k] > ((int64_t)1 << 40) || (k > 0 && at[k] <= at[k - 1])) {
             snprintf(err, CFG_ERR_LEN,
                      "bad -skip-data '%s': want up to %d ranges AT:N (run sample, samples), "
-                     "comma-separated, in order",
+                     "comma-separated, AT increasing",
                      s, CFG_MAX_SKIPS);
             return -1;
         }
@@ -505,6 +518,55 @@ static int config_layout_pins(int argc, char** argv) {
         for (int k = 0; k < 9; k++)
             if (strcmp(argv[i], flags[k]) == 0) bits |= 1 << k;
     return bits;
+}
+
+// Optimal string alignment distance: insertions, deletions, substitutions and swaps of
+// neighbours, one each ("-modle" is 1 from "-model"); 99 for long strings
+static int cfg_edit_distance(const char* a, const char* b) {
+    int n = (int)strlen(a), m = (int)strlen(b);
+    if (n > 40 || m > 40) return 99;
+    int d[41][41];
+    for (int i = 0; i <= n; i++) d[i][0] = i;
+    for (int j = 0; j <= m; j++) d[0][j] = j;
+    for (int i = 1; i <= n; i++) {
+        for (int j = 1; j <= m; j++) {
+            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    }
+    return d[n][m];
+}
+
+// "did you mean": name as a candidate for f, keeping the nearest and how many tie with it
+static void cfg_consider(const char* f, const char* name, const char** best, int* bd, int* ties) {
+    int e = cfg_edit_distance(f, name);
+    if (e == *bd) (*ties)++;
+    if (e < *bd) {
+        *bd = e;
+        *best = name;
+        *ties = 0;
+    }
+}
+
+// the flag of the table or of CONFIG_SPECIAL_FLAGS nearest to f, when it is near (1 edit for flags
+// of up to 4 characters, 2 above) and no other is as near; else NULL
+static const char* config_suggest(const char* f) {
+    static const char* special[] = {"-model",  "-recompute", "-ramp",  "-lr",    "-steps", "-seed", "-on-spike",
+                                    "-resume", "-timeout",   "-check", "-world", "-plan",  "-h"};
+    const char* best = NULL;
+    int bd = 99;
+    int ties = 0;
+    for (size_t k = 0; k < sizeof(special) / sizeof(special[0]); k++) cfg_consider(f, special[k], &best, &bd, &ties);
+#define CFG_SUGGEST(KIND, flag, field, def, group, what) cfg_consider(f, flag, &best, &bd, &ties);
+    CONFIG_FLAGS(CFG_SUGGEST)
+#undef CFG_SUGGEST
+    int len = (int)strlen(f);
+    if (best == NULL || ties > 0 || bd == 0 || bd > (len <= 4 ? 1 : 2)) return NULL;
+    return best;
 }
 
 // returns 0 ok, 1 error (message in err)
@@ -545,7 +607,11 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
             if (r == 1) continue;
             if (r < 0) return 1;
         }
-        snprintf(err, CFG_ERR_LEN, "unknown flag '%s' (run with -h for the list)", f);
+        const char* near = config_suggest(f);
+        if (near != NULL)
+            snprintf(err, CFG_ERR_LEN, "unknown flag '%s': did you mean %s? (run with -h for the list)", f, near);
+        else
+            snprintf(err, CFG_ERR_LEN, "unknown flag '%s' (run with -h for the list)", f);
         return 1;
     }
     if (c->vpad > 0) c->Vp = round_up(c->V, c->vpad);
@@ -703,6 +769,11 @@ static int config_validate_layout(const Config* c, int world, char* err) {
     int dp = c->dp;
     int64_t tpp = (int64_t)c->tp * c->pp * c->cp; // 64 bits: tp*cp*pp may exceed int (SIGFPE on a wrapped 0)
     if (world <= 0 || tpp <= 0) FAIL("world size %d and tp*cp*pp = %lld must be positive", world, (long long)tpp);
+    if (dp > 0 && tpp * dp != world) // all given: the launch must match them exactly
+        FAIL(
+            "-tp %d -cp %d -pp %d -dp %d need exactly %lld ranks, not %d: launch with mpirun -np %lld (or check the "
+            "layout with -check -world %lld)",
+            c->tp, c->cp, c->pp, dp, (long long)(tpp * dp), world, (long long)(tpp * dp), (long long)(tpp * dp));
     if (world % tpp != 0)
         FAIL("world size %d is not a multiple of tp*cp*pp = %d*%d*%d: launch a multiple of %lld ranks (mpirun -np N)",
              world, c->tp, c->cp, c->pp, (long long)tpp);

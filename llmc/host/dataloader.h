@@ -63,6 +63,7 @@ typedef struct {
     BlendOrder order;
     int nskip; // data passed over (-on-spike rewind): from run sample skip_at[i] on, skip_n[i] more
     int64_t skip_at[CKPT_MAX_SKIPS], skip_n[CKPT_MAX_SKIPS];
+    int max_id; // the largest token id in the shards (a vocabulary far above it trains empty rows)
 } DataSet;
 
 // Checks a shard header (the first 256 int32) against the file size. Returns the token
@@ -91,20 +92,25 @@ static int64_t shard_parse_header(const int32_t* h, int64_t file_bytes, const ch
     return n;
 }
 
-// Index of the first token id >= V in tok[0..n), or -1. The max-reduction loop has no
-// branch, so the compiler vectorises it; only a bad chunk is searched element by element.
-static int64_t shard_scan_tokens(const uint16_t* tok, int64_t n, int V) {
+// The largest token id in tok[0..n) (0 when n = 0). The max-reduction loop has no branch, so the
+// compiler vectorises it.
+static uint16_t shard_max_id(const uint16_t* tok, int64_t n) {
     uint16_t mx = 0;
     for (int64_t i = 0; i < n; i++) mx = tok[i] > mx ? tok[i] : mx;
-    if ((int)mx < V) return -1;
+    return mx;
+}
+
+// Index of the first token id >= V in tok[0..n), or -1; only a bad chunk is searched element by element.
+static int64_t shard_scan_tokens(const uint16_t* tok, int64_t n, int V) {
+    if ((int)shard_max_id(tok, n) < V) return -1;
     for (int64_t i = 0; i < n; i++)
         if ((int)tok[i] >= V) return i;
     return -1;
 }
 
-// Opens and validates one shard completely (type, header, size, every token < V).
-// Returns the token count, or -1 with a message in err.
-static int64_t shard_validate(const char* path, int V, char* err, size_t errn) {
+// Opens and validates one shard completely (type, header, size, every token < V); *max_id (when
+// not NULL) gets its largest token id. Returns the token count, or -1 with a message in err.
+static int64_t shard_validate_ids(const char* path, int V, int* max_id, char* err, size_t errn) {
     FILE* f = safeio_open_read(path, "data shard", err, errn);
     if (f == NULL) return -1;
     int32_t h[256];
@@ -131,7 +137,9 @@ static int64_t shard_validate(const char* path, int V, char* err, size_t errn) {
             fclose(f);
             return -1;
         }
-        int64_t bad = shard_scan_tokens(buf, take, V);
+        uint16_t mx = shard_max_id(buf, take);
+        if (max_id != NULL && (int)mx > *max_id) *max_id = mx;
+        int64_t bad = (int)mx < V ? -1 : shard_scan_tokens(buf, take, V);
         if (bad >= 0) {
             snprintf(err, errn,
                      "data shard %s: token id %d at token offset %lld is >= the vocabulary size %d: pass the right -V "
@@ -146,6 +154,10 @@ static int64_t shard_validate(const char* path, int V, char* err, size_t errn) {
     free(buf);
     fclose(f);
     return n;
+}
+
+static int64_t shard_validate(const char* path, int V, char* err, size_t errn) {
+    return shard_validate_ids(path, V, NULL, err, errn);
 }
 
 // -check: every shard a glob matches, validated as dataset_open would, and together at least
@@ -216,10 +228,10 @@ static int dataset_check_blend(const BlendSpec* b, int V, int T, int64_t total_t
     return 0;
 }
 
-// Validates a shard (see shard_validate) or exits with the one-line error.
-static int64_t shard_check(const char* path, int V) {
+// Validates a shard (see shard_validate_ids) or exits with the one-line error.
+static int64_t shard_check(const char* path, int V, int* max_id) {
     char err[1400];
-    int64_t n = shard_validate(path, V, err, sizeof(err));
+    int64_t n = shard_validate_ids(path, V, max_id, err, sizeof(err));
     if (n < 0) die("%s", err);
     return n;
 }
@@ -247,7 +259,7 @@ static void dataset_open_spec(DataSet* ds, const BlendSpec* spec, int T, int V, 
         p->tok0 = total;
         for (int i = n0; i < ds->nshards; i++) {
             ds->paths[i] = strdup(g.gl_pathv[i - n0]);
-            ds->count[i] = shard_check(ds->paths[i], V);
+            ds->count[i] = shard_check(ds->paths[i], V, &ds->max_id);
             ds->start[i] = total;
             total += ds->count[i];
         }

@@ -1,13 +1,18 @@
 /*
- * json.h: a small strict JSON reader for the project's own input files (the -blend file).
- * RFC 8259 without extensions: no comments, no trailing commas, no NaN; strings may hold any
- * escape (\uXXXX with surrogate pairs becomes UTF-8, a lone surrogate is an error); nesting is
- * limited to JSON_MAX_DEPTH, so a hostile file cannot exhaust the stack. Errors name the line
- * and column. Header-only C (valid C++ for nvcc), no global state, no exit().
+ * json.h: a small strict JSON reader for the project's own input files (the -blend file, the
+ * run record DIR/config.json). RFC 8259 without extensions: no comments, no trailing commas, no
+ * NaN, no byte-order mark, nothing after the value, no key twice in one object; strings may
+ * hold any escape (\uXXXX with surrogate pairs becomes UTF-8, a lone surrogate is an error; a
+ * string's len counts a \u0000 inside it, which its reader may refuse); nesting is limited to
+ * JSON_MAX_DEPTH, so a hostile file cannot exhaust the stack. Errors name the line and column.
+ * Header-only C (valid C++ for nvcc), no global state, no exit().
  *
  * API
  *   json_parse(text, n, &doc, err, errn)  0, or -1 with one line in err; doc.root is the value
- *   json_get(obj, key)                    an object's member, or NULL
+ *   json_parse_opts(..., JSON_DUPS, ...)  the same, keeping duplicate keys (for a reader that
+ *                                         names the key and its context itself: blend.h)
+ *   json_get(obj, key)                    an object's member (the first of that name), or NULL
+ *   json_dup_key(obj)                     a key that obj holds twice, or NULL
  *   json_free(&doc)                       frees every node (safe on a failed or zeroed doc)
  */
 #ifndef LLMC_JSON_H
@@ -18,6 +23,7 @@
 #include <string.h>
 
 #define JSON_MAX_DEPTH 64
+#define JSON_DUPS 1 // json_parse_opts: keep an object's duplicate keys instead of refusing them
 
 typedef enum { JSON_NULL, JSON_BOOL, JSON_NUM, JSON_STR, JSON_ARR, JSON_OBJ } JsonType;
 
@@ -25,6 +31,7 @@ typedef struct JsonNode {
     JsonType type;
     double num;            // JSON_NUM; JSON_BOOL: 0 or 1
     char* str;             // JSON_STR: the text (UTF-8, NUL-terminated; may hold NUL bytes before it)
+    size_t len;            // JSON_STR: its bytes before the terminator (> strlen(str) when it holds a NUL)
     int n;                 // JSON_ARR, JSON_OBJ: members
     struct JsonNode* kids; // (n) values
     char** keys;           // JSON_OBJ: (n) member names
@@ -39,6 +46,7 @@ typedef struct {
     size_t n, i;
     char* err;
     size_t errn;
+    int opts; // JSON_DUPS
 } JsonParser;
 
 static void json_node_free(JsonNode* v) {
@@ -87,8 +95,8 @@ static int json_hex4(JsonParser* p, unsigned* u) {
     return 0;
 }
 
-// a string at p->i (the opening quote) into a fresh NUL-terminated buffer
-static int json_string(JsonParser* p, char** out) {
+// a string at p->i (the opening quote) into a fresh NUL-terminated buffer (*len bytes before it)
+static int json_string(JsonParser* p, char** out, size_t* len) {
     p->i++; // the quote
     size_t cap = 16;
     size_t k = 0;
@@ -163,6 +171,7 @@ static int json_string(JsonParser* p, char** out) {
     }
     b[k] = '\0';
     *out = b;
+    if (len != NULL) *len = k;
     return 0;
 }
 
@@ -203,9 +212,26 @@ static int json_number(JsonParser* p, double* x) {
 
 static int json_value(JsonParser* p, JsonNode* v, int depth);
 
+static int json_key_cmp(const void* a, const void* b) { return strcmp(*(char* const*)a, *(char* const*)b); }
+
+// a key that obj holds twice (sorted copy of its keys: O(n log n) for a large object), or NULL
+static const char* json_dup_key(const JsonNode* obj) {
+    if (obj == NULL || obj->type != JSON_OBJ || obj->n < 2) return NULL;
+    char** k = (char**)malloc(sizeof(char*) * (size_t)obj->n);
+    if (k == NULL) return NULL;
+    memcpy(k, obj->keys, sizeof(char*) * (size_t)obj->n);
+    qsort(k, (size_t)obj->n, sizeof(char*), json_key_cmp);
+    const char* dup = NULL;
+    for (int i = 1; i < obj->n && dup == NULL; i++)
+        if (strcmp(k[i - 1], k[i]) == 0) dup = k[i];
+    free(k);
+    return dup;
+}
+
 // the members of an array or object at p->i (its opening bracket)
 static int json_members(JsonParser* p, JsonNode* v, int depth, int obj) {
     int cap = 0;
+    size_t start = p->i;
     p->i++;
     json_ws(p);
     if (p->i < p->n && p->s[p->i] == (obj ? '}' : ']')) {
@@ -229,7 +255,7 @@ static int json_members(JsonParser* p, JsonNode* v, int depth, int obj) {
             json_ws(p);
             v->keys[v->n] = NULL;
             if (p->i >= p->n || p->s[p->i] != '"') return json_fail(p, "an object member must start with a name");
-            if (json_string(p, &v->keys[v->n]) != 0) return -1;
+            if (json_string(p, &v->keys[v->n], NULL) != 0) return -1;
             json_ws(p);
             if (p->i >= p->n || p->s[p->i] != ':') {
                 v->n++; // its key is freed with the node
@@ -247,6 +273,13 @@ static int json_members(JsonParser* p, JsonNode* v, int depth, int obj) {
         }
         if (p->i < p->n && p->s[p->i] == (obj ? '}' : ']')) {
             p->i++;
+            const char* dup = obj && !(p->opts & JSON_DUPS) ? json_dup_key(v) : NULL;
+            if (dup != NULL) { // named where its object opens
+                char msg[200];
+                snprintf(msg, sizeof(msg), "the object here gives the key \"%.120s\" twice", dup);
+                p->i = start;
+                return json_fail(p, msg);
+            }
             return 0;
         }
         return json_fail(p, obj ? "',' or '}' expected" : "',' or ']' expected");
@@ -265,7 +298,7 @@ static int json_value(JsonParser* p, JsonNode* v, int depth) {
     }
     if (c == '"') {
         v->type = JSON_STR;
-        return json_string(p, &v->str);
+        return json_string(p, &v->str, &v->len);
     }
     static const char* words[3] = {"true", "false", "null"};
     for (int w = 0; w < 3; w++) {
@@ -281,10 +314,14 @@ static int json_value(JsonParser* p, JsonNode* v, int depth) {
     return json_number(p, &v->num);
 }
 
-static int json_parse(const char* text, size_t n, JsonDoc* doc, char* err, size_t errn) {
-    JsonParser p = {text, n, 0, err, errn};
+static int json_parse_opts(const char* text, size_t n, JsonDoc* doc, int opts, char* err, size_t errn) {
+    JsonParser p = {text, n, 0, err, errn, opts};
     err[0] = '\0';
     memset(doc, 0, sizeof(*doc));
+    if (n >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
+        json_fail(&p, "the file starts with a byte-order mark (BOM): save it as UTF-8 without one");
+        return -1;
+    }
     if (json_value(&p, &doc->root, 0) == 0) {
         json_ws(&p);
         if (p.i == p.n) return 0;
@@ -292,6 +329,10 @@ static int json_parse(const char* text, size_t n, JsonDoc* doc, char* err, size_
     }
     json_free(doc);
     return -1;
+}
+
+static int json_parse(const char* text, size_t n, JsonDoc* doc, char* err, size_t errn) {
+    return json_parse_opts(text, n, doc, 0, err, errn);
 }
 
 static const JsonNode* json_get(const JsonNode* obj, const char* key) {

@@ -5,7 +5,8 @@
  * may not lie in another run's -o; it clears what a crashed save
  * left (ckpt_*.tmp, ckpt_*.old); after a resume it cuts the JSONL log back to the
  * checkpoint's step, so no step appears twice. Also the identity of the training data
- * (a hash of the sorted shard names and sizes) that a resume compares with the checkpoint.
+ * (a hash of the sorted shard names, sizes and a sample of each shard's bytes) that a resume
+ * compares with the checkpoint.
  */
 #ifndef LLMC_OUTDIR_H
 #define LLMC_OUTDIR_H
@@ -215,8 +216,35 @@ static int log_truncate_to_step(const char* path, int64_t step) {
     return 0;
 }
 
-// The training data's identity: FNV-1a 64 over the sorted shard base names and sizes (so
-// moving the shards elsewhere keeps it; adding, removing or changing one does not).
+// One shard's content sample for the data identity: its size, its first DATA_ID_HEAD bytes (the
+// header and the first tokens) and DATA_ID_BLOCKS blocks of DATA_ID_BLOCK bytes evenly spaced to
+// its end (the whole file when smaller). Rewriting a shard's tokens at the same size changes the
+// hash unless every sampled byte stays the same (doc/formats.md: 68 KiB read per shard).
+#define DATA_ID_HEAD 4096
+#define DATA_ID_BLOCKS 16
+#define DATA_ID_BLOCK 4096
+static uint64_t data_identity_shard(uint64_t h, const char* path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); // a FIFO is refused when the data opens
+    struct stat st;
+    int64_t size = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
+    h = fnv1a64(h, &size, sizeof(size));
+    char buf[DATA_ID_BLOCK > DATA_ID_HEAD ? DATA_ID_BLOCK : DATA_ID_HEAD];
+    for (int k = -1; size > 0 && k < DATA_ID_BLOCKS; k++) { // k = -1: the head
+        int64_t len = k < 0 ? DATA_ID_HEAD : DATA_ID_BLOCK;
+        if (len > size) len = size;
+        int64_t off = k < 0 ? 0 : (size - len) * k / (DATA_ID_BLOCKS - 1);
+        ssize_t got = pread(fd, buf, (size_t)len, (off_t)off);
+        int64_t mark = got == (ssize_t)len ? off : -1 - off; // a short or failed read is part of the identity
+        h = fnv1a64(h, &mark, sizeof(mark));
+        if (got > 0) h = fnv1a64(h, buf, (size_t)got);
+    }
+    if (fd >= 0) close(fd);
+    return h;
+}
+
+// The training data's identity: FNV-1a 64 over the sorted shard base names and each shard's
+// content sample (data_identity_shard), so moving the shards elsewhere keeps it; adding,
+// removing, resizing or rewriting one changes it.
 static uint64_t data_identity(const char* pattern) {
     uint64_t h = FNV1A64_INIT;
     glob_t g;
@@ -224,10 +252,8 @@ static uint64_t data_identity(const char* pattern) {
     for (size_t i = 0; i < g.gl_pathc; i++) {
         const char* base = strrchr(g.gl_pathv[i], '/');
         base = base ? base + 1 : g.gl_pathv[i];
-        struct stat st;
-        int64_t size = stat(g.gl_pathv[i], &st) == 0 ? (int64_t)st.st_size : -1;
         h = fnv1a64(h, base, strlen(base) + 1);
-        h = fnv1a64(h, &size, sizeof(size));
+        h = data_identity_shard(h, g.gl_pathv[i]);
     }
     globfree(&g);
     return h;

@@ -75,7 +75,7 @@ typedef struct {
     int nprompt;    // -prompt token ids, or -prompt-text's
     double t_start; // wall ms when the run started (progress)
     double win_ms[16];
-    int64_t win_tok[16], win_step[16];
+    int64_t win_tok[16];
     int win_n; // recent steps (ETA)
     int64_t* saved;
     int nsaved, saved_cap; // steps this run saved (known to load: -keep counts only these)
@@ -156,7 +156,7 @@ static void run_blend_specs(Run* R) {
         if (blend_parse_arg(c->val_glob, R->vspec, err, sizeof(err)) != 0) die("-j: %s", err);
         have_v = 1;
     }
-    if (!have_v || c->val_every <= 0) R->vspec->n = 0;
+    if (!have_v || (c->val_every <= 0 && c->max_steps != 0)) R->vspec->n = 0; // -steps 0 evaluates what it has
 }
 
 // Shards (only the stages that read tokens open them), the validation decision (every
@@ -171,6 +171,14 @@ static void run_open_data(Run* R, int reads_tokens) {
     R->nval = R->vspec->n;
     if (reads_tokens) {
         dataset_open_spec(&R->train, R->tspec, c->seq, c->V, c->shuffle, c->seed);
+        // a vocabulary larger than the data's (bare ./train_gpt's V=50257 on the 8192-token KJV shards)
+        // trains output rows no token ever hits: said once, before any work
+        if (R->comm.rank == 0 && R->train.max_id + 1 < c->V)
+            printf(
+                "warning: the training shards' largest token id is %d, but V=%d: %d rows of the output layer "
+                "never see a token; pass the vocabulary of the tokenizer that wrote the shards (-V %d if it is "
+                "the largest id + 1)\n",
+                R->train.max_id, c->V, c->V - R->train.max_id - 1, R->train.max_id + 1);
         for (int d = 0; d < R->nval; d++) { // each validation dataset alone, in order
             BlendSpec one = *R->vspec;
             one.n = 1;
@@ -453,11 +461,10 @@ static void run_print_config(const Run* R) {
     table_row("out dir", "%s", c->out_dir[0] ? c->out_dir : "(none)");
     if (R->have_cloze) table_row("cloze eval", "%d items every %lld steps", R->cloze.n, (long long)c->eval_every);
     double done = (double)R->tokens / c->total_tokens;
-    if (c->max_steps > 0 && (double)R->step / c->max_steps > done) done = (double)R->step / c->max_steps;
     if (c->max_steps == 0)
         table_row("progress", "step %lld; evaluation only (-steps 0)", (long long)R->step);
     else
-        table_row("progress", "step %lld, %.1f%% done; ETA after the first step", (long long)R->step,
+        table_row("progress", "step %lld, %.1f%% of -tokens; ETA after a step", (long long)R->step,
                   100.0 * (done < 1 ? done : 1));
 }
 
@@ -635,6 +642,37 @@ static void run_event(Run* R, const char* fmt, ...) {
     va_end(ap);
 }
 
+// The weights came from a checkpoint (-resume, -init-from): how they were initialised is its
+// -scaled-init, which later checkpoints and the run record keep; a value given now (it only acts
+// on fresh weights) is noted and replaced, never recorded as the weights' origin.
+static void run_keep_init(Run* R, const CkptHeader* h, const char* how) {
+    Config* c = &R->cfg;
+    int was = (int)h->h[CK_SCALED_INIT];
+    if (was == c->scaled_init) return;
+    if (R->comm.rank == 0)
+        printf(
+            "%s: -scaled-init %d acts on fresh weights only; these were initialised with -scaled-init %d, which the "
+            "run keeps\n",
+            how, c->scaled_init, was);
+    c->scaled_init = was;
+    int n = 0;
+    char** rec = NULL;
+    char v[8];
+    snprintf(v, sizeof(v), "%d", was);
+    char* fix[3] = {(char*)"train_gpt", (char*)"-scaled-init", v};
+    PlanRequest scratch; // the planner flags' spans
+    plan_request_init(&scratch);
+    char* merged = (char*)malloc_check(sizeof(c->argv_record));
+    if (runrecord_tokens(c->argv_record, &n, &rec) == 0 &&
+        runrecord_merge(merged, sizeof(c->argv_record), n, rec, 3, fix, plan_config_flag, &scratch) == 0)
+        memcpy(c->argv_record, merged, sizeof(c->argv_record));
+    if (rec != NULL) runrecord_free_argv(n, rec);
+    free(merged);
+    char err[1400];
+    if (R->comm.rank == 0 && c->out_dir[0] != '\0' && runrecord_write(c->out_dir, c, &R->comm, err, sizeof(err)) != 0)
+        die("%s", err);
+}
+
 // After a resume: the data order must be the checkpoint's (seed, shuffle, shards) unless
 // -allow-data-change 1; recipe values may change and are logged as changes.
 static void run_check_identity(Run* R, const char* dir) {
@@ -651,7 +689,7 @@ static void run_check_identity(Run* R, const char* dir) {
     if (h.h[CK_SHUFFLE] != c->shuffle)
         k += snprintf(what + k, sizeof(what) - k, " -shuffle %lld -> %d", (long long)h.h[CK_SHUFFLE], c->shuffle);
     if ((uint64_t)h.h[CK_DATA_HASH] != R->data_hash && k < sizeof(what))
-        k += snprintf(what + k, sizeof(what) - k, " the training shards (-i: names or sizes differ)");
+        k += snprintf(what + k, sizeof(what) - k, " the training shards (-i: names, sizes or contents differ)");
     if (k > 0) {
         if (!c->allow_data_change)
             die("-resume would change the run's data order:%s; resume with the original values, or pass "
@@ -661,6 +699,7 @@ static void run_check_identity(Run* R, const char* dir) {
         run_event(R, "{\"type\":\"event\",\"event\":\"data_change\",\"step\":%lld,\"what\":\"%s\"}\n",
                   (long long)R->step, what + 1);
     }
+    run_keep_init(R, &h, "-resume");
     struct {
         const char* name;
         int f;
@@ -739,6 +778,44 @@ static void run_resume(Run* R, const RunHooks* hk) {
               (long long)R->step, (long long)R->tokens, (long long)R->step, chosen);
 }
 
+// -resume: the data ranges the run passes over. The checkpoint's (those already reached) stand; a
+// -skip-data range (given or recorded) before its position must be one of them; the ones at or
+// after it are added, and so are the ranges an -on-spike rewind passed over after it (the run
+// record's "rewound": the rewind went back to an older checkpoint, which cannot hold them).
+static void run_resume_skips(Run* R, int given, const int64_t* at, const int64_t* n) {
+    const Config* c = &R->cfg;
+    int k = R->nskip;
+    int64_t all_at[CKPT_MAX_SKIPS], all_n[CKPT_MAX_SKIPS];
+    memcpy(all_at, R->skip_at, sizeof(all_at));
+    memcpy(all_n, R->skip_n, sizeof(all_n));
+    int full = 0;
+    for (int i = 0; i < given; i++) {
+        if (at[i] >= R->samples) {
+            full |= ckpt_skips_add(&k, all_at, all_n, at[i], n[i], 0) != 0;
+            continue;
+        }
+        int found = 0;
+        for (int j = 0; j < R->nskip; j++) found |= R->skip_at[j] == at[i] && R->skip_n[j] >= n[i];
+        if (!found)
+            die("-skip-data range %lld:%lld lies before the checkpoint's position (run sample %lld) but the checkpoint "
+                "did not pass over it: resume without it, or start over",
+                (long long)at[i], (long long)n[i], (long long)R->samples);
+    }
+    int64_t rat[CKPT_MAX_SKIPS], rn[CKPT_MAX_SKIPS];
+    char e[CFG_ERR_LEN];
+    int nr = config_skip_ranges(c->rewound, rat, rn, e); // read strictly with the record: >= 0
+    for (int i = 0; i < nr; i++)
+        if (rat[i] >= R->samples) full |= ckpt_skips_add(&k, all_at, all_n, rat[i], rn[i], 0) != 0;
+    if (full)
+        die("-resume: more than %d skipped data ranges (the checkpoint's, -skip-data's and the rewinds'): resume with "
+            "fewer -skip-data ranges",
+            CKPT_MAX_SKIPS);
+    if (k > R->nskip && R->comm.rank == 0)
+        printf("resume: %d data range(s) ahead of the checkpoint will be passed over (-skip-data, rewinds)\n",
+               k - R->nskip);
+    run_set_skips(R, k, all_at, all_n);
+}
+
 // The starting weights: the newest loadable checkpoint under -o (-resume), a checkpoint's
 // weights (-init-from), or fresh from the seed; then the log (cut back to the checkpoint
 // and appended to when resuming).
@@ -764,6 +841,11 @@ static void run_load_weights(Run* R, const RunHooks* h) {
             fflush(stdout);
         }
         if (h->load(h->self, c->init_from, 1, err, sizeof(err)) != 0) die("%s", err);
+        char path[1100];
+        CkptHeader hd;
+        ckpt_rank_path(path, sizeof(path), c->init_from, 0);
+        if (ckpt_read_header(path, &hd, err, sizeof(err)) != 0) die("%s", err);
+        run_keep_init(R, &hd, "-init-from");
         if (R->comm.rank == 0) {
             printf("loaded in %.1f s\n", (wall_ms() - t0) / 1e3);
             fflush(stdout);
@@ -776,13 +858,8 @@ static void run_load_weights(Run* R, const RunHooks* h) {
     int given = config_skip_ranges(c->skip_data, at, n, e); // validated at start-up: >= 0
     if (!c->resume) {
         run_set_skips(R, given, at, n);
-    } else { // the checkpoint's ranges stand; a -skip-data given (or recorded) must be where they start
-        int prefix = given <= R->nskip;
-        for (int i = 0; prefix && i < given; i++) prefix = at[i] == R->skip_at[i] && n[i] == R->skip_n[i];
-        if (!prefix)
-            die("-skip-data '%s' differs from the ranges the checkpoint passed over (%d): resume without "
-                "-skip-data, or start over",
-                c->skip_data, R->nskip);
+    } else {
+        run_resume_skips(R, given, at, n);
     }
     run_open_log(R, c->resume);
     if (R->log.f && R->events[0]) {
@@ -824,13 +901,12 @@ static void run_start_watchdog(Run* R, const RunHooks* h) {
     watchdog_start(w);
 }
 
-// Progress after a step: percent of the run done and the ETA, from the tokens (and steps,
-// with -steps) left at the speed of the last up to 16 steps.
+// Progress after a step: percent of the run done (of -tokens: a -steps stop ends one start, not the
+// run) and the ETA to -tokens, at the speed of the last up to 16 steps.
 static void run_progress_mark(Run* R, double now_ms) {
     int k = R->win_n % 16;
     R->win_ms[k] = now_ms;
     R->win_tok[k] = R->tokens;
-    R->win_step[k] = R->step;
     R->win_n++;
 }
 
@@ -838,17 +914,12 @@ static void run_progress_est(Run* R, double now_ms, double* pct, double* eta_s) 
     const Config* c = &R->cfg;
     run_progress_mark(R, now_ms); // the window: the run's start, then the last 16 steps
     int o = R->win_n > 16 ? R->win_n % 16 : 0;
-    double f = (double)R->tokens / c->total_tokens;
-    if (c->max_steps > 0 && (double)R->step / c->max_steps > f) f = (double)R->step / c->max_steps;
+    double f = (double)R->tokens / c->total_tokens; // the run's progress: -tokens, not this start's -steps
     *pct = 100.0 * (f < 1.0 ? f : 1.0);
     double dt = (now_ms - R->win_ms[o]) / 1e3, eta = -1.0;
-    int64_t dtok = R->tokens - R->win_tok[o], dstep = R->step - R->win_step[o];
+    int64_t dtok = R->tokens - R->win_tok[o];
     if (dt > 0 && dtok > 0) eta = (double)(c->total_tokens - R->tokens) * dt / (double)dtok;
-    if (dt > 0 && c->max_steps > 0 && dstep > 0) {
-        double e2 = (double)(c->max_steps - R->step) * dt / (double)dstep;
-        if (eta < 0 || e2 < eta) eta = e2;
-    }
-    if (run_finished(R)) eta = 0.0;
+    if (R->tokens >= c->total_tokens) eta = 0.0;
     *eta_s = eta;
 }
 
@@ -907,13 +978,14 @@ static void run_cloze(Run* R, const RunHooks* h) {
     eval_log(&R->log, R->step, R->tokens, &r);
 }
 
-// -steps 0: evaluate the loaded weights once (validation, cloze, logits dump, sample)
+// -steps 0: evaluate the loaded weights once: validation (any -j data), cloze (-eval-file), the
+// logits dump, and a sample when there is text to show (-tokenizer, a prompt, or -sample-every)
 static int run_eval_only(Run* R, const RunHooks* h) {
     const Config* c = &R->cfg;
     if (R->have_val) run_validate(R, h);
     if (R->have_cloze) run_cloze(R, h);
     if (c->dump_logits[0] != '\0') {
-        if (!R->have_val) die("-dump-logits needs validation data (-j GLOB and -val-every N)");
+        if (!R->have_val) die("-dump-logits needs validation data (-j GLOB)");
         int B = c->mb, T = c->seq;
         int* in = (int*)calloc_check((size_t)B * T, sizeof(int));
         int* tg = (int*)calloc_check((size_t)B * T, sizeof(int));
@@ -924,7 +996,7 @@ static int run_eval_only(Run* R, const RunHooks* h) {
         free(in);
         free(tg);
     }
-    if (c->sample_len > 0 && (c->sample_every > 0 || R->nprompt > 0)) h->sample(h->self, stdout);
+    if (c->sample_len > 0 && (c->sample_every > 0 || R->nprompt > 0 || R->have_tok)) h->sample(h->self, stdout);
     return 0;
 }
 
@@ -1045,35 +1117,69 @@ static int run_rewind(Run* R, const RunHooks* h, int64_t bad_step) {
     if (world_sum(&R->comm, rc != 0 ? 1.0 : 0.0) > 0) die("-on-spike rewind: %s", rc ? err : "a rank failed to load");
     int64_t gb = c->ramp_auto ? R->auto_gb
                               : schedule_batch(c->gb, c->ramp_start, c->ramp_inc, c->ramp_tokens, c->seq, R->samples);
-    if (k > 0 && at[k - 1] == R->samples) { // a second rewind to the same checkpoint: further on
-        n[k - 1] += c->rewind_batches * gb;
-    } else {
-        if (k == CKPT_MAX_SKIPS) // every rank has the same ranges: every rank stops here
-            die("-on-spike rewind: %d skipped data ranges already, the most a checkpoint holds; resume with a "
-                "lower -lr or -beta2",
-                CKPT_MAX_SKIPS);
-        at[k] = R->samples;
-        n[k++] = c->rewind_batches * gb;
-    }
+    // a second rewind to the same checkpoint passes over more from the same run sample; every rank
+    // has the same ranges, so every rank stops alike
+    if (ckpt_skips_add(&k, at, n, R->samples, c->rewind_batches * gb, 1) != 0)
+        die("-on-spike rewind: %d skipped data ranges already, the most a checkpoint holds; resume with a lower -lr "
+            "or -beta2",
+            CKPT_MAX_SKIPS);
+    int r = 0;
+    while (at[r] != R->samples) r++;
+    if (n[r] > CKPT_MAX_SKIP_SAMPLES)
+        die("-on-spike rewind: the data passed over at run sample %lld would exceed 2^40 samples; resume with a lower "
+            "-lr or -beta2",
+            (long long)R->samples);
     run_set_skips(R, k, at, n);
     R->rewinds++;
+    // the log goes back to the checkpoint too: the abandoned steps' records go (as on -resume)
+    logger_close(&R->log);
+    run_open_log(R, 1);
     if (R->comm.rank == 0) {
         printf(
-            "rewind %d of %d: step %lld was skipped; back to %s, passing over %lld batches (%lld samples from "
-            "run sample %lld)\n",
+            "rewind %d of %d: step %lld was skipped; back to %s, passing over %lld more batches (%lld samples from run "
+            "sample %lld, %lld in all)\n",
             R->rewinds, c->max_rewinds, (long long)bad_step, dir, (long long)c->rewind_batches,
-            (long long)(c->rewind_batches * gb), (long long)R->samples);
+            (long long)(c->rewind_batches * gb), (long long)R->samples, (long long)n[r]);
         fflush(stdout);
     }
+    // the run record keeps the range, so a -resume that goes back to this (older) checkpoint passes over it too
+    int64_t rat[CKPT_MAX_SKIPS], rn[CKPT_MAX_SKIPS];
+    int nr = config_skip_ranges(c->rewound, rat, rn, err);
+    if (nr < 0 || ckpt_skips_add(&nr, rat, rn, at[r], n[r], 0) != 0) nr = -1;
+    size_t w = 0;
+    for (int i = 0; i < nr; i++)
+        w += snprintf(R->cfg.rewound + w, sizeof(R->cfg.rewound) - w, "%s%lld:%lld", i ? "," : "", (long long)rat[i],
+                      (long long)rn[i]);
+    if (nr < 0 || w >= sizeof(R->cfg.rewound)) die("-on-spike rewind: cannot record the range passed over");
+    if (R->comm.rank == 0 && runrecord_write(c->out_dir, c, &R->comm, err, sizeof(err)) != 0) die("%s", err);
     if (R->log.f) {
         fprintf(R->log.f,
                 "{\"type\":\"event\",\"event\":\"rewind\",\"step\":%lld,\"bad_step\":%lld,\"checkpoint\":"
                 "\"ckpt_%08lld\",\"skip_at\":%lld,\"skip_samples\":%lld,\"rewinds\":%d}\n",
-                (long long)R->step, (long long)bad_step, (long long)newest, (long long)R->skip_at[k - 1],
-                (long long)R->skip_n[k - 1], R->rewinds);
+                (long long)R->step, (long long)bad_step, (long long)newest, (long long)at[r], (long long)n[r],
+                R->rewinds);
         logger_check(&R->log);
     }
     return 1;
+}
+
+// A start ended by -steps before -tokens: the run is not complete; say how far it is and how to go on
+static void run_steps_stop_note(const Run* R) {
+    const Config* c = &R->cfg;
+    if (R->comm.rank != 0 || c->max_steps <= 0 || R->step < c->max_steps || R->tokens >= c->total_tokens) return;
+    if (c->out_dir[0] != '\0')
+        printf(
+            "stopped by -steps %lld at step %lld: %lld of -tokens %lld (%.1f%%), checkpoint in %s; continue with "
+            "-o %s -resume\n",
+            (long long)c->max_steps, (long long)R->step, (long long)R->tokens, (long long)c->total_tokens,
+            100.0 * (double)R->tokens / (double)c->total_tokens, c->out_dir, c->out_dir);
+    else
+        printf(
+            "stopped by -steps %lld at step %lld: %lld of -tokens %lld (%.1f%%); no -o, nothing saved to continue "
+            "from\n",
+            (long long)c->max_steps, (long long)R->step, (long long)R->tokens, (long long)c->total_tokens,
+            100.0 * (double)R->tokens / (double)c->total_tokens);
+    fflush(stdout);
 }
 
 static int run_loop(Run* R, const RunHooks* h) {
@@ -1084,11 +1190,17 @@ static int run_loop(Run* R, const RunHooks* h) {
     R->t_start = wall_ms();
     run_progress_mark(R, R->t_start);
     if (c->max_steps == 0) return run_eval_only(R, h);
-    if (run_finished(R) && R->comm.rank == 0) // a resumed run that had already finished
-        printf(
-            "the run is complete: step %lld, %lld of -tokens %lld; nothing to train (raise -tokens or -steps to go "
-            "on)\n",
-            (long long)R->step, (long long)R->tokens, (long long)c->total_tokens);
+    int64_t step0 = R->step;
+    if (run_finished(R) && R->comm.rank == 0) { // a resumed run that had already finished, or -steps already reached
+        if (R->tokens >= c->total_tokens)
+            printf("the run is complete: step %lld, %lld of -tokens %lld; nothing to train (raise -tokens to go on)\n",
+                   (long long)R->step, (long long)R->tokens, (long long)c->total_tokens);
+        else
+            printf(
+                "-steps %lld: step %lld is done already (%lld of -tokens %lld); nothing to train: give a larger "
+                "-steps, or none to train to -tokens\n",
+                (long long)c->max_steps, (long long)R->step, (long long)R->tokens, (long long)c->total_tokens);
+    }
     while (!run_finished(R)) {
         watchdog_beat(&R->wd, R->step);
         R->comm.trace.step = R->step + 1;
@@ -1194,6 +1306,7 @@ static int run_loop(Run* R, const RunHooks* h) {
         }
     }
     run_ckpt_drain(R, h); // the end waits for the last save's write
+    if (R->step > step0) run_steps_stop_note(R);
     return 0;
 }
 

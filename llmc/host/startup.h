@@ -162,36 +162,53 @@ static int startup_check_inputs(const Config* c, int rank, int dp, int argc, cha
     return 0;
 }
 
-// -resume with -o: the run's recorded command line (DIR/config.json) is parsed first and this
-// one on top, so `-o DIR -resume` needs no other flag. Either way cfg->argv_record gets the
-// command line that defines the run now, which run_claim_outdir records. 0, or 1 (err).
+// -resume with -o: the run's recorded flags (DIR/config.json) are parsed first and this command
+// line on top, so `-o DIR -resume` needs no other flag. Either way cfg->argv_record gets the flags
+// that define the run now (the record's, with this command line's in place of the same flags:
+// a run resumed a thousand times records them once), which run_claim_outdir records, and
+// cfg->rewound the record's rewound data ranges. 0, or 1 (err).
 static int startup_replay_record(Config* cfg, int argc, char** argv, PlanRequest* plan, int rank, char* err) {
     cfg->argv_record[0] = '\0';
-    int rargc = 0;
-    char** rargv = NULL;
-    int have = cfg->resume && cfg->out_dir[0] ? runrecord_load_argv(cfg->out_dir, &rargc, &rargv, err, CFG_ERR_LEN) : 0;
+    int rargc = 1;
+    char* none[2] = {(char*)"train_gpt", NULL};
+    char** rargv = none;
+    char rewound[CFG_PATH_LEN] = "";
+    int have = cfg->resume && cfg->out_dir[0]
+                   ? runrecord_load(cfg->out_dir, &rargc, &rargv, rewound, sizeof(rewound), err, CFG_ERR_LEN)
+                   : 0;
     if (have < 0) return 1;
+    PlanRequest scratch = *plan; // the planner flags' spans are read on a copy
     if (have > 0) {
-        Config both;
-        Config rec;
-        config_defaults(&both);
-        config_defaults(&rec);
-        int bad = config_parse(&both, rargc, rargv, plan_config_flag, plan, err) != 0 ||
-                  config_parse(&rec, rargc, rargv, plan_config_flag, plan, err) != 0 ||
-                  config_parse(&both, argc, argv, plan_config_flag, plan, err) != 0 ||
-                  runrecord_argv(both.argv_record, sizeof(both.argv_record), rargc, rargv) != 0;
-        runrecord_free_argv(rargc, rargv);
+        Config* both = (Config*)malloc_check(sizeof(Config));
+        Config* rec = (Config*)malloc_check(sizeof(Config));
+        config_defaults(both);
+        config_defaults(rec);
+        int bad = config_parse(both, rargc, rargv, plan_config_flag, plan, err) != 0 ||
+                  config_parse(rec, rargc, rargv, plan_config_flag, plan, err) != 0 ||
+                  config_parse(both, argc, argv, plan_config_flag, plan, err) != 0;
+        if (!bad) {
+            memcpy(cfg, both, sizeof(Config));
+            snprintf(cfg->rewound, sizeof(cfg->rewound), "%s", rewound);
+            if (rank == 0) {
+                printf("resume: the flags recorded in %s/config.json, then this command line\n", cfg->out_dir);
+                runrecord_report_changes(stdout, rec, cfg);
+            }
+        } else if (err[0] != '\0') { // the record's own flags: say where they come from
+            char e[CFG_ERR_LEN];
+            snprintf(e, sizeof(e), "%s", err);
+            snprintf(err, CFG_ERR_LEN, "%.440s (the flags recorded in -o's config.json, then this command line)", e);
+        }
+        free(both);
+        free(rec);
         if (bad) {
-            if (err[0] == '\0') snprintf(err, CFG_ERR_LEN, "the run record in %s is too long", cfg->out_dir);
+            runrecord_free_argv(rargc, rargv);
             return 1;
         }
-        memcpy(cfg, &both, sizeof(both));
-        if (rank == 0) {
-            printf("resume: the flags recorded in %s/config.json, then this command line\n", cfg->out_dir);
-            runrecord_report_changes(stdout, &rec, cfg);
-        }
     }
-    if (runrecord_argv(cfg->argv_record, sizeof(cfg->argv_record), argc, argv) != 0) {
+    int over = runrecord_merge(cfg->argv_record, sizeof(cfg->argv_record), rargc, rargv, argc, argv, plan_config_flag,
+                               &scratch) != 0;
+    if (have > 0) runrecord_free_argv(rargc, rargv);
+    if (over) {
         snprintf(err, CFG_ERR_LEN, "the command line is too long to record in -o's config.json (%zu bytes at most)",
                  sizeof(cfg->argv_record));
         return 1;
@@ -231,11 +248,21 @@ static int startup_auto_layout(Config* cfg, PlanRequest* plan, int world, double
     int n = 1;
     for (char *save = NULL, *t = strtok_r(buf, " ", &save); t != NULL && n < 24; t = strtok_r(NULL, " ", &save))
         toks[n++] = t;
-    if (runrecord_argv(cfg->argv_record, sizeof(cfg->argv_record), n, toks) != 0) {
+    int rc = 0;
+    char** rec = NULL;
+    PlanRequest scratch = *plan;
+    int nrec = 0;
+    char* merged = (char*)malloc_check(sizeof(cfg->argv_record));
+    if (runrecord_tokens(cfg->argv_record, &nrec, &rec) != 0 ||
+        runrecord_merge(merged, sizeof(cfg->argv_record), nrec, rec, n, toks, plan_config_flag, &scratch) != 0) {
         snprintf(err, CFG_ERR_LEN, "the command line is too long to record with -layout auto's choice");
-        return 1;
+        rc = 1;
+    } else {
+        memcpy(cfg->argv_record, merged, sizeof(cfg->argv_record));
     }
-    return 0;
+    if (rec != NULL) runrecord_free_argv(nrec, rec);
+    free(merged);
+    return rc;
 }
 
 // -plan's "memory per rank" rows come from the trainer that runs -plan: its own count of one

@@ -26,6 +26,9 @@ fail() { echo "FAIL $1${2:+: $2}"; NFAIL=$((NFAIL + 1)); }
 check() { local name=$1; shift; if "$@"; then pass "$name"; else fail "$name"; fi; }
 summary() { echo "$NPASS passed, $NFAIL failed"; [ "$NFAIL" -eq 0 ]; }
 
+# mpi_ok: the MPI cases run (not under ATTACK_NO_MPI=1: tests/attack/asan.sh's trainer has no MPI)
+mpi_ok() { [ "${ATTACK_NO_MPI:-0}" != 1 ] && command -v mpirun > /dev/null; }
+
 need() {
   if [ ! -x "$BIN" ] || [ ! -f "$KJV" ]; then
     echo "FAIL setup: $BIN or $KJV missing (make train_gpt data)"; echo "0 passed, 1 failed"; exit 1

@@ -4,7 +4,8 @@
 # overwrites another run's checkpoints (unless -overwrite 1); two runs started together
 # leave one clean log; after a resume no step is logged twice; -keep N; -resume refuses
 # a changed data order (seed, shuffle, shards) unless -allow-data-change 1 and logs
-# recipe and schedule changes; -o DIR -resume alone continues a run from its config.json.
+# recipe and schedule changes; -o DIR -resume alone continues a run from its config.json (to its
+# -tokens: -steps ends one start).
 # No -log may write into a running run's -o or another run's log, and deleting DIR/lock by
 # hand does not release the lock.
 source "$(dirname "$0")/ckpt_common.sh"
@@ -102,18 +103,18 @@ check "identity: schedule changes (warmup, minlr-frac) are logged as changes" \
   bash -c "[ $RC -eq 0 ] && grep -q 'warmup changed from 0 to 12345' '$E1' && grep -q '\"what\":\"minlr-frac\",\"old\":0.1' '$D/log.jsonl'"
 # 7. the run directory remembers its run: -o DIR -resume needs no other flag
 D=$SCRATCH/rec; S=$SCRATCH/rec_straight
-run_tg "$E1" "$E2" "$TINY -steps 6 -o $S"
-run_tg "$E1" "$E2" "$TINY -steps 3 -o $D"
+run_tg "$E1" "$E2" "$TINY -tokens 768 -o $S"
+run_tg "$E1" "$E2" "$TINY -tokens 768 -steps 3 -o $D"
 check "record: a fresh run writes DIR/config.json (JSON, its command line) and a config record first in the log" \
   $PY -c "import json,sys; r=json.load(open('$D/config.json')); l=json.loads(open('$D/log.jsonl').readline()); \
 sys.exit(not ('-V' in r['argv'] and '-o' not in r['argv'] and r['flags']['-V'] == 8192 and l['type'] == 'config'))"
-run_tg "$E1" "$E2" "-o $D -resume -steps 6"
+run_tg "$E1" "$E2" "-o $D -resume -steps 6 -keep 5"
 ok=0
 [ $RC -eq 0 ] && grep -q 'flags recorded in' "$E1" && [ "$(steps_losses "$D/log.jsonl" | tail -3)" = "$(steps_losses "$S/log.jsonl" | tail -3)" ] &&
   same_ckpt "$S/ckpt_00000006" "$D/ckpt_00000006" && ok=1
 check "record: -o DIR -resume -steps 6 alone continues the run, steps 4-6 equal the straight run's bits (rc $RC)" [ $ok -eq 1 ]
 check "record: the resume names each flag given again that differs from the record, and only those" \
-  bash -c "grep -q '^resume: -steps 6 replaces the recorded 3\$' '$E1' && [ \$(grep -c 'replaces the recorded' '$E1') -eq 1 ]"
+  bash -c "grep -q '^resume: -keep 5 replaces the recorded 0\$' '$E1' && [ \$(grep -c 'replaces the recorded' '$E1') -eq 1 ]"
 run_tg "$E1" "$E2" "-o $D -resume"
 check "record: -o DIR -resume alone on a finished run says it is complete (rc $RC)" \
   bash -c "[ $RC -eq 0 ] && grep -q 'the run is complete: step 6' '$E1'"

@@ -7,6 +7,7 @@
 #   VERBOSE=1 ...                          also print the PASS lines
 # TRAIN=path selects the binary (default ./train_gpt, built by `make attack`).
 set -u
+case "${1:-}" in -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 DIR="$(cd "$(dirname "$0")" && pwd)"
 FAMILY_TIMEOUT="${FAMILY_TIMEOUT:-900}"
 families=()

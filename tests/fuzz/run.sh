@@ -8,7 +8,7 @@
 set -u
 DIR="$(cd "$(dirname "$0")" && pwd)"
 secs="${1:-15}"; shift || true
-targets=("$@"); [ ${#targets[@]} -eq 0 ] && targets=(shard tokenizer flags ckpt cloze blend bpe)
+targets=("$@"); [ ${#targets[@]} -eq 0 ] && targets=(shard tokenizer flags ckpt cloze blend bpe record)
 pass=0; fail=0
 mkdir -p "$DIR/crashes"
 for t in "${targets[@]}"; do
