@@ -20,6 +20,7 @@ sources() {
 src_hash() { sources | while read -r f; do printf '%s\n' "$f"; cat "$f"; done | sha256sum | cut -c1-64; }
 
 case "${1:-}" in
+    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     hash) src_hash ;;
     manifest)
         dir=${2:?usage: prebuilt.sh manifest DIR [NVCC]}

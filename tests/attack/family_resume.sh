@@ -39,8 +39,9 @@ check "rewind: the message says what it passes over (2 batches, 8 samples from 5
   grep -q "passing over 2 more batches (8 samples from run sample 56, 8 in all)" "$E1"
 check "rewind: the log is cut back to ckpt 14: steps 1-20 once each, no record of the abandoned step" \
   steps_once "$RW/log.jsonl" 20
-check "rewind: the rewind event follows step 14 in the log" \
-  bash -c "grep -A1 '\"type\":\"train\",\"step\":14,' '$RW/log.jsonl' | grep -q '\"event\":\"rewind\",\"step\":14,\"bad_step\":16'"
+check "rewind: the rewind event follows step 14 in the log (after its checkpoint event)" \
+  bash -c "sed -n '/\"type\":\"train\",\"step\":14,/,/\"type\":\"train\",\"step\":15,/p' '$RW/log.jsonl' |
+    grep -q '\"event\":\"rewind\",\"step\":14,\"bad_step\":16'"
 check "rewind: the run record keeps the range passed over (\"rewound\":\"56:8\")" \
   bash -c "$PY -c \"import json,sys; sys.exit(json.load(open('$RW/config.json')).get('rewound') != '56:8')\""
 run_tg "$E1" "$E2" "$SMALL -i $SCRATCH/poison1_000.bin -steps 20 -skip-data 56:8 -ckpt-every 2 -o $REF"
