@@ -1,7 +1,7 @@
 /*
  * planner.h: the layout planner (header-only, pure C99; also compiles as C++ under nvcc).
- * Given a model, a global batch and a cluster, it predicts for each 3D layout
- * (TP x PP x DP, micro-batch, recomputation, ZeRO 0-3) the memory per GPU and the time of
+ * Given a model, a global batch and a cluster, it predicts for each layout (TP x CP x PP x DP,
+ * micro-batch, recomputation, ZeRO 0-3; CP = context parallelism) the memory per GPU and the time of
  * one training iteration, ranks the feasible layouts and recommends one (`-plan`), and
  * reports per-GPU throughput as the node count grows at a fixed global batch (`-scaling`).
  * The paper's first recommendation (choose the split from the interconnect hierarchy) and
@@ -25,7 +25,9 @@
  *   plan_check_layout; for SP / selective / interleaving plan_layer_keep_bytes,
  *   plan_recompute_work_bytes, plan_inflight_layers, plan_model_flops, plan_hw_flops; for the
  *   pipeline schedules plan_layer_w_bytes, plan_zb_backlog, plan_sched_name, plan_parse_schedules;
- *   for ZeRO 2/3 plan_zero_eff, plan_zero_slot_s, plan_zero_dp_s, plan_memory_c (the cluster's attention).
+ *   for ZeRO 2/3 plan_zero_eff, plan_zero_slot_s, plan_zero_dp_s, plan_memory_c (the cluster's attention);
+ *   for CP plan_cp, plan_grad_group, plan_cp_searched, plan_cp_ring_bytes, plan_cp_ring_s, plan_links_cp,
+ *   plan_slot_cp, plan_layer_fwd_cp, plan_attn_core_fwd_cp.
  *
  * Planner flags (plan_parse_flag): -cluster NAME, -nodes N, -gpus-per-node N, -peak TFLOPS,
  * -gpu-mem GiB, -bw-hbm GBps, -bw-intra GBps, -bw-inter GBps (per GPU, per direction),
@@ -35,8 +37,9 @@
  * -plan-w-share FRACTION (W's share of the weight GEMMs' backward), -plan-schedule LIST
  * (1f1b,interleaved,zb-h1 or any: the pipeline schedules searched) and -plan-schedules 0|1
  * (print the schedule comparison for the layout family).
- * The trainer fills the model (V = padded vocab), gb, and the layout: tp/pp/dp/mb/vpp = 0
- * and recompute/zero/sp = -1 mean "search" (mb searches 1, 2, 4, 8; recompute full,
+ * The trainer fills the model (V = padded vocab), gb, and the layout: tp/cp/pp/dp/mb/vpp = 0
+ * and recompute/zero/sp = -1 mean "search" (CP from seq 8192 on, plan_cp_searched, else 1;
+ * mb searches 1, 2, 4, 8; recompute full,
  * selective, none; ZeRO 0-3 where DP > 1; sp 0/1 where TP > 1; V 1..8 where L % (PP*V) == 0
  * and m % PP == 0; the schedule over 1F1B, interleaved 1F1B (V > 1) and ZB-H1 (V = 1, PP > 1,
  * m >= PP)). The trainer may set rank_mem (PlanRankMemFn): -plan then prints its own count of
@@ -72,10 +75,18 @@
  * dev/cuda/costmodel.py uses, so -plan and the cost model make one prediction of a GPU step
  * (plan_slot_kernels; make cuda-costmodel holds them within 5%).
  *
+ * Context parallelism (the trainers' -cp, doc/cp.md): a CP rank holds seq/CP rows (two of the
+ * 2 CP load-balanced causal chunks); its row-wise work, activations and messages are those of
+ * seq/CP rows, its attention 1/CP of the sequence's with the log-sum-exp kept (no s x s
+ * probabilities, whatever the cluster), and the ring's K|V and dK|dV hops hide behind the
+ * attention blocks, only their excess on the critical path (plan_cp_ring_s). Rank order TP, CP,
+ * DP, PP: a CP group is inside a node when TP*CP <= GPUs per node. Gradients reduce and ZeRO
+ * shards over CP x DP; the micro-batches per pipeline stay gb/(mb*DP).
+ *
  * What the model leaves out (so the numbers are an estimate, not a promise):
  *   - overlap of communication with compute (everything modelled is on the critical path,
  *     as in Megatron's non-interleaved 1F1B with a DP all-reduce after the flush), except
- *     ZeRO-2/3's per-layer traffic, which hides behind the layer's compute;
+ *     ZeRO-2/3's per-layer traffic, which hides behind the layer's compute, and the CP ring's;
  *   - network contention between concurrent collectives in the fat tree (each GPU gets its
  *     own NIC's bandwidth), switch hops, NCCL protocol/algorithm choice (rings only);
  *   - fitted model: GEMM tile and wave quantisation (the shape term x/(x + gemm_dim0) per
