@@ -140,6 +140,7 @@ FAMILY_SOURCES = {
               "tests/attack/ckpt_points.h", "tests/attack/ckpt_points.py"],
     "blends": ["llmc/host/blend.h", "llmc/host/dataloader.h"],
     "ckpt": ["llmc/host/checkpoint.h", "llmc/host/ckpt_rank.h", "llmc/host/reshard.h", "tests/attack/ckpt_forge.py"],
+    "cp": ["llmc/host/config.h", "llmc/host/autolayout.h", "llmc/planner/planner.h"],
     "curation": ["dev/data/"],
     "disk": ["llmc/host/checkpoint.h", "llmc/host/safeio.h"],
     "eval": ["llmc/host/eval.h", "dev/eval/"],

@@ -2,7 +2,10 @@
 """test_plan_memory.py: -plan's "memory per rank" rows equal the CPU trainer's own. For every
 ZeRO level (0-3) and the layouts 1x1x4 (TP x PP x DP), 2x2x2 with -sp 1, 1x2x2 with -vpp 2 and
 1x2x2 under -pp-schedule zb-h1 (and one 2x2x2 ZeRO-3 case with LLMC_MPI_CHUNK=1000, whose
-chunked collectives need other staging), it runs the trainer with -steps 0 under mpirun, reads
+chunked collectives need other staging), and the context-parallel layouts -cp 2 (ZeRO 0 and 1),
+-tp 2 -cp 2 -sp 1 (ZeRO 2) and -cp 2 -pp 2 (ZeRO 3), where ZeRO shards over the CP x DP group
+and the activation slots follow DP alone (the batch does not change with CP), it runs the
+trainer with -steps 0 under mpirun, reads
 the start-up table's row
 
     | memory per rank | params A MiB | grads B MiB | optimizer C MiB | activations D MiB | total E MiB |
@@ -11,7 +14,9 @@ the start-up table's row
 every layout flag given, and reads its row `memory per rank (stage 0): params A MiB | ...`; the
 five figures must be equal. Both are printed with 3 decimals of MiB, so equal means equal to a
 KiB. Beside it, what the ZeRO levels must do to the trainer's own figures on 1x1x4: the
-optimizer state 1/4 of plain AdamW's at every level, fewer gradient bytes at -zero 2 than at 1.
+optimizer state 1/4 of plain AdamW's at every level, fewer gradient bytes at -zero 2 than at 1;
+and what CP must do: -cp 2 -zero 1 holds half of -zero 0's optimizer state (its two CP ranks are
+the ZeRO group though DP is 1), the weights of one process, and fewer activation bytes.
 
     python3 tests/test_plan_memory.py          # needs ./train_gpt (make train_gpt), mpirun, make data
 """
@@ -38,6 +43,14 @@ LAYOUTS = [
     ("1x2x2 -vpp 2", 4, ["-tp", "1", "-pp", "2", "-dp", "2", "-sp", "0", "-vpp", "2", "-pp-schedule", "1f1b"]),
     ("1x2x2 zb-h1", 4, ["-tp", "1", "-pp", "2", "-dp", "2", "-sp", "0", "-vpp", "1", "-pp-schedule", "zb-h1",
                         "-recompute", "selective"]),
+]
+# context parallelism, -cp pinned as the other layout flags are: name, ranks, flags, ZeRO levels
+ONE = ["-sp", "0", "-vpp", "1", "-pp-schedule", "1f1b"]
+CP_LAYOUTS = [
+    ("-cp 2", 2, ["-tp", "1", "-cp", "2", "-pp", "1", "-dp", "1"] + ONE, [0, 1]),
+    ("-tp 2 -cp 2 -sp 1", 4, ["-tp", "2", "-cp", "2", "-pp", "1", "-dp", "1", "-sp", "1", "-vpp", "1",
+                              "-pp-schedule", "1f1b"], [2]),
+    ("-cp 2 -pp 2", 4, ["-tp", "1", "-cp", "2", "-pp", "2", "-dp", "1"] + ONE, [3]),
 ]
 
 
@@ -77,6 +90,8 @@ def main():
         return 1
     cases = [(name, ranks, flags + ["-zero", str(z)], {}) for name, ranks, flags in LAYOUTS for z in range(4)]
     cases.append(("2x2x2 -sp 1", 8, LAYOUTS[1][2] + ["-zero", "3"], {"LLMC_MPI_CHUNK": "1000"}))
+    cases += [(name, ranks, flags + ["-zero", str(z)], {}) for name, ranks, flags, zs in CP_LAYOUTS for z in zs]
+    one, _ = trainer_row(1, ["-tp", "1", "-pp", "1", "-dp", "1"] + ONE + ["-zero", "0"], {})
     got = {}
     for name, ranks, flags, env in cases:
         what = f"{name} -zero {flags[-1]}" + (" " + " ".join(f"{k}={v}" for k, v in env.items()) if env else "")
@@ -100,6 +115,12 @@ def main():
         check(z[2][1] < z[1][1] and z[2][0] == z[1][0] == z[0][0],
               f"1x1x4: -zero 2 holds fewer gradient bytes than -zero 1 ({z[2][1]} < {z[1][1]} MiB) and the same "
               f"weights as -zero 0 and 1 ({z[2][0]} MiB)")
+    c0, c1 = got.get("-cp 2 -zero 0"), got.get("-cp 2 -zero 1")
+    check(one is not None and c0 is not None and c1 is not None and abs(c1[2] - c0[2] / 2) < 0.002 and
+          c1[0] == c0[0] == one[0] and c0[3] < one[3],
+          f"-cp 2: ZeRO-1 optimizer state {c1 and c1[2]} MiB = 1/2 of -zero 0's {c0 and c0[2]} (sharded over the CP "
+          f"ranks); weights {c0 and c0[0]} MiB as one process's {one and one[0]}; activations {c0 and c0[3]} < "
+          f"{one and one[3]} MiB")
     return summary()
 
 

@@ -55,6 +55,7 @@ static void eval_request(const PlanRequest* r, PlanRow* row) {
     Cluster c;
     plan_request_cluster(r, &c);
     PlanLayout l;
+    memset(&l, 0, sizeof(l));
     l.tp = r->tp;
     l.pp = r->pp;
     l.mb = r->mb;
@@ -1102,6 +1103,176 @@ static void test_zero(void) {
 }
 
 /* ---------------------------------------------------------------------------------- */
+/* context parallelism (-cp): terms by hand, placement, the search, the 32k example     */
+
+static void test_cp(void) {
+    PlanModel m;
+    PlanConsts k = plan_default_consts();
+    Cluster h, a;
+    plan_model_preset("530b", &m);
+    m.seq = 32768;
+    cluster_preset("h100", &h);
+    cluster_preset("selene-a100", &a);
+    /* TP 8 x CP 4 x PP 35 x DP 2, micro-batch 1, SP, no recomputation, ZeRO-1, 120 sequences: m = 60 */
+    PlanLayout l = {.tp = 8, .pp = 35, .dp = 2, .mb = 1, .recompute = 0, .zero = 1, .sp = 1, .vpp = 1, .cp = 4};
+    char why[96];
+    check(plan_check_layout(&m, 2240, 120, &l, why, sizeof(why)) == 0 && plan_cp(&l) == 4 && plan_grad_group(&l) == 8,
+          "TP 8 x CP 4 x PP 35 x DP 2 is a layout of 2240 GPUs (%s), its gradient group CP x DP = 8 ranks", why);
+
+    /* memory, stage 0: params 3 blocks + V*H/8 + the whole position embedding s*H
+     * = 3 x 629,286,400 + 131,072,000 + 32768 x 20480 = 2,690,019,840; optimizer 12 B over CP x DP = 8 */
+    PlanMem mh, ma, m1;
+    plan_memory_c(&m, &h, &k, &l, 60, &mh);
+    const double P0 = 2690019840.0;
+    /* a rank's 8192 rows: sbh = 8192 x 20480 = 167,772,160; a layer keeps sbh(8/8 + 24/8) (SP) and the
+     * fp32 lse 4 x 128 x 8192 / 8 = 671,612,928 B; 35 micro-batches x 3 layers in flight; the ring's buffers
+     * 24 x 8192 x 2560 + 4 x 128 x 8192 / 8 = 503,840,768 B */
+    const double keep = 671612928.0, ring = 503840768.0;
+    check(mh.stage == 0 && same(mh.params, P0) && same(mh.optim, 12.0 * P0 / 8) && same(mh.act, 105 * keep + ring),
+          "CP 4 stage 0: params %.0f, optimizer 12 B x P/8 (CP x DP), activations 105 layers x %.0f B + ring %.0f B "
+          "= %.2f GiB",
+          mh.params, keep, ring, mh.act / 1073741824.0);
+    check(same(plan_cp_ring_bytes(&m, &l), ring), "the ring's buffers: K|V bf16 x 2, dK|dV fp32 x 2, D: %.0f B",
+          plan_cp_ring_bytes(&m, &l));
+    /* the materialised cluster keeps the lse too under CP (ring attention), so the same activations */
+    plan_memory_c(&m, &a, &k, &l, 60, &ma);
+    check(same(ma.act, mh.act), "CP on selene-a100: the ring keeps the lse, not s x s probabilities (%.2f GiB)",
+          ma.act / 1073741824.0);
+    /* activations fall by CP: the same layout at CP 1 keeps 4x per layer, no ring */
+    PlanLayout l1 = l;
+    l1.cp = 1;
+    plan_memory_c(&m, &h, &k, &l1, 60, &m1);
+    check(same(m1.act, 4.0 * (mh.act - ring)) && same(m1.optim, 12.0 * P0 / 2),
+          "CP 1 of the same: activations %.2f GiB = 4 x CP 4's less its ring; optimizer over DP 2 only",
+          m1.act / 1073741824.0);
+
+    /* the ring's time, one layer: blocks of 8192 x 2560 = 20,971,520 elements; K|V 4 B each, dK|dV 8 B, over
+     * InfiniBand (50 x 0.8 = 40 GB/s, 5 us): 2.102152 and 4.199304 ms; attention 4 ms forward, 10 ms backward
+     * on the rank = 1 and 2.5 ms per block */
+    double fx, bx, ft, bt;
+    plan_cp_ring_s(&m, &h, &k, &l, 1, 4e-3, 10e-3, &fx, &bx, &ft, &bt);
+    const double kv = 2.102152e-3, dkv = 4.199304e-3;
+    check(same(fx, 3 * (kv - 1e-3)) && same(bx, 3 * (kv + dkv - 2.5e-3) + dkv),
+          "ring, IB: exposed 3 x (K|V %.3f - block %.1f ms) = %.3f ms forward; 3 x (K|V + dK|dV - %.1f ms) + the "
+          "last dK|dV hop = %.3f ms backward",
+          1e3 * kv, 1.0, 1e3 * fx, 2.5, 1e3 * bx);
+    check(same(ft, 3 * kv) && same(bt, 3 * (kv + dkv) + dkv), "ring, IB: %.3f ms moved forward, %.3f ms backward",
+          1e3 * ft, 1e3 * bt);
+    plan_cp_ring_s(&m, &h, &k, &l, 1, 0.1, 0.2, &fx, &bx, &ft, &bt);
+    check(fx == 0.0 && same(bx, dkv), "ring, long blocks: only the last dK|dV hop is exposed (%.3f ms)", 1e3 * bx);
+    plan_cp_ring_s(&m, &h, &k, &l1, 1, 4e-3, 10e-3, &fx, &bx, &ft, &bt);
+    check(fx == 0.0 && bx == 0.0 && ft == 0.0 && bt == 0.0, "no ring at CP 1");
+
+    /* placement: rank = tp + TP*cp + TP*CP*dp + TP*CP*DP*pp on nodes of 8 */
+    int ti, pi, di, ci;
+    PlanLayout p = {.tp = 2, .pp = 2, .dp = 2, .mb = 1, .vpp = 1, .cp = 4};
+    plan_links_cp(&p, 8, &ti, &pi, &di, &ci);
+    check(!ti && !ci && di && pi,
+          "TP 2 x CP 4 x DP 2 x PP 2: TP, CP inside a node (ranks 0,2,4,6), CP x DP and PP "
+          "across (stride 2 over 8 ranks, 16)");
+    p.tp = 8;
+    p.cp = 2;
+    plan_links_cp(&p, 8, &ti, &pi, &di, &ci);
+    check(!ti && ci && di && pi, "TP 8 x CP 2: TP inside a node, the CP ring across (ranks 0, 8)");
+    p.tp = 1;
+    p.cp = 8;
+    p.dp = 1;
+    plan_links_cp(&p, 8, &ti, &pi, &di, &ci);
+    check(!ci && !di && pi, "TP 1 x CP 8: the CP ring and the gradient group fill a node");
+    /* the pipeline's stride is TP x CP x DP: TP 2 x CP 2, DP 1, PP 2 on 8-GPU nodes stays inside */
+    PlanLayout q = {.tp = 2, .pp = 2, .dp = 1, .mb = 1, .vpp = 1, .cp = 2};
+    plan_links_cp(&q, 8, &ti, &pi, &di, &ci);
+    check(!ti && !ci && !di && !pi, "TP 2 x CP 2 x PP 2 on one node: every group inside");
+
+    /* the gradient group: ZeRO-1 reduce-scatters 4P and gathers 2P over CP x DP = 8 ranks */
+    double bw = 40.0, lat = 5.0;
+    double dz = plan_zero_dp_s(&m, &l, 0, bw, lat);
+    check(same(dz, 7.0 / 8 * 6 * P0 / 40e9 + 14 * 5e-6), "ZeRO-1 after the flush over CP x DP = 8: %.3f s", dz);
+
+    /* constraints */
+    PlanLayout b = l;
+    b.cp = 3;
+    b.dp = 1;
+    int kind = plan_check_layout(&m, 8 * 3 * 35, 120, &b, why, sizeof(why));
+    check(kind == 3 && strstr(why, "2cp") != NULL, "CP 3 at seq 32768: refused (%s)", why);
+    b.cp = 4;
+    b.dp = 3;
+    kind = plan_check_layout(&m, 2240, 120, &b, why, sizeof(why));
+    check(kind == 3 && strstr(why, "tp*cp*pp*dp") != NULL, "TP*CP*PP*DP must be the world (%s)", why);
+    PlanModel odd = m;
+    odd.seq = 8 * 24; /* CP 8: 24 rows per rank, not a multiple of TP 16 */
+    PlanLayout sp = {.tp = 16, .pp = 1, .dp = 1, .mb = 1, .recompute = 0, .zero = 0, .sp = 1, .vpp = 1, .cp = 8};
+    kind = plan_check_layout(&odd, 128, 1, &sp, why, sizeof(why));
+    check(kind == 3 && strstr(why, "seq/cp") != NULL, "-sp 1: TP must divide seq/CP (%s)", why);
+
+    /* time: the batch does not change with CP (m = 120 / (1 x 2)), the attention core splits by CP */
+    PlanTime t;
+    plan_time(&m, &h, &k, &l, 120, &t);
+    check(t.m == 60 && t.slot_cp_s > 0 && t.slot_ring_s >= t.slot_cp_s,
+          "CP 4: m = %d micro-batches per pipeline; ring exposed %.1f of %.1f ms per slot", t.m, 1e3 * t.slot_cp_s,
+          1e3 * t.slot_ring_s);
+    PlanLayout ls = l;
+    PlanTime tsel;
+    ls.recompute = PLAN_RC_SELECTIVE;
+    plan_time(&m, &h, &k, &ls, 120, &tsel);
+    check(same(tsel.iter_s, t.iter_s) && same(tsel.tflops, t.tflops),
+          "CP 4, selective recomputation: nothing rebuilt (the lse is kept), the time and HW TF/s of none (%.1f)",
+          tsel.tflops);
+    PlanConsts k0 = k;
+    k0.gemm_dim0 = 0; /* no shape term: the GEMM time is the FLOPs' */
+    double g1, m1s, g4, m4s;
+    plan_attn_core_fwd_cp(&m, 8, 1, 1, &a, &k0, &g1, &m1s);
+    plan_attn_core_fwd_cp(&m, 8, 1, 4, &a, &k0, &g4, &m4s);
+    /* Q K^T and att V on one rank: 2 x 2 x (s/CP) x s x 160 x 16 heads FLOPs at 0.57 x 312 TFLOP/s */
+    double flops4 = 4.0 * 8192 * 32768 * 160 * 16;
+    check(same(g4, flops4 / (0.57 * 312e12)) && same(g4, g1 / 4) && same(m4s, m1s / 4),
+          "attention core on a CP 4 rank: %.2f ms of GEMMs = 1/4 of the whole sequence's, softmax bytes 1/4", 1e3 * g4);
+
+    /* the search: CP only from seq 8192 on, over CPs that split the world and the sequence with >= 1024 rows */
+    PlanRequest r;
+    plan_request_init(&r);
+    r.model = m;
+    r.nodes = 280;
+    r.gb = 120;
+    int cnt = 0, seen[64] = {0}, bad = 0;
+    PlanRow* rows = planx_enumerate(&r, &h, 280, &cnt);
+    for (int i = 0; i < cnt; i++) {
+        int c = plan_cp(&rows[i].lay);
+        if (c < 64) seen[c]++;
+        if (c >= 64 || 32768 % (2 * c) || 32768 / c < 1024) bad++;
+    }
+    free(rows);
+    check(seen[1] && seen[2] && seen[4] && seen[8] && seen[16] && seen[32] && !bad && !seen[3] && !seen[5],
+          "seq 32768 on 2240 GPUs: CP 1, 2, 4, 8, 16, 32 searched (%d, %d, %d, %d, %d, %d rows), none else", seen[1],
+          seen[2], seen[4], seen[8], seen[16], seen[32]);
+    PlanRequest s2 = request_530b(280);
+    rows = planx_enumerate(&s2, &a, 280, &cnt);
+    bad = 0;
+    for (int i = 0; i < cnt; i++) bad += plan_cp(&rows[i].lay) != 1;
+    free(rows);
+    check(cnt > 0 && bad == 0 && !plan_cp_searched(&s2), "seq 2048 (the paper's): CP not searched (%d rows, all CP 1)",
+          cnt);
+    r.cp = 8;
+    rows = planx_enumerate(&r, &h, 280, &cnt);
+    bad = 0;
+    for (int i = 0; i < cnt; i++) bad += plan_cp(&rows[i].lay) != 8;
+    free(rows);
+    check(cnt > 0 && bad == 0, "-cp 8 pins it (%d rows, all CP 8)", cnt);
+
+    /* the worked example (doc/planner.md): 530b at seq 32768, 120 sequences, 280 H100 nodes */
+    PlanRow best, none;
+    memset(&best, 0, sizeof(best));
+    memset(&none, 0, sizeof(none));
+    r.cp = 0;
+    int ok = plan_recommend(&r, &h, 280, &best) == 0;
+    r.cp = 1;
+    ok = ok && plan_recommend(&r, &h, 280, &none) == 0;
+    check(ok && plan_cp(&best.lay) > 1 && best.time.iter_s < none.time.iter_s,
+          "530b seq 32768 on 280 H100 nodes: CP %d recommended, %.2f s against %.2f s without CP (PREDICTED)",
+          plan_cp(&best.lay), best.time.iter_s, none.time.iter_s);
+}
+
+/* ---------------------------------------------------------------------------------- */
 /* CLI: ./test_planner --plan [model/layout flags] [planner flags]                     */
 
 static int cli(int argc, char** argv) {
@@ -1111,20 +1282,11 @@ static int cli(int argc, char** argv) {
     const struct {
         const char* flag;
         int* field;
-    } ints[] = {{"-L", &r.model.L},
-                {"-H", &r.model.H},
-                {"-heads", &r.model.heads},
-                {"-seq", &r.model.seq},
-                {"-V", &r.model.V},
-                {"-tp", &r.tp},
-                {"-pp", &r.pp},
-                {"-dp", &r.dp},
-                {"-mb", &r.mb},
-                {"-gb", &r.gb},
-                {"-recompute", &r.recompute},
-                {"-zero", &r.zero},
-                {"-sp", &r.sp},
-                {"-vpp", &r.vpp}};
+    } ints[] = {{"-L", &r.model.L},     {"-H", &r.model.H}, {"-heads", &r.model.heads},
+                {"-seq", &r.model.seq}, {"-V", &r.model.V}, {"-tp", &r.tp},
+                {"-cp", &r.cp},         {"-pp", &r.pp},     {"-dp", &r.dp},
+                {"-mb", &r.mb},         {"-gb", &r.gb},     {"-recompute", &r.recompute},
+                {"-zero", &r.zero},     {"-sp", &r.sp},     {"-vpp", &r.vpp}};
     for (int i = 2; i < argc; i++) {
         const char* f = argv[i];
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1228,5 +1390,6 @@ int main(int argc, char** argv) {
     test_kernel_model();
     test_zero();
     test_checkpoint();
+    test_cp();
     return test_summary();
 }

@@ -1,7 +1,8 @@
 /*
  * autolayout.h: -layout auto. The trainer runs the layout planner's search (llmc/planner/)
  * for its own world size and launches the fastest feasible layout: TP, PP, DP, micro-batch,
- * -vpp, -sp, recomputation, the ZeRO level (0-3) and the pipeline schedule (-pp-schedule). A layout flag given on the
+ * -vpp, -sp, recomputation, the ZeRO level (0-3), the pipeline schedule (-pp-schedule) and, from
+ * -seq 8192 on, context parallelism (-cp; planner.h's plan_cp_searched). A layout flag given on the
  * command line (or in the run record) pins that dimension, and the rest is searched. Feasible means the planner's
  * memory model fits the GPU with its headroom, and the trainer's own rules hold for every batch of the ramp
  * (config_validate_layout), because the layout is fixed for the whole run.
@@ -41,7 +42,8 @@ enum {
     AL_ZERO = 32,
     AL_SP = 64,
     AL_VPP = 128,
-    AL_SCHED = 256
+    AL_SCHED = 256,
+    AL_CP = 512
 };
 
 // ranks on this node, as the launcher says: Open MPI, Slurm, MPICH/Hydra; 0 when none says.
@@ -62,6 +64,7 @@ static int autolayout_gpus_per_node(void) {
 // the layout of a planner row in cfg
 static void autolayout_apply(Config* cfg, const PlanLayout* l) {
     cfg->tp = l->tp;
+    cfg->cp = l->cp > 1 ? l->cp : 1;
     cfg->pp = l->pp;
     cfg->dp = l->dp;
     cfg->mb = l->mb;
@@ -74,9 +77,11 @@ static void autolayout_apply(Config* cfg, const PlanLayout* l) {
 
 static void autolayout_name(char* s, size_t n, const PlanLayout* l) {
     static const char* rc[3] = {"0", "full", "selective"};
-    snprintf(s, n, "-tp %d -pp %d -dp %d -mb %d -vpp %d -sp %d -recompute %s -zero %d -pp-schedule %s", l->tp, l->pp,
+    char cp[24] = ""; // -cp last, and only above 1: a record without it resumes with none (startup.h)
+    if (l->cp > 1) snprintf(cp, sizeof(cp), " -cp %d", l->cp);
+    snprintf(s, n, "-tp %d -pp %d -dp %d -mb %d -vpp %d -sp %d -recompute %s -zero %d -pp-schedule %s%s", l->tp, l->pp,
              l->dp, l->mb, l->vpp > 0 ? l->vpp : 1, l->sp, rc[l->recompute >= 0 && l->recompute < 3 ? l->recompute : 0],
-             l->zero, l->sched == PLAN_SCHED_ZBH1 ? "zb-h1" : "1f1b");
+             l->zero, l->sched == PLAN_SCHED_ZBH1 ? "zb-h1" : "1f1b", cp);
 }
 
 // why a is ahead of b: the parts of the step time and the memory that differ most
@@ -100,6 +105,7 @@ static int autolayout_choose(Config* cfg, PlanRequest* plan, int world, double d
     plan->gb = (int)cfg->gb;
     int pin = cfg->layout_pins;
     plan->tp = pin & AL_TP ? cfg->tp : 0;
+    plan->cp = pin & AL_CP ? cfg->cp : 0; // searched from seq 8192 on (planner.h's plan_cp_searched), else 1
     plan->pp = pin & AL_PP ? cfg->pp : 0;
     plan->dp = pin & AL_DP ? cfg->dp : 0;
     plan->mb = pin & AL_MB ? cfg->mb : 0;
@@ -141,7 +147,8 @@ static int autolayout_choose(Config* cfg, PlanRequest* plan, int world, double d
         char why[CFG_ERR_LEN];
         autolayout_apply(&t, &rows[i].lay);
         if (rows[i].mem.total > cap || config_validate_layout(&t, world, why) != 0) continue;
-        if (t.zero >= 2 && t.ramp_auto) continue; // config_validate refuses it: -ramp auto needs whole gradients
+        // config_validate refuses these: -ramp auto needs each replica's whole gradient
+        if ((t.zero >= 2 || t.cp > 1) && t.ramp_auto) continue;
         pick[pick[0] < 0 ? 0 : 1] = i;
     }
     if (pick[0] < 0) {

@@ -509,13 +509,15 @@ static int config_skip_ranges(const char* s, int64_t* at, int64_t* n, char* err)
     return k;
 }
 
-// bits of the layout flags in argv (-tp -pp -dp -mb -recompute -zero -sp -vpp -pp-schedule, in
-// this order): under -layout auto these are pinned and the rest searched
+// bits of the layout flags in argv (-tp -pp -dp -mb -recompute -zero -sp -vpp -pp-schedule -cp, in
+// this order: bit k is flag k, autolayout.h's AL_* values): under -layout auto these are pinned and
+// the rest searched
 static int config_layout_pins(int argc, char** argv) {
-    static const char* flags[9] = {"-tp", "-pp", "-dp", "-mb", "-recompute", "-zero", "-sp", "-vpp", "-pp-schedule"};
+    static const char* flags[10] = {"-tp",   "-pp", "-dp",  "-mb",          "-recompute",
+                                    "-zero", "-sp", "-vpp", "-pp-schedule", "-cp"};
     int bits = 0;
     for (int i = 1; i < argc; i++)
-        for (int k = 0; k < 9; k++)
+        for (int k = 0; k < 10; k++)
             if (strcmp(argv[i], flags[k]) == 0) bits |= 1 << k;
     return bits;
 }
@@ -645,12 +647,7 @@ static int config_validate(Config* c, char* err) {
         FAIL("layout beyond the limits (tp, cp <= %d, pp <= %d, tp*cp*pp*dp <= %lld ranks)", CFG_MAX_TP, CFG_MAX_PP,
              (long long)CFG_MAX_RANKS);
     {
-        int64_t Vp = round_up(c->V, c->vpad), wide = 4 * (int64_t)c->H > Vp ? 4 * (int64_t)c->H : Vp;
-        if ((int64_t)c->mb * c->seq * wide > CFG_MAX_TENSOR)
-            FAIL(
-                "micro-batch activations of mb*seq*max(4H, Vp) = %lld elements exceed the limit %lld: lower -mb or "
-                "-seq",
-                (long long)((int64_t)c->mb * c->seq * wide), (long long)CFG_MAX_TENSOR);
+        int64_t Vp = round_up(c->V, c->vpad);
         double params = 12.0 * c->L * (double)c->H * c->H + (double)Vp * c->H + (double)c->seq * c->H;
         if (params > (double)CFG_MAX_PARAMS)
             FAIL("the model has %.3g parameters, beyond the limit of %.3g", params, (double)CFG_MAX_PARAMS);
@@ -786,6 +783,16 @@ static int config_validate_layout(const Config* c, int world, char* err) {
             "-cp %d: the sequence (%d) must split into 2*cp = %d equal chunks (each rank takes two, for the causal "
             "load balance): choose -seq or -cp so",
             c->cp, c->seq, 2 * c->cp);
+    {
+        // a rank's rows are seq/cp: checked with the layout, so that -plan and -layout auto can search -cp first
+        int64_t Vp = round_up(c->V, c->vpad), wide = 4 * (int64_t)c->H > Vp ? 4 * (int64_t)c->H : Vp;
+        int64_t n = (int64_t)c->mb * (c->seq / c->cp) * wide;
+        if (n > CFG_MAX_TENSOR)
+            FAIL(
+                "micro-batch activations of mb*(seq/cp)*max(4H, Vp) = %lld elements exceed the limit %lld: lower -mb "
+                "or -seq, or raise -cp",
+                (long long)n, (long long)CFG_MAX_TENSOR);
+    }
     if (c->heads % c->tp != 0) FAIL("tp=%d must divide the number of heads (%d)", c->tp, c->heads);
     if ((4 * c->H) % c->tp != 0) FAIL("tp=%d must divide 4H (%d)", c->tp, 4 * c->H);
     if (c->Vp % c->tp != 0) FAIL("tp=%d must divide the padded vocabulary (%d): change -vpad", c->tp, c->Vp);

@@ -109,15 +109,16 @@ static void mem_plan_slots(const Config* c, int pp, int PP, int DP, int* nslots,
     *nstash = config_zb(c) ? pipe_w_pending_max(pp, PP, c->vpp, m_max) : 0;
 }
 
-// -plan's "memory per rank" (startup.h): the bytes of each kind on the first rank (TP 0, DP 0)
-// of pipeline stage pp in c's layout (c->tp, c->pp, c->dp, c->zero, ...). 0, or -1 when zb-h1
-// has no schedule for it.
+// -plan's "memory per rank" (startup.h): the bytes of each kind on the first rank (TP 0, CP 0,
+// DP 0) of pipeline stage pp in c's layout (c->tp, c->cp, c->pp, c->dp, c->zero, ...): its slots
+// from DP (the batch does not change with CP), its ZeRO shard from the CP x DP group. 0, or -1
+// when zb-h1 has no schedule for it.
 static int mem_plan_cpu_stage(const Config* c, size_t chunk, int pp, size_t bytes[NUM_MEM]) {
     int nslots, nstash;
     size_t f[NUM_MEM];
     mem_plan_slots(c, pp, c->pp, c->dp, &nslots, &nstash);
     if (config_zb(c) && nstash < 1) return -1;
-    mem_plan_cpu(c, 0, c->tp, pp, c->pp, 0, c->dp, nslots, nstash, chunk, f);
+    mem_plan_cpu(c, 0, c->tp, pp, c->pp, 0, c->dp * (c->cp > 0 ? c->cp : 1), nslots, nstash, chunk, f);
     for (int k = 0; k < NUM_MEM; k++) bytes[k] = sizeof(float) * f[k];
     return 0;
 }

@@ -239,7 +239,10 @@ static int startup_same_flags(const Config* cfg, const Comm* comm) {
 
 // -layout auto: the planner's choice into cfg, and into the run record, so that a resume keeps it
 static int startup_auto_layout(Config* cfg, PlanRequest* plan, int world, double device_mem_gib, int rank, char* err) {
-    int pinned_all = cfg->layout_pins == 0x1ff; // a resume: the record holds the choice already
+    // a resume whose record holds the other nine flags: its choice had no CP (autolayout_name records
+    // -cp only above 1)
+    if ((cfg->layout_pins & 0x1ff) == 0x1ff && cfg->resume) cfg->layout_pins |= AL_CP;
+    int pinned_all = cfg->layout_pins == 0x3ff; // a resume: the record holds the choice already
     if (autolayout_choose(cfg, plan, world, device_mem_gib, rank, err) != 0) return 1;
     if (pinned_all) return 0;
     char buf[sizeof(cfg->layout_choice)];
@@ -331,6 +334,7 @@ static void startup(Config* cfg, Comm* comm, int argc, char** argv, double devic
             plan.gb = (int)cfg->gb;
             // layout flags the user gave are fixed; the others are searched
             plan.tp = plan_argv_has(argc, argv, "-tp") ? cfg->tp : 0;
+            plan.cp = plan_argv_has(argc, argv, "-cp") ? cfg->cp : 0; // searched from seq 8192 on, else 1
             plan.pp = plan_argv_has(argc, argv, "-pp") ? cfg->pp : 0;
             plan.dp = plan_argv_has(argc, argv, "-dp") ? cfg->dp : 0;
             plan.mb = plan_argv_has(argc, argv, "-mb") ? cfg->mb : 0;

@@ -1,7 +1,7 @@
 /*
  * planner.h: the layout planner (header-only, pure C99; also compiles as C++ under nvcc).
- * Given a model, a global batch and a cluster, it predicts for each 3D layout
- * (TP x PP x DP, micro-batch, recomputation, ZeRO 0-3) the memory per GPU and the time of
+ * Given a model, a global batch and a cluster, it predicts for each layout (TP x CP x PP x DP,
+ * micro-batch, recomputation, ZeRO 0-3; CP = context parallelism) the memory per GPU and the time of
  * one training iteration, ranks the feasible layouts and recommends one (`-plan`), and
  * reports per-GPU throughput as the node count grows at a fixed global batch (`-scaling`).
  * The paper's first recommendation (choose the split from the interconnect hierarchy) and
@@ -25,7 +25,9 @@
  *   plan_check_layout; for SP / selective / interleaving plan_layer_keep_bytes,
  *   plan_recompute_work_bytes, plan_inflight_layers, plan_model_flops, plan_hw_flops; for the
  *   pipeline schedules plan_layer_w_bytes, plan_zb_backlog, plan_sched_name, plan_parse_schedules;
- *   for ZeRO 2/3 plan_zero_eff, plan_zero_slot_s, plan_zero_dp_s, plan_memory_c (the cluster's attention).
+ *   for ZeRO 2/3 plan_zero_eff, plan_zero_slot_s, plan_zero_dp_s, plan_memory_c (the cluster's attention);
+ *   for CP plan_cp, plan_grad_group, plan_cp_searched, plan_cp_ring_bytes, plan_cp_ring_s, plan_links_cp,
+ *   plan_slot_cp, plan_layer_fwd_cp, plan_attn_core_fwd_cp.
  *
  * Planner flags (plan_parse_flag): -cluster NAME, -nodes N, -gpus-per-node N, -peak TFLOPS,
  * -gpu-mem GiB, -bw-hbm GBps, -bw-intra GBps, -bw-inter GBps (per GPU, per direction),
@@ -35,8 +37,9 @@
  * -plan-w-share FRACTION (W's share of the weight GEMMs' backward), -plan-schedule LIST
  * (1f1b,interleaved,zb-h1 or any: the pipeline schedules searched) and -plan-schedules 0|1
  * (print the schedule comparison for the layout family).
- * The trainer fills the model (V = padded vocab), gb, and the layout: tp/pp/dp/mb/vpp = 0
- * and recompute/zero/sp = -1 mean "search" (mb searches 1, 2, 4, 8; recompute full,
+ * The trainer fills the model (V = padded vocab), gb, and the layout: tp/cp/pp/dp/mb/vpp = 0
+ * and recompute/zero/sp = -1 mean "search" (CP from seq 8192 on, plan_cp_searched, else 1;
+ * mb searches 1, 2, 4, 8; recompute full,
  * selective, none; ZeRO 0-3 where DP > 1; sp 0/1 where TP > 1; V 1..8 where L % (PP*V) == 0
  * and m % PP == 0; the schedule over 1F1B, interleaved 1F1B (V > 1) and ZB-H1 (V = 1, PP > 1,
  * m >= PP)). The trainer may set rank_mem (PlanRankMemFn): -plan then prints its own count of
@@ -72,10 +75,18 @@
  * dev/cuda/costmodel.py uses, so -plan and the cost model make one prediction of a GPU step
  * (plan_slot_kernels; make cuda-costmodel holds them within 5%).
  *
+ * Context parallelism (the trainers' -cp, doc/cp.md): a CP rank holds seq/CP rows (two of the
+ * 2 CP load-balanced causal chunks); its row-wise work, activations and messages are those of
+ * seq/CP rows, its attention 1/CP of the sequence's with the log-sum-exp kept (no s x s
+ * probabilities, whatever the cluster), and the ring's K|V and dK|dV hops hide behind the
+ * attention blocks, only their excess on the critical path (plan_cp_ring_s). Rank order TP, CP,
+ * DP, PP: a CP group is inside a node when TP*CP <= GPUs per node. Gradients reduce and ZeRO
+ * shards over CP x DP; the micro-batches per pipeline stay gb/(mb*DP).
+ *
  * What the model leaves out (so the numbers are an estimate, not a promise):
  *   - overlap of communication with compute (everything modelled is on the critical path,
  *     as in Megatron's non-interleaved 1F1B with a DP all-reduce after the flush), except
- *     ZeRO-2/3's per-layer traffic, which hides behind the layer's compute;
+ *     ZeRO-2/3's per-layer traffic, which hides behind the layer's compute, and the CP ring's;
  *   - network contention between concurrent collectives in the fat tree (each GPU gets its
  *     own NIC's bandwidth), switch hops, NCCL protocol/algorithm choice (rings only);
  *   - fitted model: GEMM tile and wave quantisation (the shape term x/(x + gemm_dim0) per
@@ -157,8 +168,10 @@ enum { PLAN_RC_NONE = 0, PLAN_RC_FULL = 1, PLAN_RC_SELECTIVE = 2 };
 enum { PLAN_SCHED_1F1B = 0, PLAN_SCHED_ZBH1 = 1 };
 /* -plan-schedule bits: which schedules the search may use (0 = all) */
 enum { PLAN_SB_1F1B = 1, PLAN_SB_INTERLEAVED = 2, PLAN_SB_ZBH1 = 4, PLAN_SB_ALL = 7 };
+/* cp: context-parallel ranks splitting each sequence (ring attention; 0 or 1 = none), last so
+ * that a layout written without it has none. World = TP x CP x PP x DP. */
 typedef struct {
-    int tp, pp, dp, mb, recompute, zero, sp, vpp, sched;
+    int tp, pp, dp, mb, recompute, zero, sp, vpp, sched, cp;
 } PlanLayout;
 
 typedef struct { /* bytes on the worst stage (the one with the largest total) */
@@ -182,10 +195,12 @@ typedef struct {
     double bubble_s;           /* pipe_s - m * slot_s: fill and drain */
     double dp_s;               /* after the flush: gradient all-reduce, or ZeRO's reduce-scatter + all-gather */
     double slot_dp_s;          /* ZeRO-2/3: DP traffic per slot not hidden behind compute (in slot_s) */
-    double emb_s;              /* tied-embedding gradient all-reduce, first <-> last stage */
-    double ln_s;               /* -sp 1: LayerNorm weight/bias gradient all-reduce over TP */
-    double norm_s;             /* grad-norm scalar all-reduce (latency) */
-    double opt_s;              /* AdamW step, memory bound */
+    double slot_cp_s;   /* CP: the ring's K|V and dK|dV transfers per slot not hidden behind attention (in slot_s) */
+    double slot_ring_s; /* CP: the ring's transfers per slot in all, hidden or not (not in slot_s) */
+    double emb_s;       /* tied-embedding gradient all-reduce, first <-> last stage */
+    double ln_s;        /* -sp 1: LayerNorm weight/bias gradient all-reduce over TP */
+    double norm_s;      /* grad-norm scalar all-reduce (latency) */
+    double opt_s;       /* AdamW step, memory bound */
     double iter_s;
     double compute_s, comm_s, idle_s;  /* iter_s = compute_s + comm_s + idle_s */
     double comm_intra_s, comm_inter_s; /* comm_s split by link (for calibration) */
@@ -199,7 +214,8 @@ typedef struct {
     int feasible; /* 1 ok; 0 infeasible (why says which constraint) */
     int kind;     /* 0 feasible, 1 memory, 2 batch divisibility, 3 shape divisibility */
     char why[96];
-    int tp_inter, pp_inter, dp_inter; /* 1: that group crosses a node boundary */
+    int tp_inter, pp_inter, dp_inter; /* 1: that group crosses a node boundary (DP: the CP x DP gradient group) */
+    int cp_inter;                     /* 1: the CP ring crosses a node boundary */
     PlanMem mem;
     PlanTime time;
 } PlanRow;
@@ -221,6 +237,7 @@ typedef struct {
     int nodes;
     int gb, mb;          /* mb = 0: search 1, 2, 4, 8 */
     int tp, pp, dp;      /* 0 = search */
+    int cp;              /* 0 = search where the sequence is long (plan_cp_searched), else 1 */
     int recompute, zero; /* -1 = search */
     int sp;              /* -1 = search (0 and 1 where TP > 1) */
     int vpp;             /* 0 = search (1 and every V with L % (PP*V) == 0, V <= 8) */
@@ -658,6 +675,47 @@ static inline double plan_hw_flops(const PlanModel* m, double gb, int recompute)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* context parallelism                                                                    */
+
+/* CP (the trainers' -cp, doc/cp.md): each sequence is cut into 2 CP chunks and a CP rank holds
+ * two of them (r and 2CP-1-r), so it keeps seq/CP rows and every rank does the same causal
+ * attention work. The rank order is TP fastest, then CP, then DP, then PP:
+ * rank = tp + TP*cp + TP*CP*dp + TP*CP*DP*pp, the 3D formula with CP x DP in DP's place. */
+static inline int plan_cp(const PlanLayout* l) { return l->cp > 1 ? l->cp : 1; }
+/* CP ranks hold the same weights, each with the gradient of its rows: gradients are reduced,
+ * and ZeRO shards, over the CP x DP group. The batch does not change with CP: the micro-batches
+ * per pipeline stay gb/(mb*DP). */
+static inline int plan_grad_group(const PlanLayout* l) { return plan_cp(l) * l->dp; }
+/* The model as a CP rank sees it row by row: seq/CP rows (the LayerNorms, GEMMs, the head,
+ * the pipeline's and TP's messages); attention alone needs the whole sequence's keys. */
+static inline PlanModel plan_cp_rows(const PlanModel* m, const PlanLayout* l) {
+    PlanModel r = *m;
+    r.seq = m->seq / plan_cp(l);
+    return r;
+}
+/* When CP is searched (no -cp given): from PLAN_CP_MIN_SEQ tokens on, over every CP that cuts the
+ * sequence into 2 CP chunks and leaves a rank at least PLAN_CP_MIN_ROWS rows. Below 8192 tokens
+ * the activations are not what fills a GPU (the paper's 2048 fits with SP and selective
+ * recomputation), and a rank's ring blocks would be too small to hide their transfers; the
+ * floor of 1024 rows bounds the search (CP <= seq/1024) for the same reason. */
+#define PLAN_CP_MIN_SEQ 8192
+#define PLAN_CP_MIN_ROWS 1024
+static inline int plan_cp_searched(const PlanRequest* r) { return r->cp <= 0 && r->model.seq >= PLAN_CP_MIN_SEQ; }
+/* Does the CP column belong in the tables (CP given above 1, or searched)? */
+static inline int planx_cp_shown(const PlanRequest* r) { return r->cp > 1 || plan_cp_searched(r); }
+
+/* The ring's buffers on a CP rank, one set for every layer (the CUDA trainer's, attention_ring.cuh):
+ * the K|V block computed on and the one arriving, bf16 (b, s/CP, 2H/TP) each; the dK|dV partials
+ * passed on and arriving, fp32, two likewise; D = rowsum(dO * O), fp32 (b, a/TP, s/CP):
+ * 24 b (s/CP) H/TP + 4 b a (s/CP)/TP bytes. */
+static inline double plan_cp_ring_bytes(const PlanModel* m, const PlanLayout* l) {
+    int cp = plan_cp(l);
+    if (cp <= 1) return 0.0;
+    double rows = (double)l->mb * (m->seq / cp);
+    return 24.0 * rows * m->H / l->tp + 4.0 * rows * m->heads / l->tp;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* memory                                                                                 */
 
 /* Activation bytes one layer stores for backward, one micro-batch of mb sequences, on one
@@ -743,18 +801,24 @@ static inline int plan_zb_backlog(int pp, int stage, int m) {
     return stage < left ? stage : left;
 }
 
-/* The ZeRO level in effect: over one DP rank every level is plain AdamW, as in the trainers
- * (llmc/host/memplan.h). */
-static inline int plan_zero_eff(const PlanLayout* l) { return l->dp > 1 ? l->zero : 0; }
+/* The ZeRO level in effect: over one rank of the CP x DP group every level is plain AdamW, as
+ * in the trainers (llmc/host/memplan.h). */
+static inline int plan_zero_eff(const PlanLayout* l) { return plan_grad_group(l) > 1 ? l->zero : 0; }
 
 /* Memory of one GPU of one stage (bytes). m = micro-batches per pipeline per iteration;
- * flash: the cluster's trainer runs flash attention (plan_layer_keep_bytes_attn). */
-static inline void planx_memory_stage(const PlanModel* md, const PlanConsts* k, const PlanLayout* l, int m, int stage,
-                                      int flash, PlanMem* o) {
+ * flash: the cluster's trainer runs flash attention (plan_layer_keep_bytes_attn). With CP every
+ * activation term counts the rank's seq/CP rows, attention keeps its log-sum-exp whatever the
+ * cluster (ring attention merges blocks by it: no s x s probabilities), and the ring's buffers
+ * are added (plan_cp_ring_bytes). */
+static inline void planx_memory_stage(const PlanModel* mfull, const PlanConsts* k, const PlanLayout* l, int m,
+                                      int stage, int flash, PlanMem* o) {
+    PlanModel rows = plan_cp_rows(mfull, l);
+    const PlanModel* md = &rows;
     double sbh = (double)md->seq * l->mb * md->H;
+    if (plan_cp(l) > 1) flash = 1;
     memset(o, 0, sizeof(*o));
     o->stage = stage;
-    o->params = plan_stage_params(md, l->tp, l->pp, stage);
+    o->params = plan_stage_params(mfull, l->tp, l->pp, stage); /* the position embedding stays whole */
     /* Mixed precision as the CUDA trainer does it: bf16 weights for compute, fp32
      * gradients, fp32 master weights and Adam moments. ZeRO-1 shards the last three (master,
      * m, v) over DP, the gradients stay whole (doc/spec.md section 3). ZeRO-2 also shards the
@@ -764,7 +828,7 @@ static inline void planx_memory_stage(const PlanModel* md, const PlanConsts* k, 
      * windows (the layer computing and the one prefetched). As llmc/host/zero.h does it. */
     double P = o->params, Pl = plan_layer_params_gpu(md, l->tp), rest = P - (double)(md->L / l->pp) * Pl;
     int z = plan_zero_eff(l);
-    double shard = P / l->dp;
+    double shard = P / plan_grad_group(l);
     o->weights = z >= 3 ? 2.0 * (shard + rest + 2.0 * Pl) : 2.0 * P;
     o->grads = z >= 2 ? 4.0 * (shard + rest + Pl) : 4.0 * P;
     o->optim = 12.0 * (z ? shard : P);
@@ -776,6 +840,7 @@ static inline void planx_memory_stage(const PlanModel* md, const PlanConsts* k, 
     if (l->sched == PLAN_SCHED_ZBH1)
         o->act += (double)(plan_zb_backlog(l->pp, stage, m) + 1) * (md->L / l->pp) *
                   plan_layer_w_bytes(md, l->tp, l->mb, l->sp);
+    o->act += plan_cp_ring_bytes(mfull, l);
     /* buffers every stage has: p2p send/recv of activations and their gradients, the
      * backward's running dx in/out (6 tensors of b*s*H bf16; 1/TP shards with SP) */
     o->extra = 6.0 * 2.0 * sbh / (l->sp ? l->tp : 1);
@@ -855,34 +920,48 @@ static inline double plan_gemm_s(double M, double N, double K, double batch, con
  * residual adds 6sbh each, q/k/v permutes 12sbh/TP, attention-out unpermute 4sbh/TP,
  * GeLU 16sbh/TP, scale+mask+softmax 4*a*s^2*b/TP: 20sbh + 32sbh/TP + 4as^2b/TP.
  * (Biases are fused into GEMM epilogues.) */
-static inline void plan_layer_fwd_sp(const PlanModel* md, int tp, int mb, int sp, const Cluster* c, const PlanConsts* k,
-                                     double* gemm_s, double* mem_s) {
-    double s = md->seq, b = mb, H = md->H, a = md->heads, d = (double)md->H / md->heads;
-    double bs = b * s, hp = a / tp * b; /* attention GEMMs are batched over local heads x batch */
+/* With CP (cp > 1) a rank runs the row-wise work on its s/CP rows and the attention of its
+ * rows against every key: 1/CP of the whole sequence's attention (the ring's load-balanced
+ * chunks), Q K^T and att V as (s/CP) x s per head, its softmax 4a(s/CP)sb/TP bytes. */
+static inline void plan_layer_fwd_cp(const PlanModel* md, int tp, int mb, int sp, int cp, const Cluster* c,
+                                     const PlanConsts* k, double* gemm_s, double* mem_s) {
+    double s = md->seq, sl = md->seq / (cp > 1 ? cp : 1), b = mb, H = md->H, a = md->heads,
+           d = (double)md->H / md->heads;
+    double bs = b * sl, hp = a / tp * b; /* attention GEMMs are batched over local heads x batch */
     double g = 0.0;
     g += plan_gemm_s(bs, 3.0 * H / tp, H, 1, c, k); /* QKV (column-parallel) */
-    g += plan_gemm_s(s, s, d, hp, c, k);            /* Q K^T */
-    g += plan_gemm_s(s, d, s, hp, c, k);            /* att V */
+    g += plan_gemm_s(sl, s, d, hp, c, k);           /* Q K^T */
+    g += plan_gemm_s(sl, d, s, hp, c, k);           /* att V */
     g += plan_gemm_s(bs, H, H / tp, 1, c, k);       /* attention out (row-parallel) */
     g += plan_gemm_s(bs, 4.0 * H / tp, H, 1, c, k); /* fc1 (column-parallel) */
     g += plan_gemm_s(bs, H, 4.0 * H / tp, 1, c, k); /* fc2 (row-parallel) */
-    double sbh = s * b * H;
+    double sbh = sl * b * H;
     /* with SP the LayerNorms and residual adds (the 20sbh) work on a 1/TP shard */
-    double bytes = 20.0 * sbh / (sp ? tp : 1) + 32.0 * sbh / tp + 4.0 * a * s * s * b / tp;
+    double bytes = 20.0 * sbh / (sp ? tp : 1) + 32.0 * sbh / tp + 4.0 * a * sl * s * b / tp;
     *gemm_s = g;
     *mem_s = bytes / (k->hbm_eff * c->hbm_gbps * 1e9);
+}
+static inline void plan_layer_fwd_sp(const PlanModel* md, int tp, int mb, int sp, const Cluster* c, const PlanConsts* k,
+                                     double* gemm_s, double* mem_s) {
+    plan_layer_fwd_cp(md, tp, mb, sp, 1, c, k, gemm_s, mem_s);
 }
 static inline void plan_layer_fwd(const PlanModel* md, int tp, int mb, const Cluster* c, const PlanConsts* k,
                                   double* gemm_s, double* mem_s) {
     plan_layer_fwd_sp(md, tp, mb, 0, c, k, gemm_s, mem_s);
 }
 /* What selective recomputation runs again per layer: the attention core's forward, Q K^T
- * and att V (4bs^2H/TP FLOPs) and scale + mask + softmax (4as^2b/TP bytes). */
+ * and att V (4bs^2H/TP FLOPs) and scale + mask + softmax (4as^2b/TP bytes); a CP rank's share
+ * of it with cp > 1 (its s/CP rows against every key). */
+static inline void plan_attn_core_fwd_cp(const PlanModel* md, int tp, int mb, int cp, const Cluster* c,
+                                         const PlanConsts* k, double* gemm_s, double* mem_s) {
+    double s = md->seq, sl = md->seq / (cp > 1 ? cp : 1), a = md->heads, d = (double)md->H / md->heads,
+           hp = a / tp * mb;
+    *gemm_s = plan_gemm_s(sl, s, d, hp, c, k) + plan_gemm_s(sl, d, s, hp, c, k);
+    *mem_s = 4.0 * a * sl * s * mb / tp / (k->hbm_eff * c->hbm_gbps * 1e9);
+}
 static inline void plan_attn_core_fwd(const PlanModel* md, int tp, int mb, const Cluster* c, const PlanConsts* k,
                                       double* gemm_s, double* mem_s) {
-    double s = md->seq, a = md->heads, d = (double)md->H / md->heads, hp = a / tp * mb;
-    *gemm_s = plan_gemm_s(s, s, d, hp, c, k) + plan_gemm_s(s, d, s, hp, c, k);
-    *mem_s = 4.0 * a * s * s * mb / tp / (k->hbm_eff * c->hbm_gbps * 1e9);
+    plan_attn_core_fwd_cp(md, tp, mb, 1, c, k, gemm_s, mem_s);
 }
 
 /* Does a group of ranks {base + stride*i, i < count} span more than one node? Ranks are
@@ -891,21 +970,33 @@ static inline int plan_group_crosses_node(long base, long stride, long count, in
     if (count <= 1) return 0;
     return base / gpn != (base + stride * (count - 1)) / gpn;
 }
-/* Which of the TP / PP / DP groups cross nodes, with the spec's (doc/spec.md) rank order
- * rank = tp + TP*dp + TP*DP*pp. Any crossing group makes that dimension use the
- * inter-node link (the ring runs at its slowest hop, and 1F1B at its slowest stage). */
-static inline void plan_links(const PlanLayout* l, int gpn, int* tp_inter, int* pp_inter, int* dp_inter) {
-    long TP = l->tp, PP = l->pp, DP = l->dp;
-    *tp_inter = *pp_inter = *dp_inter = 0;
+/* Which of the TP / CP / PP / DP groups cross nodes, with the spec's (doc/spec.md) rank order
+ * and CP after TP (doc/design.md): rank = tp + TP*cp + TP*CP*dp + TP*CP*DP*pp, i.e. with
+ * dpc = cp + CP*dp and D = CP*DP, rank = tp + TP*dpc + TP*D*pp. Any crossing group makes that
+ * dimension use the inter-node link (the ring runs at its slowest hop, and 1F1B at its slowest
+ * stage). dp_inter is the gradient group's, CP x DP (stride TP, D ranks); cp_inter the CP
+ * ring's (stride TP, CP ranks): inside a node when TP*CP <= GPUs per node (and divides it). */
+static inline void plan_links_cp(const PlanLayout* l, int gpn, int* tp_inter, int* pp_inter, int* dp_inter,
+                                 int* cp_inter) {
+    long TP = l->tp, PP = l->pp, CP = plan_cp(l), D = (long)plan_cp(l) * l->dp;
+    *tp_inter = *pp_inter = *dp_inter = *cp_inter = 0;
     for (long p = 0; p < PP && !*tp_inter; p++)
-        for (long d = 0; d < DP && !*tp_inter; d++)
-            if (plan_group_crosses_node(TP * d + TP * DP * p, 1, TP, gpn)) *tp_inter = 1;
+        for (long d = 0; d < D && !*tp_inter; d++)
+            if (plan_group_crosses_node(TP * d + TP * D * p, 1, TP, gpn)) *tp_inter = 1;
     for (long t = 0; t < TP && !*pp_inter; t++)
-        for (long d = 0; d < DP && !*pp_inter; d++)
-            if (plan_group_crosses_node(t + TP * d, TP * DP, PP, gpn)) *pp_inter = 1;
+        for (long d = 0; d < D && !*pp_inter; d++)
+            if (plan_group_crosses_node(t + TP * d, TP * D, PP, gpn)) *pp_inter = 1;
     for (long t = 0; t < TP && !*dp_inter; t++)
         for (long p = 0; p < PP && !*dp_inter; p++)
-            if (plan_group_crosses_node(t + TP * DP * p, TP, DP, gpn)) *dp_inter = 1;
+            if (plan_group_crosses_node(t + TP * D * p, TP, D, gpn)) *dp_inter = 1;
+    for (long t = 0; t < TP && CP > 1 && !*cp_inter; t++)
+        for (long p = 0; p < PP && !*cp_inter; p++)
+            for (long d = 0; d < l->dp && !*cp_inter; d++)
+                if (plan_group_crosses_node(t + TP * CP * d + TP * D * p, TP, CP, gpn)) *cp_inter = 1;
+}
+static inline void plan_links(const PlanLayout* l, int gpn, int* tp_inter, int* pp_inter, int* dp_inter) {
+    int cp_inter;
+    plan_links_cp(l, gpn, tp_inter, pp_inter, dp_inter, &cp_inter);
 }
 
 /* One micro-batch slot (forward + backward, + recompute) on pipeline stage j: its parts
@@ -913,9 +1004,11 @@ static inline void plan_links(const PlanLayout* l, int gpn, int* tp_inter, int* 
  * gradient GEMMs (W); the rest is B (activation gradients, recomputation, their comm). */
 typedef struct {
     double gemm, mem, tp, pp;
-    double dp; /* ZeRO-2/3's DP traffic not hidden behind compute (plan_time adds it: plan_zero_slot_s) */
+    double dp;   /* ZeRO-2/3's DP traffic not hidden behind compute (plan_time adds it: plan_zero_slot_s) */
+    double cp;   /* CP: the ring's transfers not hidden behind the attention blocks (plan_cp_ring_s) */
+    double ring; /* CP: the ring's transfers in all (reported, not added) */
     double f, w;
-    int tp_inter, pp_inter;
+    int tp_inter, pp_inter, cp_inter;
 } PlanSlot;
 
 /* The h100 and h200 clusters: the compute of one slot from the per-kernel model of gpu_step.h
@@ -937,11 +1030,14 @@ static inline GpuStepCase plan_step_case(const PlanConsts* k) {
     g.a[GS_HBM_EFF] = k->kernel_hbm;
     return g;
 }
+/* With CP the row-wise kernels run on the rank's mb*seq/CP rows and attention is 1/CP of the
+ * whole sequence's (the load-balanced chunks), each ring step launching its kernels again. */
 static inline void plan_slot_kernels(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l,
                                      int stage, PlanSlot* o) {
     GpuStepDevice d = plan_device(c);
     GpuStepCase g = plan_step_case(k);
-    double C = md->H, BT = (double)l->mb * md->seq, Vp = md->V, T = md->seq;
+    int cp = plan_cp(l);
+    double C = md->H, BT = (double)l->mb * (md->seq / cp), Vp = md->V, T = md->seq;
     double heads = (double)md->heads / l->tp, hs = (double)md->H / md->heads;
     double spd = l->sp ? l->tp : 1, gap = g.a[GS_LAUNCH_GAP_US] * 1e-6;
     int layers = md->L / l->pp, fwd_runs = l->recompute == PLAN_RC_FULL ? 2 : 1, n = 0;
@@ -953,10 +1049,10 @@ static inline void plan_slot_kernels(const PlanModel* md, const Cluster* c, cons
                             gpu_step_dim(gm[i].k, C, BT, Vp, l->tp), gm[i].dbytes, gm[i].epi, &d, &g);
         launch[gm[i].pass] += 1.0;
     }
-    double attn_f = gpu_step_attn_fwd_s(l->mb, heads, T, hs, &g);
-    double attn_b = gpu_step_attn_bwd_s(l->mb, heads, T, hs, &d, &g);
-    double nf = launch[GSP_F] + gpu_step_counted(GSN_ATTN_FWD_LAUNCHES) + gpu_step_counted(GSN_LAYER_FWD_LAUNCHES);
-    double nb = launch[GSP_B] + launch[GSP_W] + gpu_step_counted(GSN_ATTN_BWD_LAUNCHES) +
+    double attn_f = gpu_step_attn_fwd_s(l->mb, heads, T, hs, &g) / cp;
+    double attn_b = gpu_step_attn_bwd_s(l->mb, heads, T, hs, &d, &g) / cp;
+    double nf = launch[GSP_F] + cp * gpu_step_counted(GSN_ATTN_FWD_LAUNCHES) + gpu_step_counted(GSN_LAYER_FWD_LAUNCHES);
+    double nb = launch[GSP_B] + launch[GSP_W] + cp * gpu_step_counted(GSN_ATTN_BWD_LAUNCHES) +
                 gpu_step_counted(GSN_LAYER_BWD_LAUNCHES);
     /* the forward's memory-bound kernels; the backward's, with the fp32 adds of the bias
      * gradients (QKV 3C and fc1 4C split over TP, attention projection and fc2 C each whole) */
@@ -1004,9 +1100,40 @@ static inline void plan_slot_kernels(const PlanModel* md, const Cluster* c, cons
     if (host > o->gemm + o->mem) o->mem += host - (o->gemm + o->mem);
 }
 
-static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l, int stage,
-                             int tp_inter, int pp_inter, PlanSlot* o) {
-    double s = md->seq, b = l->mb, H = md->H, V = md->V;
+/* The CP ring's transfers in one layer and micro-batch on a CP rank (the CUDA trainer's,
+ * attention_ring.cuh). Forward: CP-1 hops of a K|V block, bf16 (b, s/CP, 2H/TP), each received
+ * while the rank computes on the block before it. Backward: CP-1 hops of a K|V block with its
+ * dK|dV partial (fp32: twice the bytes), each against one block's backward, then one more hop
+ * of the partials that brings each block's gradient home; nothing hides that one (the layer's
+ * QKV backward waits for it). Every block is 1/CP of the rank's attention (each is half a
+ * (s/CP)^2 square under the load-balanced chunks), so a hop costs max(0, transfer - block).
+ * att_f, att_b: the rank's attention forward and backward of one layer. Out: the exposed
+ * seconds of the forward and the backward, and the transfers' seconds in all of each. */
+static inline void plan_cp_ring_s(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l,
+                                  int cp_inter, double att_f, double att_b, double* fwd_x, double* bwd_x, double* fwd_t,
+                                  double* bwd_t) {
+    int cp = plan_cp(l);
+    *fwd_x = *bwd_x = *fwd_t = *bwd_t = 0.0;
+    if (cp <= 1) return;
+    double bw = (cp_inter ? c->inter_gbps : c->intra_gbps) * k->net_eff;
+    double lat = cp_inter ? c->latency_us : c->intra_latency_us;
+    double blk = (double)l->mb * (md->seq / cp) * md->H / l->tp; /* elements of b (s/CP) H/TP */
+    double kv = plan_p2p_s(4.0 * blk, bw, lat), dkv = plan_p2p_s(8.0 * blk, bw, lat);
+    double bf = att_f / cp, bb = att_b / cp;
+    *fwd_x = (cp - 1) * (kv > bf ? kv - bf : 0.0);
+    *bwd_x = (cp - 1) * (kv + dkv > bb ? kv + dkv - bb : 0.0) + dkv;
+    *fwd_t = (cp - 1) * kv;
+    *bwd_t = (cp - 1) * (kv + dkv) + dkv;
+}
+
+/* One slot of stage `stage`; cp_inter: the CP ring crosses nodes. With CP (plan_cp(l) > 1) every
+ * row-wise term counts the rank's seq/CP rows (GEMMs, memory-bound kernels, TP's all-reduces,
+ * the pipeline's messages, the head), attention is 1/CP of the sequence's, and the ring's
+ * exposed transfers are added (plan_cp_ring_s; full recomputation runs the forward's ring again). */
+static inline void plan_slot_cp(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l,
+                                int stage, int tp_inter, int pp_inter, int cp_inter, PlanSlot* o) {
+    int cp = plan_cp(l);
+    double s = md->seq / cp, b = l->mb, H = md->H, V = md->V;
     double sbh = s * b * H, act_bytes = 2.0 * sbh; /* one bf16 activation tensor [b, s, H] */
     int layers = md->L / l->pp;
     double spd = l->sp ? l->tp : 1; /* SP: tensors outside the TP region are 1/TP shards */
@@ -1023,14 +1150,14 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
          * layer's elementwise bytes at HBM rate, backward 2x forward, recompute 1x more */
         double fg, fm, attn_g, attn_m;
         int passes = 3 + (l->recompute == PLAN_RC_FULL ? 1 : 0);
-        plan_layer_fwd_sp(md, l->tp, l->mb, l->sp, c, k, &fg, &fm);
+        plan_layer_fwd_cp(md, l->tp, l->mb, l->sp, cp, c, k, &fg, &fm);
         o->gemm = layers * passes * fg;
         o->mem = layers * passes * fm;
         /* F and W (see w_share): the weight GEMMs are the layer's GEMMs less attention's two */
-        plan_attn_core_fwd(md, l->tp, l->mb, c, k, &attn_g, &attn_m);
+        plan_attn_core_fwd_cp(md, l->tp, l->mb, cp, c, k, &attn_g, &attn_m);
         o->f = layers * (fg + fm);
         o->w = k->w_share * 2.0 * layers * (fg - attn_g);
-        if (l->recompute == PLAN_RC_SELECTIVE) {
+        if (l->recompute == PLAN_RC_SELECTIVE && cp == 1) { /* ring attention keeps its lse: nothing to rebuild */
             o->gemm += layers * attn_g;
             o->mem += layers * attn_m;
         }
@@ -1083,8 +1210,38 @@ static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanCo
     int hops = 2 * v - (stage == 0) - (stage == l->pp - 1);
     o->pp = hops * plan_p2p_s(act_bytes / spd, bw_pp, lat_pp);
     o->f += (v - (stage == 0)) * plan_p2p_s(act_bytes / spd, bw_pp, lat_pp); /* activations in */
+    if (cp > 1) {
+        /* the rank's attention per layer, which the ring's hops hide behind: the per-kernel
+         * model's flash attention, or the fitted model's attention core (backward 2x forward) */
+        double att_f, att_b, xf, xb, tf, tb;
+        if (c->kernels) {
+            GpuStepDevice d = plan_device(c);
+            GpuStepCase g = plan_step_case(k);
+            double heads = (double)md->heads / l->tp, hs = (double)md->H / md->heads;
+            att_f = gpu_step_attn_fwd_s(l->mb, heads, md->seq, hs, &g) / cp;
+            att_b = gpu_step_attn_bwd_s(l->mb, heads, md->seq, hs, &d, &g) / cp;
+        } else {
+            double ag, am;
+            plan_attn_core_fwd_cp(md, l->tp, l->mb, cp, c, k, &ag, &am);
+            att_f = ag + am;
+            att_b = 2.0 * att_f;
+        }
+        plan_cp_ring_s(md, c, k, l, cp_inter, att_f, att_b, &xf, &xb, &tf, &tb);
+        int runs = l->recompute == PLAN_RC_FULL ? 2 : 1;
+        o->cp = layers * (runs * xf + xb);
+        o->ring = layers * (runs * tf + tb);
+        o->f += layers * xf;
+    }
     o->tp_inter = tp_inter;
     o->pp_inter = pp_inter;
+    o->cp_inter = cp_inter;
+}
+/* The same with the CP ring's placement from the layout (plan_links_cp). */
+static inline void plan_slot(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l, int stage,
+                             int tp_inter, int pp_inter, PlanSlot* o) {
+    int ti, pi, di, ci;
+    plan_links_cp(l, c->gpus_per_node, &ti, &pi, &di, &ci);
+    plan_slot_cp(md, c, k, l, stage, tp_inter, pp_inter, ci, o);
 }
 
 /* ZeRO-2/3's DP traffic in one micro-batch slot of a stage, the part not hidden behind the
@@ -1104,9 +1261,10 @@ static inline double plan_zero_slot_s(const PlanModel* md, const Cluster* c, con
     double bw = (dp_inter ? c->inter_gbps : c->intra_gbps) * k->net_eff;
     double lat = dp_inter ? c->latency_us : c->intra_latency_us;
     double pl = plan_layer_params_gpu(md, l->tp);
-    double rs = plan_reduce_scatter_s(4.0 * pl, l->dp, bw, lat);
-    double ag = z >= 3 ? plan_reduce_scatter_s(2.0 * pl, l->dp, bw, lat) : 0.0; /* an all-gather: the same ring */
-    double slot = sl->gemm + sl->mem + sl->tp + sl->pp;
+    int n = plan_grad_group(l);
+    double rs = plan_reduce_scatter_s(4.0 * pl, n, bw, lat);
+    double ag = z >= 3 ? plan_reduce_scatter_s(2.0 * pl, n, bw, lat) : 0.0; /* an all-gather: the same ring */
+    double slot = sl->gemm + sl->mem + sl->tp + sl->pp + sl->cp;
     double f_l = sl->f / layers, b_l = (slot - sl->f) / layers;
     double xf = ag > f_l ? ag - f_l : 0.0, xb = rs + ag > b_l ? rs + ag - b_l : 0.0;
     *fwd = layers * xf;
@@ -1125,17 +1283,18 @@ static inline double plan_zero_slot_s(const PlanModel* md, const Cluster* c, con
 static inline double plan_zero_dp_s(const PlanModel* md, const PlanLayout* l, int stage, double bw, double lat) {
     double p = plan_stage_params(md, l->tp, l->pp, stage), pl = plan_layer_params_gpu(md, l->tp);
     double rest = p - (double)(md->L / l->pp) * pl;
+    int n = plan_grad_group(l); /* CP x DP */
     switch (plan_zero_eff(l)) {
         case 0:
-            return plan_ring_allreduce_s(4.0 * p, l->dp, bw, lat);
+            return plan_ring_allreduce_s(4.0 * p, n, bw, lat);
         case 1:
-            return plan_reduce_scatter_s(4.0 * p, l->dp, bw, lat) + plan_reduce_scatter_s(2.0 * p, l->dp, bw, lat);
+            return plan_reduce_scatter_s(4.0 * p, n, bw, lat) + plan_reduce_scatter_s(2.0 * p, n, bw, lat);
         case 2:
-            return plan_reduce_scatter_s(4.0 * rest, l->dp, bw, lat) + plan_reduce_scatter_s(4.0 * pl, l->dp, bw, lat) +
-                   plan_reduce_scatter_s(2.0 * p, l->dp, bw, lat);
+            return plan_reduce_scatter_s(4.0 * rest, n, bw, lat) + plan_reduce_scatter_s(4.0 * pl, n, bw, lat) +
+                   plan_reduce_scatter_s(2.0 * p, n, bw, lat);
         default:
-            return plan_reduce_scatter_s(4.0 * rest, l->dp, bw, lat) + plan_reduce_scatter_s(4.0 * pl, l->dp, bw, lat) +
-                   plan_reduce_scatter_s(2.0 * rest, l->dp, bw, lat);
+            return plan_reduce_scatter_s(4.0 * rest, n, bw, lat) + plan_reduce_scatter_s(4.0 * pl, n, bw, lat) +
+                   plan_reduce_scatter_s(2.0 * rest, n, bw, lat);
     }
 }
 
@@ -1177,20 +1336,20 @@ static inline double plan_pipe_s(int sched, int vpp, int pp, int m, double sum_t
  * AdamW step, all on the critical path (no overlap). Interleaving and ZB-H1: plan_pipe_s. */
 static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanConsts* k, const PlanLayout* l, int gb,
                              PlanTime* o) {
-    int tp_i, pp_i, dp_i;
+    int tp_i, pp_i, dp_i, cp_i;
     memset(o, 0, sizeof(*o));
-    plan_links(l, c->gpus_per_node, &tp_i, &pp_i, &dp_i);
+    plan_links_cp(l, c->gpus_per_node, &tp_i, &pp_i, &dp_i, &cp_i);
     o->m = gb / (l->mb * l->dp);
     double sum = 0.0, sum_w = 0.0, comm_slot_intra = 0.0, comm_slot_inter = 0.0;
     PlanSlot sl, worst;
     memset(&worst, 0, sizeof(worst));
     double tmax = -1.0;
     for (int j = 0; j < l->pp; j++) {
-        plan_slot(md, c, k, l, j, tp_i, pp_i, &sl);
+        plan_slot_cp(md, c, k, l, j, tp_i, pp_i, cp_i, &sl);
         double zf = 0.0;
         sl.dp = plan_zero_slot_s(md, c, k, l, &sl, dp_i, &zf);
         sl.f += zf;
-        double t = sl.gemm + sl.mem + sl.tp + sl.pp + sl.dp;
+        double t = sl.gemm + sl.mem + sl.tp + sl.pp + sl.dp + sl.cp;
         sum += t;
         sum_w += sl.w;
         if (t > tmax) {
@@ -1204,6 +1363,8 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
     o->slot_tp_s = worst.tp;
     o->slot_pp_s = worst.pp;
     o->slot_dp_s = worst.dp;
+    o->slot_cp_s = worst.cp;
+    o->slot_ring_s = worst.ring;
     o->slot_f_s = worst.f;
     o->slot_w_s = worst.w;
     o->pipe_s = plan_pipe_s(l->sched, l->vpp, l->pp, o->m, sum, sum_w, worst.f, tmax - worst.f - worst.w, worst.w);
@@ -1219,10 +1380,10 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
         if (d > o->dp_s) o->dp_s = d;
     }
     /* tied embedding: fp32 gradient of V*H/TP summed between first and last stage */
-    int world = l->tp * l->pp * l->dp;
+    int world = l->tp * plan_cp(l) * l->pp * l->dp;
     int emb_inter = 0;
     if (l->pp > 1) {
-        emb_inter = plan_group_crosses_node(0, (long)l->tp * l->dp * (l->pp - 1), 2, c->gpus_per_node);
+        emb_inter = plan_group_crosses_node(0, (long)l->tp * plan_grad_group(l) * (l->pp - 1), 2, c->gpus_per_node);
         double bw = (emb_inter ? c->inter_gbps : c->intra_gbps) * k->net_eff;
         o->emb_s = plan_ring_allreduce_s(4.0 * md->V * (double)md->H / l->tp, 2, bw,
                                          emb_inter ? c->latency_us : c->intra_latency_us);
@@ -1239,7 +1400,7 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
     /* AdamW, memory bound: per parameter it reads the fp32 gradient twice (norm, update),
      * reads and writes master, m, v (24 B), writes the bf16 copy (2 B) and zeroes the
      * gradient (4 B): 38 bytes; over the local shard with ZeRO 1-3. */
-    double popt = pmax / (plan_zero_eff(l) ? l->dp : 1);
+    double popt = pmax / (plan_zero_eff(l) ? plan_grad_group(l) : 1);
     o->opt_s = 38.0 * popt / (k->hbm_eff * c->hbm_gbps * 1e9);
     if (c->kernels) {
         /* the per-kernel model: the same pass over the parameters as counted (AdamW, grad norm,
@@ -1261,19 +1422,23 @@ static inline void plan_time(const PlanModel* md, const Cluster* c, const PlanCo
     o->iter_s = o->pipe_s + o->dp_s + o->emb_s + o->ln_s + o->norm_s + o->opt_s;
     /* split for the shares: the busiest stage's m slots are compute + comm; the rest of the
      * pipeline is idle (bubble) */
-    double slot_comm = worst.tp + worst.pp + worst.dp;
+    double slot_comm = worst.tp + worst.pp + worst.dp + worst.cp;
     o->compute_s = o->m * (worst.gemm + worst.mem) + o->opt_s;
     o->comm_s = o->m * slot_comm + o->dp_s + o->emb_s + o->ln_s + o->norm_s;
     o->idle_s = o->bubble_s;
-    comm_slot_intra = (tp_i ? 0.0 : worst.tp) + (pp_i ? 0.0 : worst.pp) + (dp_i ? 0.0 : worst.dp);
-    comm_slot_inter = (tp_i ? worst.tp : 0.0) + (pp_i ? worst.pp : 0.0) + (dp_i ? worst.dp : 0.0);
+    comm_slot_intra =
+        (tp_i ? 0.0 : worst.tp) + (pp_i ? 0.0 : worst.pp) + (dp_i ? 0.0 : worst.dp) + (cp_i ? 0.0 : worst.cp);
+    comm_slot_inter =
+        (tp_i ? worst.tp : 0.0) + (pp_i ? worst.pp : 0.0) + (dp_i ? worst.dp : 0.0) + (cp_i ? worst.cp : 0.0);
     o->comm_intra_s =
         o->m * comm_slot_intra + (dp_i ? 0.0 : o->dp_s) + (emb_inter ? 0.0 : o->emb_s) + (tp_i ? 0.0 : o->ln_s);
     o->comm_inter_s = o->m * comm_slot_inter + (dp_i ? o->dp_s : 0.0) + (emb_inter ? o->emb_s : 0.0) +
                       (tp_i ? o->ln_s : 0.0) + o->norm_s;
     /* hardware FLOP/s (recompute counted, comparable with the paper's formula) and MFU
      * from model FLOPs only, so recomputation is never counted as useful work */
-    o->tflops = plan_hw_flops(md, gb, l->recompute) / (o->iter_s * world) / 1e12;
+    /* a CP rank's selective recomputation rebuilds nothing (ring attention keeps its lse) */
+    int rc_hw = plan_cp(l) > 1 && l->recompute == PLAN_RC_SELECTIVE ? PLAN_RC_NONE : l->recompute;
+    o->tflops = plan_hw_flops(md, gb, rc_hw) / (o->iter_s * world) / 1e12;
     o->hfu = o->tflops / c->peak_tflops;
     o->mfu = plan_model_flops(md, gb) / (o->iter_s * world) / (c->peak_tflops * 1e12);
 }
@@ -1288,8 +1453,16 @@ static inline int plan_check_layout(const PlanModel* md, int world, int gb, cons
         snprintf(why, n, "layout sizes must be positive");
         return 3;
     }
-    if ((long)l->tp * l->pp * l->dp != world) {
-        snprintf(why, n, "tp*pp*dp=%ld != %d GPUs", (long)l->tp * l->pp * l->dp, world);
+    int cp = plan_cp(l);
+    if ((long)l->tp * cp * l->pp * l->dp != world) {
+        if (cp > 1)
+            snprintf(why, n, "tp*cp*pp*dp=%ld != %d GPUs", (long)l->tp * cp * l->pp * l->dp, world);
+        else
+            snprintf(why, n, "tp*pp*dp=%ld != %d GPUs", (long)l->tp * l->pp * l->dp, world);
+        return 3;
+    }
+    if (md->seq % (2 * cp)) { /* the load-balanced causal chunks: two per CP rank */
+        snprintf(why, n, "cp %d: seq %d %% 2cp != 0", cp, md->seq);
         return 3;
     }
     if (md->heads % l->tp) {
@@ -1308,8 +1481,11 @@ static inline int plan_check_layout(const PlanModel* md, int world, int gb, cons
         snprintf(why, n, "layers %d %% pp %d != 0", md->L, l->pp);
         return 3;
     }
-    if (l->sp && md->seq % l->tp) {
-        snprintf(why, n, "sp: seq %d %% tp %d != 0", md->seq, l->tp);
+    if (l->sp && (md->seq / cp) % l->tp) {
+        if (cp > 1)
+            snprintf(why, n, "sp: seq/cp %d %% tp %d != 0", md->seq / cp, l->tp);
+        else
+            snprintf(why, n, "sp: seq %d %% tp %d != 0", md->seq, l->tp);
         return 3;
     }
     if (l->vpp > 1 && l->pp < 2) {
@@ -1352,7 +1528,7 @@ static inline int plan_evaluate(const PlanModel* md, const Cluster* c, const Pla
         row->feasible = 0;
         return 0;
     }
-    plan_links(l, c->gpus_per_node, &row->tp_inter, &row->pp_inter, &row->dp_inter);
+    plan_links_cp(l, c->gpus_per_node, &row->tp_inter, &row->pp_inter, &row->dp_inter, &row->cp_inter);
     int m = gb / (l->mb * l->dp);
     plan_memory_c(md, c, k, l, m, &row->mem);
     plan_time(md, c, k, l, gb, &row->time);
@@ -1387,6 +1563,7 @@ static inline int planx_cmp_rows(const void* a, const void* b) {
         if (x->mem.total != y->mem.total) return x->mem.total < y->mem.total ? -1 : 1;
     }
     if (x->lay.tp != y->lay.tp) return x->lay.tp - y->lay.tp;
+    if (plan_cp(&x->lay) != plan_cp(&y->lay)) return plan_cp(&x->lay) - plan_cp(&y->lay);
     if (x->lay.pp != y->lay.pp) return x->lay.pp - y->lay.pp;
     if (x->lay.mb != y->lay.mb) return x->lay.mb - y->lay.mb;
     if (x->lay.recompute != y->lay.recompute) /* a tie (h100: selective = none): the less recomputation */
@@ -1429,11 +1606,18 @@ static inline void planx_print_header(const PlanRequest* r, const Cluster* c, FI
                 r->k.gemm_eff, r->k.net_eff, r->k.hbm_eff, r->k.workspace_gb);
 }
 
-static inline void planx_print_row(const PlanRow* w, int idx, int mark, const char* note, FILE* out) {
+/* show_cp: the tables have a CP column, and the links read TP/CP/PP/DP (planx_cp_shown) */
+static inline void planx_print_row(const PlanRow* w, int idx, int mark, const char* note, int show_cp, FILE* out) {
     const PlanLayout* l = &w->lay;
-    char links[16];
-    snprintf(links, sizeof(links), "%s/%s/%s", planx_link(w->tp_inter, l->tp), planx_link(w->pp_inter, l->pp),
-             planx_link(w->dp_inter, l->dp));
+    char links[24], cpc[16] = "";
+    if (show_cp) {
+        snprintf(cpc, sizeof(cpc), " %4d", plan_cp(l));
+        snprintf(links, sizeof(links), "%s/%s/%s/%s", planx_link(w->tp_inter, l->tp),
+                 planx_link(w->cp_inter, plan_cp(l)), planx_link(w->pp_inter, l->pp), planx_link(w->dp_inter, l->dp));
+    } else {
+        snprintf(links, sizeof(links), "%s/%s/%s", planx_link(w->tp_inter, l->tp), planx_link(w->pp_inter, l->pp),
+                 planx_link(w->dp_inter, l->dp));
+    }
     if (w->kind >= 2) {
         char mbs[16];
         if (l->mb > 0)
@@ -1449,24 +1633,30 @@ static inline void planx_print_row(const PlanRow* w, int idx, int mark, const ch
             snprintf(vs, sizeof(vs), "-");
         else
             snprintf(vs, sizeof(vs), "%d", l->vpp);
-        fprintf(out, "   %4d %4d %4d %5d %3s %4s %2s %2s %5s %2s  %s\n", idx, l->tp, l->pp, l->dp, mbs,
+        fprintf(out, "   %4d %4d%s %4d %5d %3s %4s %2s %2s %5s %2s  %s\n", idx, l->tp, cpc, l->pp, l->dp, mbs,
                 planx_rc_name(l->recompute), l->recompute < 0 ? "-" : (l->sp ? "1" : "0"), vs,
                 l->recompute < 0 ? "-" : plan_sched_name(l), zs, w->why);
         return;
     }
     const PlanTime* t = &w->time;
     const char* txt = w->feasible ? note : w->why;
-    fprintf(out, "%s %4d %4d %4d %5d %3d %4s %2d %2d %5s %2d %5d  %-8s %7.1f %8.2f %6.1f%% %6.1f%% %7.1f %5.1f%%%s%s\n",
-            mark ? " *" : "  ", idx, l->tp, l->pp, l->dp, l->mb, planx_rc_name(l->recompute), l->sp, l->vpp,
-            plan_sched_name(l), l->zero, t->m, links, w->mem.total / 1073741824.0, t->iter_s,
+    fprintf(out,
+            "%s %4d %4d%s %4d %5d %3d %4s %2d %2d %5s %2d %5d  %-*s %7.1f %8.2f %6.1f%% %6.1f%% %7.1f %5.1f%%%s%s\n",
+            mark ? " *" : "  ", idx, l->tp, cpc, l->pp, l->dp, l->mb, planx_rc_name(l->recompute), l->sp, l->vpp,
+            plan_sched_name(l), l->zero, t->m, show_cp ? 11 : 8, links, w->mem.total / 1073741824.0, t->iter_s,
             100.0 * t->idle_s / t->iter_s, 100.0 * t->comm_s / t->iter_s, t->tflops, 100.0 * t->mfu, txt[0] ? "  " : "",
             txt);
 }
 
-static inline void planx_table_head(FILE* out) {
-    fprintf(out,
-            "     #   TP   PP    DP  mb   rc sp  V sched  z     m  TP/PP/DP  mem GiB   iter s  bubble    comm  HW TF/s "
-            "  MFU\n");
+static inline void planx_table_head(int show_cp, FILE* out) {
+    if (show_cp)
+        fprintf(out,
+                "     #   TP   CP   PP    DP  mb   rc sp  V sched  z     m  TP/CP/PP/DP  mem GiB   iter s  bubble    "
+                "comm  HW TF/s   MFU\n");
+    else
+        fprintf(out,
+                "     #   TP   PP    DP  mb   rc sp  V sched  z     m  TP/PP/DP  mem GiB   iter s  bubble    comm  "
+                "HW TF/s   MFU\n");
 }
 
 /* Closes a CSV written by the planner; a failed write (full disk, /dev/full) is an error. */
@@ -1481,7 +1671,8 @@ static inline void planx_csv_head(FILE* f) {
     fprintf(f,
             "nodes,gpus,tp,pp,dp,mb,recompute,zero,feasible,reason,m,tp_link,pp_link,dp_link,mem_gib,iter_s,"
             "bubble_frac,comm_frac,tflops_per_gpu,mfu,t_compute_s,t_gemm_s,t_mem_s,t_opt_s,t_comm_s,"
-            "t_comm_intra_s,t_comm_inter_s,t_idle_s,slot_s,sp,vpp,hfu,rc_name,schedule,slot_f_s,slot_w_s\n");
+            "t_comm_intra_s,t_comm_inter_s,t_idle_s,slot_s,sp,vpp,hfu,rc_name,schedule,slot_f_s,slot_w_s,cp,cp_link,"
+            "slot_cp_s,slot_ring_s\n");
 }
 static inline void planx_csv_row(FILE* f, const PlanRow* w, int nodes, int gpus) {
     const PlanLayout* l = &w->lay;
@@ -1489,18 +1680,19 @@ static inline void planx_csv_row(FILE* f, const PlanRow* w, int nodes, int gpus)
     fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,\"%s\",", nodes, gpus, l->tp, l->pp, l->dp, l->mb, l->recompute, l->zero,
             w->feasible, w->why);
     if (w->kind >= 2) {
-        fprintf(f, ",,,,,,,,,,,,,,,,,,,%d,%d,,%s,%s,,\n", l->sp, l->vpp, planx_rc_name(l->recompute),
-                l->recompute < 0 ? "" : plan_sched_name(l));
+        fprintf(f, ",,,,,,,,,,,,,,,,,,,%d,%d,,%s,%s,,,%d,,,\n", l->sp, l->vpp, planx_rc_name(l->recompute),
+                l->recompute < 0 ? "" : plan_sched_name(l), plan_cp(l));
         return;
     }
     fprintf(f,
             "%d,%s,%s,%s,%.3f,%.4f,%.4f,%.4f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.5f,%d,%d,%.4f,%s,%s,"
-            "%.5f,%.5f\n",
+            "%.5f,%.5f,%d,%s,%.5f,%.5f\n",
             t->m, planx_link(w->tp_inter, l->tp), planx_link(w->pp_inter, l->pp), planx_link(w->dp_inter, l->dp),
             w->mem.total / 1073741824.0, t->iter_s, t->idle_s / t->iter_s, t->comm_s / t->iter_s, t->tflops, t->mfu,
             t->compute_s, t->m * t->slot_gemm_s, t->m * t->slot_mem_s, t->opt_s, t->comm_s, t->comm_intra_s,
             t->comm_inter_s, t->idle_s, t->slot_s, l->sp, l->vpp, t->hfu, planx_rc_name(l->recompute),
-            plan_sched_name(l), t->slot_f_s, t->slot_w_s);
+            plan_sched_name(l), t->slot_f_s, t->slot_w_s, plan_cp(l), planx_link(w->cp_inter, plan_cp(l)), t->slot_cp_s,
+            t->slot_ring_s);
 }
 
 static inline int planx_sched_mask(const PlanRequest* r) { return r->sched_mask ? r->sched_mask : PLAN_SB_ALL; }
@@ -1523,87 +1715,98 @@ static inline PlanRow* planx_enumerate(const PlanRequest* r, const Cluster* c, i
         for (int i = 0; i < 4; i++) mbs[nmb++] = MB[i];
     for (int tp = 1; tp <= world && tp <= md->heads; tp++) {
         if (world % tp || (r->tp > 0 && tp != r->tp)) continue;
-        for (int pp = 1; pp <= world / tp && pp <= md->L; pp++) {
-            if ((world / tp) % pp || (r->pp > 0 && pp != r->pp)) continue;
-            int dp = world / (tp * pp);
-            if (r->dp > 0 && dp != r->dp) continue;
-            PlanLayout l;
-            l.tp = tp;
-            l.pp = pp;
-            l.dp = dp;
-            l.mb = mbs[0];
-            l.recompute = -1;
-            l.zero = -1;
-            l.sp = 0;
-            l.vpp = 1;
-            l.sched = PLAN_SCHED_1F1B;
-            char why[96];
-            int kind = plan_check_layout(md, world, r->gb, &l, why, sizeof(why));
-            if (kind == 3) { /* shape failure: one row for the (tp, pp) pair */
-                if (n == cap) {
-                    cap *= 2;
-                    rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
-                }
-                memset(&rows[n], 0, sizeof(PlanRow));
-                rows[n].lay = l;
-                rows[n].lay.mb = r->mb > 0 ? r->mb : 0;
-                rows[n].kind = 3;
-                snprintf(rows[n].why, sizeof(rows[n].why), "%s", why);
-                n++;
+        /* CP: the given one; searched (plan_cp_searched): every CP that splits the world and the
+         * sequence into 2 CP chunks of at least PLAN_CP_MIN_ROWS / 2 rows; else none */
+        for (int cp = 1; cp <= world / tp; cp++) {
+            if (r->cp > 0 ? cp != r->cp : (cp > 1 && !plan_cp_searched(r))) continue;
+            if (r->cp <= 0 && cp > 1 && ((world / tp) % cp || md->seq % (2 * cp) || md->seq / cp < PLAN_CP_MIN_ROWS))
                 continue;
-            }
-            for (int im = 0; im < nmb; im++) {
-                l.mb = mbs[im];
+            for (int pp = 1; pp <= world / tp && pp <= md->L; pp++) {
+                if ((world / tp) % pp || (r->pp > 0 && pp != r->pp)) continue;
+                if (cp > 1 && (world / tp / pp) % cp) continue;
+                int dp = world / (tp * pp * cp);
+                if (r->dp > 0 && dp != r->dp) continue;
+                PlanLayout l;
+                memset(&l, 0, sizeof(l));
+                l.tp = tp;
+                l.cp = cp;
+                l.pp = pp;
+                l.dp = dp;
+                l.mb = mbs[0];
                 l.recompute = -1;
                 l.zero = -1;
                 l.sp = 0;
                 l.vpp = 1;
-                if (plan_check_layout(md, world, r->gb, &l, why, sizeof(why)) == 2) {
-                    if (r->mb <= 0 && (long)l.mb * dp > r->gb) continue; /* searched mb too big: not a candidate */
+                l.sched = PLAN_SCHED_1F1B;
+                char why[96];
+                int kind = plan_check_layout(md, world, r->gb, &l, why, sizeof(why));
+                if (kind == 3) { /* shape failure: one row for the (tp, pp) pair */
                     if (n == cap) {
                         cap *= 2;
                         rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
                     }
                     memset(&rows[n], 0, sizeof(PlanRow));
                     rows[n].lay = l;
-                    rows[n].kind = 2;
+                    rows[n].lay.mb = r->mb > 0 ? r->mb : 0;
+                    rows[n].kind = 3;
                     snprintf(rows[n].why, sizeof(rows[n].why), "%s", why);
                     n++;
                     continue;
                 }
-                static const int RC[3] = {PLAN_RC_FULL, PLAN_RC_SELECTIVE, PLAN_RC_NONE};
-                for (int ir = 0; ir < 3; ir++) {
-                    int rc = RC[ir];
-                    if (r->recompute >= 0 && rc != r->recompute) continue;
-                    for (int sp = 0; sp <= 1; sp++) {
-                        if (r->sp >= 0 && sp != r->sp) continue;
-                        if (r->sp < 0 && sp == 1 && (tp == 1 || md->seq % tp)) continue; /* same as 0, or impossible */
-                        for (int v = 1; v <= 8; v++) {
-                            if (r->vpp > 0 && v != r->vpp) continue;
-                            /* searched V: only those the shape and batch allow */
-                            if (r->vpp <= 0 && v > 1 && (pp < 2 || md->L % (pp * v) || (r->gb / (l.mb * dp)) % pp))
-                                continue;
-                            for (int z = 0; z <= 3; z++) {
-                                if (r->zero >= 0 && z != r->zero) continue;
-                                if (r->zero < 0 && z >= 1 && dp == 1) continue; /* same as z = 0 */
-                                for (int sc = PLAN_SCHED_1F1B; sc <= PLAN_SCHED_ZBH1; sc++) {
-                                    if (!(planx_sched_mask(r) & planx_sched_bit(sc, v))) continue;
-                                    if (sc == PLAN_SCHED_ZBH1 && (v > 1 || pp == 1)) continue; /* n/a, or 1F1B */
-                                    /* searched: too few micro-batches is no candidate (as for V) */
-                                    if (sc == PLAN_SCHED_ZBH1 && r->sched_mask != PLAN_SB_ZBH1 &&
-                                        r->gb / (l.mb * dp) < pp)
-                                        continue;
-                                    l.recompute = rc;
-                                    l.zero = z;
-                                    l.sp = sp;
-                                    l.vpp = v;
-                                    l.sched = sc;
-                                    if (n == cap) {
-                                        cap *= 2;
-                                        rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
+                for (int im = 0; im < nmb; im++) {
+                    l.mb = mbs[im];
+                    l.recompute = -1;
+                    l.zero = -1;
+                    l.sp = 0;
+                    l.vpp = 1;
+                    if (plan_check_layout(md, world, r->gb, &l, why, sizeof(why)) == 2) {
+                        if (r->mb <= 0 && (long)l.mb * dp > r->gb) continue; /* searched mb too big: not a candidate */
+                        if (n == cap) {
+                            cap *= 2;
+                            rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
+                        }
+                        memset(&rows[n], 0, sizeof(PlanRow));
+                        rows[n].lay = l;
+                        rows[n].kind = 2;
+                        snprintf(rows[n].why, sizeof(rows[n].why), "%s", why);
+                        n++;
+                        continue;
+                    }
+                    static const int RC[3] = {PLAN_RC_FULL, PLAN_RC_SELECTIVE, PLAN_RC_NONE};
+                    for (int ir = 0; ir < 3; ir++) {
+                        int rc = RC[ir];
+                        if (r->recompute >= 0 && rc != r->recompute) continue;
+                        for (int sp = 0; sp <= 1; sp++) {
+                            if (r->sp >= 0 && sp != r->sp) continue;
+                            if (r->sp < 0 && sp == 1 && (tp == 1 || (md->seq / cp) % tp))
+                                continue; /* = 0, or impossible */
+                            for (int v = 1; v <= 8; v++) {
+                                if (r->vpp > 0 && v != r->vpp) continue;
+                                /* searched V: only those the shape and batch allow */
+                                if (r->vpp <= 0 && v > 1 && (pp < 2 || md->L % (pp * v) || (r->gb / (l.mb * dp)) % pp))
+                                    continue;
+                                for (int z = 0; z <= 3; z++) {
+                                    if (r->zero >= 0 && z != r->zero) continue;
+                                    if (r->zero < 0 && z >= 1 && dp == 1) continue; /* same as z = 0 */
+                                    for (int sc = PLAN_SCHED_1F1B; sc <= PLAN_SCHED_ZBH1; sc++) {
+                                        if (!(planx_sched_mask(r) & planx_sched_bit(sc, v))) continue;
+                                        if (sc == PLAN_SCHED_ZBH1 && (v > 1 || pp == 1)) continue; /* n/a, or 1F1B */
+                                        /* searched: too few micro-batches is no candidate (as for V) */
+                                        if (sc == PLAN_SCHED_ZBH1 && r->sched_mask != PLAN_SB_ZBH1 &&
+                                            r->gb / (l.mb * dp) < pp)
+                                            continue;
+                                        l.recompute = rc;
+                                        l.zero = z;
+                                        l.sp = sp;
+                                        l.vpp = v;
+                                        l.sched = sc;
+                                        if (n == cap) {
+                                            cap *= 2;
+                                            rows = (PlanRow*)realloc(rows, sizeof(PlanRow) * cap);
+                                        }
+                                        plan_evaluate(md, c, &r->k, nodes, r->gb, &l, &rows[n]);
+                                        n++;
                                     }
-                                    plan_evaluate(md, c, &r->k, nodes, r->gb, &l, &rows[n]);
-                                    n++;
                                 }
                             }
                         }
@@ -1642,7 +1845,7 @@ static inline int plan_paper_point(const PlanRequest* r, const Cluster* c, const
     const PlanModel* md = &r->model;
     if (md->L != 105 || md->H != 20480 || md->heads != 128 || md->seq != 2048 || r->gb != 1920) return 0;
     if (strcmp(c->name, "selene-a100") != 0 || l->tp != 8 || l->pp != 35 || l->mb != 1 || l->recompute != 1 || l->sp ||
-        l->vpp > 1 || l->sched != PLAN_SCHED_1F1B)
+        l->vpp > 1 || l->sched != PLAN_SCHED_1F1B || plan_cp(l) != 1)
         return 0;
     if (nodes == 280) {
         *iter_s = 60.1;
@@ -1778,10 +1981,17 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         else
             nshape++;
     }
-    fprintf(
-        out,
-        "plan for %d nodes = %d GPUs (rank = tp + TP*dp + TP*DP*pp; TP/PP/DP: NV = inside a node, IB = across nodes)\n",
-        r->nodes, world);
+    int show_cp = planx_cp_shown(r);
+    if (show_cp)
+        fprintf(out,
+                "plan for %d nodes = %d GPUs (rank = tp + TP*cp + TP*CP*dp + TP*CP*DP*pp; TP/CP/PP/DP: NV = inside a "
+                "node, IB = across nodes; DP's link is the CP x DP gradient group's)\n",
+                r->nodes, world);
+    else
+        fprintf(out,
+                "plan for %d nodes = %d GPUs (rank = tp + TP*dp + TP*DP*pp; TP/PP/DP: NV = inside a node, IB = across "
+                "nodes)\n",
+                r->nodes, world);
     fprintf(out,
             "feasible layouts: %d, ranked by predicted iteration time (rc = recompute, z = ZeRO level 0-3, m = "
             "micro-batches "
@@ -1792,7 +2002,10 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
             "HW TF/s = hardware FLOP/s per GPU, recompute included (the paper's formula with f = 4 for full);\n"
             "MFU = model FLOPs (f = 3, recompute never counted) / peak)\n",
             nfeas);
-    planx_table_head(out);
+    if (show_cp)
+        fprintf(out, "CP = context-parallel ranks per sequence (ring attention; %s)\n",
+                r->cp > 0 ? "given" : "searched from seq 8192 on, at least 1024 rows per rank");
+    planx_table_head(show_cp, out);
     int shown = 0, rec = planx_pick(rows, n, c, &r->k);
     double tight = c->mem_gb * 1073741824.0 * (1.0 - r->k.headroom);
     char note[64];
@@ -1805,7 +2018,7 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
             snprintf(note, sizeof(note), "tight: < %.0f%% memory free", 100.0 * r->k.headroom);
         else
             note[0] = '\0';
-        planx_print_row(&rows[i], i + 1, i == rec, note, out);
+        planx_print_row(&rows[i], i + 1, i == rec, note, show_cp, out);
         shown++;
     }
     if (nfeas > shown) fprintf(out, "  ... %d more feasible (-plan-top 0 shows all)\n", nfeas - shown);
@@ -1813,14 +2026,25 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         const PlanRow* b = &rows[rec];
         const PlanTime* t = &b->time;
         double ep, et;
-        fprintf(out,
-                "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d: "
-                "TP %s, PP %s, DP %s\n",
-                b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute), b->lay.sp, b->lay.vpp,
-                plan_sched_name(&b->lay), b->lay.zero,
-                b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
-                b->lay.pp == 1 ? "none" : (b->pp_inter ? "across nodes" : "inside a node"),
-                b->lay.dp == 1 ? "none" : (b->dp_inter ? "across nodes" : "inside a node"));
+        if (show_cp)
+            fprintf(out,
+                    "recommended: TP %d x CP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule "
+                    "%s, ZeRO %d: TP %s, CP %s, PP %s, CP x DP %s\n",
+                    b->lay.tp, plan_cp(&b->lay), b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute),
+                    b->lay.sp, b->lay.vpp, plan_sched_name(&b->lay), b->lay.zero,
+                    b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
+                    plan_cp(&b->lay) == 1 ? "none" : (b->cp_inter ? "across nodes" : "inside a node"),
+                    b->lay.pp == 1 ? "none" : (b->pp_inter ? "across nodes" : "inside a node"),
+                    plan_grad_group(&b->lay) == 1 ? "none" : (b->dp_inter ? "across nodes" : "inside a node"));
+        else
+            fprintf(out,
+                    "recommended: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO "
+                    "%d: TP %s, PP %s, DP %s\n",
+                    b->lay.tp, b->lay.pp, b->lay.dp, b->lay.mb, planx_rc_name(b->lay.recompute), b->lay.sp, b->lay.vpp,
+                    plan_sched_name(&b->lay), b->lay.zero,
+                    b->lay.tp == 1 ? "none" : (b->tp_inter ? "ACROSS nodes" : "inside a node"),
+                    b->lay.pp == 1 ? "none" : (b->pp_inter ? "across nodes" : "inside a node"),
+                    b->lay.dp == 1 ? "none" : (b->dp_inter ? "across nodes" : "inside a node"));
         fprintf(
             out,
             "  memory per GPU %.1f GiB of %.0f (stage %d: weights %.1f, grads %.1f, optimizer %.1f, activations %.1f, "
@@ -1838,6 +2062,8 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
                 "+ PP p2p %.1f",
                 1e3 * t->slot_s, 1e3 * t->slot_gemm_s, 1e3 * t->slot_mem_s, 1e3 * t->slot_tp_s, 1e3 * t->slot_pp_s);
         if (plan_zero_eff(&b->lay) >= 2) fprintf(out, " + ZeRO DP not hidden %.1f", 1e3 * t->slot_dp_s);
+        if (plan_cp(&b->lay) > 1)
+            fprintf(out, " + CP ring not hidden %.1f (of %.1f moved)", 1e3 * t->slot_cp_s, 1e3 * t->slot_ring_s);
         fprintf(out, "; shares: compute %.1f%%, comm %.1f%%, bubble %.1f%%\n", 100.0 * t->compute_s / t->iter_s,
                 100.0 * t->comm_s / t->iter_s, 100.0 * t->idle_s / t->iter_s);
         fprintf(out, "  slot by pass: F %.1f + B %.1f + W %.1f ms (W = %.2f of the weight GEMMs' backward)\n",
@@ -1852,24 +2078,28 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
         planx_print_ckpt(r, c, b, out);
     }
     /* every layout flag given but the layout does not fit the GPU: the trainer's rows all the same */
-    int pinned = r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0 && r->sp >= 0 && r->vpp > 0;
+    int pinned = r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0 && r->sp >= 0 && r->vpp > 0 &&
+                 !plan_cp_searched(r);
     if (rec < 0 && pinned && n > 0 && rows[0].kind == 1) {
+        char cps[24] = "";
+        if (show_cp) snprintf(cps, sizeof(cps), " x CP %d", plan_cp(&rows[0].lay));
         fprintf(out,
-                "layout given: TP %d x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d "
-                "(%s)\n",
-                rows[0].lay.tp, rows[0].lay.pp, rows[0].lay.dp, rows[0].lay.mb, planx_rc_name(rows[0].lay.recompute),
-                rows[0].lay.sp, rows[0].lay.vpp, plan_sched_name(&rows[0].lay), rows[0].lay.zero, rows[0].why);
+                "layout given: TP %d%s x PP %d x DP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO "
+                "%d (%s)\n",
+                rows[0].lay.tp, cps, rows[0].lay.pp, rows[0].lay.dp, rows[0].lay.mb,
+                planx_rc_name(rows[0].lay.recompute), rows[0].lay.sp, rows[0].lay.vpp, plan_sched_name(&rows[0].lay),
+                rows[0].lay.zero, rows[0].why);
         planx_print_rank_mem(r, &rows[0].lay, out);
     }
     int ninf = nmem + nbatch + nshape;
     if (ninf > 0) {
         fprintf(out, "infeasible layouts: %d (memory %d, batch divisibility %d, shape divisibility %d)\n", ninf, nmem,
                 nbatch, nshape);
-        planx_table_head(out);
+        planx_table_head(show_cp, out);
         int sh = 0, per_kind[4] = {0, 0, 0, 0};
         for (int i = nfeas; i < n; i++) { /* up to `top` of each reason */
             if (r->top > 0 && per_kind[rows[i].kind] >= r->top) continue;
-            planx_print_row(&rows[i], i + 1, 0, "", out);
+            planx_print_row(&rows[i], i + 1, 0, "", show_cp, out);
             per_kind[rows[i].kind]++;
             sh++;
         }
@@ -1900,8 +2130,11 @@ static inline int planx_run_plan(const PlanRequest* r, const Cluster* c, FILE* o
  * Megatron's 1F1B (interleaved when -vpp > 1), the trainer's own schedule. 0 ok, 1 none. */
 static inline int planx_family(const PlanRequest* r, const Cluster* c, int base_nodes, PlanLayout* fam, FILE* out,
                                const char* what) {
-    if (r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0) {
+    char cps[24] = "";
+    if (r->tp > 0 && r->pp > 0 && r->mb > 0 && r->recompute >= 0 && r->zero >= 0 && !plan_cp_searched(r)) {
+        memset(fam, 0, sizeof(*fam));
         fam->tp = r->tp;
+        fam->cp = r->cp > 0 ? r->cp : 1;
         fam->pp = r->pp;
         fam->mb = r->mb;
         fam->recompute = r->recompute;
@@ -1910,11 +2143,12 @@ static inline int planx_family(const PlanRequest* r, const Cluster* c, int base_
         fam->sp = r->sp > 0 ? 1 : 0;
         fam->vpp = r->vpp > 0 ? r->vpp : 1;
         fam->sched = (planx_sched_mask(r) & (PLAN_SB_1F1B | PLAN_SB_INTERLEAVED)) ? PLAN_SCHED_1F1B : PLAN_SCHED_ZBH1;
+        if (plan_cp(fam) > 1) snprintf(cps, sizeof(cps), " x CP %d", plan_cp(fam));
         fprintf(out,
-                "%s: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d "
+                "%s: layout family TP %d%s x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d "
                 "(given), global batch %d\n",
-                what, fam->tp, fam->pp, fam->mb, planx_rc_name(fam->recompute), fam->sp, fam->vpp, plan_sched_name(fam),
-                fam->zero, r->gb);
+                what, fam->tp, cps, fam->pp, fam->mb, planx_rc_name(fam->recompute), fam->sp, fam->vpp,
+                plan_sched_name(fam), fam->zero, r->gb);
         return 0;
     }
     PlanRow best;
@@ -1925,11 +2159,12 @@ static inline int planx_family(const PlanRequest* r, const Cluster* c, int base_
     }
     *fam = best.lay;
     fam->dp = 0;
+    if (plan_cp(fam) > 1) snprintf(cps, sizeof(cps), " x CP %d", plan_cp(fam));
     fprintf(out,
-            "%s: layout family TP %d x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d "
+            "%s: layout family TP %d%s x PP %d, micro-batch %d, recompute %s, SP %d, V %d, schedule %s, ZeRO %d "
             "(recommended on %d nodes), global batch %d\n",
-            what, fam->tp, fam->pp, fam->mb, planx_rc_name(fam->recompute), fam->sp, fam->vpp, plan_sched_name(fam),
-            fam->zero, base_nodes, r->gb);
+            what, fam->tp, cps, fam->pp, fam->mb, planx_rc_name(fam->recompute), fam->sp, fam->vpp,
+            plan_sched_name(fam), fam->zero, base_nodes, r->gb);
     return 0;
 }
 
@@ -1952,7 +2187,7 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
         }
         fprintf(f,
                 "nodes,gpus,gb,tp,pp,dp,mb,recompute,zero,m,feasible,reason,mem_gib,iter_s,bubble_frac,comm_frac,"
-                "tflops_per_gpu,rel_first,paper_iter_s,paper_tflops,schedule\n");
+                "tflops_per_gpu,rel_first,paper_iter_s,paper_tflops,schedule,cp\n");
     }
     double first = 0.0;
     int nok = 0;
@@ -1960,12 +2195,13 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
         int nodes = r->scaling_nodes[i], world = nodes * c->gpus_per_node;
         PlanLayout l = fam;
         PlanRow w;
-        l.dp = (world % (l.tp * l.pp) == 0) ? world / (l.tp * l.pp) : 0;
+        int tcp = l.tp * plan_cp(&l) * l.pp;
+        l.dp = (world % tcp == 0) ? world / tcp : 0;
         if (l.dp == 0) {
             memset(&w, 0, sizeof(w));
             w.lay = l;
             w.kind = 3;
-            snprintf(w.why, sizeof(w.why), "%d GPUs %% (tp*pp=%d) != 0", world, l.tp * l.pp);
+            snprintf(w.why, sizeof(w.why), "%d GPUs %% (tp*%spp=%d) != 0", world, plan_cp(&l) > 1 ? "cp*" : "", tcp);
         } else {
             plan_evaluate(&r->model, c, &r->k, nodes, r->gb, &l, &w);
         }
@@ -1974,8 +2210,8 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
         if (w.kind >= 2) {
             fprintf(out, "  %5d %6d %5d     -  infeasible: %s\n", nodes, world, l.dp, w.why);
             if (f)
-                fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,,0,\"%s\",,,,,,,,,%s\n", nodes, world, r->gb, l.tp, l.pp, l.dp,
-                        l.mb, l.recompute, l.zero, w.why, plan_sched_name(&l));
+                fprintf(f, "%d,%d,%d,%d,%d,%d,%d,%d,%d,,0,\"%s\",,,,,,,,,%s,%d\n", nodes, world, r->gb, l.tp, l.pp,
+                        l.dp, l.mb, l.recompute, l.zero, w.why, plan_sched_name(&l), plan_cp(&l));
             continue;
         }
         const PlanTime* t = &w.time;
@@ -1993,9 +2229,9 @@ static inline int planx_run_scaling(const PlanRequest* r, const Cluster* c, FILE
                     l.tp, l.pp, l.dp, l.mb, l.recompute, l.zero, t->m, w.feasible, w.why, w.mem.total / 1073741824.0,
                     t->iter_s, t->idle_s / t->iter_s, t->comm_s / t->iter_s, t->tflops, rel);
             if (has)
-                fprintf(f, "%.1f,%.0f,%s\n", ep, et, plan_sched_name(&l));
+                fprintf(f, "%.1f,%.0f,%s,%d\n", ep, et, plan_sched_name(&l), plan_cp(&l));
             else
-                fprintf(f, ",,%s\n", plan_sched_name(&l));
+                fprintf(f, ",,%s,%d\n", plan_sched_name(&l), plan_cp(&l));
         }
     }
     if (f) {
@@ -2012,12 +2248,13 @@ static inline void planx_sched_row(const PlanRequest* r, const Cluster* c, const
     PlanLayout l = *fam;
     l.sched = sched;
     l.vpp = vpp;
-    l.dp = (world % (l.tp * l.pp) == 0) ? world / (l.tp * l.pp) : 0;
+    int tcp = l.tp * plan_cp(&l) * l.pp;
+    l.dp = (world % tcp == 0) ? world / tcp : 0;
     if (l.dp == 0) {
         memset(w, 0, sizeof(*w));
         w->lay = l;
         w->kind = 3;
-        snprintf(w->why, sizeof(w->why), "%d GPUs %% (tp*pp=%d) != 0", world, l.tp * l.pp);
+        snprintf(w->why, sizeof(w->why), "%d GPUs %% (tp*%spp=%d) != 0", world, plan_cp(&l) > 1 ? "cp*" : "", tcp);
         return;
     }
     plan_evaluate(&r->model, c, &r->k, nodes, r->gb, &l, w);
@@ -2136,6 +2373,18 @@ static inline int plan_run(const PlanRequest* r, FILE* out) {
                     c.gpus_per_node);
             return 2;
         }
+    }
+    if (r->cp > 1 && md->seq % (2 * r->cp)) {
+        fprintf(
+            stderr,
+            "error: plan: -cp %d: the sequence (%d) must split into 2*cp = %d equal chunks: choose -seq or -cp so\n",
+            r->cp, md->seq, 2 * r->cp);
+        return 2;
+    }
+    if (r->cp > 1 && r->scaling_n == 0 && ((long)r->nodes * c.gpus_per_node) % r->cp) {
+        fprintf(stderr, "error: plan: -cp %d does not divide the %ld GPUs of %d nodes: choose -cp or -nodes so\n",
+                r->cp, (long)r->nodes * c.gpus_per_node, r->nodes);
+        return 2;
     }
     int mask = planx_sched_mask(r);
     if ((r->vpp > 1 && !(mask & PLAN_SB_INTERLEAVED)) || (r->vpp == 1 && !(mask & (PLAN_SB_1F1B | PLAN_SB_ZBH1)))) {
