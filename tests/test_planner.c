@@ -1333,7 +1333,7 @@ static void test_checkpoint(void) {
     cluster_preset("selene-a100", &c);
     c.fs_gbps = 100.0;
     c.d2h_gbps = 25.0;
-    PlanLayout l = {8, 35, 16, 1, 1, 1, 0, 1, PLAN_SCHED_1F1B};
+    PlanLayout l = {8, 35, 16, 1, 1, 1, 0, 1, PLAN_SCHED_1F1B, 1};
     double H = m.H, L = m.L, V = m.V, T = m.seq;
     double unique = L * (12 * H * H + 13 * H) + V * H + T * H + 2 * H;
     double held = unique + 7.0 * (L * 6 * H + T * H + 2 * H) + V * H; /* TP - 1 = 7 more copies; the tied head */
