@@ -418,7 +418,10 @@ static void run_print_config(const Run* R) {
     table_row("model", "%s: L=%d H=%d heads=%d seq=%d", c->model, c->L, c->H, c->heads, c->seq);
     table_row("vocab", "V=%d padded to Vp=%d", c->V, c->Vp);
     table_row("parameters", "%.3fM (tied embedding once)", param_count_model(c->L, c->H, c->seq, c->V) / 1e6);
-    table_row("layout", "tp=%d pp=%d dp=%d world=%d", m->TP, m->PP, m->DP, m->world);
+    if (m->CP > 1)
+        table_row("layout", "tp=%d cp=%d pp=%d dp=%d world=%d", m->TP, m->CP, m->PP, m->DP, m->world);
+    else
+        table_row("layout", "tp=%d pp=%d dp=%d world=%d", m->TP, m->PP, m->DP, m->world);
     table_row("micro-batch", "%d sequences", c->mb);
     table_row("zero / recompute", "%d / %d", c->zero, c->recompute);
     if (c->ramp_auto)

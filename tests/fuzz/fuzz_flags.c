@@ -29,8 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         int world = c.world > 0 ? c.world : 1;
         if (config_validate_layout(&c, world, err) == 0) {
             // what startup derives next must be in range
-            int dp = c.dp > 0 ? c.dp : world / (c.tp * c.pp);
-            if ((int64_t)c.tp * c.pp * dp != world || c.Vp < c.V || c.Vp % c.vpad != 0) __builtin_trap();
+            int dp = c.dp > 0 ? c.dp : world / (c.tp * c.pp * c.cp);
+            if ((int64_t)c.tp * c.pp * c.cp * dp != world || c.Vp < c.V || c.Vp % c.vpad != 0) __builtin_trap();
         }
     }
     if (strlen(err) >= CFG_ERR_LEN) __builtin_trap();
