@@ -126,7 +126,8 @@ def steps():
     ]
     touched = attack_families_touched()
     for f in ATTACK_FAMILIES:
-        s.append(Step("attack_" + f, f"bash tests/attack/run.sh {f}", 900, cores=2 if f in ATTACK_ALONE else 1,
+        pre = f"{MAKE} -s {FAMILY_BINS[f]} && " if f in FAMILY_BINS else ""  # a no-op after make test-bins
+        s.append(Step("attack_" + f, f"{pre}bash tests/attack/run.sh {f}", 900, cores=2 if f in ATTACK_ALONE else 1,
                       alone=f in ATTACK_ALONE, check=f in touched))
     for t in FUZZ_TARGETS:
         s.append(Step("fuzz_" + t, f"bash tests/fuzz/run.sh {FUZZ_SECONDS} {t}", FUZZ_SECONDS * 10 + 120))
@@ -161,8 +162,29 @@ FAMILY_SOURCES = {
 }
 
 
+# the test-only builds a family needs besides train_gpt (make check builds them only with their family)
+FAMILY_BINS = {"async": "build/mutants/train_gpt_ckpt_points", "hang": "build/mutants/train_gpt_deadlock"}
+CHECK_FAMILY_BUDGET_S = 100  # make check: the touched families, cheapest first, within this many seconds
+
+
+def last_seconds():
+    """Each step's seconds in the last run that recorded them (build/suite/times.tsv), else {}."""
+    out = {}
+    try:
+        with open(os.path.join(LOGS, "times.tsv")) as fh:
+            for ln in fh.readlines()[1:]:
+                p = ln.rstrip("\n").split("\t")
+                if len(p) >= 2:
+                    out[p[0]] = float(p[1])
+    except (OSError, ValueError):
+        pass
+    return out
+
+
 def attack_families_touched():
-    """Families whose script, shared helpers or sources differ from HEAD~1 (committed or not); flags if none."""
+    """Families whose script, shared helpers or sources differ from HEAD~1 (committed or not),
+    cheapest first (by the last recorded run) within CHECK_FAMILY_BUDGET_S, at least one
+    (CHECK_ALL_FAMILIES=1: every touched one); flags if none is touched."""
     try:
         out = subprocess.run("git diff --name-only HEAD~1; git diff --name-only; git ls-files -o --exclude-standard",
                              shell=True, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=30)
@@ -176,7 +198,19 @@ def attack_families_touched():
             fams.add(f)
     if any(c in ("tests/attack/lib.sh", "tests/attack/ckpt_common.sh", "tests/attack/run.sh") for c in changed):
         fams.update(ATTACK_FAMILIES)
-    return fams or {"flags"}
+    if not fams:
+        return {"flags"}
+    if os.environ.get("CHECK_ALL_FAMILIES") == "1":
+        return fams
+    secs = last_seconds()
+    keep, spent = set(), 0.0
+    for f in sorted(fams, key=lambda f: (secs.get("attack_" + f, 30.0), f)):
+        t = secs.get("attack_" + f, 30.0)
+        if keep and spent + t > CHECK_FAMILY_BUDGET_S:
+            break
+        keep.add(f)
+        spent += t
+    return keep
 
 
 # ------------------------------------------------------------------------------------------
