@@ -292,6 +292,9 @@ static void zd_gather(DevZero* z, const ZeroBucket* b, const bf16* pshard, bf16*
 
 // Before the compute stream reads what a gather wrote: it waits for the gather's event done
 // (tests/cuda/test_trainer_detect.sh deletes this wait and expects the race report)
-static void zd_use(DevZero* z, cudaEvent_t done) { cudaCheck(cudaStreamWaitEvent(z->dc->stream, done, 0)); }
+static void zd_use(DevZero* z, cudaEvent_t done) {
+    cudaStream_t s = z->dc->stream;
+    cudaCheck(cudaStreamWaitEvent(s, done, 0)); // the gathered bytes have arrived
+}
 
 #endif // LLMC_ZERO_CUH
