@@ -344,8 +344,10 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
     // -recompute selective: flash attention (tc, flash) never stores the probabilities (its
     // backward rebuilds them from qkv and lse), so selective keeps what no recompute keeps;
     // naive attention shares one probability buffer among the layers and rebuilds it
+    // (a flag, not the pointer: the sizing pass's pointers are all NULL)
     float* att_shared = NULL;
-    if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE) TAKE(ar, att_shared, (size_t)B * NH * T * T);
+    int shared = g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE;
+    if (shared) TAKE(ar, att_shared, (size_t)B * NH * T * T);
     for (int l = 0; l < nla; l++) {
         LayerActs* la = &a->layer[l];
         TAKE(ar, la->ln1, BTs * C);
@@ -355,7 +357,7 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
         if (g->attn != ATTN_NAIVE) {
             la->att = NULL;
             TAKE(ar, la->lse, (size_t)B * NH * T);
-        } else if (att_shared != NULL) {
+        } else if (shared) {
             la->lse = NULL;
             la->att = att_shared;
         } else {
@@ -945,7 +947,7 @@ static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
 // forward and its backward, the next layer's gather started while it computes
 
 // the compute stream waits for window w's gather before it reads the weights
-static void z3_wait(GPT* g, int w) { cudaCheck(cudaStreamWaitEvent(g->stream, g->wdone[w], 0)); }
+static void z3_wait(GPT* g, int w) { zd_use(&g->zd, g->wdone[w]); }
 static void z3_gather(GPT* g, int l, int w) {
     ZeroBucket b;
     zero_layer_bucket(&g->pl, l, ZB_ALL, 0, &b);
@@ -1944,6 +1946,7 @@ static void hook_abort(void* self) {
     for (int i = 0; i < 4; i++)
         if (cs[i]) ncclCommAbort(cs[i]); // the job is ending: the result is not checked
     for (int i = 0; i < d->nlinks; i++) ncclCommAbort(d->link[i].comm);
+    if (((Train*)self)->model.zd.gcomm) ncclCommAbort(((Train*)self)->model.zd.gcomm); // -zero 3's gathers
 }
 
 // -layout auto sizes the layout to the GPU's memory (the GPUs of a node alike: device 0's). Only

@@ -1,6 +1,7 @@
 /*
- * memplan.h: the CPU trainer's memory per rank, buffer by buffer, from the configuration
- * and the rank's place in the layout alone. train_gpt.c sizes its buffers with these
+ * memplan.h: each trainer's memory per rank, buffer by buffer, from the configuration and
+ * the rank's place in the layout alone: mem_plan_cpu for train_gpt.c, mem_plan_cuda (below)
+ * for train_gpt.cu's device memory. train_gpt.c sizes its buffers with these
  * functions and counts what it allocates (the start-up table's "memory per rank"); the
  * planner (-plan) prints the same figures for a layout and stage without running it, and
  * tests/test_planner.c checks that both agree for every ZeRO level and several layouts.
