@@ -38,18 +38,18 @@ typedef struct {
     size_t dst[ZERO_MAX_SEGS], src[ZERO_MAX_SEGS], len[ZERO_MAX_SEGS];
 } SegList;
 
-// blockIdx.y: the segment; the x blocks stride over it
-__global__ void seg_add_f32_kernel(float* dst, const float* src, SegList L) {
+// blockIdx.y: the segment; the x blocks (256 threads) stride over it
+__global__ void __launch_bounds__(256) seg_add_f32_kernel(float* dst, const float* src, SegList L) {
     int k = blockIdx.y;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < L.len[k]; i += (size_t)gridDim.x * blockDim.x)
         dst[L.dst[k] + i] += src[L.src[k] + i];
 }
-__global__ void seg_add_bf16_kernel(float* dst, const bf16* src, SegList L) {
+__global__ void __launch_bounds__(256) seg_add_bf16_kernel(float* dst, const bf16* src, SegList L) {
     int k = blockIdx.y;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < L.len[k]; i += (size_t)gridDim.x * blockDim.x)
         dst[L.dst[k] + i] += __bfloat162float(src[L.src[k] + i]);
 }
-__global__ void seg_cast_bf16_kernel(bf16* dst, const float* src, SegList L) {
+__global__ void __launch_bounds__(256) seg_cast_bf16_kernel(bf16* dst, const float* src, SegList L) {
     int k = blockIdx.y;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < L.len[k]; i += (size_t)gridDim.x * blockDim.x)
         dst[L.dst[k] + i] = __float2bfloat16(src[L.src[k] + i]);
