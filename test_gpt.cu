@@ -778,6 +778,56 @@ static void test_zero_levels(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
+// zero.h's bf16 rounding (-grad-reduce bf16's emulation, shared with train_gpt.c) against
+// values worked by hand: round to nearest, ties to the even 7-bit mantissa, NaN kept; and
+// a one-rank bucket reduction adds the rounded value to the fp32 shard
+static void test_zero_bf16(void) {
+    const float u = 1.0f / 128; // bf16's spacing above 1
+    struct {
+        float in;
+        uint32_t want; // the bits
+    } C[] = {
+        {1.0f, 0x3F800000u},
+        {1.0f + u / 2, 0x3F800000u},            // a tie: to the even mantissa (1)
+        {1.0f + 3 * u / 2, 0x3F820000u},        // a tie: to the even mantissa (1 + 2u)
+        {1.0f + u / 2 + u / 4096, 0x3F810000u}, // just above the tie: 1 + u
+        {-2.5f, 0xC0200000u},                   // exact
+        {3.0e38f, 0x7F620000u},                 // 0x7F61B1E6: the low half above 0x8000, up
+        {1e-40f, 0x00010000u},                  // a denormal, 0x000116C2: down, kept denormal
+    };
+    int ok = 1;
+    for (size_t i = 0; i < sizeof(C) / sizeof(C[0]); i++) {
+        float got = zero_bf16(C[i].in);
+        uint32_t gb;
+        memcpy(&gb, &got, 4);
+        if (gb != C[i].want) {
+            ok = 0;
+            printf("      zero_bf16(%.9g) = %.9g (0x%08x), want 0x%08x\n", C[i].in, got, gb, C[i].want);
+        }
+    }
+    ok = ok && isnan(zero_bf16(NAN)) && isinf(zero_bf16(INFINITY));
+    // one rank: shard += bf16(src) over a bucket of two segments
+    Comm c;
+    comm_init_single(&c);
+    ZeroComm z;
+    memset(&z, 0, sizeof(z));
+    z.bf16 = 1;
+    ZeroBucket b;
+    memset(&b, 0, sizeof(b));
+    b.nseg = 2;
+    b.flat[0] = 1, b.loc[0] = 0, b.n[0] = 2;
+    b.flat[1] = 4, b.loc[1] = 2, b.n[1] = 1;
+    b.numel = 3;
+    float src[3] = {1.0f + u / 2, 1.0f + 3 * u / 2, -2.5f}, shard[5] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+    dp_reduce_scatter_bucket(&c, &z, &b, 5, src, shard);
+    ok =
+        ok && shard[0] == 0.5f && shard[1] == 1.5f && shard[2] == 1.5f + 2 * u && shard[3] == 0.5f && shard[4] == -2.0f;
+    zero_comm_free(&z);
+    check(ok,
+          "zero.h's bf16 rounding (-grad-reduce bf16's emulation) against hand-worked values, and a one-rank "
+          "bucket adding it to the fp32 shard");
+}
+
 // Device memory per rank (the start-up table's "memory per rank"): what gpt_build allocates,
 // counted by kind, equals memplan.h's mem_plan_cuda for every ZeRO level over DP 2 and 4 (each
 // DP rank's shard), with TP 2 -sp on the last of two stages with -vpp 2 and zb-h1 stashes, naive
@@ -830,8 +880,9 @@ static void test_zero_memory(void) {
         for (int k = 0; k < NUM_MEM; k++)
             if (plan[k] != g.mem[k]) {
                 bad++;
-                snprintf(worst, sizeof(worst), "(zero %d DP %d dp %d big %d naive %d bf16 %d %s overlap %d: %s %zu vs %zu)",
-                         zero, DP, cm.dp, big, naive, bf, cfg.comm, overlap, MEM_NAMES[k], g.mem[k], plan[k]);
+                snprintf(worst, sizeof(worst),
+                         "(zero %d DP %d dp %d big %d naive %d bf16 %d %s overlap %d: %s %zu vs %zu)", zero, DP, cm.dp,
+                         big, naive, bf, cfg.comm, overlap, MEM_NAMES[k], g.mem[k], plan[k]);
             }
         if (!big && DP == 4 && zero >= 2) { // by hand from the shapes: TP 1, one stage
             size_t C = 64, total = 384 * C + 32 * C + 4 * (12 * C * C + 13 * C) + 2 * C, per = (total + 3) / 4;
@@ -980,6 +1031,7 @@ int main(int argc, char** argv) {
     test_comm_timers();
     test_act_memory();
     test_zero_memory();
+    test_zero_bf16();
     if (!(argc > 2 && strcmp(argv[2], "--no-binaries") == 0)) {
         test_binaries();
         test_layouts();
