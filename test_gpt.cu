@@ -389,6 +389,8 @@ static void test_binaries(void) {
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
 }
 
+static const char* const ZLABEL[4] = {"", " zero-1", " zero-2", " zero-3"};
+
 // The 3D layout runs: LAYOUT_STEPS steps over the ramp 4 -> 16 (global batches 4, 4, 8, 12, 16, 16:
 // with DP = 2 the pipeline sees m = 2, 4, 6, 8 micro-batches); the -comm mpi -vpp run checkpoints
 // at LAYOUT_CKPT. (Ten steps over a slower ramp took half again as long: 8-process emulated runs.)
@@ -492,7 +494,8 @@ static void test_layouts(void) {
     // list, whose m = 2, 4, 6, 8 steps include PP=2 V=2 m=4, where the old grouping deadlocked),
     // and with -comm mpi a checkpoint at step 5 that resumes below as 1x1x1
     // same: the layout without -sp/-vpp it must match to 1e-5 (only the fp32 sum order of
-    // the LayerNorm gradients differs: a missing TP sum of them moves the norm by ~5e-4)
+    // the LayerNorm gradients differs: a missing TP sum of them moves the norm by ~5e-4; the
+    // -zero 3 run also sums each micro-batch over DP before the micro-batches, zero.h)
     struct {
         int tp, pp, dp, zero;
         const char* comm;
@@ -500,7 +503,7 @@ static void test_layouts(void) {
     } L[] = {
         {2, 2, 2, 0, "mpi", 0, 1, -1}, {2, 2, 2, 1, "mpi", 0, 1, -1},  {1, 4, 2, 1, "mpi", 0, 1, -1},
         {2, 2, 2, 1, "mpi", 1, 2, 1},  {2, 2, 2, 1, "nccl", 0, 1, -1}, {4, 1, 2, 0, "nccl", 0, 1, -1},
-        {2, 2, 2, 1, "nccl", 1, 1, 4}, {2, 2, 2, 1, "nccl", 1, 2, 4},
+        {2, 2, 2, 1, "nccl", 1, 1, 4}, {2, 2, 2, 3, "nccl", 1, 2, 4},
     };
     int nccl = getenv("LLMC_TEST_NCCL_LAYOUTS") && strcmp(getenv("LLMC_TEST_NCCL_LAYOUTS"), "1") == 0;
     for (size_t i = 0; i < sizeof(L) / sizeof(L[0]); i++) {
@@ -537,7 +540,7 @@ static void test_layouts(void) {
         check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,
               "train_gpt_cu layout %dx%dx%d%s%s -comm %s: %d steps, worst loss rel %.1e (vs CPU trainer %.1e), gnorm "
               "rel %.1e vs 1x1x1 (rc %d)",
-              L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, L[i].comm, LAYOUT_STEPS, wl, wc, wg, rc);
+              L[i].tp, L[i].pp, L[i].dp, ZLABEL[L[i].zero], label, L[i].comm, LAYOUT_STEPS, wl, wc, wg, rc);
         if (strcmp(L[i].comm, "nccl") == 0) { // rank 0 (first stage) uploads tokens: micro-batches + 2 waits per step
             int sync_ok = ok;
             for (int st = 1; ok && st <= LAYOUT_STEPS; st++)
@@ -567,7 +570,7 @@ static void test_layouts(void) {
             check(same,
                   "train_gpt_cu layout %dx%dx%d%s%s -comm nccl: pipeline link streams equal LLMC_PP_OVERLAP=0 "
                   "(grouped) bit for bit, same host syncs (rc %d)",
-                  L[i].tp, L[i].pp, L[i].dp, L[i].zero ? " zero-1" : "", label, rg);
+                  L[i].tp, L[i].pp, L[i].dp, ZLABEL[L[i].zero], label, rg);
         }
         if (L[i].same >= 0) {
             RunLog base;
@@ -579,22 +582,25 @@ static void test_layouts(void) {
                 if (rel_err(rl.gnorm[st], base.gnorm[st]) > sg) sg = rel_err(rl.gnorm[st], base.gnorm[st]);
             }
             check(okb && sl <= 1e-5 && sg <= 1e-5,
-                  "train_gpt_cu layout 2x2x2 zero-1%s -comm %s equals it without them: loss rel %.1e, gnorm rel %.1e",
-                  label, L[i].comm, sl, sg);
+                  "train_gpt_cu layout 2x2x2%s%s -comm %s equals 2x2x2 zero-1 without them: loss rel %.1e, gnorm rel "
+                  "%.1e",
+                  ZLABEL[L[i].zero], label, L[i].comm, sl, sg);
         }
         if (vpp_ckpt) test_vpp_resume_single(CU, args, tmp, &ref);
     }
     // -pp-schedule zb-h1 (B and W split, W's deferred into the bubble): bit-identical to the
     // same layout's 1F1B run above (the same kernels on the same data; only their order moves):
-    // over NCCL with -sp -vpp (the phased list, link streams, the DP buckets overlapped after
-    // each chunk's last W), and over MPI with 2 micro-batches for 4 stages at the ramp's start
+    // over NCCL with -sp -vpp -zero 3 (the phased list, link streams, each micro-batch's B and W
+    // parts of a layer reduced apart, every element's micro-batches added in the same order, the
+    // layers' weights gathered), and over MPI -zero 1 with 2 micro-batches for 4 stages at the
+    // ramp's start
     struct {
-        int tp, pp, dp, same;
+        int tp, pp, dp, zero, same;
         const char* comm;
         const char* flags;
     } Z[] = {
-        {2, 2, 2, 7, "nccl", "-sp 1 -vpp 2 -recompute selective"},
-        {1, 4, 2, 2, "mpi", ""},
+        {2, 2, 2, 3, 7, "nccl", "-sp 1 -vpp 2 -recompute selective"},
+        {1, 4, 2, 1, 2, "mpi", ""},
     };
     for (size_t i = 0; i < sizeof(Z) / sizeof(Z[0]); i++) {
         if (strcmp(Z[i].comm, "nccl") == 0 && !nccl) continue;
@@ -602,8 +608,8 @@ static void test_layouts(void) {
         const char* races = strcmp(Z[i].comm, "nccl") == 0 ? "CUEMU_STREAM_RACES=0" : "CUEMU_STREAM_RACES=1";
         snprintf(cmd, sizeof(cmd),
                  "%s timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x CUEMU_STREAM_RACES -np %d %s %s -tp "
-                 "%d -pp %d -dp %d -zero 1 -comm %s %s -pp-schedule zb-h1 -log %s/zb%zu.jsonl",
-                 races, envx, np, CU, args, Z[i].tp, Z[i].pp, Z[i].dp, Z[i].comm, Z[i].flags, tmp, i);
+                 "%d -pp %d -dp %d -zero %d -comm %s %s -pp-schedule zb-h1 -log %s/zb%zu.jsonl",
+                 races, envx, np, CU, args, Z[i].tp, Z[i].pp, Z[i].dp, Z[i].zero, Z[i].comm, Z[i].flags, tmp, i);
         rc = run_cmd(cmd, err, sizeof(err));
         RunLog zl, base;
         snprintf(path, sizeof(path), "%s/zb%zu.jsonl", tmp, i);
@@ -614,9 +620,9 @@ static void test_layouts(void) {
         for (int st = 1; ok && st <= LAYOUT_STEPS; st++)
             if (zl.loss[st] != base.loss[st] || zl.gnorm[st] != base.gnorm[st]) same = 0;
         check(same,
-              "train_gpt_cu layout %dx%dx%d zero-1 %s -comm %s -pp-schedule zb-h1: %d steps bit-identical to its "
+              "train_gpt_cu layout %dx%dx%d%s %s -comm %s -pp-schedule zb-h1: %d steps bit-identical to its "
               "1F1B (rc %d)",
-              Z[i].tp, Z[i].pp, Z[i].dp, Z[i].flags, Z[i].comm, LAYOUT_STEPS, rc);
+              Z[i].tp, Z[i].pp, Z[i].dp, ZLABEL[Z[i].zero], Z[i].flags, Z[i].comm, LAYOUT_STEPS, rc);
     }
     if (nccl) { // the DP buckets overlapped with the backward (default) vs one reduction after it (stream detector on)
         snprintf(cmd, sizeof(cmd),
@@ -660,6 +666,247 @@ static void test_layouts(void) {
     }
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
     if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
+}
+
+// ZeRO-2/3 (llmc/host/zero.h, llmc/cuda/zero.cuh) against ZeRO-1, 1x1x2, 4 steps each:
+//   one micro-batch per rank and step (-gb 2): -zero 3 over NCCL logs -zero 1's losses and
+//   norms bit for bit (each element summed over the ranks in the same order, the gathered
+//   weights the owners' bits); its step-2 checkpoint resumes under -zero 1 bit for bit and as
+//   1x1x1 within the layout tolerance (1e-2);
+//   2 to 6 micro-batches per rank (the ramp): -zero 2 over NCCL and -zero 3 over MPI (zero.h's
+//   host bucket collectives) bit for bit;
+//   -grad-reduce bf16: ZeRO-1 over NCCL (the device's bf16 ncclReduce) and -zero 3 over MPI
+//   (zero.h's host rounding, train_gpt.c's emulation) bit for bit, and not the fp32 numbers.
+// The -zero 3 -sp -vpp and zb-h1 layouts against the CPU trainer are in test_layouts.
+static void test_zero_levels(void) {
+    const char* CU = bin_cu();
+    const char* nv = getenv("LLMC_TEST_NCCL_LAYOUTS");
+    if (!(nv && strcmp(nv, "1") == 0) || system("command -v mpirun > /dev/null 2>&1") != 0) {
+        printf("note: -zero 2/3 tests need mpirun and LLMC_TEST_NCCL_LAYOUTS=1 (GPUs per rank, or the emulation)\n");
+        return;
+    }
+    char tmp[] = "/tmp/llmc_cu_zeroXXXXXX";
+    char data[1200], base[3000], cmd[4000], err[4096], path[1400];
+    pattern_tmpdir(tmp, data, sizeof(data), 40000);
+    snprintf(base, sizeof(base),
+             "-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -lr 2e-3 -warmup 2000 -decay 8000 -tokens 1e9 -i %s "
+             "-j '' -shuffle 1 -seed 7 -threads 1 -steps 4",
+             data);
+    const char* envx = getenv("CUEMU_DEVICES") ? "-x CUEMU_DEVICES" : "";
+    const char* M1 = "-gb 2 -ramp off";
+    const char* RAMP = "-gb 16 -ramp 4 4 768";
+    // {flags, batch, log (relative to tmp)}: 2 ranks; a log under an -o directory is its log.jsonl
+    struct {
+        const char* flags;
+        const char* batch;
+        const char* log;
+    } R[] = {
+        {"-zero 1 -comm nccl", M1, "z1.jsonl"},
+        {"-zero 3 -comm nccl -o %s/z3 -ckpt-every 2", M1, "z3/log.jsonl"},
+        {"-zero 2 -comm nccl", RAMP, "r2.jsonl"},
+        {"-zero 3 -comm mpi", RAMP, "r3.jsonl"},
+        {"-zero 1 -comm nccl -grad-reduce bf16", M1, "b1.jsonl"},
+        {"-zero 3 -comm mpi -grad-reduce bf16", M1, "b3.jsonl"},
+    };
+    RunLog rl[6];
+    int rc[6];
+    for (int i = 0; i < 6; i++) {
+        char flags[1600], logflag[1500] = "";
+        snprintf(flags, sizeof(flags), R[i].flags, tmp);
+        if (strstr(R[i].flags, "-o ") == NULL) snprintf(logflag, sizeof(logflag), "-log %s/%s", tmp, R[i].log);
+        snprintf(cmd, sizeof(cmd),
+                 "CUEMU_STREAM_RACES=0 timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x CUEMU_STREAM_RACES "
+                 "-np 2 %s %s %s -dp 2 %s %s",
+                 envx, CU, base, R[i].batch, flags, logflag);
+        rc[i] = run_cmd(cmd, err, sizeof(err));
+        snprintf(path, sizeof(path), "%s/%s", tmp, R[i].log);
+        if (rc[i] != 0 || read_runlog(path, &rl[i]) != 0 || rl[i].n != 4) {
+            rl[i].n = 0;
+            printf("      %s: rc %d, %s\n", R[i].flags, rc[i], err);
+        }
+    }
+    // a and b log the same 4 steps: losses and norms bit for bit (from step s0)
+    struct {
+        int a, b;
+        const char* what;
+    } S[] = {
+        {0, 1, "-zero 3 equals -zero 1 (one micro-batch per rank)"},
+        {2, 3, "-zero 2 over NCCL equals -zero 3 over MPI (2-6 micro-batches per rank)"},
+        {4, 5, "-grad-reduce bf16: ZeRO-1's bf16 ncclReduce equals -zero 3's host emulation over MPI"},
+    };
+    for (int k = 0; k < 3; k++) {
+        const RunLog *a = &rl[S[k].a], *b = &rl[S[k].b];
+        int same = a->n == 4 && b->n == 4;
+        for (int st = 1; same && st <= 4; st++)
+            if (a->loss[st] != b->loss[st] || a->gnorm[st] != b->gnorm[st]) same = 0;
+        check(same, "train_gpt_cu 1x1x2: %s, 4 steps bit for bit (step 4 loss %.9g, %.9g)", S[k].what, a->loss[4],
+              b->loss[4]);
+    }
+    int differs = 0;
+    for (int st = 1; st <= 4; st++) differs |= rl[4].gnorm[st] != rl[0].gnorm[st];
+    differs = differs && rl[4].n == 4 && rl[0].n == 4;
+    check(differs, "  ... and -grad-reduce bf16 changes the norms (step 1 gnorm %.9g vs fp32 %.9g)", rl[4].gnorm[1],
+          rl[0].gnorm[1]);
+    // the -zero 3 checkpoint of step 2 (the same files as -zero 1's: zero.h) resumed
+    for (int one = 0; one < 2; one++) {
+        const char* dir = one ? "r111" : "r1";
+        snprintf(cmd, sizeof(cmd), "mkdir -p %s/%s && cp -r %s/z3/ckpt_00000002 %s/%s/", tmp, dir, tmp, tmp, dir);
+        int rcp = run_cmd(cmd, err, sizeof(err));
+        if (one)
+            snprintf(cmd, sizeof(cmd), "timeout 600 %s %s %s -o %s/%s -resume", CU, base, M1, tmp, dir);
+        else
+            snprintf(cmd, sizeof(cmd),
+                     "CUEMU_STREAM_RACES=0 timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x "
+                     "CUEMU_STREAM_RACES -np 2 %s %s %s -dp 2 -zero 1 -comm nccl -o %s/%s -resume",
+                     envx, CU, base, M1, tmp, dir);
+        int rr = rcp == 0 ? run_cmd(cmd, err, sizeof(err)) : rcp;
+        RunLog x;
+        snprintf(path, sizeof(path), "%s/%s/log.jsonl", tmp, dir);
+        int ok = rr == 0 && read_runlog(path, &x) == 0 && x.n == 4 && x.loss[2] == 0.0 && rl[0].n == 4;
+        double worst = ok ? runlog_worst_loss(&x, &rl[0], 3, 4) : INFINITY;
+        int bits = ok;
+        for (int st = 3; ok && st <= 4; st++)
+            if (x.loss[st] != rl[0].loss[st] || x.gnorm[st] != rl[0].gnorm[st]) bits = 0;
+        if (one)
+            check(ok && worst <= 1e-2,
+                  "a -zero 3 checkpoint (step 2) resumes as 1x1x1: steps 3-4 worst loss rel %.1e vs -zero 1 (rc %d)",
+                  worst, rr);
+        else
+            check(bits, "a -zero 3 checkpoint (step 2) resumes under -zero 1: steps 3-4 bit for bit (rc %d)", rr);
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+    if (system(cmd) != 0) printf("note: could not remove %s\n", tmp);
+}
+
+// zero.h's bf16 rounding (-grad-reduce bf16's emulation, shared with train_gpt.c) against
+// values worked by hand: round to nearest, ties to the even 7-bit mantissa, NaN kept; and
+// a one-rank bucket reduction adds the rounded value to the fp32 shard
+static void test_zero_bf16(void) {
+    const float u = 1.0f / 128; // bf16's spacing above 1
+    struct {
+        float in;
+        uint32_t want; // the bits
+    } C[] = {
+        {1.0f, 0x3F800000u},
+        {1.0f + u / 2, 0x3F800000u},            // a tie: to the even mantissa (1)
+        {1.0f + 3 * u / 2, 0x3F820000u},        // a tie: to the even mantissa (1 + 2u)
+        {1.0f + u / 2 + u / 4096, 0x3F810000u}, // just above the tie: 1 + u
+        {-2.5f, 0xC0200000u},                   // exact
+        {3.0e38f, 0x7F620000u},                 // 0x7F61B1E6: the low half above 0x8000, up
+        {1e-40f, 0x00010000u},                  // a denormal, 0x000116C2: down, kept denormal
+    };
+    int ok = 1;
+    for (size_t i = 0; i < sizeof(C) / sizeof(C[0]); i++) {
+        float got = zero_bf16(C[i].in);
+        uint32_t gb;
+        memcpy(&gb, &got, 4);
+        if (gb != C[i].want) {
+            ok = 0;
+            printf("      zero_bf16(%.9g) = %.9g (0x%08x), want 0x%08x\n", C[i].in, got, gb, C[i].want);
+        }
+    }
+    ok = ok && isnan(zero_bf16(NAN)) && isinf(zero_bf16(INFINITY));
+    // one rank: shard += bf16(src) over a bucket of two segments
+    Comm c;
+    comm_init_single(&c);
+    ZeroComm z;
+    memset(&z, 0, sizeof(z));
+    z.bf16 = 1;
+    ZeroBucket b;
+    memset(&b, 0, sizeof(b));
+    b.nseg = 2;
+    b.flat[0] = 1, b.loc[0] = 0, b.n[0] = 2;
+    b.flat[1] = 4, b.loc[1] = 2, b.n[1] = 1;
+    b.numel = 3;
+    float src[3] = {1.0f + u / 2, 1.0f + 3 * u / 2, -2.5f}, shard[5] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+    dp_reduce_scatter_bucket(&c, &z, &b, 5, src, shard);
+    ok =
+        ok && shard[0] == 0.5f && shard[1] == 1.5f && shard[2] == 1.5f + 2 * u && shard[3] == 0.5f && shard[4] == -2.0f;
+    zero_comm_free(&z);
+    check(ok,
+          "zero.h's bf16 rounding (-grad-reduce bf16's emulation) against hand-worked values, and a one-rank "
+          "bucket adding it to the fp32 shard");
+}
+
+// Device memory per rank (the start-up table's "memory per rank"): what gpt_build allocates,
+// counted by kind, equals memplan.h's mem_plan_cuda for every ZeRO level over DP 2 and 4 (each
+// DP rank's shard), with TP 2 -sp on the last of two stages with -vpp 2 and zb-h1 stashes, naive
+// and flash attention, -grad-reduce bf16 and both backends, with and without the overlapped
+// reduction. And against the shapes by hand: -zero 3 keeps a 1/DP shard of the bf16 weights plus
+// the rest whole and two layer windows; -zero 2 two layer scratches, the rest and a 1/DP shard
+// of the fp32 gradients (256-byte granules).
+static void test_zero_memory(void) {
+    const char* prev = getenv("LLMC_ATTENTION");
+    char saved[32] = "";
+    if (prev) snprintf(saved, sizeof(saved), "%s", prev);
+    cudaStream_t st;
+    cudaCheck(cudaStreamCreate(&st));
+    int n = 0, bad = 0;
+    char worst[300] = "";
+    for (int c = 0; c < 16; c++) {
+        int zero = c % 4, DP = c < 8 ? 2 : 4, big = (c / 4) % 2; // big: TP 2 -sp, PP 2 last stage, -vpp 2, zb-h1
+        int naive = c % 3 == 0, bf = zero > 0 && c % 2 == 1, comm = c % 3, overlap = comm == 0;
+        setenv("LLMC_ATTENTION", naive ? "naive" : "flash", 1);
+        Config cfg;
+        config_defaults(&cfg);
+        cfg.L = 4;
+        cfg.H = 64;
+        cfg.heads = 4;
+        cfg.seq = 32;
+        cfg.mb = 2;
+        cfg.V = 300;
+        cfg.vpad = 128;
+        cfg.Vp = 384;
+        cfg.zero = zero;
+        cfg.sp = big;
+        cfg.vpp = big ? 2 : 1;
+        snprintf(cfg.comm, sizeof(cfg.comm), "%s", comm == 2 ? "mpi" : "nccl");
+        snprintf(cfg.grad_reduce, sizeof(cfg.grad_reduce), "%s", bf ? "bf16" : "fp32");
+        Comm cm;
+        comm_init_single(&cm);
+        cm.TP = big ? 2 : 1;
+        cm.tp = big ? 1 : 0;
+        cm.PP = big ? 2 : 1;
+        cm.pp = cm.PP - 1;
+        cm.DP = DP;
+        cm.dp = (c / 2) % 2 ? DP - 1 : 0;
+        int nslots = big ? 3 : 1, ndgrad = big ? 3 : 2, nstash = big ? 2 : 0;
+        GPT g;
+        gpt_build(&g, &cfg, &cm, nslots, ndgrad, nstash, overlap, st);
+        size_t plan[NUM_MEM];
+        mem_plan_cuda(&cfg, cm.tp, cm.TP, cm.pp, cm.PP, cm.dp, cm.DP, nslots, ndgrad, nstash, g.attn == ATTN_NAIVE,
+                      overlap, plan);
+        n++;
+        for (int k = 0; k < NUM_MEM; k++)
+            if (plan[k] != g.mem[k]) {
+                bad++;
+                snprintf(worst, sizeof(worst),
+                         "(zero %d DP %d dp %d big %d naive %d bf16 %d %s overlap %d: %s %zu vs %zu)", zero, DP, cm.dp,
+                         big, naive, bf, cfg.comm, overlap, MEM_NAMES[k], g.mem[k], plan[k]);
+            }
+        if (!big && DP == 4 && zero >= 2) { // by hand from the shapes: TP 1, one stage
+            size_t C = 64, total = 384 * C + 32 * C + 4 * (12 * C * C + 13 * C) + 2 * C, per = (total + 3) / 4;
+            size_t rest = 384 * C + 32 * C + 2 * C, layer = 12 * C * C + 13 * C;
+            size_t want = zero == 3 ? mem_dev_bytes(2 * per) + mem_dev_bytes(2 * rest) + 2 * mem_dev_bytes(2 * layer)
+                                    : mem_dev_bytes(2 * 4 * per);
+            size_t wgrad = 2 * mem_dev_bytes(4 * layer) + mem_dev_bytes(4 * rest) + mem_dev_bytes(4 * per) +
+                           (bf && comm < 2 ? mem_dev_bytes(2 * (rest > layer ? rest : layer)) : 0);
+            n++;
+            if (g.mem[MEM_PARAMS] != want || g.mem[MEM_GRADS] != wgrad) {
+                bad++;
+                snprintf(worst, sizeof(worst), "(zero %d DP 4 by hand: params %zu vs %zu, grads %zu vs %zu)", zero,
+                         g.mem[MEM_PARAMS], want, g.mem[MEM_GRADS], wgrad);
+            }
+        }
+        gpt_free(&g);
+    }
+    check(bad == 0, "device memory per rank: gpt_build's count equals mem_plan_cuda in %d of %d cases %s", n - bad, n,
+          worst);
+    cudaCheck(cudaStreamDestroy(st));
+    if (prev)
+        setenv("LLMC_ATTENTION", saved, 1);
+    else
+        unsetenv("LLMC_ATTENTION");
 }
 
 // t_comm_ms / t_idle_ms count every NCCL call of a step: 5000 timed calls (more than the
@@ -785,9 +1032,12 @@ int main(int argc, char** argv) {
     }
     test_comm_timers();
     test_act_memory();
+    test_zero_memory();
+    test_zero_bf16();
     if (!(argc > 2 && strcmp(argv[2], "--no-binaries") == 0)) {
         test_binaries();
         test_layouts();
+        test_zero_levels();
         test_device_choice();
     }
     return test_summary();

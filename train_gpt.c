@@ -743,6 +743,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
         zero_grow_in(&g->zc, &g->zc.send, &g->zc.nsend, zs);
         zero_grow_in(&g->zc, &g->zc.recv, &g->zc.nrecv, zr);
         g->zc.fixed = 1;
+        g->zc.bf16 = config_grad_bf16(cfg); // -grad-reduce bf16: NCCL's bf16 sums, emulated
         g->mem[MEM_GRADS] += sizeof(float) * (zs + zr);
     }
     if (cpu_gemm_work_alloc(&g->gemm_work, cpu_gemm_max_threads()) != 0) die("out of memory for the GEMM pack buffers");

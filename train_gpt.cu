@@ -7,13 +7,15 @@
  * checkpoint format and start-up are the shared llmc/ headers.
  *
  * Precision (the README's CUDA section has the table and the reasons):
- *   weights     bf16 working copy for the GEMMs and kernels; fp32 master copy (the whole
- *               buffer, or this rank's 1/DP shard with -zero 1) that AdamW updates
+ *   weights     bf16 working copy for the GEMMs and kernels (-zero 3: of this rank's shard,
+ *               each layer gathered before use); fp32 master copy (the whole buffer, or this
+ *               rank's 1/DP shard with -zero >= 1) that AdamW updates
  *   activations bf16 (residual stream included); LayerNorm statistics, attention lse,
  *               cross-entropy statistics and losses fp32
  *   gradients   weight gradients accumulate in fp32 over the micro-batches (the GEMMs
- *               write fp32 with beta = 1); reduced (embedding group, DP) in fp32;
- *               activation gradients bf16
+ *               write fp32 with beta = 1; -zero 2/3 in the owner's fp32 shard, a layer's
+ *               reduced after each micro-batch: llmc/host/zero.h); reduced (embedding group,
+ *               DP) in fp32, or over DP in bf16 with -grad-reduce bf16; activation gradients bf16
  *   optimizer   AdamW moments fp32; global norm summed in fp64
  *   math        every GEMM and kernel accumulates in fp32
  *
@@ -61,6 +63,8 @@
 #include "llmc/host/comm.h"
 #include "llmc/host/startup.h"
 #include "llmc/host/ckpt_rank.h"
+#include "llmc/host/zero.h"
+#include "llmc/host/memplan.h"
 #include "llmc/host/noise.h"
 #include "llmc/host/spike.h"
 #include "llmc/host/run.h"
@@ -79,19 +83,24 @@
 #include "llmc/cuda/adamw.cuh"
 #include "llmc/cuda/gradnorm.cuh"
 #include "llmc/cuda/nccl_comm.cuh"
+#include "llmc/cuda/zero.cuh"
 
 // ----------------------------------------------------------------------------------------
-// device memory: one bump allocation per object (sizes first, then pointers)
+// device memory: one bump allocation per object (sizes first, then pointers), each buffer
+// whole 256-byte granules; the sizing pass counts them by kind (memplan.h's MEM_*)
 
 typedef struct {
     char* base;
     size_t off;
+    size_t* mem; // (NUM_MEM) bytes of each kind, counted on the sizing pass (base NULL); NULL: not counted
+    int kind;    // the kind the next buffers count as
 } Arena;
 
 static void* arena_take(Arena* a, size_t bytes) {
     a->off = (a->off + 255) & ~(size_t)255;
     void* p = a->base ? a->base + a->off : NULL;
-    a->off += bytes > 0 ? bytes : 1;
+    a->off += mem_dev_bytes(bytes);
+    if (a->base == NULL && a->mem != NULL) a->mem[a->kind] += mem_dev_bytes(bytes);
     return p;
 }
 template <class T>
@@ -158,17 +167,39 @@ typedef struct {
     int attn, gelu_fused;    // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores), ATTN_TC (tensor cores) or ATTN_CUDNN
     struct CudnnAttn* cudnn; // cuDNN graphs and workspace (ATTN_CUDNN only)
     size_t total_pad;        // pl.total rounded up to a multiple of DP (equal ZeRO shards for NCCL)
-    bf16* params;            // (total_pad) bf16 working weights
-    float* grads;            // (total_pad) fp32 gradients, accumulated over the micro-batches
+    int zero;                // ZeRO level (llmc/host/zero.h; 0 with one DP rank)
+    int grad_bf16;           // -grad-reduce bf16: the DP reduction of gradients in bf16
+    bf16* params;            // (total_pad) bf16 working weights; -zero 3: NULL (pshard, prest, pwin)
+    float* grads;            // (total_pad) fp32 gradients, accumulated over the micro-batches; -zero 2/3: NULL
     float* master;           // (n_opt) fp32 master weights of flat elements [opt_off, opt_off+n_opt)
     float* m;
     float* v;
     size_t opt_off, n_opt, n_shard; // AdamW moments; n_shard: allocated shard
-    float* gshard;  // ZeRO-1: reduced gradient shard (n_shard; with the overlapped DP reduction, the owner's slice of
-                    // grads); else grads
+    float* gshard;  // ZeRO: reduced gradient shard (n_shard; ZeRO-1 with the overlapped fp32 DP reduction: the owner's
+                    // slice of grads); else grads
     int overlap;    // DP reduction in buckets on the communication stream (DevComm.overlap)
     int nbuckets;   // buckets launched this step (one per local layer, then the rest)
-    double* gn_pre; // (nlayers + 1) each bucket's squared norm before its DP reduction (noise scale)
+    double* gn_pre; // (2 nlayers + 1) each bucket's squared norm before its DP reduction (noise scale): a layer's
+                    // (zb-h1: its B part's), the rest's, then zb-h1's W parts
+    // -zero 2/3 (zero.h): the per-layer tensors of one layer in a compact buffer (loff: each one's
+    // offset, nlayer_el in all), the rest (embeddings, final LayerNorm) in another (roff, nrest_el)
+    size_t loff[NUM_PARAM_TENSORS], roff[NUM_PARAM_TENSORS], nlayer_el, nrest_el;
+    float* glayer[2];     // -zero 2/3: (nlayer_el) one micro-batch's gradients of a layer, the two in turn (the
+                          // backward writes one while the other is reduced)
+    int gcur;             // the scratch the next layer's gradients go to
+    cudaEvent_t gfree[2]; // recorded after a scratch's reduction: its next use waits for it
+    int gfree_set[2];     // gfree recorded
+    float* grest;         // -zero 2/3: (nrest_el) the rest's gradients, accumulated over the step
+    bf16* gstage;         // -grad-reduce bf16 over NCCL: (stage_n) a bucket in bf16, reduced in place
+    size_t stage_n;       // memplan.h's mem_cuda_stage_floats
+    bf16* pshard;         // -zero 3: (n_shard) the bf16 of the master shard: what the gathers send
+    bf16* prest;          // -zero 3: (nrest_el) the rest's bf16 weights, whole
+    bf16* pwin[2];        // -zero 3: (nlayer_el) gathered weights of a layer (the one in use, the next)
+    int win_l[2];         // the local layer a window holds, -1 none
+    cudaEvent_t wdone[2]; // recorded after a window's gather: the compute stream waits for it
+    int sq_on;            // -zero 2/3 with one micro-batch per step: the buckets' squared norms (noise scale)
+    DevZero zd;           // the sharded reductions and gathers (llmc/cuda/zero.cuh)
+    size_t mem[NUM_MEM];  // device bytes of each kind (memplan.h's mem_plan_cuda gives the same)
     int nslots;
     Acts* acts;
     int* slot_unit; // (nslots) -vpp: the (chunk, micro-batch) unit k*V + c each slot holds, -1 = free
@@ -204,8 +235,8 @@ typedef struct {
     double* loss_acc; // (1) sum of token losses of this rank, this step
     double* gn;       // (2 + GN_BLOCKS) two squared-norm results, then the partials
     double* h_stats;  // (3) pinned: loss sum, squared norm before and after the DP reduction, read with one wait
-    void* mem;
-    int* h_work; // (Vl + 1) host bucket scratch
+    void* dmem;       // the arena of the buffers above
+    int* h_work;      // (Vl + 1) host bucket scratch
     Gemm gemm;
     cudaStream_t stream;
 } GPT;
@@ -313,8 +344,10 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
     // -recompute selective: flash attention (tc, flash) never stores the probabilities (its
     // backward rebuilds them from qkv and lse), so selective keeps what no recompute keeps;
     // naive attention shares one probability buffer among the layers and rebuilds it
+    // (a flag, not the pointer: the sizing pass's pointers are all NULL)
     float* att_shared = NULL;
-    if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE) TAKE(ar, att_shared, (size_t)B * NH * T * T);
+    int shared = g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE;
+    if (shared) TAKE(ar, att_shared, (size_t)B * NH * T * T);
     for (int l = 0; l < nla; l++) {
         LayerActs* la = &a->layer[l];
         TAKE(ar, la->ln1, BTs * C);
@@ -324,7 +357,7 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
         if (g->attn != ATTN_NAIVE) {
             la->att = NULL;
             TAKE(ar, la->lse, (size_t)B * NH * T);
-        } else if (att_shared != NULL) {
+        } else if (shared) {
             la->lse = NULL;
             la->att = att_shared;
         } else {
@@ -359,7 +392,7 @@ static void acts_carve(GPT* g, Acts* a, Arena* ar) {
 static void acts_alloc(GPT* g, Acts* a) {
     size_t BT = (size_t)g->B * g->T;
     a->layer = (LayerActs*)calloc_check(g->cfg.recompute == RECOMPUTE_FULL ? 1 : g->nlc, sizeof(LayerActs));
-    Arena ar = {NULL, 0};
+    Arena ar = {NULL, 0, g->mem, MEM_ACTS};
     acts_carve(g, a, &ar);
     a->mem = dev_alloc(ar.off);
     ar.base = (char*)a->mem;
@@ -390,11 +423,39 @@ static void acts_free(Acts* a) {
     cudaCheck(cudaEventDestroy(a->uploaded));
 }
 
+// ZeRO-1 with the overlapped fp32 DP reduction reduces each owner's slice of the gradient
+// buffer in place; every other ZeRO path sums into a shard of its own
+static int gshard_in_grads(const GPT* g) { return g->zero == 1 && g->overlap && !g->grad_bf16; }
+
+// a device allocation of the model's own (not the arena), counted as kind
+static void* gpt_dev(GPT* g, int kind, size_t bytes) {
+    g->mem[kind] += mem_dev_bytes(bytes);
+    return dev_alloc(bytes);
+}
+
+// The model's buffers by kind, in memplan.h's order (mem_plan_cuda counts the same)
 static void gpt_carve(GPT* g, Arena* ar) {
     size_t BT = (size_t)g->B * g->T;
-    TAKE(ar, g->params, g->total_pad);
-    TAKE(ar, g->grads, g->total_pad);
-    if (g->cfg.zero && !g->overlap) TAKE(ar, g->gshard, g->n_shard);
+    ar->kind = MEM_PARAMS;
+    if (g->zero < 3)
+        TAKE(ar, g->params, g->total_pad);
+    else {
+        TAKE(ar, g->pshard, g->n_shard);
+        TAKE(ar, g->prest, g->nrest_el);
+        TAKE(ar, g->pwin[0], g->nlayer_el);
+        TAKE(ar, g->pwin[1], g->nlayer_el);
+    }
+    ar->kind = MEM_GRADS;
+    if (g->zero < 2)
+        TAKE(ar, g->grads, g->total_pad);
+    else {
+        TAKE(ar, g->glayer[0], g->nlayer_el);
+        TAKE(ar, g->glayer[1], g->nlayer_el);
+        TAKE(ar, g->grest, g->nrest_el);
+    }
+    if (g->zero && !gshard_in_grads(g)) TAKE(ar, g->gshard, g->n_shard);
+    if (g->stage_n > 0) TAKE(ar, g->gstage, g->stage_n);
+    ar->kind = MEM_ACTS;
     TAKE(ar, g->ftmp, BT * g->C);
     TAKE(ar, g->dtmp, BT * g->C);
     TAKE(ar, g->dres2, BT * g->C);
@@ -410,7 +471,7 @@ static void gpt_carve(GPT* g, Arena* ar) {
     TAKE(ar, g->attn_scratch, g->attn != ATTN_NAIVE ? (size_t)g->B * g->NH * g->T : (size_t)g->B * g->NH * g->T * g->T);
     TAKE(ar, g->red, g->red_n);
     TAKE(ar, g->loss_acc, 1);
-    TAKE(ar, g->gn, 2 + GN_BLOCKS + g->pl.nlayers + 1);
+    TAKE(ar, g->gn, 2 + GN_BLOCKS + 2 * g->pl.nlayers + 1);
 }
 
 static int env_flag(const char* name, const char* on, const char* off, int dflt) {
@@ -456,11 +517,20 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->attn = attention_kind(g->hs);
     attention_setup(g);
     g->gelu_fused = env_flag("LLMC_GELU_FUSION", "1", "0", 1);
-    if (cfg->zero >= 2) die("-zero %d: the CUDA trainer shards the optimizer state only (-zero 1) so far", cfg->zero);
+    g->zero = comm->DP > 1 ? cfg->zero : 0;
+    g->grad_bf16 = config_grad_bf16(cfg) && g->zero > 0;
     if (cfg->cp > 1) die("-cp %d: context parallelism runs in the CPU trainer (train_gpt) so far", cfg->cp);
     size_t per = (g->pl.total + comm->DP - 1) / comm->DP;
     g->total_pad = per * comm->DP;
-    if (cfg->zero) {
+    g->nlayer_el = zero_layer_offsets(&g->pl, g->loff);
+    g->nrest_el = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        g->roff[t] = g->nrest_el;
+        if (!zero_layered(t)) g->nrest_el += g->pl.numel[t];
+    }
+    g->stage_n = g->grad_bf16 && strcmp(cfg->comm, "nccl") == 0 ? mem_cuda_stage_floats(&g->pl, g->zero, g->sp) : 0;
+    g->win_l[0] = g->win_l[1] = -1;
+    if (g->zero) {
         zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt);
         g->n_shard = per;
     } else {
@@ -469,28 +539,32 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
         g->n_shard = g->pl.total;
     }
     size_t BT = (size_t)g->B * g->T;
-    g->red_n = layernorm_backward_scratch((int)BT, g->C); // LayerNorm dw/db partials and tickets
-    if (g->red_n < BT) g->red_n = BT;
-    Arena ar = {NULL, 0};
+    // LayerNorm dw/db partials and tickets (memplan.h's count of layernorm_backward_scratch: it checks)
+    g->red_n = mem_ln_scratch_floats(BT, (size_t)g->C);
+    Arena ar = {NULL, 0, g->mem, MEM_ACTS};
     gpt_carve(g, &ar);
-    g->mem = dev_alloc(ar.off);
-    ar.base = (char*)g->mem;
+    g->dmem = dev_alloc(ar.off);
+    ar.base = (char*)g->dmem;
     ar.off = 0;
     gpt_carve(g, &ar);
-    if (!cfg->zero)
+    if (!g->zero)
         g->gshard = g->grads;
-    else if (g->overlap)
+    else if (gshard_in_grads(g))
         g->gshard = g->grads + g->opt_off; // the buckets reduce each owner's slice in place
     g->gn_pre = g->gn + 2 + GN_BLOCKS;
     // the optimizer state in own allocations: a background checkpoint copies it on a side stream
     // while the next step's kernels use the arena (the emulation's stream detector sees a kernel's
     // access as its whole allocation)
-    g->master = (float*)dev_alloc(sizeof(float) * g->n_shard);
-    g->m = (float*)dev_alloc(sizeof(float) * g->n_shard);
-    g->v = (float*)dev_alloc(sizeof(float) * g->n_shard);
+    g->master = (float*)gpt_dev(g, MEM_OPTIM, sizeof(float) * g->n_shard);
+    g->m = (float*)gpt_dev(g, MEM_OPTIM, sizeof(float) * g->n_shard);
+    g->v = (float*)gpt_dev(g, MEM_OPTIM, sizeof(float) * g->n_shard);
+    for (int i = 0; i < 2 && g->zero >= 2; i++)
+        cudaCheck(cudaEventCreateWithFlags(&g->gfree[i], cudaEventDisableTiming));
+    for (int i = 0; i < 2 && g->zero >= 3; i++)
+        cudaCheck(cudaEventCreateWithFlags(&g->wdone[i], cudaEventDisableTiming));
     // own allocations, not the arena: the emulation's stream detector sees a kernel's access
     // as its whole allocation, and these travel on the pipeline links beside compute
-    for (int i = 0; i < ndgrad; i++) g->dgrad[i] = (bf16*)dev_alloc(sizeof(bf16) * BT * g->C);
+    for (int i = 0; i < ndgrad; i++) g->dgrad[i] = (bf16*)gpt_dev(g, MEM_ACTS, sizeof(bf16) * BT * g->C);
     g->ppbuf = (PpBuf*)calloc_check((size_t)nslots + ndgrad, sizeof(PpBuf));
     for (int i = 0; i < nslots + ndgrad; i++) dc_ppbuf_init(&g->ppbuf[i]);
     g->nslots = nslots;
@@ -502,7 +576,8 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->nstash = nstash;
     g->wstash_layer = zb_stash_layout(BT, (size_t)g->B * g->Ts, g->C, g->F, g->Cl, g->ws_off, g->ws_n);
     g->wstash = (bf16**)calloc_check(nstash + 1, sizeof(bf16*));
-    for (int i = 0; i < nstash; i++) g->wstash[i] = (bf16*)dev_alloc(sizeof(bf16) * g->nlc * g->wstash_layer);
+    for (int i = 0; i < nstash; i++)
+        g->wstash[i] = (bf16*)gpt_dev(g, MEM_ACTS, sizeof(bf16) * g->nlc * g->wstash_layer);
     if (!pool_init(&g->wpool, nstash + 1)) die("out of host memory for the zb-h1 stash pool");
     g->h_work = (int*)calloc_check((size_t)g->Vl + 1, sizeof(int));
     cudaCheck(
@@ -511,6 +586,8 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     if (g->F > maxcols) maxcols = g->F;
     if (g->C > maxcols) maxcols = g->C;
     gemm_init(&g->gemm, stream, (size_t)maxcols);
+    // cuBLASLt's workspace and the bias-gradient scratch, allocated by gemm_init
+    g->mem[MEM_ACTS] += mem_dev_bytes(g->gemm.ws_bytes) + 2 * mem_dev_bytes(sizeof(float) * g->gemm.partials_n);
 }
 
 static void gpt_free(GPT* g) {
@@ -533,13 +610,41 @@ static void gpt_free(GPT* g) {
     dev_free(g->master);
     dev_free(g->m);
     dev_free(g->v);
-    dev_free(g->mem);
+    for (int i = 0; i < 2 && g->zero >= 2; i++) cudaCheck(cudaEventDestroy(g->gfree[i]));
+    for (int i = 0; i < 2 && g->zero >= 3; i++) cudaCheck(cudaEventDestroy(g->wdone[i]));
+    zd_free(&g->zd);
+    dev_free(g->dmem);
     free(g->h_work);
 }
 
+// n bf16 (round to nearest even, as the device's cast) of the floats src, up into device dst
+static void upload_as_bf16(bf16* dst, const float* src, size_t n) {
+    uint16_t* h = (uint16_t*)malloc_check(sizeof(uint16_t) * (n + 1));
+    for (size_t i = 0; i < n; i++) h[i] = host_f2bf(src[i]);
+    cudaCheck(cudaMemcpy(dst, h, sizeof(uint16_t) * n, cudaMemcpyHostToDevice));
+    free(h);
+}
+
 // Sets the weights from a host fp32 buffer of the whole local flat buffer (pl.total):
-// the master weights of the optimizer range, and the bf16 working copy of everything.
+// the master weights of the optimizer range, and the bf16 working copy of everything
+// (-zero 3: of the shard, and the rest whole).
 static void gpt_upload_weights(GPT* g, const float* h_params) {
+    if (g->zero >= 2) { // no fp32 buffer of everything on the device: the bf16 made on the host
+        cudaCheck(cudaStreamSynchronize(g->stream));
+        cudaCheck(cudaMemcpy(g->master, h_params + g->opt_off, sizeof(float) * g->n_opt, cudaMemcpyHostToDevice));
+        if (g->zero == 2) upload_as_bf16(g->params, h_params, g->pl.total);
+        if (g->zero == 3) {
+            upload_as_bf16(g->pshard, h_params + g->opt_off, g->n_opt);
+            float* rest = (float*)malloc_check(sizeof(float) * (g->nrest_el + 1));
+            for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+                if (!zero_layered(t))
+                    memcpy(rest + g->roff[t], h_params + g->pl.offset[t], sizeof(float) * g->pl.numel[t]);
+            upload_as_bf16(g->prest, rest, g->nrest_el);
+            free(rest);
+            g->win_l[0] = g->win_l[1] = -1; // gathered weights are stale
+        }
+        return;
+    }
     // stage the fp32 values through the (idle) gradient buffer, cast on the device
     cudaCheck(cudaMemcpyAsync(g->grads, h_params, sizeof(float) * g->pl.total, cudaMemcpyHostToDevice, g->stream));
     cast_f32_to_bf16(g->params, g->grads, g->pl.total, g->stream);
@@ -549,8 +654,23 @@ static void gpt_upload_weights(GPT* g, const float* h_params) {
     cudaCheck(cudaStreamSynchronize(g->stream));
 }
 
-#define P(t, l) (g->params + g->pl.offset[(t)] + (size_t)(l)*g->pl.rows[(t)] * g->pl.cols[(t)])
-#define G(t, l) (g->grads + g->pl.offset[(t)] + (size_t)(l)*g->pl.rows[(t)] * g->pl.cols[(t)])
+// Tensor t of local layer l (l 0 for the others): in the flat buffers, or under -zero 2/3 in
+// the compact ones (a layer's gradients: the scratch the backward writes now; -zero 3, a
+// layer's weights: the window it was gathered into, z3_need)
+static bf16* gpt_param(const GPT* g, int t, int l) {
+    if (g->zero < 3) return g->params + g->pl.offset[t] + (size_t)l * g->pl.rows[t] * g->pl.cols[t];
+    if (!zero_layered(t)) return g->prest + g->roff[t];
+    for (int w = 0; w < 2; w++)
+        if (g->win_l[w] == l) return g->pwin[w] + g->loff[t];
+    die("internal: -zero 3: the weights of local layer %d are not gathered", l);
+    return NULL;
+}
+static float* gpt_grad(const GPT* g, int t, int l) {
+    if (g->zero < 2) return g->grads + g->pl.offset[t] + (size_t)l * g->pl.rows[t] * g->pl.cols[t];
+    return zero_layered(t) ? g->glayer[g->gcur] + g->loff[t] : g->grest + g->roff[t];
+}
+#define P(t, l) gpt_param(g, (t), (l))
+#define G(t, l) gpt_grad(g, (t), (l))
 
 // -sp 1 (Megatron sequence parallelism, llmc/host/seqpar.h): the input of a column-parallel GEMM
 // is the all-gather of the rank's sequence shard; the partial sums of a row-parallel GEMM
@@ -642,7 +762,8 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int c, int j, int rebuil
     bf16* x = a->x + (size_t)j * BTs * C;
     bf16* y = a->x + (size_t)(j + 1) * BTs * C;
     // ln1 (B,Ts,C): the previous layer of the chunk wrote it already, fused with its residual add
-    if (j == 0 || rebuild)
+    // (-zero 3: not fused, the next layer's weights are not gathered yet; the same bits)
+    if (j == 0 || rebuild || g->zero >= 3)
         layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C, s);
     matmul_forward(mm, la->qkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat), P(PT_QKVW, l), P(PT_QKVB, l), BT, C,
                    3 * Cl);
@@ -663,14 +784,14 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int c, int j, int rebuil
     float* rstd = NULL;
     const bf16* w = NULL;
     const bf16* b = NULL;
-    if (j + 1 < g->nlc) {
+    if (j + 1 < g->nlc && g->zero < 3) {
         LayerActs* nx = layer_acts(g, a, j + 1); // with -recompute 1 the shared set: layer j is done with it
         out = nx->ln1;
         mean = nx->ln1_mean;
         rstd = nx->ln1_rstd;
         w = P(PT_LN1W, l + 1);
         b = P(PT_LN1B, l + 1);
-    } else if (is_last_chunk(g, c)) {
+    } else if (j + 1 == g->nlc && is_last_chunk(g, c)) {
         out = a->lnf;
         mean = a->lnf_mean;
         rstd = a->lnf_rstd;
@@ -827,6 +948,120 @@ static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
                        C, g->red, g->red_n, g->stream);
 }
 
+// ---------------------------------------------------------------------------------------
+// -zero 3: a layer's weights gathered into a window (llmc/cuda/zero.cuh's zd_gather) before its
+// forward and its backward, the next layer's gather started while it computes
+
+// the compute stream waits for window w's gather before it reads the weights
+static void z3_wait(GPT* g, int w) { zd_use(&g->zd, g->wdone[w]); }
+static void z3_gather(GPT* g, int l, int w) {
+    ZeroBucket b;
+    zero_layer_bucket(&g->pl, l, ZB_ALL, 0, &b);
+    zd_gather(&g->zd, &b, g->pshard, g->pwin[w], g->wdone[w]);
+    g->win_l[w] = l;
+}
+// The weights of local layer l in a window: its prefetch, or a gather now. A layer in use is
+// never replaced: at most two are held, the one computing and the next (z3_prefetch).
+static void z3_need(GPT* g, int l) {
+    if (g->zero < 3) return;
+    int w = g->win_l[0] == l ? 0 : (g->win_l[1] == l ? 1 : -1);
+    if (w < 0) {
+        w = g->win_l[0] < 0 ? 0 : (g->win_l[1] < 0 ? 1 : 0);
+        z3_gather(g, l, w);
+    }
+    z3_wait(g, w);
+}
+// ... and starts gathering layer l into the other window while layer cur computes
+static void z3_prefetch(GPT* g, int l, int cur) {
+    if (g->zero < 3 || g->win_l[0] == l || g->win_l[1] == l) return;
+    z3_gather(g, l, g->win_l[0] == cur ? 1 : 0);
+}
+static void z3_release(GPT* g, int l) {
+    for (int w = 0; w < 2 && g->zero >= 3; w++)
+        if (g->win_l[w] == l) g->win_l[w] = -1;
+}
+// After the update: the rest's bf16 weights (embeddings, final LayerNorm) whole again from
+// their owners' shards; the compute stream waits for them
+static void z3_rest_gather(GPT* g) {
+    ZeroBucket rb;
+    zero_rest_bucket(&g->pl, 0, &rb);
+    zd_gather(&g->zd, &rb, g->pshard, g->prest, g->wdone[0]);
+    z3_wait(g, 0);
+    g->win_l[0] = g->win_l[1] = -1;
+}
+
+// ---------------------------------------------------------------------------------------
+// -zero 2/3: each micro-batch's gradients of a layer reduced into the owners' shards as soon as
+// the backward has made them (zero.h), from one of two scratches: the backward writes one while
+// the other's reduction runs on the reduction stream. zb-h1's B makes a layer's LayerNorm and
+// fc1 bias gradients (ZB_B_MASK), its W the weight matrices and the biases their GEMMs'
+// epilogues give: each part is a bucket of its own.
+
+#define LAYER_MASK (((1u << (PT_FCPROJB + 1)) - 1) & ~((1u << PT_LN1W) - 1))
+#define ZB_B_MASK ((1u << PT_LN1W) | (1u << PT_LN1B) | (1u << PT_LN2W) | (1u << PT_LN2B) | (1u << PT_FCB))
+#define ZB_W_MASK (LAYER_MASK & ~ZB_B_MASK)
+
+// Before a layer's gradients (the tensors of mask) are made: the scratch they go to is free
+// (its last reduction has run) and zero where they go (the GEMMs and kernels add).
+static void zero_bucket_begin(GPT* g, unsigned mask) {
+    if (g->zero < 2) return;
+    float* sc = g->glayer[g->gcur];
+    if (g->gfree_set[g->gcur]) cudaCheck(cudaStreamWaitEvent(g->stream, g->gfree[g->gcur], 0));
+    if (mask == LAYER_MASK) {
+        cudaCheck(cudaMemsetAsync(sc, 0, sizeof(float) * g->nlayer_el, g->stream));
+        return;
+    }
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        if (mask >> t & 1u)
+            cudaCheck(cudaMemsetAsync(sc + g->loff[t], 0, sizeof(float) * g->pl.rows[t] * g->pl.cols[t], g->stream));
+}
+
+// The ranges of bucket b (laid out in buf) this rank counts in the global norm (grad_norm_ranges'
+// rule), relative to buf
+static RangeList bucket_norm_ranges(const GPT* g, const ZeroBucket* b) {
+    RangeList r;
+    memset(&r, 0, sizeof(r));
+    for (int s = 0; s < b->nseg; s++) {
+        int t = 0;
+        for (int u = 0; u < NUM_PARAM_TENSORS; u++) // the tensor holding the segment
+            if (g->pl.numel[u] > 0 && b->flat[s] >= g->pl.offset[u] && b->flat[s] < g->pl.offset[u] + g->pl.numel[u])
+                t = u;
+        if (PARAM_INFO[t].split == SPLIT_NONE && g->pl.tp != 0) continue;
+        if (t == PT_WTE && g->pl.PP > 1 && !is_first_stage(g)) continue;
+        r.lo[r.n] = b->loc[s];
+        r.hi[r.n] = b->loc[s] + b->n[s];
+        r.n++;
+    }
+    return r;
+}
+// gn_pre[slot] = the squared norm of bucket b in buf before its reduction (the noise scale's
+// |G_small|^2, one micro-batch per step only)
+static void bucket_sumsq(GPT* g, const ZeroBucket* b, const float* buf, int slot) {
+    RangeList r = bucket_norm_ranges(g, b);
+    if (r.n > 0)
+        sumsq(g->gn_pre + slot, g->gn + 2, buf, &r, g->stream);
+    else
+        cudaCheck(cudaMemsetAsync(g->gn_pre + slot, 0, sizeof(double), g->stream));
+}
+
+// After them: this micro-batch's gradients of layer l (mask) from the scratch into the owners'
+// shards (with -sp the LayerNorms' first summed over TP, as sp_reduce_ln_grads does for the
+// whole buffer); the next layer's go to the other scratch.
+static void zero_bucket_reduce(GPT* g, DevComm* dc, int l, unsigned mask) {
+    static const int LN[] = {PT_LN1W, PT_LN1B, PT_LN2W, PT_LN2B};
+    if (g->zero < 2) return;
+    float* sc = g->glayer[g->gcur];
+    for (int i = 0; i < 4 && g->sp; i++)
+        if (mask >> LN[i] & 1u)
+            dc_tp_allreduce_f32(dc, sc + g->loff[LN[i]], (size_t)g->pl.rows[LN[i]] * g->pl.cols[LN[i]], 0);
+    ZeroBucket b;
+    zero_layer_bucket_mask(&g->pl, l, mask, 0, &b);
+    if (g->sq_on) bucket_sumsq(g, &b, sc, mask == ZB_W_MASK ? g->pl.nlayers + 1 + l : l);
+    zd_reduce(&g->zd, &b, sc, g->gshard, g->gstage, g->gfree[g->gcur]);
+    g->gfree_set[g->gcur] = 1;
+    g->gcur ^= 1;
+}
+
 // Forward of chunk c of this rank for the unit in slot a (inputs/targets already loaded).
 // The first virtual stage embeds; others expect x[0] filled from the previous one. On the
 // last virtual stage the token losses are added to g->loss_acc; dloss > 0 prepares the backward.
@@ -834,9 +1069,13 @@ static void head_backward(GPT* g, DevComm* dc, Acts* a, bf16* dx) {
 static void gpt_forward(GPT* g, DevComm* dc, Acts* a, int c, float dloss) {
     if (is_first_chunk(g, c)) embedding_forward(g, dc, a->x, a);
     for (int j = 0; j < g->nlc; j++) {
-        nvtx_push("fwd L%d", c * g->nlc + j);
+        int l = c * g->nlc + j;
+        z3_need(g, l);
+        if (j + 1 < g->nlc) z3_prefetch(g, l + 1, l);
+        nvtx_push("fwd L%d", l);
         block_forward(g, dc, a, c, j, 0);
         nvtx_pop();
+        z3_release(g, l);
     }
     if (is_last_chunk(g, c)) {
         nvtx_push("head fwd");
@@ -853,6 +1092,9 @@ static void dp_bucket_launch(GPT* g, DevComm* dc, int l);
 // last: this is chunk c's last backward of the step, so each layer's gradients are final
 // once its backward has run: with overlap its DP reduction starts then (dp_bucket_launch).
 // ws: zb-h1's B (weight gradients left to gpt_weight; no bucket is final yet), or NULL.
+// -zero 2/3: each layer's gradients of this micro-batch (zb-h1's B: its B part) are reduced
+// after its backward (zero_bucket_reduce); -zero 3 gathers each layer's weights (the next
+// layer's while it computes).
 static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last, bf16* ws) {
     if (is_last_chunk(g, c)) {
         nvtx_push("head bwd");
@@ -860,11 +1102,17 @@ static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last
         nvtx_pop();
     }
     for (int j = g->nlc - 1; j >= 0; j--) {
-        nvtx_push("bwd L%d", c * g->nlc + j);
+        int l = c * g->nlc + j;
+        z3_need(g, l);
+        if (j > 0) z3_prefetch(g, l - 1, l);
+        nvtx_push("bwd L%d", l);
         if (g->cfg.recompute == RECOMPUTE_FULL) block_forward(g, dc, a, c, j, 1); // rebuild this layer's activations
-        block_backward(g, dc, a, j, c * g->nlc + j, dx, ws);
+        zero_bucket_begin(g, ws ? ZB_B_MASK : LAYER_MASK);
+        block_backward(g, dc, a, j, l, dx, ws);
+        zero_bucket_reduce(g, dc, l, ws ? ZB_B_MASK : LAYER_MASK);
         nvtx_pop();
-        if (last && g->overlap && ws == NULL) dp_bucket_launch(g, dc, c * g->nlc + j);
+        z3_release(g, l);
+        if (last && g->overlap && ws == NULL && g->zero < 2) dp_bucket_launch(g, dc, l);
     }
     if (is_first_chunk(g, c))
         encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), gather_seq(g, dc, dx, g->gdout), a->d_uniq, a->d_off, a->d_pos,
@@ -876,9 +1124,11 @@ static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last
 static void gpt_weight(GPT* g, DevComm* dc, int c, bf16* ws, int last) {
     for (int j = g->nlc - 1; j >= 0; j--) {
         nvtx_push("wgt L%d", c * g->nlc + j);
+        zero_bucket_begin(g, ZB_W_MASK);
         block_weight(g, dc, c, j, ws);
+        zero_bucket_reduce(g, dc, c * g->nlc + j, ZB_W_MASK); // -zero 2/3: the W part's bucket
         nvtx_pop();
-        if (last && g->overlap) dp_bucket_launch(g, dc, c * g->nlc + j);
+        if (last && g->overlap && g->zero < 2) dp_bucket_launch(g, dc, c * g->nlc + j);
     }
 }
 
@@ -924,10 +1174,7 @@ static void gpt_grad_sumsq(GPT* g, const float* grads, size_t lo, size_t hi, int
 
 // the per-layer tensors are the enum's run PT_LN1W .. PT_FCPROJB (llmc/host/params.h); with -sp
 // the LayerNorm ones among them go in the last bucket, after their TP sum
-static int in_layer_bucket(const GPT* g, int t) {
-    int ln = t == PT_LN1W || t == PT_LN1B || t == PT_LN2W || t == PT_LN2B;
-    return t >= PT_LN1W && t <= PT_FCPROJB && !(g->sp && ln);
-}
+static int in_layer_bucket(const GPT* g, int t) { return mem_cuda_in_layer_bucket(t, 1, g->sp); }
 
 // flat ranges of bucket l (a local layer), or of the last bucket (l < 0)
 static int bucket_ranges(const GPT* g, int l, size_t* lo, size_t* hi) {
@@ -945,6 +1192,19 @@ static int bucket_ranges(const GPT* g, int l, size_t* lo, size_t* hi) {
         }
     }
     return n;
+}
+
+// The flat ranges [lo[i], hi[i]) (in flat order) as a zero.h bucket located in the flat buffer
+static ZeroBucket flat_bucket(const size_t* lo, const size_t* hi, int n) {
+    ZeroBucket b;
+    memset(&b, 0, sizeof(b));
+    for (int i = 0; i < n; i++) {
+        b.flat[i] = b.loc[i] = lo[i];
+        b.n[i] = hi[i] - lo[i];
+        b.numel += b.n[i];
+    }
+    b.nseg = n;
+    return b;
 }
 
 // Bucket l (l < 0: the last one): its squared norm before the reduction into gn_pre (the
@@ -967,7 +1227,11 @@ static void dp_bucket_launch(GPT* g, DevComm* dc, int l) {
         sumsq(slot, g->gn + 2, g->grads, &r, g->stream);
     else
         cudaCheck(cudaMemsetAsync(slot, 0, sizeof(double), g->stream));
-    dc_dp_bucket_f32(dc, g->grads, lo, hi, n, g->total_pad / dc->host->DP, g->cfg.zero);
+    if (g->grad_bf16) { // ZeRO-1 with -grad-reduce bf16: zero.cuh's reduction into the shard
+        ZeroBucket b = flat_bucket(lo, hi, n);
+        zd_reduce(&g->zd, &b, g->grads, g->gshard, g->gstage, NULL);
+    } else
+        dc_dp_bucket_f32(dc, g->grads, lo, hi, n, g->total_pad / dc->host->DP, g->cfg.zero);
     g->nbuckets++;
 }
 
@@ -979,7 +1243,10 @@ static void dp_buckets_finish(GPT* g, DevComm* dc) {
         die("internal: %d DP buckets reduced this step, expected %d (one per local layer and the rest)", g->nbuckets,
             g->pl.nlayers + 1);
     g->nbuckets = 0;
-    dc_dp_bucket_join(dc);
+    if (g->grad_bf16)
+        zd_finish(&g->zd, g->gshard);
+    else
+        dc_dp_bucket_join(dc);
     LAUNCH(sumsq_finish_kernel, 1, 256, 0, g->stream, g->gn, (const double*)g->gn_pre, g->pl.nlayers + 1);
 }
 
@@ -997,8 +1264,9 @@ static void gpt_adamw(GPT* g, const float* grads, double lr, int64_t t, float gs
         if (b > hi) b = hi;
         if (a >= b) continue;
         float wd = PARAM_INFO[tn].decay ? (float)c->wd : 0.0f;
-        adamw_update(g->master + (a - lo), g->params + a, grads + (a - lo), g->m + (a - lo), g->v + (a - lo), b - a,
-                     (float)lr, b1, b2, bc1, bc2, eps, wd, gscale, g->stream);
+        bf16* pb = g->zero >= 3 ? g->pshard + (a - lo) : g->params + a; // -zero 3: the shard's bf16
+        adamw_update(g->master + (a - lo), pb, grads + (a - lo), g->m + (a - lo), g->v + (a - lo), b - a, (float)lr, b1,
+                     b2, bc1, bc2, eps, wd, gscale, g->stream);
     }
 }
 
@@ -1233,18 +1501,46 @@ static double read_loss_sum(GPT* g, DevComm* dc) {
 }
 
 // -sp: the LayerNorm gradients of each rank cover its sequence shard only; sum them over TP
+// (-zero 2/3: a layer's were summed with its bucket, zero_bucket_reduce)
 static void sp_reduce_ln_grads(GPT* g, DevComm* dc) {
     static const int LN[] = {PT_LN1W, PT_LN1B, PT_LN2W, PT_LN2B, PT_LNFW, PT_LNFB};
     if (!g->sp) return;
-    for (int i = 0; i < 6; i++) dc_tp_allreduce_f32(dc, g->grads + g->pl.offset[LN[i]], g->pl.numel[LN[i]], 0);
+    for (int i = 0; i < 6; i++)
+        if (g->zero < 2 || !zero_layered(LN[i])) dc_tp_allreduce_f32(dc, gpt_grad(g, LN[i], 0), g->pl.numel[LN[i]], 0);
+}
+
+// -zero 2/3 after the pipeline: the rest's bucket (embeddings, final LayerNorm: accumulated over
+// the step) reduced as the layers' were, then the compute stream waits for every reduction;
+// with one micro-batch per step gn[0] = this replica's squared norm before the reduction.
+static void zero_rest_reduce(GPT* g) {
+    ZeroBucket rb;
+    zero_rest_bucket(&g->pl, 0, &rb);
+    if (g->sq_on) bucket_sumsq(g, &rb, g->grest, g->pl.nlayers);
+    zd_reduce(&g->zd, &rb, g->grest, g->gshard, g->gstage, NULL);
+    zd_finish(&g->zd, g->gshard);
+    if (g->sq_on)
+        LAUNCH(sumsq_finish_kernel, 1, 256, 0, g->stream, g->gn, (const double*)g->gn_pre, 2 * g->pl.nlayers + 1);
+}
+
+// ZeRO-1 with -grad-reduce bf16 without the overlap: every bucket now, as the overlap's
+static void zero1_bf16_reduce(GPT* g) {
+    size_t lo[NUM_PARAM_TENSORS], hi[NUM_PARAM_TENSORS];
+    for (int l = -1; l < g->pl.nlayers; l++) {
+        int n = bucket_ranges(g, l, lo, hi);
+        ZeroBucket b = flat_bucket(lo, hi, n);
+        zd_reduce(&g->zd, &b, g->grads, g->gshard, g->gstage, NULL);
+    }
+    zd_finish(&g->zd, g->gshard);
 }
 
 // One optimizer step on the global batch starting at run sample t->run.samples:
 // micro-batches through the pipeline, gradient reductions (tied embedding over the
 // embedding group, then data parallel: all-reduce, or reduce-scatter into this rank's
-// shard under ZeRO-1; loss scaling already divides by the global batch, so both sum; all
-// fp32), noise scale, global norm, spike guard, clipping, AdamW (on the shard), all-gather
-// of the bf16 weights. The same sequence as train_gpt.c's train_step.
+// shard under ZeRO-1, or -zero 2/3 each layer's per micro-batch during the backward and the
+// rest's after it; loss scaling already divides by the global batch, so all sum; fp32, or
+// bf16 over DP with -grad-reduce bf16), noise scale, global norm, spike guard, clipping,
+// AdamW (on the shard), all-gather of the bf16 weights (-zero 3: of the rest only). The same
+// sequence as train_gpt.c's train_step.
 static StepResult train_step(Train* t) {
     GPT* g = &t->model;
     Comm* comm = &t->run.comm;
@@ -1257,26 +1553,38 @@ static StepResult train_step(Train* t) {
     nvtx_push("step %lld", (long long)t->run.step + 1);
     long syncs0 = dc->host_syncs;
     float dloss = (float)(1.0 / ((double)r.gb * c->seq));
-    cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
+    if (g->grads) cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
+    if (g->zero >= 2) {
+        cudaCheck(cudaMemsetAsync(g->grest, 0, sizeof(float) * g->nrest_el, g->stream));
+        cudaCheck(cudaMemsetAsync(g->gn_pre, 0, sizeof(double) * (2 * g->pl.nlayers + 1), g->stream));
+    }
+    if (g->zd.on) zd_begin(&g->zd, g->gshard); // the buckets add into the shard
+    // -zero 2/3 see a replica's whole gradient (the noise scale's) only with one micro-batch per step
+    g->sq_on = g->zero >= 2 && comm->DP > 1 && r.micro == 1;
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
     pipe_execute(t, r.micro, 0, dloss, load_train_micro, &br);
     nvtx_push("grad sync");
     sp_reduce_ln_grads(g, dc);
     if (is_first_stage(g) || is_last_stage(g))
-        dc_emb_allreduce_f32(dc, g->grads + g->pl.offset[PT_WTE], g->pl.numel[PT_WTE]);
+        dc_emb_allreduce_f32(dc, g->grads ? g->grads + g->pl.offset[PT_WTE] : gpt_grad(g, PT_WTE, 0),
+                             g->pl.numel[PT_WTE]);
     // |G_small|^2: each replica's squared norm before the DP reduction (mean over replicas)
-    if (g->overlap)
+    if (g->zero >= 2)
+        zero_rest_reduce(g); // the layers' buckets were reduced during the backward
+    else if (g->overlap)
         dp_buckets_finish(g, dc); // the layers' buckets were launched during the backward
     else {
         if (comm->DP > 1) gpt_grad_sumsq(g, g->grads, 0, g->pl.total, 0);
-        if (c->zero)
+        if (g->zero && g->grad_bf16)
+            zero1_bf16_reduce(g);
+        else if (g->zero)
             dc_dp_reduce_scatter_f32(dc, g->grads, g->gshard, g->pl.total);
         else
             dc_dp_allreduce_f32(dc, g->grads, g->pl.total);
     }
     // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
-    int count_norm = c->zero || comm->dp == 0;
+    int count_norm = g->zero || comm->dp == 0;
     nvtx_pop();
     if (count_norm) gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt, 1);
     // one host wait for the loss and both norms (the spike guard and clipping need them here)
@@ -1285,7 +1593,9 @@ static StepResult train_step(Train* t) {
     dc_wait_stream(dc, g->stream);
     // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
     r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? g->h_stats[0] : 0.0) / ((double)r.gb * c->seq);
-    double small_sumsq = comm->DP > 1 ? world_sum(comm, g->h_stats[1]) / comm->DP : 0.0;
+    // -zero 2/3 with several micro-batches per step: no replica holds its whole gradient (NaN: no estimate)
+    double small_sumsq = 0.0;
+    if (comm->DP > 1) small_sumsq = g->zero < 2 || g->sq_on ? world_sum(comm, g->h_stats[1]) / comm->DP : NAN;
     r.gnorm = sqrt(world_sum(comm, count_norm ? g->h_stats[2] : 0.0));
     // noise scale and spike guard: every rank sees the same global loss and norm, so every
     // rank takes the same decision
@@ -1296,8 +1606,9 @@ static StepResult train_step(Train* t) {
     }
     nvtx_push("optimizer");
     if (r.skip == SKIP_NONE) {
-        gpt_adamw(g, g->gshard + (c->zero ? 0 : g->opt_off), r.lr, t->run.adam_t, gscale);
-        if (c->zero) dc_dp_allgather_bf16(dc, g->params, g->pl.total); // every DP rank updated its shard
+        gpt_adamw(g, g->gshard + (g->zero ? 0 : g->opt_off), r.lr, t->run.adam_t, gscale);
+        if (g->zero == 1 || g->zero == 2) dc_dp_allgather_bf16(dc, g->params, g->pl.total); // each updated its shard
+        if (g->zero == 3) z3_rest_gather(g); // the rest whole again; the layers are gathered when used
     }
     nvtx_pop();
     dc_collect_time(dc); // the step's end: waits for the stream
@@ -1382,10 +1693,18 @@ static void eval_row(void* self, int b, int pos, float* row) {
 
 // The whole fp32 master buffer for DP rank 0's file, on the device: the master weights, or
 // with ZeRO-1 the shards gathered into the (idle) gradient buffer, which the caller zeroes again
-// once it is copied. Every DP rank takes part in the gather.
-static const float* master_for_save(Train* t) {
+// once it is copied. -zero 2/3 have no such device buffer: the shards are gathered into the host
+// buffer full (total floats) and it returns NULL. Every DP rank takes part in the gather.
+static const float* master_for_save(Train* t, float* full) {
     GPT* g = &t->model;
-    if (!t->run.cfg.zero) return g->master;
+    if (!g->zero) return g->master;
+    if (g->zero >= 2) { // no fp32 buffer of everything on the device: the shards meet on the host
+        cudaCheck(cudaMemcpyAsync(full + g->opt_off, g->master, sizeof(float) * g->n_opt, cudaMemcpyDeviceToHost,
+                                  g->stream));
+        cudaCheck(cudaStreamSynchronize(g->stream));
+        dp_allgather(&t->run.comm, full, g->pl.total);
+        return NULL;
+    }
     cudaCheck(cudaMemcpyAsync(g->grads + (size_t)t->run.comm.dp * g->n_shard, g->master, sizeof(float) * g->n_shard,
                               cudaMemcpyDeviceToDevice, g->stream));
     dc_dp_allgather_f32(&t->dc, g->grads, g->pl.total);
@@ -1396,15 +1715,15 @@ static const float* master_for_save(Train* t) {
 static int save_checkpoint(Train* t) {
     GPT* g = &t->model;
     cudaStream_t s = g->stream;
-    const float* dmaster = master_for_save(t);
     float* hp = (float*)malloc_check(sizeof(float) * (g->pl.total + 1));
+    const float* dmaster = master_for_save(t, hp);
     float* hm = (float*)malloc_check(sizeof(float) * (g->n_opt + 1));
     float* hv = (float*)malloc_check(sizeof(float) * (g->n_opt + 1));
-    cudaCheck(cudaMemcpyAsync(hp, dmaster, sizeof(float) * g->pl.total, cudaMemcpyDeviceToHost, s));
+    if (dmaster) cudaCheck(cudaMemcpyAsync(hp, dmaster, sizeof(float) * g->pl.total, cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaMemcpyAsync(hm, g->m, sizeof(float) * g->n_opt, cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaMemcpyAsync(hv, g->v, sizeof(float) * g->n_opt, cudaMemcpyDeviceToHost, s));
     cudaCheck(cudaStreamSynchronize(s));
-    if (t->run.cfg.zero) cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, s));
+    if (g->zero == 1) cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, s));
     Progress p = run_progress(&t->run);
     int rc = save_checkpoint_rank(&t->run.cfg, &t->run.comm, &p, &g->pl, hp, hm, hv, g->opt_off, g->n_opt,
                                   &t->run.ck.write_ms, &t->run.ck.bytes);
@@ -1427,17 +1746,19 @@ static int stage_checkpoint(Train* t) {
     float* hp = cka_buffer(&t->run.ck, np + 2 * no);
     float* hm = hp + np;
     float* hv = hm + no;
-    const float* dmaster = master_for_save(t);
+    float* full = g->zero >= 2 && np != g->pl.total ? (float*)malloc_check(sizeof(float) * g->pl.total) : hp;
+    const float* dmaster = master_for_save(t, full); // -zero 2/3: gathered on the host now (DP rank 0: into hp)
+    if (full != hp) free(full);
     cudaCheck(cudaEventRecord(t->ck_ready, g->stream));
     cudaCheck(cudaStreamWaitEvent(t->ck_stream, t->ck_ready, 0));
-    if (np > 0) cudaCheck(cudaMemcpyAsync(hp, dmaster, sizeof(float) * np, cudaMemcpyDeviceToHost, t->ck_stream));
+    if (np > 0 && dmaster) cudaCheck(cudaMemcpyAsync(hp, dmaster, sizeof(float) * np, cudaMemcpyDeviceToHost, t->ck_stream));
     cudaCheck(cudaEventRecord(t->ck_weights, t->ck_stream));
     if (no > 0) {
         cudaCheck(cudaMemcpyAsync(hm, g->m, sizeof(float) * no, cudaMemcpyDeviceToHost, t->ck_stream));
         cudaCheck(cudaMemcpyAsync(hv, g->v, sizeof(float) * no, cudaMemcpyDeviceToHost, t->ck_stream));
     }
     cudaCheck(cudaEventRecord(t->ck_copied, t->ck_stream));
-    if (c->zero) {
+    if (g->zero == 1) {
         cudaCheck(cudaStreamWaitEvent(g->stream, t->ck_weights, 0));
         cudaCheck(cudaMemsetAsync(g->grads, 0, sizeof(float) * g->total_pad, g->stream));
     }
@@ -1549,6 +1870,12 @@ static void print_config_table(const Train* t) {
     const GPT* g = &t->model;
     run_print_config(&t->run);
     table_row("local params", "%zu (bf16 + fp32 master)", g->pl.total);
+    const size_t* mb = g->mem;
+    table_row("memory per rank",
+              "params %.3f MiB | grads %.3f MiB | optimizer %.3f MiB | activations %.3f MiB | "
+              "total %.3f MiB",
+              mb[MEM_PARAMS] / 1048576.0, mb[MEM_GRADS] / 1048576.0, mb[MEM_OPTIM] / 1048576.0,
+              mb[MEM_ACTS] / 1048576.0, (mb[MEM_PARAMS] + mb[MEM_GRADS] + mb[MEM_OPTIM] + mb[MEM_ACTS]) / 1048576.0);
     table_row("device", "%.42s", t->device);
     table_row("device bus id", "%s (rank 0; each rank of a node on its own GPU with -comm nccl)", t->bus);
     if (t->peak_tflops > 0)
@@ -1564,7 +1891,8 @@ static void print_config_table(const Train* t) {
     else
 #endif
         table_row("attention", "%s", ATTN_NAMES[g->attn]);
-    table_row("precision", "%s", "bf16 weights/acts, fp32 master/moments/grads");
+    table_row("precision", "bf16 weights/acts, fp32 master/moments/grads, DP reduction %s",
+              g->grad_bf16 ? "bf16 (-grad-reduce)" : "fp32");
     print_act_memory(g, t->dc.nccl);
     if (t->dc.nccl)
         table_row("host syncs / step", "%s",
@@ -1675,6 +2003,18 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     int nstash = zb ? pipe_w_pending_max(comm->pp, comm->PP, cfg->vpp, m_max) : 0;
     if (ndgrad < 0 || (zb && nstash < 1)) die("out of host memory for the pipeline schedule");
     gpt_build(&t->model, &t->run.cfg, &t->run.comm, nslots, ndgrad, nstash, t->dc.overlap, t->stream);
+    GPT* g = &t->model;
+    zd_init(&g->zd, &t->dc, g->zero >= 2 || g->grad_bf16, g->zero == 3, g->grad_bf16, g->pl.total);
+    // what memplan.h says this rank allocates on the device is what it allocated
+    size_t plan[NUM_MEM];
+    const Comm* c = &t->run.comm;
+    mem_plan_cuda(&t->run.cfg, c->tp, c->TP, c->pp, c->PP, c->dp, c->DP, nslots, ndgrad, nstash, g->attn == ATTN_NAIVE,
+                  t->dc.overlap, plan);
+    for (int k = 0; k < NUM_MEM; k++)
+        if (plan[k] != g->mem[k])
+            die("internal: %s: %zu device bytes allocated, memplan.h's mem_plan_cuda says %zu: update it with the new "
+                "buffer",
+                MEM_NAMES[k], g->mem[k], plan[k]);
 }
 
 static void train_free(Train* t) {
@@ -1708,6 +2048,7 @@ static void hook_abort(void* self) {
     for (int i = 0; i < 4; i++)
         if (cs[i]) ncclCommAbort(cs[i]); // the job is ending: the result is not checked
     for (int i = 0; i < d->nlinks; i++) ncclCommAbort(d->link[i].comm);
+    if (((Train*)self)->model.zd.gcomm) ncclCommAbort(((Train*)self)->model.zd.gcomm); // -zero 3's gathers
 }
 
 // -layout auto sizes the layout to the GPU's memory (the GPUs of a node alike: device 0's). Only

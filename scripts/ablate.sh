@@ -3,7 +3,7 @@
 #
 #   scripts/ablate.sh STUDY [options]
 #
-# STUDY is beta2, init, ramp or allocation (the specs in dev/ablate/*.json), or a path to a spec
+# STUDY is beta2, init, ramp, allocation or grad_reduce (the specs in dev/ablate/*.json), or a path to a spec
 # of your own. Every arm runs every seed in its own directory, OUT/ARM/seedN, with its own -o;
 # then dev/ablate_report.py writes OUT/report.md with figures (OUT/report/*.png) and OUT/summary.json.
 # A killed study, rerun, skips the finished runs and resumes the unfinished ones (-o DIR -resume);
@@ -13,6 +13,7 @@
 #   init        C4: init std 0.5, 1, 2, 4 x sqrt(1/(3H)), scaled output init off / on (-init-std-mult)
 #   ramp        C5: the paper's batch ramp (scaled to the study's batch), no ramp, -ramp auto; equal tokens
 #   allocation  a fixed compute C = 6ND at 0.5, 2, 5, 20 tokens per parameter; loss at equal FLOPs
+#   grad_reduce the DP gradient reduction in fp32 or bf16 (-grad-reduce), ZeRO-1 over DP 2
 #
 # Options:
 #   --scale tiny|small|smoke   the shape (tiny: the trainer's preset, 1.9M parameters; small: L 6,

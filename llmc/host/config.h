@@ -68,6 +68,7 @@ typedef struct {
     int zero, recompute;
     int sp, vpp;             // sequence parallelism in TP groups; virtual pipeline chunks per rank (interleaved 1F1B)
     char comm[8];            // CUDA trainer: nccl or mpi
+    char grad_reduce[8];     // -grad-reduce fp32 | bf16: the precision of the DP gradient reduction (zero.h)
     char layout[16];         // -layout manual | auto (autolayout.h)
     char pp_schedule[16];    // -pp-schedule 1f1b | interleaved | zb-h1 (layout.h)
     int layout_pins;         // the layout flags given (AL_* bits of autolayout.h): pinned under -layout auto
@@ -158,6 +159,8 @@ typedef struct {
     X(WORD, "-pp-schedule", pp_schedule, "1f1b", "layout",                                                    \
       "1f1b (interleaved with -vpp > 1) or zb-h1 (zero bubble: weight gradients fill the bubble)")            \
     X(WORD, "-comm", comm, "nccl", "layout", "CUDA trainer: nccl or mpi")                                     \
+    X(WORD, "-grad-reduce", grad_reduce, "fp32", "layout",                                                    \
+      "DP gradient reduction in fp32 or bf16 (Megatron's --grad-reduce-in-bf16; needs -zero >= 1)")           \
     X(WORD, "-layout", layout, "manual", "layout", "auto: the planner picks the layout flags not given")      \
     X(I64, "-gb", gb, 1920, "recipe", "final global batch, sequences")                                        \
     X(I64, "-warmup", warmup_tokens, 1000000000LL, "recipe", "LR warmup, tokens")                             \
@@ -625,6 +628,8 @@ static int config_parse(Config* c, int argc, char** argv, ExtraFlagFn extra, voi
 
 // -pp-schedule zb-h1: the backward split into B and W (llmc/host/layout.h's pipe_zb_h1)
 static int config_zb(const Config* c) { return strcmp(c->pp_schedule, "zb-h1") == 0; }
+// -grad-reduce bf16: the DP reductions of gradients in bf16 (zero.h's ZeroComm.bf16)
+static int config_grad_bf16(const Config* c) { return strcmp(c->grad_reduce, "bf16") == 0; }
 
 static int config_validate(Config* c, char* err) {
 #define FAIL(...)                                \
@@ -676,6 +681,12 @@ static int config_validate(Config* c, char* err) {
             "-ramp",
             c->zero);
     if (strcmp(c->comm, "nccl") != 0 && strcmp(c->comm, "mpi") != 0) FAIL("-comm takes nccl or mpi, not '%s'", c->comm);
+    if (strcmp(c->grad_reduce, "fp32") != 0 && strcmp(c->grad_reduce, "bf16") != 0)
+        FAIL("-grad-reduce takes fp32 or bf16, not '%s'", c->grad_reduce);
+    if (config_grad_bf16(c) && c->zero == 0)
+        FAIL(
+            "-grad-reduce bf16 needs -zero 1, 2 or 3 (the sharded reductions sum in rank order, as the CPU trainer's "
+            "bf16 emulation does)");
     if (strcmp(c->pp_schedule, "1f1b") != 0 && strcmp(c->pp_schedule, "interleaved") != 0 &&
         strcmp(c->pp_schedule, "zb-h1") != 0)
         FAIL("bad value '%s' for -pp-schedule: want 1f1b, interleaved or zb-h1", c->pp_schedule);

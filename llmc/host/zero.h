@@ -27,6 +27,14 @@
  * sums), so the gradients differ by float rounding (doc/zero.md gives the measured bound).
  * No level can keep both the -zero 1 order and sharded gradients: that order needs every
  * rank's m-micro-batch sum of an element before any rank's reaches its owner.
+ *
+ * -grad-reduce bf16 (ZeroComm.bf16; Megatron's --grad-reduce-in-bf16): the reduction of a
+ * bucket runs in bf16, as an NCCL bf16 reduction does: each rank's contribution is rounded to
+ * bf16 (round to nearest even), and so is every partial sum of the rank-order sum
+ * (((b(v0) + b(v1))_b + b(v2))_b ...); the owner adds the bf16 result to its fp32 shard. The
+ * CUDA trainer's NCCL path (llmc/cuda/zero.cuh) gives the same bits under the emulation, whose
+ * bf16 reductions round after every addition in rank order. -zero 0's all-reduce has no bf16
+ * path: config.h refuses -grad-reduce bf16 there.
  */
 #ifndef LLMC_ZERO_H
 #define LLMC_ZERO_H
@@ -66,16 +74,14 @@ static size_t zero_layer_offsets(const ParamLayout* pl, size_t* off) {
     return n;
 }
 
-// Local layer l's bucket (part: ZB_ALL, ZB_B_PART, ZB_W_PART), located in a one-layer
-// buffer laid out by zero_layer_offsets, or (flat 1) in the flat buffer.
-static void zero_layer_bucket(const ParamLayout* pl, int l, int part, int flat, ZeroBucket* b) {
+// Local layer l's bucket of the layered tensors t whose bit (1u << t) is set in mask, located
+// in a one-layer buffer laid out by zero_layer_offsets, or (flat 1) in the flat buffer.
+static void zero_layer_bucket_mask(const ParamLayout* pl, int l, unsigned mask, int flat, ZeroBucket* b) {
     size_t off[NUM_PARAM_TENSORS];
     zero_layer_offsets(pl, off);
     memset(b, 0, sizeof(*b));
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        if (!zero_layered(t) || pl->nl[t] == 0) continue;
-        if (part == ZB_B_PART && zero_weight_matrix(t)) continue;
-        if (part == ZB_W_PART && !zero_weight_matrix(t)) continue;
+        if (!zero_layered(t) || pl->nl[t] == 0 || !(mask >> t & 1u)) continue;
         size_t per = (size_t)pl->rows[t] * pl->cols[t];
         b->flat[b->nseg] = pl->offset[t] + (size_t)l * per;
         b->loc[b->nseg] = flat ? b->flat[b->nseg] : off[t];
@@ -83,6 +89,14 @@ static void zero_layer_bucket(const ParamLayout* pl, int l, int part, int flat, 
         b->numel += per;
         b->nseg++;
     }
+}
+
+// Local layer l's bucket (part: ZB_ALL, ZB_B_PART, ZB_W_PART), located as above.
+static void zero_layer_bucket(const ParamLayout* pl, int l, int part, int flat, ZeroBucket* b) {
+    unsigned mask = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        if (part == ZB_ALL || (part == ZB_W_PART) == zero_weight_matrix(t)) mask |= 1u << t;
+    zero_layer_bucket_mask(pl, l, mask, flat, b);
 }
 
 // The rest bucket (every tensor this stage holds that is not per-layer), located in a
@@ -180,7 +194,21 @@ typedef struct {
     size_t nsend, nrecv;
     int* counts; // (4 * DP) send counts, send displacements, receive counts, receive displacements
     int fixed;   // allocated at the largest need: growing is a bug (the memory count would be wrong)
+    int bf16;    // -grad-reduce bf16: reductions round to bf16 as NCCL's bf16 sum does (the top)
 } ZeroComm;
+
+// f rounded to bf16 (nearest even; a NaN stays a NaN), as a float: what an NCCL bf16 reduction
+// holds after each step
+static float zero_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        u = 0x7fff0000u; // the canonical NaN the GPU's conversion gives
+    else
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
 
 static void zero_comm_free(ZeroComm* z) {
     free(z->send);
@@ -267,6 +295,7 @@ static void dp_reduce_scatter_bucket(Comm* c, ZeroComm* z, const ZeroBucket* b, 
         size_t k_me = a < mine ? (mine - a < step ? mine - a : step) : 0;
         if (DP == 1) {
             zero_part_range(b, total, 1, 0, a, k_me, src, send, ZC_GET);
+            for (size_t i = 0; i < k_me && z->bf16; i++) send[i] = zero_bf16(send[i]);
             zero_part_range(b, total, 1, 0, a, k_me, shard, send, ZC_ADD);
             continue;
         }
@@ -286,7 +315,13 @@ static void dp_reduce_scatter_bucket(Comm* c, ZeroComm* z, const ZeroBucket* b, 
             part0 += p;
         }
         mpiCheck(MPI_Alltoallv(sbase, sc, sd, MPI_FLOAT, recv, rc, rd, MPI_FLOAT, c->dp_comm));
-        for (int r = 1; r < DP; r++) { // rank order: ((v0 + v1) + v2) + ...
+        if (z->bf16) // the same order, every contribution and partial sum rounded to bf16
+            for (size_t i = 0; i < k_me; i++) {
+                float s = zero_bf16(recv[i]);
+                for (int r = 1; r < DP; r++) s = zero_bf16(s + zero_bf16(recv[(size_t)r * k_me + i]));
+                recv[i] = s;
+            }
+        for (int r = 1; r < DP && !z->bf16; r++) { // rank order: ((v0 + v1) + v2) + ...
             const float* w = recv + (size_t)r * k_me;
             for (size_t i = 0; i < k_me; i++) recv[i] += w[i];
         }

@@ -37,6 +37,7 @@ expect_ok "control: -pp-schedule zb-h1 -pp 4 -vpp 2 -world 4 -L 8" -- "${C[@]}" 
 expect_ok "control: -pp-schedule interleaved -vpp 2" -- "${C[@]}" -pp-schedule interleaved -pp 2 -vpp 2 -world 2
 expect_ok "control: -layout auto -world 8 -pp-schedule zb-h1 (pinned)" -- "${C[@]}" -layout auto -world 8 \
   -pp-schedule zb-h1
+expect_ok "control: -zero 3 -grad-reduce bf16 -world 2" -- "${C[@]}" -zero 3 -grad-reduce bf16 -world 2
 
 # --- generic bad values for every numeric flag
 INT_FLAGS=(-L -H -heads -seq -V -vpad -scaled-init -tp -pp -dp -mb -zero -recompute -shuffle
@@ -103,6 +104,10 @@ done <<'TABLE'
 -mb 100000
 -zero 4
 -zero -1
+-grad-reduce fp16
+-grad-reduce ''
+-grad-reduce bf16
+-grad-reduce bf16 -zero 0 -world 2 -dp 2
 -recompute 2
 -shuffle 2
 -shuffle -1

@@ -12,6 +12,9 @@
 #     reductions sum every element in rank order however it is bucketed);
 #   - 1x1x2 over NCCL, the DP buckets overlapped, the stream detector on: clean, with the
 #     losses of the same run with the detector off (CUEMU_STREAM_RACES=0);
+#   - 1x1x2 -zero 3 -grad-reduce bf16 over NCCL: each layer's weights gathered on the gathers'
+#     stream (the next layer's prefetched while one computes), each micro-batch's layer
+#     gradients reduced beside the backward from two scratches in turn: clean;
 #   - the same 1x1x1 run with the first __syncthreads of ce_stats_kernel deleted (the barrier
 #     that protects the previous row's reads): must be reported as a shared-memory race;
 #   - 1x1x2 over NCCL with the communication stream's wait of the overlapped DP buckets
@@ -21,7 +24,9 @@
 #     (dc_dp_bucket_join): the stream detector must report the race between a bucket's
 #     ncclReduce and the compute stream's reads after it;
 #   - 1x2x1 over NCCL with the compute stream's wait for a pipeline transfer deleted
-#     (dc_pp_acquire): the stream detector must report the race with the link stream.
+#     (dc_pp_acquire): the stream detector must report the race with the link stream;
+#   - 1x1x2 -zero 3 over NCCL with the compute stream's wait for a layer's gather deleted
+#     (zero.cuh's zd_use): the stream detector must report the race with the gather.
 # The stream detector compares the bytes each operation really touches (kernels: what their
 # threads read and wrote, cuemu README "Streams"), so the DP buckets, slices of one
 # gradient buffer reduced on the communication stream while the backward writes the other
@@ -48,7 +53,7 @@ EOF
 ARGS=(-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 8 -ramp 4 4 512 -lr 2e-3 -warmup 2000 -decay 8000
       -tokens 1e9 -i "$TMP/p.bin" -j '' -shuffle 1 -seed 7 -threads 1 -steps 3)
 
-# build SRC_ROOT OUT: train_gpt.cu of SRC_ROOT with the detectors, in the background (the five
+# build SRC_ROOT OUT: train_gpt.cu of SRC_ROOT with the detectors, in the background (the six
 # builds are single-threaded, about half a minute each one after another); built OUT waits for it
 build() {
     # shellcheck disable=SC2086
@@ -102,11 +107,13 @@ wait_ce="__syncthreads(); // the previous row's reads of sm/ss are done"
 wait_dp="cudaStreamWaitEvent(d->cstream, d->ev_ready, 0)"
 wait_join="cudaStreamWaitEvent(d->stream, d->ev_reduced, 0)"
 wait_pp="cudaCheck(cudaStreamWaitEvent(d->stream, b->comm, 0));"
+wait_gather="cudaCheck(cudaStreamWaitEvent(s, done, 0)); // the gathered bytes have arrived"
 # (a mutant whose pattern is missing starts no build: built then fails for it)
 mutant ce cuda/crossentropy.cuh "$wait_ce"
 mutant dp cuda/nccl_comm.cuh "$wait_dp"
 mutant join cuda/nccl_comm.cuh "$wait_join"
 mutant pp cuda/nccl_comm.cuh "$wait_pp"
+mutant gather cuda/zero.cuh "$wait_gather"
 if built "$T"; then
     export OMP_NUM_THREADS=1
     clean "train_gpt_cu 1x1x1 -recompute selective, 3 steps, grids capped at 2 blocks: no detector report" \
@@ -123,6 +130,9 @@ if built "$T"; then
     clean "train_gpt_cu 1x1x2 -comm nccl (2 processes), DP buckets overlapped, 3 steps: no race/alignment/stream report" \
         nccl 2 "$T" "${ARGS[@]}" -dp 2 -comm nccl -log "$T.112.jsonl"
     same_losses "  ... its losses are those of the same run with the stream detector off" "$T.112.jsonl" "$T.jsonl"
+    # -zero 3: the gathers' stream and the reduction stream beside the compute stream
+    clean "train_gpt_cu 1x1x2 -zero 3 -grad-reduce bf16 -comm nccl (2 processes), gathers prefetched, buckets reduced beside the backward, 3 steps: no race/alignment/stream report" \
+        nccl 2 "$T" "${ARGS[@]}" -dp 2 -zero 3 -grad-reduce bf16 -comm nccl
 else
     bad "train_gpt.cu builds under the emulation with the detectors"
 fi
@@ -172,6 +182,15 @@ wait=$wait_pp
 if built "$TMP/pp/train_gpt_cu"; then
     reported "pipeline link streams without the compute stream's wait for a transfer (dc_pp_acquire): the stream detector reports the race" \
         'cross-stream race' nccl 2 "$TMP/pp/train_gpt_cu" "${ARGS[@]}" -pp 2 -comm nccl
+else
+    bad "the mutation removing $wait applies and builds"
+fi
+# -zero 3 without the compute stream's wait for a layer's gather: the layer's kernels read a
+# window the gathers' stream may still be writing
+wait=$wait_gather
+if built "$TMP/gather/train_gpt_cu"; then
+    reported "-zero 3 without the compute stream's wait for a gather (zd_use): the stream detector reports the race" \
+        'cross-stream race on .*ncclBroadcast' nccl 2 "$TMP/gather/train_gpt_cu" "${ARGS[@]}" -dp 2 -zero 3 -comm nccl
 else
     bad "the mutation removing $wait applies and builds"
 fi
