@@ -618,6 +618,86 @@ static void test_layouts(void) {
               "1F1B (rc %d)",
               Z[i].tp, Z[i].pp, Z[i].dp, Z[i].flags, Z[i].comm, LAYOUT_STEPS, rc);
     }
+    // -cp 2 (context parallelism, doc/cp.md): each sequence split over 2 ranks, attention over the
+    // ring (K|V blocks and dK|dV partials passed round, the next block's transfer overlapping the
+    // compute), CP_STEPS steps against the single process within the bf16 layout bounds above:
+    // over NCCL with ZeRO-1 sharded over the CP group (the DP buckets overlapped: stream detector
+    // off, as above; test_trainer_detect.sh runs the ring under it), host-staged over MPI on the
+    // CUDA-core kernels (detector on), and composed with TP 2 and -sp 1 over NCCL (4 processes).
+    // Those bounds would let a misplaced position or dK|dV block through, so step 1 (the same
+    // weights) of the CUDA-core run is held to 1e-4 of a 1-step single process on the same
+    // kernels: K|V travel as the bf16 they are, the merge and the partials are fp32 and each
+    // result is rounded once, as the single kernel does, so only fp32 sum orders differ (the
+    // tensor-core kernels round P and dS to bf16 after each block's running max, which the block
+    // split moves: ~5e-4 on the norm, the size of those breaks). The NCCL run's checkpoint (ZeRO-1
+    // shards over the CP group) resumes as one process.
+    enum { CP_STEPS = 2 };
+    RunLog fref;
+    snprintf(cmd, sizeof(cmd), "LLMC_ATTENTION=flash timeout 300 %s %s -steps 1 -log %s/fref.jsonl", CU, args, tmp);
+    rc = run_cmd(cmd, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/fref.jsonl", tmp);
+    int okf = rc == 0 && read_runlog(path, &fref) == 0 && fref.n == 1;
+    struct {
+        int tp, cp, zero;
+        const char* comm;
+        const char* flags;
+        const char* attn;
+    } K[] = {
+        {1, 2, 1, "nccl", "", "auto"},
+        {1, 2, 0, "mpi", "", "flash"},
+        {2, 2, 0, "nccl", "-sp 1", "auto"},
+    };
+    for (size_t i = 0; i < sizeof(K) / sizeof(K[0]); i++) {
+        if (strcmp(K[i].comm, "nccl") == 0 && !nccl) continue;
+        int np = K[i].tp * K[i].cp;
+        const char* races = strcmp(K[i].comm, "nccl") == 0 ? "CUEMU_STREAM_RACES=0" : "CUEMU_STREAM_RACES=1";
+        char ck[1400] = "";
+        if (i == 0) snprintf(ck, sizeof(ck), "-o %s/cpk -ckpt-every %d", tmp, CP_STEPS);
+        snprintf(cmd, sizeof(cmd),
+                 "%s LLMC_ATTENTION=%s timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x CUEMU_STREAM_RACES "
+                 "-x LLMC_ATTENTION -np %d %s %s -tp %d -cp %d -zero %d -comm %s %s -steps %d %s -log %s/cp%zu.jsonl",
+                 races, K[i].attn, envx, np, CU, args, K[i].tp, K[i].cp, K[i].zero, K[i].comm, K[i].flags, CP_STEPS, ck,
+                 tmp, i);
+        rc = run_cmd(cmd, err, sizeof(err));
+        RunLog rl;
+        snprintf(path, sizeof(path), "%s/cp%zu.jsonl", tmp, i);
+        int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == CP_STEPS && okc && okr;
+        double wl = 0, wg = 0, wc = 0, wcg = 0;
+        if (ok) runlog_worst(&rl, &ref, CP_STEPS, &wl, &wg);
+        if (ok) runlog_worst(&rl, &cpu, CP_STEPS, &wc, &wcg);
+        check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,
+              "train_gpt_cu -tp %d -cp %d%s %s -comm %s (attention %s): %d steps, worst loss rel %.1e (vs CPU trainer "
+              "%.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
+              K[i].tp, K[i].cp, K[i].zero ? " zero-1" : "", K[i].flags, K[i].comm, K[i].attn, CP_STEPS, wl, wc, wg, rc);
+        if (strcmp(K[i].comm, "nccl") == 0) { // the ring waits on the GPU only: no host wait added
+            int sync_ok = ok;
+            for (int st = 1; ok && st <= CP_STEPS; st++)
+                if (rl.micro[st] < 1 || rl.syncs[st] != rl.micro[st] + 2) sync_ok = 0;
+            check(sync_ok, "  ... rank 0: micro-batches + 2 host syncs per step (step %d: %d, %d)", CP_STEPS,
+                  ok ? rl.micro[CP_STEPS] : -1, ok ? rl.syncs[CP_STEPS] : -1);
+        }
+        if (strcmp(K[i].attn, "flash") == 0) {
+            int o1 = ok && okf;
+            double l1 = o1 ? rel_err(rl.loss[1], fref.loss[1]) : 1, g1 = o1 ? rel_err(rl.gnorm[1], fref.gnorm[1]) : 1;
+            check(o1 && l1 <= 1e-4 && g1 <= 1e-4,
+                  "  ... step 1 (the same weights) loss rel %.1e, gnorm rel %.1e vs 1x1x1 on the same kernels (bound "
+                  "1e-4: sum orders only)",
+                  l1, g1);
+        }
+        if (i == 0) { // its step-CP_STEPS checkpoint resumed with -cp 1 for one step, against the straight run
+            snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -o %s/cpk -resume -cp 1 -steps %d -log %s/cpr.jsonl", CU,
+                     args, tmp, CP_STEPS + 1, tmp);
+            int rr = run_cmd(cmd, err, sizeof(err));
+            RunLog x;
+            snprintf(path, sizeof(path), "%s/cpr.jsonl", tmp);
+            int okx = ok && rr == 0 && read_runlog(path, &x) == 0 && x.n == CP_STEPS + 1 && x.loss[CP_STEPS] == 0.0;
+            double e = okx ? rel_err(x.loss[CP_STEPS + 1], ref.loss[CP_STEPS + 1]) : 1;
+            check(okx && e <= 1e-2,
+                  "  ... its step-%d checkpoint resumes as 1x1x1: step %d loss rel %.1e vs the straight 1x1x1 run (rc "
+                  "%d)",
+                  CP_STEPS, CP_STEPS + 1, e, rr);
+        }
+    }
     if (nccl) { // the DP buckets overlapped with the backward (default) vs one reduction after it (stream detector on)
         snprintf(cmd, sizeof(cmd),
                  "LLMC_DP_OVERLAP=0 timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x LLMC_DP_OVERLAP -np 8 "

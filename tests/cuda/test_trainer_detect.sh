@@ -21,7 +21,10 @@
 #     (dc_dp_bucket_join): the stream detector must report the race between a bucket's
 #     ncclReduce and the compute stream's reads after it;
 #   - 1x2x1 over NCCL with the compute stream's wait for a pipeline transfer deleted
-#     (dc_pp_acquire): the stream detector must report the race with the link stream.
+#     (dc_pp_acquire): the stream detector must report the race with the link stream;
+#   - -cp 2 over NCCL (2 processes): the ring's K|V and dK|dV transfers on the CP stream
+#     beside the block compute, the DP buckets over the CP group overlapped: clean, and with
+#     the compute stream's wait for a block's arrival deleted (dc_cp_ring_wait): reported.
 # The stream detector compares the bytes each operation really touches (kernels: what their
 # threads read and wrote, cuemu README "Streams"), so the DP buckets, slices of one
 # gradient buffer reduced on the communication stream while the backward writes the other
@@ -102,11 +105,13 @@ wait_ce="__syncthreads(); // the previous row's reads of sm/ss are done"
 wait_dp="cudaStreamWaitEvent(d->cstream, d->ev_ready, 0)"
 wait_join="cudaStreamWaitEvent(d->stream, d->ev_reduced, 0)"
 wait_pp="cudaCheck(cudaStreamWaitEvent(d->stream, b->comm, 0));"
+wait_cp="cudaCheck(cudaStreamWaitEvent(d->stream, d->cp_arrived, 0));"
 # (a mutant whose pattern is missing starts no build: built then fails for it)
 mutant ce cuda/crossentropy.cuh "$wait_ce"
 mutant dp cuda/nccl_comm.cuh "$wait_dp"
 mutant join cuda/nccl_comm.cuh "$wait_join"
 mutant pp cuda/nccl_comm.cuh "$wait_pp"
+mutant cp cuda/nccl_comm.cuh "$wait_cp"
 if built "$T"; then
     export OMP_NUM_THREADS=1
     clean "train_gpt_cu 1x1x1 -recompute selective, 3 steps, grids capped at 2 blocks: no detector report" \
@@ -123,6 +128,9 @@ if built "$T"; then
     clean "train_gpt_cu 1x1x2 -comm nccl (2 processes), DP buckets overlapped, 3 steps: no race/alignment/stream report" \
         nccl 2 "$T" "${ARGS[@]}" -dp 2 -comm nccl -log "$T.112.jsonl"
     same_losses "  ... its losses are those of the same run with the stream detector off" "$T.112.jsonl" "$T.jsonl"
+    # -cp 2: the ring's transfers overlap the block compute on the CP stream
+    clean "train_gpt_cu -cp 2 -comm nccl (2 processes), ring transfers and DP buckets overlapped, 3 steps: no race/alignment/stream report" \
+        nccl 2 "$T" "${ARGS[@]}" -cp 2 -comm nccl
 else
     bad "train_gpt.cu builds under the emulation with the detectors"
 fi
@@ -172,6 +180,16 @@ wait=$wait_pp
 if built "$TMP/pp/train_gpt_cu"; then
     reported "pipeline link streams without the compute stream's wait for a transfer (dc_pp_acquire): the stream detector reports the race" \
         'cross-stream race' nccl 2 "$TMP/pp/train_gpt_cu" "${ARGS[@]}" -pp 2 -comm nccl
+else
+    bad "the mutation removing $wait applies and builds"
+fi
+# the CP ring without the compute stream's wait for a block's arrival: the next block's compute
+# reads the K|V buffer the CP stream's ncclRecv is still writing (the report names both)
+wait=$wait_cp
+if built "$TMP/cp/train_gpt_cu"; then
+    reported "the CP ring without the compute stream's wait for a block's arrival (dc_cp_ring_wait): the stream detector reports the race" \
+        'cross-stream race on .*ncclRecv at [^ ]*nccl_comm.cuh:[0-9]+ .*ring_[a-z_]*kernel' \
+        nccl 2 "$TMP/cp/train_gpt_cu" "${ARGS[@]}" -cp 2 -comm nccl -steps 1
 else
     bad "the mutation removing $wait applies and builds"
 fi
