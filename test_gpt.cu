@@ -415,6 +415,23 @@ static void test_vpp_resume_single(const char* CU, const char* args, const char*
           LAYOUT_CKPT, LAYOUT_CKPT + 1, LAYOUT_STEPS, wl, rc);
 }
 
+// the ids of the first "sample" record of a -log file into ids (cap bytes): 0, or -1 if it has none
+static int runlog_first_sample(const char* path, char* ids, size_t cap) {
+    FILE* f = fopen(path, "r");
+    char line[8192];
+    int rc = -1;
+    while (f && rc != 0 && fgets(line, sizeof(line), f)) {
+        char* p = strstr(line, "\"type\":\"sample\"") ? strstr(line, "\"ids\":[") : NULL;
+        char* e = p ? strchr(p, ']') : NULL;
+        if (e == NULL || (size_t)(e - p) >= cap) continue;
+        memcpy(ids, p, (size_t)(e - p));
+        ids[e - p] = 0;
+        rc = 0;
+    }
+    if (f) fclose(f);
+    return rc;
+}
+
 // 3D layouts with -comm mpi (host-staged: several ranks share the one GPU) against the
 // single process; with LLMC_TEST_NCCL_LAYOUTS=1 also -comm nccl (needs a GPU per rank, or
 // the emulation with CUEMU_DEVICES=8). Needs mpirun; said and skipped without it.
@@ -629,11 +646,14 @@ static void test_layouts(void) {
     // kernels: K|V travel as the bf16 they are, the merge and the partials are fp32 and each
     // result is rounded once, as the single kernel does, so only fp32 sum orders differ (the
     // tensor-core kernels round P and dS to bf16 after each block's running max, which the block
-    // split moves: ~5e-4 on the norm, the size of those breaks). The NCCL run's checkpoint (ZeRO-1
-    // shards over the CP group) resumes as one process.
+    // split moves: ~5e-4 on the norm, the size of those breaks). Its greedy sample after step 1
+    // (each position's logits from the CP rank holding it) is the single process's. The NCCL
+    // run's checkpoint (ZeRO-1 shards over the CP group) resumes as one process.
     enum { CP_STEPS = 2 };
     RunLog fref;
-    snprintf(cmd, sizeof(cmd), "LLMC_ATTENTION=flash timeout 300 %s %s -steps 1 -log %s/fref.jsonl", CU, args, tmp);
+    const char* sample = "-sample-every 1 -sample-greedy 1 -sample-len 16";
+    snprintf(cmd, sizeof(cmd), "LLMC_ATTENTION=flash timeout 300 %s %s -steps 1 %s -log %s/fref.jsonl", CU, args,
+             sample, tmp);
     rc = run_cmd(cmd, err, sizeof(err));
     snprintf(path, sizeof(path), "%s/fref.jsonl", tmp);
     int okf = rc == 0 && read_runlog(path, &fref) == 0 && fref.n == 1;
@@ -644,7 +664,7 @@ static void test_layouts(void) {
         const char* attn;
     } K[] = {
         {1, 2, 1, "nccl", "", "auto"},
-        {1, 2, 0, "mpi", "", "flash"},
+        {1, 2, 0, "mpi", sample, "flash"},
         {2, 2, 0, "nccl", "-sp 1", "auto"},
     };
     for (size_t i = 0; i < sizeof(K) / sizeof(K[0]); i++) {
@@ -683,6 +703,12 @@ static void test_layouts(void) {
                   "  ... step 1 (the same weights) loss rel %.1e, gnorm rel %.1e vs 1x1x1 on the same kernels (bound "
                   "1e-4: sum orders only)",
                   l1, g1);
+            char sa[4096] = "", sb[4096] = "";
+            char pa[1400];
+            snprintf(pa, sizeof(pa), "%s/fref.jsonl", tmp);
+            int same = runlog_first_sample(pa, sa, sizeof(sa)) == 0 && runlog_first_sample(path, sb, sizeof(sb)) == 0 &&
+                       strcmp(sa, sb) == 0;
+            check(o1 && same, "  ... its greedy sample after step 1 is the single process's (%.40s)", sb);
         }
         if (i == 0) { // its step-CP_STEPS checkpoint resumed with -cp 1 for one step, against the straight run
             snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -o %s/cpk -resume -cp 1 -steps %d -log %s/cpr.jsonl", CU,

@@ -1455,7 +1455,9 @@ static void sample_text(Train* t, FILE* out) {
     const Config* c = &t->run.cfg;
     int Tf = g->Tfull; // the whole sequence (-cp: each CP rank runs its rows of it)
     int* tokens = (int*)malloc_check(sizeof(int) * g->B * Tf);
-    int n0 = run_sample_prompt(&t->run, tokens, Tf); // -prompt ids or <|endoftext|>
+    // every row defined, as in train_gpt.c; then the -prompt ids or <|endoftext|>
+    for (int i = 0; i < g->B * Tf; i++) tokens[i] = run_sample_start(&t->run);
+    int n0 = run_sample_prompt(&t->run, tokens, Tf);
     float* row = (float*)malloc_check(sizeof(float) * c->Vp);
     if (t->run.comm.rank == run_sampler_rank(&t->run)) fprintf(out, "sample: ");
     for (int pos = n0; pos < n0 + c->sample_len && pos < Tf; pos++) {
