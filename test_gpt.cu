@@ -417,6 +417,23 @@ static void test_vpp_resume_single(const char* CU, const char* args, const char*
           LAYOUT_CKPT, LAYOUT_CKPT + 1, LAYOUT_STEPS, wl, rc);
 }
 
+// the ids of the first "sample" record of a -log file into ids (cap bytes): 0, or -1 if it has none
+static int runlog_first_sample(const char* path, char* ids, size_t cap) {
+    FILE* f = fopen(path, "r");
+    char line[8192];
+    int rc = -1;
+    while (f && rc != 0 && fgets(line, sizeof(line), f)) {
+        char* p = strstr(line, "\"type\":\"sample\"") ? strstr(line, "\"ids\":[") : NULL;
+        char* e = p ? strchr(p, ']') : NULL;
+        if (e == NULL || (size_t)(e - p) >= cap) continue;
+        memcpy(ids, p, (size_t)(e - p));
+        ids[e - p] = 0;
+        rc = 0;
+    }
+    if (f) fclose(f);
+    return rc;
+}
+
 // 3D layouts with -comm mpi (host-staged: several ranks share the one GPU) against the
 // single process; with LLMC_TEST_NCCL_LAYOUTS=1 also -comm nccl (needs a GPU per rank, or
 // the emulation with CUEMU_DEVICES=8). Needs mpirun; said and skipped without it.
@@ -623,6 +640,99 @@ static void test_layouts(void) {
               "train_gpt_cu layout %dx%dx%d%s %s -comm %s -pp-schedule zb-h1: %d steps bit-identical to its "
               "1F1B (rc %d)",
               Z[i].tp, Z[i].pp, Z[i].dp, ZLABEL[Z[i].zero], Z[i].flags, Z[i].comm, LAYOUT_STEPS, rc);
+    }
+    // -cp 2 (context parallelism, doc/cp.md): each sequence split over 2 ranks, attention over the
+    // ring (K|V blocks and dK|dV partials passed round, the next block's transfer overlapping the
+    // compute), CP_STEPS steps against the single process within the bf16 layout bounds above:
+    // over NCCL with ZeRO-1 sharded over the CP group (the DP buckets overlapped: stream detector
+    // off, as above; test_trainer_detect.sh runs the ring under it), host-staged over MPI on the
+    // CUDA-core kernels (detector on), and composed with TP 2 and -sp 1 over NCCL (4 processes);
+    // -zero 3 -grad-reduce bf16 over NCCL and -zero 2 over MPI shard over the CP group too.
+    // Those bounds would let a misplaced position or dK|dV block through, so step 1 (the same
+    // weights) of the CUDA-core run is held to 1e-4 of a 1-step single process on the same
+    // kernels: K|V travel as the bf16 they are, the merge and the partials are fp32 and each
+    // result is rounded once, as the single kernel does, so only fp32 sum orders differ (the
+    // tensor-core kernels round P and dS to bf16 after each block's running max, which the block
+    // split moves: ~5e-4 on the norm, the size of those breaks). Its greedy sample after step 1
+    // (each position's logits from the CP rank holding it) is the single process's. The NCCL
+    // run's checkpoint (ZeRO-1 shards over the CP group) resumes as one process.
+    enum { CP_STEPS = 2 };
+    RunLog fref;
+    const char* sample = "-sample-every 1 -sample-greedy 1 -sample-len 16";
+    snprintf(cmd, sizeof(cmd), "LLMC_ATTENTION=flash timeout 300 %s %s -steps 1 %s -log %s/fref.jsonl", CU, args,
+             sample, tmp);
+    rc = run_cmd(cmd, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/fref.jsonl", tmp);
+    int okf = rc == 0 && read_runlog(path, &fref) == 0 && fref.n == 1;
+    struct {
+        int tp, cp, zero;
+        const char* comm;
+        const char* flags;
+        const char* attn;
+    } K[] = {
+        {1, 2, 1, "nccl", "", "auto"},
+        {1, 2, 0, "mpi", sample, "flash"},
+        {2, 2, 0, "nccl", "-sp 1", "auto"},
+        {1, 2, 3, "nccl", "-grad-reduce bf16", "auto"}, // weights and gradients sharded over the CP group
+        {1, 2, 2, "mpi", "", "auto"},
+    };
+    for (size_t i = 0; i < sizeof(K) / sizeof(K[0]); i++) {
+        if (strcmp(K[i].comm, "nccl") == 0 && !nccl) continue;
+        int np = K[i].tp * K[i].cp;
+        const char* races = strcmp(K[i].comm, "nccl") == 0 ? "CUEMU_STREAM_RACES=0" : "CUEMU_STREAM_RACES=1";
+        char ck[1400] = "";
+        int resume = i == 0 || K[i].zero == 3; // the shards gathered over the CP group into the files
+        if (resume) snprintf(ck, sizeof(ck), "-o %s/cpk%zu -ckpt-every %d", tmp, i, CP_STEPS);
+        snprintf(cmd, sizeof(cmd),
+                 "%s LLMC_ATTENTION=%s timeout 600 mpirun --oversubscribe --allow-run-as-root %s -x CUEMU_STREAM_RACES "
+                 "-x LLMC_ATTENTION -np %d %s %s -tp %d -cp %d -zero %d -comm %s %s -steps %d %s -log %s/cp%zu.jsonl",
+                 races, K[i].attn, envx, np, CU, args, K[i].tp, K[i].cp, K[i].zero, K[i].comm, K[i].flags, CP_STEPS, ck,
+                 tmp, i);
+        rc = run_cmd(cmd, err, sizeof(err));
+        RunLog rl;
+        snprintf(path, sizeof(path), "%s/cp%zu.jsonl", tmp, i);
+        int ok = rc == 0 && read_runlog(path, &rl) == 0 && rl.n == CP_STEPS && okc && okr;
+        double wl = 0, wg = 0, wc = 0, wcg = 0;
+        if (ok) runlog_worst(&rl, &ref, CP_STEPS, &wl, &wg);
+        if (ok) runlog_worst(&rl, &cpu, CP_STEPS, &wc, &wcg);
+        check(ok && wl <= 1e-2 && wg <= 5e-2 && wc <= 2e-2,
+              "train_gpt_cu -tp %d -cp %d%s %s -comm %s (attention %s): %d steps, worst loss rel %.1e (vs CPU trainer "
+              "%.1e), gnorm rel %.1e vs 1x1x1 (rc %d)",
+              K[i].tp, K[i].cp, ZLABEL[K[i].zero], K[i].flags, K[i].comm, K[i].attn, CP_STEPS, wl, wc, wg, rc);
+        if (strcmp(K[i].comm, "nccl") == 0) { // the ring waits on the GPU only: no host wait added
+            int sync_ok = ok;
+            for (int st = 1; ok && st <= CP_STEPS; st++)
+                if (rl.micro[st] < 1 || rl.syncs[st] != rl.micro[st] + 2) sync_ok = 0;
+            check(sync_ok, "  ... rank 0: micro-batches + 2 host syncs per step (step %d: %d, %d)", CP_STEPS,
+                  ok ? rl.micro[CP_STEPS] : -1, ok ? rl.syncs[CP_STEPS] : -1);
+        }
+        if (strcmp(K[i].attn, "flash") == 0) {
+            int o1 = ok && okf;
+            double l1 = o1 ? rel_err(rl.loss[1], fref.loss[1]) : 1, g1 = o1 ? rel_err(rl.gnorm[1], fref.gnorm[1]) : 1;
+            check(o1 && l1 <= 1e-4 && g1 <= 1e-4,
+                  "  ... step 1 (the same weights) loss rel %.1e, gnorm rel %.1e vs 1x1x1 on the same kernels (bound "
+                  "1e-4: sum orders only)",
+                  l1, g1);
+            char sa[4096] = "", sb[4096] = "";
+            char pa[1400];
+            snprintf(pa, sizeof(pa), "%s/fref.jsonl", tmp);
+            int same = runlog_first_sample(pa, sa, sizeof(sa)) == 0 && runlog_first_sample(path, sb, sizeof(sb)) == 0 &&
+                       strcmp(sa, sb) == 0;
+            check(o1 && same, "  ... its greedy sample after step 1 is the single process's (%.40s)", sb);
+        }
+        if (resume) { // its step-CP_STEPS checkpoint resumed with -cp 1 for one step, against the straight run
+            snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -o %s/cpk%zu -resume -cp 1 -steps %d -log %s/cpr.jsonl",
+                     CU, args, tmp, i, CP_STEPS + 1, tmp);
+            int rr = run_cmd(cmd, err, sizeof(err));
+            RunLog x;
+            snprintf(path, sizeof(path), "%s/cpr.jsonl", tmp);
+            int okx = ok && rr == 0 && read_runlog(path, &x) == 0 && x.n == CP_STEPS + 1 && x.loss[CP_STEPS] == 0.0;
+            double e = okx ? rel_err(x.loss[CP_STEPS + 1], ref.loss[CP_STEPS + 1]) : 1;
+            check(okx && e <= 1e-2,
+                  "  ... its step-%d checkpoint resumes as 1x1x1: step %d loss rel %.1e vs the straight 1x1x1 run (rc "
+                  "%d)",
+                  CP_STEPS, CP_STEPS + 1, e, rr);
+        }
     }
     if (nccl) { // the DP buckets overlapped with the backward (default) vs one reduction after it (stream detector on)
         snprintf(cmd, sizeof(cmd),
@@ -843,8 +953,9 @@ static void test_zero_memory(void) {
     cudaCheck(cudaStreamCreate(&st));
     int n = 0, bad = 0;
     char worst[300] = "";
-    for (int c = 0; c < 16; c++) {
-        int zero = c % 4, DP = c < 8 ? 2 : 4, big = (c / 4) % 2; // big: TP 2 -sp, PP 2 last stage, -vpp 2, zb-h1
+    for (int c = 0; c < 20; c++) {
+        int zero = c % 4, DP = c < 8 || c >= 16 ? 2 : 4, big = (c / 4) % 2; // big: TP 2 -sp, PP 2 last stage, -vpp 2, zb-h1
+        int CP = c >= 16 ? 2 : 1; // -cp 2: the ring's buffers, ZeRO over CP x DP
         int naive = c % 3 == 0, bf = zero > 0 && c % 2 == 1, comm = c % 3, overlap = comm == 0;
         setenv("LLMC_ATTENTION", naive ? "naive" : "flash", 1);
         Config cfg;
@@ -870,21 +981,26 @@ static void test_zero_memory(void) {
         cm.pp = cm.PP - 1;
         cm.DP = DP;
         cm.dp = (c / 2) % 2 ? DP - 1 : 0;
+        cfg.cp = CP;
+        cm.CP = CP;
+        cm.cp = CP - 1;
+        cm.DPC = DP * CP;
+        cm.dpc = cm.cp + CP * cm.dp;
         int nslots = big ? 3 : 1, ndgrad = big ? 3 : 2, nstash = big ? 2 : 0;
         GPT g;
         gpt_build(&g, &cfg, &cm, nslots, ndgrad, nstash, overlap, st);
         size_t plan[NUM_MEM];
-        mem_plan_cuda(&cfg, cm.tp, cm.TP, cm.pp, cm.PP, cm.dp, cm.DP, nslots, ndgrad, nstash, g.attn == ATTN_NAIVE,
+        mem_plan_cuda(&cfg, cm.tp, cm.TP, cm.pp, cm.PP, cm.dpc, cm.DPC, nslots, ndgrad, nstash, g.attn == ATTN_NAIVE,
                       overlap, plan);
         n++;
         for (int k = 0; k < NUM_MEM; k++)
             if (plan[k] != g.mem[k]) {
                 bad++;
                 snprintf(worst, sizeof(worst),
-                         "(zero %d DP %d dp %d big %d naive %d bf16 %d %s overlap %d: %s %zu vs %zu)", zero, DP, cm.dp,
-                         big, naive, bf, cfg.comm, overlap, MEM_NAMES[k], g.mem[k], plan[k]);
+                         "(zero %d DP %d dp %d CP %d big %d naive %d bf16 %d %s overlap %d: %s %zu vs %zu)", zero, DP,
+                         cm.dp, CP, big, naive, bf, cfg.comm, overlap, MEM_NAMES[k], g.mem[k], plan[k]);
             }
-        if (!big && DP == 4 && zero >= 2) { // by hand from the shapes: TP 1, one stage
+        if (!big && DP * CP == 4 && zero >= 2) { // by hand from the shapes: TP 1, one stage, 4 CP x DP shards
             size_t C = 64, total = 384 * C + 32 * C + 4 * (12 * C * C + 13 * C) + 2 * C, per = (total + 3) / 4;
             size_t rest = 384 * C + 32 * C + 2 * C, layer = 12 * C * C + 13 * C;
             size_t want = zero == 3 ? mem_dev_bytes(2 * per) + mem_dev_bytes(2 * rest) + 2 * mem_dev_bytes(2 * layer)
@@ -894,7 +1010,7 @@ static void test_zero_memory(void) {
             n++;
             if (g.mem[MEM_PARAMS] != want || g.mem[MEM_GRADS] != wgrad) {
                 bad++;
-                snprintf(worst, sizeof(worst), "(zero %d DP 4 by hand: params %zu vs %zu, grads %zu vs %zu)", zero,
+                snprintf(worst, sizeof(worst), "(zero %d CP x DP 4 by hand: params %zu vs %zu, grads %zu vs %zu)", zero,
                          g.mem[MEM_PARAMS], want, g.mem[MEM_GRADS], wgrad);
             }
         }

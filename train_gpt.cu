@@ -9,19 +9,22 @@
  * Precision (the README's CUDA section has the table and the reasons):
  *   weights     bf16 working copy for the GEMMs and kernels (-zero 3: of this rank's shard,
  *               each layer gathered before use); fp32 master copy (the whole buffer, or this
- *               rank's 1/DP shard with -zero >= 1) that AdamW updates
+ *               rank's 1/(CP*DP) shard with -zero >= 1) that AdamW updates
  *   activations bf16 (residual stream included); LayerNorm statistics, attention lse,
  *               cross-entropy statistics and losses fp32
  *   gradients   weight gradients accumulate in fp32 over the micro-batches (the GEMMs
  *               write fp32 with beta = 1; -zero 2/3 in the owner's fp32 shard, a layer's
  *               reduced after each micro-batch: llmc/host/zero.h); reduced (embedding group,
- *               DP) in fp32, or over DP in bf16 with -grad-reduce bf16; activation gradients bf16
+ *               CP x DP) in fp32, or over CP x DP in bf16 with -grad-reduce bf16; activation
+ *               gradients bf16
  *   optimizer   AdamW moments fp32; global norm summed in fp64
  *   math        every GEMM and kernel accumulates in fp32
  *
  * Shapes: B = micro-batch, T = sequence, C = hidden, NH = local heads, hs = head size,
  * Cl = local attention width (NH*hs), F = local MLP width (4C/TP), Vl = local vocab rows,
- * Vv = real (unpadded) rows of the local vocab slice.
+ * Vv = real (unpadded) rows of the local vocab slice. With -cp N (context parallelism,
+ * doc/cp.md) T is this rank's seq/N rows (two chunks of the sequence, at the positions g->tpos)
+ * and attention runs over the CP ring (cp_attention_forward/_backward, attention_ring.cuh).
  *
  * Implementation choices without a flag (environment, read at start-up):
  *   LLMC_ATTENTION=auto|cudnn|tc|flash|naive  attention kernels: cudnn = cuDNN's fused flash
@@ -29,7 +32,9 @@
  *                                tensor cores, flash = the same on CUDA cores, naive = the
  *                                reference that stores T x T; auto (default) = cudnn where the
  *                                build has it and cuDNN accepts the shape, else tc where the head
- *                                size has a tensor-core kernel, else flash
+ *                                size has a tensor-core kernel, else flash. With -cp > 1 the
+ *                                ring runs the own kernels: tc, or flash (LLMC_ATTENTION=flash, or
+ *                                a head size without tc); cudnn and naive fall back to them
  *   LLMC_GELU_FUSION=1|0         cuBLASLt GELU_AUX_BIAS epilogue for fc1 (default 1)
  */
 #include <math.h>
@@ -75,6 +80,7 @@
 #include "llmc/cuda/layernorm.cuh"
 #include "llmc/cuda/attention.cuh"
 #include "llmc/cuda/attention_tc.cuh"
+#include "llmc/cuda/attention_ring.cuh"
 #ifdef USE_CUDNN
 #include "llmc/cuda/attention_cudnn.h"
 #endif
@@ -164,11 +170,20 @@ typedef struct {
     int B, T, C, NH, hs, Cl, F, Vl, v0, Vv, ldl; // ldl: row stride of the logits (Vl rounded up to 8)
     int nchunk, nlc;                             // model chunks per rank (-vpp) and layers per chunk
     int sp, Ts;              // -sp 1 (TP > 1 only): the residual stream keeps Ts = T/TP sequence rows per rank
+    int CP, cp, Tfull, Tch;  // context parallel: T = Tfull/CP rows, chunks cp and 2CP-1-cp of Tch rows (doc/cp.md)
+    int* tpos;               // (T) host: the position (row of wpe) of each local row; t itself without CP
+    int* d_tpos;             // (T) its device copy (the encoder's)
+    int* in_full;            // -cp > 1: (B, Tfull) host: a micro-batch's tokens before the rank takes its rows
+    int* tg_full;            // -cp > 1: (B, Tfull) host: its targets
+    bf16* cpkv[2];           // -cp > 1: (B,T,2Cl) each, own allocations: the ring's K|V blocks
+    float* cpdkv[2];         // -cp > 1: (2,B,T,Cl) each, own allocations: the dK|dV partials that travel with them
+    float* cpacc;            // -cp > 1: (B,T,Cl) fp32: the merged output (forward), dq (backward)
     int attn, gelu_fused;    // attn: ATTN_NAIVE, ATTN_FLASH (CUDA cores), ATTN_TC (tensor cores) or ATTN_CUDNN
+    int attn_fallback;       // -cp > 1: the choice (cuDNN, naive) has no ring path, so the own kernels run
     struct CudnnAttn* cudnn; // cuDNN graphs and workspace (ATTN_CUDNN only)
-    size_t total_pad;        // pl.total rounded up to a multiple of DP (equal ZeRO shards for NCCL)
-    int zero;                // ZeRO level (llmc/host/zero.h; 0 with one DP rank)
-    int grad_bf16;           // -grad-reduce bf16: the DP reduction of gradients in bf16
+    size_t total_pad;        // pl.total rounded up to a multiple of CP*DP (equal ZeRO shards for NCCL)
+    int zero;                // ZeRO level (llmc/host/zero.h; 0 with one CP x DP rank)
+    int grad_bf16;           // -grad-reduce bf16: the CP x DP reduction of gradients in bf16
     bf16* params;            // (total_pad) bf16 working weights; -zero 3: NULL (pshard, prest, pwin)
     float* grads;            // (total_pad) fp32 gradients, accumulated over the micro-batches; -zero 2/3: NULL
     float* master;           // (n_opt) fp32 master weights of flat elements [opt_off, opt_off+n_opt)
@@ -286,8 +301,24 @@ static int attention_kind(int hs) {
 
 // Builds the cuDNN graphs when cuDNN was chosen; falls back to the own kernels when cuDNN
 // has no engine for the shape (auto) or stops with its reason (LLMC_ATTENTION=cudnn).
+// -cp > 1: the ring runs the own block kernels (attention_ring.cuh: tc or flash), which take
+// and return the log-sum-exp the merge needs; cuDNN (and naive, which stores T x T) have no
+// ring path, so they fall back to them (documented in doc/cp.md, said in the start-up table).
 static void attention_setup(GPT* g) {
     g->cudnn = NULL;
+    if (g->CP > 1) {
+        g->attn_fallback = g->attn != ATTN_TC && g->attn != ATTN_FLASH;
+        if (g->attn_fallback) g->attn = own_attention_kind(g->hs);
+        if (g->attn == ATTN_NAIVE)
+            die("-cp %d: ring attention has no kernel for head size %d (flash kernels up to %d): change -heads or "
+                "use -cp 1",
+                g->CP, g->hs, FLASH_MAX_HS);
+        const char* v = getenv("LLMC_ATTENTION");
+        if (g->attn_fallback && v != NULL && (strcmp(v, "cudnn") == 0 || strcmp(v, "naive") == 0))
+            fprintf(stderr, "note: LLMC_ATTENTION=%s has no ring attention: -cp %d runs %s\n", v, g->CP,
+                    ATTN_NAMES[g->attn]);
+        return;
+    }
 #ifdef USE_CUDNN
     if (g->attn != ATTN_CUDNN) return;
     char why[512];
@@ -469,6 +500,7 @@ static void gpt_carve(GPT* g, Arena* ar) {
     TAKE(ar, g->datty, BT * g->Cl);
     TAKE(ar, g->dfch, BT * g->F);
     TAKE(ar, g->attn_scratch, g->attn != ATTN_NAIVE ? (size_t)g->B * g->NH * g->T : (size_t)g->B * g->NH * g->T * g->T);
+    if (g->CP > 1) TAKE(ar, g->cpacc, BT * g->Cl);
     TAKE(ar, g->red, g->red_n);
     TAKE(ar, g->loss_acc, 1);
     TAKE(ar, g->gn, 2 + GN_BLOCKS + 2 * g->pl.nlayers + 1);
@@ -500,9 +532,13 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->nchunk = g->pl.nchunks;
     g->nlc = g->pl.nlayers / g->nchunk;
     g->sp = cfg->sp && comm->TP > 1; // one TP rank: nothing to split
-    g->Ts = g->sp ? cfg->seq / comm->TP : cfg->seq;
+    g->CP = comm->CP;
+    g->cp = comm->cp;
+    g->Tfull = cfg->seq;
     g->B = cfg->mb;
-    g->T = cfg->seq;
+    g->T = cfg->seq / g->CP;
+    g->Tch = g->T / 2;
+    g->Ts = g->sp ? g->T / comm->TP : g->T;
     g->C = cfg->H;
     g->NH = cfg->heads / comm->TP;
     g->hs = cfg->H / cfg->heads;
@@ -517,11 +553,11 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->attn = attention_kind(g->hs);
     attention_setup(g);
     g->gelu_fused = env_flag("LLMC_GELU_FUSION", "1", "0", 1);
-    g->zero = comm->DP > 1 ? cfg->zero : 0;
+    g->zero = comm->DPC > 1 ? cfg->zero : 0;
     g->grad_bf16 = config_grad_bf16(cfg) && g->zero > 0;
-    if (cfg->cp > 1) die("-cp %d: context parallelism runs in the CPU trainer (train_gpt) so far", cfg->cp);
-    size_t per = (g->pl.total + comm->DP - 1) / comm->DP;
-    g->total_pad = per * comm->DP;
+    // gradients reduce, and ZeRO shards, over the CP x DP group (llmc/host/comm.h)
+    size_t per = (g->pl.total + comm->DPC - 1) / comm->DPC;
+    g->total_pad = per * comm->DPC;
     g->nlayer_el = zero_layer_offsets(&g->pl, g->loff);
     g->nrest_el = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
@@ -531,7 +567,7 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     g->stage_n = g->grad_bf16 && strcmp(cfg->comm, "nccl") == 0 ? mem_cuda_stage_floats(&g->pl, g->zero, g->sp) : 0;
     g->win_l[0] = g->win_l[1] = -1;
     if (g->zero) {
-        zero_shard(g->pl.total, comm->DP, comm->dp, &g->opt_off, &g->n_opt);
+        zero_shard(g->pl.total, comm->DPC, comm->dpc, &g->opt_off, &g->n_opt);
         g->n_shard = per;
     } else {
         g->opt_off = 0;
@@ -565,6 +601,20 @@ static void gpt_build(GPT* g, const Config* cfg, const Comm* comm, int nslots, i
     // own allocations, not the arena: the emulation's stream detector sees a kernel's access
     // as its whole allocation, and these travel on the pipeline links beside compute
     for (int i = 0; i < ndgrad; i++) g->dgrad[i] = (bf16*)gpt_dev(g, MEM_ACTS, sizeof(bf16) * BT * g->C);
+    // the rows' positions: chunks cp and 2CP-1-cp of the sequence (doc/cp.md); without CP the identity
+    g->tpos = (int*)malloc_check(sizeof(int) * g->T);
+    for (int t = 0; t < g->T; t++)
+        g->tpos[t] = g->CP == 1 ? t : (t < g->Tch ? g->cp * g->Tch + t : (2 * g->CP - 1 - g->cp) * g->Tch + t - g->Tch);
+    g->d_tpos = (int*)gpt_dev(g, MEM_ACTS, sizeof(int) * g->T);
+    cudaCheck(cudaMemcpy(g->d_tpos, g->tpos, sizeof(int) * g->T, cudaMemcpyHostToDevice));
+    if (g->CP > 1) { // the ring's buffers travel on the CP stream beside compute: own allocations too
+        g->in_full = (int*)malloc_check(sizeof(int) * g->B * g->Tfull);
+        g->tg_full = (int*)malloc_check(sizeof(int) * g->B * g->Tfull);
+        for (int i = 0; i < 2; i++) {
+            g->cpkv[i] = (bf16*)gpt_dev(g, MEM_ACTS, sizeof(bf16) * BT * 2 * g->Cl);
+            g->cpdkv[i] = (float*)gpt_dev(g, MEM_ACTS, sizeof(float) * BT * 2 * g->Cl);
+        }
+    }
     g->ppbuf = (PpBuf*)calloc_check((size_t)nslots + ndgrad, sizeof(PpBuf));
     for (int i = 0; i < nslots + ndgrad; i++) dc_ppbuf_init(&g->ppbuf[i]);
     g->nslots = nslots;
@@ -600,6 +650,14 @@ static void gpt_free(GPT* g) {
     free(g->slot_unit);
     for (int i = 0; i < g->ndgrad; i++) dev_free(g->dgrad[i]);
     for (int i = 0; i < g->nslots + g->ndgrad; i++) dc_ppbuf_free(&g->ppbuf[i]);
+    free(g->tpos);
+    dev_free(g->d_tpos);
+    free(g->in_full);
+    free(g->tg_full);
+    for (int i = 0; i < 2; i++) {
+        dev_free(g->cpkv[i]);
+        dev_free(g->cpdkv[i]);
+    }
     pool_free(&g->dgrad_pool);
     free(g->dgrad);
     for (int i = 0; i < g->nstash; i++) dev_free(g->wstash[i]);
@@ -690,12 +748,13 @@ static bf16* reduce_seq(GPT* g, DevComm* dc, bf16* partial, bf16* shard) {
     return shard;
 }
 
-// x (B,T,C) = wte[tokens] + wpe[t], vocab-parallel: each TP rank embeds the rows it owns,
+// x (B,T,C) = wte[tokens] + wpe[tpos[t]], vocab-parallel: each TP rank embeds the rows it owns,
 // TP rank 0 adds the positions, one all-reduce (exact: see encoder.cuh); -sp: a
 // reduce-scatter to the rank's (B,Ts,C) shard
 static void embedding_forward(GPT* g, DevComm* dc, bf16* x, const Acts* a) {
     bf16* e = g->sp ? g->ftmp : x;
-    encoder_forward(e, a->inputs, P(PT_WTE, 0), P(PT_WPE, 0), g->B, g->T, g->C, g->v0, g->Vl, g->pl.tp == 0, g->stream);
+    encoder_forward(e, a->inputs, P(PT_WTE, 0), P(PT_WPE, 0), g->d_tpos, g->B, g->T, g->C, g->v0, g->Vl, g->pl.tp == 0,
+                    g->stream);
     reduce_seq(g, dc, e, x);
 }
 
@@ -742,6 +801,61 @@ static void attention_backward(GPT* g, LayerActs* la) {
     }
 }
 
+// -cp > 1 (doc/cp.md): attention over the CP ring. Ring step st brings the K|V block of CP rank
+// j = cp - st (mod CP); attention_ring_block says which of this rank's rows see which of its
+// keys, and the block's partial output merges into the fp32 accumulator by the log-sum-exp
+// (la->lse holds the merged lse: what the backward needs). The own block is read from qkv in
+// place; the next block's transfer (nccl_comm.cuh's dc_cp_ring_*: NCCL on the CP stream, or
+// host-staged MPI) runs while the current one is computed; cpkv[st % 2] holds block st, and
+// the transfer into the other buffer waits for the compute that last read it. atty (B,T,Cl) is
+// the merged output rounded to bf16 once.
+static void cp_attention_forward(GPT* g, DevComm* dc, LayerActs* la) {
+    int B = g->B, T = g->T, Cl = g->Cl, tc = g->attn == ATTN_TC;
+    size_t nkv = (size_t)B * T * 2 * Cl;
+    cudaStream_t s = g->stream;
+    attention_ring_pack_kv(g->cpkv[0], la->qkv, B, T, Cl, s); // this rank's block, as it travels
+    for (int st = 0; st < g->CP; st++) {
+        int j = (g->cp - st + g->CP) % g->CP, mask;
+        if (st + 1 < g->CP) dc_cp_ring_start(dc, g->cpkv[st % 2], g->cpkv[(st + 1) % 2], nkv, 1, 20);
+        const bf16* k = st == 0 ? la->qkv + Cl : g->cpkv[st % 2];
+        const bf16* v = st == 0 ? la->qkv + 2 * Cl : g->cpkv[st % 2] + Cl;
+        AttnBlock a = attention_ring_block(g->cp, j, g->Tch, g->NH, st == 0 ? 3 * Cl : 2 * Cl, &mask);
+        attention_ring_forward(g->cpacc, la->lse, st == 0, la->qkv, k, v, a, mask, B, g->hs, tc, s);
+        dc_cp_ring_wait(dc); // block st + 1 has arrived (and block st has left)
+    }
+    attention_ring_forward_finish(la->atty, g->cpacc, B, T, Cl, s);
+}
+
+// -cp > 1: the backward of cp_attention_forward, dqkv (B,T,3Cl) from datty (B,T,Cl). The K|V
+// blocks go around the ring again (each transfer overlapping the compute of the block before);
+// with each travels the dK|dV partial of its keys (cpdkv, fp32): block j's starts at rank j,
+// every rank adds its queries' terms and passes it on, and one more hop after the last step
+// brings it home complete (the order tests/cuda/test_attention.cu's ring check sums in). A
+// partial is what the compute just made, so its transfer cannot overlap it.
+static void cp_attention_backward(GPT* g, DevComm* dc, LayerActs* la) {
+    int B = g->B, T = g->T, Cl = g->Cl, tc = g->attn == ATTN_TC;
+    size_t nkv = (size_t)B * T * 2 * Cl, npart = (size_t)B * T * Cl;
+    cudaStream_t s = g->stream;
+    attention_ring_dot(g->attn_scratch, g->datty, la->atty, B, T, g->NH, g->hs, s); // D = rowsum(dO * O)
+    attention_ring_pack_kv(g->cpkv[0], la->qkv, B, T, Cl, s);
+    for (int st = 0; st < g->CP; st++) {
+        int j = (g->cp - st + g->CP) % g->CP, mask, cur = st % 2, nxt = (st + 1) % 2;
+        if (st + 1 < g->CP) dc_cp_ring_start(dc, g->cpkv[cur], g->cpkv[nxt], nkv, 1, 21);
+        const bf16* k = st == 0 ? la->qkv + Cl : g->cpkv[cur];
+        const bf16* v = st == 0 ? la->qkv + 2 * Cl : g->cpkv[cur] + Cl;
+        AttnBlock a = attention_ring_block(g->cp, j, g->Tch, g->NH, st == 0 ? 3 * Cl : 2 * Cl, &mask);
+        attention_ring_backward(g->cpacc, g->cpdkv[cur], g->cpdkv[cur] + npart, st == 0, st == 0, g->datty, la->qkv, k,
+                                v, la->lse, g->attn_scratch, a, mask, B, g->hs, tc, s);
+        dc_cp_ring_wait(dc);
+        // block j's partial to the next rank (its next holder), block j-1's from the previous one;
+        // after the last step block cp+1's, complete, goes home and this rank's own arrives
+        dc_cp_ring_start(dc, g->cpdkv[cur], g->cpdkv[nxt], 2 * npart, 0, 22);
+        dc_cp_ring_wait(dc);
+    }
+    const float* dkv = g->cpdkv[g->CP % 2];
+    attention_ring_backward_finish(g->dqkv, g->cpacc, dkv, dkv + npart, B, T, Cl, s);
+}
+
 // Forward of layer j of chunk c of the unit (local layer l = c * nlc + j): x[j] -> x[j+1]
 // (-sp: x, y, resid2 and the LayerNorms are (B,Ts,C); the GEMMs and attention see all T.)
 // The closing residual add is fused with the LayerNorm that reads its output (llm.c's
@@ -767,7 +881,10 @@ static void block_forward(GPT* g, DevComm* dc, Acts* a, int c, int j, int rebuil
         layernorm_forward(la->ln1, la->ln1_mean, la->ln1_rstd, x, P(PT_LN1W, l), P(PT_LN1B, l), BTs, C, s);
     matmul_forward(mm, la->qkv, 3 * Cl, gather_seq(g, dc, la->ln1, g->gat), P(PT_QKVW, l), P(PT_QKVB, l), BT, C,
                    3 * Cl);
-    attention_forward(g, la);
+    if (g->CP > 1)
+        cp_attention_forward(g, dc, la);
+    else
+        attention_forward(g, la);
     matmul_forward(mm, g->ftmp, C, la->atty, P(PT_ATTPROJW, l), NULL, BT, Cl, C); // partial sum
     bf16* att = reduce_seq(g, dc, g->ftmp, g->fsh);
     // resid2 = x + attn + bias (bias once, after the all-reduce); ln2 = LN(resid2)
@@ -854,7 +971,10 @@ static void block_backward(GPT* g, DevComm* dc, Acts* a, int j, int l, bf16* dio
     }
     if (g->attn == ATTN_NAIVE && g->cfg.recompute == RECOMPUTE_SELECTIVE)
         attention_forward(g, la); // rebuild the shared probabilities (atty: the same bits)
-    attention_backward(g, la);
+    if (g->CP > 1)
+        cp_attention_backward(g, dc, la);
+    else
+        attention_backward(g, la);
     matmul_backward_input(mm, g->dtmp, g->dqkv, 3 * Cl, P(PT_QKVW, l), BT, C, 3 * Cl);
     if (ws == NULL)
         matmul_backward_weight_bias(mm, G(PT_QKVW, l), G(PT_QKVB, l), g->dqkv, 3 * Cl,
@@ -1116,7 +1236,7 @@ static void gpt_backward(GPT* g, DevComm* dc, Acts* a, int c, bf16* dx, int last
     }
     if (is_first_chunk(g, c))
         encoder_backward(G(PT_WTE, 0), G(PT_WPE, 0), gather_seq(g, dc, dx, g->gdout), a->d_uniq, a->d_off, a->d_pos,
-                         a->hb.nu, g->B, g->T, g->C, g->stream);
+                         a->hb.nu, g->d_tpos, g->B, g->T, g->C, g->stream);
 }
 
 // zb-h1's W of chunk c (the unit's stash ws). last: the chunk's last W of the step, after
@@ -1231,7 +1351,7 @@ static void dp_bucket_launch(GPT* g, DevComm* dc, int l) {
         ZeroBucket b = flat_bucket(lo, hi, n);
         zd_reduce(&g->zd, &b, g->grads, g->gshard, g->gstage, NULL);
     } else
-        dc_dp_bucket_f32(dc, g->grads, lo, hi, n, g->total_pad / dc->host->DP, g->cfg.zero);
+        dc_dp_bucket_f32(dc, g->grads, lo, hi, n, g->total_pad / dc->host->DPC, g->cfg.zero);
     g->nbuckets++;
 }
 
@@ -1487,10 +1607,24 @@ typedef struct {
     DataSet* ds;
 } BatchRef;
 
+// -cp > 1: this rank's rows (g->tpos) of a micro-batch's (B, Tfull) tokens
+static void cp_take_rows(const GPT* g, int* dst, const int* full) {
+    for (int b = 0; b < g->B; b++)
+        for (int t = 0; t < g->T; t++) dst[b * g->T + t] = full[(size_t)b * g->Tfull + g->tpos[t]];
+}
+
+// the samples of the data-parallel replica (every CP rank of it reads them, and takes its rows)
 static void load_train_micro(Train* t, Acts* a, int k, void* user) {
     const BatchRef* br = (const BatchRef*)user;
+    GPT* g = &t->model;
     int64_t first = microbatch_first_sample(br->first, br->gb, t->run.comm.DP, t->run.comm.dp, t->run.cfg.mb, k);
-    dataset_load_microbatch(br->ds, first, t->run.cfg.mb, a->h_inputs, a->h_targets);
+    if (g->CP == 1) {
+        dataset_load_microbatch(br->ds, first, t->run.cfg.mb, a->h_inputs, a->h_targets);
+        return;
+    }
+    dataset_load_microbatch(br->ds, first, t->run.cfg.mb, g->in_full, g->tg_full);
+    cp_take_rows(g, a->h_inputs, g->in_full);
+    cp_take_rows(g, a->h_targets, g->tg_full);
 }
 
 // the sum of token losses this rank accumulated on the device since the last reset
@@ -1560,7 +1694,7 @@ static StepResult train_step(Train* t) {
     }
     if (g->zd.on) zd_begin(&g->zd, g->gshard); // the buckets add into the shard
     // -zero 2/3 see a replica's whole gradient (the noise scale's) only with one micro-batch per step
-    g->sq_on = g->zero >= 2 && comm->DP > 1 && r.micro == 1;
+    g->sq_on = g->zero >= 2 && comm->DP > 1 && comm->CP == 1 && r.micro == 1;
     cudaCheck(cudaMemsetAsync(g->loss_acc, 0, sizeof(double), g->stream));
     BatchRef br = {t->run.samples, r.gb, &t->run.train};
     pipe_execute(t, r.micro, 0, dloss, load_train_micro, &br);
@@ -1583,8 +1717,8 @@ static StepResult train_step(Train* t) {
         else
             dc_dp_allreduce_f32(dc, g->grads, g->pl.total);
     }
-    // each unique parameter once: without ZeRO the DP replicas hold equal gradients (count DP rank 0)
-    int count_norm = g->zero || comm->dp == 0;
+    // each unique parameter once: without ZeRO the CP x DP ranks hold equal gradients (count rank 0)
+    int count_norm = g->zero || comm->dpc == 0;
     nvtx_pop();
     if (count_norm) gpt_grad_sumsq(g, g->gshard, g->opt_off, g->opt_off + g->n_opt, 1);
     // one host wait for the loss and both norms (the spike guard and clipping need them here)
@@ -1593,9 +1727,11 @@ static StepResult train_step(Train* t) {
     dc_wait_stream(dc, g->stream);
     // the loss lives on the last stage's TP ranks (all equal): count TP rank 0 of each replica
     r.loss = world_sum(comm, (is_last_stage(g) && comm->tp == 0) ? g->h_stats[0] : 0.0) / ((double)r.gb * c->seq);
-    // -zero 2/3 with several micro-batches per step: no replica holds its whole gradient (NaN: no estimate)
+    // -zero 2/3 with several micro-batches per step, or -cp > 1 (a replica's gradient is the sum
+    // of its CP ranks'): no replica holds its whole gradient (NaN: no estimate)
     double small_sumsq = 0.0;
-    if (comm->DP > 1) small_sumsq = g->zero < 2 || g->sq_on ? world_sum(comm, g->h_stats[1]) / comm->DP : NAN;
+    if (comm->DP > 1)
+        small_sumsq = (g->zero < 2 || g->sq_on) && comm->CP == 1 ? world_sum(comm, g->h_stats[1]) / comm->DP : NAN;
     r.gnorm = sqrt(world_sum(comm, count_norm ? g->h_stats[2] : 0.0));
     // noise scale and spike guard: every rank sees the same global loss and norm, so every
     // rank takes the same decision
@@ -1633,10 +1769,34 @@ static double evaluate(Train* t, DataSet* val) {
            ((double)n * t->run.cfg.seq);
 }
 
+// user: the (B, Tfull) tokens
 static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
     (void)k;
-    memcpy(a->h_inputs, user, sizeof(int) * t->model.B * t->model.T);
+    if (t->model.CP > 1)
+        cp_take_rows(&t->model, a->h_inputs, (const int*)user);
+    else
+        memcpy(a->h_inputs, user, sizeof(int) * t->model.B * t->model.T);
     memset(a->h_targets, 0, sizeof(int) * t->model.B * t->model.T);
+}
+
+// Row (b, pos) of the last stage's logits (bf16 on the device), this TP rank's Vv columns at
+// v0 of row (Vp): -cp > 1, from the CP rank that holds position pos (summed over the CP group:
+// the others give zeros). Every last-stage rank of the CP group calls it for the same row.
+static void logits_row(Train* t, int b, int pos, float* row) {
+    GPT* g = &t->model;
+    memset(row, 0, sizeof(float) * g->cfg.Vp);
+    int local = -1;
+    for (int i = 0; i < g->T && local < 0; i++)
+        if (g->tpos[i] == pos) local = i;
+    if (local >= 0 && g->Vv > 0) {
+        uint16_t* hrow = (uint16_t*)malloc_check(sizeof(uint16_t) * g->Vv);
+        cudaCheck(cudaMemcpyAsync(hrow, g->acts[0].logits + ((size_t)b * g->T + local) * g->ldl,
+                                  sizeof(uint16_t) * g->Vv, cudaMemcpyDeviceToHost, g->stream));
+        cudaCheck(cudaStreamSynchronize(g->stream));
+        for (int v = 0; v < g->Vv; v++) row[g->v0 + v] = host_bf2f(hrow[v]);
+        free(hrow);
+    }
+    cp_allreduce_sum(&t->run.comm, row, g->cfg.Vp);
 }
 
 // Generates sample_len tokens after an <|endoftext|>, sampling from the softmax. Every
@@ -1644,48 +1804,31 @@ static void load_sample_micro(Train* t, Acts* a, int k, void* user) {
 static void sample_text(Train* t, FILE* out) {
     GPT* g = &t->model;
     const Config* c = &t->run.cfg;
-    int* tokens = (int*)malloc_check(sizeof(int) * g->B * g->T);
-    int n0 = run_sample_prompt(&t->run, tokens, g->T); // -prompt ids or <|endoftext|>
+    int Tf = g->Tfull; // the whole sequence (-cp: each CP rank runs its rows of it)
+    int* tokens = (int*)malloc_check(sizeof(int) * g->B * Tf);
+    // every row defined, as in train_gpt.c; then the -prompt ids or <|endoftext|>
+    for (int i = 0; i < g->B * Tf; i++) tokens[i] = run_sample_start(&t->run);
+    int n0 = run_sample_prompt(&t->run, tokens, Tf);
     float* row = (float*)malloc_check(sizeof(float) * c->Vp);
-    uint16_t* hrow = (uint16_t*)malloc_check(sizeof(uint16_t) * (g->Vv + 1));
     if (t->run.comm.rank == run_sampler_rank(&t->run)) fprintf(out, "sample: ");
-    for (int pos = n0; pos < n0 + c->sample_len && pos < g->T; pos++) {
+    for (int pos = n0; pos < n0 + c->sample_len && pos < Tf; pos++) {
         pipe_execute(t, 1, 1, 0.0f, load_sample_micro, tokens);
-        if (is_last_stage(g)) { // this TP rank's Vv columns of the row at pos-1 (bf16 on the device)
-            memset(row, 0, sizeof(float) * c->Vp);
-            if (g->Vv > 0) {
-                cudaCheck(cudaMemcpyAsync(hrow, g->acts[0].logits + (size_t)(pos - 1) * g->ldl,
-                                          sizeof(uint16_t) * g->Vv, cudaMemcpyDeviceToHost, g->stream));
-                cudaCheck(cudaStreamSynchronize(g->stream));
-                for (int v = 0; v < g->Vv; v++) row[g->v0 + v] = host_bf2f(hrow[v]);
-            }
-        }
+        if (is_last_stage(g)) logits_row(t, 0, pos - 1, row); // this TP rank's Vv columns of the row at pos-1
         tokens[pos] = run_sample_next(&t->run, row, is_last_stage(g));
         run_sample_print(&t->run, out, tokens[pos]);
     }
-    int n = n0 + c->sample_len < g->T ? n0 + c->sample_len : g->T;
+    int n = n0 + c->sample_len < Tf ? n0 + c->sample_len : Tf;
     run_sample_end(&t->run, out, tokens, n0, n);
     free(tokens);
     free(row);
-    free(hrow);
 }
 
 // the cloze evaluation's hooks (llmc/host/eval.h): a forward of a (B, T) token batch, and one
-// logits row of the last stage (bf16 on the device) at this TP rank's vocabulary offset
+// logits row of the last stage at this TP rank's vocabulary offset
 static void eval_forward(void* self, const int* tokens) {
     pipe_execute((Train*)self, 1, 1, 0.0f, load_sample_micro, (void*)tokens);
 }
-static void eval_row(void* self, int b, int pos, float* row) {
-    GPT* g = &((Train*)self)->model;
-    memset(row, 0, sizeof(float) * g->cfg.Vp);
-    if (g->Vv == 0) return;
-    uint16_t* hrow = (uint16_t*)malloc_check(sizeof(uint16_t) * g->Vv);
-    cudaCheck(cudaMemcpyAsync(hrow, g->acts[0].logits + ((size_t)b * g->T + pos) * g->ldl, sizeof(uint16_t) * g->Vv,
-                              cudaMemcpyDeviceToHost, g->stream));
-    cudaCheck(cudaStreamSynchronize(g->stream));
-    for (int v = 0; v < g->Vv; v++) row[g->v0 + v] = host_bf2f(hrow[v]);
-    free(hrow);
-}
+static void eval_row(void* self, int b, int pos, float* row) { logits_row((Train*)self, b, pos, row); }
 
 // ----------------------------------------------------------------------------------------
 // checkpoints: the format of llmc/host/checkpoint.h, written from host fp32 copies of the master
@@ -1705,7 +1848,7 @@ static const float* master_for_save(Train* t, float* full) {
         dp_allgather(&t->run.comm, full, g->pl.total);
         return NULL;
     }
-    cudaCheck(cudaMemcpyAsync(g->grads + (size_t)t->run.comm.dp * g->n_shard, g->master, sizeof(float) * g->n_shard,
+    cudaCheck(cudaMemcpyAsync(g->grads + (size_t)t->run.comm.dpc * g->n_shard, g->master, sizeof(float) * g->n_shard,
                               cudaMemcpyDeviceToDevice, g->stream));
     dc_dp_allgather_f32(&t->dc, g->grads, g->pl.total);
     return g->grads;
@@ -1852,6 +1995,9 @@ static void print_act_memory(const GPT* g, int nccl) {
         table_row("pipeline gradient buffers", "%d x %.3f MiB (%s)", g->ndgrad,
                   (double)g->B * g->T * g->C * sizeof(bf16) / 1048576.0,
                   nccl ? "phased NCCL schedule: a send may wait until its receiver needs it" : "interleaved schedule");
+    if (g->CP > 1)
+        table_row("context parallel", "cp %d of %d: %d rows (positions %d.. and %d..), ring buffers %.3f MiB", g->cp,
+                  g->CP, g->T, g->tpos[0], g->tpos[g->Tch], (double)g->B * g->T * g->Cl * 28 / 1048576.0);
     if (g->zb)
         table_row("zb-h1 W stashes", "%d x %.3f MiB (weight-GEMM inputs and output gradients of units awaiting W)",
                   g->nstash, (double)g->nlc * g->wstash_layer * sizeof(bf16) / 1048576.0);
@@ -1888,8 +2034,11 @@ static void print_config_table(const Train* t) {
         table_row("attention", "cuDNN %zu fused flash, %s backward, %.1f MiB workspace", cudnn_attn_version(),
                   cudnn_attn_deterministic(g->cudnn) ? "deterministic" : "non-deterministic",
                   cudnn_attn_workspace_bytes(g->cudnn) / 1048576.0);
-    else
 #endif
+    if (g->CP > 1) // cuDNN never runs with -cp (attention_setup)
+        table_row("attention", "ring over -cp %d: %s%s", g->CP, ATTN_NAMES[g->attn],
+                  g->attn_fallback ? "; cuDNN and naive have no ring path: the own kernels" : "");
+    else if (g->attn != ATTN_CUDNN)
         table_row("attention", "%s", ATTN_NAMES[g->attn]);
     table_row("precision", "bf16 weights/acts, fp32 master/moments/grads, DP reduction %s",
               g->grad_bf16 ? "bf16 (-grad-reduce)" : "fp32");
@@ -2008,7 +2157,7 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     // what memplan.h says this rank allocates on the device is what it allocated
     size_t plan[NUM_MEM];
     const Comm* c = &t->run.comm;
-    mem_plan_cuda(&t->run.cfg, c->tp, c->TP, c->pp, c->PP, c->dp, c->DP, nslots, ndgrad, nstash, g->attn == ATTN_NAIVE,
+    mem_plan_cuda(&t->run.cfg, c->tp, c->TP, c->pp, c->PP, c->dpc, c->DPC, nslots, ndgrad, nstash, g->attn == ATTN_NAIVE,
                   t->dc.overlap, plan);
     for (int k = 0; k < NUM_MEM; k++)
         if (plan[k] != g->mem[k])
@@ -2044,8 +2193,8 @@ static void hook_init(void* self) { init_weights((Train*)self); }
 static void hook_abort(void* self) {
     DevComm* d = &((Train*)self)->dc;
     if (!d->nccl) return;
-    ncclComm_t cs[4] = {d->tp, d->dp, d->pp, d->emb};
-    for (int i = 0; i < 4; i++)
+    ncclComm_t cs[5] = {d->tp, d->dp, d->pp, d->emb, d->cp};
+    for (int i = 0; i < 5; i++)
         if (cs[i]) ncclCommAbort(cs[i]); // the job is ending: the result is not checked
     for (int i = 0; i < d->nlinks; i++) ncclCommAbort(d->link[i].comm);
     if (((Train*)self)->model.zd.gcomm) ncclCommAbort(((Train*)self)->model.zd.gcomm); // -zero 3's gathers

@@ -20,14 +20,15 @@
 #                     them: PyTorch fixtures, the CPU trainer, resume, 3D layouts with both
 #                     backends (8 emulated GPUs). Needs train_gpt and the fixtures (make test
 #                     builds both). No GPU needed.
-#   cuda-emu-detect   train_gpt.cu's own steps (1x1x1, 2x2x2 sp+vpp over NCCL) under the emulation's race and
-#                     alignment detectors (the pipeline link streams included), and deleted waits
-#                     that must be caught (a ce_stats barrier, the DP buckets' event, the compute
-#                     stream's wait for a pipeline transfer)
+#   cuda-emu-detect   train_gpt.cu's own steps (1x1x1, 2x2x2 sp+vpp and -cp 2 over NCCL) under the emulation's
+#                     race and alignment detectors (the pipeline link streams and the CP ring's
+#                     included), and deleted waits that must be caught (a ce_stats barrier, the DP
+#                     buckets' event, the compute stream's wait for a pipeline transfer and for a
+#                     CP ring block)
 #   cuda-clean
 #   cuda-resources    regenerates dev/cuda/resources_sm*.tsv (per-kernel registers, spills,
-#                     static shared memory, max threads) from train_gpt_cu's ptxas -v log, and
-#                     test_attention's for the llmc/cuda kernels the trainer does not contain
+#                     static shared memory, max threads) from train_gpt_cu's ptxas -v log (the
+#                     trainer contains every llmc/cuda kernel)
 #   cuda-resources-check  the tables are current, within each arch's limits, and every kernel
 #                     that uses shared memory issues shared-memory instructions in its SASS,
 #                     the flash_tc_ kernels LDSM and LDGSTS and no generic LD/ST; a mutant
@@ -187,18 +188,10 @@ $(CUDA_BUILD)/%: $(CUDA_TEST_DIR)/%.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS)
 	@mkdir -p $(@D)
 	$(NVCC) $(CUDA_NVCC_ALL) $< -o $@ $(CUDA_LIBS)
 
-# test_attention with its ptxas -v log: the resource tables take the kernels of llmc/cuda that
-# train_gpt_cu does not contain (llmc/cuda/attention_ring.cuh's, until the trainer includes it) from this build
-$(CUDA_BUILD)/test_attention: $(CUDA_TEST_DIR)/test_attention.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS)
-	@mkdir -p $(@D)
-	$(NVCC) $(CUDA_NVCC_ALL) -Xptxas -v $< -o $@ $(CUDA_LIBS) 2> $(CUDA_BUILD)/test_attention.ptxas.log || \
-	    { grep -v '^ptxas info\|bytes stack frame' $(CUDA_BUILD)/test_attention.ptxas.log; exit 1; }
-	@grep -v '^ptxas info\|bytes stack frame' $(CUDA_BUILD)/test_attention.ptxas.log >&2 || true
-
 cuda-check-build: $(addprefix $(CUDA_BUILD)/,$(CUDA_CHECKS))
 	@echo "cuda-check-build: $(words $(CUDA_CHECKS)) kernel checks built in $(CUDA_BUILD)"
 CUDA_RES = /usr/bin/python3 $(CUDA_DIR)/resources.py --build $(CUDA_BUILD) --root $(CUDA_ROOT)
-cuda-resources: train_gpt_cu $(CUDA_BUILD)/test_attention $(CUDA_BUILD)-emu/test_attention
+cuda-resources: train_gpt_cu $(CUDA_BUILD)-emu/test_attention
 	$(CUDA_RES) write
 
 # ... and the SASS check must catch what it is there for: test_attention built for sm_90 from a
@@ -208,8 +201,7 @@ CUDA_MUTANTS = emulation
 # of mma.cuh, which runs the same mutated wrappers
 CUDA_MUTANT_FLAGGED = flash_tc_,mma_wrapper_kernel
 CUDA_MUTANT_CUBINS = $(foreach m,$(CUDA_MUTANTS),$(CUDA_BUILD)/sass_mutant_$(m)_sm90.cubin)
-cuda-resources-check: train_gpt_cu $(CUDA_BUILD)/test_attention $(CUDA_BUILD)-emu/test_attention \
-    $(CUDA_MUTANT_CUBINS)
+cuda-resources-check: train_gpt_cu $(CUDA_BUILD)-emu/test_attention $(CUDA_MUTANT_CUBINS)
 	$(CUDA_RES) check
 	@set -e; for c in $(CUDA_MUTANT_CUBINS); do echo "$(CUDA_RES) sass $$c --expect-fail $(CUDA_MUTANT_FLAGGED)"; \
 	    $(CUDA_RES) sass $$c --expect-fail $(CUDA_MUTANT_FLAGGED); done

@@ -17,10 +17,8 @@
           registers and local memory (spills), as a Markdown table (doc/cuda_speed.md)
 
 Inputs: BUILD/train_gpt_cu.ptxas.log (written by cuda.mk's train_gpt_cu rule), the binary
-ROOT/train_gpt_cu (cuobjdump -elf for __launch_bounds__, -sass); BUILD/test_attention and its
-BUILD/test_attention.ptxas.log for the kernels of llmc/cuda that train_gpt_cu does not contain
-(attention_ring.cuh's two elementwise kernels, until the trainer includes it: no shared memory, so
-the SASS check has nothing to add for them), BUILD-emu/test_attention
+ROOT/train_gpt_cu (cuobjdump -elf for __launch_bounds__, -sass), which contains every kernel of
+llmc/cuda (the tables say so, else they are not made), BUILD-emu/test_attention
 --smem (dynamic shared memory per attention kernel), dev/cuda/launch_threads.tsv (block size
 of kernels without __launch_bounds__), dev/cuda/spill_exceptions.tsv (accepted spills).
 
@@ -39,15 +37,11 @@ SMEM_OPTIN = {"80": 163 * 1024, "90": 227 * 1024}
 HEADER = "kernel\tregs\tspill_st\tspill_ld\tsmem_static\tmax_threads"
 COMMENT = ("# kernel: demangled name, no return type or parameter list, template arguments kept "
            "(flash_tc_forward_kernel<128>); smem_static in bytes; max_threads: __launch_bounds__, else "
-           "dev/cuda/launch_threads.tsv. Made by `make cuda-resources` from train_gpt_cu's ptxas -v (and test_attention's "
-           "for the llmc/cuda kernels train_gpt_cu lacks); do not edit.")
+           "dev/cuda/launch_threads.tsv. Made by `make cuda-resources` from train_gpt_cu's ptxas -v; do not edit.")
 SHARED_OP = re.compile(r"^(LDS|STS|LDSM|STSM|ATOMS|LDGSTS|LDSU|UBLKCP|UTMALDG|SYNCS)(\.|$)")
 GENERIC_OP = re.compile(r"^(LD|ST|ATOM)(\.|$)")
 COUNTED = ("LDSM", "LDGSTS", "HMMA", "LD", "ST", "LDL", "STL")
 TC_PREFIX = "flash_tc_"
-# the kernel check whose nvcc build (cuda.mk: BUILD/test_attention, with its ptxas -v log) brings the
-# kernels of llmc/cuda that train_gpt_cu does not contain (yet) into the tables: attention_ring.cuh's
-EXTRA = "test_attention"
 # name: (file, text, replacement, what it breaks); the text must occur exactly once
 MUTANTS = {
     # the plain-CUDA data movement of mma.cuh, the branch the CPU emulation runs, built for the
@@ -246,25 +240,18 @@ def llmc_kernels(root):
     return found
 
 
-def extra_kernels(args):
-    """the kernels of llmc/cuda (all of them; make_tables keeps those train_gpt_cu lacks), from EXTRA's build (BUILD/EXTRA and
-    BUILD/EXTRA.ptxas.log): {arch: {mangled: resources}}, their bounds and demangled names"""
-    ptx = parse_ptxas(os.path.join(args.build, EXTRA + ".ptxas.log"))
-    names = demangle(sorted(res_keys(ptx)))
-    own = llmc_kernels(args.root)
-    ptx = {a: {m: r for m, r in ks.items() if names[m].split("<")[0] in own} for a, ks in ptx.items()}
-    return ptx, parse_elf_max_threads(os.path.join(args.build, EXTRA)), names
-
-
 def make_tables(args):
     ptx = parse_ptxas(os.path.join(args.build, "train_gpt_cu.ptxas.log"))
     binary = os.path.join(args.root, "train_gpt_cu")
     bounds = parse_elf_max_threads(binary)
     launch = {k: int(v[0][0]) for k, v in read_tsv(os.path.join(args.dir, "launch_threads.tsv"), 2).items()}
     names = demangle(sorted(res_keys(ptx)))
-    xptx, xbounds, xnames = extra_kernels(args)
     lit = launch_literals(args.root)
     errors = []
+    built = {n.split("<")[0] for n in names.values()}
+    for k in sorted(llmc_kernels(args.root) - built):
+        errors.append(f"{k} (llmc/cuda) is not in train_gpt_cu's build, so the tables would miss it: launch it from the "
+                      "trainer, or drop it")
     for k, n in launch.items():
         base = k.split("<")[0]
         if base in lit and n not in lit[base]:
@@ -272,18 +259,13 @@ def make_tables(args):
     tables = {}
     for arch in sorted(ptx):
         rows = []
-        seen = set()
-        for p, b, n in ((ptx, bounds, names), (xptx, xbounds, xnames)):
-            for m, r in p.get(arch, {}).items():
-                k = n[m]
-                if k in seen:  # train_gpt_cu's build of it comes first
-                    continue
-                seen.add(k)
-                t = b.get(arch, {}).get(m) or launch.get(k)
-                if t is None:
-                    errors.append(f"sm_{arch} {k}: no __launch_bounds__ and no line in dev/cuda/launch_threads.tsv")
-                    t = 0
-                rows.append((k, r["regs"], r["spill_st"], r["spill_ld"], r["smem_static"], t))
+        for m, r in ptx[arch].items():
+            k = names[m]
+            t = bounds.get(arch, {}).get(m) or launch.get(k)
+            if t is None:
+                errors.append(f"sm_{arch} {k}: no __launch_bounds__ and no line in dev/cuda/launch_threads.tsv")
+                t = 0
+            rows.append((k, r["regs"], r["spill_st"], r["spill_ld"], r["smem_static"], t))
         rows.sort()
         tables[arch] = COMMENT + "\n" + HEADER + "\n" + "".join("\t".join(map(str, r)) + "\n" for r in rows)
     return tables, ptx, names, errors

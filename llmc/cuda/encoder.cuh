@@ -2,16 +2,18 @@
  * encoder.cuh: the input embedding, vocab-parallel (doc/spec.md section 3): token embedding rows
  * [v0, v0 + Vl) live on TP rank tp; position embedding replicated.
  *
- *   encoder_forward   x (B, T, C) = (token owned ? wte[tok - v0] : 0) + (add_pos ? wpe[t] : 0)
+ *   encoder_forward   x (B, T, C) = (token owned ? wte[tok - v0] : 0) + (add_pos ? wpe[tpos[t]] : 0)
  *                     in fp32, rounded once. With TP > 1 only TP rank 0 adds wpe and the
  *                     caller all-reduces: exactly one rank holds wte[tok] and the sum of
  *                     {rn(wte+wpe), 0} or {wte, wpe} rounds to rn(wte + wpe) in any order,
  *                     so every TP layout embeds bit-identically.
- *   encoder_backward  dwte (Vl, C) fp32 += dx rows of each owned token, dwpe (T, C) += sum over
- *                     the batch. Tokens repeat, so the host buckets the micro-batch's
+ *   encoder_backward  dwte (Vl, C) fp32 += dx rows of each owned token, dwpe row tpos[t] += sum
+ *                     over the batch of row t. Tokens repeat, so the host buckets the micro-batch's
  *                     positions by token (EmbedBuckets, built when the batch is loaded) and
  *                     one block sums one token's rows in position order: deterministic,
  *                     no atomics.
+ * tpos (T) on the device: the position (the row of wpe) of each of the T rows; t itself,
+ * except under context parallelism, where a rank holds two chunks of the sequence (doc/cp.md).
  */
 #ifndef LLMC_ENCODER_CUH
 #define LLMC_ENCODER_CUH
@@ -60,12 +62,12 @@ static void embed_buckets_build(EmbedBuckets* e, const int* tokens, int BT, int 
     for (int u = 0; u < e->nu; u++) work[e->uniq[u]] = 0; // leave the scratch zeroed
 }
 
-// x (BT, C); tokens (BT); wte (Vl, C); wpe (T, C). Each thread takes 8 consecutive columns
+// x (BT, C); tokens (BT); wte (Vl, C); wpe (seq, C); tpos (T). Each thread takes 8 consecutive columns
 // of one row per step (CP = ceil(C / 8) packs per row; VEC: 16-byte loads and stores, the
 // scalar instantiation for misaligned pointers or C % 8 != 0, same arithmetic).
 template <bool VEC>
-__global__ void encoder_forward_kernel(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, int BT, int T,
-                                       int C, int v0, int Vl, int add_pos) {
+__global__ void encoder_forward_kernel(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, const int* tpos,
+                                       int BT, int T, int C, int v0, int Vl, int add_pos) {
     int CP = (C + 7) / 8;
     size_t total = (size_t)BT * CP;
     for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += (size_t)gridDim.x * blockDim.x) {
@@ -77,7 +79,7 @@ __global__ void encoder_forward_kernel(bf16* x, const int* tokens, const bf16* w
         else
             for (int j = 0; j < 8; j++) v[j] = 0.0f;
         if (add_pos) {
-            load_bf16x8<VEC>(q, wpe + (size_t)(n % T) * C, c, C);
+            load_bf16x8<VEC>(q, wpe + (size_t)tpos[n % T] * C, c, C);
             for (int j = 0; j < 8; j++) v[j] += q[j];
         }
         store_bf16x8<VEC>(x + (size_t)n * C, c, C, v);
@@ -97,33 +99,34 @@ __global__ void encoder_backward_wte_kernel(float* dwte, const bf16* dx, const i
     }
 }
 
-// dwpe[t][c] += sum over b of dx[b][t][c]
-__global__ void encoder_backward_wpe_kernel(float* dwpe, const bf16* dx, int B, int T, int C) {
+// dwpe[tpos[t]][c] += sum over b of dx[b][t][c] (the T positions are distinct: no race)
+__global__ void encoder_backward_wpe_kernel(float* dwpe, const bf16* dx, const int* tpos, int B, int T, int C) {
     size_t total = (size_t)T * C;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         float s = 0.0f;
         for (int b = 0; b < B; b++) s += bf(dx[(size_t)b * total + i]);
-        dwpe[i] += s;
+        dwpe[(size_t)tpos[i / C] * C + i % C] += s;
     }
 }
 
-static void encoder_forward(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, int B, int T, int C, int v0,
-                            int Vl, int add_pos, cudaStream_t s) {
+static void encoder_forward(bf16* x, const int* tokens, const bf16* wte, const bf16* wpe, const int* tpos, int B, int T,
+                            int C, int v0, int Vl, int add_pos, cudaStream_t s) {
     int g = grid_for((size_t)B * T * CEIL_DIV(C, 8), 256);
-    LAUNCH_VEC(encoder_forward_kernel, vec16_ok(C, 8, x, wte, wpe), g, 256, 0, s, x, tokens, wte, wpe, B * T, T, C, v0,
-               Vl, add_pos);
+    LAUNCH_VEC(encoder_forward_kernel, vec16_ok(C, 8, x, wte, wpe), g, 256, 0, s, x, tokens, wte, wpe, tpos, B * T, T,
+               C, v0, Vl, add_pos);
 }
 
-// d_uniq/d_off/d_pos: the device copies of a host EmbedBuckets with nu buckets.
+// d_uniq/d_off/d_pos: the device copies of a host EmbedBuckets with nu buckets; tpos: as forward.
 // dwte may be NULL (a rank without the token embedding); dwpe likewise.
 static void encoder_backward(float* dwte, float* dwpe, const bf16* dx, const int* d_uniq, const int* d_off,
-                             const int* d_pos, int nu, int B, int T, int C, cudaStream_t s) {
+                             const int* d_pos, int nu, const int* tpos, int B, int T, int C, cudaStream_t s) {
     if (dwte != NULL && nu > 0) {
         int grid = GRID_STRIDE_CAP(nu < 65535 ? nu : 65535);
         int block = C >= 256 ? 256 : ((C + 31) / 32) * 32;
         LAUNCH(encoder_backward_wte_kernel, grid, block, 0, s, dwte, dx, d_uniq, d_off, d_pos, nu, C);
     }
-    if (dwpe != NULL) LAUNCH(encoder_backward_wpe_kernel, grid_for((size_t)T * C, 256), 256, 0, s, dwpe, dx, B, T, C);
+    if (dwpe != NULL)
+        LAUNCH(encoder_backward_wpe_kernel, grid_for((size_t)T * C, 256), 256, 0, s, dwpe, dx, tpos, B, T, C);
 }
 
 #endif // LLMC_ENCODER_CUH

@@ -2,7 +2,7 @@
  * nccl_comm.cuh: the CUDA trainer's communication on device buffers, over one of two
  * backends, on top of the MPI groups of llmc/host/comm.h:
  *
- *   -comm nccl  one NCCL communicator per group (TP, DP, PP, embedding), bootstrapped over
+ *   -comm nccl  one NCCL communicator per group (TP, DP, CP, PP, embedding), bootstrapped over
  *               the group's MPI communicator (rank 0 of the group makes the unique id and
  *               broadcasts it). Collectives run on the trainer's stream, asynchronously.
  *               NCCL needs one GPU per rank.
@@ -14,7 +14,10 @@
  * What travels in which precision: TP all-reduces of activations and activation
  * gradients bf16 (as Megatron); cross-entropy statistics fp32; pipeline sends bf16;
  * gradients (embedding group, DP all-reduce / ZeRO-1 reduce-scatter) fp32; ZeRO-1
- * all-gather of the updated weights bf16 (the rounded fp32 master shards).
+ * all-gather of the updated weights bf16 (the rounded fp32 master shards). The "DP" group of
+ * the gradients and ZeRO is comm.h's CP x DP group (dp_comm, DPC ranks, index dpc): CP ranks
+ * hold the same weights, each with the gradient of its part of the sequences. The CP ring
+ * (dc_cp_*, at the end) moves attention's K|V blocks bf16 and their dK|dV partials fp32.
  *
  * Pipeline point-to-point with NCCL blocks the stream until the peer posts the matching
  * operation, and NCCL matches a pair's messages by order. Overlapped (the default with NCCL
@@ -37,7 +40,7 @@
  * is (on a GPU "entered" means enqueued; under the emulation the call blocks, as MPI's).
  *
  * ZeRO-1 with NCCL needs equal shards: buffers given to the reduce-scatter / all-gather
- * hold DP * ceil(n / DP) elements (zero_shard's split, the tail zero-padded).
+ * hold DPC * ceil(n / DPC) elements (zero_shard's split, the tail zero-padded).
  */
 #ifndef LLMC_NCCL_COMM_CUH
 #define LLMC_NCCL_COMM_CUH
@@ -76,7 +79,7 @@ typedef struct {
     Comm* host; // the layout's MPI groups and host collectives
     int nccl;   // 1: NCCL, 0: host-staged over MPI
     cudaStream_t stream;
-    ncclComm_t tp, dp, pp, emb; // NULL where the group has one rank (or, emb, where not a member)
+    ncclComm_t tp, dp, pp, emb; // NULL where the group has one rank (or, emb, where not a member); dp: CP x DP
     float* hf;
     size_t hf_n; // pinned host staging, grown on demand
     uint16_t* hb;
@@ -86,7 +89,7 @@ typedef struct {
     int* ev_kind;
     int nev, ev_cap, timing, group_timer;
     long host_syncs; // host waits on the device so far (dc_wait_*): a step's count is printed and tested
-    // overlapped DP reduction (NCCL, DP > 1, unless LLMC_DP_OVERLAP=0): buckets reduce on cstream
+    // overlapped DP reduction (NCCL, DPC > 1, unless LLMC_DP_OVERLAP=0): buckets reduce on cstream
     // while the compute stream runs on; ev_ready orders each bucket after its gradients, ev_reduced
     // the optimizer after every bucket
     int overlap;
@@ -99,6 +102,20 @@ typedef struct {
     PpLink link[DC_MAX_LINKS];
     cudaEvent_t ev_pp; // scratch: compute-stream points the link streams wait for
     bf16* warm;        // (2 * DC_MAX_LINKS) the warm-up messages, one element per link end
+    // the CP ring (CP > 1; dc_cp_*): NCCL, the CP group's communicator and its own stream, cp_ready
+    // (the compute stream's work so far, which the transfer waits for) and cp_arrived (the transfer,
+    // which the compute stream waits for); MPI, comm.h's ring staged through pinned cp_hs / cp_hr
+    ncclComm_t cp;
+    cudaStream_t cp_stream;
+    cudaEvent_t cp_ready, cp_arrived;
+    CpRing cp_ring;
+    float* cp_hs;
+    float* cp_hr;
+    size_t cp_hn;
+    void* cp_recv;  // the pending transfer's device destination (MPI: staged up at dc_cp_ring_wait)
+    size_t cp_n;    // its elements
+    int cp_bf16;    // 1: bf16 elements, 0: fp32
+    int cp_pending; // a transfer started and not yet waited for
 } DevComm;
 
 // An NCCL call of group g (CollGroup) in the collective trace; peer: the pipeline stage of a
@@ -167,7 +184,8 @@ static void devcomm_init(DevComm* d, Comm* c, int use_nccl, cudaStream_t stream,
     if (use_nccl && c->mpi && c->world > 1) {
         // same order on every rank; each init blocks only on its own group's members
         if (c->TP > 1) d->tp = dc_nccl_for(c->tp_comm);
-        if (c->DP > 1) d->dp = dc_nccl_for(c->dp_comm);
+        if (c->DPC > 1) d->dp = dc_nccl_for(c->dp_comm); // CP x DP: the gradients' group
+        if (c->CP > 1) d->cp = dc_nccl_for(c->cp_comm);
         if (c->PP > 1) d->pp = dc_nccl_for(c->pp_comm);
         if (c->PP > 1 && c->emb_comm != MPI_COMM_NULL) d->emb = dc_nccl_for(c->emb_comm);
     }
@@ -178,11 +196,16 @@ static void devcomm_init(DevComm* d, Comm* c, int use_nccl, cudaStream_t stream,
         fprintf(stderr, "error: environment LLMC_DP_OVERLAP=%s: use 1 (default) or 0\n", ov);
         exit(1);
     }
-    d->overlap = use_nccl && c->DP > 1 && !(ov != NULL && strcmp(ov, "0") == 0);
+    d->overlap = use_nccl && c->DPC > 1 && !(ov != NULL && strcmp(ov, "0") == 0);
     if (d->overlap) {
         cudaCheck(cudaStreamCreateWithFlags(&d->cstream, cudaStreamNonBlocking));
         cudaCheck(cudaEventCreateWithFlags(&d->ev_ready, cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&d->ev_reduced, cudaEventDisableTiming));
+    }
+    if (use_nccl && c->CP > 1) {
+        cudaCheck(cudaStreamCreateWithFlags(&d->cp_stream, cudaStreamNonBlocking));
+        cudaCheck(cudaEventCreateWithFlags(&d->cp_ready, cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&d->cp_arrived, cudaEventDisableTiming));
     }
 }
 
@@ -202,6 +225,15 @@ static void devcomm_free(DevComm* d) {
     if (d->dp) ncclCommDestroy(d->dp);
     if (d->pp) ncclCommDestroy(d->pp);
     if (d->emb) ncclCommDestroy(d->emb);
+    if (d->cp_stream) {
+        cudaCheck(cudaStreamSynchronize(d->cp_stream)); // its last transfer is done before the communicator goes
+        cudaStreamDestroy(d->cp_stream);
+        cudaEventDestroy(d->cp_ready);
+        cudaEventDestroy(d->cp_arrived);
+    }
+    if (d->cp) ncclCommDestroy(d->cp);
+    if (d->cp_hs) cudaFreeHost(d->cp_hs);
+    if (d->cp_hr) cudaFreeHost(d->cp_hr);
     if (d->hf) cudaFreeHost(d->hf);
     if (d->hb) cudaFreeHost(d->hb);
     if (d->ev) {
@@ -348,7 +380,7 @@ static void dc_emb_allreduce_f32(DevComm* d, float* buf, size_t n) {
 }
 
 static void dc_dp_allreduce_f32(DevComm* d, float* buf, size_t n) {
-    if (d->host->DP == 1 || n == 0) return;
+    if (d->host->DPC == 1 || n == 0) return;
     if (d->nccl) {
         int k = dc_tic(d);
         DC_NCCL(d, CG_DP, "allreduce", -1, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, d->dp, d->stream));
@@ -360,7 +392,7 @@ static void dc_dp_allreduce_f32(DevComm* d, float* buf, size_t n) {
     dc_stage_up_f32(d, buf, hf, n);
 }
 
-// Overlapped DP reduction of the flat ranges [lo[i], hi[i]) of grads (total_pad = DP * per
+// Overlapped DP reduction of the flat ranges [lo[i], hi[i]) of grads (total_pad = DPC * per
 // elements), on the communication stream once the compute stream's work so far (the ranges'
 // last gradient contributions) is done. Without ZeRO each range is all-reduced in place; with
 // ZeRO-1 each part of it goes to the DP rank whose shard holds it (ncclReduce in place: the
@@ -378,7 +410,7 @@ static void dc_dp_bucket_f32(DevComm* d, float* grads, const size_t* lo, const s
                     ncclAllReduce(grads + lo[i], grads + lo[i], hi[i] - lo[i], ncclFloat, ncclSum, d->dp, d->cstream));
             continue;
         }
-        for (int r = (int)(lo[i] / per); r < d->host->DP && (size_t)r * per < hi[i]; r++) {
+        for (int r = (int)(lo[i] / per); r < d->host->DPC && (size_t)r * per < hi[i]; r++) {
             size_t a = lo[i] > (size_t)r * per ? lo[i] : (size_t)r * per;
             size_t b = hi[i] < (size_t)(r + 1) * per ? hi[i] : (size_t)(r + 1) * per;
             if (a < b)
@@ -395,18 +427,18 @@ static void dc_dp_bucket_join(DevComm* d) {
     cudaCheck(cudaStreamWaitEvent(d->stream, d->ev_reduced, 0));
 }
 
-// ZeRO-1: shard (this rank's zero_shard of total) = sum over DP of full. full holds
-// DP*ceil(total/DP) elements (tail zero).
+// ZeRO-1: shard (this rank's zero_shard of total) = sum over CP x DP of full. full holds
+// DPC*ceil(total/DPC) elements (tail zero).
 static void dc_dp_reduce_scatter_f32(DevComm* d, const float* full, float* shard, size_t total) {
     Comm* c = d->host;
     size_t off, cnt;
-    zero_shard(total, c->DP, c->dp, &off, &cnt);
-    if (c->DP == 1) {
+    zero_shard(total, c->DPC, c->dpc, &off, &cnt);
+    if (c->DPC == 1) {
         cudaCheck(cudaMemcpyAsync(shard, full, sizeof(float) * total, cudaMemcpyDeviceToDevice, d->stream));
         return;
     }
     if (d->nccl) {
-        size_t per = (total + c->DP - 1) / c->DP;
+        size_t per = (total + c->DPC - 1) / c->DPC;
         int k = dc_tic(d);
         DC_NCCL(d, CG_DP, "reduce_scatter", -1,
                 ncclReduceScatter(full, shard, per, ncclFloat, ncclSum, d->dp, d->stream));
@@ -418,16 +450,16 @@ static void dc_dp_reduce_scatter_f32(DevComm* d, const float* full, float* shard
     dc_stage_up_f32(d, shard, hf + total, cnt);
 }
 
-// ZeRO-1: every DP rank holds its shard of full (bf16, in place); gather the rest. full
-// holds DP*ceil(total/DP) elements.
+// ZeRO-1: every rank of the CP x DP group holds its shard of full (bf16, in place); gather the
+// rest. full holds DPC*ceil(total/DPC) elements.
 static void dc_dp_allgather_bf16(DevComm* d, bf16* full, size_t total) {
     Comm* c = d->host;
-    if (c->DP == 1) return;
+    if (c->DPC == 1) return;
     if (d->nccl) {
-        size_t per = (total + c->DP - 1) / c->DP;
+        size_t per = (total + c->DPC - 1) / c->DPC;
         int k = dc_tic(d);
         DC_NCCL(d, CG_DP, "allgather", -1,
-                ncclAllGather(full + (size_t)c->dp * per, full, per, ncclBfloat16, d->dp, d->stream));
+                ncclAllGather(full + (size_t)c->dpc * per, full, per, ncclBfloat16, d->dp, d->stream));
         dc_toc(d, k, 0);
         return;
     }
@@ -439,11 +471,11 @@ static void dc_dp_allgather_bf16(DevComm* d, bf16* full, size_t total) {
 // ZeRO-1: the fp32 master shards into one whole buffer (checkpoint saving only)
 static void dc_dp_allgather_f32(DevComm* d, float* full, size_t total) {
     Comm* c = d->host;
-    if (c->DP == 1) return;
+    if (c->DPC == 1) return;
     if (d->nccl) {
-        size_t per = (total + c->DP - 1) / c->DP;
+        size_t per = (total + c->DPC - 1) / c->DPC;
         DC_NCCL(d, CG_DP, "allgather", -1,
-                ncclAllGather(full + (size_t)c->dp * per, full, per, ncclFloat, d->dp, d->stream));
+                ncclAllGather(full + (size_t)c->dpc * per, full, per, ncclFloat, d->dp, d->stream));
         return;
     }
     float* hf = dc_stage_down_f32(d, full, total, 0);
@@ -683,5 +715,75 @@ static void dc_pp_end(DevComm* d) {
         cudaCheck(cudaStreamWaitEvent(d->stream, d->link[i].done, 0));
     }
     dc_toc(d, k, 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// context parallelism's ring (CP > 1): n elements of send to the next CP rank and n into recv
+// from the previous one, started by dc_cp_ring_start and completed by dc_cp_ring_wait, with a
+// ring step's compute issued between the two (train_gpt.cu's cp_attention_forward/_backward).
+// NCCL: on the CP stream, once the compute stream's work so far is done (it made send, and it
+// has finished reading what recv held), the send and the receive in one group (every rank of
+// the ring sends and receives at once: no layout can deadlock); the compute stream waits for
+// the arrival only at dc_cp_ring_wait, so the compute issued in between overlaps the transfer.
+// MPI: staged down at the start, comm.h's non-blocking ring while the device computes, staged
+// up at the wait. bf16_elems: bf16 elements (fp32 on the host: exact), else fp32. One
+// transfer at a time; tag: the host ring's message tag.
+static void dc_cp_ring_start(DevComm* d, const void* send, void* recv, size_t n, int bf16_elems, int tag) {
+    Comm* c = d->host;
+    if (c->CP == 1 || n == 0) return;
+    if (d->cp_pending) {
+        fprintf(stderr, "internal: a CP ring transfer started before the previous one was waited for\n");
+        exit(1);
+    }
+    d->cp_pending = 1;
+    d->cp_recv = recv;
+    d->cp_n = n;
+    d->cp_bf16 = bf16_elems;
+    if (d->nccl) {
+        int next = (c->cp + 1) % c->CP, prev = (c->cp + c->CP - 1) % c->CP;
+        ncclDataType_t ty = bf16_elems ? ncclBfloat16 : ncclFloat;
+        cudaCheck(cudaEventRecord(d->cp_ready, d->stream));
+        cudaCheck(cudaStreamWaitEvent(d->cp_stream, d->cp_ready, 0));
+        int k = dc_tic_on(d, d->cp_stream);
+        ncclCheck(ncclGroupStart());
+        DC_NCCL(d, CG_CP, "send", next, ncclSend(send, n, ty, next, d->cp, d->cp_stream));
+        DC_NCCL(d, CG_CP, "recv", prev, ncclRecv(recv, n, ty, prev, d->cp, d->cp_stream));
+        ncclCheck(ncclGroupEnd());
+        dc_toc_on(d, k, 2, d->cp_stream); // beside the compute, as the DP buckets
+        cudaCheck(cudaEventRecord(d->cp_arrived, d->cp_stream));
+        return;
+    }
+    if (n > d->cp_hn) {
+        if (d->cp_hs) cudaCheck(cudaFreeHost(d->cp_hs));
+        if (d->cp_hr) cudaCheck(cudaFreeHost(d->cp_hr));
+        cudaCheck(cudaMallocHost((void**)&d->cp_hs, sizeof(float) * n));
+        cudaCheck(cudaMallocHost((void**)&d->cp_hr, sizeof(float) * n));
+        d->cp_hn = n;
+    }
+    if (bf16_elems) {
+        uint16_t* hb = dc_hb(d, n);
+        cudaCheck(cudaMemcpyAsync(hb, send, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, d->stream));
+        dc_wait_stream(d, d->stream);
+        for (size_t i = 0; i < n; i++) d->cp_hs[i] = host_bf2f(hb[i]);
+    } else {
+        cudaCheck(cudaMemcpyAsync(d->cp_hs, send, sizeof(float) * n, cudaMemcpyDeviceToHost, d->stream));
+        dc_wait_stream(d, d->stream);
+    }
+    cp_ring_start(c, &d->cp_ring, d->cp_hs, d->cp_hr, n, tag);
+}
+// The compute stream waits for the transfer dc_cp_ring_start began (MPI: the host waits, then
+// copies the received elements up).
+static void dc_cp_ring_wait(DevComm* d) {
+    if (!d->cp_pending) return;
+    d->cp_pending = 0;
+    if (d->nccl) {
+        cudaCheck(cudaStreamWaitEvent(d->stream, d->cp_arrived, 0));
+        return;
+    }
+    cp_ring_wait(d->host, &d->cp_ring);
+    if (d->cp_bf16)
+        dc_stage_up_bf16(d, (bf16*)d->cp_recv, d->cp_hr, d->cp_n);
+    else
+        dc_stage_up_f32(d, (float*)d->cp_recv, d->cp_hr, d->cp_n);
 }
 #endif // LLMC_NCCL_COMM_CUH

@@ -82,10 +82,10 @@ typedef struct {
 static void zd_init(DevZero* z, DevComm* dc, int on, int gathers, int bf, size_t total) {
     memset(z, 0, sizeof(*z));
     z->dc = dc;
-    z->on = on && dc->host->DP > 1;
+    z->on = on && dc->host->DPC > 1;
     z->bf16 = bf;
     z->total = total;
-    zero_shard(total, dc->host->DP, dc->host->dp, &z->opt_off, &z->n);
+    zero_shard(total, dc->host->DPC, dc->host->dpc, &z->opt_off, &z->n);
     if (!z->on) return;
     z->zc.bf16 = bf;
     if (!dc->nccl) {
@@ -136,7 +136,7 @@ typedef struct {
 
 // The pieces of bucket b, in segment order (at most one per segment and owner)
 static int zd_pieces(const DevZero* z, const ZeroBucket* b, ZdPiece* p, int cap) {
-    int DP = z->dc->host->DP, n = 0;
+    int DP = z->dc->host->DPC, n = 0; // the CP x DP group
     size_t pk = 0;
     for (int s = 0; s < b->nseg; s++) {
         for (int r = 0; r < DP; r++) {
@@ -176,7 +176,7 @@ static void zd_reduce(DevZero* z, const ZeroBucket* b, float* src, float* shard,
         return;
     }
     ZdPiece p[ZD_MAX_PIECES];
-    int np = zd_pieces(z, b, p, ZD_MAX_PIECES), me = dc->host->dp;
+    int np = zd_pieces(z, b, p, ZD_MAX_PIECES), me = dc->host->dpc;
     cudaStream_t rs = z->rs;
     if (rs != dc->stream) {
         cudaCheck(cudaEventRecord(z->ev_rs, dc->stream));
@@ -243,7 +243,7 @@ static void zd_finish(DevZero* z, float* shard) {
 // reads dst). -comm mpi: at once, on the compute stream.
 static void zd_gather(DevZero* z, const ZeroBucket* b, const bf16* pshard, bf16* dst, cudaEvent_t done) {
     DevComm* dc = z->dc;
-    int DP = dc->host->DP;
+    int DP = dc->host->DPC; // the CP x DP group
     if (!zero_compact(b)) die("internal: -zero 3 gathers a bucket that is not compact");
     size_t loc0 = b->nseg > 0 ? b->loc[0] : 0;
     if (!dc->nccl) { // this rank's part as floats, zero.h's host gather, up as bf16

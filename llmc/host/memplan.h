@@ -26,7 +26,8 @@
  *                where it is a buffer of its own; -grad-reduce bf16 the bucket in bf16
  *   optimizer    fp32 master weights and AdamW's two moments over the rank's shard
  *   activations  the activation slots (tokens included), the backward's scratch and
- *                statistics, the pipeline's gradient buffers, zb-h1's W stashes and cuBLASLt's
+ *                statistics, the pipeline's gradient buffers, -cp's ring buffers (two K|V
+ *                blocks, two dK|dV partials, an accumulator), zb-h1's W stashes and cuBLASLt's
  *                workspace and bias-gradient scratch (cuDNN's workspace, in a cuDNN build, and
  *                NCCL's buffers are the libraries' and not counted)
  */
@@ -237,9 +238,12 @@ static void mem_plan_cuda(const Config* c, int tp, int TP, int pp, int PP, int d
     if (s.sp) acts += 3 * mem_dev_bytes(H2 * BT * C) + mem_dev_bytes(H2 * BTs * C);
     acts += mem_dev_bytes(H2 * BT * 3 * Cl) + mem_dev_bytes(H2 * BT * Cl) + mem_dev_bytes(H2 * BT * F);
     acts += mem_dev_bytes(F4 * (naive ? B * NH * T * T : B * NH * T));
+    if (s.CP > 1) acts += mem_dev_bytes(F4 * BT * Cl); // the ring's fp32 accumulator
     acts += mem_dev_bytes(F4 * mem_ln_scratch_floats(BT, C));
     acts += mem_dev_bytes(sizeof(double)) + mem_dev_bytes(sizeof(double) * (2 + 512 + 2 * (size_t)pl.nlayers + 1));
     acts += (size_t)ndgrad * mem_dev_bytes(H2 * BT * C);
+    acts += mem_dev_bytes(sizeof(int) * T); // the rows' positions
+    if (s.CP > 1) acts += 2 * mem_dev_bytes(H2 * BT * 2 * Cl) + 2 * mem_dev_bytes(F4 * BT * 2 * Cl); // ring K|V, dK|dV
     size_t off_ws[NUM_WS], n_ws[NUM_WS];
     acts += (size_t)nstash * mem_dev_bytes(H2 * s.nlc * zb_stash_layout(BT, BTs, C, F, Cl, off_ws, n_ws));
     size_t maxcols = 3 * Cl > F ? 3 * Cl : F; // cuBLASLt: 32 MiB workspace, bias-gradient partials and output

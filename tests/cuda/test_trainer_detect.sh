@@ -27,6 +27,9 @@
 #     (dc_pp_acquire): the stream detector must report the race with the link stream;
 #   - 1x1x2 -zero 3 over NCCL with the compute stream's wait for a layer's gather deleted
 #     (zero.cuh's zd_use): the stream detector must report the race with the gather.
+#   - -cp 2 over NCCL (2 processes): the ring's K|V and dK|dV transfers on the CP stream
+#     beside the block compute, the DP buckets over the CP group overlapped: clean, and with
+#     the compute stream's wait for a block's arrival deleted (dc_cp_ring_wait): reported.
 # The stream detector compares the bytes each operation really touches (kernels: what their
 # threads read and wrote, cuemu README "Streams"), so the DP buckets, slices of one
 # gradient buffer reduced on the communication stream while the backward writes the other
@@ -108,12 +111,14 @@ wait_dp="cudaStreamWaitEvent(d->cstream, d->ev_ready, 0)"
 wait_join="cudaStreamWaitEvent(d->stream, d->ev_reduced, 0)"
 wait_pp="cudaCheck(cudaStreamWaitEvent(d->stream, b->comm, 0));"
 wait_gather="cudaCheck(cudaStreamWaitEvent(s, done, 0)); // the gathered bytes have arrived"
+wait_cp="cudaCheck(cudaStreamWaitEvent(d->stream, d->cp_arrived, 0));"
 # (a mutant whose pattern is missing starts no build: built then fails for it)
 mutant ce cuda/crossentropy.cuh "$wait_ce"
 mutant dp cuda/nccl_comm.cuh "$wait_dp"
 mutant join cuda/nccl_comm.cuh "$wait_join"
 mutant pp cuda/nccl_comm.cuh "$wait_pp"
 mutant gather cuda/zero.cuh "$wait_gather"
+mutant cp cuda/nccl_comm.cuh "$wait_cp"
 if built "$T"; then
     export OMP_NUM_THREADS=1
     clean "train_gpt_cu 1x1x1 -recompute selective, 3 steps, grids capped at 2 blocks: no detector report" \
@@ -133,6 +138,9 @@ if built "$T"; then
     # -zero 3: the gathers' stream and the reduction stream beside the compute stream
     clean "train_gpt_cu 1x1x2 -zero 3 -grad-reduce bf16 -comm nccl (2 processes), gathers prefetched, buckets reduced beside the backward, 3 steps: no race/alignment/stream report" \
         nccl 2 "$T" "${ARGS[@]}" -dp 2 -zero 3 -grad-reduce bf16 -comm nccl
+    # -cp 2: the ring's transfers overlap the block compute on the CP stream
+    clean "train_gpt_cu -cp 2 -comm nccl (2 processes), ring transfers and DP buckets overlapped, 3 steps: no race/alignment/stream report" \
+        nccl 2 "$T" "${ARGS[@]}" -cp 2 -comm nccl
 else
     bad "train_gpt.cu builds under the emulation with the detectors"
 fi
@@ -191,6 +199,16 @@ wait=$wait_gather
 if built "$TMP/gather/train_gpt_cu"; then
     reported "-zero 3 without the compute stream's wait for a gather (zd_use): the stream detector reports the race" \
         'cross-stream race on .*ncclBroadcast' nccl 2 "$TMP/gather/train_gpt_cu" "${ARGS[@]}" -dp 2 -zero 3 -comm nccl
+else
+    bad "the mutation removing $wait applies and builds"
+fi
+# the CP ring without the compute stream's wait for a block's arrival: the next block's compute
+# reads the K|V buffer the CP stream's ncclRecv is still writing (the report names both)
+wait=$wait_cp
+if built "$TMP/cp/train_gpt_cu"; then
+    reported "the CP ring without the compute stream's wait for a block's arrival (dc_cp_ring_wait): the stream detector reports the race" \
+        'cross-stream race on .*ncclRecv at [^ ]*nccl_comm.cuh:[0-9]+ .*ring_[a-z_]*kernel' \
+        nccl 2 "$TMP/cp/train_gpt_cu" "${ARGS[@]}" -cp 2 -comm nccl -steps 1
 else
     bad "the mutation removing $wait applies and builds"
 fi
