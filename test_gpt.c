@@ -1050,7 +1050,7 @@ static void test_layouts(int one) {
         const char* flags;
         const char* needle;
     } B[] = {
-        {4, "-tp 2 -pp 1 -dp 3", "!= tp*pp*dp"},
+        {4, "-tp 2 -pp 1 -dp 3", "need exactly 6 ranks, not 4"},
         {3, "-tp 3", "must divide the number of heads"},
         {4, "-tp 4 -vpad 151", "must divide the padded vocabulary"},
         {3, "-pp 3", "must divide the number of layers"},

@@ -117,7 +117,7 @@ static int runrecord_put_group(char* rec, size_t n, size_t* k, char** av, int i,
 static int runrecord_merge(char* rec, size_t n, int ac, char** av, int bc, char** bv, ExtraFlagFn extra, void* user) {
     size_t k = 0;
     int rc = 0;
-    rec[0] = '\0';
+    memset(rec, 0, n); // whole: the Config that holds it is compared byte for byte across ranks
     Config* scratch = (Config*)malloc_check(sizeof(Config)); // 15 KB: not on the stack
     config_defaults(scratch);
     for (int pass = 0; pass < 2 && rc == 0; pass++) {
