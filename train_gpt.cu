@@ -2200,6 +2200,25 @@ static void hook_abort(void* self) {
     if (((Train*)self)->model.zd.gcomm) ncclCommAbort(((Train*)self)->model.zd.gcomm); // -zero 3's gathers
 }
 
+// -plan's "memory per rank" rows (startup.h): the device bytes train_setup allocates on the first
+// rank of stage pp of c's layout, by memplan.h's mem_plan_cuda with the slots, gradient buffers,
+// W stashes, attention kind and DP overlap train_setup and gpt_build pick (the start-up check
+// holds that count to the allocations)
+static int plan_stage_bytes(const Config* c, size_t chunk, int pp, size_t bytes[NUM_MEM]) {
+    (void)chunk;
+    int CP = c->cp > 0 ? c->cp : 1, zb = config_zb(c), nccl = strcmp(c->comm, "nccl") == 0;
+    int nslots, nstash;
+    mem_plan_slots(c, pp, c->pp, c->dp, &nslots, &nstash);
+    int m_max = (int)(c->gb / ((int64_t)c->mb * c->dp));
+    int ndgrad = pipe_grad_buffers_max(zb, pp, c->pp, c->vpp, m_max, nccl);
+    if (ndgrad < 0 || (zb && nstash < 1)) return -1;
+    const char* ov = getenv("LLMC_DP_OVERLAP");
+    int overlap = nccl && c->dp * CP > 1 && !(ov != NULL && strcmp(ov, "0") == 0);
+    int naive = CP == 1 && attention_kind(c->H / c->heads) == ATTN_NAIVE; // -cp runs the ring's own kernels
+    mem_plan_cuda(c, 0, c->tp, pp, c->pp, 0, c->dp * CP, nslots, ndgrad, nstash, naive, overlap, bytes);
+    return 0;
+}
+
 // -layout auto sizes the layout to the GPU's memory (the GPUs of a node alike: device 0's). Only
 // then is the runtime touched before startup; no GPU (a dry run on a login node) is not an error
 // here: the layout falls back to -gpu-mem or the cluster preset, so these calls are not checked.
@@ -2217,7 +2236,8 @@ static double device_mem_gib(int argc, char** argv) {
 int main(int argc, char** argv) {
     Config cfg;
     Comm comm;
-    startup(&cfg, &comm, argc, argv, device_mem_gib(argc, argv), NULL); // -h, -check, -plan, bad flags end here
+    static const StartupMemPlan memplan = {"the CUDA trainer (device bytes)", plan_stage_bytes}; // -plan's rows
+    startup(&cfg, &comm, argc, argv, device_mem_gib(argc, argv), &memplan); // -h, -check, -plan, bad flags end here
 #ifdef _OPENMP
     if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #endif

@@ -18,6 +18,11 @@ optimizer state 1/4 of plain AdamW's at every level, fewer gradient bytes at -ze
 and what CP must do: -cp 2 -zero 1 holds half of -zero 0's optimizer state (its two CP ranks are
 the ZeRO group though DP is 1), the weights of one process, and fewer activation bytes.
 
+The same for the CUDA trainer where its emulated build is there (build/cuda-emu/train_gpt_cu, or
+LLMC_TRAIN_GPT_CU): its start-up row counts its device allocations, and its -plan prints
+memplan.h's mem_plan_cuda for the same layout, on 1x1x4 ZeRO 0-3 over NCCL, 2x2x2 -sp 1
+-vpp 2 ZeRO 3, 1x2x2 zb-h1 over MPI, naive attention, and -cp 2 ZeRO 3.
+
     python3 tests/test_plan_memory.py          # needs ./train_gpt (make train_gpt), mpirun, make data
 """
 import os
@@ -54,14 +59,31 @@ CP_LAYOUTS = [
 ]
 
 
+TRAIN_CU = os.environ.get("LLMC_TRAIN_GPT_CU", os.path.join(ROOT, "build", "cuda-emu", "train_gpt_cu"))
+CU_ENV = {"CUEMU_DEVICES": "8", "CUEMU_STREAM_RACES": "0"}
+# the CUDA trainer's cases: name, ranks, layout flags (every one given), environment
+CU_CASES = [(f"1x1x4 -zero {z} -comm nccl", 4, LAYOUTS[0][2] + ["-zero", str(z), "-comm", "nccl"], {})
+            for z in range(4)]
+CU_CASES += [
+    ("2x2x2 -sp 1 -vpp 2 -zero 3 -comm nccl", 8,
+     ["-tp", "2", "-pp", "2", "-dp", "2", "-sp", "1", "-vpp", "2", "-pp-schedule", "1f1b", "-zero", "3",
+      "-comm", "nccl"], {}),
+    ("1x2x2 zb-h1 -zero 1 -comm mpi", 4, LAYOUTS[3][2] + ["-zero", "1", "-comm", "mpi"], {}),
+    ("1x1x4 -zero 1 LLMC_ATTENTION=naive", 4, LAYOUTS[0][2] + ["-zero", "1", "-comm", "nccl"],
+     {"LLMC_ATTENTION": "naive"}),
+    ("-cp 2 -zero 3 -comm nccl", 2, CP_LAYOUTS[0][2] + ["-zero", "3", "-comm", "nccl"], {}),
+]
+
+
 def run(cmd, env=None):
     p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300,
                        env=dict(os.environ, OMP_NUM_THREADS="1", **(env or {})))
     return p.returncode, p.stdout.decode(errors="replace")
 
 
-def trainer_row(ranks, flags, env):
-    rc, out = run(MPIRUN + ["-np", str(ranks), TRAIN] + BASE + flags + ["-steps", "0"], env)
+def trainer_row(ranks, flags, env, train=TRAIN):
+    xs = [a for k in env for a in ("-x", k)]
+    rc, out = run(MPIRUN + xs + ["-np", str(ranks), train] + BASE + flags + ["-steps", "0"], env)
     for line in out.splitlines():
         if line.startswith("| memory per rank"):
             m = ROW.search(line)
@@ -70,9 +92,9 @@ def trainer_row(ranks, flags, env):
     return None, out if rc else out + "\n(no memory per rank row)"
 
 
-def plan_rows(ranks, flags, env):
+def plan_rows(ranks, flags, env, train=TRAIN):
     """-plan's rows: {stage: figures}, and which stage it marks as the most"""
-    rc, out = run([TRAIN, "-plan"] + BASE + flags +
+    rc, out = run([train, "-plan"] + BASE + flags +
                   ["-cluster", "selene-a100", "-nodes", "1", "-gpus-per-node", str(ranks)], env)
     rows, most = {}, None
     for line in out.splitlines():
@@ -107,6 +129,19 @@ def main():
         pp = int(flags[flags.index("-pp") + 1])
         check(most is not None and most < pp and all(sum(rows[most][:4]) >= sum(r[:4]) - 0.01 for r in rows.values()),
               f"{what}: -plan marks the stage whose rank holds the most (stage {most} of {pp})")
+    if os.access(TRAIN_CU, os.X_OK):
+        for name, ranks, flags, env in CU_CASES:
+            env = dict(CU_ENV, **env)
+            mine, tout = trainer_row(ranks, flags, env, TRAIN_CU)
+            rows, _, pout = plan_rows(ranks, flags, env, TRAIN_CU)
+            if mine is None or 0 not in rows:
+                check(False, f"train_gpt_cu {name}: both print the row (trainer: {mine is not None}, -plan: {0 in rows})")
+                print((tout if mine is None else pout)[-1500:])
+                continue
+            check(mine == rows[0], f"train_gpt_cu {name}: -plan's stage 0 row {rows[0]} == the trainer's device "
+                                   f"allocations {mine} (MiB)")
+    else:
+        print(f"note: {TRAIN_CU} is missing (make build/cuda-emu/train_gpt_cu): the CUDA trainer's rows NOT compared")
     # what the levels do to the trainer's own figures (1x1x4: the flat buffer splits evenly)
     z = [got.get(f"1x1x4 -zero {k}") for k in range(4)]
     if all(z):
