@@ -255,43 +255,36 @@ $(CUDA_BUILD)-emu/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.c
 	@mkdir -p $(@D)
 	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -x c++ $< -x none -o $@
 
-# a mutant of train_gpt.cu without the wait of acts_host_claim (the upload slot's event guard),
-# for test_upload_guard.sh: the emulation must report the race. The build fails if the line is gone.
+# The emulated trainer's mutants share one build (a build takes a minute or more): in its copy of
+# train_gpt.cu each line below runs only when llmc_mutant(NAME) is 0 (tests/mutant.h), and
+# train_gpt_cu_NAME is a script that runs the build with LLMC_MUTANT=NAME, which is the source
+# with that line deleted (deadlock: skipped by rank 0 at step 3). The build fails if a line is
+# not there once.
+#   noguard   acts_host_claim's wait for the upload slot's event guard (test_upload_guard.sh:
+#             the emulation must report the race)
+#   nockwait  the AdamW update's wait for a background checkpoint's staging copy
+#             (tests/test_ckpt_async.sh: the stream-hazard detector must report the race)
+#   deadlock  rank 0 skips the tied embedding's all-reduce of step 3 (test_watchdog_emu.sh: the
+#             watchdog must name the deadlock's two sides)
 CUDA_NOGUARD_LINE = dc_wait_event(dc, a->uploaded);
-$(CUDA_BUILD)-emu/train_gpt_cu_noguard: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h \
-    $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
-	@mkdir -p $(@D)
-	@[ "$$(grep -cF '$(CUDA_NOGUARD_LINE)' $<)" = 1 ] || { echo \
-	    "error: '$(CUDA_NOGUARD_LINE)' is not once in $<: update CUDA_NOGUARD_LINE"; exit 1; }
-	@mkdir -p $(@D)/noguard
-	sed 's/$(CUDA_NOGUARD_LINE)//' $< > $(@D)/noguard/train_gpt.cu
-	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -Wno-unused-parameter -I$(CUDA_ROOT) -x c++ $(@D)/noguard/train_gpt.cu -x \
-	    none -o $@
-
-# a mutant of train_gpt.cu whose AdamW update does not wait for a background checkpoint's staging
-# copy, for tests/test_ckpt_async.sh: the stream-hazard detector must report the race. The build
-# fails if the line is gone.
 CUDA_NOCKWAIT_LINE = cudaCheck(cudaStreamWaitEvent(g->stream, t->ck_copied, 0));
-$(CUDA_BUILD)-emu/train_gpt_cu_nockwait: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) \
-    $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
-	@[ "$$(grep -cF '$(CUDA_NOCKWAIT_LINE)' $<)" = 1 ] || { echo \
-	    "error: '$(CUDA_NOCKWAIT_LINE)' is not once in $<: update CUDA_NOCKWAIT_LINE"; exit 1; }
-	@mkdir -p $(@D)/nockwait
-	sed 's/$(CUDA_NOCKWAIT_LINE)//' $< > $(@D)/nockwait/train_gpt.cu
-	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -I$(CUDA_ROOT) -x c++ $(@D)/nockwait/train_gpt.cu -x none -o $@
-
-# a mutant of train_gpt.cu in which rank 0 skips the tied embedding's all-reduce of step 3, for
-# test_watchdog_emu.sh: the watchdog must name the deadlock's two sides. The build fails if the line
-# is gone.
 CUDA_DEADLOCK_LINE = dc_emb_allreduce_f32(dc, g->grads
-$(CUDA_BUILD)-emu/train_gpt_cu_deadlock: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) \
-    $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h \
-    $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
-	@mkdir -p $(@D)/deadlock
-	@[ "$$(grep -cF '$(CUDA_DEADLOCK_LINE)' $<)" = 1 ] || { echo \
-	    "error: '$(CUDA_DEADLOCK_LINE)' is not once in $<: update CUDA_DEADLOCK_LINE"; exit 1; }
-	sed 's/$(CUDA_DEADLOCK_LINE)/if (!(comm->rank == 0 \&\& t->run.step == 2)) &/' $< > $(@D)/deadlock/train_gpt.cu
-	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -I$(CUDA_ROOT) -x c++ $(@D)/deadlock/train_gpt.cu -x none -o $@
+CUDA_EMU_MUTANTS = noguard nockwait deadlock
+$(CUDA_BUILD)-emu/train_gpt_cu_mutants: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDA_ROOT)/tests/mutant.h \
+    $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
+	@mkdir -p $(@D)/mutants
+	@for l in '$(CUDA_NOGUARD_LINE)' '$(CUDA_NOCKWAIT_LINE)' '$(CUDA_DEADLOCK_LINE)'; do \
+	    [ "$$(grep -cF "$$l" $<)" = 1 ] || { echo "error: '$$l' is not once in $<: update dev/cuda/cuda.mk's" \
+	    "mutant lines"; exit 1; }; done
+	sed -e 's/$(CUDA_NOGUARD_LINE)/if (!llmc_mutant("noguard")) &/' \
+	    -e 's/$(CUDA_NOCKWAIT_LINE)/if (!llmc_mutant("nockwait")) &/' \
+	    -e 's/$(CUDA_DEADLOCK_LINE)/if (!(llmc_mutant("deadlock") \&\& comm->rank == 0 \&\& t->run.step == 2)) &/' \
+	    $< > $(@D)/mutants/train_gpt.cu
+	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -Wno-unused-parameter -I$(CUDA_ROOT) -include $(CUDA_ROOT)/tests/mutant.h \
+	    -x c++ $(@D)/mutants/train_gpt.cu -x none -o $@
+$(addprefix $(CUDA_BUILD)-emu/train_gpt_cu_,$(CUDA_EMU_MUTANTS)): $(CUDA_BUILD)-emu/train_gpt_cu_mutants
+	printf '#!/bin/sh\nLLMC_MUTANT=%s exec "%s" "$$@"\n' $(subst train_gpt_cu_,,$(@F)) $(abspath $<) > $@
+	chmod +x $@
 
 cuda-emu-test: $(CUDA_BUILD)-emu/train_gpt_cu $(CUDA_BUILD)-emu/test_gpt_cu $(CUDA_BUILD)-emu/train_gpt_cu_noguard \
     $(CUDA_BUILD)-emu/train_gpt_cu_deadlock $(CUDA_BUILD)-emu/train_gpt_cu_nockwait
@@ -345,8 +338,9 @@ ifeq ($(NVCC),)
 gpu-prebuilt:
 	@echo "gpu-prebuilt: nvcc not found (install the CUDA toolkit): prebuilt GPU binaries NOT built"
 else
-gpu-prebuilt:
-	$(GPU_PREBUILT_MAKE) cuda-build $(CUDA_BUILD)-sm90/test_attention
+# (cuDNN's host object has no arch and no MPI in it: the build's own is linked, not compiled twice)
+gpu-prebuilt: $(CUDNN_OBJ)
+	$(GPU_PREBUILT_MAKE) CUDNN_OBJ=$(CUDNN_OBJ) cuda-build $(CUDA_BUILD)-sm90/test_attention
 	cp -f $(CUDA_BUILD)-sm90/test_attention $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)-sm90/cudnn_attention) $(GPU_PREBUILT)/
 	@bash $(CUDA_DIR)/prebuilt.sh manifest $(GPU_PREBUILT) $(NVCC) | sed 's/^/gpu-prebuilt: /'
 endif
@@ -373,8 +367,7 @@ cuda-nompi-emu-test: $(CUDA_BUILD)-emu-nompi/train_gpt_cu $(CUDA_BUILD)-emu-nomp
 # (make -j; the tests then run one after another): nvcc builds only where nvcc is
 CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) \
     $(CUDA_MUTANT_CUBINS) $(CUDA_BUILD)/test_attention gpu-prebuilt) \
-    $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu train_gpt_cu_noguard train_gpt_cu_deadlock \
-    train_gpt_cu_nockwait) \
+    $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu $(addprefix train_gpt_cu_,$(CUDA_EMU_MUTANTS))) \
     $(CUDA_BUILD)-cost/train_gpt_cu $(addprefix $(CUDA_BUILD)-emu-nompi/,train_gpt_cu test_gpt_cu)
 
 cuda-clean:

@@ -56,21 +56,36 @@ EOF
 ARGS=(-L 4 -H 64 -heads 4 -seq 32 -V 300 -vpad 128 -mb 1 -gb 8 -ramp 4 4 512 -lr 2e-3 -warmup 2000 -decay 8000
       -tokens 1e9 -i "$TMP/p.bin" -j '' -shuffle 1 -seed 7 -threads 1 -steps 3)
 
-# build SRC_ROOT OUT: train_gpt.cu of SRC_ROOT with the detectors, in the background (the six
-# builds are single-threaded, about half a minute each one after another); built OUT waits for it
+# build SRC_ROOT OUT [FLAGS]: train_gpt.cu of SRC_ROOT with the detectors, in the background (two
+# builds, single-threaded, a minute or more each); built OUT waits for it
 build() {
     # shellcheck disable=SC2086
-    ( $CXX -x c++ "$1/train_gpt.cu" -x none -o "$2" -lpthread 2>"$2.log" || { head -20 "$2.log"; rm -f "$2"; exit 1; } ) &
+    ( $CXX ${3:-} -x c++ "$1/train_gpt.cu" -x none -o "$2" -lpthread 2>"$2.log" ||
+        { head -20 "$2.log"; rm -f "$2"; exit 1; } ) &
     pids[$2]=$!
 }
-declare -A pids
-built() { [ -n "${pids[$1]:-}" ] && wait "${pids[$1]}" && [ -x "$1" ]; }
-# mutant NAME FILE PATTERN: a copy of the sources in $TMP/NAME with the first line of llmc/FILE
-# that contains PATTERN deleted, built to $TMP/NAME/train_gpt_cu; fails when PATTERN is absent
+declare -A pids status target
+# built OUT: its build succeeded (a mutant's script: the mutants' build)
+built() {
+    local b=${target[$1]:-$1}
+    if [ -z "${status[$b]:-}" ]; then
+        if [ -n "${pids[$b]:-}" ] && wait "${pids[$b]}" && [ -x "$b" ]; then status[$b]=0; else status[$b]=1; fi
+    fi
+    [ "${status[$b]}" = 0 ] && [ -x "$1" ]
+}
+# The mutants share one build (a detector build of the trainer takes minutes): a copy of the
+# sources in $TMP/mut where the first line of llmc/FILE that contains PATTERN runs only when
+# the environment's LLMC_MUTANT is not NAME (tests/mutant.h). mutant NAME FILE PATTERN writes
+# that guard and the script $TMP/NAME/train_gpt_cu, which runs the build with LLMC_MUTANT=NAME:
+# that is the source with the line deleted. It fails (no script) when PATTERN is absent.
+mkdir -p "$TMP/mut" && cp "$ROOT/train_gpt.cu" "$TMP/mut/" && cp -r "$ROOT/llmc" "$TMP/mut/llmc"
 mutant() {
-    mkdir -p "$TMP/$1" && cp "$ROOT/train_gpt.cu" "$TMP/$1/" && cp -r "$ROOT/llmc" "$TMP/$1/llmc" &&
-    awk -v pat="$3" 'BEGIN{done = 0} { if (!done && index($0, pat)) { done = 1; next } print } END { if (!done) exit 1 }' \
-        "$ROOT/llmc/$2" >"$TMP/$1/llmc/$2" && build "$TMP/$1" "$TMP/$1/train_gpt_cu"
+    awk -v pat="$3" -v name="$1" 'BEGIN{done = 0}
+        { if (!done && index($0, pat)) { done = 1; print "if (!llmc_mutant(\"" name "\")) {"; print; print "}"; next }
+          print }
+        END { if (!done) exit 1 }' "$TMP/mut/llmc/$2" >"$TMP/mut.tmp" && mv "$TMP/mut.tmp" "$TMP/mut/llmc/$2" &&
+        mkdir -p "$TMP/$1" && printf '#!/bin/sh\nLLMC_MUTANT=%s exec "%s" "$@"\n' "$1" "$TMP/mut/train_gpt_cu" \
+        >"$TMP/$1/train_gpt_cu" && chmod +x "$TMP/$1/train_gpt_cu" && target[$TMP/$1/train_gpt_cu]=$TMP/mut/train_gpt_cu
 }
 # losses FILE: the "loss" values of a -log file, on one line
 losses() { grep -o '"loss":[^,]*' "$1" 2>/dev/null | tr '\n' ' '; }
@@ -112,13 +127,14 @@ wait_join="cudaStreamWaitEvent(d->stream, d->ev_reduced, 0)"
 wait_pp="cudaCheck(cudaStreamWaitEvent(d->stream, b->comm, 0));"
 wait_gather="cudaCheck(cudaStreamWaitEvent(s, done, 0)); // the gathered bytes have arrived"
 wait_cp="cudaCheck(cudaStreamWaitEvent(d->stream, d->cp_arrived, 0));"
-# (a mutant whose pattern is missing starts no build: built then fails for it)
+# (a mutant whose pattern is missing writes no script: built then fails for it)
 mutant ce cuda/crossentropy.cuh "$wait_ce"
 mutant dp cuda/nccl_comm.cuh "$wait_dp"
 mutant join cuda/nccl_comm.cuh "$wait_join"
 mutant pp cuda/nccl_comm.cuh "$wait_pp"
 mutant gather cuda/zero.cuh "$wait_gather"
 mutant cp cuda/nccl_comm.cuh "$wait_cp"
+build "$TMP/mut" "$TMP/mut/train_gpt_cu" "-include $ROOT/tests/mutant.h"
 if built "$T"; then
     export OMP_NUM_THREADS=1
     clean "train_gpt_cu 1x1x1 -recompute selective, 3 steps, grids capped at 2 blocks: no detector report" \
