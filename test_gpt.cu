@@ -721,8 +721,8 @@ static void test_layouts(void) {
             check(o1 && same, "  ... its greedy sample after step 1 is the single process's (%.40s)", sb);
         }
         if (resume) { // its step-CP_STEPS checkpoint resumed with -cp 1 for one step, against the straight run
-            snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -o %s/cpk%zu -resume -cp 1 -steps %d -log %s/cpr.jsonl",
-                     CU, args, tmp, i, CP_STEPS + 1, tmp);
+            snprintf(cmd, sizeof(cmd), "timeout 300 %s %s -o %s/cpk%zu -resume -cp 1 -steps %d -log %s/cpr.jsonl", CU,
+                     args, tmp, i, CP_STEPS + 1, tmp);
             int rr = run_cmd(cmd, err, sizeof(err));
             RunLog x;
             snprintf(path, sizeof(path), "%s/cpr.jsonl", tmp);
@@ -954,7 +954,8 @@ static void test_zero_memory(void) {
     int n = 0, bad = 0;
     char worst[300] = "";
     for (int c = 0; c < 20; c++) {
-        int zero = c % 4, DP = c < 8 || c >= 16 ? 2 : 4, big = (c / 4) % 2; // big: TP 2 -sp, PP 2 last stage, -vpp 2, zb-h1
+        int zero = c % 4, DP = c < 8 || c >= 16 ? 2 : 4,
+            big = (c / 4) % 2;    // big: TP 2 -sp, PP 2 last stage, -vpp 2, zb-h1
         int CP = c >= 16 ? 2 : 1; // -cp 2: the ring's buffers, ZeRO over CP x DP
         int naive = c % 3 == 0, bf = zero > 0 && c % 2 == 1, comm = c % 3, overlap = comm == 0;
         setenv("LLMC_ATTENTION", naive ? "naive" : "flash", 1);

@@ -1842,8 +1842,8 @@ static const float* master_for_save(Train* t, float* full) {
     GPT* g = &t->model;
     if (!g->zero) return g->master;
     if (g->zero >= 2) { // no fp32 buffer of everything on the device: the shards meet on the host
-        cudaCheck(cudaMemcpyAsync(full + g->opt_off, g->master, sizeof(float) * g->n_opt, cudaMemcpyDeviceToHost,
-                                  g->stream));
+        cudaCheck(
+            cudaMemcpyAsync(full + g->opt_off, g->master, sizeof(float) * g->n_opt, cudaMemcpyDeviceToHost, g->stream));
         cudaCheck(cudaStreamSynchronize(g->stream));
         dp_allgather(&t->run.comm, full, g->pl.total);
         return NULL;
@@ -1894,7 +1894,8 @@ static int stage_checkpoint(Train* t) {
     if (full != hp) free(full);
     cudaCheck(cudaEventRecord(t->ck_ready, g->stream));
     cudaCheck(cudaStreamWaitEvent(t->ck_stream, t->ck_ready, 0));
-    if (np > 0 && dmaster) cudaCheck(cudaMemcpyAsync(hp, dmaster, sizeof(float) * np, cudaMemcpyDeviceToHost, t->ck_stream));
+    if (np > 0 && dmaster)
+        cudaCheck(cudaMemcpyAsync(hp, dmaster, sizeof(float) * np, cudaMemcpyDeviceToHost, t->ck_stream));
     cudaCheck(cudaEventRecord(t->ck_weights, t->ck_stream));
     if (no > 0) {
         cudaCheck(cudaMemcpyAsync(hm, g->m, sizeof(float) * no, cudaMemcpyDeviceToHost, t->ck_stream));
@@ -2157,8 +2158,8 @@ static void train_setup(Train* t, const Config* cfg, const Comm* comm) {
     // what memplan.h says this rank allocates on the device is what it allocated
     size_t plan[NUM_MEM];
     const Comm* c = &t->run.comm;
-    mem_plan_cuda(&t->run.cfg, c->tp, c->TP, c->pp, c->PP, c->dpc, c->DPC, nslots, ndgrad, nstash, g->attn == ATTN_NAIVE,
-                  t->dc.overlap, plan);
+    mem_plan_cuda(&t->run.cfg, c->tp, c->TP, c->pp, c->PP, c->dpc, c->DPC, nslots, ndgrad, nstash,
+                  g->attn == ATTN_NAIVE, t->dc.overlap, plan);
     for (int k = 0; k < NUM_MEM; k++)
         if (plan[k] != g->mem[k])
             die("internal: %s: %zu device bytes allocated, memplan.h's mem_plan_cuda says %zu: update it with the new "

@@ -367,7 +367,8 @@ cuda-nompi-emu-test: $(CUDA_BUILD)-emu-nompi/train_gpt_cu $(CUDA_BUILD)-emu-nomp
 # (make -j; the tests then run one after another): nvcc builds only where nvcc is
 CUDA_TEST_BINS = $(if $(NVCC),train_gpt_cu test_gpt_cu $(if $(CUDA_HAVE_CUDNN),$(CUDA_BUILD)/cudnn_attention) \
     $(CUDA_MUTANT_CUBINS) $(CUDA_BUILD)/test_attention gpu-prebuilt) \
-    $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu $(addprefix train_gpt_cu_,$(CUDA_EMU_MUTANTS))) \
+    $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS) train_gpt_cu test_gpt_cu \
+    $(addprefix train_gpt_cu_,$(CUDA_EMU_MUTANTS))) \
     $(CUDA_BUILD)-cost/train_gpt_cu $(addprefix $(CUDA_BUILD)-emu-nompi/,train_gpt_cu test_gpt_cu)
 
 cuda-clean:
