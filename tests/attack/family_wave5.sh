@@ -119,7 +119,8 @@ expect_err "-cp 17 -seq 32: beyond seq/2" "2\\*cp = 34 equal chunks" -- "${C[@]}
 expect_ok "control: -cp 16 -seq 32 (one row per chunk) -world 16" -- "${C[@]}" "${S[@]}" -cp 16 -world 16
 expect_err "-cp 2 -pp 2 -vpp 4 -L 4: half a layer per chunk" "pp\\*vpp = 2\\*4 must divide" -- "${C[@]}" "${S[@]}" -cp 2 \
   -pp 2 -vpp 4 -world 4
-expect_err "-cp 2 -zero 3 -ramp auto: refused" "ramp auto" -- "${C[@]}" "${S[@]}" -cp 2 -zero 3 -gb 8 -ramp auto 4 4 -world 2
+expect_err "-cp 2 -zero 1 -ramp auto (ZeRO-1 alone may): refused for CP" "which -cp 2 splits over ranks" -- "${C[@]}" \
+  "${S[@]}" -cp 2 -zero 1 -gb 8 -ramp auto 4 4 -world 2
 expect_ok "control: -zero 3 -dp 1048576 -world 1048576 (a 2-layer model: most shards empty)" -- "${C[@]}" "${S[@]}" -L 2 -H 32 \
   -heads 2 -zero 3 -gb 1048576 -mb 1 -world 1048576
 # one row per chunk: -cp 4 at seq 8 on 4 ranks against one process
