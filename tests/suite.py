@@ -66,7 +66,7 @@ def mpirun():
 ATTACK_FAMILIES = sorted(f[len("family_"):-3] for f in os.listdir(os.path.join(ROOT, "tests", "attack"))
                          if f.startswith("family_") and f.endswith(".sh"))
 # families whose cases depend on wall-clock moments (a 4 s watchdog, kill -9 or a signal at a chosen step)
-ATTACK_ALONE = {"async", "hang", "kill", "signals"}
+ATTACK_ALONE = {"async", "hang", "kill", "signals", "wave5_stop"}
 FUZZ_TARGETS = ["shard", "tokenizer", "flags", "ckpt", "cloze", "blend", "bpe", "record"]
 FUZZ_SECONDS = int(os.environ.get("FUZZ_SECONDS", "12"))
 
@@ -159,11 +159,17 @@ FAMILY_SOURCES = {
     "signals": ["llmc/host/stop.h", "llmc/host/run.h"],
     "writes": ["llmc/host/safeio.h", "llmc/host/logger.h"],
     "zero": ["llmc/host/zero.h", "llmc/host/memplan.h", "llmc/host/autolayout.h", "llmc/planner/planner.h"],
+    "wave5": ["tests/attack/wave5_lib.sh", "tests/attack/ckpt_forge.py", "llmc/host/ckpt_rank.h", "llmc/host/reshard.h",
+              "llmc/host/checkpoint.h", "llmc/host/ckpt_async.h", "llmc/host/zero.h", "llmc/host/comm.h",
+              "llmc/host/config.h"],
+    "wave5_stop": ["tests/attack/wave5_lib.sh", "llmc/host/stop.h", "llmc/host/run.h", "llmc/host/ckpt_async.h",
+                   "llmc/host/ckpt_rank.h", "tests/attack/ckpt_points.h", "tests/attack/ckpt_points.py"],
 }
 
 
 # the test-only builds a family needs besides train_gpt (make check builds them only with their family)
-FAMILY_BINS = {"async": "build/mutants/train_gpt_ckpt_points", "hang": "build/mutants/train_gpt_deadlock"}
+FAMILY_BINS = {"async": "build/mutants/train_gpt_ckpt_points", "hang": "build/mutants/train_gpt_deadlock",
+               "wave5": "build/mutants/train_gpt_ckpt_points", "wave5_stop": "build/mutants/train_gpt_ckpt_points"}
 CHECK_FAMILY_BUDGET_S = 100  # make check: the touched families, cheapest first, within this many seconds
 
 
