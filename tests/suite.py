@@ -17,7 +17,9 @@ keeps the figures. Exit status 1 if any step failed or hung.
 
 Side by side: each step says how many cores it keeps busy; up to TEST_JOBS (default: the
 machine's cores) run at once. A step marked alone runs by itself (timing-sensitive cases:
-watchdogs with a 4 s limit, kill -9 at chosen moments).
+watchdogs with a 4 s limit, kill -9 at chosen moments). The steps that run alone start first,
+then the rest longest first (build/suite/times.tsv, else tests/suite_times.tsv: the figures of
+a clean run on the 2-core CI machine; refresh it with a copy of times.tsv when steps change).
 """
 import os
 import re
@@ -173,18 +175,35 @@ FAMILY_BINS = {"async": "build/mutants/train_gpt_ckpt_points", "hang": "build/mu
 CHECK_FAMILY_BUDGET_S = 100  # make check: the touched families, cheapest first, within this many seconds
 
 
-def last_seconds():
-    """Each step's seconds in the last run that recorded them (build/suite/times.tsv), else {}."""
+def read_seconds(path):
+    """{step: seconds} of a times.tsv (step, seconds, ...; a header line first), else {}."""
     out = {}
     try:
-        with open(os.path.join(LOGS, "times.tsv")) as fh:
+        with open(path) as fh:
             for ln in fh.readlines()[1:]:
                 p = ln.rstrip("\n").split("\t")
-                if len(p) >= 2:
+                if len(p) >= 2 and not p[0].startswith("build "):
                     out[p[0]] = float(p[1])
     except (OSError, ValueError):
         pass
     return out
+
+
+def last_seconds():
+    """Each step's seconds: the last run's here (build/suite/times.tsv) over the committed
+    figures of a clean run on the 2-core CI machine (tests/suite_times.tsv)."""
+    out = read_seconds(os.path.join(ROOT, "tests", "suite_times.tsv"))
+    out.update(read_seconds(os.path.join(LOGS, "times.tsv")))
+    return out
+
+
+def start_order(sel):
+    """The order steps start in: those that run alone first (nothing is running yet, so none
+    waits for the machine to drain), then the longest first, by last_seconds() (an unknown step
+    as 30 s), so that the short ones fill the cores at the end instead of a long one starting
+    late and running by itself."""
+    secs = last_seconds()
+    return sorted(sel, key=lambda st: (not st.alone, -secs.get(st.name, 30.0)))
 
 
 def attack_families_touched():
@@ -473,7 +492,7 @@ def main(argv):
             print(f"error: no step named {', '.join(bad)} (python3 tests/suite.py list)", file=sys.stderr)
             return 2
         sel = [s for s in all_steps if s.name in want]
-    results, wall = run(sel, JOBS)
+    results, wall = run(start_order(sel), JOBS)
     return report(results, wall)
 
 
