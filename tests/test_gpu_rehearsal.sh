@@ -85,8 +85,7 @@ rehearse() {
     local start; start=$(date +%s)
     (cd "$dir" && env -u GPU_CHECK_OUT -u GPU_CHECK_WORK OUT="$out" GPU_CHECK_REHEARSAL=1 GPU_CHECK_PY="$PYD" "$@" \
         timeout -k 10 "$REHEARSAL_TIMEOUT" bash -c "$cmd") > "$out.log" 2>&1
-    rrc=$?
-    secs=$(( $(date +%s) - start ))
+    echo "$? $(( $(date +%s) - start ))" > "$out.status"
     tar xzf "$out/gpu_check_logs.tgz" -C "$out" ./build.log ./prebuilt.log 2> /dev/null
 }
 leftovers() { # processes working in DIR or naming it (the run's), other than this test's own
@@ -105,13 +104,26 @@ returned() { # what comes back: at most 8 files under OUT, each under 16 MiB, an
     [ "$n" -le 8 ] && [ "$big" = 0 ] && [ -s "$1/gpu_check_table.txt" ] && [ -s "$1/gpu_check_results.tsv" ] && [ -s "$1/gpu_check_logs.tgz" ]
 }
 
+# Runs A and B side by side (each is mostly one process at a time, and the suite gives this test
+# two cores), then the checks of A, then those of B.
 # run A: the prebuilt carry passes (emulated binaries stand in for the sm_90 ones)
 A=$tmp/a
 mkcopy "$A"
 rm -rf "${A:?}/$P"; mkdir -p "$A/$P"
 cp build/cuda-emu-nompi/train_gpt_cu build/cuda-emu-nompi/test_gpt_cu build/cuda-emu/test_attention "$A/$P/"
 (cd "$A" && bash dev/cuda/prebuilt.sh manifest $P > /dev/null)
+# run B: the real sm_90 carry cannot run here (no GPU): the fallback rebuilds; the CPU trainer's
+# build fails (planted): only tests is skipped; fixtures not carried: written under PyTorch 2.11
+B=$tmp/b
+mkcopy "$B"
+rm -rf "${B:?}/fixtures"
+if [ -z "$NVCC" ]; then # no sm_90 binaries to carry: a broken one in their place
+    rm -rf "${B:?}/$P"; mkdir -p "$B/$P"; cp -r "$A/$P/." "$B/$P/"; printf '\177ELF broken' > "$B/$P/train_gpt_cu"
+fi
+rehearse "$B" "$tmp/outB" GPU_CHECK_PLANT="build_cpu:fail" GPU_CHECK_ONLY="bench_cuda,bench_torch_eager,fixtures,tests" &
+run_b=$!
 rehearse "$A" "$tmp/outA" GPU_CHECK_PLANT="sanitizer_racecheck:fail,bench_torch_compiled:hang"
+read -r rrc secs < "$tmp/outA.status"
 T=$tmp/outA/gpu_check_table.txt
 sed -n '/^GPU check (rehearsal)/,$p' "$tmp/outA.log"
 echo
@@ -136,15 +148,8 @@ check "$([ -z "$miss" ] && echo ok)" "A: every stage's log packed${miss:+ (missi
 left=$(leftovers "$A")
 check "$([ -z "$left" ] && echo ok)" "A: no process of the run is left${left:+ (left:$left)}"
 
-# run B: the real sm_90 carry cannot run here (no GPU): the fallback rebuilds; the CPU trainer's
-# build fails (planted): only tests is skipped; fixtures not carried: written under PyTorch 2.11
-B=$tmp/b
-mkcopy "$B"
-rm -rf "${B:?}/fixtures"
-if [ -z "$NVCC" ]; then # no sm_90 binaries to carry: a broken one in their place
-    rm -rf "${B:?}/$P"; mkdir -p "$B/$P"; cp -r "$A/$P/." "$B/$P/"; printf '\177ELF broken' > "$B/$P/train_gpt_cu"
-fi
-rehearse "$B" "$tmp/outB" GPU_CHECK_PLANT="build_cpu:fail" GPU_CHECK_ONLY="bench_cuda,bench_torch_eager,fixtures,tests"
+wait "$run_b"
+read -r rrc secs < "$tmp/outB.status"
 T=$tmp/outB/gpu_check_table.txt
 sed -n '/^GPU check (rehearsal)/,/^stages:/p' "$tmp/outB.log"
 echo
