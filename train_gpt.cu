@@ -2233,8 +2233,14 @@ static double device_mem_gib(int argc, char** argv) {
     return (double)p.totalGlobalMem / 1073741824.0;
 }
 
-#ifndef TESTING
-int main(int argc, char** argv) {
+// test_gpt.cu includes this file with TESTING defined; its emulated builds call this as trainer_main when run
+// under the trainer's name, so the emulation compiles the trainer once (dev/cuda/cuda.mk)
+#ifdef TESTING
+#define TRAINER_MAIN trainer_main
+#else
+#define TRAINER_MAIN main
+#endif
+int TRAINER_MAIN(int argc, char** argv) {
     Config cfg;
     Comm comm;
     static const StartupMemPlan memplan = {"the CUDA trainer (device bytes)", plan_stage_bytes}; // -plan's rows
@@ -2258,4 +2264,3 @@ int main(int argc, char** argv) {
 #endif
     return rc;
 }
-#endif

@@ -117,6 +117,9 @@ cp build/cuda-emu-nompi/train_gpt_cu build/cuda-emu-nompi/test_gpt_cu build/cuda
 B=$tmp/b
 mkcopy "$B"
 rm -rf "${B:?}/fixtures"
+# the fallback's kernel check is the suite's own emulated build of it (the same rule, up to date in the copy):
+# B rebuilds the trainer and its tests, the stages it runs need nothing more
+mkdir -p "$B/build/cuda-emu" && cp -a build/cuda-emu/test_attention "$B/build/cuda-emu/"
 if [ -z "$NVCC" ]; then # no sm_90 binaries to carry: a broken one in their place
     rm -rf "${B:?}/$P"; mkdir -p "$B/$P"; cp -r "$A/$P/." "$B/$P/"; printf '\177ELF broken' > "$B/$P/train_gpt_cu"
 fi
@@ -147,6 +150,17 @@ miss=""; for s in prebuilt build_cpu bench_cuda bench_cuda_tc bench_torch_eager 
 check "$([ -z "$miss" ] && echo ok)" "A: every stage's log packed${miss:+ (missing:$miss)}"
 left=$(leftovers "$A")
 check "$([ -z "$left" ] && echo ok)" "A: no process of the run is left${left:+ (left:$left)}"
+# A's tests stage is make cuda-nompi-emu-test (the same binaries, CUEMU_DEVICES=1, no layouts), so
+# make test runs it only here: its own checks are printed for the suite to count, and the link check
+check "$(! nm -C "$A/$P/train_gpt_cu" | grep -q ' U MPI_' && nm -C "$A/$P/train_gpt_cu" | grep -q ' T main' && echo ok)" "A: the no-MPI emulated build links no MPI (make cuda-nompi-emu-test's check)"
+# (and its attention stage is test_attention's plain run, which make test's cuda-check-emu leaves to it)
+tar xzf "$tmp/outA/gpu_check_logs.tgz" -C "$tmp/outA" ./tests.log ./attention.log 2> /dev/null
+tl=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/outA/tests.log" 2> /dev/null | tail -n 1)
+al=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/outA/attention.log" 2> /dev/null | tail -n 1)
+check "$([ -n "$tl" ] && [ -n "$al" ] && echo ok)" "A: tests.log and attention.log end with their counts (${tl:-none}; ${al:-none})"
+echo "A: test_gpt_cu's and test_attention's own checks (its tests and attention stages; counted by the suite):"
+echo "${tl:-0 passed, 1 failed}"
+echo "${al:-0 passed, 1 failed}"
 
 wait "$run_b"
 read -r rrc secs < "$tmp/outB.status"
@@ -155,7 +169,7 @@ sed -n '/^GPU check (rehearsal)/,/^stages:/p' "$tmp/outB.log"
 echo
 check "$([ $rrc = 1 ] && returned "$tmp/outB" && echo ok)" "B: exit status 1 (the planted CPU build failure), the files come back (rc $rrc, ${secs} s)"
 check "$(is prebuilt FAIL "$T" && grep -q 'prebuilt .*rebuilding' "$T" && echo ok)" "B: the sm_90 carry fails its check here (no GPU): FAIL, rebuilding"
-check "$(is build PASS "$T" && grep -q 'build/cuda-emu-nompi/train_gpt_cu' "$tmp/outB/build.log" && echo ok)" "B: the fallback rebuilt the binaries from source (emulated, no MPI)"
+check "$(is build PASS "$T" && grep -q -- '-o build/cuda-emu-nompi/test_gpt_cu' "$tmp/outB/build.log" && grep -q 'build/cuda-emu-nompi/train_gpt_cu' "$tmp/outB/build.log" && echo ok)" "B: the fallback rebuilt the binaries from source (emulated, no MPI)"
 check "$(is build_cpu FAIL "$T" && grep -q 'build_cpu .*planted failure' "$T" && echo ok)" "B: the planted CPU build failure: FAIL"
 check "$(is tests SKIP "$T" && grep -q 'tests .*needs the CPU trainer' "$T" && echo ok)" "B: only tests, which runs the CPU trainer, is skipped for it"
 check "$(is bench_cuda PASS "$T" && is bench_torch_eager PASS "$T" && echo ok)" "B: the benchmark runs on the rebuilt binaries, PyTorch 2.11 beside it"

@@ -11,6 +11,8 @@
 // number of distinct 32-byte sectors it touches, against the minimum for that many bytes,
 // shows uncoalesced access. Every cuBLASLt matmul is logged with its shape.
 //
+// CUEMU_COST_FROM_START=0 counts only between cudaProfilerStart and cudaProfilerStop, as ncu's
+// --profile-from-start off (the trainer's LLMC_PROFILE_STEP=N puts step N alone inside them).
 // CUEMU_COST=FILE writes the totals at exit, one TSV row per kernel and per GEMM shape:
 //   kernel NAME launches bytes_read bytes_written requests sectors min_sectors
 //   gemm   m n k a_bytes d_bytes epilogue calls
@@ -52,6 +54,8 @@ struct CostHot {
 inline CostHot cost_hot;
 struct Cost {
     bool on = false;
+    bool from_start = true; // CUEMU_COST_FROM_START=0: only inside the profiler's start/stop
+    bool profiling = false; // between cudaProfilerStart and cudaProfilerStop
     std::string path;
     std::map<std::string, CostKernel> kernels;
     std::map<std::tuple<long long, long long, long long, int, int, int>, unsigned long long> gemms;
@@ -60,6 +64,7 @@ struct Cost {
             on = true;
             path = s;
         }
+        if (const char* f = getenv("CUEMU_COST_FROM_START")) from_start = std::string(f) != "0";
     }
 };
 inline void cost_write();
@@ -100,9 +105,11 @@ CUEMU_NO_COV inline void cost_access(const void* p, uint32_t n, bool store) {
 }
 
 // kernel.h calls these around a launch, each block and each fiber switch
+inline bool cost_counting(const Cost& c) { return c.on && (c.from_start || c.profiling); }
+inline void cost_profiler(bool start) { cost().profiling = start; }
 inline void cost_kernel_begin(const char* name) {
     Cost& c = cost();
-    if (!c.on) return;
+    if (!cost_counting(c)) return;
     CostHot& h = cost_hot;
     h.cur = &c.kernels[name];
     h.cur->launches++;
@@ -158,7 +165,7 @@ inline void cost_kernel_end() {
 
 inline void cost_gemm(long long m, long long n, long long k, int abytes, int dbytes, int epi) {
     Cost& c = cost();
-    if (c.on) c.gemms[std::make_tuple(m, n, k, abytes, dbytes, epi)]++;
+    if (cost_counting(c)) c.gemms[std::make_tuple(m, n, k, abytes, dbytes, epi)]++;
 }
 
 inline void cost_write() {

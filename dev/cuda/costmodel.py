@@ -3,8 +3,9 @@
 
 What is counted (by the CPU emulation, never guessed): build/cuda-cost/train_gpt_cu is
 train_gpt.cu under cuemu built with clang's load/store instrumentation (CUEMU_COST,
-cuemu/impl/cost.h). For one training step (the difference of a 1-step and a 2-step run,
-so start-up work cancels) it counts, per kernel, the launches and the global-memory bytes
+cuemu/impl/cost.h). For one training step (the second of a 2-step run, counted alone inside
+the trainer's profiler range, so start-up and first-use work stay out) it counts, per kernel, the
+launches and the global-memory bytes
 read and written, the 32-byte sectors touched per warp request against the minimum, and
 every cuBLASLt GEMM with its shape, output type and epilogue. The trainer's own log gives
 the host waits of the step (host_syncs) and its stdout the parameter count. These are
@@ -62,7 +63,7 @@ Usage: costmodel.py [--exe build/cuda-cost/train_gpt_cu] [--out DIR] [--mb 4] [-
                        against this model's for PLAN_CONFIGS on H100 and H200, within 5%)
        [--planner CMD]  (the planner --selftest runs: ./train_gpt -plan)
 """
-import argparse, concurrent.futures, csv, itertools, json, math, os, re, shlex, subprocess, sys, tempfile
+import argparse, concurrent.futures, csv, itertools, json, math, os, re, shlex, subprocess, sys, tempfile, threading
 
 import numpy as np
 
@@ -166,12 +167,16 @@ TERMS = {
 def write_shard(path, V, ntok, seed):
     rng = np.random.default_rng(seed)
     hdr = np.zeros(256, dtype=np.int32); hdr[0], hdr[1], hdr[2] = 20240520, 1, ntok
-    with open(path, "wb") as f:
+    tmp = "%s.%d.tmp" % (path, threading.get_ident())  # whole or absent: two runs may want it at once
+    with open(tmp, "wb") as f:
         f.write(hdr.tobytes()); f.write(rng.integers(0, V, ntok, dtype=np.uint16).tobytes())
+    os.replace(tmp, path)
 
 
 def count(exe, s, steps, work, micro=1):
-    """One run of the emulated trainer: (kernels, gemms, meta) over `steps` steps."""
+    """One run of the emulated trainer: (kernels, gemms, meta) of its last step alone (LLMC_PROFILE_STEP puts
+    it inside cudaProfilerStart/Stop, and CUEMU_COST_FROM_START=0 counts only there, as ncu's
+    --profile-from-start off); meta's host_syncs has every step's."""
     shard = os.path.join(work, "shard_V%d.bin" % s["V"])
     if not os.path.exists(shard): write_shard(shard, s["V"], 200000, 1)
     tag = "L%dB%dT%dC%dV%d_m%d_s%d" % (s["L"], s["B"], s["T"], s["C"], s["V"], micro, steps)
@@ -181,7 +186,8 @@ def count(exe, s, steps, work, micro=1):
     logf = os.path.join(work, tag + ".jsonl")
     for p in (tsv, meta, logf):
         if os.path.exists(p): os.remove(p)
-    env = dict(os.environ, CUEMU_COST=tsv, LLMC_ATTENTION="flash", OMP_NUM_THREADS="1")
+    env = dict(os.environ, CUEMU_COST=tsv, CUEMU_COST_FROM_START="0", LLMC_PROFILE_STEP=str(steps),
+               LLMC_ATTENTION="flash", OMP_NUM_THREADS="1")
     cmd = [exe, "-L", str(s["L"]), "-H", str(s["C"]), "-heads", str(s["heads"]), "-seq", str(s["T"]), "-V", str(s["V"]),
            "-vpad", str(COUNT_VPAD), "-mb", str(s["B"]), "-gb", str(s["B"] * micro), "-ramp", "off", "-steps", str(steps),
            "-i", shard, "-j", shard, "-val-every", "0", "-warmup", "1000", "-tokens", "1e6", "-log", logf]
@@ -219,25 +225,11 @@ def sub(a, b, wa=1.0, wb=1.0):
     return out
 
 
-def one_step(exe, s, work):
-    """(kernels, gemms, meta) of one step with one micro-batch: the 2-step run minus the 1-step run."""
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two runs side by side
-        r1, r2 = pool.submit(count, exe, s, 1, work), pool.submit(count, exe, s, 2, work)
-        (k1, g1, m1), (k2, g2, m2) = r1.result(), r2.result()
-    kern = {n: v for n, v in sub(k2, k1).items() if v[0] > 0}
-    meta = dict(params=m1["params"], host_syncs=m2["host_syncs"][1])
-    return kern, sub(g2, g1), meta, (k1, g1, m1)
-
-
-def two_micro_step(exe, s, work, first):
-    """One step with two micro-batches: its 1-step run minus the start-up of the 1-micro-batch runs
-    (start-up = 1-step run - one step; -gb changes the micro-batch count only, not the start-up)."""
-    k1, g1, m1 = first[0]          # the 1-micro-batch 1-step run
-    kern1, gem1 = first[1], first[2]
-    kc, gc, mc = count(exe, s, 1, work, micro=2)
-    startup_k, startup_g = sub(k1, kern1), sub(g1, gem1)
-    kern = {n: v for n, v in sub(kc, startup_k).items() if v[0] > 0}
-    return kern, sub(gc, startup_g), dict(params=mc["params"], host_syncs=mc["host_syncs"][0])
+def one_step(exe, s, work, micro=1):
+    """(kernels, gemms, meta) of one step: the second of a 2-step run, counted alone (the first holds
+    the first-use work: cuBLASLt's plans, the loader's first batch)."""
+    kern, gemm, m = count(exe, s, 2, work, micro)
+    return {n: v for n, v in kern.items() if v[0] > 0}, gemm, dict(params=m["params"], host_syncs=m["host_syncs"][1])
 
 
 def nnls_small(A_, y):
@@ -384,13 +376,14 @@ def model_flops(s, gb, convention="paper", f=3):
 
 def build(exe, work, log):
     shapes = [shape(**v) for v in VARY]
-    counted = []
     for s in shapes:
         log("counting one step at L=%d B=%d T=%d C=%d heads=%d V=%d (Vp=%d)" % (s["L"], s["B"], s["T"], s["C"], s["heads"], s["V"], vp(s)))
-        counted.append(one_step(exe, s, work))
     log("counting one step of two micro-batches at the base shape (per-step vs per-micro-batch work)")
-    kb, gb_, mb_, first = counted[0]
-    k2, g2, m2 = two_micro_step(exe, shapes[0], work, (first, kb, gb_))
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two runs side by side
+        runs = [pool.submit(one_step, exe, s, work) for s in shapes] + [pool.submit(one_step, exe, shapes[0], work, 2)]
+        counted = [r.result() for r in runs[:-1]]
+        k2, g2, m2 = runs[-1].result()
+    kb, gb_, mb_ = counted[0]
     kernels = sorted(set().union(*[set(c[0]) for c in counted]) | set(k2))
     mem, attn = {}, {}
     z = np.zeros(6)
@@ -830,7 +823,7 @@ def main():
     # held-out shape: the model's bytes and GEMM FLOPs against a fresh count
     s = HELD_OUT
     log("counting the held-out shape L=%d B=%d T=%d C=%d heads=%d V=%d" % (s["L"], s["B"], s["T"], s["C"], s["heads"], s["V"]))
-    kern, g, meta, _ = one_step(a_.exe, s, work)
+    kern, g, meta = one_step(a_.exe, s, work)
     tot_want = tot_got = 0.0
     for kname, m in sorted(list(M["mem"].items()) + list(M["attn"].items())):
         got = kern.get(kname, np.zeros(6))

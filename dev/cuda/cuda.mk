@@ -190,7 +190,10 @@ $(CUDA_BUILD)/%: $(CUDA_TEST_DIR)/%.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEADERS)
 
 cuda-check-build: $(addprefix $(CUDA_BUILD)/,$(CUDA_CHECKS))
 	@echo "cuda-check-build: $(words $(CUDA_CHECKS)) kernel checks built in $(CUDA_BUILD)"
-CUDA_RES = /usr/bin/python3 $(CUDA_DIR)/resources.py --build $(CUDA_BUILD) --root $(CUDA_ROOT)
+# sm_90 from gpu-prebuilt's build when CUDA_ARCHS has no 90 (make test: each arch's device code compiled once,
+# the MPI build for sm_80 and the device's no-MPI build for sm_90; the kernels are the same)
+CUDA_RES_SM90 = $(if $(filter 90,$(CUDA_ARCHS)),,--arch-from 90 $(CUDA_BUILD)-sm90 $(GPU_PREBUILT)/train_gpt_cu)
+CUDA_RES = /usr/bin/python3 $(CUDA_DIR)/resources.py --build $(CUDA_BUILD) --root $(CUDA_ROOT) $(CUDA_RES_SM90)
 cuda-resources: train_gpt_cu $(CUDA_BUILD)-emu/test_attention
 	$(CUDA_RES) write
 
@@ -223,8 +226,13 @@ $(CUDA_BUILD)-emu/%: $(CUDA_TEST_DIR)/%.cu $(CUDA_TEST_DIR)/common.h $(CUDA_HEAD
 	@mkdir -p $(@D)
 	$(CUDA_EMU_CXX) $(CUDA_EMU_FLAGS) $(CUEMU_DETECT_FLAGS) -x c++ $< -x none -o $@ -lpthread
 
+# CUDA_CHECK_EMU_SKIP: checks not run here (make test: test_attention, which the GPU rehearsal's attention
+# stage runs, the same binary with the same arguments)
+CUDA_CHECK_EMU_SKIP ?=
 cuda-check-emu: $(addprefix $(CUDA_BUILD)-emu/,$(CUDA_CHECKS))
-	@set -e; for c in $(CUDA_CHECKS); do echo "== $$c (CPU emulation)"; $(CUDA_BUILD)-emu/$$c; done
+	@set -e; for c in $(filter-out $(CUDA_CHECK_EMU_SKIP),$(CUDA_CHECKS)); do echo "== $$c (CPU emulation)"; \
+	    $(CUDA_BUILD)-emu/$$c; done
+	@$(if $(CUDA_CHECK_EMU_SKIP),echo "== not run here: $(CUDA_CHECK_EMU_SKIP) (CUDA_CHECK_EMU_SKIP)")
 	@echo "== test_attention --large 192 (CPU emulation; dev/gpu_check.sh runs T = 2048 on the GPU)"
 	@$(CUDA_BUILD)-emu/test_attention --large 192
 	@echo "== test_layernorm, test_gelu, test_encoder, test_adamw with CUEMU_MAX_GRID=3" \
@@ -244,10 +252,11 @@ cuda-check-host: $(CUDA_TEST_DIR)/test_pp_groups.cu $(CUDA_ROOT)/llmc/host/layou
 
 CUDA_EMU_MPI_FLAGS = $(CUDA_EMU_FLAGS) -Wno-format-truncation -fopenmp -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX
 
-$(CUDA_BUILD)-emu/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h \
-    $(CUEMU_DIR_FOR_CUDA)/impl/*.h)
-	@mkdir -p $(@D)
-	$(CUDA_MPICXX) $(CUDA_EMU_MPI_FLAGS) -x c++ $< -x none -o $@
+# The emulated train_gpt_cu is a link to test_gpt_cu, whose main runs the trainer's (trainer_main, train_gpt.cu
+# included with TESTING, which only renames main) when called by that name: the emulation compiles the
+# trainer, a minute or more, once instead of twice. nvcc builds the product's two binaries.
+$(CUDA_BUILD)-emu/train_gpt_cu: $(CUDA_BUILD)-emu/test_gpt_cu
+	ln -sf test_gpt_cu $@
 
 $(CUDA_BUILD)-emu/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(CUDA_TEST_HEADERS) \
     $(wildcard \
@@ -348,10 +357,8 @@ endif
 # the same configuration under the emulation (no GPU): no MPI, warnings as errors, test_gpt_cu
 # run as dev/gpu_check.sh runs it on the device (one emulated GPU, no 3D layouts: no mpirun there)
 CUDA_EMU_NOMPI_FLAGS = $(CUDA_EMU_FLAGS) -Werror -Wno-format-truncation $(if $(CUDA_OMP),-fopenmp) -DCUEMU_NCCL_NO_MPI
-$(CUDA_BUILD)-emu-nompi/train_gpt_cu: $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h \
-    $(CUEMU_DIR_FOR_CUDA)/impl/*.h $(CUEMU_DIR_FOR_CUDA)/include/*.h $(CUEMU_DIR_FOR_CUDA)/include/*/*.h)
-	@mkdir -p $(@D)
-	$(CUDA_EMU_CXX) $(CUDA_EMU_NOMPI_FLAGS) -x c++ $< -x none -o $@ -lpthread
+$(CUDA_BUILD)-emu-nompi/train_gpt_cu: $(CUDA_BUILD)-emu-nompi/test_gpt_cu
+	ln -sf test_gpt_cu $@
 $(CUDA_BUILD)-emu-nompi/test_gpt_cu: $(CUDA_ROOT)/test_gpt.cu $(CUDA_ROOT)/train_gpt.cu $(CUDA_HEADERS) \
     $(CUDA_TEST_HEADERS) $(wildcard $(CUEMU_DIR_FOR_CUDA)/*.h $(CUEMU_DIR_FOR_CUDA)/impl/*.h \
     $(CUEMU_DIR_FOR_CUDA)/include/*.h $(CUEMU_DIR_FOR_CUDA)/include/*/*.h)

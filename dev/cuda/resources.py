@@ -17,7 +17,8 @@
           registers and local memory (spills), as a Markdown table (doc/cuda_speed.md)
 
 Inputs: BUILD/train_gpt_cu.ptxas.log (written by cuda.mk's train_gpt_cu rule), the binary
-ROOT/train_gpt_cu (cuobjdump -elf for __launch_bounds__, -sass), which contains every kernel of
+ROOT/train_gpt_cu (cuobjdump -elf for __launch_bounds__, -sass); --arch-from ARCH LOG_DIR BINARY takes
+one arch from another build instead (make test: sm_90 from gpu-prebuilt's); together they contain every kernel of
 llmc/cuda (the tables say so, else they are not made), BUILD-emu/test_attention
 --smem (dynamic shared memory per attention kernel), dev/cuda/launch_threads.tsv (block size
 of kernels without __launch_bounds__), dev/cuda/spill_exceptions.tsv (accepted spills).
@@ -240,10 +241,27 @@ def llmc_kernels(root):
     return found
 
 
+def inputs(args):
+    """[(arches or None for the rest, ptxas log, binary)]: the main build, and --arch-from's arches"""
+    more = [({a}, os.path.join(d, "train_gpt_cu.ptxas.log"), b) for a, d, b in args.arch_from or []]
+    taken = {a for m in more for a in m[0]}
+    for _, log, b in more:
+        if not os.path.exists(b) or not os.path.exists(log):
+            die(f"--arch-from: {b} or {log} missing (make gpu-prebuilt builds them)")
+    return [(None, os.path.join(args.build, "train_gpt_cu.ptxas.log"), os.path.join(args.root, "train_gpt_cu"))] + more, taken
+
+
+def per_arch(parse, which, taken, path):
+    """parse(path) restricted to `which` arches (None: every arch not in `taken`)"""
+    return {a: v for a, v in parse(path).items() if (a in which if which else a not in taken)}
+
+
 def make_tables(args):
-    ptx = parse_ptxas(os.path.join(args.build, "train_gpt_cu.ptxas.log"))
-    binary = os.path.join(args.root, "train_gpt_cu")
-    bounds = parse_elf_max_threads(binary)
+    ins, taken = inputs(args)
+    ptx, bounds = {}, {}
+    for which, log, binary in ins:
+        ptx.update(per_arch(parse_ptxas, which, taken, log))
+        bounds.update(per_arch(parse_elf_max_threads, which, taken, binary))
     launch = {k: int(v[0][0]) for k, v in read_tsv(os.path.join(args.dir, "launch_threads.tsv"), 2).items()}
     names = demangle(sorted(res_keys(ptx)))
     lit = launch_literals(args.root)
@@ -271,11 +289,12 @@ def make_tables(args):
     return tables, ptx, names, errors
 
 
-def sass_check(binary, names_for, dyn, static, verbose=False):
-    """prints per-kernel shared/generic counts; returns (failures, list of flagged kernels, tc kernels seen)"""
+def sass_check(binary, names_for, dyn, static, verbose=False, arch_ok=lambda a: True):
+    """prints per-kernel shared/generic counts (of the arches arch_ok takes); returns (failures, list of
+    flagged kernels, tc kernels seen)"""
     sass = parse_sass(binary)
     fails, flagged, checked, tc = [], [], [], set()
-    for arch in sorted(sass):
+    for arch in sorted(a for a in sass if arch_ok(a)):
         names = names_for(sorted(sass[arch]))
         for m, (sh, gen, win, ops) in sorted(sass[arch].items(), key=lambda x: names[x[0]]):
             k = names[m]
@@ -373,6 +392,8 @@ def main():
     ap.add_argument("cubin", nargs="*")
     ap.add_argument("--expect-fail")
     ap.add_argument("--verbose", action="store_true", help="print the SASS counts of every kernel")
+    ap.add_argument("--arch-from", nargs=3, action="append", metavar=("ARCH", "LOG_DIR", "BINARY"),
+                    help="take sm_ARCH from LOG_DIR/train_gpt_cu.ptxas.log and BINARY instead of the main build")
     args = ap.parse_args()
     args.dir = os.path.join(args.root, "dev", "cuda")
     if args.cmd == "mutant":
@@ -462,7 +483,13 @@ def main():
         check(not bad, f"sm_{arch}: {text.count(chr(10)) - 2} kernels within registers/threads/shared-memory limits, no unlisted spills")
     print("SASS: kernels that use shared memory must issue shared-memory instructions; flash_tc_ kernels LDSM and "
           "LDGSTS, and no generic LD/ST")
-    fails, _, tc = sass_check(os.path.join(args.root, "train_gpt_cu"), lambda ms: names, dyn, static, args.verbose)
+    fails, tc = [], set()
+    ins, taken = inputs(args)
+    for which, _, binary in ins:
+        f, _, t = sass_check(binary, lambda ms: names, dyn, static, args.verbose,
+                             lambda a, which=which: a in which if which else a not in taken)
+        fails += f
+        tc |= t
     for f in fails:
         print("     " + f)
     check(not fails, "SASS: every kernel that uses shared memory issues shared-memory instructions")

@@ -38,6 +38,7 @@
 # Usage: test_trainer_detect.sh "MPICXX FLAGS..." ROOT BUILD; prints "N passed, M failed".
 set -uo pipefail
 CXX=$1 ROOT=$2 BUILD=$3
+unset LLMC_MUTANT # the clean runs: no mutant
 pass=0 fail=0
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | grep -E 'cuemu|error|race|misaligned' | head -6 | sed 's/^/       /'; fail=$((fail + 1)); }
@@ -73,11 +74,12 @@ built() {
     fi
     [ "${status[$b]}" = 0 ] && [ -x "$1" ]
 }
-# The mutants share one build (a detector build of the trainer takes minutes): a copy of the
-# sources in $TMP/mut where the first line of llmc/FILE that contains PATTERN runs only when
-# the environment's LLMC_MUTANT is not NAME (tests/mutant.h). mutant NAME FILE PATTERN writes
+# The mutants and the clean runs share one build (a detector build of the trainer takes minutes): a
+# copy of the sources in $TMP/mut where the first line of llmc/FILE that contains PATTERN runs only
+# when the environment's LLMC_MUTANT is not NAME (tests/mutant.h). mutant NAME FILE PATTERN writes
 # that guard and the script $TMP/NAME/train_gpt_cu, which runs the build with LLMC_MUTANT=NAME:
-# that is the source with the line deleted. It fails (no script) when PATTERN is absent.
+# that is the source with the line deleted. It fails (no script) when PATTERN is absent. With
+# LLMC_MUTANT unset every guarded line runs: the clean runs below ($T) are the unmutated source.
 mkdir -p "$TMP/mut" && cp "$ROOT/train_gpt.cu" "$TMP/mut/" && cp -r "$ROOT/llmc" "$TMP/mut/llmc"
 mutant() {
     awk -v pat="$3" -v name="$1" 'BEGIN{done = 0}
@@ -119,8 +121,7 @@ nccl() {
     env "${envs[@]}" timeout 900 mpirun --oversubscribe --allow-run-as-root "${xs[@]}" -np "$np" "$@"
 }
 
-T="$BUILD/train_gpt_cu"
-build "$ROOT" "$T"
+T="$TMP/mut/train_gpt_cu"
 wait_ce="__syncthreads(); // the previous row's reads of sm/ss are done"
 wait_dp="cudaStreamWaitEvent(d->cstream, d->ev_ready, 0)"
 wait_join="cudaStreamWaitEvent(d->stream, d->ev_reduced, 0)"
