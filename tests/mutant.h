@@ -11,7 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline int llmc_mutant(const char* name) {
+// Under the emulation's race detector (ThreadSanitizer's instrumentation, tests/cuda/test_trainer_detect.sh) a
+// guard inside a kernel would show its static as __shared__ memory every thread touches: a race of the switch
+// itself, reported before the mutant's own. Not instrumented, and not inlined into an instrumented kernel.
+#if defined(__SANITIZE_THREAD__)
+#define LLMC_MUTANT_NOTSAN __attribute__((no_sanitize_thread, noinline))
+#else
+#define LLMC_MUTANT_NOTSAN
+#endif
+LLMC_MUTANT_NOTSAN static inline int llmc_mutant(const char* name) {
     static const char* on = getenv("LLMC_MUTANT"); // read once: the switch of the whole run
     return on != NULL && strcmp(on, name) == 0;
 }

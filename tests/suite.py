@@ -120,15 +120,15 @@ def steps():
         Step("cuda_resources_check", f"{MAKE} cuda-resources-check", 900, needs=need_nvcc),
         Step("cuda_check_host", f"{MAKE} cuda-check-host", 600, cores=0.5),
         # (test_attention without arguments runs in gpu_rehearsal's attention stage)
-        Step("cuda_check_emu", f"{MAKE} cuda-check-emu CUDA_CHECK_EMU_SKIP=test_attention", 900),
+        Step("cuda_check_emu", f"{MAKE} cuda-check-emu CUDA_CHECK_EMU_SKIP=test_attention", 900, single=True),
         Step("cuda_emu_test", f"{MAKE} cuda-emu-test", 2400),
         Step("cuda_emu_detect", f"{MAKE} cuda-emu-detect", 1800, cores=2),
         Step("cuda_costmodel", f"{MAKE} cuda-costmodel", 900),
         # (its run A's tests stage is make cuda-nompi-emu-test, and its attention stage test_attention:
         # they run only here, and the rehearsal prints their counts)
         Step("gpu_rehearsal", f"{MAKE} gpu-rehearsal", 900, cores=2),
-        Step("test_gpt_asan", "./test_gpt_asan fixtures --quick", 900),
-        Step("attack_asan", "bash tests/attack/asan.sh", 2400),
+        Step("test_gpt_asan", "./test_gpt_asan fixtures --quick", 900, single=True),
+        Step("attack_asan", "bash tests/attack/asan.sh", 2400, single=True),  # the ASan trainer: no MPI, no OpenMP
         Step("test_docs", f"{PY} tests/test_docs.py", 900, needs=need_mpi),
     ]
     touched = attack_families_touched()

@@ -166,7 +166,7 @@ fi
 if built "$TMP/ce/train_gpt_cu"; then
     # (the kernel is named by the report; any crossentropy.cuh kernel holding the barrier counts)
     reported "ce_stats_kernel without its first __syncthreads: the trainer's run is stopped with a shared-memory race report" \
-        'shared-memory race .*in kernel \(?ce_[a-z_]+kernel.*crossentropy.cuh' \
+        'shared-memory race .*in kernel \(?ce_[a-z_]+kernel[^)]*\)?: thread \([0-9,]+\) of block \([0-9,]+\) at [^ ]*crossentropy\.cuh' \
         env CUEMU_MAX_GRID=2 OMP_NUM_THREADS=1 "$TMP/ce/train_gpt_cu" "${ARGS[@]}" -steps 1
 else
     bad "the ce_stats_kernel mutation applies and builds"
