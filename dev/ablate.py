@@ -33,7 +33,7 @@ the LM head's FLOPs) is nearest N* in log (ties: the H/L nearest the scale's); t
 steps, so every arm spends the same FLOPs up to that rounding. (A fixed H/L alone leaves too few shapes at a
 few million parameters, where the embedding is half the model, and two ratios would share one.)
 """
-import ast, itertools, json, math, os, re, shutil, signal, subprocess, sys, time
+import ast, itertools, json, math, os, re, shutil, signal, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -309,10 +309,15 @@ class Runner:
         status = read_json(spath) or {"attempts": 0, "wall_s": 0.0}
         cmd = command(self.opt, run, state)
         t0 = time.time()
+        # each mpirun its own session directory: two starting at once in one (ompi.HOST.UID under /tmp)
+        # can fail with "orte_session_dir failed" as the other cleans it up (--jobs 2)
+        ompi_tmp = tempfile.mkdtemp(prefix="llmc_ompi_")
+        env = dict(os.environ, OMPI_MCA_orte_tmpdir_base=ompi_tmp)
         with open(os.path.join(run["dir"], "train.out"), "a") as out:
             out.write("# %s\n" % " ".join(cmd))
             out.flush()
-            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT).returncode
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
+        shutil.rmtree(ompi_tmp, ignore_errors=True)
         status.update({"rc": rc, "attempts": status["attempts"] + 1, "wall_s": status["wall_s"] + time.time() - t0,
                        "last_cmd": cmd})
         with open(spath + ".tmp", "w") as f:

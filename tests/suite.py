@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -319,6 +320,10 @@ class Running:
         env = dict(os.environ)
         env["PYTHONFAULTHANDLER"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
+        # Open MPI's session directory apart from the other steps': two mpirun starting at once in one
+        # (ompi.HOST.UID under /tmp) can fail with "orte_session_dir failed" as the other cleans it up
+        self.ompi_tmp = tempfile.mkdtemp(prefix="llmc_ompi_")
+        env["OMPI_MCA_orte_tmpdir_base"] = self.ompi_tmp
         self.proc = subprocess.Popen(["bash", "-c", step.cmd], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         self.hung = False
@@ -417,6 +422,7 @@ def run(selected, jobs):
             running.remove(r)
             dt = time.time() - r.t0
             r.log.close()
+            shutil.rmtree(r.ompi_tmp, ignore_errors=True)
             p, f = count_checks(log_path(r.step.name))
             status = "HANG" if r.hung else ("PASS" if rc == 0 else "FAIL")
             done += 1
