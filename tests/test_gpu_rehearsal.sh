@@ -86,7 +86,7 @@ rehearse() {
     (cd "$dir" && env -u GPU_CHECK_OUT -u GPU_CHECK_WORK OUT="$out" GPU_CHECK_REHEARSAL=1 GPU_CHECK_PY="$PYD" "$@" \
         timeout -k 10 "$REHEARSAL_TIMEOUT" bash -c "$cmd") > "$out.log" 2>&1
     echo "$? $(( $(date +%s) - start ))" > "$out.status"
-    tar xzf "$out/gpu_check_logs.tgz" -C "$out" ./build.log ./prebuilt.log 2> /dev/null
+    tar xzf "$out/gpu_check_logs.tgz" -C "$out" ./build.log ./prebuilt.log ./tests.log ./attention.log 2> /dev/null
 }
 leftovers() { # processes working in DIR or naming it (the run's), other than this test's own
     local p c
@@ -154,7 +154,6 @@ check "$([ -z "$left" ] && echo ok)" "A: no process of the run is left${left:+ (
 # make test runs it only here: its own checks are printed for the suite to count, and the link check
 check "$(! nm -C "$A/$P/train_gpt_cu" | grep -q ' U MPI_' && nm -C "$A/$P/train_gpt_cu" | grep -q ' T main' && echo ok)" "A: the no-MPI emulated build links no MPI (make cuda-nompi-emu-test's check)"
 # (and its attention stage is test_attention's plain run, which make test's cuda-check-emu leaves to it)
-tar xzf "$tmp/outA/gpu_check_logs.tgz" -C "$tmp/outA" ./tests.log ./attention.log 2> /dev/null
 tl=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/outA/tests.log" 2> /dev/null | tail -n 1)
 al=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/outA/attention.log" 2> /dev/null | tail -n 1)
 check "$([ -n "$tl" ] && [ -n "$al" ] && echo ok)" "A: tests.log and attention.log end with their counts (${tl:-none}; ${al:-none})"
