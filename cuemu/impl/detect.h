@@ -35,7 +35,13 @@
 #define CUEMU_TRACK_RANGES 0
 #endif
 
+// noinline only under the detectors: inlined into an instrumented caller, the function's accesses
+// would be instrumented after all; elsewhere the switch path (yield, enter) is inlined.
+#if CUEMU_TRACK_RANGES
 #define CUEMU_NOTSAN __attribute__((no_sanitize_thread, noinline))
+#else
+#define CUEMU_NOTSAN __attribute__((no_sanitize_thread))
+#endif
 #define CUEMU_NOTSAN_INL __attribute__((no_sanitize_thread, always_inline)) inline
 #define CUEMU_HOOK extern "C" __attribute__((weak, no_sanitize_thread))
 
@@ -84,7 +90,7 @@ struct Detect {
     const uint32_t* warp_gen = nullptr; // per-warp generation counters (kernel.h)
     uintptr_t slo = 0, shi = 0;         // static shared section
     uintptr_t dlo = 0, dhi = 0;         // dynamic shared memory of this launch
-    uintptr_t klo = 0, khi = 0;         // the running thread's stack (kernel.h resume())
+    uintptr_t klo = 0, khi = 0;         // the running thread's stack (kernel.h enter())
     uintptr_t glo = 0, ghi = 0;         // hull of the device regions
     ShadowS* sshadow = nullptr;         // mapped lazily by the kernel (only touched pages cost memory)
     std::vector<ShadowS> dshadow;
@@ -121,7 +127,7 @@ struct Detect {
 // A plain global, not a function-local static: its guard would cost an atomic load per access.
 inline Detect g_det;
 __attribute__((no_sanitize_thread, always_inline)) inline Detect& det() { return g_det; }
-// Set only while an emulated thread runs (kernel.h resume()); thread_local so that
+// Set only while an emulated thread runs (kernel.h run_pass()); thread_local so that
 // host threads (OpenMP in the reference code) never touch the detector.
 inline thread_local bool t_active = false;
 

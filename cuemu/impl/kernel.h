@@ -64,8 +64,11 @@ constexpr int warpSize = 32;
 #if CUEMU_ASM_SWITCH
 // cuemu_ctx_switch(save, next): push callee-saved registers, MXCSR and the x87
 // control word on the current stack, store the stack pointer in *save, load
-// `next` and pop the same from there. The symbols are local to each object file
-// (no .globl), so every translation unit has its own copy and nothing clashes.
+// `next` and pop the same from there. MXCSR and the control word are loaded only
+// when they differ from the running ones: both loads stall the pipeline, and no
+// emulated thread changes them, so they were most of a switch's time. The symbols
+// are local to each object file (no .globl), so every translation unit has its own
+// copy and nothing clashes.
 __asm__(
     ".text\n"
     ".p2align 4\n"
@@ -80,10 +83,18 @@ __asm__(
     "  subq $8, %rsp\n"
     "  stmxcsr (%rsp)\n"
     "  fnstcw 4(%rsp)\n"
+    "  movl (%rsp), %eax\n"
+    "  movzwl 4(%rsp), %edx\n"
     "  movq %rsp, (%rdi)\n"
     "  movq %rsi, %rsp\n"
+    "  cmpl (%rsp), %eax\n"
+    "  je 1f\n"
     "  ldmxcsr (%rsp)\n"
+    "1:\n"
+    "  cmpw 4(%rsp), %dx\n"
+    "  je 2f\n"
     "  fldcw 4(%rsp)\n"
+    "2:\n"
     "  addq $8, %rsp\n"
     "  popq %r15\n"
     "  popq %r14\n"
@@ -145,7 +156,6 @@ struct Fiber {
     size_t mem_size = 0;
     uint3 tid{0, 0, 0};
     int linear = 0, lane = 0, warp = 0;
-    int state = F_PARKED;
     uint64_t xval = 0, xres = 0; // warp collective: my contribution / my result
     int xarg = 0, xwidth = 32;
     int bar_kind = 0, bar_pred = 0, bar_res = 0;
@@ -174,7 +184,9 @@ struct Exec {
     bool in_kernel = false;
     int nthreads = 0, live = 0, at_bar = 0;
     std::vector<Warp> warps;
-    std::vector<int> order;
+    std::vector<int> order;     // this barrier interval's run order of the block's threads
+    std::vector<uint8_t> state; // FiberState of each thread, by linear index: scanned at every switch
+    int pos = 0;                // position in `order` of the thread running now (or last run)
     unsigned long long block_linear = 0;
     unsigned interval = 0;
     void (*body)(void*) = nullptr;
@@ -304,7 +316,10 @@ inline Fiber* new_fiber() {
     f->mem = (char*)m;
     mprotect(f->mem, page, PROT_NONE); // guard page below the stack
 #if CUEMU_ASM_SWITCH
-    uintptr_t top = ((uintptr_t)(f->mem + f->mem_size)) & ~(uintptr_t)15;
+    // Stacks are a whole number of pages apart: without an offset every fiber's hot top-of-stack
+    // lines would fall into the same few L1 sets and evict each other at every switch.
+    size_t color = (e.fibers.size() % 64) * 64;
+    uintptr_t top = ((uintptr_t)(f->mem + f->mem_size - color)) & ~(uintptr_t)15;
     uint64_t* sp = (uint64_t*)(top - 80); // 16-byte aligned; see cuemu_ctx_switch
     unsigned int mxcsr = __builtin_ia32_stmxcsr();
     unsigned short fpcw;
@@ -329,9 +344,9 @@ inline Fiber* new_fiber() {
     return f;
 }
 
-// Scheduler -> fiber.
-inline void resume(Fiber* f) {
-    Exec& e = ex();
+// The bookkeeping for running thread f, done by whoever switches to it: the scheduler or
+// the thread that blocks before it.
+CUEMU_NOTSAN inline void enter(Exec& e, Fiber* f) {
     e.cur = f;
     threadIdx = f->tid;
     Detect& d = det();
@@ -340,22 +355,56 @@ inline void resume(Fiber* f) {
     d.wgen = f->wgen;
     d.klo = (uintptr_t)f->mem;
     d.khi = (uintptr_t)f->mem + f->mem_size;
-    t_active = d.active;
     CUEMU_COST_HOOK(cost_fiber(f->warp, f->lane));
+}
+
+// The next runnable thread after position e.pos of this pass's order (and it becomes the
+// position), or null when the pass is over.
+CUEMU_NOTSAN inline Fiber* next_runnable(Exec& e) {
+    for (int k = e.pos + 1; k < e.nthreads; k++)
+        if (e.state[e.order[k]] == F_RUNNABLE) {
+            e.pos = k;
+            return e.fibers[e.order[k]];
+        }
+    e.pos = e.nthreads;
+    return nullptr;
+}
+
+// Scheduler: one pass over the order, running every thread that is runnable when its turn
+// comes. The threads hand over to each other directly (yield); the last one returns here.
+// False when no thread could run.
+inline bool run_pass(Exec& e) {
+    e.pos = -1;
+    Fiber* f = next_runnable(e);
+    if (!f) return false;
+    enter(e, f);
+    t_active = det().active;
 #if CUEMU_ASM_SWITCH
     cuemu_ctx_switch(&e.sched_sp, f->sp);
 #else
     swapcontext(&e.sched_uc, &f->uc);
 #endif
     t_active = false;
+    return true;
 }
-// Fiber -> scheduler.
+// Thread f blocks (warp collective, barrier, exit): on to the next runnable thread of the
+// pass, or back to the scheduler. The same order as returning to the scheduler each time,
+// at half the switches.
 CUEMU_NOTSAN inline void yield(Fiber* f) {
     Exec& e = ex();
+    Fiber* g = next_runnable(e);
 #if CUEMU_ASM_SWITCH
-    cuemu_ctx_switch(&f->sp, e.sched_sp);
+    if (g) {
+        enter(e, g);
+        cuemu_ctx_switch(&f->sp, g->sp);
+    } else
+        cuemu_ctx_switch(&f->sp, e.sched_sp);
 #else
-    swapcontext(&f->uc, &e.sched_uc);
+    if (g) {
+        enter(e, g);
+        swapcontext(&f->uc, &g->uc);
+    } else
+        swapcontext(&f->uc, &e.sched_uc);
 #endif
 }
 
@@ -496,7 +545,8 @@ CUEMU_NOTSAN inline bool try_complete(Exec& e, int warp, int ci) {
                 break;
         }
         f->xres = r;
-        if (f->state == F_WAIT_WARP) f->state = F_RUNNABLE;
+        uint8_t& st = e.state[(size_t)warp * 32 + L];
+        if (st == F_WAIT_WARP) st = F_RUNNABLE;
     }
     w.coll[ci] = w.coll[--w.ncoll];
     return true;
@@ -532,7 +582,7 @@ CUEMU_NOTSAN inline uint64_t warp_collective(int kind, unsigned mask, uint64_t v
             f->warp, mask, coll_name(w.coll[ci].kind), what);
     w.coll[ci].arrived |= bit;
     if (!try_complete(e, f->warp, ci)) {
-        f->state = F_WAIT_WARP;
+        e.state[f->linear] = F_WAIT_WARP;
         yield(f);
     }
     return f->xres;
@@ -543,7 +593,7 @@ CUEMU_NOTSAN inline int block_barrier(int kind, int pred) {
     Exec& e = ex();
     f->bar_kind = kind;
     f->bar_pred = pred != 0;
-    f->state = F_WAIT_BAR;
+    e.state[f->linear] = F_WAIT_BAR;
     e.at_bar++;
     yield(f);
     return f->bar_res;
@@ -551,7 +601,7 @@ CUEMU_NOTSAN inline int block_barrier(int kind, int pred) {
 
 CUEMU_NOTSAN inline void thread_exit(Fiber* f) {
     Exec& e = ex();
-    f->state = F_DONE;
+    e.state[f->linear] = F_DONE;
     e.live--;
     Warp& w = e.warps[f->warp];
     w.live &= ~(1u << f->lane);
@@ -610,9 +660,9 @@ inline void run_block(Exec& e) {
         f->linear = i;
         f->lane = i & 31;
         f->warp = i >> 5;
-        f->state = F_RUNNABLE;
         f->wgen = 0;
     }
+    e.state.assign(n, F_RUNNABLE);
     det().stamp++; // a new block: no shared-memory access before this one counts
     for (size_t w = 0; w < e.warps.size(); w++) {
         int lanes = std::min(32, n - (int)w * 32);
@@ -627,27 +677,20 @@ inline void run_block(Exec& e) {
     make_order(e);
     CUEMU_COST_HOOK(cost_block_begin());
     while (e.live > 0) {
-        bool ran = false;
-        for (int k = 0; k < n; k++) {
-            Fiber* f = e.fibers[e.order[k]];
-            if (f->state == F_RUNNABLE) {
-                resume(f);
-                ran = true;
-            }
-        }
+        bool ran = run_pass(e);
         if (e.live == 0) break;
         if (e.at_bar == e.live) { // everyone still alive is at the barrier: release it
             int count = 0;
             for (int i = 0; i < n; i++)
-                if (e.fibers[i]->state == F_WAIT_BAR) count += e.fibers[i]->bar_pred;
+                if (e.state[i] == F_WAIT_BAR) count += e.fibers[i]->bar_pred;
             for (int i = 0; i < n; i++) {
                 Fiber* f = e.fibers[i];
-                if (f->state != F_WAIT_BAR) continue;
+                if (e.state[i] != F_WAIT_BAR) continue;
                 f->bar_res = f->bar_kind == BAR_COUNT ? count
                              : f->bar_kind == BAR_AND ? (count == e.at_bar)
                              : f->bar_kind == BAR_OR  ? (count > 0)
                                                       : 0;
-                f->state = F_RUNNABLE;
+                e.state[i] = F_RUNNABLE;
             }
             e.at_bar = 0;
             e.interval++;
