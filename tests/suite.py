@@ -15,12 +15,13 @@ table, slowest first, with the build steps (timed by tests/timed_sh.sh during `m
 each step's seconds, checks and status, the total and the wall time; build/suite/times.tsv
 keeps the figures. Exit status 1 if any step failed or hung.
 
-Side by side: each step says how many cores it keeps busy; steps start while fewer than TEST_JOBS
-(default: the machine's cores) are busy. A step marked alone runs with nothing beside it but one
+Side by side: each step keeps some cores busy (its CPU seconds per second in the last figures, to a
+quarter, at most 1; or what the step says); steps start while fewer than TEST_JOBS (default: the
+machine's cores) are busy. A step marked alone runs with nothing beside it but one
 single-process step (timing-sensitive cases: watchdogs with a 4 s limit, kill -9 at chosen
 moments; the single step keeps to the other core). The steps that run alone start first,
 then the rest longest first (build/suite/times.tsv, else tests/suite_times.tsv: the figures of
-a clean run on the 2-core CI machine; refresh it with a copy of times.tsv when steps change).
+a clean run on a 2-core machine; refresh it with a copy of times.tsv when steps change).
 """
 import os
 import re
@@ -40,12 +41,12 @@ COUNT_RE = re.compile(r"^(\d+) passed, (\d+) failed$")
 
 
 class Step:
-    def __init__(self, name, cmd, limit, cores=1, alone=False, check=False, needs=None, test=True, single=False):
+    def __init__(self, name, cmd, limit, cores=None, alone=False, check=False, needs=None, test=True, single=False):
         self.name = name          # unique; the log is build/suite/NAME.log
         self.test = test          # part of `make test` (a check-only step repeats part of a test step)
         self.cmd = cmd            # shell command, run from the repository root
         self.limit = limit        # seconds: a few times its normal time on a 2-core machine
-        self.cores = cores        # cores it keeps busy on average (CPU s / s in suite_times.tsv, to a half): an
+        self.cores = cores        # cores it keeps busy on average; None: from the figures (auto_cores): an
         #                           MPI job of 8 emulated ranks that mostly waits on one counts 1
         self.alone = alone        # runs with nothing beside it but one single step
         self.single = single      # one process on one core (no MPI, no threads): may run beside an alone step
@@ -92,7 +93,7 @@ def steps():
         Step("test_colltrace", "./test_colltrace", 60, check=True, single=True),
         Step("test_scripts", "bash tests/test_scripts.sh", 600),
         Step("test_ckpt_async", "bash tests/test_ckpt_async.sh", 600, needs=need_mpi),
-        Step("test_slurm", "bash tests/test_slurm.sh", 600, cores=0.5),  # mostly waits
+        Step("test_slurm", "bash tests/test_slurm.sh", 600),
         Step("test_ablate", "bash tests/test_ablate.sh", 600),
         Step("calibrate_planner", f"{PY} dev/calibrate_planner.py --selftest", 300, check=True, single=True),
         Step("test_bench_torch_init", f"{PY} tests/test_bench_torch_init.py", 300),
@@ -119,7 +120,7 @@ def steps():
         Step("hf_curation", f"{HF_PY} tests/data/test_curation.py", 600),
         Step("cuda_build", f"{MAKE} cuda-build cuda-rpath-check", 900, needs=need_nvcc),
         Step("cuda_resources_check", f"{MAKE} cuda-resources-check", 900, needs=need_nvcc),
-        Step("cuda_check_host", f"{MAKE} cuda-check-host", 600, cores=0.5),
+        Step("cuda_check_host", f"{MAKE} cuda-check-host", 600),
         # (test_attention without arguments runs in gpu_rehearsal's attention stage)
         Step("cuda_check_emu", f"{MAKE} cuda-check-emu CUDA_CHECK_EMU_SKIP=test_attention", 900, single=True),
         Step("cuda_emu_test", f"{MAKE} cuda-emu-test", 2400),
@@ -135,10 +136,14 @@ def steps():
     touched = attack_families_touched()
     for f in ATTACK_FAMILIES:
         pre = f"{MAKE} -s {FAMILY_BINS[f]} && " if f in FAMILY_BINS else ""  # a no-op after make test-bins
-        s.append(Step("attack_" + f, f"{pre}bash tests/attack/run.sh {f}", 900, cores=2 if f in ATTACK_ALONE else 1,
+        s.append(Step("attack_" + f, f"{pre}bash tests/attack/run.sh {f}", 900, cores=2 if f in ATTACK_ALONE else None,
                       alone=f in ATTACK_ALONE, check=f in touched))
     for t in FUZZ_TARGETS:
         s.append(Step("fuzz_" + t, f"bash tests/fuzz/run.sh {FUZZ_SECONDS} {t}", FUZZ_SECONDS * 10 + 120, single=True))
+    figs = last_figures()
+    for st in s:
+        if st.cores is None:
+            st.cores = auto_cores(figs.get(st.name))
     return s
 
 
@@ -181,26 +186,40 @@ FAMILY_BINS = {"async": "build/mutants/train_gpt_ckpt_points", "hang": "build/mu
 CHECK_FAMILY_BUDGET_S = 100  # make check: the touched families, cheapest first, within this many seconds
 
 
-def read_seconds(path):
-    """{step: seconds} of a times.tsv (step, seconds, ...; a header line first), else {}."""
+def read_figures(path):
+    """{step: (seconds, CPU seconds or None)} of a times.tsv (step, seconds, cpu_s, ...; a header
+    line first), else {}."""
     out = {}
     try:
         with open(path) as fh:
             for ln in fh.readlines()[1:]:
                 p = ln.rstrip("\n").split("\t")
                 if len(p) >= 2 and not p[0].startswith("build "):
-                    out[p[0]] = float(p[1])
+                    out[p[0]] = (float(p[1]), float(p[2]) if len(p) >= 3 and p[2] else None)
     except (OSError, ValueError):
         pass
     return out
 
 
-def last_seconds():
-    """Each step's seconds: the last run's here (build/suite/times.tsv) over the committed
-    figures of a clean run on the 2-core CI machine (tests/suite_times.tsv)."""
-    out = read_seconds(os.path.join(ROOT, "tests", "suite_times.tsv"))
-    out.update(read_seconds(os.path.join(LOGS, "times.tsv")))
+def last_figures():
+    """Each step's figures: the last run's here (build/suite/times.tsv) over the committed
+    figures of a clean run on a 2-core machine (tests/suite_times.tsv)."""
+    out = read_figures(os.path.join(ROOT, "tests", "suite_times.tsv"))
+    out.update(read_figures(os.path.join(LOGS, "times.tsv")))
     return out
+
+
+def last_seconds():
+    return {k: v[0] for k, v in last_figures().items()}
+
+
+def auto_cores(fig):
+    """The cores a step keeps busy on average, from its (seconds, CPU seconds): to a quarter, in
+    [0.25, 1] (a step that waits on timers or on mpirun leaves room for another beside it); 1 when
+    unknown or too short to tell (under 5 s). A step that keeps two cores busy says so."""
+    if not fig or fig[1] is None or fig[0] < 5:
+        return 1.0
+    return min(1.0, max(0.25, round(fig[1] / fig[0] * 4) / 4))
 
 
 def start_order(sel):
@@ -377,8 +396,9 @@ def count_checks(path):
 def can_start(st, running, jobs):
     """A step that runs alone starts with nothing beside it but one single-process step (which keeps
     to its own core, so the timing of the other stays its own); beside it only such a step starts.
-    Any other step starts while a core is free, so one of two cores may start beside a one-core step
-    (the machine runs three cores' worth for a while rather than one idle: no timing depends on it)."""
+    Any other step starts while the running steps keep fewer than `jobs` cores busy, so a step may
+    start beside two that mostly wait (the machine runs over its cores for a while rather than one
+    idle: no timing depends on it)."""
     if st.alone:
         return len(running) == 0 or (len(running) == 1 and running[0].step.single)
     if any(r.step.alone for r in running):
