@@ -900,6 +900,11 @@ static void run_start_watchdog(Run* R, const RunHooks* h) {
     watchdog_open_file(w, path, 0);
     world_sum(&R->comm, 0.0); // the file exists before the others open it
     watchdog_open_file(w, path, 1);
+    if (!c->out_dir[0]) { // once every rank has it mapped, the /tmp file goes: no abort or kill leaves it behind
+        world_sum(&R->comm, 0.0);
+        if (w->owner) unlink(w->path);
+        w->owner = 0;
+    }
     ctrace_publish(&R->comm.trace, watchdog_trace_slot(w));
     watchdog_start(w);
 }

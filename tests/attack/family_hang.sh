@@ -70,6 +70,14 @@ else
 fi
 run_tg "$SCRATCH/s.out" "$SCRATCH/s.err" "$TINY -steps 20 -timeout 1"
 check "single process making progress with -timeout 1: not ended (20 steps, exit 0)" bash -c "[ $RC -eq 0 ] && grep -q '^step     20' '$SCRATCH/s.out'"
+# without -o the heartbeat file is /tmp/train_gpt_heartbeat_PID: removed as soon as every rank has it
+# mapped, so a run that is killed (or aborted by its watchdog) leaves nothing in /tmp
+eval "exec $BIN $TINY -steps 100000" > "$SCRATCH/hb.out" 2> "$SCRATCH/hb.err" & hb=$!
+PIDS+=("$hb")
+i=0; while [ "$i" -lt 600 ] && ! grep -q '^step  *2 ' "$SCRATCH/hb.out"; do sleep 0.05; i=$((i + 1)); done
+kill -9 "$hb" 2>/dev/null; wait "$hb" 2>/dev/null
+check "a run without -o, killed with -9 after step 2: no /tmp/train_gpt_heartbeat_$hb left behind" \
+  bash -c "grep -q '^step  *2 ' '$SCRATCH/hb.out' && [ ! -e /tmp/train_gpt_heartbeat_$hb ]"
 for v in -1 abc; do
   run_tg "$SCRATCH/b.out" "$SCRATCH/b.err" "$TINY -steps 2 -timeout $v"
   check "-timeout $v is one error line" one_line_error "$SCRATCH/b.err" "$RC" "-timeout"
