@@ -393,18 +393,11 @@ inline bool run_pass(Exec& e) {
 CUEMU_NOTSAN inline void yield(Fiber* f) {
     Exec& e = ex();
     Fiber* g = next_runnable(e);
+    if (g) enter(e, g);
 #if CUEMU_ASM_SWITCH
-    if (g) {
-        enter(e, g);
-        cuemu_ctx_switch(&f->sp, g->sp);
-    } else
-        cuemu_ctx_switch(&f->sp, e.sched_sp);
+    cuemu_ctx_switch(&f->sp, g ? g->sp : e.sched_sp);
 #else
-    if (g) {
-        enter(e, g);
-        swapcontext(&f->uc, &g->uc);
-    } else
-        swapcontext(&f->uc, &e.sched_uc);
+    swapcontext(&f->uc, g ? &g->uc : &e.sched_uc);
 #endif
 }
 

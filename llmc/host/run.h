@@ -895,15 +895,13 @@ static void run_start_watchdog(Run* R, const RunHooks* h) {
         int pid = (int)getpid();
         world_bcast(&R->comm, &pid, sizeof(pid), 0);
         snprintf(path, sizeof(path), "/tmp/train_gpt_heartbeat_%d", pid);
-        w->owner = R->comm.rank == 0;
     }
     watchdog_open_file(w, path, 0);
     world_sum(&R->comm, 0.0); // the file exists before the others open it
     watchdog_open_file(w, path, 1);
     if (!c->out_dir[0]) { // once every rank has it mapped, the /tmp file goes: no abort or kill leaves it behind
         world_sum(&R->comm, 0.0);
-        if (w->owner) unlink(w->path);
-        w->owner = 0;
+        if (R->comm.rank == 0) unlink(w->path);
     }
     ctrace_publish(&R->comm.trace, watchdog_trace_slot(w));
     watchdog_start(w);

@@ -63,7 +63,6 @@ typedef struct {
     int fd;             // heartbeat file, -1 if none
     unsigned char* map; // the file mapped (world * WD_SLOT bytes), NULL if not
     char path[1100];
-    int owner; // rank 0 removes a /tmp heartbeat file (run.h: once every rank has mapped it)
     pthread_t th;
     int64_t beat_ms, step, slowest_ms; // main thread's last beat (monotonic ms), step, slowest step; __atomic
     int quit;                          // __atomic
@@ -305,7 +304,6 @@ static void watchdog_stop(Watchdog* w) {
     if (w->fd >= 0) {
         close(w->fd);
         w->fd = -1;
-        if (w->owner) unlink(w->path);
     }
 }
 
