@@ -118,7 +118,8 @@ rm -rf "$tmp/w" "$tmp/dest"
 env -u OUT GPU_CHECK_WORK="$tmp/w" GPU_CHECK_OUT="$tmp/dest" GPU_CHECK_FAKE= GPU_CHECK_PLANT=tests:hang \
     bash "$here/gpu_check.sh" > "$tmp/out" 2>&1 &
 gc=$!
-for _ in $(seq 100); do grep -q 'tests (cap' "$tmp/out" 2>/dev/null && break; sleep 0.1; done
+# (up to 60 s: on a loaded machine the stages before it take a while)
+for _ in $(seq 600); do grep -q 'tests (cap' "$tmp/out" 2>/dev/null && break; sleep 0.1; done
 sleep 0.5
 kill -TERM $gc; wait $gc; rc=$?
 check "$([ $rc = 143 ] && echo ok)" "SIGTERM: exit 143 (rc $rc)"
